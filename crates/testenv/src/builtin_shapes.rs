@@ -1,0 +1,1 @@
+//! Shapes of built-in kinds (placeholder).

@@ -1,0 +1,1 @@
+//! Patch types (placeholder).
