@@ -1,1 +1,86 @@
-fn main() {}
+//! `testenv serve`: run the in-process Kubernetes API server as a process that people and
+//! `kubectl` can use.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "testenv", version, about = "A Kubernetes API server for tests and demos, on 127.0.0.1")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the API on 127.0.0.1 until interrupted.
+    Serve {
+        /// Port to listen on (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Where to write a kubeconfig that points at the server.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// Seconds of watch history to keep.
+        #[arg(long, default_value_t = 300)]
+        history_seconds: u64,
+        /// Disable the garbage collector.
+        #[arg(long)]
+        no_garbage_collector: bool,
+        /// Disable the namespace controller.
+        #[arg(long)]
+        no_namespace_controller: bool,
+        /// Log filter (tracing `EnvFilter` syntax); `debug` logs every request.
+        #[arg(long, env = "TESTENV_LOG", default_value = "info")]
+        log: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { port, kubeconfig, history_seconds, no_garbage_collector, no_namespace_controller, log } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::try_new(&log)?)
+                .with_writer(std::io::stderr)
+                .init();
+            let env = testenv::TestEnv::builder()
+                .port(port)
+                .kubeconfig(&kubeconfig)
+                .history(Duration::from_secs(history_seconds), 1_000_000)
+                .garbage_collector(!no_garbage_collector)
+                .namespace_controller(!no_namespace_controller)
+                .start()
+                .await?;
+            println!("testenv serving {} (kubeconfig: {})", env.base_url(), kubeconfig.display());
+            shutdown_signal().await;
+            env.stop();
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
