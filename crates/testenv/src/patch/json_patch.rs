@@ -534,3 +534,849 @@ fn numbers_equal(x: &serde_json::Number, y: &serde_json::Number) -> bool {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn apply(doc: Value, patch: Value) -> Result<Value, PatchError> {
+        apply_json_patch(&doc, &patch)
+    }
+
+    fn invalid_message(result: Result<Value, PatchError>) -> String {
+        match result {
+            Err(PatchError::Invalid(message)) => message,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    fn malformed_message(result: Result<Value, PatchError>) -> String {
+        match result {
+            Err(PatchError::Malformed(message)) => message,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    // RFC 6902 appendix A.
+
+    #[test]
+    fn rfc_a1_add_object_member() {
+        let result = apply(
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/baz", "value": "qux"}]),
+        );
+        assert_eq!(result, Ok(json!({"baz": "qux", "foo": "bar"})));
+    }
+
+    #[test]
+    fn rfc_a2_add_array_element() {
+        let result = apply(
+            json!({"foo": ["bar", "baz"]}),
+            json!([{"op": "add", "path": "/foo/1", "value": "qux"}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": ["bar", "qux", "baz"]})));
+    }
+
+    #[test]
+    fn rfc_a3_remove_object_member() {
+        let result = apply(
+            json!({"baz": "qux", "foo": "bar"}),
+            json!([{"op": "remove", "path": "/baz"}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": "bar"})));
+    }
+
+    #[test]
+    fn rfc_a4_remove_array_element() {
+        let result = apply(
+            json!({"foo": ["bar", "qux", "baz"]}),
+            json!([{"op": "remove", "path": "/foo/1"}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": ["bar", "baz"]})));
+    }
+
+    #[test]
+    fn rfc_a5_replace_value() {
+        let result = apply(
+            json!({"baz": "qux", "foo": "bar"}),
+            json!([{"op": "replace", "path": "/baz", "value": "boo"}]),
+        );
+        assert_eq!(result, Ok(json!({"baz": "boo", "foo": "bar"})));
+    }
+
+    #[test]
+    fn rfc_a6_move_value() {
+        let result = apply(
+            json!({"foo": {"bar": "baz", "waldo": "fred"}, "qux": {"corge": "grault"}}),
+            json!([{"op": "move", "from": "/foo/waldo", "path": "/qux/thud"}]),
+        );
+        assert_eq!(
+            result,
+            Ok(json!({"foo": {"bar": "baz"}, "qux": {"corge": "grault", "thud": "fred"}}))
+        );
+    }
+
+    #[test]
+    fn rfc_a7_move_array_element() {
+        let result = apply(
+            json!({"foo": ["all", "grass", "cows", "eat"]}),
+            json!([{"op": "move", "from": "/foo/1", "path": "/foo/3"}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": ["all", "cows", "eat", "grass"]})));
+    }
+
+    #[test]
+    fn rfc_a8_test_success_leaves_document_unchanged() {
+        let doc = json!({"baz": "qux", "foo": ["a", 2, "c"]});
+        let result = apply(
+            doc.clone(),
+            json!([
+                {"op": "test", "path": "/baz", "value": "qux"},
+                {"op": "test", "path": "/foo/1", "value": 2}
+            ]),
+        );
+        assert_eq!(result, Ok(doc));
+    }
+
+    #[test]
+    fn rfc_a9_test_failure_is_invalid_and_names_the_path() {
+        let message = invalid_message(apply(
+            json!({"baz": "qux"}),
+            json!([{"op": "test", "path": "/baz", "value": "bar"}]),
+        ));
+        assert_eq!(message, "testing value /baz failed: test failed");
+    }
+
+    #[test]
+    fn rfc_a10_add_nested_member_object() {
+        let result = apply(
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/child", "value": {"grandchild": {}}}]),
+        );
+        assert_eq!(
+            result,
+            Ok(json!({"foo": "bar", "child": {"grandchild": {}}}))
+        );
+    }
+
+    #[test]
+    fn rfc_a11_unrecognized_members_are_ignored() {
+        let result = apply(
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/baz", "value": "qux", "xyz": 123}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": "bar", "baz": "qux"})));
+    }
+
+    #[test]
+    fn rfc_a12_add_to_nonexistent_target_fails() {
+        let message = invalid_message(apply(
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/baz/bat", "value": "qux"}]),
+        ));
+        assert_eq!(
+            message,
+            "add operation does not apply: doc is missing path: \"/baz/bat\""
+        );
+    }
+
+    #[test]
+    fn rfc_a14_escapes_are_decoded_in_order() {
+        let doc = json!({"/": 9, "~1": 10});
+        assert_eq!(
+            apply(
+                doc.clone(),
+                json!([{"op": "test", "path": "/~01", "value": 10}])
+            ),
+            Ok(doc)
+        );
+    }
+
+    #[test]
+    fn rfc_a15_strings_and_numbers_differ() {
+        let result = apply(
+            json!({"/": 9, "~1": 10}),
+            json!([{"op": "test", "path": "/~01", "value": "10"}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn rfc_a16_add_array_value_with_dash() {
+        let result = apply(
+            json!({"foo": ["bar"]}),
+            json!([{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}]),
+        );
+        assert_eq!(result, Ok(json!({"foo": ["bar", ["abc", "def"]]})));
+    }
+
+    // F6: the finalizer sequences kube-runtime sends.
+
+    #[test]
+    fn first_finalizer_with_test_null_on_absent_finalizers_passes() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let result = apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]}
+            ]),
+        );
+        assert_eq!(
+            result,
+            Ok(json!({"metadata": {"name": "x", "finalizers": ["example.com/cleanup"]}}))
+        );
+    }
+
+    #[test]
+    fn first_finalizer_sequence_fails_when_someone_added_finalizers_meanwhile() {
+        let doc = json!({"metadata": {"finalizers": ["other"]}});
+        let message = invalid_message(apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["mine"]}
+            ]),
+        ));
+        assert_eq!(
+            message,
+            "testing value /metadata/finalizers failed: test failed"
+        );
+    }
+
+    #[test]
+    fn next_finalizer_tests_the_whole_array_and_appends() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        let result = apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["a"]},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "b"}
+            ]),
+        );
+        assert_eq!(result, Ok(json!({"metadata": {"finalizers": ["a", "b"]}})));
+    }
+
+    #[test]
+    fn next_finalizer_fails_on_a_stale_finalizer_list() {
+        let doc = json!({"metadata": {"finalizers": ["a", "c"]}});
+        let result = apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["a"]},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "b"}
+            ]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn finalizer_removal_tests_the_index_then_removes_it() {
+        let doc = json!({"metadata": {"finalizers": ["a", "mine", "c"]}});
+        let result = apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers/1", "value": "mine"},
+                {"op": "remove", "path": "/metadata/finalizers/1"}
+            ]),
+        );
+        assert_eq!(result, Ok(json!({"metadata": {"finalizers": ["a", "c"]}})));
+    }
+
+    #[test]
+    fn finalizer_removal_refuses_to_remove_someone_elses_finalizer() {
+        let doc = json!({"metadata": {"finalizers": ["other", "mine"]}});
+        let message = invalid_message(apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers/0", "value": "mine"},
+                {"op": "remove", "path": "/metadata/finalizers/0"}
+            ]),
+        ));
+        assert_eq!(
+            message,
+            "testing value /metadata/finalizers/0 failed: test failed"
+        );
+    }
+
+    #[test]
+    fn finalizer_removal_of_an_index_that_is_gone_fails() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        let result = apply(
+            doc,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers/1", "value": "mine"},
+                {"op": "remove", "path": "/metadata/finalizers/1"}
+            ]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    // test
+
+    #[test]
+    fn test_on_missing_path_with_null_passes() {
+        let doc = json!({"spec": {}});
+        assert_eq!(
+            apply(
+                doc.clone(),
+                json!([{"op": "test", "path": "/spec/x", "value": null}])
+            ),
+            Ok(doc)
+        );
+    }
+
+    #[test]
+    fn test_on_explicit_null_with_null_passes() {
+        let doc = json!({"spec": {"x": null}});
+        assert_eq!(
+            apply(
+                doc.clone(),
+                json!([{"op": "test", "path": "/spec/x", "value": null}])
+            ),
+            Ok(doc)
+        );
+    }
+
+    #[test]
+    fn test_on_missing_path_with_a_value_fails() {
+        let message = invalid_message(apply(
+            json!({"spec": {}}),
+            json!([{"op": "test", "path": "/spec/x", "value": 1}]),
+        ));
+        assert_eq!(message, "testing value /spec/x failed: test failed");
+    }
+
+    #[test]
+    fn test_with_null_fails_when_the_parent_is_missing() {
+        let message = invalid_message(apply(
+            json!({}),
+            json!([{"op": "test", "path": "/spec/x", "value": null}]),
+        ));
+        assert_eq!(
+            message,
+            "test operation does not apply: is missing path: /spec/x"
+        );
+    }
+
+    #[test]
+    fn test_with_null_fails_on_an_array_index_out_of_range() {
+        let result = apply(
+            json!({"a": [1]}),
+            json!([{"op": "test", "path": "/a/1", "value": null}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn test_with_null_fails_on_an_existing_value() {
+        let result = apply(
+            json!({"a": []}),
+            json!([{"op": "test", "path": "/a", "value": null}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn test_compares_numbers_by_value() {
+        let doc = json!({"a": 1, "b": 2.5, "c": 18446744073709551615u64, "d": -3});
+        let patch = json!([
+            {"op": "test", "path": "/a", "value": 1.0},
+            {"op": "test", "path": "/b", "value": 2.5},
+            {"op": "test", "path": "/c", "value": 18446744073709551615u64},
+            {"op": "test", "path": "/d", "value": -3.0}
+        ]);
+        assert_eq!(apply(doc.clone(), patch), Ok(doc));
+        assert!(
+            apply(
+                json!({"a": 1}),
+                json!([{"op": "test", "path": "/a", "value": 2}])
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn test_compares_objects_structurally() {
+        let doc = json!({"a": {"x": [1, {"y": true}], "z": null}});
+        let same =
+            json!([{"op": "test", "path": "/a", "value": {"z": null, "x": [1.0, {"y": true}]}}]);
+        assert_eq!(apply(doc.clone(), same), Ok(doc.clone()));
+        let extra_key = json!([{"op": "test", "path": "/a", "value": {"z": null, "x": [1, {"y": true}], "w": 1}}]);
+        assert!(apply(doc.clone(), extra_key).is_err());
+        let missing_key = json!([{"op": "test", "path": "/a", "value": {"x": [1, {"y": true}]}}]);
+        assert!(apply(doc.clone(), missing_key).is_err());
+        let reordered = json!([{"op": "test", "path": "/a/x", "value": [{"y": true}, 1]}]);
+        assert!(apply(doc, reordered).is_err());
+    }
+
+    #[test]
+    fn test_of_the_whole_document_uses_the_empty_path() {
+        let doc = json!({"a": 1});
+        assert_eq!(
+            apply(
+                doc.clone(),
+                json!([{"op": "test", "path": "", "value": {"a": 1}}])
+            ),
+            Ok(doc.clone())
+        );
+        assert!(apply(doc, json!([{"op": "test", "path": "", "value": {}}])).is_err());
+    }
+
+    // add
+
+    #[test]
+    fn add_replaces_an_existing_member() {
+        let result = apply(
+            json!({"a": 1}),
+            json!([{"op": "add", "path": "/a", "value": 2}]),
+        );
+        assert_eq!(result, Ok(json!({"a": 2})));
+    }
+
+    #[test]
+    fn add_accepts_an_explicit_null_value() {
+        let result = apply(
+            json!({}),
+            json!([{"op": "add", "path": "/a", "value": null}]),
+        );
+        assert_eq!(result, Ok(json!({"a": null})));
+    }
+
+    #[test]
+    fn add_at_index_equal_to_length_appends() {
+        let result = apply(
+            json!({"a": [1, 2]}),
+            json!([{"op": "add", "path": "/a/2", "value": 3}]),
+        );
+        assert_eq!(result, Ok(json!({"a": [1, 2, 3]})));
+    }
+
+    #[test]
+    fn add_past_the_end_of_an_array_fails() {
+        let message = invalid_message(apply(
+            json!({"a": [1, 2]}),
+            json!([{"op": "add", "path": "/a/3", "value": 3}]),
+        ));
+        assert_eq!(
+            message,
+            "add operation does not apply: invalid array index \"3\" in path \"/a/3\""
+        );
+    }
+
+    #[test]
+    fn array_indices_with_leading_zeros_signs_or_letters_are_refused() {
+        for index in ["01", "-1", "+1", "1e0", "x", ""] {
+            let patch = json!([{"op": "add", "path": format!("/a/{index}"), "value": 0}]);
+            assert!(
+                matches!(
+                    apply(json!({"a": [1, 2]}), patch),
+                    Err(PatchError::Invalid(_))
+                ),
+                "index {index:?} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn add_into_a_scalar_fails() {
+        let result = apply(
+            json!({"a": 1}),
+            json!([{"op": "add", "path": "/a/b", "value": 2}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn add_with_empty_path_replaces_the_whole_document() {
+        let result = apply(
+            json!({"a": 1}),
+            json!([{"op": "add", "path": "", "value": {"b": 2}}]),
+        );
+        assert_eq!(result, Ok(json!({"b": 2})));
+    }
+
+    #[test]
+    fn escaped_tokens_address_keys_with_slashes_and_tildes() {
+        let result = apply(
+            json!({"metadata": {"annotations": {}}}),
+            json!([
+                {"op": "add", "path": "/metadata/annotations/example.com~1owner", "value": "me"},
+                {"op": "add", "path": "/metadata/annotations/a~0b", "value": "t"}
+            ]),
+        );
+        assert_eq!(
+            result,
+            Ok(json!({"metadata": {"annotations": {"example.com/owner": "me", "a~b": "t"}}}))
+        );
+    }
+
+    #[test]
+    fn empty_token_is_a_key_named_empty() {
+        let result = apply(json!({}), json!([{"op": "add", "path": "/", "value": 1}]));
+        assert_eq!(result, Ok(json!({"": 1})));
+    }
+
+    // remove / replace
+
+    #[test]
+    fn remove_of_a_missing_key_fails() {
+        let message = invalid_message(apply(
+            json!({"a": {}}),
+            json!([{"op": "remove", "path": "/a/b"}]),
+        ));
+        assert_eq!(
+            message,
+            "remove operation does not apply: doc is missing path: \"/a/b\""
+        );
+    }
+
+    #[test]
+    fn remove_of_an_index_out_of_range_fails() {
+        let result = apply(json!({"a": [1]}), json!([{"op": "remove", "path": "/a/1"}]));
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn remove_with_dash_fails() {
+        let result = apply(json!({"a": [1]}), json!([{"op": "remove", "path": "/a/-"}]));
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn remove_of_the_whole_document_fails() {
+        let result = apply(json!({"a": 1}), json!([{"op": "remove", "path": ""}]));
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn replace_of_a_missing_key_fails() {
+        let message = invalid_message(apply(
+            json!({"a": 1}),
+            json!([{"op": "replace", "path": "/b", "value": 2}]),
+        ));
+        assert_eq!(
+            message,
+            "replace operation does not apply: doc is missing path: \"/b\""
+        );
+    }
+
+    #[test]
+    fn replace_of_an_index_out_of_range_fails() {
+        let result = apply(
+            json!({"a": [1]}),
+            json!([{"op": "replace", "path": "/a/1", "value": 2}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn replace_of_an_array_element() {
+        let result = apply(
+            json!({"a": [1, 2]}),
+            json!([{"op": "replace", "path": "/a/1", "value": 3}]),
+        );
+        assert_eq!(result, Ok(json!({"a": [1, 3]})));
+    }
+
+    #[test]
+    fn replace_with_empty_path_replaces_the_whole_document() {
+        let result = apply(
+            json!({"a": 1}),
+            json!([{"op": "replace", "path": "", "value": [1]}]),
+        );
+        assert_eq!(result, Ok(json!([1])));
+    }
+
+    // move / copy
+
+    #[test]
+    fn move_from_a_missing_path_fails() {
+        let message = invalid_message(apply(
+            json!({}),
+            json!([{"op": "move", "from": "/a", "path": "/b"}]),
+        ));
+        assert_eq!(
+            message,
+            "move operation does not apply: doc is missing from path: \"/a\""
+        );
+    }
+
+    #[test]
+    fn move_into_its_own_child_fails() {
+        let result = apply(
+            json!({"a": {"b": {}}}),
+            json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn move_to_the_same_path_is_a_no_op() {
+        let doc = json!({"a": {"b": 1}});
+        assert_eq!(
+            apply(
+                doc.clone(),
+                json!([{"op": "move", "from": "/a", "path": "/a"}])
+            ),
+            Ok(doc)
+        );
+    }
+
+    #[test]
+    fn move_to_a_missing_parent_fails() {
+        let result = apply(
+            json!({"a": 1}),
+            json!([{"op": "move", "from": "/a", "path": "/b/c"}]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn copy_duplicates_a_subtree() {
+        let result = apply(
+            json!({"spec": {"template": {"labels": {"app": "x"}}}, "metadata": {}}),
+            json!([{"op": "copy", "from": "/spec/template/labels", "path": "/metadata/labels"}]),
+        );
+        assert_eq!(
+            result,
+            Ok(
+                json!({"spec": {"template": {"labels": {"app": "x"}}}, "metadata": {"labels": {"app": "x"}}})
+            )
+        );
+    }
+
+    #[test]
+    fn copy_appends_to_an_array_with_dash() {
+        let result = apply(
+            json!({"a": [1], "b": 2}),
+            json!([{"op": "copy", "from": "/b", "path": "/a/-"}]),
+        );
+        assert_eq!(result, Ok(json!({"a": [1, 2], "b": 2})));
+    }
+
+    #[test]
+    fn copy_from_a_missing_path_fails() {
+        let message = invalid_message(apply(
+            json!({}),
+            json!([{"op": "copy", "from": "/a", "path": "/b"}]),
+        ));
+        assert_eq!(
+            message,
+            "copy operation does not apply: doc is missing from path: \"/a\""
+        );
+    }
+
+    #[test]
+    fn copies_that_double_the_document_are_stopped() {
+        // Each operation copies the whole document into a new member of itself.
+        let ops: Vec<Value> = (0..64)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/copy{i}")}))
+            .collect();
+        let doc = json!({"x": [1, 2, 3, 4, 5, 6, 7, 8], "y": [1, 2, 3, 4, 5, 6, 7, 8]});
+        let message = invalid_message(apply(doc, Value::Array(ops)));
+        assert!(
+            message.contains("more than the 1048576 allowed"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn values_cannot_be_nested_past_the_depth_limit() {
+        // A patch within the limit, placing a deep value deep inside the document.
+        let mut deep = json!(1);
+        for _ in 0..250 {
+            deep = json!([deep]);
+        }
+        let mut doc = json!({});
+        for _ in 0..10 {
+            doc = json!({"a": doc});
+        }
+        let path = "/a".repeat(10) + "/b";
+        let message = invalid_message(apply(
+            doc.clone(),
+            json!([{"op": "add", "path": path, "value": deep}]),
+        ));
+        assert!(
+            message.contains("nested more than 256 levels deep"),
+            "{message}"
+        );
+        let shallower = json!([{"op": "add", "path": "/a/b", "value": deep}]);
+        assert!(apply(doc, shallower).is_ok());
+    }
+
+    // atomicity
+
+    #[test]
+    fn patch_is_atomic_when_a_later_operation_fails() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}});
+        let result = apply(
+            doc.clone(),
+            json!([
+                {"op": "replace", "path": "/spec/x", "value": 2},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "b"},
+                {"op": "remove", "path": "/spec/missing"}
+            ]),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+        assert_eq!(
+            doc,
+            json!({"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}})
+        );
+    }
+
+    #[test]
+    fn later_operations_see_the_effect_of_earlier_ones() {
+        let result = apply(
+            json!({}),
+            json!([
+                {"op": "add", "path": "/a", "value": {}},
+                {"op": "add", "path": "/a/b", "value": [1]},
+                {"op": "test", "path": "/a", "value": {"b": [1]}},
+                {"op": "move", "from": "/a/b", "path": "/c"},
+                {"op": "remove", "path": "/a"}
+            ]),
+        );
+        assert_eq!(result, Ok(json!({"c": [1]})));
+    }
+
+    #[test]
+    fn empty_patch_returns_the_document() {
+        let doc = json!({"a": 1});
+        assert_eq!(apply(doc.clone(), json!([])), Ok(doc));
+    }
+
+    // malformed patches
+
+    #[test]
+    fn patch_that_is_not_an_array_is_malformed() {
+        let message = malformed_message(apply(
+            json!({}),
+            json!({"op": "add", "path": "/a", "value": 1}),
+        ));
+        assert_eq!(
+            message,
+            "a JSON patch must be an array of operations, not an object"
+        );
+    }
+
+    #[test]
+    fn operation_that_is_not_an_object_is_malformed() {
+        let message = malformed_message(apply(json!({}), json!(["add"])));
+        assert_eq!(
+            message,
+            "operation 0: an operation must be an object, not a string"
+        );
+    }
+
+    #[test]
+    fn missing_or_unknown_op_is_malformed() {
+        assert_eq!(
+            malformed_message(apply(json!({}), json!([{"path": "/a", "value": 1}]))),
+            "operation 0: missing \"op\""
+        );
+        assert!(
+            malformed_message(apply(
+                json!({}),
+                json!([{"op": "merge", "path": "/a", "value": 1}])
+            ))
+            .starts_with("operation 0: unknown op \"merge\"")
+        );
+        malformed_message(apply(
+            json!({}),
+            json!([{"op": 1, "path": "/a", "value": 1}]),
+        ));
+    }
+
+    #[test]
+    fn missing_or_non_string_path_is_malformed() {
+        assert_eq!(
+            malformed_message(apply(json!({}), json!([{"op": "add", "value": 1}]))),
+            "operation 0: add operation is missing \"path\""
+        );
+        malformed_message(apply(
+            json!({}),
+            json!([{"op": "add", "path": 1, "value": 1}]),
+        ));
+    }
+
+    #[test]
+    fn missing_value_is_malformed_for_add_replace_and_test() {
+        for op in ["add", "replace", "test"] {
+            let message =
+                malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/a"}])));
+            assert_eq!(
+                message,
+                format!("operation 0: {op} operation is missing \"value\"")
+            );
+        }
+    }
+
+    #[test]
+    fn remove_needs_no_value() {
+        assert_eq!(
+            apply(json!({"a": 1}), json!([{"op": "remove", "path": "/a"}])),
+            Ok(json!({}))
+        );
+    }
+
+    #[test]
+    fn missing_from_is_malformed_for_move_and_copy() {
+        for op in ["move", "copy"] {
+            let message =
+                malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/b"}])));
+            assert_eq!(
+                message,
+                format!("operation 0: {op} operation is missing \"from\"")
+            );
+        }
+    }
+
+    #[test]
+    fn pointers_that_are_not_rfc_6901_are_malformed() {
+        for path in ["a/b", "/a~", "/a~2"] {
+            let patch = json!([{"op": "add", "path": path, "value": 1}]);
+            malformed_message(apply(json!({}), patch));
+        }
+        malformed_message(apply(
+            json!({}),
+            json!([{"op": "copy", "from": "x", "path": "/b"}]),
+        ));
+    }
+
+    #[test]
+    fn malformed_operation_is_reported_even_after_one_that_would_fail() {
+        let result = apply(
+            json!({}),
+            json!([{"op": "remove", "path": "/missing"}, {"op": "frobnicate", "path": "/a"}]),
+        );
+        assert!(matches!(result, Err(PatchError::Malformed(_))));
+    }
+
+    #[test]
+    fn more_operations_than_the_limit_is_malformed_and_names_the_limit() {
+        let ops =
+            vec![json!({"op": "test", "path": "", "value": {}}); MAX_JSON_PATCH_OPERATIONS + 1];
+        let message = malformed_message(apply(json!({}), Value::Array(ops)));
+        assert_eq!(
+            message,
+            "The allowed maximum operations in a JSON patch is 10000, got 10001"
+        );
+    }
+
+    #[test]
+    fn exactly_the_limit_of_operations_is_accepted() {
+        let ops = vec![json!({"op": "test", "path": "", "value": {}}); MAX_JSON_PATCH_OPERATIONS];
+        assert_eq!(apply(json!({}), Value::Array(ops)), Ok(json!({})));
+    }
+
+    #[test]
+    fn too_deep_patch_is_malformed() {
+        let mut deep = json!(1);
+        for _ in 0..=MAX_NESTING_DEPTH {
+            deep = json!([deep]);
+        }
+        malformed_message(apply(json!({}), deep));
+    }
+}

@@ -685,3 +685,784 @@ fn clean_object(fields: &Map<String, Value>) -> Map<String, Value> {
 fn clean_list(items: &[Value]) -> Vec<Value> {
     items.iter().filter_map(clean_value).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::MAX_NESTING_DEPTH;
+    use serde_json::json;
+
+    /// A pod-like shape transcribing the upstream markers that matter here.
+    fn pod_shape() -> Shape {
+        let env_var = Shape::structure([("name", Shape::Atomic), ("value", Shape::Atomic)]);
+        let port = Shape::structure([
+            ("containerPort", Shape::Atomic),
+            ("protocol", Shape::Atomic),
+        ]);
+        let container = Shape::structure([
+            ("name", Shape::Atomic),
+            ("image", Shape::Atomic),
+            ("args", Shape::atomic_list(Shape::Atomic)),
+            ("env", Shape::list_map(env_var, &["name"])),
+            (
+                "ports",
+                Shape::list_map(port, &["containerPort", "protocol"]),
+            ),
+        ]);
+        let owner_reference = Shape::structure([
+            ("uid", Shape::Atomic),
+            ("name", Shape::Atomic),
+            ("controller", Shape::Atomic),
+        ]);
+        let metadata = Shape::structure([
+            ("labels", Shape::map_of(Shape::Atomic)),
+            ("annotations", Shape::map_of(Shape::Atomic)),
+            ("finalizers", Shape::set()),
+            (
+                "ownerReferences",
+                Shape::list_map(owner_reference, &["uid"]),
+            ),
+        ]);
+        let volume = Shape::structure([("name", Shape::Atomic)]);
+        let spec = Shape::structure([
+            ("containers", Shape::list_map(container.clone(), &["name"])),
+            ("initContainers", Shape::list_map(container, &["name"])),
+            ("volumes", Shape::list_map(volume, &["name"])),
+            ("nodeSelector", Shape::map_of(Shape::Atomic)),
+        ]);
+        Shape::structure([("metadata", metadata), ("spec", spec)])
+    }
+
+    fn smp(doc: Value, patch: Value) -> Result<Value, PatchError> {
+        apply_strategic_merge_patch(&doc, &patch, &pod_shape())
+    }
+
+    fn patched(doc: Value, patch: Value) -> Value {
+        match smp(doc, patch) {
+            Ok(result) => result,
+            Err(error) => panic!("strategic merge patch failed: {error:?}"),
+        }
+    }
+
+    fn invalid_message(result: Result<Value, PatchError>) -> String {
+        match result {
+            Err(PatchError::Invalid(message)) => message,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    fn malformed_message(result: Result<Value, PatchError>) -> String {
+        match result {
+            Err(PatchError::Malformed(message)) => message,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    fn containers(names_and_images: &[(&str, &str)]) -> Value {
+        Value::Array(
+            names_and_images
+                .iter()
+                .map(|(n, i)| json!({"name": n, "image": i}))
+                .collect(),
+        )
+    }
+
+    // Maps.
+
+    #[test]
+    fn maps_merge_recursively_and_null_deletes_a_key() {
+        let doc = json!({"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}}});
+        let result = patched(doc, json!({"metadata": {"labels": {"a": null, "c": "3"}}}));
+        assert_eq!(
+            result,
+            json!({"metadata": {"name": "p", "labels": {"b": "2", "c": "3"}}})
+        );
+    }
+
+    #[test]
+    fn scalar_and_type_changes_replace() {
+        let doc = json!({"spec": {"x": {"y": 1}, "z": 1}});
+        let result = patched(doc, json!({"spec": {"x": 2, "z": {"w": 1}}}));
+        assert_eq!(result, json!({"spec": {"x": 2, "z": {"w": 1}}}));
+    }
+
+    #[test]
+    fn nulls_for_absent_keys_are_ignored() {
+        let doc = json!({"metadata": {"name": "p"}});
+        assert_eq!(
+            patched(doc.clone(), json!({"metadata": {"labels": null}})),
+            doc
+        );
+    }
+
+    #[test]
+    fn new_values_lose_their_nulls() {
+        let result = patched(
+            json!({}),
+            json!({"spec": {"nodeSelector": {"a": "1", "b": null}}}),
+        );
+        assert_eq!(result, json!({"spec": {"nodeSelector": {"a": "1"}}}));
+    }
+
+    #[test]
+    fn dollar_keys_that_are_not_directives_are_ordinary_fields() {
+        // CustomResourceDefinition schemas carry `$ref` and `$schema`.
+        let doc = json!({"spec": {"schema": {"type": "object"}}});
+        let result = patched(doc, json!({"spec": {"schema": {"$ref": "#/x"}}}));
+        assert_eq!(
+            result,
+            json!({"spec": {"schema": {"type": "object", "$ref": "#/x"}}})
+        );
+    }
+
+    // Sets: metadata.finalizers.
+
+    #[test]
+    fn finalizers_merge_as_a_set_not_a_replacement() {
+        let doc = json!({"metadata": {"finalizers": ["a", "b"]}});
+        let result = patched(doc, json!({"metadata": {"finalizers": ["b", "c"]}}));
+        assert_eq!(result, json!({"metadata": {"finalizers": ["a", "b", "c"]}}));
+    }
+
+    #[test]
+    fn set_merge_puts_new_values_before_existing_ones_as_upstream_does() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        let result = patched(doc, json!({"metadata": {"finalizers": ["b"]}}));
+        assert_eq!(result, json!({"metadata": {"finalizers": ["b", "a"]}}));
+    }
+
+    #[test]
+    fn set_merge_follows_the_patch_order_for_values_it_names() {
+        // Upstream test case "preserve the order from the patch in a merging int list".
+        let doc = json!({"metadata": {"finalizers": [1, 2, 3]}});
+        let result = patched(doc.clone(), json!({"metadata": {"finalizers": [3, 1, 2]}}));
+        assert_eq!(result, json!({"metadata": {"finalizers": [3, 1, 2]}}));
+        let result = patched(doc, json!({"metadata": {"finalizers": [3, 1]}}));
+        assert_eq!(result, json!({"metadata": {"finalizers": [2, 3, 1]}}));
+    }
+
+    #[test]
+    fn set_merge_removes_duplicates() {
+        let doc = json!({"metadata": {"finalizers": ["a", "a", "b"]}});
+        let result = patched(doc, json!({"metadata": {"finalizers": ["b", "c", "c"]}}));
+        assert_eq!(result, json!({"metadata": {"finalizers": ["a", "b", "c"]}}));
+    }
+
+    #[test]
+    fn set_is_created_when_absent() {
+        let result = patched(
+            json!({"metadata": {}}),
+            json!({"metadata": {"finalizers": ["x"]}}),
+        );
+        assert_eq!(result, json!({"metadata": {"finalizers": ["x"]}}));
+    }
+
+    #[test]
+    fn set_of_objects_cannot_be_merged() {
+        let doc = json!({"metadata": {"finalizers": [{"a": 1}]}});
+        let result = smp(doc, json!({"metadata": {"finalizers": [{"b": 1}]}}));
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn delete_from_primitive_list_removes_values() {
+        let doc = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
+        let result = patched(
+            doc,
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "x"]}}),
+        );
+        assert_eq!(result, json!({"metadata": {"finalizers": ["a", "c"]}}));
+    }
+
+    #[test]
+    fn delete_from_primitive_list_applies_after_additions() {
+        let doc = json!({"metadata": {"finalizers": ["a", "b"]}});
+        let patch = json!({"metadata": {"finalizers": ["c"], "$deleteFromPrimitiveList/finalizers": ["a"]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"finalizers": ["c", "b"]}})
+        );
+    }
+
+    #[test]
+    fn delete_from_primitive_list_of_an_absent_list_is_a_no_op() {
+        let doc = json!({"metadata": {"name": "p"}});
+        assert_eq!(
+            patched(
+                doc.clone(),
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})
+            ),
+            doc
+        );
+    }
+
+    #[test]
+    fn delete_from_primitive_list_must_be_a_list_with_a_field() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        let message = malformed_message(smp(
+            doc.clone(),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
+        ));
+        assert_eq!(message, "metadata: invalid patch format of primitive list");
+        malformed_message(smp(
+            doc,
+            json!({"metadata": {"$deleteFromPrimitiveList": ["a"]}}),
+        ));
+    }
+
+    // Keyed lists: containers, env, ownerReferences.
+
+    #[test]
+    fn containers_merge_by_name() {
+        let doc = json!({"spec": {"containers": [
+            {"name": "app", "image": "app:1", "args": ["--x"]},
+            {"name": "sidecar", "image": "sc:1"}
+        ]}});
+        let result = patched(
+            doc,
+            json!({"spec": {"containers": [{"name": "app", "image": "app:2"}]}}),
+        );
+        assert_eq!(
+            result,
+            json!({"spec": {"containers": [
+                {"name": "app", "image": "app:2", "args": ["--x"]},
+                {"name": "sidecar", "image": "sc:1"}
+            ]}})
+        );
+    }
+
+    #[test]
+    fn new_container_is_added_before_the_existing_ones_as_upstream_does() {
+        let doc = json!({"spec": {"containers": containers(&[("app", "app:1")])}});
+        let result = patched(
+            doc,
+            json!({"spec": {"containers": [{"name": "sidecar", "image": "sc:1"}]}}),
+        );
+        assert_eq!(
+            result,
+            json!({"spec": {"containers": containers(&[("sidecar", "sc:1"), ("app", "app:1")])}})
+        );
+    }
+
+    #[test]
+    fn keyed_merge_follows_the_patch_order() {
+        // Upstream test cases "preserve the order from the patch in a merging list" 1 and 2.
+        let doc = json!({"spec": {"containers": [
+            {"name": "1"}, {"name": "2", "image": "b"}, {"name": "3"}
+        ]}});
+        let result = patched(
+            doc.clone(),
+            json!({"spec": {"containers": [
+                {"name": "3", "image": "c"}, {"name": "1", "image": "a"}, {"name": "2", "args": ["x"]}
+            ]}}),
+        );
+        assert_eq!(
+            result,
+            json!({"spec": {"containers": [
+                {"name": "3", "image": "c"}, {"name": "1", "image": "a"}, {"name": "2", "image": "b", "args": ["x"]}
+            ]}})
+        );
+        let result = patched(
+            doc,
+            json!({"spec": {"containers": [{"name": "3", "image": "c"}, {"name": "1", "image": "a"}]}}),
+        );
+        assert_eq!(
+            result,
+            json!({"spec": {"containers": [
+                {"name": "2", "image": "b"}, {"name": "3", "image": "c"}, {"name": "1", "image": "a"}
+            ]}})
+        );
+    }
+
+    #[test]
+    fn env_merges_by_name_inside_a_container() {
+        let doc = json!({"spec": {"containers": [{"name": "app", "env": [
+            {"name": "A", "value": "1"}, {"name": "B", "value": "2"}
+        ]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "app", "env": [
+            {"name": "B", "value": "20"}, {"name": "A", "$patch": "delete"}
+        ]}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": [{"name": "app", "env": [{"name": "B", "value": "20"}]}]}})
+        );
+    }
+
+    #[test]
+    fn delete_directive_removes_every_item_with_the_key() {
+        // Upstream test case "delete all duplicate entries in a merging list".
+        let doc = json!({"spec": {"volumes": [
+            {"name": "1"}, {"name": "1"}, {"name": "2", "x": "a"}, {"name": "3"}, {"name": "3"}
+        ]}});
+        let patch = json!({"spec": {"volumes": [
+            {"name": "1", "$patch": "delete"}, {"name": "3", "$patch": "delete"}
+        ]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"volumes": [{"name": "2", "x": "a"}]}})
+        );
+    }
+
+    #[test]
+    fn delete_directive_of_an_absent_item_is_a_no_op() {
+        let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
+        let patch = json!({"spec": {"volumes": [{"name": "z", "$patch": "delete"}]}});
+        assert_eq!(patched(doc.clone(), patch), doc);
+    }
+
+    #[test]
+    fn delete_directive_on_an_absent_list_adds_nothing() {
+        let doc = json!({"spec": {}});
+        let patch =
+            json!({"spec": {"volumes": [{"name": "z", "$patch": "delete"}, {"name": "y"}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"volumes": [{"name": "y"}]}})
+        );
+    }
+
+    #[test]
+    fn delete_directive_without_the_merge_key_is_invalid() {
+        let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
+        let message = invalid_message(smp(
+            doc,
+            json!({"spec": {"volumes": [{"$patch": "delete"}]}}),
+        ));
+        assert_eq!(
+            message,
+            "spec.volumes: an item does not contain the declared merge key \"name\""
+        );
+    }
+
+    #[test]
+    fn patch_item_without_the_merge_key_is_invalid() {
+        let doc = json!({"spec": {"containers": [{"name": "a"}]}});
+        let result = smp(doc, json!({"spec": {"containers": [{"image": "x"}]}}));
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn replace_directive_in_a_list_keeps_only_the_other_patch_items() {
+        let doc = json!({"spec": {"containers": containers(&[("a", "a:1"), ("b", "b:1")])}});
+        let patch =
+            json!({"spec": {"containers": [{"name": "c", "image": "c:1"}, {"$patch": "replace"}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": containers(&[("c", "c:1")])}})
+        );
+    }
+
+    #[test]
+    fn replace_directive_alone_empties_the_list() {
+        // Upstream test case "delete all items from merging list".
+        let doc = json!({"spec": {"volumes": [{"name": "1"}, {"name": "2"}]}});
+        assert_eq!(
+            patched(doc, json!({"spec": {"volumes": [{"$patch": "replace"}]}})),
+            json!({"spec": {"volumes": []}})
+        );
+    }
+
+    #[test]
+    fn merge_directive_in_a_list_is_invalid() {
+        let doc = json!({"spec": {"volumes": [{"name": "1"}]}});
+        let message = invalid_message(smp(
+            doc,
+            json!({"spec": {"volumes": [{"$patch": "merge"}]}}),
+        ));
+        assert_eq!(
+            message,
+            "spec.volumes: merging lists cannot yet be specified in the patch"
+        );
+    }
+
+    #[test]
+    fn unknown_directive_in_a_list_is_invalid() {
+        let doc = json!({"spec": {"volumes": [{"name": "1"}]}});
+        let result = smp(
+            doc,
+            json!({"spec": {"volumes": [{"name": "1", "$patch": "remove"}]}}),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn owner_references_merge_by_uid() {
+        let doc = json!({"metadata": {"ownerReferences": [
+            {"uid": "u1", "name": "a"}, {"uid": "u2", "name": "b"}
+        ]}});
+        let patch = json!({"metadata": {"ownerReferences": [
+            {"uid": "u2", "controller": true}, {"uid": "u1", "$patch": "delete"}
+        ]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"ownerReferences": [{"uid": "u2", "name": "b", "controller": true}]}})
+        );
+    }
+
+    #[test]
+    fn list_keyed_by_a_number_distinguishes_numbers() {
+        let doc = json!({"spec": {"containers": [{"name": "a", "ports": [
+            {"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}
+        ]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": [{"name": "a", "ports": [
+                {"containerPort": 80, "protocol": "UDP"}, {"containerPort": 443}
+            ]}]}})
+        );
+    }
+
+    #[test]
+    fn new_keyed_items_lose_their_nulls_and_directive_objects() {
+        let doc = json!({"spec": {"containers": [{"name": "a"}]}});
+        let patch = json!({"spec": {"containers": [
+            {"name": "b", "image": null, "env": [{"name": "X", "$patch": "delete"}, {"name": "Y"}]}
+        ]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": [{"name": "b", "env": [{"name": "Y"}]}, {"name": "a"}]}})
+        );
+    }
+
+    #[test]
+    fn keyed_list_items_must_be_objects() {
+        let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
+        assert!(matches!(
+            smp(doc, json!({"spec": {"volumes": ["a"]}})),
+            Err(PatchError::Invalid(_))
+        ));
+        let doc = json!({"spec": {"volumes": ["a"]}});
+        assert!(matches!(
+            smp(doc, json!({"spec": {"volumes": ["b"]}})),
+            Err(PatchError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn mixed_element_types_are_invalid() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        let message = invalid_message(smp(doc, json!({"metadata": {"finalizers": [1]}})));
+        assert_eq!(
+            message,
+            "metadata.finalizers: list element types are not identical"
+        );
+    }
+
+    #[test]
+    fn lists_of_lists_are_invalid() {
+        let doc = json!({"metadata": {"finalizers": [["a"]]}});
+        let message = invalid_message(smp(doc, json!({"metadata": {"finalizers": [["b"]]}})));
+        assert_eq!(
+            message,
+            "metadata.finalizers: lists of lists are not supported"
+        );
+    }
+
+    #[test]
+    fn merging_two_empty_keyed_lists_gives_an_empty_list() {
+        let doc = json!({"spec": {"volumes": []}});
+        assert_eq!(
+            patched(doc, json!({"spec": {"volumes": []}})),
+            json!({"spec": {"volumes": []}})
+        );
+    }
+
+    // Atomic and untyped lists.
+
+    #[test]
+    fn atomic_list_is_replaced() {
+        let doc = json!({"spec": {"containers": [{"name": "a", "args": ["1", "2"]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}})
+        );
+    }
+
+    #[test]
+    fn untyped_list_is_replaced() {
+        let doc = json!({"spec": {"tolerations": [{"key": "a"}]}});
+        let patch = json!({"spec": {"tolerations": [{"key": "b"}]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"tolerations": [{"key": "b"}]}})
+        );
+    }
+
+    // $patch in maps.
+
+    #[test]
+    fn replace_directive_in_a_map_replaces_it() {
+        let doc = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
+        let patch = json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"labels": {"c": "3"}}})
+        );
+    }
+
+    #[test]
+    fn replace_directive_at_the_top_replaces_the_whole_object() {
+        // Upstream test cases "delete all keys from map" and "add key and delete all keys from map".
+        let doc = json!({"name": 1, "value": 1});
+        assert_eq!(
+            patched(doc.clone(), json!({"$patch": "replace"})),
+            json!({})
+        );
+        assert_eq!(
+            patched(doc, json!({"other": "a", "$patch": "replace"})),
+            json!({"other": "a"})
+        );
+    }
+
+    #[test]
+    fn delete_directive_in_a_map_empties_it() {
+        // Upstream test case "delete map from nested map": the result is `{}`.
+        let doc = json!({"spec": {"nodeSelector": {"a": "1", "b": "2"}, "x": 1}});
+        let patch = json!({"spec": {"nodeSelector": {"$patch": "delete"}}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"nodeSelector": {}, "x": 1}})
+        );
+    }
+
+    #[test]
+    fn directive_map_for_an_absent_key_adds_nothing() {
+        let doc = json!({"spec": {"x": 1}});
+        let patch = json!({"spec": {"nodeSelector": {"$patch": "delete"}, "other": {"$patch": "replace", "a": 1}}});
+        assert_eq!(patched(doc.clone(), patch), doc);
+    }
+
+    #[test]
+    fn unknown_directive_in_a_map_is_invalid() {
+        let doc = json!({"spec": {"nodeSelector": {"a": "1"}}});
+        let message = invalid_message(smp(
+            doc,
+            json!({"spec": {"nodeSelector": {"$patch": "merge"}}}),
+        ));
+        assert_eq!(
+            message,
+            "spec.nodeSelector: unknown patch type: \"merge\" in map (expected \"replace\" or \"delete\")"
+        );
+    }
+
+    // $retainKeys.
+
+    #[test]
+    fn retain_keys_clears_unlisted_keys_before_merging() {
+        let doc = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"strategy": {"type": "Recreate"}}})
+        );
+    }
+
+    #[test]
+    fn retain_keys_allows_nulls_for_unlisted_keys() {
+        let doc =
+            json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/x"}, "emptyDir": {}}}});
+        let patch = json!({"spec": {"volume": {"$retainKeys": ["name", "hostPath"], "emptyDir": null, "hostPath": {"path": "/y"}}}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/y"}}}})
+        );
+    }
+
+    #[test]
+    fn retain_keys_must_list_every_patched_key() {
+        let doc = json!({"spec": {"strategy": {"type": "A"}}});
+        let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {}}}});
+        assert!(
+            malformed_message(smp(doc, patch))
+                .starts_with("spec.strategy: invalid patch format of retainKeys")
+        );
+    }
+
+    #[test]
+    fn retain_keys_must_be_a_list() {
+        let doc = json!({"spec": {"strategy": {"type": "A"}}});
+        let patch = json!({"spec": {"strategy": {"$retainKeys": "type"}}});
+        assert_eq!(
+            malformed_message(smp(doc, patch)),
+            "spec.strategy: invalid patch format of retainKeys"
+        );
+    }
+
+    // $setElementOrder.
+
+    #[test]
+    fn set_element_order_orders_a_set() {
+        // Upstream test case "$setElementOrder contains item that is not present in the int list".
+        let doc = json!({"metadata": {"finalizers": [1, 3]}});
+        let patch = json!({"metadata": {"$setElementOrder/finalizers": [3, 2, 1]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"finalizers": [3, 1]}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_orders_a_keyed_list_and_merges_it() {
+        // Upstream test case "$setElementOrder contains item that is not present in the list to be merged".
+        let doc = json!({"spec": {"containers": [{"name": "1"}, {"name": "3"}]}});
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "3"}, {"name": "2"}, {"name": "1"}],
+            "containers": [{"name": "3", "image": "3"}, {"name": "1", "image": "1"}]
+        }});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"containers": [{"name": "3", "image": "3"}, {"name": "1", "image": "1"}]}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_interleaves_unnamed_server_items_by_server_position() {
+        let doc = json!({"metadata": {"finalizers": ["a", "x", "b"]}});
+        let patch = json!({"metadata": {"$setElementOrder/finalizers": ["b", "a"]}});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"finalizers": ["x", "b", "a"]}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_with_deletions_as_kubectl_sends_them() {
+        let doc = json!({"metadata": {"finalizers": ["a", "c"]}});
+        let patch = json!({"metadata": {
+            "$setElementOrder/finalizers": ["a", "b"],
+            "finalizers": ["b"],
+            "$deleteFromPrimitiveList/finalizers": ["c"]
+        }});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"metadata": {"finalizers": ["a", "b"]}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_for_a_new_list_takes_the_patch_list_in_order() {
+        let doc = json!({"spec": {}});
+        let patch = json!({"spec": {
+            "$setElementOrder/volumes": [{"name": "b"}, {"name": "a"}],
+            "volumes": [{"name": "b"}, {"name": "a"}]
+        }});
+        assert_eq!(
+            patched(doc, patch),
+            json!({"spec": {"volumes": [{"name": "b"}, {"name": "a"}]}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_that_contradicts_the_patch_list_is_invalid() {
+        // Upstream test case "should check if order in $setElementOrder and patch list match".
+        let doc = json!({"spec": {"containers": [{"name": "1"}, {"name": "3"}, {"name": "2"}]}});
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "1"}, {"name": "2"}, {"name": "3"}],
+            "containers": [{"name": "3", "image": "3"}, {"name": "1", "image": "1"}]
+        }});
+        let message = invalid_message(smp(doc, patch));
+        assert!(message.contains("doesn't match"), "{message}");
+    }
+
+    #[test]
+    fn set_element_order_must_be_a_list_under_a_field() {
+        let doc = json!({"metadata": {"finalizers": ["a"]}});
+        malformed_message(smp(
+            doc.clone(),
+            json!({"metadata": {"$setElementOrder/finalizers": "a"}}),
+        ));
+        let message = malformed_message(smp(doc, json!({"metadata": {"$setElementOrder": ["a"]}})));
+        assert_eq!(
+            message,
+            "metadata: invalid patch format of setElementOrder list"
+        );
+    }
+
+    #[test]
+    fn set_element_order_entries_of_a_keyed_list_need_the_merge_key() {
+        let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
+        let result = smp(
+            doc,
+            json!({"spec": {"$setElementOrder/volumes": [{"x": 1}]}}),
+        );
+        assert!(matches!(result, Err(PatchError::Invalid(_))));
+    }
+
+    #[test]
+    fn directive_keys_never_reach_the_result() {
+        let doc =
+            json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
+        let patch = json!({
+            "metadata": {"$setElementOrder/finalizers": ["a"], "$deleteFromPrimitiveList/finalizers": ["z"]},
+            "spec": {
+                "containers": [{"name": "c", "env": [{"name": "E", "$retainKeys": ["name"]}]}],
+                "new": {"$retainKeys": ["a"], "$setElementOrder/x": [], "a": 1}
+            }
+        });
+        let result = patched(doc, patch);
+        assert_eq!(
+            result,
+            json!({
+                "metadata": {"finalizers": ["a"]},
+                "spec": {"containers": [{"name": "c", "env": [{"name": "E"}]}], "new": {"a": 1}}
+            })
+        );
+    }
+
+    // Whole-patch checks.
+
+    #[test]
+    fn patch_that_is_not_an_object_is_malformed() {
+        for patch in [json!([]), json!("x"), json!(null), json!(1)] {
+            let message = malformed_message(smp(json!({}), patch));
+            assert!(
+                message.starts_with("a strategic merge patch must be a JSON object"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_patch_changes_nothing() {
+        let doc =
+            json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
+        assert_eq!(patched(doc.clone(), json!({})), doc);
+    }
+
+    #[test]
+    fn input_document_is_left_untouched_on_error() {
+        let doc = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"volumes": [{"name": "a"}]}});
+        let patch =
+            json!({"metadata": {"labels": {"a": "2"}}, "spec": {"volumes": [{"$patch": "bogus"}]}});
+        assert!(smp(doc.clone(), patch).is_err());
+        assert_eq!(
+            doc,
+            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"volumes": [{"name": "a"}]}})
+        );
+    }
+
+    #[test]
+    fn too_deep_patch_is_malformed() {
+        let mut deep = json!(1);
+        for _ in 0..=MAX_NESTING_DEPTH {
+            deep = json!({"a": deep});
+        }
+        assert!(matches!(
+            smp(json!({}), deep),
+            Err(PatchError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn untyped_shape_merges_like_merge_patch_for_maps_and_lists() {
+        let doc = json!({"data": {"a": "1"}, "items": [1, 2]});
+        let patch = json!({"data": {"b": "2"}, "items": [3]});
+        let result = apply_strategic_merge_patch(&doc, &patch, &Shape::Untyped);
+        assert_eq!(
+            result,
+            Ok(json!({"data": {"a": "1", "b": "2"}, "items": [3]}))
+        );
+    }
+}
