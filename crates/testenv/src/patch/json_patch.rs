@@ -274,7 +274,7 @@ impl Operation<'_> {
     fn apply(&self, doc: &mut Value, copied: &mut usize) -> Result<(), PatchError> {
         let value = || self.value.cloned().unwrap_or(Value::Null);
         match self.kind {
-            OpKind::Add => add(doc, &self.path, value(), OpKind::Add),
+            OpKind::Add => add(doc, &self.path, value()),
             OpKind::Remove => remove(doc, &self.path, OpKind::Remove).map(drop),
             OpKind::Replace => replace(doc, &self.path, value()),
             OpKind::Test => test(doc, &self.path, self.value.unwrap_or(&Value::Null)),
@@ -358,9 +358,15 @@ fn check_result_depth(op: OpKind, path: &Pointer, value: &Value) -> Result<(), P
     Ok(())
 }
 
-/// `add` (also the second half of `move` and `copy`, reported under their name).
-fn add(doc: &mut Value, path: &Pointer, value: Value, op: OpKind) -> Result<(), PatchError> {
-    check_result_depth(op, path, &value)?;
+/// `add`.
+fn add(doc: &mut Value, path: &Pointer, value: Value) -> Result<(), PatchError> {
+    check_result_depth(OpKind::Add, path, &value)?;
+    insert(doc, path, value, OpKind::Add)
+}
+
+/// Places `value` at `path` as `add` does, once the depth of the result has been checked. Also
+/// the second half of `move` and `copy`, reported under their name.
+fn insert(doc: &mut Value, path: &Pointer, value: Value, op: OpKind) -> Result<(), PatchError> {
     let Some((parent_tokens, last)) = path.split_last() else {
         *doc = value;
         return Ok(());
@@ -430,7 +436,12 @@ fn move_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), Pat
         )));
     }
     let value = remove(doc, from, OpKind::Move).map_err(|_| missing_from(OpKind::Move, from))?;
-    add(doc, path, value, OpKind::Move)
+    if path.tokens.len() > from.tokens.len() {
+        // A value moved no deeper than it was cannot break the depth limit, so only moves
+        // deeper pay for measuring it.
+        check_result_depth(OpKind::Move, path, &value)?;
+    }
+    insert(doc, path, value, OpKind::Move)
 }
 
 fn copy_value(
@@ -450,7 +461,7 @@ fn copy_value(
     // Checked before cloning so that an over-deep copy costs nothing.
     check_result_depth(OpKind::Copy, path, source)?;
     let value = source.clone();
-    add(doc, path, value, OpKind::Copy)
+    insert(doc, path, value, OpKind::Copy)
 }
 
 /// The number of JSON values in `value`, itself included.
@@ -1204,6 +1215,28 @@ mod tests {
         );
         let shallower = json!([{"op": "add", "path": "/a/b", "value": deep}]);
         assert!(apply(doc, shallower).is_ok());
+    }
+
+    #[test]
+    fn moves_cannot_nest_past_the_depth_limit() {
+        let mut deep = json!(1);
+        for _ in 0..250 {
+            deep = json!([deep]);
+        }
+        let mut doc = json!({"deep": deep});
+        for _ in 0..5 {
+            doc = json!({"a": doc});
+        }
+        let to = "/a".repeat(5) + "/x/y/z/w/v/u";
+        let patch = json!([
+            {"op": "add", "path": "/a/a/a/a/a/x", "value": {"y": {"z": {"w": {"v": {}}}}}},
+            {"op": "move", "from": "/a/a/a/a/a/deep", "path": to}
+        ]);
+        let message = invalid_message(apply(doc, patch));
+        assert!(
+            message.contains("would be nested more than 256 levels deep"),
+            "{message}"
+        );
     }
 
     // atomicity

@@ -426,6 +426,7 @@ fn merge_keyed(
     // Upstream's `mergeSliceWithSpecialElements`: deletions and `replace` first.
     let mut original = original;
     let mut plain: Vec<&Map<String, Value>> = Vec::with_capacity(patch.len());
+    let mut doomed = HashSet::new();
     let mut replace = false;
     for item in patch {
         let Value::Object(fields) = item else {
@@ -437,9 +438,7 @@ fn merge_keyed(
         };
         match directive.as_str() {
             Some("delete") => {
-                let doomed = identify.of(item, path)?;
-                original
-                    .retain(|existing| identify.of(existing, path).ok().as_ref() != Some(&doomed));
+                doomed.insert(identify.of(item, path)?);
             }
             Some("replace") => replace = true,
             Some("merge") => {
@@ -457,6 +456,13 @@ fn merge_keyed(
                 )));
             }
         }
+    }
+    if !doomed.is_empty() {
+        original.retain(|existing| {
+            identify
+                .of(existing, path)
+                .map_or(true, |id| !doomed.contains(&id))
+        });
     }
     if replace {
         let items: Vec<Value> = plain
