@@ -135,6 +135,7 @@ pub(crate) fn remove_key(map: &mut serde_json::Map<String, Value>, key: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shape::Shape;
     use serde_json::json;
 
     fn nested(levels: usize) -> Value {
@@ -167,6 +168,134 @@ mod tests {
             check_document_depth(&nested(MAX_NESTING_DEPTH + 1)),
             Err(PatchError::Invalid(_))
         ));
+    }
+
+    /// A small deterministic generator of JSON values biased towards the words the patch
+    /// functions react to, so that arbitrary combinations of directives, pointers and list
+    /// shapes are exercised.
+    struct Arbitrary(u64);
+
+    impl Arbitrary {
+        fn next(&mut self) -> u64 {
+            // xorshift64*
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
+            let index = (self.next() % words.len() as u64) as usize;
+            words.get(index).copied().unwrap_or_default()
+        }
+
+        fn value(&mut self, depth: usize) -> Value {
+            const WORDS: &[&str] = &[
+                "a", "b", "name", "delete", "replace", "merge", "add", "remove", "move", "copy",
+                "test", "/a", "/a/0", "/a/-", "/b/a", "", "/", "/a/01", "~", "x",
+            ];
+            const KEYS: &[&str] = &[
+                "a",
+                "b",
+                "name",
+                "op",
+                "path",
+                "from",
+                "value",
+                "$patch",
+                "$retainKeys",
+                "$setElementOrder/a",
+                "$setElementOrder/name",
+                "$deleteFromPrimitiveList/a",
+                "$setElementOrder",
+                "$ref",
+            ];
+            let choice = if depth == 0 {
+                self.next() % 6
+            } else {
+                self.next() % 9
+            };
+            match choice {
+                0 => Value::Null,
+                1 => Value::Bool(self.next() % 2 == 0),
+                2 => json!((self.next() % 5) as i64 - 1),
+                3 => json!(1.5),
+                4 | 5 => Value::String(self.pick(WORDS).to_string()),
+                6 | 7 => {
+                    let len = self.next() % 4;
+                    let mut fields = serde_json::Map::new();
+                    for _ in 0..len {
+                        let key = self.pick(KEYS).to_string();
+                        fields.insert(key, self.value(depth - 1));
+                    }
+                    Value::Object(fields)
+                }
+                _ => {
+                    let len = self.next() % 4;
+                    Value::Array((0..len).map(|_| self.value(depth - 1)).collect())
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_inputs_never_panic() {
+        let item = Shape::structure([("name", Shape::Atomic), ("a", Shape::set())]);
+        let shapes = [
+            Shape::Untyped,
+            Shape::structure([
+                ("a", Shape::set()),
+                ("b", Shape::list_map(item.clone(), &["name"])),
+            ]),
+            Shape::structure([
+                ("a", Shape::list_map(item, &["name"])),
+                ("b", Shape::map_of(Shape::set())),
+            ]),
+        ];
+        let mut arbitrary = Arbitrary(0x9e37_79b9_7f4a_7c15);
+        for round in 0..5000 {
+            let doc = arbitrary.value(4);
+            let patch = arbitrary.value(4);
+            let _ = apply_merge_patch(&doc, &patch);
+            for shape in &shapes {
+                let _ = apply_strategic_merge_patch(&doc, &patch, shape);
+            }
+            // JSON patches: an array of operation-like objects most of the time.
+            let ops = if round % 4 == 0 {
+                patch
+            } else {
+                let len = arbitrary.next() % 4;
+                Value::Array(
+                    (0..len)
+                        .map(|_| {
+                            let mut op = serde_json::Map::new();
+                            op.insert(
+                                "op".into(),
+                                json!(
+                                    arbitrary.pick(&[
+                                        "add", "remove", "replace", "move", "copy", "test"
+                                    ])
+                                ),
+                            );
+                            op.insert(
+                                "path".into(),
+                                json!(
+                                    arbitrary
+                                        .pick(&["", "/a", "/a/0", "/a/-", "/b/a", "/a/1", "/a/a"])
+                                ),
+                            );
+                            op.insert(
+                                "from".into(),
+                                json!(arbitrary.pick(&["", "/a", "/a/0", "/b"])),
+                            );
+                            op.insert("value".into(), arbitrary.value(2));
+                            Value::Object(op)
+                        })
+                        .collect(),
+                )
+            };
+            let _ = apply_json_patch(&doc, &ops);
+        }
     }
 
     #[test]
