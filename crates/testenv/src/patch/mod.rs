@@ -217,7 +217,7 @@ mod tests {
             };
             match choice {
                 0 => Value::Null,
-                1 => Value::Bool(self.next() % 2 == 0),
+                1 => Value::Bool(self.next().is_multiple_of(2)),
                 2 => json!((self.next() % 5) as i64 - 1),
                 3 => json!(1.5),
                 4 | 5 => Value::String(self.pick(WORDS).to_string()),
@@ -253,7 +253,7 @@ mod tests {
             ]),
         ];
         let mut arbitrary = Arbitrary(0x9e37_79b9_7f4a_7c15);
-        for round in 0..5000 {
+        for round in 0..5000u32 {
             let doc = arbitrary.value(4);
             let patch = arbitrary.value(4);
             let _ = apply_merge_patch(&doc, &patch);
@@ -261,7 +261,7 @@ mod tests {
                 let _ = apply_strategic_merge_patch(&doc, &patch, shape);
             }
             // JSON patches: an array of operation-like objects most of the time.
-            let ops = if round % 4 == 0 {
+            let ops = if round.is_multiple_of(4) {
                 patch
             } else {
                 let len = arbitrary.next() % 4;
