@@ -242,11 +242,18 @@ fn decode_message(buf: &[u8], desc: &Desc, depth: usize) -> Result<Value, ApiErr
         };
         let name = name.to_string();
         match (ty, wire) {
+            // Go's marshaller writes zero-valued scalars; JSON's `omitempty` would drop them.
             (Ty::Str, 2) => {
-                out.insert(name, json!(utf8(r.bytes()?)?));
+                let s = utf8(r.bytes()?)?;
+                if !s.is_empty() {
+                    out.insert(name, json!(s));
+                }
             }
             (Ty::Int64, 0) => {
-                out.insert(name, json!(r.varint()? as i64));
+                let n = r.varint()? as i64;
+                if n != 0 {
+                    out.insert(name, json!(n));
+                }
             }
             (Ty::Bool, 0) => {
                 out.insert(name, json!(r.varint()? != 0));
@@ -366,6 +373,7 @@ mod tests {
     fn decodes_an_eviction_with_delete_options() {
         let mut meta = Vec::new();
         field_bytes(1, b"web-0", &mut meta);
+        field_bytes(2, b"", &mut meta);
         field_bytes(3, b"shop", &mut meta);
         let mut opts = Vec::new();
         varint(1 << 3, &mut opts);
