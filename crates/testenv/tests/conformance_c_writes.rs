@@ -1178,3 +1178,75 @@ async fn c13_label_keys_values_and_annotation_size_are_validated() {
     body["metadata"]["annotations"] = json!({"small": "x"});
     http.post(CMS, &body).await.expect(201);
 }
+
+#[tokio::test]
+async fn c8_controller_that_rewrites_identical_status_does_not_hot_loop() {
+    use futures::StreamExt;
+    use kube::runtime::controller::{Action, Controller};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Debug)]
+    struct Failed(kube::Error);
+    impl std::fmt::Display for Failed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.0)
+        }
+    }
+    impl std::error::Error for Failed {}
+
+    let (env, http) = start_with_foo().await;
+    create_foo(&http, "f", json!({"replicas": 1})).await;
+    let api: Api<Foo> = Api::namespaced(env.client(), "default");
+    let reconciles = Arc::new(AtomicUsize::new(0));
+    let ctx = Arc::new((api.clone(), reconciles.clone()));
+    // Every reconcile writes the same status, as many controllers do.
+    let controller = Controller::new(api, kube::runtime::watcher::Config::default())
+        .run(
+            |obj: Arc<Foo>, ctx: Arc<(Api<Foo>, Arc<AtomicUsize>)>| async move {
+                ctx.1.fetch_add(1, Ordering::SeqCst);
+                let status = json!({"status": {"replicas": obj.spec.replicas, "ready": true}});
+                ctx.0
+                    .patch_status(
+                        "f",
+                        &PatchParams {
+                            field_manager: Some("foo-ctl".into()),
+                            ..PatchParams::default()
+                        },
+                        &Patch::Merge(status),
+                    )
+                    .await
+                    .map_err(Failed)?;
+                Ok::<_, Failed>(Action::await_change())
+            },
+            |_, _, _| Action::await_change(),
+            ctx,
+        )
+        .for_each(|_| async {});
+    let task = tokio::spawn(controller);
+    eventually(WAIT, "the first reconcile", || {
+        let n = reconciles.load(Ordering::SeqCst);
+        async move { (n >= 1).then_some(()) }
+    })
+    .await;
+    // Counting reconciles over a quiet period is the point here: with no-op writes free, the
+    // first status change causes one more reconcile and then nothing.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let n = reconciles.load(Ordering::SeqCst);
+    assert!(
+        n <= 2,
+        "the controller hot-loops on its own no-op status writes: {n} reconciles"
+    );
+    // A spec change still triggers it.
+    http.merge(&format!("{FOOS}/f"), &json!({"spec": {"replicas": 2}}))
+        .await
+        .expect(200);
+    eventually(WAIT, "a reconcile of the spec change", || {
+        let http = http.clone();
+        async move {
+            (http.get(&format!("{FOOS}/f")).await.json()["status"]["replicas"] == 2).then_some(())
+        }
+    })
+    .await;
+    task.abort();
+}

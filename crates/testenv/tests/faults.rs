@@ -100,25 +100,25 @@ async fn delays_slow_down_matching_requests_only() {
     let (env, http) = start().await;
     env.handle().faults().delay(
         RequestMatch::new(Verb::List, "configmaps"),
-        Duration::from_millis(400),
+        Duration::from_millis(1000),
         Some(1),
     );
     let t = std::time::Instant::now();
     http.get("/api/v1/namespaces/default/secrets")
         .await
         .expect(200);
-    assert!(t.elapsed() < Duration::from_millis(300));
+    assert!(t.elapsed() < Duration::from_millis(800));
     let t = std::time::Instant::now();
     http.get(CMS).await.expect(200);
     assert!(
-        t.elapsed() >= Duration::from_millis(400),
+        t.elapsed() >= Duration::from_millis(1000),
         "{:?}",
         t.elapsed()
     );
     let t = std::time::Instant::now();
     http.get(CMS).await.expect(200);
     assert!(
-        t.elapsed() < Duration::from_millis(300),
+        t.elapsed() < Duration::from_millis(800),
         "the delay was used up"
     );
 }
