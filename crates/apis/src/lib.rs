@@ -1,1 +1,35 @@
-//! Custom resource types.
+//! Custom resource types of the cluster operators, and the generation of their CRD manifests.
+//!
+//! Every kind is a Rust type with `kube::CustomResource`; its CustomResourceDefinition, with
+//! schema and printer columns, is generated from the type ([`all_crds`], `make crds`), so the
+//! manifests shipped in the Helm charts can never drift from the code.
+//!
+//! ```
+//! use apis::release::{Release, ReleaseSpec};
+//! use kube::CustomResourceExt;
+//!
+//! let crd = Release::crd();
+//! assert_eq!(crd.metadata.name.as_deref(), Some("releases.release.giantswarm.io"));
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod labels;
+pub mod release;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// Every CRD of the project, in a stable order.
+pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    vec![release::Release::crd()]
+}
+
+/// Render CRDs as one multi-document YAML stream.
+pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, String> {
+    let mut out = String::new();
+    for crd in crds {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(crd).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
+}
