@@ -1800,8 +1800,3 @@ mod tests {
         assert!(fsel("ä=ö").matches(getter(&[("ä", "ö")])));
     }
 }
-
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "validation.rs"]
-mod validation_tests_include;

@@ -199,5 +199,7 @@ mod tests {
     fn test_format_rfc3339_uses_whole_seconds_and_z() {
         let ts: Timestamp = "2024-05-01T12:00:00.123+02:00".parse().unwrap();
         assert_eq!(format_rfc3339(ts), "2024-05-01T10:00:00Z");
+        let early: Timestamp = "0001-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(format_rfc3339(early), "0001-01-01T00:00:00Z");
     }
 }

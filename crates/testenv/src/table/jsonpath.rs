@@ -110,6 +110,9 @@ impl JsonPath {
                 .ok_or_else(|| fail("unclosed action"))?,
             None => trimmed,
         };
+        if inner.trim().is_empty() {
+            return Err(fail("empty expression"));
+        }
         if inner.contains('{') || inner.contains('}') {
             return Err(fail("only a single {...} action is supported"));
         }
@@ -805,6 +808,8 @@ mod tests {
             "{.a}{.b}",
             ".a[\"b\"]",
             "#a",
+            "",
+            "{ }",
         ] {
             assert!(
                 matches!(JsonPath::parse(bad), Err(JsonPathError::Parse { .. })),

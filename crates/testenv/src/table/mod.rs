@@ -13,7 +13,7 @@
 //!   the **first** value a path selects is used (`results[0][0]` in `tableconvertor.go`);
 //!   `priority` is carried through and kubectl shows columns above 0 only with `-o wide`.
 //! * **Built-in kinds** ([`builtin_columns`]): the printers of
-//!   `pkg/printers/internalversion/printers.go`, see [`printers`]. Kinds without a printer
+//!   `pkg/printers/internalversion/printers.go`, ported in the `printers` submodule. Kinds without a printer
 //!   upstream (Role, ClusterRole, CustomResourceDefinition, ...) use the default
 //!   convertor's `Name` + `Created At` ([`default_columns`]).
 //! * **Table body** ([`table`]): `{"kind":"Table","apiVersion":"meta.k8s.io/v1",

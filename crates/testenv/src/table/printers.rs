@@ -477,6 +477,8 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         _ => restarts.to_string(),
     };
 
+    // Upstream reads podIPs only; the kubelet always writes podIP and podIPs together,
+    // so falling back to podIP shows the same address for objects written by hand.
     let pod_ip = arr_at(status, &["podIPs"])
         .first()
         .map(|ip| str_at(ip, &["ip"]))
