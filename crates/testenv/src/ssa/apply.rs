@@ -595,6 +595,57 @@ mod tests {
     }
 
     #[test]
+    fn test_update_takes_fields_from_an_applier_who_then_conflicts() {
+        let shape = lease_shape();
+        let (obj, entries) = apply(
+            None,
+            &lease(json!({"holderIdentity": "a", "leaseDurationSeconds": 10})),
+            vec![],
+            &mgr("a", T1),
+            false,
+            &shape,
+        )
+        .unwrap();
+        let mut edited = obj.clone();
+        edited["spec"]["leaseDurationSeconds"] = json!(30);
+        let entries = record_update(
+            Some(&obj),
+            &edited,
+            entries,
+            &mgr("kubectl-edit", T2),
+            &shape,
+        );
+        assert_eq!(
+            entry(&entries, "a").fields().to_fields_v1(),
+            json!({"f:spec": {"f:holderIdentity": {}}})
+        );
+        let c = conflicts(apply(
+            Some(&edited),
+            &lease(json!({"holderIdentity": "a", "leaseDurationSeconds": 10})),
+            entries.clone(),
+            &mgr("a", T3),
+            false,
+            &shape,
+        ));
+        assert_eq!(
+            c.message(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using coordination.k8s.io/v1: \
+             .spec.leaseDurationSeconds"
+        );
+        // Re-applying without the field it lost leaves the edited value alone.
+        let (obj, _) = apply(
+            Some(&edited),
+            &lease(json!({"holderIdentity": "a"})),
+            entries,
+            &mgr("a", T3),
+            false,
+            &shape,
+        )
+        .unwrap();
+        assert_eq!(obj["spec"]["leaseDurationSeconds"], json!(30));
+    }
+
+    #[test]
     fn test_applier_conflicts_with_its_own_update_entry() {
         let shape = lease_shape();
         let v1 = lease(json!({"holderIdentity": "a"}));

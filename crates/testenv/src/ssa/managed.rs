@@ -6,7 +6,6 @@
 //! `sortEncodedManagedFields` sorts them, and an `Update` is recorded as structured-merge-diff's
 //! `Updater.Update` plus `managedFieldsUpdater` record it.
 
-use std::cmp::Ordering;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -203,7 +202,6 @@ pub(crate) fn sort_entries(entries: &mut [ManagedFieldsEntry]) {
             .then_with(|| p.manager.cmp(&q.manager))
             .then_with(|| p.api_version.cmp(&q.api_version))
             .then_with(|| p.subresource_str().cmp(q.subresource_str()))
-            .then(Ordering::Equal)
     });
 }
 

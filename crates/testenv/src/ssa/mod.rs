@@ -32,7 +32,8 @@
 //!   the starting entries with [`entries_for_update`] (this implements the I8 rule: a body
 //!   with `managedFields: [{}]` resets ownership, `[]` or no field keeps the stored entries),
 //!   call [`record_update`] with the stored and the new object, and store the result with
-//!   [`write_entries`].
+//!   [`write_entries`]. On create the stored entries are `&[]`, so managedFields sent with a
+//!   new object are kept when they decode, as apiserver keeps them.
 //! * **Apply**: require a `fieldManager` ([`validate_manager`]), check the body's
 //!   apiVersion/kind/name and the `metadata.resourceVersion` precondition, strip `status` when
 //!   the kind has a status subresource (or pass only `status` with `subresource:

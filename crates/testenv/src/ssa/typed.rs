@@ -266,6 +266,8 @@ fn merge_lists(
     let in_rhs = |e: &Option<PathElement>| e.as_ref().is_some_and(|e| rhs_keys.contains(e));
     let is_first = |i: usize| lhs[i].as_ref().and_then(|e| lhs_first.get(e)) == Some(&i);
 
+    // `lhs` and `rhs` are parallel to `live` and `config`, and every index used below is
+    // checked against their lengths first.
     let mut out = Vec::with_capacity(live.len().max(config.len()));
     let (mut li, mut ri) = (0, 0);
     while li < live.len() || ri < config.len() {
