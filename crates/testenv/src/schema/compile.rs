@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool, JSONSchemaPropsOrStringArray,
 };
 use serde_json::Value;
 
@@ -271,7 +271,7 @@ fn check_openapi(
         None => {}
     }
     for (name, dep) in s.dependencies.iter().flatten() {
-        if let k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrStringArray::Schema(sub) = dep {
+        if let JSONSchemaPropsOrStringArray::Schema(sub) = dep {
             recurse(sub, path.child("dependencies").key(name), ssv, errs);
         }
     }
@@ -1005,9 +1005,7 @@ fn check_defaults(s: &Node, path: &FieldPath, errs: &mut Vec<FieldError>, depth:
             validate::list_type_errors(s, default, &default_path, &mut list_errors, 0);
             errs.extend(list_errors);
         }
-        let mut pruned = default.clone();
-        let removed = prune::prune_value(s, &mut pruned);
-        if removed || pruned != *default {
+        if prune::prune_value(s, &mut default.clone()) {
             errs.push(FieldError::invalid(
                 default_path.as_field(),
                 default.clone(),

@@ -113,6 +113,7 @@ impl StructuralSchema {
     /// `spec.items[0].bar`), then metadata ones (`metadata.foo`), for
     /// `fieldValidation=Strict` (400 `unknown field "spec.foo"`) or `Warn` (a warning each).
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        // Dropping malformed metadata fields never fails.
         prune::prune(&self.inner.root, obj, true).unwrap_or_default()
     }
 

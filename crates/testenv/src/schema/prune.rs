@@ -52,7 +52,7 @@ pub(crate) fn prune(
 }
 
 /// Prune a value against a node that is not a resource root (used to check that defaults
-/// carry no unknown fields). Returns whether anything was removed.
+/// carry no unknown fields). Returns whether any field was removed.
 pub(crate) fn prune_value(node: &Node, value: &mut Value) -> bool {
     let mut pruner = Pruner::default();
     pruner.prune(value, Some(node), false, "", 0);
