@@ -1029,3 +1029,162 @@ fn validate_list_map(s: &Node, items: &[Value], path: &FieldPath, errors: &mut V
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+    use serde_json::json;
+
+    /// A node built without the CRD compile checks, to reach validator paths that real CRDs
+    /// cannot (kube-apiserver rejects `uniqueItems`, for one).
+    fn node(v: Value) -> Node {
+        let props: JSONSchemaProps = serde_json::from_value(v).unwrap();
+        let mut errs = Vec::new();
+        let n = Node::build(&props, &FieldPath::root(), 0, &mut errs);
+        assert!(errs.is_empty());
+        n
+    }
+
+    fn check(schema: Value, data: Value) -> Vec<String> {
+        openapi_field_errors(&node(schema), &data, &FieldPath::root())
+            .iter()
+            .map(FieldError::message)
+            .collect()
+    }
+
+    #[test]
+    fn test_unique_items_message() {
+        let s = json!({"type": "object", "properties": {"l": {"type": "array", "uniqueItems": true, "items": {}}}});
+        assert_eq!(
+            check(s.clone(), json!({"l": [1, 2, 1]})),
+            [r#"l: Invalid value: "": l in body shouldn't contain duplicates"#]
+        );
+        assert!(
+            check(s, json!({"l": [1, 1.0]})).is_empty(),
+            "1 and 1.0 are different values to Go"
+        );
+    }
+
+    #[test]
+    fn test_any_of_reports_the_branch_that_matched_most() {
+        // The object branch applies more validators to an object than the string branch.
+        let s = json!({"properties": {"v": {"anyOf": [
+            {"type": "string"},
+            {"type": "object", "required": ["a"], "properties": {"b": {"type": "integer"}}}
+        ]}}});
+        assert_eq!(
+            check(s, json!({"v": {"b": 1}})),
+            [
+                r#"<nil>: Invalid value: "": "v" must validate at least one schema (anyOf)"#,
+                "v.a: Required value"
+            ]
+        );
+    }
+
+    #[test]
+    fn test_any_of_ties_keep_the_first_failure() {
+        let s = json!({"properties": {"v": {"anyOf": [{"minimum": 10}, {"maximum": 0}]}}});
+        assert_eq!(
+            check(s, json!({"v": 5})),
+            [
+                r#"<nil>: Invalid value: "": "v" must validate at least one schema (anyOf)"#,
+                "v: Invalid value: 5: v in body should be greater than or equal to 10",
+            ]
+        );
+    }
+
+    #[test]
+    fn test_multiple_of_must_be_positive() {
+        assert_eq!(
+            check(
+                json!({"properties": {"n": {"multipleOf": 0}}}),
+                json!({"n": 4})
+            ),
+            ["n: Invalid value: 0: factor MultipleOf declared for n must be positive: 0"]
+        );
+    }
+
+    #[test]
+    fn test_integer_bounds_are_truncated_like_go() {
+        // int64(10.9) == 10
+        assert_eq!(
+            check(
+                json!({"properties": {"n": {"maximum": 10.9}}}),
+                json!({"n": 11})
+            ),
+            ["n: Invalid value: 11: n in body should be less than or equal to 10"]
+        );
+        assert!(
+            check(
+                json!({"properties": {"n": {"maximum": 10.9}}}),
+                json!({"n": 10.5})
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn test_enum_uses_go_conversions() {
+        let s = json!({"properties": {"n": {"enum": [5]}}});
+        assert!(check(s.clone(), json!({"n": 5})).is_empty());
+        assert!(
+            check(s, json!({"n": 5.7})).is_empty(),
+            "float64 -> int64 truncates"
+        );
+        let s = json!({"properties": {"n": {"enum": [5.5]}}});
+        assert_eq!(
+            check(s, json!({"n": 5})),
+            [r#"n: Unsupported value: 5: supported values: "5.5""#]
+        );
+        let s = json!({"properties": {"o": {"enum": [{"a": 1}]}}});
+        assert!(check(s.clone(), json!({"o": {"a": 1}})).is_empty());
+        assert_eq!(
+            check(s, json!({"o": {"a": 2}})),
+            [r#"o: Unsupported value: {"a":2}: supported values: "{\"a\":1}""#]
+        );
+    }
+
+    #[test]
+    fn test_format_on_a_non_string_reports_the_format() {
+        assert_eq!(
+            check(
+                json!({"properties": {"t": {"type": "string", "format": "date-time"}}}),
+                json!({"t": 5})
+            ),
+            [r#"t: Invalid value: "int64": t in body must be of type date-time: "int64""#]
+        );
+    }
+
+    #[test]
+    fn test_root_errors_have_the_nil_field() {
+        assert_eq!(
+            check(json!({"type": "object"}), json!([])),
+            [r#"<nil>: Invalid value: "array":  in body must be of type object: "array""#]
+        );
+    }
+
+    #[test]
+    fn test_errors_are_deduplicated_by_message() {
+        let s = json!({"properties": {"n": {"allOf": [{"maximum": 1}, {"maximum": 1}]}}});
+        assert_eq!(
+            check(s, json!({"n": 2})),
+            [
+                "n: Invalid value: 2: n in body should be less than or equal to 1",
+                r#"<nil>: Invalid value: "": "n" must validate all the schemas (allOf). None validated"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn test_deep_schema_recursion_is_bounded() {
+        let mut schema = json!({"type": "integer"});
+        for _ in 0..(MAX_DEPTH + 10) {
+            schema = json!({"type": "array", "items": schema});
+        }
+        let props: JSONSchemaProps = serde_json::from_value(schema).expect("schema");
+        let mut errs = Vec::new();
+        let _ = Node::build(&props, &FieldPath::root(), 0, &mut errs);
+        assert!(!errs.is_empty());
+    }
+}
