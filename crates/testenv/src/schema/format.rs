@@ -502,21 +502,11 @@ fn host_ok(host_port: &str) -> bool {
 }
 
 fn escapes_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let ok = b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
-                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
-            if !ok {
-                return false;
-            }
-            i += 3;
-        } else {
-            i += 1;
-        }
-    }
-    true
+    // Every `%` must start a `%XX` escape.
+    s.split('%').skip(1).all(|after| {
+        let b = after.as_bytes();
+        b.len() >= 2 && b.iter().take(2).all(u8::is_ascii_hexdigit)
+    })
 }
 
 #[cfg(test)]
