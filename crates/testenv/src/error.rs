@@ -206,6 +206,11 @@ impl ApiError {
         ApiError::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
+    /// 500 InternalError with the message as given.
+    pub fn internal_plain(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "InternalError", message)
+    }
+
     /// 500 with an empty reason: what kube-apiserver answers for plain errors.
     pub fn plain(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "", message)

@@ -36,105 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-// ---------------------------------------------------------------------------------------
-// STAND-IN for `crate::schema::FieldError`, which is being written in another module.
-// When integrating, delete this module and the `use` below and write instead:
-//     use crate::schema::{FieldError, FieldErrorKind};
-#[allow(dead_code)]
-mod field_error_standin {
-    use serde_json::Value;
-
-    /// `field.ErrorType`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum FieldErrorKind {
-        Invalid,
-        Required,
-        Forbidden,
-        NotSupported,
-        TooLong,
-        Duplicate,
-    }
-
-    /// `field.Error`.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct FieldError {
-        pub kind: FieldErrorKind,
-        pub field: String,
-        pub detail: String,
-        pub bad_value: Option<Value>,
-    }
-
-    impl FieldError {
-        fn new(
-            kind: FieldErrorKind,
-            field: impl Into<String>,
-            bad_value: Option<Value>,
-            detail: String,
-        ) -> Self {
-            FieldError {
-                kind,
-                field: field.into(),
-                detail,
-                bad_value,
-            }
-        }
-
-        pub fn invalid(
-            field: impl Into<String>,
-            value: impl Into<Value>,
-            detail: impl Into<String>,
-        ) -> Self {
-            Self::new(
-                FieldErrorKind::Invalid,
-                field,
-                Some(value.into()),
-                detail.into(),
-            )
-        }
-
-        pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
-            Self::new(FieldErrorKind::Required, field, None, detail.into())
-        }
-
-        pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-            Self::new(FieldErrorKind::Forbidden, field, None, detail.into())
-        }
-
-        pub fn not_supported(
-            field: impl Into<String>,
-            value: impl Into<Value>,
-            supported: &[&str],
-        ) -> Self {
-            let quoted: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
-            Self::new(
-                FieldErrorKind::NotSupported,
-                field,
-                Some(value.into()),
-                format!("supported values: {}", quoted.join(", ")),
-            )
-        }
-
-        pub fn too_long(field: impl Into<String>, max_len: usize) -> Self {
-            Self::new(
-                FieldErrorKind::TooLong,
-                field,
-                None,
-                format!("must have at most {max_len} bytes"),
-            )
-        }
-
-        pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
-            Self::new(
-                FieldErrorKind::Duplicate,
-                field,
-                Some(value.into()),
-                String::new(),
-            )
-        }
-    }
-}
-use field_error_standin::{FieldError, FieldErrorKind};
-// ---------------------------------------------------------------------------------------
+use crate::schema::FieldError;
 
 pub use crate::selector::syntax::{
     is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
@@ -381,7 +283,7 @@ pub fn validate_annotations(annotations: &Value, field: &str) -> Vec<FieldError>
         }
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT_B {
-        errs.push(FieldError::too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT_B));
+        errs.push(FieldError::too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT_B as i64));
     }
     errs
 }
@@ -626,34 +528,12 @@ pub fn normalize_object_meta(meta: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::FieldErrorKind;
     use serde_json::json;
 
-    /// Renders an error as Go's `field.Error.Error()` does, from its public fields.
+    /// Renders an error as Go's `field.Error.Error()` does.
     fn render(e: &FieldError) -> String {
-        let kind = match e.kind {
-            FieldErrorKind::Invalid => "Invalid value",
-            FieldErrorKind::Required => "Required value",
-            FieldErrorKind::Forbidden => "Forbidden",
-            FieldErrorKind::NotSupported => "Unsupported value",
-            FieldErrorKind::TooLong => "Too long",
-            FieldErrorKind::Duplicate => "Duplicate value",
-        };
-        let mut body = kind.to_owned();
-        if matches!(
-            e.kind,
-            FieldErrorKind::Invalid | FieldErrorKind::NotSupported | FieldErrorKind::Duplicate
-        ) {
-            let value = match &e.bad_value {
-                Some(Value::String(s)) => go_quote(s),
-                Some(v) => v.to_string(),
-                None => "null".to_owned(),
-            };
-            body = format!("{body}: {value}");
-        }
-        if !e.detail.is_empty() {
-            body = format!("{body}: {}", e.detail);
-        }
-        format!("{}: {body}", e.field)
+        e.message()
     }
 
     fn messages(errs: &[FieldError]) -> Vec<String> {
@@ -874,7 +754,7 @@ mod tests {
         );
         assert_eq!(
             messages(&errs),
-            ["metadata.annotations: Too long: must have at most 262144 bytes"]
+            ["metadata.annotations: Too long: may not be more than 262144 bytes"]
         );
         assert_eq!(errs[0].kind, FieldErrorKind::TooLong);
         let fits = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT_B - 1);

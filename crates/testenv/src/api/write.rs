@@ -324,7 +324,15 @@ impl Api {
                 md.remove("managedFields");
             }
             let (mut merged, managed) = ssa::apply(base.as_ref(), &applied, managed, &manager, opts.force, &def.shape)
-                .map_err(|c| ApiError::apply_conflict(c.message(), c.causes()))?;
+                .map_err(|e| match e {
+                    ssa::ApplyError::Conflicts(c) => ApiError::apply_conflict(c.message(), c.causes()),
+                    ssa::ApplyError::BadRequest(m) => ApiError::bad_request(m),
+                    ssa::ApplyError::Invalid(m) => ApiError::internal_plain(format!(
+                        "failed to create typed patch object ({}, Kind={}): {m}",
+                        def.api_version(),
+                        def.kind
+                    )),
+                })?;
             set_managed_fields(&mut merged, &managed);
             if let Some(cur) = current
                 && let Some(md) = metadata_mut(&mut merged)
