@@ -92,6 +92,13 @@ fn handle_hint(api: &Api, hint: Hint) {
                 process_crd(api, &c.crd_name);
             }
         }
+        Hint::Owned { resource, key } => {
+            if api.config.garbage_collector
+                && let Some(obj) = api.store.get(&resource, &key)
+            {
+                process_dependent(api, &resource, &key, &obj);
+            }
+        }
         Hint::Deleting { resource, key, uid: _ } => {
             let Some(obj) = api.store.get(&resource, &key) else { return };
             if api.config.garbage_collector {

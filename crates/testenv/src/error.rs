@@ -91,6 +91,18 @@ impl ApiError {
         .with_details(details(name, &def.group, &def.plural))
     }
 
+    /// 409 Conflict with a plain message.
+    pub fn conflict_plain(message: impl Into<String>) -> ApiError {
+        ApiError::new(409, "Conflict", message)
+    }
+
+    /// 409 for a delete precondition that does not hold, as `rest.BeforeDelete` words it: the
+    /// object is named by its kind.
+    pub fn delete_precondition(def: &ResourceDef, name: &str, why: &str) -> ApiError {
+        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.qualified_kind()))
+            .with_details(details(name, &def.group, &def.kind))
+    }
+
     /// 409 for a server-side apply conflict.
     pub fn apply_conflict(message: String, causes: Vec<(String, String)>) -> ApiError {
         let causes: Vec<Value> = causes
@@ -114,7 +126,7 @@ impl ApiError {
         };
         let causes: Vec<Value> = errors
             .iter()
-            .map(|e| json!({"reason": e.reason(), "message": e.message(), "field": e.field}))
+            .map(|e| json!({"reason": e.reason(), "message": e.body(), "field": e.field}))
             .collect();
         let mut d = details(name, group, kind);
         if let Value::Object(map) = &mut d {
@@ -176,6 +188,11 @@ impl ApiError {
             "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         )
+    }
+
+    /// 413 for a request over a size or count limit.
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(413, "RequestEntityTooLarge", message)
     }
 
     /// 410 for a resourceVersion or continue token older than the retained history.
@@ -259,11 +276,15 @@ impl ApiError {
 
 /// A `Status` with `status: Success`, as DELETE answers for most kinds (F1).
 pub fn success_status(def: &ResourceDef, name: &str, uid: &str) -> Value {
+    let mut d = details(name, &def.group, &def.plural);
+    if let Value::Object(map) = &mut d {
+        map.insert("uid".into(), json!(uid));
+    }
     json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {"name": name, "group": def.group, "kind": def.plural, "uid": uid}
+        "details": d,
     })
 }

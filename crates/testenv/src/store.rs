@@ -181,6 +181,14 @@ pub enum Hint {
         /// The uids of its owners.
         owners: Vec<String>,
     },
+    /// An object was written with owner references it did not have before: the garbage
+    /// collector checks that its owners exist.
+    Owned {
+        /// Its storage key.
+        resource: StorageKey,
+        /// Its key.
+        key: ObjKey,
+    },
     /// An object is (now) marked for deletion, or changed while marked.
     Deleting {
         /// Its storage key.
@@ -296,7 +304,8 @@ pub struct WatchStart {
 /// Errors of reads that depend on history.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum HistoryError {
-    /// The RV is older than the retained history; carries the oldest RV still available.
+    /// The RV is older than the retained history; carries the oldest RV a read may start from
+    /// (the compaction point).
     #[error("too old resource version")]
     Expired {
         /// The oldest RV that can still be served.
@@ -415,7 +424,7 @@ impl Store {
             None => inner.rv,
             Some(rv) if rv > inner.rv => return Err(HistoryError::TooLarge { current: inner.rv }),
             Some(rv) if rv < inner.compacted => {
-                return Err(HistoryError::Expired { oldest: inner.compacted + 1 });
+                return Err(HistoryError::Expired { oldest: inner.compacted });
             }
             Some(rv) => rv,
         };
@@ -460,7 +469,7 @@ impl Store {
     pub fn watch_from(&self, resource: &str, from: u64) -> Result<WatchStart, HistoryError> {
         let mut inner = self.inner.write();
         if from < inner.compacted {
-            return Err(HistoryError::Expired { oldest: inner.compacted + 1 });
+            return Err(HistoryError::Expired { oldest: inner.compacted });
         }
         if from > inner.rv {
             return Err(HistoryError::TooLarge { current: inner.rv });
@@ -482,7 +491,7 @@ impl Store {
     ) -> Result<Vec<Arc<Event>>, HistoryError> {
         let inner = self.inner.read();
         if from < inner.compacted {
-            return Err(HistoryError::Expired { oldest: inner.compacted + 1 });
+            return Err(HistoryError::Expired { oldest: inner.compacted });
         }
         let Some(table) = inner.tables.get(resource) else {
             return Ok(Vec::new());
@@ -589,6 +598,11 @@ impl Store {
                     key: key.clone(),
                     uid: object.meta.uid.clone(),
                 }),
+                _ if !object.meta.owners.is_empty()
+                    && prev.as_ref().is_none_or(|p| p.meta.owners != object.meta.owners) =>
+                {
+                    Some(Hint::Owned { resource: resource.clone(), key: key.clone() })
+                }
                 _ => None,
             };
             if let Some(hint) = hint {
@@ -781,7 +795,7 @@ mod tests {
         let rvs: Vec<_> = start.backlog.iter().map(|e| e.rv).collect();
         assert_eq!(rvs, [2]);
         store.compact_now();
-        assert_eq!(store.watch_from(&res(), r1).unwrap_err(), HistoryError::Expired { oldest: 3 });
+        assert_eq!(store.watch_from(&res(), r1).unwrap_err(), HistoryError::Expired { oldest: 2 });
         // Watching from the compaction point itself is fine: nothing was lost after it.
         assert!(store.watch_from(&res(), 2).unwrap().backlog.is_empty());
         assert!(matches!(store.watch_from(&res(), 99), Err(HistoryError::TooLarge { current: 2 })));

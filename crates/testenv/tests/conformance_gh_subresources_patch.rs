@@ -625,19 +625,24 @@ async fn h4_strategic_merge_patch_merges_lists_by_key() {
         .iter()
         .map(|p| p["containerPort"].as_i64().unwrap())
         .collect();
-    assert_eq!(ports, [80, 443], "ports merge by containerPort");
+    // apimachinery's strategic merge puts items the patch adds before the ones only the
+    // server has (as `kubectl patch` shows when adding a container).
+    assert_eq!(ports, [443, 80], "ports merge by containerPort");
 }
 
 #[tokio::test]
 async fn h4_strategic_merge_patch_finalizers_are_a_set_and_owner_references_merge_by_uid() {
     let (_env, http) = start().await;
+    // Real owners: the garbage collector deletes dependents whose owners do not exist.
+    let o1 = create_cm(&http, "o1", json!({})).await["metadata"]["uid"].clone();
+    let o2 = create_cm(&http, "o2", json!({})).await["metadata"]["uid"].clone();
     let mut body = cm("a", json!({}));
     body["metadata"]["finalizers"] = json!(["x"]);
-    body["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o1", "uid": "11111111-1111-1111-1111-111111111111"}]);
+    body["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o1", "uid": o1}]);
     http.post(CMS, &body).await.expect(201);
     let patch = json!({"metadata": {
         "finalizers": ["y", "x"],
-        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o2", "uid": "22222222-2222-2222-2222-222222222222"}]
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o2", "uid": o2}]
     }});
     let r = http
         .patch(

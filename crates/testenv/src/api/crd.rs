@@ -73,11 +73,8 @@ impl Api {
                 Some(s) => match serde_json::from_value::<JSONSchemaProps>(s.clone()) {
                     Err(e) => errors.push(FieldError::invalid(format!("spec.versions[{i}].schema.openAPIV3Schema"), json!(null), e.to_string())),
                     Ok(props) => {
-                        if let Err(errs) = StructuralSchema::compile(&props) {
-                            for mut e in errs {
-                                e.field = format!("spec.versions[{i}].schema.openAPIV3Schema{}{}", if e.field.is_empty() { "" } else { "." }, e.field);
-                                errors.push(e);
-                            }
+                        if let Err(errs) = StructuralSchema::compile_at(&props, &format!("spec.versions[{i}].schema.openAPIV3Schema")) {
+                            errors.extend(errs);
                         }
                     }
                 },

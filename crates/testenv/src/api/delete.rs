@@ -138,20 +138,23 @@ impl Api {
             if let Some(uid) = &opts.precondition_uid
                 && *uid != current.meta.uid
             {
-                return Err(ApiError::conflict_msg(
+                return Err(ApiError::delete_precondition(
                     def,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", current.meta.uid),
+                    &format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                        current.meta.uid
+                    ),
                 ));
             }
             if let Some(rv) = &opts.precondition_rv
                 && *rv != current.meta.rv.to_string()
             {
-                return Err(ApiError::conflict_msg(
+                return Err(ApiError::delete_precondition(
                     def,
                     name,
                     &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}",
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                         current.meta.rv
                     ),
                 ));

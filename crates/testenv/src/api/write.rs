@@ -145,10 +145,12 @@ impl Api {
             return Err(ApiError::invalid(
                 def,
                 name,
-                &[FieldError::invalid(
+                // Go prints the zero uint64 with %#v: `Invalid value: 0x0`.
+                &[FieldError::new(
+                    crate::schema::FieldErrorKind::Invalid,
                     "metadata.resourceVersion",
-                    json!("0x0"),
-                    "must be specified for an update",
+                    None,
+                    "0x0: must be specified for an update",
                 )],
             ));
         }
@@ -184,6 +186,16 @@ impl Api {
         if kind == PatchKind::Apply {
             return self.apply(def, namespace, name, part, patch, opts);
         }
+        if kind == PatchKind::Json
+            && let Some(ops) = patch.as_array()
+            && ops.len() > crate::patch::MAX_JSON_PATCH_OPERATIONS
+        {
+            return Err(ApiError::too_large(format!(
+                "The allowed maximum operations in a JSON patch is {}, got {}",
+                crate::patch::MAX_JSON_PATCH_OPERATIONS,
+                ops.len()
+            )));
+        }
         self.guaranteed_update(def, namespace, name, part, opts, false, |current| {
             let Some(current) = current else { return Err(ApiError::not_found(def, name)) };
             let patched = match kind {
@@ -195,10 +207,12 @@ impl Api {
             .map_err(|e| match e {
                 PatchError::Malformed(m) => ApiError::bad_request(m),
                 PatchError::Invalid(m) => match kind {
-                    // kube answers failed JSON patch operations with a generic 422.
-                    PatchKind::Json => ApiError::unprocessable(format!(
-                        "the server rejected our request due to an error in our request: {m}"
-                    )),
+                    // kube answers failed JSON patch operations with a generic 422; the
+                    // operation that failed is only logged.
+                    PatchKind::Json => {
+                        tracing::debug!(resource = %def.qualified(), name, error = %m, "JSON patch failed");
+                        ApiError::unprocessable("the server rejected our request due to an error in our request")
+                    }
                     _ => ApiError::unprocessable(m),
                 },
             })?;
@@ -281,6 +295,7 @@ impl Api {
             }
         }
         let precondition = meta_str(applied, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+        let applied_uid = meta_str(applied, "uid").filter(|s| !s.is_empty()).map(str::to_string);
         let mut applied = applied.clone();
         if let Some(md) = metadata_mut(&mut applied) {
             md.remove("resourceVersion");
@@ -290,13 +305,21 @@ impl Api {
         // main resource of a kind with a status subresource.
         match part {
             Part::Status => {
+                // Only status counts on /status: the rest of the applied metadata is ignored.
                 let status = applied.get("status").cloned();
                 let mut only = Map::new();
-                for k in ["apiVersion", "kind", "metadata"] {
+                for k in ["apiVersion", "kind"] {
                     if let Some(v) = applied.get(k) {
                         only.insert(k.into(), v.clone());
                     }
                 }
+                let mut md = Map::new();
+                for k in ["name", "namespace"] {
+                    if let Some(v) = applied.get("metadata").and_then(|m| m.get(k)) {
+                        md.insert(k.into(), v.clone());
+                    }
+                }
+                only.insert("metadata".into(), Value::Object(md));
                 if let Some(s) = status {
                     only.insert("status".into(), s);
                 }
@@ -312,6 +335,24 @@ impl Api {
         let now = self.clock.now_rfc3339();
         let version = def.api_version();
         self.guaranteed_update(def, namespace, name, part, opts, true, |current| {
+            match (current, &precondition, &applied_uid) {
+                (Some(cur), Some(rv), _) if meta_str(cur, "resourceVersion") != Some(rv.as_str()) => {
+                    return Err(ApiError::conflict(def, name));
+                }
+                (Some(cur), _, Some(uid)) if meta_str(cur, "uid") != Some(uid.as_str()) => {
+                    return Err(ApiError::conflict_msg(
+                        def,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(cur, "uid").unwrap_or("")),
+                    ));
+                }
+                (None, _, Some(uid)) => {
+                    return Err(ApiError::conflict_plain(format!(
+                        "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                    )));
+                }
+                _ => {}
+            }
             let managed = match current.and_then(|c| c.get("metadata")).and_then(|m| m.get("managedFields")) {
                 Some(v) => ssa::parse_entries(v).unwrap_or_default(),
                 None => Vec::new(),
@@ -467,6 +508,8 @@ impl Api {
         applied: bool,
     ) -> Result<WriteOutcome, ApiError> {
         check_type(def, &mut body)?;
+        let mut warnings = Vec::new();
+        normalize_metadata(&mut body, &mut warnings);
         let Some(md) = metadata_mut(&mut body) else {
             return Err(ApiError::bad_request("the request body must be a JSON object"));
         };
@@ -532,7 +575,6 @@ impl Api {
             )));
         }
 
-        let mut warnings = Vec::new();
         self.prepare_create(def, &mut body)?;
         let mut body = self.decode_and_validate(def, body, None, opts.field_validation, &mut warnings, &name)?;
         if !applied {
@@ -557,10 +599,14 @@ impl Api {
             }
             let storage_form = self.to_storage(def, body.clone());
             let meta = self.meta_of(def, &storage_form);
+            let key = obj_key(def, namespace, &name);
             if opts.dry_run {
+                // A dry run answers what the write would: an existing name still conflicts.
+                if let Some(existing) = self.store.get(&def.storage, &key) {
+                    return Err(ApiError::already_exists(def, &name, existing.meta.deleting));
+                }
                 return Ok(WriteOutcome { object: body, created: true, warnings });
             }
-            let key = obj_key(def, namespace, &name);
             match self.store.commit(&def.storage, &key, Change::Create(storage_form, meta)) {
                 Ok(done) => {
                     self.after_write(def, &done.object);
@@ -651,6 +697,7 @@ impl Api {
                 v
             }
         };
+        normalize_metadata(&mut merged, warnings);
         // System metadata (rest.BeforeUpdate, ValidateObjectMetaAccessorUpdate).
         let old_md = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
         let Some(md) = metadata_mut(&mut merged) else {
@@ -662,11 +709,13 @@ impl Api {
             (Some(a), Some(b)) if a == b => {}
             (Some(a), _) => immutable.push(FieldError::invalid("metadata.uid", json!(a), "field is immutable")),
         }
-        match (md.get("deletionTimestamp").filter(|v| !v.is_null()), old_md.get("deletionTimestamp")) {
-            (Some(a), old_ts) if Some(a) != old_ts => {
-                immutable.push(FieldError::invalid("metadata.deletionTimestamp", a.clone(), "field is immutable; may only be set by the server"));
+        for field in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+            match (md.get(field).filter(|v| !v.is_null()), old_md.get(field)) {
+                (Some(a), old_value) if Some(a) != old_value => {
+                    immutable.push(FieldError::invalid(format!("metadata.{field}"), a.clone(), "field is immutable"));
+                }
+                _ => {}
             }
-            _ => {}
         }
         if !immutable.is_empty() {
             return Err(ApiError::invalid(def, name, &immutable));
@@ -763,6 +812,17 @@ impl Api {
                 .and_then(|s| s.get("finalizers"))
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty())
+    }
+}
+
+/// Drop empty metadata collections and duplicate owner references, as the round trip through
+/// ObjectMeta does in kube-apiserver (C9).
+fn normalize_metadata(value: &mut Value, warnings: &mut Vec<String>) {
+    if let Some(md) = value.get_mut("metadata") {
+        if let Some(w) = validation::dedup_owner_references(md) {
+            warnings.push(w);
+        }
+        validation::normalize_object_meta(md);
     }
 }
 

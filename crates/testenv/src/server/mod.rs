@@ -2,6 +2,7 @@
 //! (checklist A1), JSON everywhere.
 
 mod discovery;
+mod duplicates;
 mod openapi;
 pub mod params;
 pub mod route;
@@ -339,6 +340,7 @@ impl ServerState {
                     Some("eviction") => self.evict(&def, &ns, &name, &body, &content_type),
                     Some("binding") => self.bind(&def, &ns, &name, &body, &content_type, &opts),
                     _ => {
+                        check_duplicates(&def, &body, &opts, &mut warnings)?;
                         let value = decode_body(&body, &content_type)?;
                         let out = self.api.create(&def, &ns, value, &opts)?;
                         Ok(write_response(201, out, warnings))
@@ -347,6 +349,7 @@ impl ServerState {
             }
             Verb::Update => {
                 let opts = self.write_options(&query, manager, false, "UpdateOptions")?;
+                check_duplicates(&def, &body, &opts, &mut warnings)?;
                 let value = decode_body(&body, &content_type)?;
                 if rp.subresource.as_deref() == Some("scale") {
                     return self.update_scale(&def, &ns, &name, |_| Ok(value.clone()), &opts, warnings);
@@ -358,6 +361,7 @@ impl ServerState {
             Verb::Patch => {
                 let kind = PatchKind::from_content_type(&content_type).ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
                 let opts = self.write_options(&query, manager, kind == PatchKind::Apply, "PatchOptions")?;
+                check_duplicates(&def, &body, &opts, &mut warnings)?;
                 let patch = decode_body(&body, &content_type)?;
                 if rp.subresource.as_deref() == Some("scale") {
                     if kind == PatchKind::Apply {
@@ -479,7 +483,7 @@ impl ServerState {
                 let obj = self.api.present_value(def, &stored);
                 let (columns, rows) = self.table_rows(def, vec![obj], include);
                 let rv = stored.meta.rv.to_string();
-                let table = crate::table::table(&columns, rows, &rv, None, None, true);
+                let table = table_version(crate::table::table(&columns, rows, &rv, None, None, true), format);
                 Ok(respond_value_ct(200, &table, format.content_type(), &warnings))
             }
             Format::PartialMetaList => Err(ApiError::not_acceptable("PartialObjectMetadataList is only available for lists")),
@@ -552,7 +556,7 @@ impl ServerState {
                 let objects: Vec<Value> = result.items.iter().filter_map(|(_, b)| serde_json::from_slice(b).ok()).collect();
                 let (columns, rows) = self.table_rows(def, objects, include);
                 let remaining = result.remaining.map(|r| r as i64);
-                let table = crate::table::table(&columns, rows, &rv, result.continue_token.as_deref(), remaining, true);
+                let table = table_version(crate::table::table(&columns, rows, &rv, result.continue_token.as_deref(), remaining, true), format);
                 Ok(respond_value_ct(200, &table, format.content_type(), &warnings))
             }
         }
@@ -660,6 +664,35 @@ impl ApiError {
     fn new_too_large() -> ApiError {
         ApiError { code: 413, reason: "RequestEntityTooLarge", message: "Request entity too large: limit is 3145728".into(), details: None }
     }
+}
+
+/// Duplicate keys in a JSON body: an error with `fieldValidation=Strict`, a warning with `Warn`.
+fn check_duplicates(def: &ResourceDef, body: &[u8], opts: &WriteOptions, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    if opts.field_validation == FieldValidation::Ignore {
+        return Ok(());
+    }
+    let dups: Vec<String> = duplicates::duplicate_fields(body).into_iter().map(|p| format!("duplicate field \"{p}\"")).collect();
+    if dups.is_empty() {
+        return Ok(());
+    }
+    if opts.field_validation == FieldValidation::Strict {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+            dups.join(", "),
+            kind = def.kind,
+            v = def.version
+        )));
+    }
+    warnings.extend(dups);
+    Ok(())
+}
+
+/// Tables answer in the meta.k8s.io version the client asked for.
+pub(crate) fn table_version(mut table: Value, format: Format) -> Value {
+    if let (Format::Table { v1beta1: true, .. }, Some(obj)) = (format, table.as_object_mut()) {
+        obj.insert("apiVersion".into(), json!("meta.k8s.io/v1beta1"));
+    }
+    table
 }
 
 fn respond_value_ct(code: u16, value: &Value, content_type: &str, warnings: &[String]) -> Response<Body> {

@@ -263,7 +263,7 @@ impl Watcher {
                 let v: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
                 let rv = v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
                 let (columns, rows) = self.state.table_rows(&self.def, vec![v], include);
-                let table = crate::table::table(&columns, rows, &rv, None, None, !self.sent_headers);
+                let table = super::table_version(crate::table::table(&columns, rows, &rv, None, None, !self.sent_headers), self.format);
                 self.sent_headers = true;
                 out.put_slice(table.to_string().as_bytes());
             }
