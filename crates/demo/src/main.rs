@@ -34,7 +34,8 @@ fn kubectl(bin: &str, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> 
         None => cmd.status().with_context(|| format!("cannot run {bin}"))?,
         Some(input) => {
             use std::io::Write;
-            let mut child = cmd.stdin(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {bin}"))?;
+            let mut child =
+                cmd.stdin(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {bin}"))?;
             child.stdin.take().context("kubectl stdin")?.write_all(input.as_bytes())?;
             child.wait()?
         }

@@ -31,10 +31,7 @@ fn st<const N: usize>(fields: [(&str, Shape); N]) -> Shape {
 
 /// A struct whose fields are all scalars or atomic lists (nothing to declare).
 fn plain() -> Shape {
-    Shape::Struct {
-        fields: BTreeMap::new(),
-        other: None,
-    }
+    Shape::Struct { fields: BTreeMap::new(), other: None }
 }
 
 /// `map[string]string` and other maps tracked per key.
@@ -65,10 +62,8 @@ fn build_object_meta() -> Shape {
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
     ];
-    let mut fields: BTreeMap<String, Arc<Shape>> = scalars
-        .iter()
-        .map(|name| (name.to_string(), Arc::new(Shape::Atomic)))
-        .collect();
+    let mut fields: BTreeMap<String, Arc<Shape>> =
+        scalars.iter().map(|name| (name.to_string(), Arc::new(Shape::Atomic))).collect();
     let declared = [
         ("labels", string_map()),
         ("annotations", string_map()),
@@ -82,10 +77,7 @@ fn build_object_meta() -> Shape {
     for (name, shape) in declared {
         fields.insert(name.to_string(), Arc::new(shape));
     }
-    Shape::Struct {
-        fields,
-        other: None,
-    }
+    Shape::Struct { fields, other: None }
 }
 
 static OBJECT_META: LazyLock<Arc<Shape>> = LazyLock::new(|| Arc::new(build_object_meta()));
@@ -102,11 +94,7 @@ fn meta() -> Shape {
 
 /// A top-level object: apiVersion, kind, metadata and the given fields.
 fn root<const N: usize>(fields: [(&str, Shape); N]) -> Shape {
-    let mut all = vec![
-        ("apiVersion", Shape::Atomic),
-        ("kind", Shape::Atomic),
-        ("metadata", meta()),
-    ];
+    let mut all = vec![("apiVersion", Shape::Atomic), ("kind", Shape::Atomic), ("metadata", meta())];
     all.extend(fields);
     Shape::structure(all)
 }
@@ -116,22 +104,12 @@ fn root<const N: usize>(fields: [(&str, Shape); N]) -> Shape {
 
 /// `ResourceRequirements`: limits/requests per resource, claims keyed by `name`.
 fn resource_requirements() -> Shape {
-    st([
-        ("limits", string_map()),
-        ("requests", string_map()),
-        ("claims", Shape::list_map(plain(), &["name"])),
-    ])
+    st([("limits", string_map()), ("requests", string_map()), ("claims", Shape::list_map(plain(), &["name"]))])
 }
 
 /// Probe and lifecycle handlers: their lists (`exec.command`, `httpGet.httpHeaders`) are atomic.
 fn handler() -> Shape {
-    st([
-        ("exec", plain()),
-        ("httpGet", plain()),
-        ("tcpSocket", plain()),
-        ("grpc", plain()),
-        ("sleep", plain()),
-    ])
+    st([("exec", plain()), ("httpGet", plain()), ("tcpSocket", plain()), ("grpc", plain()), ("sleep", plain())])
 }
 
 fn env_var() -> Shape {
@@ -151,10 +129,7 @@ fn env_var() -> Shape {
 fn container() -> Shape {
     st([
         // +listType=map +listMapKey=containerPort +listMapKey=protocol, patchMergeKey=containerPort
-        (
-            "ports",
-            Shape::list_map(plain(), &["containerPort", "protocol"]),
-        ),
+        ("ports", Shape::list_map(plain(), &["containerPort", "protocol"])),
         // +listType=map +listMapKey=name, patchMergeKey=name
         ("env", Shape::list_map(env_var(), &["name"])),
         // +listType=map +listMapKey=mountPath, patchMergeKey=mountPath
@@ -165,10 +140,7 @@ fn container() -> Shape {
         ("livenessProbe", handler()),
         ("readinessProbe", handler()),
         ("startupProbe", handler()),
-        (
-            "lifecycle",
-            st([("postStart", handler()), ("preStop", handler())]),
-        ),
+        ("lifecycle", st([("postStart", handler()), ("preStop", handler())])),
         (
             "securityContext",
             st([
@@ -184,10 +156,7 @@ fn container() -> Shape {
 
 fn pvc_spec() -> Shape {
     st([
-        (
-            "resources",
-            st([("limits", string_map()), ("requests", string_map())]),
-        ),
+        ("resources", st([("limits", string_map()), ("requests", string_map())])),
         ("selector", label_selector()),
         ("dataSource", plain()),
         ("dataSourceRef", plain()),
@@ -206,20 +175,8 @@ fn volume() -> Shape {
         ("downwardAPI", plain()),
         ("nfs", plain()),
         ("image", plain()),
-        (
-            "csi",
-            st([
-                ("volumeAttributes", string_map()),
-                ("nodePublishSecretRef", plain()),
-            ]),
-        ),
-        (
-            "ephemeral",
-            st([(
-                "volumeClaimTemplate",
-                st([("metadata", meta()), ("spec", pvc_spec())]),
-            )]),
-        ),
+        ("csi", st([("volumeAttributes", string_map()), ("nodePublishSecretRef", plain())])),
+        ("ephemeral", st([("volumeClaimTemplate", st([("metadata", meta()), ("spec", pvc_spec())]))])),
     ])
 }
 
@@ -228,10 +185,7 @@ fn pod_spec() -> Shape {
         // +listType=map +listMapKey=name, patchMergeKey=name (all three container lists)
         ("containers", Shape::list_map(container(), &["name"])),
         ("initContainers", Shape::list_map(container(), &["name"])),
-        (
-            "ephemeralContainers",
-            Shape::list_map(container(), &["name"]),
-        ),
+        ("ephemeralContainers", Shape::list_map(container(), &["name"])),
         // +listType=map +listMapKey=name, patchStrategy=merge,retainKeys
         ("volumes", Shape::list_map(volume(), &["name"])),
         ("imagePullSecrets", Shape::list_map(plain(), &["name"])),
@@ -240,10 +194,7 @@ fn pod_spec() -> Shape {
         // +listType=map +listMapKey=topologyKey +listMapKey=whenUnsatisfiable
         (
             "topologySpreadConstraints",
-            Shape::list_map(
-                st([("labelSelector", label_selector())]),
-                &["topologyKey", "whenUnsatisfiable"],
-            ),
+            Shape::list_map(st([("labelSelector", label_selector())]), &["topologyKey", "whenUnsatisfiable"]),
         ),
         ("schedulingGates", Shape::list_map(plain(), &["name"])),
         ("resourceClaims", Shape::list_map(plain(), &["name"])),
@@ -254,10 +205,7 @@ fn pod_spec() -> Shape {
         (
             "affinity",
             st([
-                (
-                    "nodeAffinity",
-                    st([("requiredDuringSchedulingIgnoredDuringExecution", plain())]),
-                ),
+                ("nodeAffinity", st([("requiredDuringSchedulingIgnoredDuringExecution", plain())])),
                 ("podAffinity", plain()),
                 ("podAntiAffinity", plain()),
             ]),
@@ -298,28 +246,15 @@ fn workload(with_strategy: bool) -> Shape {
     if with_strategy {
         spec.push(("strategy", st([("rollingUpdate", plain())])));
     }
-    root([
-        ("spec", Shape::structure(spec)),
-        ("status", st([("conditions", conditions())])),
-    ])
+    root([("spec", Shape::structure(spec)), ("status", st([("conditions", conditions())]))])
 }
 
 fn core_event() -> Shape {
-    root([
-        ("involvedObject", plain()),
-        ("related", plain()),
-        ("source", plain()),
-        ("series", plain()),
-    ])
+    root([("involvedObject", plain()), ("related", plain()), ("source", plain()), ("series", plain())])
 }
 
 fn events_v1_event() -> Shape {
-    root([
-        ("regarding", plain()),
-        ("related", plain()),
-        ("series", plain()),
-        ("deprecatedSource", plain()),
-    ])
+    root([("regarding", plain()), ("related", plain()), ("series", plain()), ("deprecatedSource", plain())])
 }
 
 fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
@@ -329,19 +264,10 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
     shapes.insert(
         ("", "Namespace"),
         // spec.finalizers: +listType=atomic
-        root([
-            ("spec", plain()),
-            ("status", st([("conditions", conditions())])),
-        ]),
+        root([("spec", plain()), ("status", st([("conditions", conditions())]))]),
     );
-    shapes.insert(
-        ("", "ConfigMap"),
-        root([("data", string_map()), ("binaryData", string_map())]),
-    );
-    shapes.insert(
-        ("", "Secret"),
-        root([("data", string_map()), ("stringData", string_map())]),
-    );
+    shapes.insert(("", "ConfigMap"), root([("data", string_map()), ("binaryData", string_map())]));
+    shapes.insert(("", "Secret"), root([("data", string_map()), ("stringData", string_map())]));
     shapes.insert(
         ("", "Service"),
         root([
@@ -355,18 +281,12 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
                     ("sessionAffinityConfig", st([("clientIP", plain())])),
                 ]),
             ),
-            (
-                "status",
-                st([("loadBalancer", plain()), ("conditions", conditions())]),
-            ),
+            ("status", st([("loadBalancer", plain()), ("conditions", conditions())])),
         ]),
     );
     // subsets: +listType=atomic
     shapes.insert(("", "Endpoints"), root([]));
-    shapes.insert(
-        ("", "Pod"),
-        root([("spec", pod_spec()), ("status", pod_status())]),
-    );
+    shapes.insert(("", "Pod"), root([("spec", pod_spec()), ("status", pod_status())]));
     shapes.insert(("", "PodTemplate"), root([("template", pod_template())]));
     shapes.insert(
         ("", "Node"),
@@ -422,13 +342,7 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
                     ("capacity", string_map()),
                     ("claimRef", plain()),
                     ("nodeAffinity", st([("required", plain())])),
-                    (
-                        "csi",
-                        st([
-                            ("volumeAttributes", string_map()),
-                            ("nodePublishSecretRef", plain()),
-                        ]),
-                    ),
+                    ("csi", st([("volumeAttributes", string_map()), ("nodePublishSecretRef", plain())])),
                     ("hostPath", plain()),
                     ("local", plain()),
                     ("nfs", plain()),
@@ -446,31 +360,16 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
     shapes.insert(
         ("networking.k8s.io", "Ingress"),
         root([
-            (
-                "spec",
-                st([(
-                    "defaultBackend",
-                    st([("service", st([("port", plain())])), ("resource", plain())]),
-                )]),
-            ),
+            ("spec", st([("defaultBackend", st([("service", st([("port", plain())])), ("resource", plain())]))])),
             ("status", st([("loadBalancer", plain())])),
         ]),
     );
 
     // rbac.authorization.k8s.io/v1: rules and subjects are atomic
-    shapes.insert(
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        root([("aggregationRule", plain())]),
-    );
+    shapes.insert(("rbac.authorization.k8s.io", "ClusterRole"), root([("aggregationRule", plain())]));
     shapes.insert(("rbac.authorization.k8s.io", "Role"), root([]));
-    shapes.insert(
-        ("rbac.authorization.k8s.io", "RoleBinding"),
-        root([("roleRef", plain())]),
-    );
-    shapes.insert(
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        root([("roleRef", plain())]),
-    );
+    shapes.insert(("rbac.authorization.k8s.io", "RoleBinding"), root([("roleRef", plain())]));
+    shapes.insert(("rbac.authorization.k8s.io", "ClusterRoleBinding"), root([("roleRef", plain())]));
 
     // coordination.k8s.io/v1: all spec fields are scalars
     shapes.insert(("coordination.k8s.io", "Lease"), root([("spec", plain())]));
@@ -480,13 +379,7 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
         ("policy", "PodDisruptionBudget"),
         root([
             ("spec", st([("selector", label_selector())])),
-            (
-                "status",
-                st([
-                    ("conditions", conditions()),
-                    ("disruptedPods", string_map()),
-                ]),
-            ),
+            ("status", st([("conditions", conditions()), ("disruptedPods", string_map())])),
         ]),
     );
 
@@ -501,27 +394,17 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
                 "spec",
                 st([
                     ("names", plain()),
-                    (
-                        "conversion",
-                        st([(
-                            "webhook",
-                            st([("clientConfig", st([("service", plain())]))]),
-                        )]),
-                    ),
+                    ("conversion", st([("webhook", st([("clientConfig", st([("service", plain())]))]))])),
                 ]),
             ),
-            (
-                "status",
-                st([("conditions", conditions()), ("acceptedNames", plain())]),
-            ),
+            ("status", st([("conditions", conditions()), ("acceptedNames", plain())])),
         ]),
     );
 
     shapes.into_iter().map(|(k, v)| (k, Arc::new(v))).collect()
 }
 
-static SHAPES: LazyLock<HashMap<(&'static str, &'static str), Arc<Shape>>> =
-    LazyLock::new(build_shapes);
+static SHAPES: LazyLock<HashMap<(&'static str, &'static str), Arc<Shape>>> = LazyLock::new(build_shapes);
 
 /// What unknown kinds get: the metadata shape, everything else untyped.
 static UNKNOWN: LazyLock<Arc<Shape>> = LazyLock::new(|| Arc::new(root([])));
@@ -530,10 +413,7 @@ static UNKNOWN: LazyLock<Arc<Shape>> = LazyLock::new(|| Arc::new(root([])));
 /// kinds get a struct with the metadata shape and untyped everything else.
 pub fn builtin_shape(group: &str, kind: &str) -> Arc<Shape> {
     let group = if group == "core" { "" } else { group };
-    SHAPES
-        .get(&(group, kind))
-        .map(Arc::clone)
-        .unwrap_or_else(|| Arc::clone(&UNKNOWN))
+    SHAPES.get(&(group, kind)).map(Arc::clone).unwrap_or_else(|| Arc::clone(&UNKNOWN))
 }
 
 #[cfg(test)]
@@ -542,13 +422,7 @@ mod tests {
     use crate::shape::ListKind;
 
     fn at<'s>(shape: &'s Shape, path: &[&str]) -> &'s Shape {
-        path.iter().fold(shape, |s, step| {
-            if *step == "[]" {
-                s.item()
-            } else {
-                s.field(step)
-            }
-        })
+        path.iter().fold(shape, |s, step| if *step == "[]" { s.item() } else { s.field(step) })
     }
 
     fn keys(shape: &Shape) -> Vec<String> {
@@ -580,45 +454,24 @@ mod tests {
             ListKind::Map { merge_key, .. } => assert_eq!(merge_key, "containerPort"),
             other => panic!("ports should be a map list, got {other:?}"),
         }
-        assert_eq!(
-            keys(at(&pod, &["spec", "containers", "[]", "env"])),
-            vec!["name"]
-        );
-        assert_eq!(
-            keys(at(&pod, &["spec", "containers", "[]", "volumeMounts"])),
-            vec!["mountPath"]
-        );
+        assert_eq!(keys(at(&pod, &["spec", "containers", "[]", "env"])), vec!["name"]);
+        assert_eq!(keys(at(&pod, &["spec", "containers", "[]", "volumeMounts"])), vec!["mountPath"]);
         assert_eq!(keys(at(&pod, &["spec", "volumes"])), vec!["name"]);
         assert_eq!(keys(at(&pod, &["spec", "imagePullSecrets"])), vec!["name"]);
         assert_eq!(keys(at(&pod, &["spec", "hostAliases"])), vec!["ip"]);
-        assert_eq!(
-            keys(at(&pod, &["spec", "topologySpreadConstraints"])),
-            vec!["topologyKey", "whenUnsatisfiable"]
-        );
-        assert_eq!(
-            at(&pod, &["spec", "tolerations"]).list_kind(),
-            &ListKind::Atomic
-        );
+        assert_eq!(keys(at(&pod, &["spec", "topologySpreadConstraints"])), vec!["topologyKey", "whenUnsatisfiable"]);
+        assert_eq!(at(&pod, &["spec", "tolerations"]).list_kind(), &ListKind::Atomic);
         assert_eq!(at(&pod, &["spec", "nodeSelector"]), &Shape::Atomic);
         assert_eq!(keys(at(&pod, &["status", "conditions"])), vec!["type"]);
-        assert_eq!(
-            at(&pod, &["status", "containerStatuses"]).list_kind(),
-            &ListKind::Atomic
-        );
+        assert_eq!(at(&pod, &["status", "containerStatuses"]).list_kind(), &ListKind::Atomic);
     }
 
     #[test]
     fn test_workloads_embed_the_pod_template() {
         for kind in ["Deployment", "ReplicaSet"] {
             let shape = builtin_shape("apps", kind);
-            assert_eq!(
-                keys(at(&shape, &["spec", "template", "spec", "containers"])),
-                vec!["name"]
-            );
-            assert_eq!(
-                at(&shape, &["spec", "template", "metadata", "labels"]),
-                &Shape::map_of(Shape::Atomic)
-            );
+            assert_eq!(keys(at(&shape, &["spec", "template", "spec", "containers"])), vec!["name"]);
+            assert_eq!(at(&shape, &["spec", "template", "metadata", "labels"]), &Shape::map_of(Shape::Atomic));
             assert_eq!(keys(at(&shape, &["status", "conditions"])), vec!["type"]);
         }
     }
@@ -632,43 +485,23 @@ mod tests {
         assert_eq!(keys(at(&node, &["status", "addresses"])), vec!["type"]);
         assert_eq!(keys(at(&node, &["status", "conditions"])), vec!["type"]);
         assert_eq!(at(&node, &["spec", "podCIDRs"]).list_kind(), &ListKind::Set);
-        assert_eq!(
-            at(&node, &["spec", "taints"]).list_kind(),
-            &ListKind::Atomic
-        );
+        assert_eq!(at(&node, &["spec", "taints"]).list_kind(), &ListKind::Atomic);
         let ep = builtin_shape("", "Endpoints");
         assert_eq!(at(&ep, &["subsets"]).list_kind(), &ListKind::Atomic);
         let pdb = builtin_shape("policy", "PodDisruptionBudget");
         assert_eq!(keys(at(&pdb, &["status", "conditions"])), vec!["type"]);
         let pvc = builtin_shape("", "PersistentVolumeClaim");
-        assert_eq!(
-            at(&pvc, &["spec", "accessModes"]).list_kind(),
-            &ListKind::Atomic
-        );
+        assert_eq!(at(&pvc, &["spec", "accessModes"]).list_kind(), &ListKind::Atomic);
         let role = builtin_shape("rbac.authorization.k8s.io", "ClusterRole");
         assert_eq!(at(&role, &["rules"]).list_kind(), &ListKind::Atomic);
         let sa = builtin_shape("", "ServiceAccount");
         assert_eq!(keys(at(&sa, &["secrets"])), vec!["name"]);
         let crd = builtin_shape("apiextensions.k8s.io", "CustomResourceDefinition");
         assert_eq!(keys(at(&crd, &["status", "conditions"])), vec!["type"]);
-        assert_eq!(
-            at(&crd, &["spec", "versions"]).list_kind(),
-            &ListKind::Atomic
-        );
-        for (group, kind) in [
-            ("", "Event"),
-            ("events.k8s.io", "Event"),
-            ("coordination.k8s.io", "Lease"),
-        ] {
-            assert!(Arc::ptr_eq(
-                &builtin_shape(group, kind),
-                &builtin_shape(group, kind)
-            ));
-            assert_ne!(
-                builtin_shape(group, kind),
-                builtin_shape("example.com", "Foo"),
-                "{group}/{kind}"
-            );
+        assert_eq!(at(&crd, &["spec", "versions"]).list_kind(), &ListKind::Atomic);
+        for (group, kind) in [("", "Event"), ("events.k8s.io", "Event"), ("coordination.k8s.io", "Lease")] {
+            assert!(Arc::ptr_eq(&builtin_shape(group, kind), &builtin_shape(group, kind)));
+            assert_ne!(builtin_shape(group, kind), builtin_shape("example.com", "Foo"), "{group}/{kind}");
         }
     }
 

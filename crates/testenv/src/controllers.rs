@@ -48,7 +48,11 @@ pub(crate) async fn run(api: Arc<Api>, mut hints: mpsc::UnboundedReceiver<Hint>,
 }
 
 /// Delete gracefully deleted pods when their grace period ends.
-pub(crate) async fn run_reaper(api: Arc<Api>, mut rx: mpsc::UnboundedReceiver<(ResourceKey, Duration)>, stop: CancellationToken) {
+pub(crate) async fn run_reaper(
+    api: Arc<Api>,
+    mut rx: mpsc::UnboundedReceiver<(ResourceKey, Duration)>,
+    stop: CancellationToken,
+) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -283,8 +287,15 @@ fn process_namespace(api: &Api, name: &str) {
         if !def.namespaced {
             continue;
         }
-        let Ok(list) = api.list(&def, Some(name), &LabelSelector::everything(), &FieldSelector::everything(), crate::api::ReadAt::Latest, None, None)
-        else {
+        let Ok(list) = api.list(
+            &def,
+            Some(name),
+            &LabelSelector::everything(),
+            &FieldSelector::everything(),
+            crate::api::ReadAt::Latest,
+            None,
+            None,
+        ) else {
             continue;
         };
         for ((ns, obj_name), _) in list.items {
@@ -307,13 +318,27 @@ fn process_namespace(api: &Api, name: &str) {
     let fins = if finalizers_remaining.is_empty() {
         ("False", "ContentHasNoFinalizers", "All content-preserving finalizers finished".to_string())
     } else {
-        let list: Vec<String> = finalizers_remaining.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
-        ("True", "SomeFinalizersRemain", format!("Some content in the namespace has finalizers remaining: {}", list.join(", ")))
+        let list: Vec<String> =
+            finalizers_remaining.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
+        (
+            "True",
+            "SomeFinalizersRemain",
+            format!("Some content in the namespace has finalizers remaining: {}", list.join(", ")),
+        )
     };
     let conditions = [
-        ("NamespaceDeletionDiscoveryFailure", ("False", "ResourcesDiscovered", "All resources successfully discovered".to_string())),
-        ("NamespaceDeletionGroupVersionParsingFailure", ("False", "ParsedGroupVersions", "All legacy kube types successfully parsed".to_string())),
-        ("NamespaceDeletionContentFailure", ("False", "ContentDeleted", "All content successfully deleted, may be waiting on finalization".to_string())),
+        (
+            "NamespaceDeletionDiscoveryFailure",
+            ("False", "ResourcesDiscovered", "All resources successfully discovered".to_string()),
+        ),
+        (
+            "NamespaceDeletionGroupVersionParsingFailure",
+            ("False", "ParsedGroupVersions", "All legacy kube types successfully parsed".to_string()),
+        ),
+        (
+            "NamespaceDeletionContentFailure",
+            ("False", "ContentDeleted", "All content successfully deleted, may be waiting on finalization".to_string()),
+        ),
         ("NamespaceContentRemaining", content),
         ("NamespaceFinalizersRemaining", fins),
     ];
@@ -327,7 +352,9 @@ fn process_namespace(api: &Api, name: &str) {
             .map(|(ty, (status, reason, message))| {
                 let prev = old.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(ty));
                 let ltt = match prev {
-                    Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => p.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
+                    Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => {
+                        p.get("lastTransitionTime").cloned().unwrap_or(json!(now))
+                    }
                     _ => json!(now),
                 };
                 json!({"type": ty, "status": status, "lastTransitionTime": ltt, "reason": reason, "message": message})
@@ -337,17 +364,22 @@ fn process_namespace(api: &Api, name: &str) {
         Ok(crate::api::Mutation { value: v, applied: false, precondition: None })
     });
     if empty {
-        let _ = api.guaranteed_update(&ns_def, "", name, crate::api::Part::Finalize, &internal_opts(), false, |current| {
-            let Some(current) = current else { return Err(crate::error::ApiError::not_found(&ns_def, name)) };
-            let mut v = current.clone();
-            let fins: Vec<Value> = v
-                .pointer("/spec/finalizers")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter(|f| f.as_str() != Some(NAMESPACE_FINALIZER)).cloned().collect())
-                .unwrap_or_default();
-            crate::api::set_path(&mut v, &["spec", "finalizers"], if fins.is_empty() { None } else { Some(Value::Array(fins)) });
-            Ok(crate::api::Mutation { value: v, applied: false, precondition: None })
-        });
+        let _ =
+            api.guaranteed_update(&ns_def, "", name, crate::api::Part::Finalize, &internal_opts(), false, |current| {
+                let Some(current) = current else { return Err(crate::error::ApiError::not_found(&ns_def, name)) };
+                let mut v = current.clone();
+                let fins: Vec<Value> = v
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter(|f| f.as_str() != Some(NAMESPACE_FINALIZER)).cloned().collect())
+                    .unwrap_or_default();
+                crate::api::set_path(
+                    &mut v,
+                    &["spec", "finalizers"],
+                    if fins.is_empty() { None } else { Some(Value::Array(fins)) },
+                );
+                Ok(crate::api::Mutation { value: v, applied: false, precondition: None })
+            });
     }
 }
 
@@ -362,14 +394,28 @@ fn process_crd(api: &Api, crd_name: &str) {
     let group = value.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
     let plural = value.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or("");
     let storage = format!("{plural}.{group}");
-    if let Some(def) = api.registry.for_storage(&storage) {
-        if let Ok(list) = api.list(&def, None, &LabelSelector::everything(), &FieldSelector::everything(), crate::api::ReadAt::Latest, None, None) {
-            for ((ns, name), _) in list.items {
-                let _ = api.delete(&def, &ns, &name, &DeleteOptions::default());
-            }
+    if let Some(def) = api.registry.for_storage(&storage)
+        && let Ok(list) = api.list(
+            &def,
+            None,
+            &LabelSelector::everything(),
+            &FieldSelector::everything(),
+            crate::api::ReadAt::Latest,
+            None,
+            None,
+        )
+    {
+        for ((ns, name), _) in list.items {
+            let _ = api.delete(&def, &ns, &name, &DeleteOptions::default());
         }
     }
     if api.store.count(&storage, None) == 0 {
-        remove_finalizer(api, &crd_def, &(String::new(), crd_name.to_string()), &crd.meta.uid, crate::api::CRD_CLEANUP_FINALIZER);
+        remove_finalizer(
+            api,
+            &crd_def,
+            &(String::new(), crd_name.to_string()),
+            &crd.meta.uid,
+            crate::api::CRD_CLEANUP_FINALIZER,
+        );
     }
 }

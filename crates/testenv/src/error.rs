@@ -61,8 +61,7 @@ impl ApiError {
 
     /// 404 for an unknown path or resource.
     pub fn unknown_path() -> ApiError {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        ApiError::new(404, "NotFound", "the server could not find the requested resource").with_details(json!({}))
     }
 
     /// 409 for a duplicate create.
@@ -99,8 +98,12 @@ impl ApiError {
     /// 409 for a delete precondition that does not hold, as `rest.BeforeDelete` words it: the
     /// object is named by its kind.
     pub fn delete_precondition(def: &ResourceDef, name: &str, why: &str) -> ApiError {
-        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.qualified_kind()))
-            .with_details(details(name, &def.group, &def.kind))
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.qualified_kind()),
+        )
+        .with_details(details(name, &def.group, &def.kind))
     }
 
     /// 409 for a server-side apply conflict.
@@ -124,10 +127,8 @@ impl ApiError {
             [one] => one.message(),
             many => format!("[{}]", many.iter().map(FieldError::message).collect::<Vec<_>>().join(", ")),
         };
-        let causes: Vec<Value> = errors
-            .iter()
-            .map(|e| json!({"reason": e.reason(), "message": e.body(), "field": e.field}))
-            .collect();
+        let causes: Vec<Value> =
+            errors.iter().map(|e| json!({"reason": e.reason(), "message": e.body(), "field": e.field})).collect();
         let mut d = details(name, group, kind);
         if let Value::Object(map) = &mut d {
             map.insert("causes".into(), Value::Array(causes));
@@ -240,7 +241,10 @@ impl ApiError {
             401 => ("Unauthorized", "Unauthorized"),
             403 => ("Forbidden", "injected forbidden"),
             404 => ("NotFound", "the server could not find the requested resource"),
-            409 => ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again"),
+            409 => (
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            ),
             410 => ("Expired", "injected expiry"),
             422 => ("Invalid", "injected validation failure"),
             429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),

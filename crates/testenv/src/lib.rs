@@ -136,12 +136,15 @@ impl TestEnvBuilder {
 
     /// Start the server on the current tokio runtime.
     pub async fn start(self) -> Result<TestEnv, Error> {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.map_err(|source| Error::Bind { port: self.port, source })?;
+        let listener = TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .map_err(|source| Error::Bind { port: self.port, source })?;
         let addr = listener.local_addr().map_err(|source| Error::Bind { port: self.port, source })?;
         let handle = Handle::serve(listener, addr, self.retention, self.api, self.server);
         let (kubeconfig_file, kubeconfig_path) = match self.kubeconfig {
             Some(path) => {
-                std::fs::write(&path, kubeconfig_yaml(&handle.base_url())).map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
+                std::fs::write(&path, kubeconfig_yaml(&handle.base_url()))
+                    .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
                 (None, path)
             }
             None => {
@@ -208,7 +211,10 @@ impl TestEnv {
 
 impl std::fmt::Debug for TestEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestEnv").field("base_url", &self.base_url()).field("kubeconfig", &self.kubeconfig_path).finish()
+        f.debug_struct("TestEnv")
+            .field("base_url", &self.base_url())
+            .field("kubeconfig", &self.kubeconfig_path)
+            .finish()
     }
 }
 
@@ -225,7 +231,13 @@ pub struct Handle {
 }
 
 impl Handle {
-    fn serve(listener: TcpListener, addr: SocketAddr, retention: Retention, api_config: ApiConfig, server_config: ServerConfig) -> Handle {
+    fn serve(
+        listener: TcpListener,
+        addr: SocketAddr,
+        retention: Retention,
+        api_config: ApiConfig,
+        server_config: ServerConfig,
+    ) -> Handle {
         let stop = CancellationToken::new();
         let store = Arc::new(store::Store::new(retention));
         let (hints_tx, hints_rx) = tokio::sync::mpsc::unbounded_channel();

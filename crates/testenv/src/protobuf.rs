@@ -131,7 +131,9 @@ pub fn is_protobuf(content_type: &str) -> bool {
 
 /// Decode a protobuf request body into the JSON object it stands for.
 pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
-    let rest = body.strip_prefix(MAGIC).ok_or_else(|| ApiError::bad_request("protobuf body does not start with the Kubernetes magic prefix"))?;
+    let rest = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| ApiError::bad_request("protobuf body does not start with the Kubernetes magic prefix"))?;
     let mut api_version = String::new();
     let mut kind = String::new();
     let mut raw: &[u8] = &[];
@@ -314,7 +316,11 @@ fn decode_entry(buf: &[u8], bytes_value: bool) -> Result<(String, Value), ApiErr
             (1, 2) => key = utf8(r.bytes()?)?,
             (2, 2) => {
                 let b = r.bytes()?;
-                value = if bytes_value { json!(base64::engine::general_purpose::STANDARD.encode(b)) } else { json!(utf8(b)?) };
+                value = if bytes_value {
+                    json!(base64::engine::general_purpose::STANDARD.encode(b))
+                } else {
+                    json!(utf8(b)?)
+                };
             }
             _ => r.skip(w)?,
         }
@@ -382,7 +388,10 @@ mod tests {
         field_bytes(1, &meta, &mut raw);
         field_bytes(2, &opts, &mut raw);
         let v = decode(&envelope("policy/v1", "Eviction", &raw)).unwrap();
-        assert_eq!(v, json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0", "namespace": "shop"}, "deleteOptions": {"gracePeriodSeconds": 30}}));
+        assert_eq!(
+            v,
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0", "namespace": "shop"}, "deleteOptions": {"gracePeriodSeconds": 30}})
+        );
     }
 
     #[test]

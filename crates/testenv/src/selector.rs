@@ -41,8 +41,7 @@ pub mod syntax {
     const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
     /// Maximum length of an RFC 1123 label.
     pub const DNS1123_LABEL_MAX_LENGTH: usize = 63;
-    const DNS1123_SUBDOMAIN_FMT: &str =
-        r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+    const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
     const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
     /// Maximum length of an RFC 1123 subdomain.
     pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
@@ -90,10 +89,7 @@ pub mod syntax {
         let b = s.as_bytes();
         match (b.first(), b.last()) {
             (Some(&first), Some(&last)) => {
-                is_alnum(first)
-                    && is_alnum(last)
-                    && b.iter()
-                        .all(|&c| is_alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+                is_alnum(first) && is_alnum(last) && b.iter().all(|&c| is_alnum(c) || matches!(c, b'-' | b'_' | b'.'))
             }
             _ => false,
         }
@@ -104,9 +100,7 @@ pub mod syntax {
         let b = s.as_bytes();
         let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
         match (b.first(), b.last()) {
-            (Some(&first), Some(&last)) => {
-                edge(first) && edge(last) && b.iter().all(|&c| edge(c) || c == b'-')
-            }
+            (Some(&first), Some(&last)) => edge(first) && edge(last) && b.iter().all(|&c| edge(c) || c == b'-'),
             _ => false,
         }
     }
@@ -127,41 +121,26 @@ pub mod syntax {
                 if prefix.is_empty() {
                     errs.push(format!("prefix part {}", empty_error()));
                 } else {
-                    errs.extend(
-                        is_dns1123_subdomain(prefix)
-                            .into_iter()
-                            .map(|m| format!("prefix part {m}")),
-                    );
+                    errs.extend(is_dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
                 }
                 *name
             }
             _ => {
                 return vec![format!(
                     "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                    regex_error(
-                        QUALIFIED_NAME_ERR,
-                        QUALIFIED_NAME_FMT,
-                        &["MyName", "my.name", "123-abc"]
-                    )
+                    regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
                 )];
             }
         };
         if name.is_empty() {
             errs.push(format!("name part {}", empty_error()));
         } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-            errs.push(format!(
-                "name part {}",
-                max_len_error(QUALIFIED_NAME_MAX_LENGTH)
-            ));
+            errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
         }
         if !is_qualified_name_part(name) {
             errs.push(format!(
                 "name part {}",
-                regex_error(
-                    QUALIFIED_NAME_ERR,
-                    QUALIFIED_NAME_FMT,
-                    &["MyName", "my.name", "123-abc"]
-                )
+                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
             ));
         }
         errs
@@ -175,11 +154,7 @@ pub mod syntax {
             errs.push(max_len_error(LABEL_VALUE_MAX_LENGTH));
         }
         if !value.is_empty() && !is_qualified_name_part(value) {
-            errs.push(regex_error(
-                LABEL_VALUE_ERR,
-                LABEL_VALUE_FMT,
-                &["MyValue", "my_value", "12345"],
-            ));
+            errs.push(regex_error(LABEL_VALUE_ERR, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
         }
         errs
     }
@@ -195,11 +170,7 @@ pub mod syntax {
                 // A valid subdomain but not a label: the length was checked, so it is the dots.
                 errs.push("must not contain dots".to_owned());
             } else {
-                errs.push(regex_error(
-                    DNS1123_LABEL_ERR,
-                    DNS1123_LABEL_FMT,
-                    &["my-name", "123-abc"],
-                ));
+                errs.push(regex_error(DNS1123_LABEL_ERR, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
             }
         }
         errs
@@ -212,11 +183,7 @@ pub mod syntax {
             errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
         }
         if !is_dns1123_subdomain_text(value) {
-            errs.push(regex_error(
-                DNS1123_SUBDOMAIN_ERR,
-                DNS1123_SUBDOMAIN_FMT,
-                &["example.com"],
-            ));
+            errs.push(regex_error(DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, &["example.com"]));
         }
         errs
     }
@@ -227,14 +194,9 @@ pub mod syntax {
         if value.len() > DNS1035_LABEL_MAX_LENGTH {
             errs.push(max_len_error(DNS1035_LABEL_MAX_LENGTH));
         }
-        let valid = value.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
-            && is_dns1123_label_text(value);
+        let valid = value.as_bytes().first().is_some_and(u8::is_ascii_lowercase) && is_dns1123_label_text(value);
         if !valid {
-            errs.push(regex_error(
-                DNS1035_LABEL_ERR,
-                DNS1035_LABEL_FMT,
-                &["my-name", "abc-123"],
-            ));
+            errs.push(regex_error(DNS1035_LABEL_ERR, DNS1035_LABEL_FMT, &["my-name", "abc-123"]));
         }
         errs
     }
@@ -255,9 +217,7 @@ pub(crate) fn go_quote(s: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -351,11 +311,7 @@ impl Requirement {
         for (i, v) in vals.iter().enumerate() {
             let problems = syntax::is_valid_label_value(v);
             if !problems.is_empty() {
-                errs.push(invalid_message(
-                    &format!("values[{i}][{}]", self.key),
-                    v,
-                    &problems.join("; "),
-                ));
+                errs.push(invalid_message(&format!("values[{i}][{}]", self.key), v, &problems.join("; ")));
             }
         }
         errs
@@ -364,9 +320,7 @@ impl Requirement {
     fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         let has_value = |v: &String| self.values.contains(v);
         match self.op {
-            Operator::In | Operator::Equals | Operator::DoubleEquals => {
-                labels.get(&self.key).is_some_and(has_value)
-            }
+            Operator::In | Operator::Equals | Operator::DoubleEquals => labels.get(&self.key).is_some_and(has_value),
             Operator::NotIn | Operator::NotEquals => !labels.get(&self.key).is_some_and(has_value),
             Operator::Exists => labels.contains_key(&self.key),
             Operator::DoesNotExist => !labels.contains_key(&self.key),
@@ -380,11 +334,7 @@ impl Requirement {
                 let Ok(wanted) = wanted.parse::<i64>() else {
                     return false;
                 };
-                if self.op == Operator::GreaterThan {
-                    actual > wanted
-                } else {
-                    actual < wanted
-                }
+                if self.op == Operator::GreaterThan { actual > wanted } else { actual < wanted }
             }
         }
     }
@@ -451,16 +401,12 @@ impl Default for LabelSelector {
 impl LabelSelector {
     /// The selector that matches every object (`labels.Everything()`, the empty string).
     pub fn everything() -> Self {
-        LabelSelector {
-            repr: LabelSelectorRepr::Requirements(Vec::new()),
-        }
+        LabelSelector { repr: LabelSelectorRepr::Requirements(Vec::new()) }
     }
 
     /// The selector that matches no object (`labels.Nothing()`).
     pub fn nothing() -> Self {
-        LabelSelector {
-            repr: LabelSelectorRepr::Nothing,
-        }
+        LabelSelector { repr: LabelSelectorRepr::Nothing }
     }
 
     /// Whether this selector places no restriction (kube-apiserver skips filtering).
@@ -478,19 +424,10 @@ impl LabelSelector {
     /// Errors carry `labels.Parse`'s text, e.g. `unable to parse requirement: found '',
     /// expected: identifier`; kube-apiserver answers them with 400 BadRequest.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut parser = Parser {
-            tokens: Lexer {
-                s: s.as_bytes(),
-                pos: 0,
-            }
-            .scan(),
-            pos: 0,
-        };
+        let mut parser = Parser { tokens: Lexer { s: s.as_bytes(), pos: 0 }.scan(), pos: 0 };
         let mut requirements = parser.parse()?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector {
-            repr: LabelSelectorRepr::Requirements(requirements),
-        })
+        Ok(LabelSelector { repr: LabelSelectorRepr::Requirements(requirements) })
     }
 
     /// Converts a `metav1.LabelSelector` JSON object as `LabelSelectorAsSelector` does,
@@ -509,9 +446,7 @@ impl LabelSelector {
         };
         let issues = label_selector_issues(v);
         if !issues.is_empty() {
-            return Err(aggregate(
-                issues.iter().map(SelectorIssue::message).collect(),
-            ));
+            return Err(aggregate(issues.iter().map(SelectorIssue::message).collect()));
         }
         let mut requirements = Vec::new();
         if let Some(labels) = obj.get("matchLabels").and_then(Value::as_object) {
@@ -523,12 +458,7 @@ impl LabelSelector {
                 });
             }
         }
-        for expr in obj
-            .get("matchExpressions")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-        {
+        for expr in obj.get("matchExpressions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
             let op = match expr.get("operator").and_then(Value::as_str) {
                 Some("In") => Operator::In,
                 Some("NotIn") => Operator::NotIn,
@@ -538,27 +468,16 @@ impl LabelSelector {
             let values = expr
                 .get("values")
                 .and_then(Value::as_array)
-                .map(|vals| {
-                    vals.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
+                .map(|vals| vals.iter().filter_map(Value::as_str).map(str::to_owned).collect())
                 .unwrap_or_default();
             requirements.push(Requirement {
-                key: expr
-                    .get("key")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
+                key: expr.get("key").and_then(Value::as_str).unwrap_or("").to_owned(),
                 op,
                 values,
             });
         }
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector {
-            repr: LabelSelectorRepr::Requirements(requirements),
-        })
+        Ok(LabelSelector { repr: LabelSelectorRepr::Requirements(requirements) })
     }
 
     /// Whether an object with these labels is selected.
@@ -584,11 +503,7 @@ pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
     obj.get("metadata")
         .and_then(|m| m.get("labels"))
         .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
         .unwrap_or_default()
 }
 
@@ -632,12 +547,7 @@ pub(crate) enum SelectorIssueKind {
 
 impl SelectorIssue {
     fn invalid(field: String, value: Value, detail: String) -> Self {
-        SelectorIssue {
-            kind: SelectorIssueKind::Invalid,
-            field,
-            detail,
-            bad_value: Some(value),
-        }
+        SelectorIssue { kind: SelectorIssueKind::Invalid, field, detail, bad_value: Some(value) }
     }
 
     /// `field.Error.Error()`.
@@ -671,20 +581,12 @@ pub(crate) fn label_selector_issues(v: &Value) -> Vec<SelectorIssue> {
             let sorted: BTreeMap<&String, &Value> = labels.iter().collect();
             for (k, val) in sorted {
                 for m in syntax::is_qualified_name(k) {
-                    issues.push(SelectorIssue::invalid(
-                        "matchLabels".to_owned(),
-                        Value::String(k.clone()),
-                        m,
-                    ));
+                    issues.push(SelectorIssue::invalid("matchLabels".to_owned(), Value::String(k.clone()), m));
                 }
                 match val.as_str() {
                     Some(s) => {
                         for m in syntax::is_valid_label_value(s) {
-                            issues.push(SelectorIssue::invalid(
-                                "matchLabels".to_owned(),
-                                val.clone(),
-                                m,
-                            ));
+                            issues.push(SelectorIssue::invalid("matchLabels".to_owned(), val.clone(), m));
                         }
                     }
                     None => issues.push(SelectorIssue::invalid(
@@ -695,11 +597,9 @@ pub(crate) fn label_selector_issues(v: &Value) -> Vec<SelectorIssue> {
                 }
             }
         }
-        Some(other) => issues.push(SelectorIssue::invalid(
-            "matchLabels".to_owned(),
-            other.clone(),
-            "must be an object".to_owned(),
-        )),
+        Some(other) => {
+            issues.push(SelectorIssue::invalid("matchLabels".to_owned(), other.clone(), "must be an object".to_owned()))
+        }
     }
     let exprs = match obj.get("matchExpressions") {
         None | Some(Value::Null) => &[][..],
@@ -744,9 +644,7 @@ pub(crate) fn label_selector_issues(v: &Value) -> Vec<SelectorIssue> {
                     issues.push(SelectorIssue {
                         kind: SelectorIssueKind::Forbidden,
                         field: format!("{path}.values"),
-                        detail:
-                            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-                                .to_owned(),
+                        detail: "may not be specified when `operator` is 'Exists' or 'DoesNotExist'".to_owned(),
                         bad_value: None,
                     });
                 }
@@ -759,11 +657,7 @@ pub(crate) fn label_selector_issues(v: &Value) -> Vec<SelectorIssue> {
         }
         let key = expr.get("key").and_then(Value::as_str).unwrap_or("");
         for m in syntax::is_qualified_name(key) {
-            issues.push(SelectorIssue::invalid(
-                format!("{path}.key"),
-                Value::String(key.to_owned()),
-                m,
-            ));
+            issues.push(SelectorIssue::invalid(format!("{path}.key"), Value::String(key.to_owned()), m));
         }
         for (j, value) in values.iter().enumerate() {
             let field = format!("{path}.values[{j}]");
@@ -773,11 +667,7 @@ pub(crate) fn label_selector_issues(v: &Value) -> Vec<SelectorIssue> {
                         issues.push(SelectorIssue::invalid(field.clone(), value.clone(), m));
                     }
                 }
-                None => issues.push(SelectorIssue::invalid(
-                    field,
-                    value.clone(),
-                    "must be a string".to_owned(),
-                )),
+                None => issues.push(SelectorIssue::invalid(field, value.clone(), "must be a string".to_owned())),
             }
         }
     }
@@ -893,13 +783,7 @@ impl Lexer<'_> {
             }
         }
         last.unwrap_or_else(|| {
-            (
-                Token::Error,
-                format!(
-                    "error expected: keyword found '{}'",
-                    String::from_utf8_lossy(&buffer)
-                ),
-            )
+            (Token::Error, format!("error expected: keyword found '{}'", String::from_utf8_lossy(&buffer)))
         })
     }
 
@@ -912,11 +796,7 @@ impl Lexer<'_> {
             return (Token::EndOfString, String::new());
         }
         self.unread();
-        if is_special_symbol(ch) {
-            self.scan_special_symbol()
-        } else {
-            self.scan_id_or_keyword()
-        }
+        if is_special_symbol(ch) { self.scan_special_symbol() } else { self.scan_id_or_keyword() }
     }
 
     fn scan(mut self) -> Vec<(Token, String)> {
@@ -944,11 +824,7 @@ struct Parser {
 
 impl Parser {
     fn token_at(&self, pos: usize, ctx: Context) -> (Token, String) {
-        let (tok, lit) = self
-            .tokens
-            .get(pos)
-            .cloned()
-            .unwrap_or((Token::EndOfString, String::new()));
+        let (tok, lit) = self.tokens.get(pos).cloned().unwrap_or((Token::EndOfString, String::new()));
         // In value position `in` and `notin` are ordinary identifiers.
         let tok = match (ctx, tok) {
             (Context::Values, Token::In | Token::NotIn) => Token::Identifier,
@@ -973,9 +849,7 @@ impl Parser {
             let (tok, lit) = self.lookahead(Context::Values);
             match tok {
                 Token::Identifier | Token::DoesNotExist => {
-                    let r = self
-                        .parse_requirement()
-                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    let r = self.parse_requirement().map_err(|e| format!("unable to parse requirement: {e}"))?;
                     requirements.push(r);
                     let (t, l) = self.consume(Context::Values);
                     match t {
@@ -983,9 +857,7 @@ impl Parser {
                         Token::Comma => {
                             let (t2, l2) = self.lookahead(Context::Values);
                             if t2 != Token::Identifier && t2 != Token::DoesNotExist {
-                                return Err(format!(
-                                    "found '{l2}', expected: identifier after ','"
-                                ));
+                                return Err(format!("found '{l2}', expected: identifier after ','"));
                             }
                         }
                         _ => return Err(format!("found '{l}', expected: ',' or 'end of string'")),
@@ -993,9 +865,7 @@ impl Parser {
                 }
                 Token::EndOfString => return Ok(requirements),
                 _ => {
-                    return Err(format!(
-                        "found '{lit}', expected: !, identifier, or 'end of string'"
-                    ));
+                    return Err(format!("found '{lit}', expected: !, identifier, or 'end of string'"));
                 }
             }
         }
@@ -1016,11 +886,7 @@ impl Parser {
         };
         let requirement = Requirement { key, op, values };
         let errs = requirement.validate();
-        if errs.is_empty() {
-            Ok(requirement)
-        } else {
-            Err(aggregate(errs))
-        }
+        if errs.is_empty() { Ok(requirement) } else { Err(aggregate(errs)) }
     }
 
     /// Reads `[!]key`; infers `Exists`/`DoesNotExist` when no operator follows.
@@ -1057,9 +923,7 @@ impl Parser {
             Token::NotIn => Operator::NotIn,
             Token::NotEquals => Operator::NotEquals,
             _ => {
-                return Err(format!(
-                    "found '{lit}', expected: in, notin, =, ==, !=, gt, lt"
-                ));
+                return Err(format!("found '{lit}', expected: in, notin, =, ==, !=, gt, lt"));
             }
         })
     }
@@ -1128,11 +992,7 @@ impl Parser {
             return Ok(vec![String::new()]);
         }
         let (tok, lit) = self.consume(Context::Values);
-        if tok == Token::Identifier {
-            Ok(vec![lit])
-        } else {
-            Err(format!("found '{lit}', expected: identifier"))
-        }
+        if tok == Token::Identifier { Ok(vec![lit]) } else { Err(format!("found '{lit}', expected: identifier")) }
     }
 }
 
@@ -1181,9 +1041,7 @@ fn unescape_field_value(value: &str) -> Result<String, String> {
             match c {
                 '\\' | ',' | '=' => out.push(c),
                 other => {
-                    return Err(format!(
-                        "invalid field selector: invalid escape sequence: \\{other}"
-                    ));
+                    return Err(format!("invalid field selector: invalid escape sequence: \\{other}"));
                 }
             }
             in_slash = false;
@@ -1193,10 +1051,7 @@ fn unescape_field_value(value: &str) -> Result<String, String> {
             '\\' => in_slash = true,
             // Go prints the rune with %v, i.e. as its code point number.
             ',' | '=' => {
-                return Err(format!(
-                    "invalid field selector: unescaped character in value: {}",
-                    u32::from(c)
-                ));
+                return Err(format!("invalid field selector: unescaped character in value: {}", u32::from(c)));
             }
             other => out.push(other),
         }
@@ -1266,15 +1121,9 @@ impl FieldSelector {
                 continue;
             }
             let Some((field, negated, raw)) = split_field_term(part) else {
-                return Err(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                ));
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
             };
-            terms.push(FieldTerm {
-                field: field.to_owned(),
-                value: unescape_field_value(raw)?,
-                negated,
-            });
+            terms.push(FieldTerm { field: field.to_owned(), value: unescape_field_value(raw)?, negated });
         }
         Ok(FieldSelector { terms })
     }
@@ -1295,10 +1144,7 @@ impl FieldSelector {
 
     /// The value a `field=value` (or `==`) term pins `field` to, as `RequiresExactMatch`.
     pub fn requires_exact_match(&self, field: &str) -> Option<&str> {
-        self.terms
-            .iter()
-            .find(|t| !t.negated && t.field == field)
-            .map(|t| t.value.as_str())
+        self.terms.iter().find(|t| !t.negated && t.field == field).map(|t| t.value.as_str())
     }
 
     /// The name pinned by `metadata.name=`, which lets a store use a point lookup. The
@@ -1329,10 +1175,7 @@ mod tests {
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -1366,10 +1209,7 @@ mod tests {
     #[test]
     fn test_dns1123_subdomain_too_long() {
         let long = "a".repeat(254);
-        assert_eq!(
-            is_dns1123_subdomain(&long),
-            ["must be no more than 253 characters"]
-        );
+        assert_eq!(is_dns1123_subdomain(&long), ["must be no more than 253 characters"]);
         assert!(is_dns1123_subdomain(&"a".repeat(253)).is_empty());
     }
 
@@ -1383,10 +1223,7 @@ mod tests {
                 "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
             ]
         );
-        assert_eq!(
-            is_dns1123_label(&"a".repeat(64)),
-            ["must be no more than 63 characters"]
-        );
+        assert_eq!(is_dns1123_label(&"a".repeat(64)), ["must be no more than 63 characters"]);
     }
 
     #[test]
@@ -1403,19 +1240,10 @@ mod tests {
         assert!(is_qualified_name("app").is_empty());
         assert!(is_qualified_name("example.com/My_Name.1").is_empty());
         assert_eq!(is_qualified_name("a b"), [NAME_PART_REGEX]);
-        assert_eq!(
-            is_qualified_name(""),
-            ["name part must be non-empty", NAME_PART_REGEX]
-        );
+        assert_eq!(is_qualified_name(""), ["name part must be non-empty", NAME_PART_REGEX]);
         assert_eq!(is_qualified_name("/a"), ["prefix part must be non-empty"]);
-        assert_eq!(
-            is_qualified_name("Example.com/a"),
-            [format!("prefix part {SUBDOMAIN_REGEX}")]
-        );
-        assert_eq!(
-            is_qualified_name(&"a".repeat(64)),
-            ["name part must be no more than 63 characters"]
-        );
+        assert_eq!(is_qualified_name("Example.com/a"), [format!("prefix part {SUBDOMAIN_REGEX}")]);
+        assert_eq!(is_qualified_name(&"a".repeat(64)), ["name part must be no more than 63 characters"]);
     }
 
     #[test]
@@ -1433,10 +1261,7 @@ mod tests {
         assert!(is_valid_label_value("").is_empty());
         assert!(is_valid_label_value("v1.2_3-x").is_empty());
         assert_eq!(is_valid_label_value("-x"), [LABEL_VALUE_REGEX]);
-        assert_eq!(
-            is_valid_label_value(&"a".repeat(64)),
-            ["must be no more than 63 characters"]
-        );
+        assert_eq!(is_valid_label_value(&"a".repeat(64)), ["must be no more than 63 characters"]);
     }
 
     #[test]
@@ -1543,47 +1368,21 @@ mod tests {
     fn test_parse_error_messages() {
         assert_eq!(err("a=b,"), "found '', expected: identifier after ','");
         assert_eq!(err("a=b c"), "found 'c', expected: ',' or 'end of string'");
-        assert_eq!(
-            err(",a"),
-            "found ',', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            err("!"),
-            "unable to parse requirement: found '', expected: identifier"
-        );
-        assert_eq!(
-            err("a b"),
-            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
-        );
-        assert_eq!(
-            err("a in b"),
-            "unable to parse requirement: found 'b' expected: '('"
-        );
-        assert_eq!(
-            err("a in (b"),
-            "unable to parse requirement: found '', expected: ',' or ')'"
-        );
-        assert_eq!(
-            err("a in (=)"),
-            "unable to parse requirement: found '=', expected: ',', ')' or identifier"
-        );
-        assert_eq!(
-            err("a=(b)"),
-            "unable to parse requirement: found '(', expected: identifier"
-        );
-        assert_eq!(
-            err("a!!b"),
-            "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt"
-        );
+        assert_eq!(err(",a"), "found ',', expected: !, identifier, or 'end of string'");
+        assert_eq!(err("!"), "unable to parse requirement: found '', expected: identifier");
+        assert_eq!(err("a b"), "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt");
+        assert_eq!(err("a in b"), "unable to parse requirement: found 'b' expected: '('");
+        assert_eq!(err("a in (b"), "unable to parse requirement: found '', expected: ',' or ')'");
+        assert_eq!(err("a in (=)"), "unable to parse requirement: found '=', expected: ',', ')' or identifier");
+        assert_eq!(err("a=(b)"), "unable to parse requirement: found '(', expected: identifier");
+        assert_eq!(err("a!!b"), "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt");
     }
 
     #[test]
     fn test_invalid_key_is_rejected_with_nil_path() {
         assert_eq!(
             err("a%b=c"),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"a%b\": {NAME_PART_REGEX}"
-            )
+            format!("unable to parse requirement: <nil>: Invalid value: \"a%b\": {NAME_PART_REGEX}")
         );
     }
 
@@ -1591,9 +1390,7 @@ mod tests {
     fn test_invalid_value_is_rejected() {
         assert_eq!(
             err("a=b/c"),
-            format!(
-                "unable to parse requirement: values[0][a]: Invalid value: \"b/c\": {LABEL_VALUE_REGEX}"
-            )
+            format!("unable to parse requirement: values[0][a]: Invalid value: \"b/c\": {LABEL_VALUE_REGEX}")
         );
     }
 
@@ -1606,9 +1403,7 @@ mod tests {
         // Negative numbers are integers but not valid label values.
         assert_eq!(
             err("a<-1"),
-            format!(
-                "unable to parse requirement: values[0][a]: Invalid value: \"-1\": {LABEL_VALUE_REGEX}"
-            )
+            format!("unable to parse requirement: values[0][a]: Invalid value: \"-1\": {LABEL_VALUE_REGEX}")
         );
         assert_eq!(
             err("a>"),
@@ -1637,10 +1432,7 @@ mod tests {
     fn test_matches_object_reads_metadata_labels() {
         let obj = json!({"metadata": {"labels": {"app": "web", "n": 1}}});
         assert!(sel("app=web").matches_object(&obj));
-        assert!(
-            sel("!n").matches_object(&obj),
-            "non-string label values are ignored"
-        );
+        assert!(sel("!n").matches_object(&obj), "non-string label values are ignored");
         assert!(sel("").matches_object(&json!(null)));
     }
 
@@ -1658,17 +1450,9 @@ mod tests {
             ]
         }))
         .unwrap();
-        assert_eq!(
-            s.to_string(),
-            "app=web,!canary,env notin (prod),team,tier in (a,b)"
-        );
+        assert_eq!(s.to_string(), "app=web,!canary,env notin (prod),team,tier in (a,b)");
         assert!(s.matches(&labels(&[("app", "web"), ("tier", "a"), ("team", "x")])));
-        assert!(!s.matches(&labels(&[
-            ("app", "web"),
-            ("tier", "a"),
-            ("team", "x"),
-            ("canary", "1")
-        ])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("team", "x"), ("canary", "1")])));
     }
 
     #[test]
@@ -1722,12 +1506,7 @@ mod tests {
     }
 
     fn getter<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |f| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == f)
-                .map(|(_, v)| v.to_string())
-        }
+        move |f| pairs.iter().find(|(k, _)| *k == f).map(|(_, v)| v.to_string())
     }
 
     #[test]
@@ -1756,22 +1535,13 @@ mod tests {
 
     #[test]
     fn test_field_selector_errors() {
-        assert_eq!(
-            FieldSelector::parse("abc").unwrap_err(),
-            "invalid selector: 'abc'; can't understand 'abc'"
-        );
+        assert_eq!(FieldSelector::parse("abc").unwrap_err(), "invalid selector: 'abc'; can't understand 'abc'");
         assert_eq!(
             FieldSelector::parse("a=b=c").unwrap_err(),
             "invalid field selector: unescaped character in value: 61"
         );
-        assert_eq!(
-            FieldSelector::parse(r"a=b\x").unwrap_err(),
-            r"invalid field selector: invalid escape sequence: \x"
-        );
-        assert_eq!(
-            FieldSelector::parse(r"a=b\").unwrap_err(),
-            r"invalid field selector: invalid escape sequence: \"
-        );
+        assert_eq!(FieldSelector::parse(r"a=b\x").unwrap_err(), r"invalid field selector: invalid escape sequence: \x");
+        assert_eq!(FieldSelector::parse(r"a=b\").unwrap_err(), r"invalid field selector: invalid escape sequence: \");
     }
 
     #[test]

@@ -89,10 +89,7 @@ impl Shape {
         I: IntoIterator<Item = (K, Shape)>,
         K: Into<String>,
     {
-        Shape::Struct {
-            fields: fields.into_iter().map(|(k, v)| (k.into(), Arc::new(v))).collect(),
-            other: None,
-        }
+        Shape::Struct { fields: fields.into_iter().map(|(k, v)| (k.into(), Arc::new(v))).collect(), other: None }
     }
 
     /// Convenience constructor for a map with values of one shape (`additionalProperties`).
@@ -104,10 +101,7 @@ impl Shape {
     pub fn list_map(item: Shape, keys: &[&str]) -> Shape {
         Shape::List {
             item: Arc::new(item),
-            kind: ListKind::Map {
-                keys: keys.iter().map(|k| k.to_string()).collect(),
-                merge_key: keys[0].to_string(),
-            },
+            kind: ListKind::Map { keys: keys.iter().map(|k| k.to_string()).collect(), merge_key: keys[0].to_string() },
         }
     }
 

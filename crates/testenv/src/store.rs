@@ -241,12 +241,7 @@ struct Table {
 
 impl Table {
     fn new() -> Table {
-        Table {
-            objects: BTreeMap::new(),
-            log: VecDeque::new(),
-            notify: tokio::sync::watch::Sender::new(0),
-            live: 0,
-        }
+        Table { objects: BTreeMap::new(), log: VecDeque::new(), notify: tokio::sync::watch::Sender::new(0), live: 0 }
     }
 }
 
@@ -397,8 +392,7 @@ impl Store {
     /// Storage keys that hold at least one live object.
     pub fn resources_with_objects(&self) -> Vec<StorageKey> {
         let inner = self.inner.read();
-        let mut keys: Vec<_> =
-            inner.tables.iter().filter(|(_, t)| t.live > 0).map(|(k, _)| k.clone()).collect();
+        let mut keys: Vec<_> = inner.tables.iter().filter(|(_, t)| t.live > 0).map(|(k, _)| k.clone()).collect();
         keys.sort();
         keys
     }
@@ -434,14 +428,9 @@ impl Store {
         };
         let iter: Box<dyn Iterator<Item = (&ObjKey, &Versions)>> = match (namespace, after) {
             (Some(ns), None) => Box::new(ns_range(&table.objects, ns)),
-            (Some(ns), Some(after)) => Box::new(
-                ns_range(&table.objects, ns)
-                    .skip_while(move |(k, _)| *k <= after),
-            ),
+            (Some(ns), Some(after)) => Box::new(ns_range(&table.objects, ns).skip_while(move |(k, _)| *k <= after)),
             (None, Some(after)) => Box::new(
-                table
-                    .objects
-                    .range::<ObjKey, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
+                table.objects.range::<ObjKey, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
             ),
             (None, None) => Box::new(table.objects.iter()),
         };
@@ -476,19 +465,11 @@ impl Store {
         }
         let table = inner.tables.entry(resource.into()).or_insert_with(Table::new);
         let start = table.log.partition_point(|e| e.rv <= from);
-        Ok(WatchStart {
-            backlog: table.log.range(start..).cloned().collect(),
-            notify: table.notify.subscribe(),
-        })
+        Ok(WatchStart { backlog: table.log.range(start..).cloned().collect(), notify: table.notify.subscribe() })
     }
 
     /// Events of one resource after `from`, at most `max`; `Err` if `from` was compacted away.
-    pub fn events_after(
-        &self,
-        resource: &str,
-        from: u64,
-        max: usize,
-    ) -> Result<Vec<Arc<Event>>, HistoryError> {
+    pub fn events_after(&self, resource: &str, from: u64, max: usize) -> Result<Vec<Arc<Event>>, HistoryError> {
         let inner = self.inner.read();
         if from < inner.compacted {
             return Err(HistoryError::Expired { oldest: inner.compacted });
@@ -502,12 +483,7 @@ impl Store {
 
     /// Apply one change atomically, assigning the next RV, logging the event and notifying
     /// watchers. `set_rv` writes the RV into the object before it is serialised.
-    pub fn commit(
-        &self,
-        resource: &StorageKey,
-        key: &ObjKey,
-        change: Change,
-    ) -> Result<Committed, StoreError> {
+    pub fn commit(&self, resource: &StorageKey, key: &ObjKey, change: Change) -> Result<Committed, StoreError> {
         let mut guard = self.inner.write();
         let inner = &mut *guard;
         let table = inner.tables.entry(resource.clone()).or_insert_with(Table::new);
@@ -551,13 +527,7 @@ impl Store {
             EventType::Deleted => table.live -= 1,
             EventType::Modified => {}
         }
-        let event = Arc::new(Event {
-            rv,
-            kind,
-            key: key.clone(),
-            object: object.clone(),
-            prev: prev.clone(),
-        });
+        let event = Arc::new(Event { rv, kind, key: key.clone(), object: object.clone(), prev: prev.clone() });
         table.log.push_back(event);
         table.notify.send_replace(rv);
         inner.history.push_back((rv, Instant::now(), resource.clone(), key.clone()));
@@ -578,11 +548,7 @@ impl Store {
         } else {
             inner.by_uid.insert(object.meta.uid.clone(), (resource.clone(), key.clone()));
             for owner in &object.meta.owners {
-                inner
-                    .dependents
-                    .entry(owner.uid.clone())
-                    .or_default()
-                    .insert((resource.clone(), key.clone()));
+                inner.dependents.entry(owner.uid.clone()).or_default().insert((resource.clone(), key.clone()));
             }
         }
         if let Some(hints) = &inner.hints {
@@ -593,11 +559,9 @@ impl Store {
                     uid: object.meta.uid.clone(),
                     owners: object.meta.owners.iter().map(|o| o.uid.clone()).collect(),
                 }),
-                _ if object.meta.deleting => Some(Hint::Deleting {
-                    resource: resource.clone(),
-                    key: key.clone(),
-                    uid: object.meta.uid.clone(),
-                }),
+                _ if object.meta.deleting => {
+                    Some(Hint::Deleting { resource: resource.clone(), key: key.clone(), uid: object.meta.uid.clone() })
+                }
                 _ if !object.meta.owners.is_empty()
                     && prev.as_ref().is_none_or(|p| p.meta.owners != object.meta.owners) =>
                 {
@@ -743,9 +707,8 @@ mod tests {
             .commit(&res(), &key("a", "x"), Change::Update { value: v.clone(), meta: m.clone(), expect_rv: rv + 7 })
             .unwrap_err();
         assert_eq!(err, StoreError::Conflict);
-        let err = store
-            .commit(&res(), &key("a", "nope"), Change::Update { value: v, meta: m, expect_rv: rv })
-            .unwrap_err();
+        let err =
+            store.commit(&res(), &key("a", "nope"), Change::Update { value: v, meta: m, expect_rv: rv }).unwrap_err();
         assert_eq!(err, StoreError::NotFound);
         let (v, m) = obj("x");
         assert_eq!(store.commit(&res(), &key("a", "x"), Change::Create(v, m)).unwrap_err(), StoreError::AlreadyExists);
@@ -764,9 +727,7 @@ mod tests {
         create(&store, "a", "3");
         let rv2 = store.get(&res(), &key("a", "2")).unwrap().meta.rv;
         store.commit(&res(), &key("a", "2"), Change::Delete { expect_rv: rv2 }).unwrap();
-        let second = store
-            .list(&res(), None, Some(first.rv), Some(&first.items[0].0), Some(10), &|_, _| true)
-            .unwrap();
+        let second = store.list(&res(), None, Some(first.rv), Some(&first.items[0].0), Some(10), &|_, _| true).unwrap();
         let names: Vec<_> = second.items.iter().map(|(k, _)| k.1.as_str()).collect();
         assert_eq!(names, ["2"]);
         assert!(!second.more);

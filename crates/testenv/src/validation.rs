@@ -39,8 +39,7 @@ use serde_json::Value;
 use crate::schema::FieldError;
 
 pub use crate::selector::syntax::{
-    is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
-    is_valid_label_value,
+    is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
 };
 use crate::selector::{SelectorIssueKind, go_quote, label_selector_issues};
 
@@ -125,11 +124,7 @@ fn string_field<'a>(meta: &'a Value, key: &str, errs: &mut Vec<FieldError>) -> &
         None | Some(Value::Null) => "",
         Some(Value::String(s)) => s,
         Some(other) => {
-            errs.push(FieldError::invalid(
-                format!("metadata.{key}"),
-                other.clone(),
-                "must be a string",
-            ));
+            errs.push(FieldError::invalid(format!("metadata.{key}"), other.clone(), "must be a string"));
             ""
         }
     }
@@ -139,37 +134,22 @@ fn string_field<'a>(meta: &'a Value, key: &str, errs: &mut Vec<FieldError>) -> &
 ///
 /// `namespaced` says whether the resource is namespaced; `name_rule` is the resource's
 /// name validation. Errors are in upstream order and carry `metadata.*` paths.
-pub fn validate_object_meta(
-    meta: &Value,
-    namespaced: bool,
-    name_rule: NameRule,
-) -> Vec<FieldError> {
+pub fn validate_object_meta(meta: &Value, namespaced: bool, name_rule: NameRule) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if !meta.is_object() {
-        errs.push(FieldError::invalid(
-            "metadata",
-            meta.clone(),
-            "must be an object",
-        ));
+        errs.push(FieldError::invalid("metadata", meta.clone(), "must be an object"));
         return errs;
     }
 
     let generate_name = string_field(meta, "generateName", &mut errs);
     if !generate_name.is_empty() {
         for msg in name_rule.validate(generate_name, true) {
-            errs.push(FieldError::invalid(
-                "metadata.generateName",
-                generate_name,
-                msg,
-            ));
+            errs.push(FieldError::invalid("metadata.generateName", generate_name, msg));
         }
     }
     let name = string_field(meta, "name", &mut errs);
     if name.is_empty() {
-        errs.push(FieldError::required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
+        errs.push(FieldError::required("metadata.name", "name or generateName is required"));
     } else {
         for msg in name_rule.validate(name, false) {
             errs.push(FieldError::invalid("metadata.name", name, msg));
@@ -186,10 +166,7 @@ pub fn validate_object_meta(
             }
         }
     } else if !namespace.is_empty() {
-        errs.push(FieldError::forbidden(
-            "metadata.namespace",
-            "not allowed on this type",
-        ));
+        errs.push(FieldError::forbidden("metadata.namespace", "not allowed on this type"));
     }
 
     if let Some(generation) = meta.get("generation").filter(|g| !g.is_null()) {
@@ -201,48 +178,27 @@ pub fn validate_object_meta(
                 "must be greater than or equal to 0",
             )),
             None if generation.as_u64().is_some() => {}
-            None => errs.push(FieldError::invalid(
-                "metadata.generation",
-                generation.clone(),
-                "must be an integer",
-            )),
+            None => errs.push(FieldError::invalid("metadata.generation", generation.clone(), "must be an integer")),
         }
     }
 
-    errs.extend(validate_labels(
-        meta.get("labels").unwrap_or(&Value::Null),
-        "metadata.labels",
-    ));
-    errs.extend(validate_annotations(
-        meta.get("annotations").unwrap_or(&Value::Null),
-        "metadata.annotations",
-    ));
+    errs.extend(validate_labels(meta.get("labels").unwrap_or(&Value::Null), "metadata.labels"));
+    errs.extend(validate_annotations(meta.get("annotations").unwrap_or(&Value::Null), "metadata.annotations"));
     errs.extend(validate_owner_references(
         meta.get("ownerReferences").unwrap_or(&Value::Null),
         "metadata.ownerReferences",
     ));
-    errs.extend(validate_finalizers(
-        meta.get("finalizers").unwrap_or(&Value::Null),
-        "metadata.finalizers",
-    ));
+    errs.extend(validate_finalizers(meta.get("finalizers").unwrap_or(&Value::Null), "metadata.finalizers"));
     errs
 }
 
 /// The entries of a string map in key order; a non-object (other than null) is reported.
-fn string_map<'a>(
-    v: &'a Value,
-    field: &str,
-    errs: &mut Vec<FieldError>,
-) -> BTreeMap<&'a str, &'a Value> {
+fn string_map<'a>(v: &'a Value, field: &str, errs: &mut Vec<FieldError>) -> BTreeMap<&'a str, &'a Value> {
     match v {
         Value::Null => BTreeMap::new(),
         Value::Object(m) => m.iter().map(|(k, v)| (k.as_str(), v)).collect(),
         other => {
-            errs.push(FieldError::invalid(
-                field,
-                other.clone(),
-                "must be a map of strings",
-            ));
+            errs.push(FieldError::invalid(field, other.clone(), "must be a map of strings"));
             BTreeMap::new()
         }
     }
@@ -325,33 +281,17 @@ pub fn validate_owner_references(refs: &Value, field: &str) -> Vec<FieldError> {
             ));
         }
         if text("kind").is_empty() {
-            errs.push(FieldError::invalid(
-                format!("{field}.kind"),
-                text("kind"),
-                "kind must not be empty",
-            ));
+            errs.push(FieldError::invalid(format!("{field}.kind"), text("kind"), "kind must not be empty"));
         }
         if text("name").is_empty() {
-            errs.push(FieldError::invalid(
-                format!("{field}.name"),
-                text("name"),
-                "name must not be empty",
-            ));
+            errs.push(FieldError::invalid(format!("{field}.name"), text("name"), "name must not be empty"));
         }
         if text("uid").is_empty() {
-            errs.push(FieldError::invalid(
-                format!("{field}.uid"),
-                text("uid"),
-                "uid must not be empty",
-            ));
+            errs.push(FieldError::invalid(format!("{field}.uid"), text("uid"), "uid must not be empty"));
         }
         // BannedOwners: core v1 Events may not own anything.
         if group.is_empty() && version == "v1" && text("kind") == "Event" {
-            errs.push(FieldError::invalid(
-                field,
-                r.clone(),
-                "/v1, Kind=Event is disallowed from being an owner",
-            ));
+            errs.push(FieldError::invalid(field, r.clone(), "/v1, Kind=Event is disallowed from being an owner"));
         }
         if r.get("controller").and_then(Value::as_bool) == Some(true) {
             let current = format!("{}/{}", text("kind"), text("name"));
@@ -377,11 +317,7 @@ pub fn validate_finalizers(finalizers: &Value, field: &str) -> Vec<FieldError> {
         Value::Null => return errs,
         Value::Array(items) => items,
         other => {
-            errs.push(FieldError::invalid(
-                field,
-                other.clone(),
-                "must be a list of strings",
-            ));
+            errs.push(FieldError::invalid(field, other.clone(), "must be a list of strings"));
             return errs;
         }
     };
@@ -410,20 +346,12 @@ pub fn validate_finalizers(finalizers: &Value, field: &str) -> Vec<FieldError> {
 
 /// `ValidateNoNewFinalizers`, applied on update when the object is being deleted: a
 /// finalizer in `new` that is not in `old` is forbidden.
-pub fn validate_finalizers_on_update(
-    old: &[String],
-    new: &[String],
-    deleting: bool,
-) -> Option<FieldError> {
+pub fn validate_finalizers_on_update(old: &[String], new: &[String], deleting: bool) -> Option<FieldError> {
     if !deleting {
         return None;
     }
     let old: BTreeSet<&str> = old.iter().map(String::as_str).collect();
-    let extra: BTreeSet<&str> = new
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !old.contains(f))
-        .collect();
+    let extra: BTreeSet<&str> = new.iter().map(String::as_str).filter(|f| !old.contains(f)).collect();
     if extra.is_empty() {
         return None;
     }
@@ -444,11 +372,7 @@ pub fn validate_label_selector(selector: &Value, field: &str) -> Vec<FieldError>
         return Vec::new();
     }
     if !selector.is_object() {
-        return vec![FieldError::invalid(
-            field,
-            selector.clone(),
-            "must be an object",
-        )];
+        return vec![FieldError::invalid(field, selector.clone(), "must be an object")];
     }
     label_selector_issues(selector)
         .into_iter()
@@ -473,11 +397,7 @@ pub fn dedup_owner_references(meta: &mut Value) -> Option<String> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut duplicates: Vec<String> = Vec::new();
     for r in refs.drain(..) {
-        let uid = r
-            .get("uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let uid = r.get("uid").and_then(Value::as_str).unwrap_or("").to_owned();
         if seen.insert(uid.clone()) || !kept.contains(&r) {
             kept.push(r);
         } else {
@@ -504,14 +424,7 @@ pub fn normalize_object_meta(meta: &mut Value) {
     map.retain(|key, value| match value {
         Value::Null => false,
         Value::Object(m) if key == "labels" || key == "annotations" => !m.is_empty(),
-        Value::Array(a)
-            if matches!(
-                key.as_str(),
-                "finalizers" | "ownerReferences" | "managedFields"
-            ) =>
-        {
-            !a.is_empty()
-        }
+        Value::Array(a) if matches!(key.as_str(), "finalizers" | "ownerReferences" | "managedFields") => !a.is_empty(),
         Value::String(s)
             if matches!(
                 key.as_str(),
@@ -576,31 +489,16 @@ mod tests {
 
     #[test]
     fn test_missing_name_requires_name_or_generate_name() {
-        let errs = validate_object_meta(
-            &json!({"namespace": "ns"}),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            ["metadata.name: Required value: name or generateName is required"]
-        );
+        let errs = validate_object_meta(&json!({"namespace": "ns"}), true, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), ["metadata.name: Required value: name or generateName is required"]);
         assert_eq!(errs[0].kind, FieldErrorKind::Required);
     }
 
     #[test]
     fn test_invalid_name_reports_subdomain_message() {
-        let errs = validate_object_meta(
-            &json!({"name": "Foo_Bar", "namespace": "ns"}),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            [format!(
-                "metadata.name: Invalid value: \"Foo_Bar\": {SUBDOMAIN_MSG}"
-            )]
-        );
+        let errs =
+            validate_object_meta(&json!({"name": "Foo_Bar", "namespace": "ns"}), true, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), [format!("metadata.name: Invalid value: \"Foo_Bar\": {SUBDOMAIN_MSG}")]);
         assert_eq!(errs[0].bad_value, Some(json!("Foo_Bar")));
     }
 
@@ -611,43 +509,22 @@ mod tests {
         let m = json!({"generateName": "Web-", "name": "web-x7k2p", "namespace": "ns"});
         assert_eq!(
             messages(&validate_object_meta(&m, true, NameRule::Dns1123Subdomain)),
-            [format!(
-                "metadata.generateName: Invalid value: \"Web-\": {SUBDOMAIN_MSG}"
-            )]
+            [format!("metadata.generateName: Invalid value: \"Web-\": {SUBDOMAIN_MSG}")]
         );
     }
 
     #[test]
     fn test_name_rules() {
-        assert_eq!(
-            NameRule::Dns1123Label.validate("a.b", false),
-            ["must not contain dots"]
-        );
+        assert_eq!(NameRule::Dns1123Label.validate("a.b", false), ["must not contain dots"]);
         assert!(NameRule::Dns1123Label.validate("ab-", true).is_empty());
         assert!(!NameRule::Dns1035Label.validate("1svc", false).is_empty());
         assert!(NameRule::Dns1035Label.validate("svc-", true).is_empty());
-        assert!(
-            NameRule::PathSegment
-                .validate("Any_Thing:1", false)
-                .is_empty()
-        );
-        assert_eq!(
-            NameRule::PathSegment.validate("..", false),
-            ["may not be '..'"]
-        );
-        assert_eq!(
-            NameRule::PathSegment.validate(".", false),
-            ["may not be '.'"]
-        );
-        assert_eq!(
-            NameRule::PathSegment.validate("a/b%c", false),
-            ["may not contain '/'", "may not contain '%'"]
-        );
+        assert!(NameRule::PathSegment.validate("Any_Thing:1", false).is_empty());
+        assert_eq!(NameRule::PathSegment.validate("..", false), ["may not be '..'"]);
+        assert_eq!(NameRule::PathSegment.validate(".", false), ["may not be '.'"]);
+        assert_eq!(NameRule::PathSegment.validate("a/b%c", false), ["may not contain '/'", "may not contain '%'"]);
         assert!(NameRule::PathSegment.validate("..", true).is_empty());
-        assert_eq!(
-            NameRule::PathSegment.validate("a/", true),
-            ["may not contain '/'"]
-        );
+        assert_eq!(NameRule::PathSegment.validate("a/", true), ["may not contain '/'"]);
     }
 
     #[test]
@@ -662,41 +539,17 @@ mod tests {
     fn test_namespace_rules() {
         let errs = validate_object_meta(&json!({"name": "a"}), true, NameRule::Dns1123Subdomain);
         assert_eq!(messages(&errs), ["metadata.namespace: Required value"]);
-        let errs = validate_object_meta(
-            &json!({"name": "a", "namespace": "a.b"}),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            ["metadata.namespace: Invalid value: \"a.b\": must not contain dots"]
-        );
-        let errs = validate_object_meta(
-            &json!({"name": "a", "namespace": "ns"}),
-            false,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            ["metadata.namespace: Forbidden: not allowed on this type"]
-        );
-        assert!(
-            validate_object_meta(&json!({"name": "a"}), false, NameRule::Dns1123Subdomain)
-                .is_empty()
-        );
+        let errs = validate_object_meta(&json!({"name": "a", "namespace": "a.b"}), true, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), ["metadata.namespace: Invalid value: \"a.b\": must not contain dots"]);
+        let errs = validate_object_meta(&json!({"name": "a", "namespace": "ns"}), false, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), ["metadata.namespace: Forbidden: not allowed on this type"]);
+        assert!(validate_object_meta(&json!({"name": "a"}), false, NameRule::Dns1123Subdomain).is_empty());
     }
 
     #[test]
     fn test_negative_generation() {
-        let errs = validate_object_meta(
-            &meta(json!({"generation": -1})),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            ["metadata.generation: Invalid value: -1: must be greater than or equal to 0"]
-        );
+        let errs = validate_object_meta(&meta(json!({"generation": -1})), true, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), ["metadata.generation: Invalid value: -1: must be greater than or equal to 0"]);
     }
 
     #[test]
@@ -729,33 +582,18 @@ mod tests {
 
     #[test]
     fn test_annotation_keys_are_case_insensitive_but_must_be_qualified() {
-        assert!(
-            validate_annotations(&json!({"Example.com/Key": "v"}), "metadata.annotations")
-                .is_empty()
-        );
+        assert!(validate_annotations(&json!({"Example.com/Key": "v"}), "metadata.annotations").is_empty());
         assert_eq!(
-            messages(&validate_annotations(
-                &json!({"a b": "v"}),
-                "metadata.annotations"
-            )),
-            [format!(
-                "metadata.annotations: Invalid value: \"a b\": {NAME_PART_MSG}"
-            )]
+            messages(&validate_annotations(&json!({"a b": "v"}), "metadata.annotations")),
+            [format!("metadata.annotations: Invalid value: \"a b\": {NAME_PART_MSG}")]
         );
     }
 
     #[test]
     fn test_annotations_too_long() {
         let big = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT_B);
-        let errs = validate_object_meta(
-            &meta(json!({"annotations": {"k": big}})),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
-        assert_eq!(
-            messages(&errs),
-            ["metadata.annotations: Too long: may not be more than 262144 bytes"]
-        );
+        let errs = validate_object_meta(&meta(json!({"annotations": {"k": big}})), true, NameRule::Dns1123Subdomain);
+        assert_eq!(messages(&errs), ["metadata.annotations: Too long: may not be more than 262144 bytes"]);
         assert_eq!(errs[0].kind, FieldErrorKind::TooLong);
         let fits = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT_B - 1);
         assert!(validate_annotations(&json!({"k": fits}), "metadata.annotations").is_empty());
@@ -763,8 +601,7 @@ mod tests {
 
     #[test]
     fn test_owner_reference_required_fields() {
-        let errs =
-            validate_owner_references(&json!([{"controller": false}]), "metadata.ownerReferences");
+        let errs = validate_owner_references(&json!([{"controller": false}]), "metadata.ownerReferences");
         assert_eq!(
             messages(&errs),
             [
@@ -780,9 +617,7 @@ mod tests {
         );
         assert_eq!(
             messages(&errs),
-            [
-                "metadata.ownerReferences.apiVersion: Invalid value: \"apps/\": version must not be empty"
-            ]
+            ["metadata.ownerReferences.apiVersion: Invalid value: \"apps/\": version must not be empty"]
         );
         let errs = validate_owner_references(
             &json!([{"apiVersion": "a/b/c", "kind": "K", "name": "n", "uid": "u"}]),
@@ -797,11 +632,7 @@ mod tests {
             {"apiVersion": "v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true},
             {"apiVersion": "v1", "kind": "Bar", "name": "b", "uid": "2", "controller": true}
         ]);
-        let errs = validate_object_meta(
-            &meta(json!({"ownerReferences": refs})),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
+        let errs = validate_object_meta(&meta(json!({"ownerReferences": refs})), true, NameRule::Dns1123Subdomain);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "metadata.ownerReferences");
         assert_eq!(
@@ -816,13 +647,9 @@ mod tests {
         let r = json!({"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "1"});
         let errs = validate_owner_references(&json!([r.clone()]), "metadata.ownerReferences");
         assert_eq!(errs.len(), 1);
-        assert_eq!(
-            errs[0].detail,
-            "/v1, Kind=Event is disallowed from being an owner"
-        );
+        assert_eq!(errs[0].detail, "/v1, Kind=Event is disallowed from being an owner");
         assert_eq!(errs[0].bad_value, Some(r));
-        let ok =
-            json!([{"apiVersion": "events.k8s.io/v1", "kind": "Event", "name": "e", "uid": "1"}]);
+        let ok = json!([{"apiVersion": "events.k8s.io/v1", "kind": "Event", "name": "e", "uid": "1"}]);
         assert!(validate_owner_references(&ok, "metadata.ownerReferences").is_empty());
     }
 
@@ -836,10 +663,7 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "metadata.finalizers");
         assert_eq!(errs[0].bad_value, Some(json!("a/b/c")));
-        let errs = validate_finalizers(
-            &json!(["orphan", "foregroundDeletion"]),
-            "metadata.finalizers",
-        );
+        let errs = validate_finalizers(&json!(["orphan", "foregroundDeletion"]), "metadata.finalizers");
         assert_eq!(
             messages(&errs),
             [
@@ -916,30 +740,17 @@ mod tests {
             "ownerReferences": [], "managedFields": [], "generation": 0, "deletionTimestamp": null, "uid": "u"
         });
         normalize_object_meta(&mut m);
-        assert_eq!(
-            m,
-            json!({"name": "a", "annotations": {"k": "v"}, "uid": "u"})
-        );
+        assert_eq!(m, json!({"name": "a", "annotations": {"k": "v"}, "uid": "u"}));
         let mut kept = json!({"generation": 2, "finalizers": ["f"], "labels": {"a": "b"}});
         normalize_object_meta(&mut kept);
-        assert_eq!(
-            kept,
-            json!({"generation": 2, "finalizers": ["f"], "labels": {"a": "b"}})
-        );
+        assert_eq!(kept, json!({"generation": 2, "finalizers": ["f"], "labels": {"a": "b"}}));
     }
 
     #[test]
     fn test_metadata_of_wrong_shape() {
         let errs = validate_object_meta(&json!("x"), true, NameRule::Dns1123Subdomain);
-        assert_eq!(
-            messages(&errs),
-            ["metadata: Invalid value: \"x\": must be an object"]
-        );
-        let errs = validate_object_meta(
-            &json!({"name": 5, "namespace": "ns"}),
-            true,
-            NameRule::Dns1123Subdomain,
-        );
+        assert_eq!(messages(&errs), ["metadata: Invalid value: \"x\": must be an object"]);
+        let errs = validate_object_meta(&json!({"name": 5, "namespace": "ns"}), true, NameRule::Dns1123Subdomain);
         assert_eq!(
             messages(&errs),
             [

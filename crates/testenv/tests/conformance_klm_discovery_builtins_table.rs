@@ -34,24 +34,12 @@ fn sorted_strings(v: &Value) -> Vec<String> {
 async fn k1_version_has_every_field_as_a_string() {
     let (env, http) = start().await;
     let v = http.get("/version").await.json();
-    for k in [
-        "major",
-        "minor",
-        "gitVersion",
-        "gitCommit",
-        "gitTreeState",
-        "buildDate",
-        "goVersion",
-        "compiler",
-        "platform",
-    ] {
+    for k in
+        ["major", "minor", "gitVersion", "gitCommit", "gitTreeState", "buildDate", "goVersion", "compiler", "platform"]
+    {
         assert!(v[k].is_string(), "{k} in {v}");
     }
-    let info = env
-        .client()
-        .apiserver_version()
-        .await
-        .expect("kube-rs parses /version");
+    let info = env.client().apiserver_version().await.expect("kube-rs parses /version");
     assert_eq!(info.major, "1");
     assert!(info.git_version.starts_with("v1."));
 }
@@ -75,33 +63,15 @@ async fn k2_legacy_core_discovery() {
     assert_eq!(cms["kind"], "ConfigMap");
     assert_eq!(
         sorted_strings(&cms["verbs"]),
-        [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch"
-        ]
+        ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     );
     assert_eq!(cms["shortNames"], json!(["cm"]));
     let ns = resource(&v1, "namespaces");
     assert_eq!(ns["namespaced"], false);
     assert!(!sorted_strings(&ns["verbs"]).contains(&"deletecollection".to_string()));
-    assert_eq!(
-        sorted_strings(&resource(&v1, "pods/status")["verbs"]),
-        ["get", "patch", "update"]
-    );
+    assert_eq!(sorted_strings(&resource(&v1, "pods/status")["verbs"]), ["get", "patch", "update"]);
     assert_eq!(resource(&v1, "pods/status")["kind"], "Pod");
-    assert!(
-        v1["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["name"] == "pods/eviction")
-    );
+    assert!(v1["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/eviction"));
 }
 
 #[tokio::test]
@@ -109,27 +79,11 @@ async fn k2_legacy_group_discovery_of_custom_resources() {
     let (_env, http) = start_with_foo().await;
     let groups = http.get("/apis").await.json();
     assert_eq!(groups["kind"], "APIGroupList");
-    let g = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "example.com")
-        .expect("example.com listed");
-    assert_eq!(
-        g["versions"],
-        json!([{"groupVersion": "example.com/v1", "version": "v1"}])
-    );
-    assert_eq!(
-        g["preferredVersion"],
-        json!({"groupVersion": "example.com/v1", "version": "v1"})
-    );
-    assert!(
-        groups["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["name"] == "apps")
-    );
+    let g =
+        groups["groups"].as_array().unwrap().iter().find(|g| g["name"] == "example.com").expect("example.com listed");
+    assert_eq!(g["versions"], json!([{"groupVersion": "example.com/v1", "version": "v1"}]));
+    assert_eq!(g["preferredVersion"], json!({"groupVersion": "example.com/v1", "version": "v1"}));
+    assert!(groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apps"));
     let group = http.get("/apis/example.com").await.json();
     assert_eq!(group["kind"], "APIGroup");
     assert_eq!(group["name"], "example.com");
@@ -143,16 +97,7 @@ async fn k2_legacy_group_discovery_of_custom_resources() {
     assert_eq!(foos["kind"], "Foo");
     assert_eq!(
         sorted_strings(&foos["verbs"]),
-        [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch"
-        ]
+        ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     );
     assert_eq!(foos["shortNames"], json!(["fo"]));
     assert_eq!(foos["categories"], json!(["all"]));
@@ -170,20 +115,12 @@ async fn k2_legacy_group_discovery_of_custom_resources() {
 async fn k2_kube_rs_discovery_finds_custom_resources_and_subresources() {
     let (env, http) = start_with_foo().await;
     let _ = &http;
-    let discovery = within("discovery", Discovery::new(env.client()).run())
-        .await
-        .expect("discovery runs");
-    let group = discovery
-        .get("example.com")
-        .expect("example.com discovered");
+    let discovery = within("discovery", Discovery::new(env.client()).run()).await.expect("discovery runs");
+    let group = discovery.get("example.com").expect("example.com discovered");
     let (ar, caps) = group.recommended_kind("Foo").expect("Foo discovered");
     assert_eq!(ar.plural, "foos");
     assert!(matches!(caps.scope, Scope::Namespaced));
-    let subs: Vec<String> = caps
-        .subresources
-        .iter()
-        .map(|(r, _)| r.plural.clone())
-        .collect();
+    let subs: Vec<String> = caps.subresources.iter().map(|(r, _)| r.plural.clone()).collect();
     assert!(subs.iter().any(|s| s.ends_with("status")), "{subs:?}");
     assert!(discovery.get("apps").is_some());
 }
@@ -193,80 +130,35 @@ async fn k3_aggregated_discovery_documents() {
     let (env, http) = start_with_foo().await;
     let r = http.get_accept("/apis", AGGREGATED).await;
     r.expect(200);
-    assert!(
-        r.content_type()
-            .replace(' ', "")
-            .contains("as=APIGroupDiscoveryList"),
-        "{}",
-        r.content_type()
-    );
+    assert!(r.content_type().replace(' ', "").contains("as=APIGroupDiscoveryList"), "{}", r.content_type());
     let doc = r.json();
     assert_eq!(doc["kind"], "APIGroupDiscoveryList");
     assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
-    let g = doc["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["metadata"]["name"] == "example.com")
-        .expect("example.com");
+    let g =
+        doc["items"].as_array().unwrap().iter().find(|g| g["metadata"]["name"] == "example.com").expect("example.com");
     let v = &g["versions"][0];
     assert_eq!(v["version"], "v1");
     assert_eq!(v["freshness"], "Current");
-    let foos = v["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["resource"] == "foos")
-        .expect("foos");
-    assert_eq!(
-        foos["responseKind"],
-        json!({"group": "example.com", "version": "v1", "kind": "Foo"})
-    );
+    let foos = v["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "foos").expect("foos");
+    assert_eq!(foos["responseKind"], json!({"group": "example.com", "version": "v1", "kind": "Foo"}));
     assert_eq!(foos["scope"], "Namespaced");
     assert_eq!(foos["singularResource"], "foo");
     assert_eq!(foos["shortNames"], json!(["fo"]));
     assert_eq!(foos["categories"], json!(["all"]));
-    let status = foos["subresources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subresource"] == "status")
-        .expect("status");
-    assert_eq!(
-        status["responseKind"],
-        json!({"group": "example.com", "version": "v1", "kind": "Foo"})
-    );
+    let status =
+        foos["subresources"].as_array().unwrap().iter().find(|s| s["subresource"] == "status").expect("status");
+    assert_eq!(status["responseKind"], json!({"group": "example.com", "version": "v1", "kind": "Foo"}));
     assert_eq!(sorted_strings(&status["verbs"]), ["get", "patch", "update"]);
     let core = http.get_accept("/api", AGGREGATED).await.json();
     assert_eq!(core["kind"], "APIGroupDiscoveryList");
     let g = &core["items"][0];
-    assert_eq!(
-        g["metadata"]
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-        ""
-    );
-    assert!(
-        g["versions"][0]["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["resource"] == "configmaps")
-    );
+    assert_eq!(g["metadata"].get("name").and_then(Value::as_str).unwrap_or(""), "");
+    assert!(g["versions"][0]["resources"].as_array().unwrap().iter().any(|r| r["resource"] == "configmaps"));
     // kube-rs uses it.
-    let discovery = within(
-        "aggregated discovery",
-        Discovery::new(env.client()).run_aggregated(),
-    )
-    .await
-    .expect("aggregated discovery");
-    assert!(
-        discovery
-            .get("example.com")
-            .and_then(|g| g.recommended_kind("Foo"))
-            .is_some()
-    );
+    let discovery = within("aggregated discovery", Discovery::new(env.client()).run_aggregated())
+        .await
+        .expect("aggregated discovery");
+    assert!(discovery.get("example.com").and_then(|g| g.recommended_kind("Foo")).is_some());
 }
 
 #[tokio::test]
@@ -275,23 +167,14 @@ async fn k4_openapi_v3_documents_have_patch_operations_with_gvk_and_field_valida
     let root = http.get("/openapi/v3").await;
     root.expect(200);
     let root = root.json();
-    let url = root["paths"]["apis/example.com/v1"]["serverRelativeURL"]
-        .as_str()
-        .expect("example.com/v1 listed")
-        .to_string();
-    assert!(
-        url.starts_with("/openapi/v3/apis/example.com/v1?hash="),
-        "{url}"
-    );
+    let url =
+        root["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().expect("example.com/v1 listed").to_string();
+    assert!(url.starts_with("/openapi/v3/apis/example.com/v1?hash="), "{url}");
     assert!(root["paths"]["api/v1"]["serverRelativeURL"].is_string());
     let doc = http.get_accept(&url, "application/json").await;
     doc.expect(200);
     let doc = doc.json();
-    assert!(
-        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
-        "{}",
-        doc["openapi"]
-    );
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "{}", doc["openapi"]);
     let item = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/foos/{name}"];
     let patch = &item["patch"];
     assert_eq!(
@@ -299,24 +182,15 @@ async fn k4_openapi_v3_documents_have_patch_operations_with_gvk_and_field_valida
         json!({"group": "example.com", "version": "v1", "kind": "Foo"})
     );
     let params: Vec<Value> = patch["parameters"].as_array().cloned().unwrap_or_default();
-    let all_params: Vec<Value> = params
-        .into_iter()
-        .chain(item["parameters"].as_array().cloned().unwrap_or_default())
-        .collect();
-    assert!(
-        all_params.iter().any(|p| p["name"] == "fieldValidation"),
-        "{patch}"
-    );
+    let all_params: Vec<Value> =
+        params.into_iter().chain(item["parameters"].as_array().cloned().unwrap_or_default()).collect();
+    assert!(all_params.iter().any(|p| p["name"] == "fieldValidation"), "{patch}");
     assert!(patch["requestBody"].is_object());
-    let schemas = doc["components"]["schemas"]
-        .as_object()
-        .expect("components.schemas");
+    let schemas = doc["components"]["schemas"].as_object().expect("components.schemas");
     assert!(
-        schemas
-            .values()
-            .any(|s| s["x-kubernetes-group-version-kind"]
-                .as_array()
-                .is_some_and(|g| g.iter().any(|g| g["kind"] == "Foo"))),
+        schemas.values().any(|s| s["x-kubernetes-group-version-kind"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g["kind"] == "Foo"))),
         "a Foo schema with its GVK"
     );
 }
@@ -324,30 +198,19 @@ async fn k4_openapi_v3_documents_have_patch_operations_with_gvk_and_field_valida
 #[tokio::test]
 async fn k4_openapi_hash_changes_when_the_crd_changes() {
     let (_env, http) = start_with_foo().await;
-    let before =
-        http.get("/openapi/v3").await.json()["paths"]["apis/example.com/v1"]["serverRelativeURL"]
-            .clone();
+    let before = http.get("/openapi/v3").await.json()["paths"]["apis/example.com/v1"]["serverRelativeURL"].clone();
     let mut crd = http.get(&format!("{CRDS}/foos.example.com")).await.json();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["extra"] =
         json!({"type": "string"});
-    http.put(&format!("{CRDS}/foos.example.com"), &crd)
-        .await
-        .expect(200);
-    let after =
-        http.get("/openapi/v3").await.json()["paths"]["apis/example.com/v1"]["serverRelativeURL"]
-            .clone();
+    http.put(&format!("{CRDS}/foos.example.com"), &crd).await.expect(200);
+    let after = http.get("/openapi/v3").await.json()["paths"]["apis/example.com/v1"]["serverRelativeURL"].clone();
     assert_ne!(before, after);
 }
 
 #[tokio::test]
 async fn k5_openapi_v2_is_404() {
     let (_env, http) = start().await;
-    let r = http
-        .get_accept(
-            "/openapi/v2",
-            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-        )
-        .await;
+    let r = http.get_accept("/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf").await;
     assert_eq!(r.status, 404);
 }
 
@@ -355,34 +218,21 @@ async fn k5_openapi_v2_is_404() {
 async fn k6_discovery_and_openapi_follow_crd_changes_immediately() {
     let (_env, http) = start().await;
     assert_eq!(http.get("/apis/example.com/v1").await.status, 404);
-    assert!(
-        http.get("/openapi/v3").await.json()["paths"]
-            .get("apis/example.com/v1")
-            .is_none()
-    );
+    assert!(http.get("/openapi/v3").await.json()["paths"].get("apis/example.com/v1").is_none());
     http.post(CRDS, &foo_crd()).await.expect(201);
     http.get("/apis/example.com/v1").await.expect(200);
-    assert!(
-        http.get("/openapi/v3").await.json()["paths"]
-            .get("apis/example.com/v1")
-            .is_some()
-    );
+    assert!(http.get("/openapi/v3").await.json()["paths"].get("apis/example.com/v1").is_some());
     // A new version appears at once.
     let mut crd = http.get(&format!("{CRDS}/foos.example.com")).await.json();
     let mut v2 = crd["spec"]["versions"][0].clone();
     v2["name"] = json!("v2");
     v2["storage"] = json!(false);
     crd["spec"]["versions"].as_array_mut().unwrap().push(v2);
-    http.put(&format!("{CRDS}/foos.example.com"), &crd)
-        .await
-        .expect(200);
+    http.put(&format!("{CRDS}/foos.example.com"), &crd).await.expect(200);
     http.get("/apis/example.com/v2").await.expect(200);
     let group = http.get("/apis/example.com").await.json();
     assert_eq!(group["versions"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        group["preferredVersion"]["version"], "v2",
-        "GA v2 is preferred over v1"
-    );
+    assert_eq!(group["preferredVersion"]["version"], "v2", "GA v2 is preferred over v1");
 }
 
 #[tokio::test]
@@ -410,22 +260,9 @@ async fn l2_leases_keep_micro_time_precision() {
         lease_transitions: Some(0),
         ..LeaseSpec::default()
     });
-    let created = leases
-        .create(&PostParams::default(), &lease)
-        .await
-        .expect("create lease");
-    assert_eq!(
-        created
-            .spec
-            .as_ref()
-            .and_then(|s| s.renew_time.clone())
-            .map(|t| t.0),
-        Some(now)
-    );
-    let raw = http
-        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/l")
-        .await
-        .json();
+    let created = leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    assert_eq!(created.spec.as_ref().and_then(|s| s.renew_time.clone()).map(|t| t.0), Some(now));
+    let raw = http.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/l").await.json();
     assert_eq!(raw["spec"]["renewTime"], "2026-01-01T00:00:00.123456Z");
     // Second precision input is normalised to six fractional digits.
     let r = http
@@ -438,14 +275,8 @@ async fn l2_leases_keep_micro_time_precision() {
     assert_eq!(r.json()["spec"]["renewTime"], "2026-01-01T00:00:05.000000Z");
     let mut l = leases.get("l").await.expect("get");
     l.spec.as_mut().unwrap().holder_identity = Some("other".into());
-    let replaced = leases
-        .replace("l", &PostParams::default(), &l)
-        .await
-        .expect("replace");
-    assert_eq!(
-        replaced.spec.and_then(|s| s.holder_identity).as_deref(),
-        Some("other")
-    );
+    let replaced = leases.replace("l", &PostParams::default(), &l).await.expect("replace");
+    assert_eq!(replaced.spec.and_then(|s| s.holder_identity).as_deref(), Some("other"));
 }
 
 #[tokio::test]
@@ -460,13 +291,8 @@ async fn l3_kube_runtime_recorder_events_are_stored_and_visible_as_core_events()
         uid: f["metadata"]["uid"].as_str().map(str::to_string),
         ..ObjectReference::default()
     };
-    let recorder = Recorder::new(
-        env.client(),
-        Reporter {
-            controller: "foo-controller".into(),
-            instance: Some("pod-1".into()),
-        },
-    );
+    let recorder =
+        Recorder::new(env.client(), Reporter { controller: "foo-controller".into(), instance: Some("pod-1".into()) });
     let event = Event {
         type_: EventType::Normal,
         reason: "Reconciled".into(),
@@ -475,20 +301,10 @@ async fn l3_kube_runtime_recorder_events_are_stored_and_visible_as_core_events()
         secondary: None,
     };
     recorder.publish(&event, &reference).await.expect("publish");
-    recorder
-        .publish(&event, &reference)
-        .await
-        .expect("publish again (series)");
-    let v1 = http
-        .get("/apis/events.k8s.io/v1/namespaces/default/events")
-        .await
-        .json();
+    recorder.publish(&event, &reference).await.expect("publish again (series)");
+    let v1 = http.get("/apis/events.k8s.io/v1/namespaces/default/events").await.json();
     let items = v1["items"].as_array().unwrap();
-    assert_eq!(
-        items.len(),
-        1,
-        "a repeated event is one object with a series: {v1}"
-    );
+    assert_eq!(items.len(), 1, "a repeated event is one object with a series: {v1}");
     let e = &items[0];
     assert_eq!(e["reason"], "Reconciled");
     assert_eq!(e["note"], "all good");
@@ -523,20 +339,9 @@ async fn l3_events_for_cluster_scoped_objects_go_to_default() {
         name: Some("n1".into()),
         ..ObjectReference::default()
     };
-    let recorder = Recorder::new(
-        env.client(),
-        Reporter {
-            controller: "ctl".into(),
-            instance: None,
-        },
-    );
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "Oops".into(),
-        note: None,
-        action: "Check".into(),
-        secondary: None,
-    };
+    let recorder = Recorder::new(env.client(), Reporter { controller: "ctl".into(), instance: None });
+    let event =
+        Event { type_: EventType::Warning, reason: "Oops".into(), note: None, action: "Check".into(), secondary: None };
     recorder.publish(&event, &reference).await.expect("publish");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(env.client(), "default");
     let list = events.list(&ListParams::default()).await.expect("list");
@@ -573,18 +378,15 @@ async fn l4_common_builtin_resources_are_served() {
 async fn l4_secrets_fold_string_data_and_validate_base64() {
     let (_env, http) = start().await;
     let secrets = "/api/v1/namespaces/default/secrets";
-    let r = http.post(secrets, &json!({"metadata": {"name": "s"}, "stringData": {"user": "admin"}, "data": {"other": "eA=="}})).await;
+    let r = http
+        .post(secrets, &json!({"metadata": {"name": "s"}, "stringData": {"user": "admin"}, "data": {"other": "eA=="}}))
+        .await;
     r.expect(201);
     let s = r.json();
     assert_eq!(s["data"], json!({"user": "YWRtaW4=", "other": "eA=="}));
     assert!(s.get("stringData").is_none());
     assert_eq!(s["type"], "Opaque");
-    let r = http
-        .post(
-            secrets,
-            &json!({"metadata": {"name": "bad"}, "data": {"k": "not base64!"}}),
-        )
-        .await;
+    let r = http.post(secrets, &json!({"metadata": {"name": "bad"}, "data": {"k": "not base64!"}})).await;
     assert_reason(&r, 400, "BadRequest");
 }
 
@@ -594,35 +396,13 @@ async fn l4_immutable_configmaps_and_secrets_refuse_data_changes() {
     let mut body = cm("a", json!({"k": "v"}));
     body["immutable"] = json!(true);
     http.post(CMS, &body).await.expect(201);
-    let s = assert_reason(
-        &http
-            .merge(&format!("{CMS}/a"), &json!({"data": {"k": "w"}}))
-            .await,
-        422,
-        "Invalid",
-    );
+    let s = assert_reason(&http.merge(&format!("{CMS}/a"), &json!({"data": {"k": "w"}})).await, 422, "Invalid");
     assert_eq!(s["details"]["causes"][0]["field"], "data");
     // Metadata may still change.
-    http.merge(
-        &format!("{CMS}/a"),
-        &json!({"metadata": {"labels": {"x": "y"}}}),
-    )
-    .await
-    .expect(200);
+    http.merge(&format!("{CMS}/a"), &json!({"metadata": {"labels": {"x": "y"}}})).await.expect(200);
     let secrets = "/api/v1/namespaces/default/secrets";
-    http.post(
-        secrets,
-        &json!({"metadata": {"name": "s"}, "data": {"k": "eA=="}, "immutable": true}),
-    )
-    .await
-    .expect(201);
-    assert_reason(
-        &http
-            .merge(&format!("{secrets}/s"), &json!({"data": {"k": "eQ=="}}))
-            .await,
-        422,
-        "Invalid",
-    );
+    http.post(secrets, &json!({"metadata": {"name": "s"}, "data": {"k": "eA=="}, "immutable": true})).await.expect(201);
+    assert_reason(&http.merge(&format!("{secrets}/s"), &json!({"data": {"k": "eQ=="}})).await, 422, "Invalid");
 }
 
 #[tokio::test]
@@ -632,9 +412,7 @@ async fn l5_deployment_defaults() {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
         "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
     });
-    let r = http
-        .post("/apis/apps/v1/namespaces/default/deployments", &d)
-        .await;
+    let r = http.post("/apis/apps/v1/namespaces/default/deployments", &d).await;
     r.expect(201);
     let spec = r.json()["spec"].clone();
     assert_eq!(spec["replicas"], 1);
@@ -661,55 +439,27 @@ async fn m1_table_for_get_list_and_include_object() {
     assert_eq!(t["rows"][0]["cells"][0], "a");
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     assert!(t["metadata"]["resourceVersion"].is_string());
-    let full = http
-        .get_accept(&format!("{CMS}?includeObject=Object"), TABLE)
-        .await
-        .json();
+    let full = http.get_accept(&format!("{CMS}?includeObject=Object"), TABLE).await.json();
     assert_eq!(full["rows"][0]["object"]["kind"], "ConfigMap");
     assert_eq!(full["rows"][0]["object"]["data"]["k"], "v");
-    let none = http
-        .get_accept(&format!("{CMS}?includeObject=None"), TABLE)
-        .await
-        .json();
-    assert!(
-        none["rows"][0].get("object").is_none_or(Value::is_null),
-        "{none}"
-    );
+    let none = http.get_accept(&format!("{CMS}?includeObject=None"), TABLE).await.json();
+    assert!(none["rows"][0].get("object").is_none_or(Value::is_null), "{none}");
 }
 
 #[tokio::test]
 async fn m1_table_lists_page_and_carry_namespaces_in_row_objects() {
     let (_env, http) = start().await;
-    http.post(
-        "/api/v1/namespaces",
-        &json!({"metadata": {"name": "other"}}),
-    )
-    .await
-    .expect(201);
+    http.post("/api/v1/namespaces", &json!({"metadata": {"name": "other"}})).await.expect(201);
     create_cm(&http, "a", json!({})).await;
     create_cm(&http, "b", json!({})).await;
-    http.post("/api/v1/namespaces/other/configmaps", &cm("c", json!({})))
-        .await
-        .expect(201);
-    let p1 = http
-        .get_accept("/api/v1/configmaps?limit=2", TABLE)
-        .await
-        .json();
+    http.post("/api/v1/namespaces/other/configmaps", &cm("c", json!({}))).await.expect(201);
+    let p1 = http.get_accept("/api/v1/configmaps?limit=2", TABLE).await.json();
     assert_eq!(p1["kind"], "Table");
     assert_eq!(p1["rows"].as_array().map(Vec::len), Some(2));
-    let token = p1["metadata"]["continue"]
-        .as_str()
-        .expect("continue in Table metadata")
-        .to_string();
+    let token = p1["metadata"]["continue"].as_str().expect("continue in Table metadata").to_string();
     let rvs = rv_str(&p1);
     assert_eq!(p1["rows"][0]["object"]["metadata"]["namespace"], "default");
-    let p2 = http
-        .get_accept(
-            &format!("/api/v1/configmaps?limit=2&continue={token}"),
-            TABLE,
-        )
-        .await
-        .json();
+    let p2 = http.get_accept(&format!("/api/v1/configmaps?limit=2&continue={token}"), TABLE).await.json();
     assert_eq!(rv_str(&p2), rvs);
     assert_eq!(p2["rows"][0]["object"]["metadata"]["namespace"], "other");
     assert_eq!(p2["rows"][0]["cells"][0], "c");
@@ -723,20 +473,10 @@ async fn m1_builtin_tables_have_their_kubectl_columns() {
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
     })).await.expect(201);
     env.handle().advance_clock(Duration::from_secs(120));
-    let t = http
-        .get_accept("/apis/apps/v1/namespaces/default/deployments", TABLE)
-        .await
-        .json();
-    let cols: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        &cols[..5],
-        ["Name", "Ready", "Up-to-date", "Available", "Age"]
-    );
+    let t = http.get_accept("/apis/apps/v1/namespaces/default/deployments", TABLE).await.json();
+    let cols: Vec<&str> =
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(&cols[..5], ["Name", "Ready", "Up-to-date", "Available", "Age"]);
     assert_eq!(t["rows"][0]["cells"][0], "d");
     assert_eq!(t["rows"][0]["cells"][4], "2m");
 }
@@ -748,21 +488,14 @@ async fn m2_partial_object_metadata_get_and_list() {
         create_cm(&http, n, json!({"payload": "x"})).await;
     }
     let r = http
-        .get_accept(
-            &format!("{CMS}?limit=2"),
-            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        )
+        .get_accept(&format!("{CMS}?limit=2"), "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
         .await;
     r.expect(200);
     let l = r.json();
     assert_eq!(l["kind"], "PartialObjectMetadataList");
     assert_eq!(l["apiVersion"], "meta.k8s.io/v1");
     assert!(l["metadata"]["resourceVersion"].is_string());
-    assert!(
-        l["metadata"]["continue"]
-            .as_str()
-            .is_some_and(|c| !c.is_empty())
-    );
+    assert!(l["metadata"]["continue"].as_str().is_some_and(|c| !c.is_empty()));
     assert_eq!(l["items"].as_array().map(Vec::len), Some(2));
     assert_eq!(l["items"][0]["kind"], "PartialObjectMetadata");
     assert!(l["items"][0].get("data").is_none());
@@ -770,10 +503,7 @@ async fn m2_partial_object_metadata_get_and_list() {
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client(), "default");
     let meta = api.get_metadata("a").await.expect("get_metadata");
     assert_eq!(meta.metadata.name.as_deref(), Some("a"));
-    let list = api
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("list_metadata");
+    let list = api.list_metadata(&ListParams::default()).await.expect("list_metadata");
     assert_eq!(list.items.len(), 3);
 }
 
@@ -781,18 +511,9 @@ async fn m2_partial_object_metadata_get_and_list() {
 async fn m2_the_wrong_metadata_form_is_406() {
     let (_env, http) = start().await;
     create_cm(&http, "a", json!({})).await;
-    let r = http
-        .get_accept(
-            &format!("{CMS}/a"),
-            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        )
-        .await;
+    let r =
+        http.get_accept(&format!("{CMS}/a"), "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").await;
     assert_reason(&r, 406, "NotAcceptable");
-    let r = http
-        .get_accept(
-            CMS,
-            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-        )
-        .await;
+    let r = http.get_accept(CMS, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").await;
     assert_reason(&r, 406, "NotAcceptable");
 }

@@ -38,18 +38,26 @@ impl Api {
             errors.push(FieldError::required("spec.names.kind", ""));
         }
         if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-            errors.push(FieldError::invalid("metadata.name", json!(name), "must be spec.names.plural+\".\"+spec.group"));
+            errors.push(FieldError::invalid(
+                "metadata.name",
+                json!(name),
+                "must be spec.names.plural+\".\"+spec.group",
+            ));
         }
         match crd.pointer("/spec/scope").and_then(Value::as_str) {
             Some("Namespaced" | "Cluster") => {}
-            Some(other) => errors.push(FieldError::not_supported("spec.scope", json!(other), &["Cluster", "Namespaced"])),
+            Some(other) => {
+                errors.push(FieldError::not_supported("spec.scope", json!(other), &["Cluster", "Namespaced"]))
+            }
             None => errors.push(FieldError::required("spec.scope", "")),
         }
         let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
         if versions.is_empty() {
-            errors.push(FieldError::required("spec.versions", "must have exactly one version marked as storage version"));
+            errors
+                .push(FieldError::required("spec.versions", "must have exactly one version marked as storage version"));
         }
-        let storage: Vec<&Value> = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).collect();
+        let storage: Vec<&Value> =
+            versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).collect();
         if !versions.is_empty() && storage.len() != 1 {
             errors.push(FieldError::invalid(
                 "spec.versions",
@@ -69,11 +77,20 @@ impl Api {
                 errors.push(FieldError::invalid(format!("spec.versions[{i}].name"), json!(vname), "must be unique"));
             }
             match v.pointer("/schema/openAPIV3Schema") {
-                None => errors.push(FieldError::required(format!("spec.versions[{i}].schema.openAPIV3Schema"), "schemas are required")),
+                None => errors.push(FieldError::required(
+                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    "schemas are required",
+                )),
                 Some(s) => match serde_json::from_value::<JSONSchemaProps>(s.clone()) {
-                    Err(e) => errors.push(FieldError::invalid(format!("spec.versions[{i}].schema.openAPIV3Schema"), json!(null), e.to_string())),
+                    Err(e) => errors.push(FieldError::invalid(
+                        format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                        json!(null),
+                        e.to_string(),
+                    )),
                     Ok(props) => {
-                        if let Err(errs) = StructuralSchema::compile_at(&props, &format!("spec.versions[{i}].schema.openAPIV3Schema")) {
+                        if let Err(errs) =
+                            StructuralSchema::compile_at(&props, &format!("spec.versions[{i}].schema.openAPIV3Schema"))
+                        {
                             errors.extend(errs);
                         }
                     }
@@ -124,7 +141,8 @@ impl Api {
             None
         };
         let old_status = old.and_then(|o| o.get("status"));
-        let old_conditions = old_status.and_then(|s| s.get("conditions")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let old_conditions =
+            old_status.and_then(|s| s.get("conditions")).and_then(Value::as_array).cloned().unwrap_or_default();
         let condition = |ty: &str, status: &str, reason: &str, message: &str| {
             // lastTransitionTime changes only when the status does.
             let previous = old_conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(ty));
@@ -140,13 +158,21 @@ impl Api {
         let accepted_names = match &conflict {
             None => {
                 conditions.push(condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"));
-                conditions.push(condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"));
+                conditions.push(condition(
+                    "Established",
+                    "True",
+                    "InitialNamesAccepted",
+                    "the initial names have been accepted",
+                ));
                 names.clone()
             }
             Some((reason, message)) => {
                 conditions.push(condition("NamesAccepted", "False", reason, message));
                 conditions.push(condition("Established", "False", "NotAccepted", "not all names are accepted"));
-                old_status.and_then(|s| s.get("acceptedNames")).cloned().unwrap_or_else(|| json!({"plural": "", "kind": ""}))
+                old_status
+                    .and_then(|s| s.get("acceptedNames"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({"plural": "", "kind": ""}))
             }
         };
         for c in &old_conditions {
@@ -154,11 +180,8 @@ impl Api {
                 conditions.push(c.clone());
             }
         }
-        let mut stored: Vec<Value> = old_status
-            .and_then(|s| s.get("storedVersions"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let mut stored: Vec<Value> =
+            old_status.and_then(|s| s.get("storedVersions")).and_then(Value::as_array).cloned().unwrap_or_default();
         if let Some(sv) = crd
             .pointer("/spec/versions")
             .and_then(Value::as_array)
@@ -179,10 +202,9 @@ impl Api {
     /// Serve (or stop serving) the resources of a stored CRD.
     pub(crate) fn sync_crd(&self, crd: &Value) {
         let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-        let established = crd
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c.get("type") == Some(&json!("Established")) && c.get("status") == Some(&json!("True"))));
+        let established = crd.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|c| c.get("type") == Some(&json!("Established")) && c.get("status") == Some(&json!("True")))
+        });
         if !established {
             self.registry.remove_crd(&name);
             return;
@@ -192,7 +214,11 @@ impl Api {
         let names = crd.pointer("/status/acceptedNames").cloned().unwrap_or_else(|| json!({}));
         let s = |k: &str| names.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let list = |k: &str| -> Vec<String> {
-            names.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
+            names
+                .get(k)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
         };
         let namespaced = crd.pointer("/spec/scope").and_then(Value::as_str) == Some("Namespaced");
         let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -219,8 +245,16 @@ impl Api {
                 v.get("additionalPrinterColumns").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]),
             );
             let scale = v.pointer("/subresources/scale").map(|sc| ScaleSpec {
-                spec_replicas_path: sc.get("specReplicasPath").and_then(Value::as_str).unwrap_or(".spec.replicas").to_string(),
-                status_replicas_path: sc.get("statusReplicasPath").and_then(Value::as_str).unwrap_or(".status.replicas").to_string(),
+                spec_replicas_path: sc
+                    .get("specReplicasPath")
+                    .and_then(Value::as_str)
+                    .unwrap_or(".spec.replicas")
+                    .to_string(),
+                status_replicas_path: sc
+                    .get("statusReplicasPath")
+                    .and_then(Value::as_str)
+                    .unwrap_or(".status.replicas")
+                    .to_string(),
                 label_selector_path: sc.get("labelSelectorPath").and_then(Value::as_str).map(str::to_string),
             });
             let deprecated = v.get("deprecated").and_then(Value::as_bool) == Some(true);

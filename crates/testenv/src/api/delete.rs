@@ -128,7 +128,13 @@ const MAX_ATTEMPTS: usize = 32;
 
 impl Api {
     /// DELETE one object.
-    pub fn delete(&self, def: &ResourceDef, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+    pub fn delete(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
         let key = obj_key(def, namespace, name);
         let policy = opts.policy(def)?;
         for _ in 0..MAX_ATTEMPTS {
@@ -166,11 +172,15 @@ impl Api {
                 let Some(grace) = opts.grace_period_seconds else {
                     return Ok(DeleteOutcome::Pending(self.present_value(def, &current)));
                 };
-                let current_grace = value.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+                let current_grace =
+                    value.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
                 if grace >= current_grace {
                     return Ok(DeleteOutcome::Pending(self.present_value(def, &current)));
                 }
-                if grace == 0 && current.meta.finalizers.is_empty() && !self.deletion_waits_for_spec_finalizers(def, &value) {
+                if grace == 0
+                    && current.meta.finalizers.is_empty()
+                    && !self.deletion_waits_for_spec_finalizers(def, &value)
+                {
                     if opts.dry_run {
                         return Ok(DeleteOutcome::Deleted(self.present_value(def, &current)));
                     }
@@ -190,7 +200,8 @@ impl Api {
                     return Ok(DeleteOutcome::Pending(self.present_value_of(def, value)));
                 }
                 let meta = self.meta_of(def, &value);
-                match self.store.commit(&def.storage, &key, Change::Update { value, meta, expect_rv: current.meta.rv }) {
+                match self.store.commit(&def.storage, &key, Change::Update { value, meta, expect_rv: current.meta.rv })
+                {
                     Ok(done) => return Ok(DeleteOutcome::Pending(self.present_value(def, &done.object))),
                     Err(_) => continue,
                 }
@@ -305,7 +316,13 @@ impl Api {
 
     /// POST pods/<name>/eviction: without a PodDisruptionBudget check (the cluster
     /// simulation adds one), an eviction deletes the pod with the given options.
-    pub fn evict(&self, def: &ResourceDef, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+    pub fn evict(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
         self.delete(def, namespace, name, opts)
     }
 

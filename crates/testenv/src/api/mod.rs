@@ -19,7 +19,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 pub use delete::{
-    CRD_CLEANUP_FINALIZER, DeleteOptions, DeleteOutcome, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, PropagationPolicy, parse_policy,
+    CRD_CLEANUP_FINALIZER, DeleteOptions, DeleteOutcome, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, PropagationPolicy,
+    parse_policy,
 };
 pub(crate) use write::Mutation;
 pub use write::{FieldValidation, Part, PatchKind, WriteOptions, WriteOutcome, set_path};
@@ -189,11 +190,7 @@ impl Api {
                 }
                 HistoryError::TooLarge { current } => ApiError::too_large_rv(at_rv.unwrap_or(0), current),
             })?;
-        let continue_token = if snap.more {
-            snap.items.last().map(|(k, _)| encode_continue(snap.rv, k))
-        } else {
-            None
-        };
+        let continue_token = if snap.more { snap.items.last().map(|(k, _)| encode_continue(snap.rv, k)) } else { None };
         let remaining = snap.more.then_some(snap.remaining);
         let items = snap.items.into_iter().map(|(k, s)| (k, self.present(def, &s))).collect();
         Ok(ListResult { rv: snap.rv, items, continue_token, remaining })
@@ -327,7 +324,13 @@ pub fn obj_key(def: &ResourceDef, namespace: &str, name: &str) -> ObjKey {
 }
 
 /// Whether a stored object passes label and field selectors.
-pub fn matches(def: &ResourceDef, key: &ObjKey, stored: &Stored, labels: &LabelSelector, fields: &FieldSelector) -> bool {
+pub fn matches(
+    def: &ResourceDef,
+    key: &ObjKey,
+    stored: &Stored,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> bool {
     labels.matches(&stored.meta.labels) && fields.matches(|f| field_of(def, key, &stored.meta, f))
 }
 

@@ -145,7 +145,13 @@ impl Api {
     }
 
     /// Validation beyond decoding, for the built-ins where clients rely on it.
-    pub(crate) fn validate_builtin(&self, def: &ResourceDef, value: &Value, old: Option<&Value>, name: &str) -> Result<(), ApiError> {
+    pub(crate) fn validate_builtin(
+        &self,
+        def: &ResourceDef,
+        value: &Value,
+        old: Option<&Value>,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let mut errors = Vec::new();
         match (def.group.as_str(), def.kind.as_str()) {
             ("", "ConfigMap") | ("", "Secret") => {
@@ -185,7 +191,9 @@ impl Api {
                             let labels = value
                                 .pointer("/spec/template/metadata/labels")
                                 .and_then(Value::as_object)
-                                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+                                .map(|m| {
+                                    m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()
+                                })
                                 .unwrap_or_default();
                             if !s.matches(&labels) {
                                 errors.push(FieldError::invalid(
@@ -225,7 +233,9 @@ fn fold_string_data(obj: &mut Map<String, Value>) -> Result<(), ApiError> {
     use base64::Engine;
     let Some(string_data) = obj.remove("stringData") else { return Ok(()) };
     let Value::Object(sd) = string_data else {
-        return Err(ApiError::bad_request("Secret in version \"v1\" cannot be handled as a Secret: stringData must be a map of strings"));
+        return Err(ApiError::bad_request(
+            "Secret in version \"v1\" cannot be handled as a Secret: stringData must be a map of strings",
+        ));
     };
     let data = obj.entry("data").or_insert_with(|| json!({}));
     if !data.is_object() {

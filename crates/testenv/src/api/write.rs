@@ -122,7 +122,13 @@ const MAX_ATTEMPTS: usize = 32;
 
 impl Api {
     /// POST: create an object.
-    pub fn create(&self, def: &ResourceDef, namespace: &str, body: Value, opts: &WriteOptions) -> Result<WriteOutcome, ApiError> {
+    pub fn create(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome, ApiError> {
         self.create_inner(def, namespace, body, opts, false)
     }
 
@@ -289,9 +295,7 @@ impl Api {
                 )));
             }
             None => {
-                return Err(ApiError::bad_request(
-                    "metadata.name: Required value: name is required for apply patch",
-                ));
+                return Err(ApiError::bad_request("metadata.name: Required value: name is required for apply patch"));
             }
         }
         let precondition = meta_str(applied, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
@@ -343,7 +347,10 @@ impl Api {
                     return Err(ApiError::conflict_msg(
                         def,
                         name,
-                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(cur, "uid").unwrap_or("")),
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            meta_str(cur, "uid").unwrap_or("")
+                        ),
                     ));
                 }
                 (None, _, Some(uid)) => {
@@ -357,7 +364,8 @@ impl Api {
                 Some(v) => ssa::parse_entries(v).unwrap_or_default(),
                 None => Vec::new(),
             };
-            let manager = Manager { name: &opts.manager, api_version: &version, subresource: part.subresource(), time: &now };
+            let manager =
+                Manager { name: &opts.manager, api_version: &version, subresource: part.subresource(), time: &now };
             let mut base = current.cloned();
             if let Some(base) = &mut base
                 && let Some(md) = metadata_mut(base)
@@ -443,9 +451,16 @@ impl Api {
                 };
                 // `managedFields: [{}]` resets ownership (I8); `[]` or absence keeps it.
                 let requested = desired.get("metadata").and_then(|m| m.get("managedFields")).cloned();
-                let reset = requested.as_ref().and_then(Value::as_array).is_some_and(|a| a.len() == 1 && a[0] == json!({}));
+                let reset =
+                    requested.as_ref().and_then(Value::as_array).is_some_and(|a| a.len() == 1 && a[0] == json!({}));
                 let base = if reset { Vec::new() } else { old_managed };
-                let entries = ssa::record_update(Some(&strip_managed(&current_value)), &strip_managed(&desired), base, &manager, &def.shape);
+                let entries = ssa::record_update(
+                    Some(&strip_managed(&current_value)),
+                    &strip_managed(&desired),
+                    base,
+                    &manager,
+                    &def.shape,
+                );
                 set_managed_fields(&mut desired, &entries);
             }
             let storage_form = self.to_storage(def, desired);
@@ -467,9 +482,17 @@ impl Api {
                 .unwrap_or(0)
                 == 0;
             if opts.dry_run {
-                return Ok(WriteOutcome { object: self.present_value(def, &Stored { json: to_json(&compare), meta }), created: false, warnings });
+                return Ok(WriteOutcome {
+                    object: self.present_value(def, &Stored { json: to_json(&compare), meta }),
+                    created: false,
+                    warnings,
+                });
             }
-            if meta.deleting && finalizers_empty && grace_zero && !self.deletion_waits_for_spec_finalizers(def, &storage_form) {
+            if meta.deleting
+                && finalizers_empty
+                && grace_zero
+                && !self.deletion_waits_for_spec_finalizers(def, &storage_form)
+            {
                 // Emptying the finalizers of an object being deleted removes it (F4): one
                 // DELETED event, and the response is the submitted object.
                 match self.store.commit(&def.storage, &key, Change::Delete { expect_rv: current.meta.rv }) {
@@ -479,7 +502,8 @@ impl Api {
                         if let Some(md) = metadata_mut(&mut response) {
                             md.insert("resourceVersion".into(), json!(done.object.meta.rv.to_string()));
                         }
-                        let presented = self.present_value(def, &Stored { json: to_json(&response), meta: done.object.meta.clone() });
+                        let presented = self
+                            .present_value(def, &Stored { json: to_json(&response), meta: done.object.meta.clone() });
                         return Ok(WriteOutcome { object: presented, created: false, warnings });
                     }
                     Err(StoreError::Conflict | StoreError::NotFound) => continue,
@@ -487,10 +511,18 @@ impl Api {
                 }
             }
             meta.rv = 0;
-            match self.store.commit(&def.storage, &key, Change::Update { value: storage_form, meta, expect_rv: current.meta.rv }) {
+            match self.store.commit(
+                &def.storage,
+                &key,
+                Change::Update { value: storage_form, meta, expect_rv: current.meta.rv },
+            ) {
                 Ok(done) => {
                     self.after_write(def, &done.object);
-                    return Ok(WriteOutcome { object: self.present_value(def, &done.object), created: false, warnings });
+                    return Ok(WriteOutcome {
+                        object: self.present_value(def, &done.object),
+                        created: false,
+                        warnings,
+                    });
                 }
                 Err(StoreError::Conflict | StoreError::NotFound | StoreError::AlreadyExists) => continue,
             }
@@ -531,7 +563,14 @@ impl Api {
         if md.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::plain("resourceVersion should not be set on objects to be created"));
         }
-        for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
             md.remove(k);
         }
         let generate_name = md.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
@@ -570,15 +609,15 @@ impl Api {
         if let Some(c) = def.custom()
             && c.terminating
         {
-            return Err(ApiError::method_not_allowed("create", def).with_message(format!(
-                "create not allowed while custom resource definition is terminating"
-            )));
+            return Err(ApiError::method_not_allowed("create", def)
+                .with_message("create not allowed while custom resource definition is terminating".into()));
         }
 
         self.prepare_create(def, &mut body)?;
         let mut body = self.decode_and_validate(def, body, None, opts.field_validation, &mut warnings, &name)?;
         if !applied {
-            let manager = Manager { name: &opts.manager, api_version: &def.api_version(), subresource: None, time: &now };
+            let manager =
+                Manager { name: &opts.manager, api_version: &def.api_version(), subresource: None, time: &now };
             let entries = ssa::record_update(None, &strip_managed(&body), Vec::new(), &manager, &def.shape);
             set_managed_fields(&mut body, &entries);
         }
@@ -742,7 +781,11 @@ impl Api {
             let g = old.get("metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
             set_path(&mut merged, &["metadata", "generation"], Some(json!(g + 1)));
         }
-        let errors = validation::validate_object_meta(merged.get("metadata").unwrap_or(&Value::Null), def.namespaced, name_rule(def));
+        let errors = validation::validate_object_meta(
+            merged.get("metadata").unwrap_or(&Value::Null),
+            def.namespaced,
+            name_rule(def),
+        );
         if !errors.is_empty() {
             return Err(ApiError::invalid(def, name, &errors));
         }
@@ -852,7 +895,10 @@ fn check_type(def: &ResourceDef, body: &mut Value) -> Result<(), ApiError> {
         }
         Some(_) => {}
         None if def.is_custom() => {
-            return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{}'", truncate(&Value::Object(obj.clone())))));
+            return Err(ApiError::bad_request(format!(
+                "Object 'apiVersion' is missing in '{}'",
+                truncate(&Value::Object(obj.clone()))
+            )));
         }
         None => {
             obj.insert("apiVersion".into(), json!(expected));

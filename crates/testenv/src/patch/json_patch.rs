@@ -32,8 +32,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    MAX_JSON_PATCH_OPERATIONS, MAX_NESTING_DEPTH, PatchError, check_document_depth,
-    check_patch_depth, json_type, nesting_depth, remove_key,
+    MAX_JSON_PATCH_OPERATIONS, MAX_NESTING_DEPTH, PatchError, check_document_depth, check_patch_depth, json_type,
+    nesting_depth, remove_key,
 };
 
 /// How many JSON values (every scalar, array and object counts one) the `copy` operations of one
@@ -117,28 +117,18 @@ impl Pointer {
     /// the escapes `~0` (`~`) and `~1` (`/`).
     fn parse(raw: &str) -> Result<Pointer, String> {
         if raw.is_empty() {
-            return Ok(Pointer {
-                raw: String::new(),
-                tokens: Vec::new(),
-            });
+            return Ok(Pointer { raw: String::new(), tokens: Vec::new() });
         }
         let Some(rest) = raw.strip_prefix('/') else {
-            return Err(format!(
-                "invalid JSON pointer {raw:?}: it must be empty or start with \"/\""
-            ));
+            return Err(format!("invalid JSON pointer {raw:?}: it must be empty or start with \"/\""));
         };
         let tokens = rest
             .split('/')
             .map(|token| {
-                unescape(token).ok_or_else(|| {
-                    format!("invalid JSON pointer {raw:?}: \"~\" must be followed by 0 or 1")
-                })
+                unescape(token).ok_or_else(|| format!("invalid JSON pointer {raw:?}: \"~\" must be followed by 0 or 1"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Pointer {
-            raw: raw.to_string(),
-            tokens,
-        })
+        Ok(Pointer { raw: raw.to_string(), tokens })
     }
 
     /// The tokens leading to the parent of the target, and the last token; `None` for the whole
@@ -194,34 +184,21 @@ fn decode(patch: &Value) -> Result<Vec<Operation<'_>>, PatchError> {
             items.len()
         )));
     }
-    items
-        .iter()
-        .enumerate()
-        .map(|(index, item)| decode_operation(index, item))
-        .collect()
+    items.iter().enumerate().map(|(index, item)| decode_operation(index, item)).collect()
 }
 
 fn decode_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchError> {
-    let malformed =
-        |message: String| PatchError::Malformed(format!("operation {index}: {message}"));
+    let malformed = |message: String| PatchError::Malformed(format!("operation {index}: {message}"));
     let Value::Object(fields) = item else {
-        return Err(malformed(format!(
-            "an operation must be an object, not {}",
-            json_type(item)
-        )));
+        return Err(malformed(format!("an operation must be an object, not {}", json_type(item))));
     };
     let kind = match fields.get("op") {
         None => return Err(malformed("missing \"op\"".to_string())),
         Some(Value::String(name)) => OpKind::parse(name).ok_or_else(|| {
-            malformed(format!(
-                "unknown op {name:?}: expected add, remove, replace, move, copy or test"
-            ))
+            malformed(format!("unknown op {name:?}: expected add, remove, replace, move, copy or test"))
         })?,
         Some(other) => {
-            return Err(malformed(format!(
-                "\"op\" must be a string, not {}",
-                json_type(other)
-            )));
+            return Err(malformed(format!("\"op\" must be a string, not {}", json_type(other))));
         }
     };
     let pointer = |member: &str| -> Result<Option<Pointer>, PatchError> {
@@ -230,25 +207,17 @@ fn decode_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchEr
             Some(Value::String(raw)) => Pointer::parse(raw)
                 .map(Some)
                 .map_err(|message| malformed(format!("{} {member:?}: {message}", kind.name()))),
-            Some(other) => Err(malformed(format!(
-                "{} {member:?} must be a string, not {}",
-                kind.name(),
-                json_type(other)
-            ))),
+            Some(other) => {
+                Err(malformed(format!("{} {member:?} must be a string, not {}", kind.name(), json_type(other))))
+            }
         }
     };
     let Some(path) = pointer("path")? else {
-        return Err(malformed(format!(
-            "{} operation is missing \"path\"",
-            kind.name()
-        )));
+        return Err(malformed(format!("{} operation is missing \"path\"", kind.name())));
     };
     let from = if kind.needs_from() {
         let Some(from) = pointer("from")? else {
-            return Err(malformed(format!(
-                "{} operation is missing \"from\"",
-                kind.name()
-            )));
+            return Err(malformed(format!("{} operation is missing \"from\"", kind.name())));
         };
         Some(from)
     } else {
@@ -257,17 +226,9 @@ fn decode_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchEr
     // `"value": null` is a value; only an absent member is missing.
     let value = fields.get("value");
     if kind.needs_value() && value.is_none() {
-        return Err(malformed(format!(
-            "{} operation is missing \"value\"",
-            kind.name()
-        )));
+        return Err(malformed(format!("{} operation is missing \"value\"", kind.name())));
     }
-    Ok(Operation {
-        kind,
-        path,
-        from,
-        value,
-    })
+    Ok(Operation { kind, path, from, value })
 }
 
 impl Operation<'_> {
@@ -291,19 +252,11 @@ impl Operation<'_> {
 }
 
 fn missing_path(op: OpKind, path: &Pointer) -> PatchError {
-    PatchError::Invalid(format!(
-        "{} operation does not apply: doc is missing path: {:?}",
-        op.name(),
-        path.raw
-    ))
+    PatchError::Invalid(format!("{} operation does not apply: doc is missing path: {:?}", op.name(), path.raw))
 }
 
 fn missing_from(op: OpKind, from: &Pointer) -> PatchError {
-    PatchError::Invalid(format!(
-        "{} operation does not apply: doc is missing from path: {:?}",
-        op.name(),
-        from.raw
-    ))
+    PatchError::Invalid(format!("{} operation does not apply: doc is missing from path: {:?}", op.name(), from.raw))
 }
 
 fn invalid_index(op: OpKind, path: &Pointer, token: &str) -> PatchError {
@@ -316,15 +269,9 @@ fn invalid_index(op: OpKind, path: &Pointer, token: &str) -> PatchError {
 
 /// Parses an array index token: `0` or a decimal without leading zeros.
 fn parse_index(token: &str) -> Option<usize> {
-    let well_formed = token == "0"
-        || (!token.is_empty()
-            && !token.starts_with('0')
-            && token.bytes().all(|b| b.is_ascii_digit()));
-    if well_formed {
-        token.parse().ok()
-    } else {
-        None
-    }
+    let well_formed =
+        token == "0" || (!token.is_empty() && !token.starts_with('0') && token.bytes().all(|b| b.is_ascii_digit()));
+    if well_formed { token.parse().ok() } else { None }
 }
 
 /// The value at `tokens`, if there is one.
@@ -402,9 +349,7 @@ fn remove(doc: &mut Value, path: &Pointer, op: OpKind) -> Result<Value, PatchErr
         )));
     };
     match resolve_mut(doc, parent_tokens) {
-        Some(Value::Object(fields)) => {
-            remove_key(fields, last).ok_or_else(|| missing_path(op, path))
-        }
+        Some(Value::Object(fields)) => remove_key(fields, last).ok_or_else(|| missing_path(op, path)),
         Some(Value::Array(items)) => match parse_index(last) {
             Some(index) if index < items.len() => Ok(items.remove(index)),
             Some(_) => Err(missing_path(op, path)),
@@ -416,8 +361,7 @@ fn remove(doc: &mut Value, path: &Pointer, op: OpKind) -> Result<Value, PatchErr
 
 fn replace(doc: &mut Value, path: &Pointer, value: Value) -> Result<(), PatchError> {
     check_result_depth(OpKind::Replace, path, &value)?;
-    let target =
-        resolve_mut(doc, &path.tokens).ok_or_else(|| missing_path(OpKind::Replace, path))?;
+    let target = resolve_mut(doc, &path.tokens).ok_or_else(|| missing_path(OpKind::Replace, path))?;
     *target = value;
     Ok(())
 }
@@ -425,9 +369,7 @@ fn replace(doc: &mut Value, path: &Pointer, value: Value) -> Result<(), PatchErr
 fn move_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), PatchError> {
     if from.tokens == path.tokens {
         // RFC 6902 §4.4: a no-op, but the location must exist.
-        return resolve(doc, &from.tokens)
-            .map(drop)
-            .ok_or_else(|| missing_from(OpKind::Move, from));
+        return resolve(doc, &from.tokens).map(drop).ok_or_else(|| missing_from(OpKind::Move, from));
     }
     if path.tokens.starts_with(&from.tokens) {
         return Err(PatchError::Invalid(format!(
@@ -444,12 +386,7 @@ fn move_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), Pat
     insert(doc, path, value, OpKind::Move)
 }
 
-fn copy_value(
-    doc: &mut Value,
-    from: &Pointer,
-    path: &Pointer,
-    copied: &mut usize,
-) -> Result<(), PatchError> {
+fn copy_value(doc: &mut Value, from: &Pointer, path: &Pointer, copied: &mut usize) -> Result<(), PatchError> {
     let source = resolve(doc, &from.tokens).ok_or_else(|| missing_from(OpKind::Copy, from))?;
     *copied = copied.saturating_add(count_values(source));
     if *copied > MAX_COPIED_VALUES {
@@ -482,11 +419,7 @@ fn count_values(value: &Value) -> usize {
 fn test(doc: &Value, path: &Pointer, expected: &Value) -> Result<(), PatchError> {
     let failed = || PatchError::Invalid(format!("testing value {} failed: test failed", path.raw));
     let Some((parent_tokens, last)) = path.split_last() else {
-        return if json_equal(doc, expected) {
-            Ok(())
-        } else {
-            Err(failed())
-        };
+        return if json_equal(doc, expected) { Ok(()) } else { Err(failed()) };
     };
     let (actual, parent_is_object) = match resolve(doc, parent_tokens) {
         Some(Value::Object(fields)) => (fields.get(last), true),
@@ -495,10 +428,7 @@ fn test(doc: &Value, path: &Pointer, expected: &Value) -> Result<(), PatchError>
             None => return Err(invalid_index(OpKind::Test, path, last)),
         },
         _ => {
-            return Err(PatchError::Invalid(format!(
-                "test operation does not apply: is missing path: {}",
-                path.raw
-            )));
+            return Err(PatchError::Invalid(format!("test operation does not apply: is missing path: {}", path.raw)));
         }
     };
     match actual {
@@ -525,18 +455,11 @@ fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 fn objects_equal(xs: &Map<String, Value>, ys: &Map<String, Value>) -> bool {
-    xs.len() == ys.len()
-        && xs
-            .iter()
-            .all(|(k, x)| ys.get(k).is_some_and(|y| json_equal(x, y)))
+    xs.len() == ys.len() && xs.iter().all(|(k, x)| ys.get(k).is_some_and(|y| json_equal(x, y)))
 }
 
 fn numbers_equal(x: &serde_json::Number, y: &serde_json::Number) -> bool {
-    let as_integer = |n: &serde_json::Number| {
-        n.as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-    };
+    let as_integer = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
     match (as_integer(x), as_integer(y)) {
         (Some(x), Some(y)) => x == y,
         _ => match (x.as_f64(), y.as_f64()) {
@@ -573,46 +496,32 @@ mod tests {
 
     #[test]
     fn rfc_a1_add_object_member() {
-        let result = apply(
-            json!({"foo": "bar"}),
-            json!([{"op": "add", "path": "/baz", "value": "qux"}]),
-        );
+        let result = apply(json!({"foo": "bar"}), json!([{"op": "add", "path": "/baz", "value": "qux"}]));
         assert_eq!(result, Ok(json!({"baz": "qux", "foo": "bar"})));
     }
 
     #[test]
     fn rfc_a2_add_array_element() {
-        let result = apply(
-            json!({"foo": ["bar", "baz"]}),
-            json!([{"op": "add", "path": "/foo/1", "value": "qux"}]),
-        );
+        let result = apply(json!({"foo": ["bar", "baz"]}), json!([{"op": "add", "path": "/foo/1", "value": "qux"}]));
         assert_eq!(result, Ok(json!({"foo": ["bar", "qux", "baz"]})));
     }
 
     #[test]
     fn rfc_a3_remove_object_member() {
-        let result = apply(
-            json!({"baz": "qux", "foo": "bar"}),
-            json!([{"op": "remove", "path": "/baz"}]),
-        );
+        let result = apply(json!({"baz": "qux", "foo": "bar"}), json!([{"op": "remove", "path": "/baz"}]));
         assert_eq!(result, Ok(json!({"foo": "bar"})));
     }
 
     #[test]
     fn rfc_a4_remove_array_element() {
-        let result = apply(
-            json!({"foo": ["bar", "qux", "baz"]}),
-            json!([{"op": "remove", "path": "/foo/1"}]),
-        );
+        let result = apply(json!({"foo": ["bar", "qux", "baz"]}), json!([{"op": "remove", "path": "/foo/1"}]));
         assert_eq!(result, Ok(json!({"foo": ["bar", "baz"]})));
     }
 
     #[test]
     fn rfc_a5_replace_value() {
-        let result = apply(
-            json!({"baz": "qux", "foo": "bar"}),
-            json!([{"op": "replace", "path": "/baz", "value": "boo"}]),
-        );
+        let result =
+            apply(json!({"baz": "qux", "foo": "bar"}), json!([{"op": "replace", "path": "/baz", "value": "boo"}]));
         assert_eq!(result, Ok(json!({"baz": "boo", "foo": "bar"})));
     }
 
@@ -622,10 +531,7 @@ mod tests {
             json!({"foo": {"bar": "baz", "waldo": "fred"}, "qux": {"corge": "grault"}}),
             json!([{"op": "move", "from": "/foo/waldo", "path": "/qux/thud"}]),
         );
-        assert_eq!(
-            result,
-            Ok(json!({"foo": {"bar": "baz"}, "qux": {"corge": "grault", "thud": "fred"}}))
-        );
+        assert_eq!(result, Ok(json!({"foo": {"bar": "baz"}, "qux": {"corge": "grault", "thud": "fred"}})));
     }
 
     #[test]
@@ -652,73 +558,46 @@ mod tests {
 
     #[test]
     fn rfc_a9_test_failure_is_invalid_and_names_the_path() {
-        let message = invalid_message(apply(
-            json!({"baz": "qux"}),
-            json!([{"op": "test", "path": "/baz", "value": "bar"}]),
-        ));
+        let message =
+            invalid_message(apply(json!({"baz": "qux"}), json!([{"op": "test", "path": "/baz", "value": "bar"}])));
         assert_eq!(message, "testing value /baz failed: test failed");
     }
 
     #[test]
     fn rfc_a10_add_nested_member_object() {
-        let result = apply(
-            json!({"foo": "bar"}),
-            json!([{"op": "add", "path": "/child", "value": {"grandchild": {}}}]),
-        );
-        assert_eq!(
-            result,
-            Ok(json!({"foo": "bar", "child": {"grandchild": {}}}))
-        );
+        let result =
+            apply(json!({"foo": "bar"}), json!([{"op": "add", "path": "/child", "value": {"grandchild": {}}}]));
+        assert_eq!(result, Ok(json!({"foo": "bar", "child": {"grandchild": {}}})));
     }
 
     #[test]
     fn rfc_a11_unrecognized_members_are_ignored() {
-        let result = apply(
-            json!({"foo": "bar"}),
-            json!([{"op": "add", "path": "/baz", "value": "qux", "xyz": 123}]),
-        );
+        let result = apply(json!({"foo": "bar"}), json!([{"op": "add", "path": "/baz", "value": "qux", "xyz": 123}]));
         assert_eq!(result, Ok(json!({"foo": "bar", "baz": "qux"})));
     }
 
     #[test]
     fn rfc_a12_add_to_nonexistent_target_fails() {
-        let message = invalid_message(apply(
-            json!({"foo": "bar"}),
-            json!([{"op": "add", "path": "/baz/bat", "value": "qux"}]),
-        ));
-        assert_eq!(
-            message,
-            "add operation does not apply: doc is missing path: \"/baz/bat\""
-        );
+        let message =
+            invalid_message(apply(json!({"foo": "bar"}), json!([{"op": "add", "path": "/baz/bat", "value": "qux"}])));
+        assert_eq!(message, "add operation does not apply: doc is missing path: \"/baz/bat\"");
     }
 
     #[test]
     fn rfc_a14_escapes_are_decoded_in_order() {
         let doc = json!({"/": 9, "~1": 10});
-        assert_eq!(
-            apply(
-                doc.clone(),
-                json!([{"op": "test", "path": "/~01", "value": 10}])
-            ),
-            Ok(doc)
-        );
+        assert_eq!(apply(doc.clone(), json!([{"op": "test", "path": "/~01", "value": 10}])), Ok(doc));
     }
 
     #[test]
     fn rfc_a15_strings_and_numbers_differ() {
-        let result = apply(
-            json!({"/": 9, "~1": 10}),
-            json!([{"op": "test", "path": "/~01", "value": "10"}]),
-        );
+        let result = apply(json!({"/": 9, "~1": 10}), json!([{"op": "test", "path": "/~01", "value": "10"}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn rfc_a16_add_array_value_with_dash() {
-        let result = apply(
-            json!({"foo": ["bar"]}),
-            json!([{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}]),
-        );
+        let result = apply(json!({"foo": ["bar"]}), json!([{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}]));
         assert_eq!(result, Ok(json!({"foo": ["bar", ["abc", "def"]]})));
     }
 
@@ -734,10 +613,7 @@ mod tests {
                 {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]}
             ]),
         );
-        assert_eq!(
-            result,
-            Ok(json!({"metadata": {"name": "x", "finalizers": ["example.com/cleanup"]}}))
-        );
+        assert_eq!(result, Ok(json!({"metadata": {"name": "x", "finalizers": ["example.com/cleanup"]}})));
     }
 
     #[test]
@@ -750,10 +626,7 @@ mod tests {
                 {"op": "add", "path": "/metadata/finalizers", "value": ["mine"]}
             ]),
         ));
-        assert_eq!(
-            message,
-            "testing value /metadata/finalizers failed: test failed"
-        );
+        assert_eq!(message, "testing value /metadata/finalizers failed: test failed");
     }
 
     #[test]
@@ -805,10 +678,7 @@ mod tests {
                 {"op": "remove", "path": "/metadata/finalizers/0"}
             ]),
         ));
-        assert_eq!(
-            message,
-            "testing value /metadata/finalizers/0 failed: test failed"
-        );
+        assert_eq!(message, "testing value /metadata/finalizers/0 failed: test failed");
     }
 
     #[test]
@@ -829,63 +699,37 @@ mod tests {
     #[test]
     fn test_on_missing_path_with_null_passes() {
         let doc = json!({"spec": {}});
-        assert_eq!(
-            apply(
-                doc.clone(),
-                json!([{"op": "test", "path": "/spec/x", "value": null}])
-            ),
-            Ok(doc)
-        );
+        assert_eq!(apply(doc.clone(), json!([{"op": "test", "path": "/spec/x", "value": null}])), Ok(doc));
     }
 
     #[test]
     fn test_on_explicit_null_with_null_passes() {
         let doc = json!({"spec": {"x": null}});
-        assert_eq!(
-            apply(
-                doc.clone(),
-                json!([{"op": "test", "path": "/spec/x", "value": null}])
-            ),
-            Ok(doc)
-        );
+        assert_eq!(apply(doc.clone(), json!([{"op": "test", "path": "/spec/x", "value": null}])), Ok(doc));
     }
 
     #[test]
     fn test_on_missing_path_with_a_value_fails() {
-        let message = invalid_message(apply(
-            json!({"spec": {}}),
-            json!([{"op": "test", "path": "/spec/x", "value": 1}]),
-        ));
+        let message =
+            invalid_message(apply(json!({"spec": {}}), json!([{"op": "test", "path": "/spec/x", "value": 1}])));
         assert_eq!(message, "testing value /spec/x failed: test failed");
     }
 
     #[test]
     fn test_with_null_fails_when_the_parent_is_missing() {
-        let message = invalid_message(apply(
-            json!({}),
-            json!([{"op": "test", "path": "/spec/x", "value": null}]),
-        ));
-        assert_eq!(
-            message,
-            "test operation does not apply: is missing path: /spec/x"
-        );
+        let message = invalid_message(apply(json!({}), json!([{"op": "test", "path": "/spec/x", "value": null}])));
+        assert_eq!(message, "test operation does not apply: is missing path: /spec/x");
     }
 
     #[test]
     fn test_with_null_fails_on_an_array_index_out_of_range() {
-        let result = apply(
-            json!({"a": [1]}),
-            json!([{"op": "test", "path": "/a/1", "value": null}]),
-        );
+        let result = apply(json!({"a": [1]}), json!([{"op": "test", "path": "/a/1", "value": null}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn test_with_null_fails_on_an_existing_value() {
-        let result = apply(
-            json!({"a": []}),
-            json!([{"op": "test", "path": "/a", "value": null}]),
-        );
+        let result = apply(json!({"a": []}), json!([{"op": "test", "path": "/a", "value": null}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
@@ -899,20 +743,13 @@ mod tests {
             {"op": "test", "path": "/d", "value": -3.0}
         ]);
         assert_eq!(apply(doc.clone(), patch), Ok(doc));
-        assert!(
-            apply(
-                json!({"a": 1}),
-                json!([{"op": "test", "path": "/a", "value": 2}])
-            )
-            .is_err()
-        );
+        assert!(apply(json!({"a": 1}), json!([{"op": "test", "path": "/a", "value": 2}])).is_err());
     }
 
     #[test]
     fn test_compares_objects_structurally() {
         let doc = json!({"a": {"x": [1, {"y": true}], "z": null}});
-        let same =
-            json!([{"op": "test", "path": "/a", "value": {"z": null, "x": [1.0, {"y": true}]}}]);
+        let same = json!([{"op": "test", "path": "/a", "value": {"z": null, "x": [1.0, {"y": true}]}}]);
         assert_eq!(apply(doc.clone(), same), Ok(doc.clone()));
         let extra_key = json!([{"op": "test", "path": "/a", "value": {"z": null, "x": [1, {"y": true}], "w": 1}}]);
         assert!(apply(doc.clone(), extra_key).is_err());
@@ -925,13 +762,7 @@ mod tests {
     #[test]
     fn test_of_the_whole_document_uses_the_empty_path() {
         let doc = json!({"a": 1});
-        assert_eq!(
-            apply(
-                doc.clone(),
-                json!([{"op": "test", "path": "", "value": {"a": 1}}])
-            ),
-            Ok(doc.clone())
-        );
+        assert_eq!(apply(doc.clone(), json!([{"op": "test", "path": "", "value": {"a": 1}}])), Ok(doc.clone()));
         assert!(apply(doc, json!([{"op": "test", "path": "", "value": {}}])).is_err());
     }
 
@@ -939,41 +770,26 @@ mod tests {
 
     #[test]
     fn add_replaces_an_existing_member() {
-        let result = apply(
-            json!({"a": 1}),
-            json!([{"op": "add", "path": "/a", "value": 2}]),
-        );
+        let result = apply(json!({"a": 1}), json!([{"op": "add", "path": "/a", "value": 2}]));
         assert_eq!(result, Ok(json!({"a": 2})));
     }
 
     #[test]
     fn add_accepts_an_explicit_null_value() {
-        let result = apply(
-            json!({}),
-            json!([{"op": "add", "path": "/a", "value": null}]),
-        );
+        let result = apply(json!({}), json!([{"op": "add", "path": "/a", "value": null}]));
         assert_eq!(result, Ok(json!({"a": null})));
     }
 
     #[test]
     fn add_at_index_equal_to_length_appends() {
-        let result = apply(
-            json!({"a": [1, 2]}),
-            json!([{"op": "add", "path": "/a/2", "value": 3}]),
-        );
+        let result = apply(json!({"a": [1, 2]}), json!([{"op": "add", "path": "/a/2", "value": 3}]));
         assert_eq!(result, Ok(json!({"a": [1, 2, 3]})));
     }
 
     #[test]
     fn add_past_the_end_of_an_array_fails() {
-        let message = invalid_message(apply(
-            json!({"a": [1, 2]}),
-            json!([{"op": "add", "path": "/a/3", "value": 3}]),
-        ));
-        assert_eq!(
-            message,
-            "add operation does not apply: invalid array index \"3\" in path \"/a/3\""
-        );
+        let message = invalid_message(apply(json!({"a": [1, 2]}), json!([{"op": "add", "path": "/a/3", "value": 3}])));
+        assert_eq!(message, "add operation does not apply: invalid array index \"3\" in path \"/a/3\"");
     }
 
     #[test]
@@ -981,10 +797,7 @@ mod tests {
         for index in ["01", "-1", "+1", "1e0", "x", ""] {
             let patch = json!([{"op": "add", "path": format!("/a/{index}"), "value": 0}]);
             assert!(
-                matches!(
-                    apply(json!({"a": [1, 2]}), patch),
-                    Err(PatchError::Invalid(_))
-                ),
+                matches!(apply(json!({"a": [1, 2]}), patch), Err(PatchError::Invalid(_))),
                 "index {index:?} was accepted"
             );
         }
@@ -992,19 +805,13 @@ mod tests {
 
     #[test]
     fn add_into_a_scalar_fails() {
-        let result = apply(
-            json!({"a": 1}),
-            json!([{"op": "add", "path": "/a/b", "value": 2}]),
-        );
+        let result = apply(json!({"a": 1}), json!([{"op": "add", "path": "/a/b", "value": 2}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn add_with_empty_path_replaces_the_whole_document() {
-        let result = apply(
-            json!({"a": 1}),
-            json!([{"op": "add", "path": "", "value": {"b": 2}}]),
-        );
+        let result = apply(json!({"a": 1}), json!([{"op": "add", "path": "", "value": {"b": 2}}]));
         assert_eq!(result, Ok(json!({"b": 2})));
     }
 
@@ -1017,10 +824,7 @@ mod tests {
                 {"op": "add", "path": "/metadata/annotations/a~0b", "value": "t"}
             ]),
         );
-        assert_eq!(
-            result,
-            Ok(json!({"metadata": {"annotations": {"example.com/owner": "me", "a~b": "t"}}}))
-        );
+        assert_eq!(result, Ok(json!({"metadata": {"annotations": {"example.com/owner": "me", "a~b": "t"}}})));
     }
 
     #[test]
@@ -1033,14 +837,8 @@ mod tests {
 
     #[test]
     fn remove_of_a_missing_key_fails() {
-        let message = invalid_message(apply(
-            json!({"a": {}}),
-            json!([{"op": "remove", "path": "/a/b"}]),
-        ));
-        assert_eq!(
-            message,
-            "remove operation does not apply: doc is missing path: \"/a/b\""
-        );
+        let message = invalid_message(apply(json!({"a": {}}), json!([{"op": "remove", "path": "/a/b"}])));
+        assert_eq!(message, "remove operation does not apply: doc is missing path: \"/a/b\"");
     }
 
     #[test]
@@ -1063,40 +861,25 @@ mod tests {
 
     #[test]
     fn replace_of_a_missing_key_fails() {
-        let message = invalid_message(apply(
-            json!({"a": 1}),
-            json!([{"op": "replace", "path": "/b", "value": 2}]),
-        ));
-        assert_eq!(
-            message,
-            "replace operation does not apply: doc is missing path: \"/b\""
-        );
+        let message = invalid_message(apply(json!({"a": 1}), json!([{"op": "replace", "path": "/b", "value": 2}])));
+        assert_eq!(message, "replace operation does not apply: doc is missing path: \"/b\"");
     }
 
     #[test]
     fn replace_of_an_index_out_of_range_fails() {
-        let result = apply(
-            json!({"a": [1]}),
-            json!([{"op": "replace", "path": "/a/1", "value": 2}]),
-        );
+        let result = apply(json!({"a": [1]}), json!([{"op": "replace", "path": "/a/1", "value": 2}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn replace_of_an_array_element() {
-        let result = apply(
-            json!({"a": [1, 2]}),
-            json!([{"op": "replace", "path": "/a/1", "value": 3}]),
-        );
+        let result = apply(json!({"a": [1, 2]}), json!([{"op": "replace", "path": "/a/1", "value": 3}]));
         assert_eq!(result, Ok(json!({"a": [1, 3]})));
     }
 
     #[test]
     fn replace_with_empty_path_replaces_the_whole_document() {
-        let result = apply(
-            json!({"a": 1}),
-            json!([{"op": "replace", "path": "", "value": [1]}]),
-        );
+        let result = apply(json!({"a": 1}), json!([{"op": "replace", "path": "", "value": [1]}]));
         assert_eq!(result, Ok(json!([1])));
     }
 
@@ -1104,43 +887,25 @@ mod tests {
 
     #[test]
     fn move_from_a_missing_path_fails() {
-        let message = invalid_message(apply(
-            json!({}),
-            json!([{"op": "move", "from": "/a", "path": "/b"}]),
-        ));
-        assert_eq!(
-            message,
-            "move operation does not apply: doc is missing from path: \"/a\""
-        );
+        let message = invalid_message(apply(json!({}), json!([{"op": "move", "from": "/a", "path": "/b"}])));
+        assert_eq!(message, "move operation does not apply: doc is missing from path: \"/a\"");
     }
 
     #[test]
     fn move_into_its_own_child_fails() {
-        let result = apply(
-            json!({"a": {"b": {}}}),
-            json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]),
-        );
+        let result = apply(json!({"a": {"b": {}}}), json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn move_to_the_same_path_is_a_no_op() {
         let doc = json!({"a": {"b": 1}});
-        assert_eq!(
-            apply(
-                doc.clone(),
-                json!([{"op": "move", "from": "/a", "path": "/a"}])
-            ),
-            Ok(doc)
-        );
+        assert_eq!(apply(doc.clone(), json!([{"op": "move", "from": "/a", "path": "/a"}])), Ok(doc));
     }
 
     #[test]
     fn move_to_a_missing_parent_fails() {
-        let result = apply(
-            json!({"a": 1}),
-            json!([{"op": "move", "from": "/a", "path": "/b/c"}]),
-        );
+        let result = apply(json!({"a": 1}), json!([{"op": "move", "from": "/a", "path": "/b/c"}]));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
@@ -1152,45 +917,29 @@ mod tests {
         );
         assert_eq!(
             result,
-            Ok(
-                json!({"spec": {"template": {"labels": {"app": "x"}}}, "metadata": {"labels": {"app": "x"}}})
-            )
+            Ok(json!({"spec": {"template": {"labels": {"app": "x"}}}, "metadata": {"labels": {"app": "x"}}}))
         );
     }
 
     #[test]
     fn copy_appends_to_an_array_with_dash() {
-        let result = apply(
-            json!({"a": [1], "b": 2}),
-            json!([{"op": "copy", "from": "/b", "path": "/a/-"}]),
-        );
+        let result = apply(json!({"a": [1], "b": 2}), json!([{"op": "copy", "from": "/b", "path": "/a/-"}]));
         assert_eq!(result, Ok(json!({"a": [1, 2], "b": 2})));
     }
 
     #[test]
     fn copy_from_a_missing_path_fails() {
-        let message = invalid_message(apply(
-            json!({}),
-            json!([{"op": "copy", "from": "/a", "path": "/b"}]),
-        ));
-        assert_eq!(
-            message,
-            "copy operation does not apply: doc is missing from path: \"/a\""
-        );
+        let message = invalid_message(apply(json!({}), json!([{"op": "copy", "from": "/a", "path": "/b"}])));
+        assert_eq!(message, "copy operation does not apply: doc is missing from path: \"/a\"");
     }
 
     #[test]
     fn copies_that_double_the_document_are_stopped() {
         // Each operation copies the whole document into a new member of itself.
-        let ops: Vec<Value> = (0..64)
-            .map(|i| json!({"op": "copy", "from": "", "path": format!("/copy{i}")}))
-            .collect();
+        let ops: Vec<Value> = (0..64).map(|i| json!({"op": "copy", "from": "", "path": format!("/copy{i}")})).collect();
         let doc = json!({"x": [1, 2, 3, 4, 5, 6, 7, 8], "y": [1, 2, 3, 4, 5, 6, 7, 8]});
         let message = invalid_message(apply(doc, Value::Array(ops)));
-        assert!(
-            message.contains("more than the 1048576 allowed"),
-            "{message}"
-        );
+        assert!(message.contains("more than the 1048576 allowed"), "{message}");
     }
 
     #[test]
@@ -1205,14 +954,8 @@ mod tests {
             doc = json!({"a": doc});
         }
         let path = "/a".repeat(10) + "/b";
-        let message = invalid_message(apply(
-            doc.clone(),
-            json!([{"op": "add", "path": path, "value": deep}]),
-        ));
-        assert!(
-            message.contains("nested more than 256 levels deep"),
-            "{message}"
-        );
+        let message = invalid_message(apply(doc.clone(), json!([{"op": "add", "path": path, "value": deep}])));
+        assert!(message.contains("nested more than 256 levels deep"), "{message}");
         let shallower = json!([{"op": "add", "path": "/a/b", "value": deep}]);
         assert!(apply(doc, shallower).is_ok());
     }
@@ -1233,10 +976,7 @@ mod tests {
             {"op": "move", "from": "/a/a/a/a/a/deep", "path": to}
         ]);
         let message = invalid_message(apply(doc, patch));
-        assert!(
-            message.contains("would be nested more than 256 levels deep"),
-            "{message}"
-        );
+        assert!(message.contains("would be nested more than 256 levels deep"), "{message}");
     }
 
     // atomicity
@@ -1253,10 +993,7 @@ mod tests {
             ]),
         );
         assert!(matches!(result, Err(PatchError::Invalid(_))));
-        assert_eq!(
-            doc,
-            json!({"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}})
-        );
+        assert_eq!(doc, json!({"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}}));
     }
 
     #[test]
@@ -1284,23 +1021,14 @@ mod tests {
 
     #[test]
     fn patch_that_is_not_an_array_is_malformed() {
-        let message = malformed_message(apply(
-            json!({}),
-            json!({"op": "add", "path": "/a", "value": 1}),
-        ));
-        assert_eq!(
-            message,
-            "a JSON patch must be an array of operations, not an object"
-        );
+        let message = malformed_message(apply(json!({}), json!({"op": "add", "path": "/a", "value": 1})));
+        assert_eq!(message, "a JSON patch must be an array of operations, not an object");
     }
 
     #[test]
     fn operation_that_is_not_an_object_is_malformed() {
         let message = malformed_message(apply(json!({}), json!(["add"])));
-        assert_eq!(
-            message,
-            "operation 0: an operation must be an object, not a string"
-        );
+        assert_eq!(message, "operation 0: an operation must be an object, not a string");
     }
 
     #[test]
@@ -1310,16 +1038,10 @@ mod tests {
             "operation 0: missing \"op\""
         );
         assert!(
-            malformed_message(apply(
-                json!({}),
-                json!([{"op": "merge", "path": "/a", "value": 1}])
-            ))
-            .starts_with("operation 0: unknown op \"merge\"")
+            malformed_message(apply(json!({}), json!([{"op": "merge", "path": "/a", "value": 1}])))
+                .starts_with("operation 0: unknown op \"merge\"")
         );
-        malformed_message(apply(
-            json!({}),
-            json!([{"op": 1, "path": "/a", "value": 1}]),
-        ));
+        malformed_message(apply(json!({}), json!([{"op": 1, "path": "/a", "value": 1}])));
     }
 
     #[test]
@@ -1328,41 +1050,27 @@ mod tests {
             malformed_message(apply(json!({}), json!([{"op": "add", "value": 1}]))),
             "operation 0: add operation is missing \"path\""
         );
-        malformed_message(apply(
-            json!({}),
-            json!([{"op": "add", "path": 1, "value": 1}]),
-        ));
+        malformed_message(apply(json!({}), json!([{"op": "add", "path": 1, "value": 1}])));
     }
 
     #[test]
     fn missing_value_is_malformed_for_add_replace_and_test() {
         for op in ["add", "replace", "test"] {
-            let message =
-                malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/a"}])));
-            assert_eq!(
-                message,
-                format!("operation 0: {op} operation is missing \"value\"")
-            );
+            let message = malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/a"}])));
+            assert_eq!(message, format!("operation 0: {op} operation is missing \"value\""));
         }
     }
 
     #[test]
     fn remove_needs_no_value() {
-        assert_eq!(
-            apply(json!({"a": 1}), json!([{"op": "remove", "path": "/a"}])),
-            Ok(json!({}))
-        );
+        assert_eq!(apply(json!({"a": 1}), json!([{"op": "remove", "path": "/a"}])), Ok(json!({})));
     }
 
     #[test]
     fn missing_from_is_malformed_for_move_and_copy() {
         for op in ["move", "copy"] {
-            let message =
-                malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/b"}])));
-            assert_eq!(
-                message,
-                format!("operation 0: {op} operation is missing \"from\"")
-            );
+            let message = malformed_message(apply(json!({"a": 1}), json!([{"op": op, "path": "/b"}])));
+            assert_eq!(message, format!("operation 0: {op} operation is missing \"from\""));
         }
     }
 
@@ -1372,30 +1080,21 @@ mod tests {
             let patch = json!([{"op": "add", "path": path, "value": 1}]);
             malformed_message(apply(json!({}), patch));
         }
-        malformed_message(apply(
-            json!({}),
-            json!([{"op": "copy", "from": "x", "path": "/b"}]),
-        ));
+        malformed_message(apply(json!({}), json!([{"op": "copy", "from": "x", "path": "/b"}])));
     }
 
     #[test]
     fn malformed_operation_is_reported_even_after_one_that_would_fail() {
-        let result = apply(
-            json!({}),
-            json!([{"op": "remove", "path": "/missing"}, {"op": "frobnicate", "path": "/a"}]),
-        );
+        let result =
+            apply(json!({}), json!([{"op": "remove", "path": "/missing"}, {"op": "frobnicate", "path": "/a"}]));
         assert!(matches!(result, Err(PatchError::Malformed(_))));
     }
 
     #[test]
     fn more_operations_than_the_limit_is_malformed_and_names_the_limit() {
-        let ops =
-            vec![json!({"op": "test", "path": "", "value": {}}); MAX_JSON_PATCH_OPERATIONS + 1];
+        let ops = vec![json!({"op": "test", "path": "", "value": {}}); MAX_JSON_PATCH_OPERATIONS + 1];
         let message = malformed_message(apply(json!({}), Value::Array(ops)));
-        assert_eq!(
-            message,
-            "The allowed maximum operations in a JSON patch is 10000, got 10001"
-        );
+        assert_eq!(message, "The allowed maximum operations in a JSON patch is 10000, got 10001");
     }
 
     #[test]

@@ -49,10 +49,7 @@ fn merge_object(mut target: Map<String, Value>, patch: &Map<String, Value>) -> M
                     Some(Value::Object(fields)) => fields,
                     _ => Map::new(),
                 };
-                target.insert(
-                    key.clone(),
-                    Value::Object(merge_object(existing, patch_fields)),
-                );
+                target.insert(key.clone(), Value::Object(merge_object(existing, patch_fields)));
             }
             other => {
                 target.insert(key.clone(), other.clone());
@@ -80,55 +77,23 @@ mod tests {
     fn rfc_appendix_a_examples() {
         let cases = [
             (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
-            (
-                json!({"a": "b"}),
-                json!({"b": "c"}),
-                json!({"a": "b", "b": "c"}),
-            ),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
             (json!({"a": "b"}), json!({"a": null}), json!({})),
-            (
-                json!({"a": "b", "b": "c"}),
-                json!({"a": null}),
-                json!({"b": "c"}),
-            ),
+            (json!({"a": "b", "b": "c"}), json!({"a": null}), json!({"b": "c"})),
             (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
             (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
-            (
-                json!({"a": {"b": "c"}}),
-                json!({"a": {"b": "d", "c": null}}),
-                json!({"a": {"b": "d"}}),
-            ),
-            (
-                json!({"a": [{"b": "c"}]}),
-                json!({"a": [1]}),
-                json!({"a": [1]}),
-            ),
+            (json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}}), json!({"a": {"b": "d"}})),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
             (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a": "b"}), json!(["c"]), json!(["c"])),
             (json!({"a": "foo"}), json!(null), json!(null)),
             (json!({"a": "foo"}), json!("bar"), json!("bar")),
-            (
-                json!({"e": null}),
-                json!({"a": 1}),
-                json!({"e": null, "a": 1}),
-            ),
-            (
-                json!([1, 2]),
-                json!({"a": "b", "c": null}),
-                json!({"a": "b"}),
-            ),
-            (
-                json!({}),
-                json!({"a": {"bb": {"ccc": null}}}),
-                json!({"a": {"bb": {}}}),
-            ),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (json!([1, 2]), json!({"a": "b", "c": null}), json!({"a": "b"})),
+            (json!({}), json!({"a": {"bb": {"ccc": null}}}), json!({"a": {"bb": {}}})),
         ];
         for (doc, patch, expected) in cases {
-            assert_eq!(
-                merge(doc.clone(), patch.clone()),
-                expected,
-                "doc {doc} patch {patch}"
-            );
+            assert_eq!(merge(doc.clone(), patch.clone()), expected, "doc {doc} patch {patch}");
         }
     }
 
@@ -163,20 +128,14 @@ mod tests {
     fn labels_merge_and_null_removes_one() {
         let doc = json!({"metadata": {"name": "x", "labels": {"a": "1", "b": "2"}}});
         let patch = json!({"metadata": {"labels": {"a": null, "c": "3"}}});
-        assert_eq!(
-            merge(doc, patch),
-            json!({"metadata": {"name": "x", "labels": {"b": "2", "c": "3"}}})
-        );
+        assert_eq!(merge(doc, patch), json!({"metadata": {"name": "x", "labels": {"b": "2", "c": "3"}}}));
     }
 
     #[test]
     fn finalizers_are_replaced_not_merged() {
         let doc = json!({"metadata": {"finalizers": ["a", "b"]}});
         let patch = json!({"metadata": {"finalizers": ["c"]}});
-        assert_eq!(
-            merge(doc, patch),
-            json!({"metadata": {"finalizers": ["c"]}})
-        );
+        assert_eq!(merge(doc, patch), json!({"metadata": {"finalizers": ["c"]}}));
     }
 
     #[test]
@@ -192,10 +151,7 @@ mod tests {
 
     #[test]
     fn object_replaces_a_scalar_and_drops_its_nulls() {
-        assert_eq!(
-            merge(json!({"a": 1}), json!({"a": {"b": 1, "c": null}})),
-            json!({"a": {"b": 1}})
-        );
+        assert_eq!(merge(json!({"a": 1}), json!({"a": {"b": 1, "c": null}})), json!({"a": {"b": 1}}));
     }
 
     #[test]
@@ -217,10 +173,7 @@ mod tests {
         for _ in 0..=MAX_NESTING_DEPTH {
             deep = json!({"a": deep});
         }
-        assert!(matches!(
-            apply_merge_patch(&json!({}), &deep),
-            Err(PatchError::Malformed(_))
-        ));
+        assert!(matches!(apply_merge_patch(&json!({}), &deep), Err(PatchError::Malformed(_))));
     }
 
     #[test]
@@ -229,9 +182,6 @@ mod tests {
         for _ in 0..=MAX_NESTING_DEPTH {
             deep = json!({"a": deep});
         }
-        assert!(matches!(
-            apply_merge_patch(&deep, &json!({"b": 1})),
-            Err(PatchError::Invalid(_))
-        ));
+        assert!(matches!(apply_merge_patch(&deep, &json!({"b": 1})), Err(PatchError::Invalid(_))));
     }
 }

@@ -63,21 +63,11 @@ pub(crate) fn nesting_depth(value: &Value) -> usize {
         match value {
             Value::Array(items) => {
                 deepest = deepest.max(depth);
-                stack.extend(
-                    items
-                        .iter()
-                        .filter(|v| is_container(v))
-                        .map(|v| (v, depth + 1)),
-                );
+                stack.extend(items.iter().filter(|v| is_container(v)).map(|v| (v, depth + 1)));
             }
             Value::Object(fields) => {
                 deepest = deepest.max(depth);
-                stack.extend(
-                    fields
-                        .values()
-                        .filter(|v| is_container(v))
-                        .map(|v| (v, depth + 1)),
-                );
+                stack.extend(fields.values().filter(|v| is_container(v)).map(|v| (v, depth + 1)));
             }
             _ => {}
         }
@@ -156,18 +146,12 @@ mod tests {
     #[test]
     fn patch_at_the_depth_limit_is_accepted_and_one_deeper_is_malformed() {
         assert_eq!(check_patch_depth(&nested(MAX_NESTING_DEPTH)), Ok(()));
-        assert!(matches!(
-            check_patch_depth(&nested(MAX_NESTING_DEPTH + 1)),
-            Err(PatchError::Malformed(_))
-        ));
+        assert!(matches!(check_patch_depth(&nested(MAX_NESTING_DEPTH + 1)), Err(PatchError::Malformed(_))));
     }
 
     #[test]
     fn too_deep_document_is_invalid_not_malformed() {
-        assert!(matches!(
-            check_document_depth(&nested(MAX_NESTING_DEPTH + 1)),
-            Err(PatchError::Invalid(_))
-        ));
+        assert!(matches!(check_document_depth(&nested(MAX_NESTING_DEPTH + 1)), Err(PatchError::Invalid(_))));
     }
 
     /// A small deterministic generator of JSON values biased towards the words the patch
@@ -191,8 +175,8 @@ mod tests {
 
         fn value(&mut self, depth: usize) -> Value {
             const WORDS: &[&str] = &[
-                "a", "b", "name", "delete", "replace", "merge", "add", "remove", "move", "copy",
-                "test", "/a", "/a/0", "/a/-", "/b/a", "", "/", "/a/01", "~", "x",
+                "a", "b", "name", "delete", "replace", "merge", "add", "remove", "move", "copy", "test", "/a", "/a/0",
+                "/a/-", "/b/a", "", "/", "/a/01", "~", "x",
             ];
             const KEYS: &[&str] = &[
                 "a",
@@ -210,11 +194,7 @@ mod tests {
                 "$setElementOrder",
                 "$ref",
             ];
-            let choice = if depth == 0 {
-                self.next() % 6
-            } else {
-                self.next() % 9
-            };
+            let choice = if depth == 0 { self.next() % 6 } else { self.next() % 9 };
             match choice {
                 0 => Value::Null,
                 1 => Value::Bool(self.next().is_multiple_of(2)),
@@ -243,14 +223,8 @@ mod tests {
         let item = Shape::structure([("name", Shape::Atomic), ("a", Shape::set())]);
         let shapes = [
             Shape::Untyped,
-            Shape::structure([
-                ("a", Shape::set()),
-                ("b", Shape::list_map(item.clone(), &["name"])),
-            ]),
-            Shape::structure([
-                ("a", Shape::list_map(item, &["name"])),
-                ("b", Shape::map_of(Shape::set())),
-            ]),
+            Shape::structure([("a", Shape::set()), ("b", Shape::list_map(item.clone(), &["name"]))]),
+            Shape::structure([("a", Shape::list_map(item, &["name"])), ("b", Shape::map_of(Shape::set()))]),
         ];
         let mut arbitrary = Arbitrary(0x9e37_79b9_7f4a_7c15);
         for round in 0..5000u32 {
@@ -271,23 +245,13 @@ mod tests {
                             let mut op = serde_json::Map::new();
                             op.insert(
                                 "op".into(),
-                                json!(
-                                    arbitrary.pick(&[
-                                        "add", "remove", "replace", "move", "copy", "test"
-                                    ])
-                                ),
+                                json!(arbitrary.pick(&["add", "remove", "replace", "move", "copy", "test"])),
                             );
                             op.insert(
                                 "path".into(),
-                                json!(
-                                    arbitrary
-                                        .pick(&["", "/a", "/a/0", "/a/-", "/b/a", "/a/1", "/a/a"])
-                                ),
+                                json!(arbitrary.pick(&["", "/a", "/a/0", "/a/-", "/b/a", "/a/1", "/a/a"])),
                             );
-                            op.insert(
-                                "from".into(),
-                                json!(arbitrary.pick(&["", "/a", "/a/0", "/b"])),
-                            );
+                            op.insert("from".into(), json!(arbitrary.pick(&["", "/a", "/a/0", "/b"])));
                             op.insert("value".into(), arbitrary.value(2));
                             Value::Object(op)
                         })
@@ -300,10 +264,7 @@ mod tests {
 
     #[test]
     fn remove_key_returns_the_value_and_keeps_the_rest() {
-        let mut map = json!({"a": 1, "b": 2, "c": 3})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let mut map = json!({"a": 1, "b": 2, "c": 3}).as_object().cloned().unwrap_or_default();
         assert_eq!(remove_key(&mut map, "b"), Some(json!(2)));
         assert_eq!(remove_key(&mut map, "b"), None);
         assert_eq!(Value::Object(map), json!({"a": 1, "c": 3}));

@@ -67,11 +67,7 @@ const SET_ELEMENT_ORDER: &str = "$setElementOrder";
 /// A patch that is not a JSON object, or whose directives are not of the right form, is
 /// [`PatchError::Malformed`]; one that cannot be applied to this object is
 /// [`PatchError::Invalid`]. See the module documentation for the semantics.
-pub fn apply_strategic_merge_patch(
-    doc: &Value,
-    patch: &Value,
-    shape: &Shape,
-) -> Result<Value, PatchError> {
+pub fn apply_strategic_merge_patch(doc: &Value, patch: &Value, shape: &Shape) -> Result<Value, PatchError> {
     check_patch_depth(patch)?;
     let Value::Object(patch) = patch else {
         return Err(PatchError::Malformed(format!(
@@ -105,19 +101,11 @@ fn directive_field<'k>(key: &'k str, prefix: &str) -> Option<&'k str> {
 
 /// The JSON path of `field` inside the object at `path`, for error messages.
 fn child_path(path: &str, field: &str) -> String {
-    if path.is_empty() {
-        field.to_string()
-    } else {
-        format!("{path}.{field}")
-    }
+    if path.is_empty() { field.to_string() } else { format!("{path}.{field}") }
 }
 
 fn at(path: &str, message: impl std::fmt::Display) -> String {
-    if path.is_empty() {
-        message.to_string()
-    } else {
-        format!("{path}: {message}")
-    }
+    if path.is_empty() { message.to_string() } else { format!("{path}: {message}") }
 }
 
 /// Upstream's `mergeMap`: merges `patch` into `original`, whose shape is `shape`.
@@ -133,9 +121,7 @@ fn merge_map(
             Some("delete") => Ok(Map::new()),
             _ => Err(PatchError::Invalid(at(
                 path,
-                format!(
-                    "unknown patch type: {directive} in map (expected \"replace\" or \"delete\")"
-                ),
+                format!("unknown patch type: {directive} in map (expected \"replace\" or \"delete\")"),
             ))),
         };
     }
@@ -149,8 +135,7 @@ fn merge_map(
     let mut deletions: Vec<(&str, &[Value])> = Vec::new();
     for (key, value) in patch {
         if key.starts_with(DELETE_FROM_PRIMITIVE_LIST) {
-            let malformed =
-                || PatchError::Malformed(at(path, "invalid patch format of primitive list"));
+            let malformed = || PatchError::Malformed(at(path, "invalid patch format of primitive list"));
             let field = directive_field(key, DELETE_FROM_PRIMITIVE_LIST).ok_or_else(malformed)?;
             let Value::Array(values) = value else {
                 return Err(malformed());
@@ -187,18 +172,12 @@ fn merge_field(
         return Ok(());
     }
     let merged = match (original.get_mut(key), value) {
-        (Some(Value::Object(existing)), Value::Object(patch)) => Some(Value::Object(merge_map(
-            std::mem::take(existing),
-            patch,
-            shape,
-            &child_path(path, key),
-        )?)),
-        (Some(Value::Array(existing)), Value::Array(patch)) => Some(Value::Array(merge_list(
-            std::mem::take(existing),
-            patch,
-            shape,
-            &child_path(path, key),
-        )?)),
+        (Some(Value::Object(existing)), Value::Object(patch)) => {
+            Some(Value::Object(merge_map(std::mem::take(existing), patch, shape, &child_path(path, key))?))
+        }
+        (Some(Value::Array(existing)), Value::Array(patch)) => {
+            Some(Value::Array(merge_list(std::mem::take(existing), patch, shape, &child_path(path, key))?))
+        }
         // Absent, of another type, or a scalar: the cleaned patch value replaces it.
         _ => clean_value(value),
     };
@@ -221,10 +200,7 @@ fn apply_retain_keys(
     path: &str,
 ) -> Result<(), PatchError> {
     let Value::Array(retain) = retain else {
-        return Err(PatchError::Malformed(at(
-            path,
-            "invalid patch format of retainKeys",
-        )));
+        return Err(PatchError::Malformed(at(path, "invalid patch format of retainKeys")));
     };
     let keep: HashSet<&str> = retain.iter().filter_map(Value::as_str).collect();
     for (key, value) in patch {
@@ -235,9 +211,7 @@ fn apply_retain_keys(
         if !exempt && !keep.contains(key.as_str()) {
             return Err(PatchError::Malformed(at(
                 path,
-                format!(
-                    "invalid patch format of retainKeys: {key:?} is patched but not listed in $retainKeys"
-                ),
+                format!("invalid patch format of retainKeys: {key:?} is patched but not listed in $retainKeys"),
             )));
         }
     }
@@ -258,8 +232,7 @@ fn apply_set_element_orders<'p>(
         if !key.starts_with(SET_ELEMENT_ORDER) {
             continue;
         }
-        let malformed =
-            || PatchError::Malformed(at(path, "invalid patch format of setElementOrder list"));
+        let malformed = || PatchError::Malformed(at(path, "invalid patch format of setElementOrder list"));
         let field = directive_field(key, SET_ELEMENT_ORDER).ok_or_else(malformed)?;
         let Value::Array(order) = order else {
             return Err(malformed());
@@ -286,19 +259,11 @@ fn apply_set_element_orders<'p>(
             Some(other) => {
                 return Err(PatchError::Invalid(at(
                     &field_path,
-                    format!(
-                        "$setElementOrder applies to a list, but the object has {}",
-                        json_type(other)
-                    ),
+                    format!("$setElementOrder applies to a list, but the object has {}", json_type(other)),
                 )));
             }
         };
-        validate_against_order(
-            patch_list.unwrap_or_default(),
-            order,
-            &identify,
-            &field_path,
-        )?;
+        validate_against_order(patch_list.unwrap_or_default(), order, &identify, &field_path)?;
 
         let server_order = match &original_list {
             Some(items) => positions(items, &identify, &field_path)?,
@@ -307,9 +272,7 @@ fn apply_set_element_orders<'p>(
         let merged = match (original_list, patch_list) {
             (Some(items), None) => items,
             (None, Some(patch_items)) => clean_list(patch_items),
-            (Some(items), Some(patch_items)) => {
-                merge_list(items, patch_items, field_shape, &field_path)?
-            }
+            (Some(items), Some(patch_items)) => merge_list(items, patch_items, field_shape, &field_path)?,
             (None, None) => continue,
         };
         let order_positions = positions(order, &identify, &field_path)?;
@@ -317,10 +280,7 @@ fn apply_set_element_orders<'p>(
             .into_iter()
             .map(|item| Ok((identify.of(&item, &field_path)?, item)))
             .collect::<Result<Vec<_>, PatchError>>()?;
-        original.insert(
-            field.to_string(),
-            Value::Array(normalize_order(merged, &order_positions, &server_order)),
-        );
+        original.insert(field.to_string(), Value::Array(normalize_order(merged, &order_positions, &server_order)));
         merged_fields.insert(field);
     }
     Ok(merged_fields)
@@ -361,18 +321,11 @@ fn is_directive_item(item: &Value) -> bool {
 }
 
 /// Upstream's `mergeSliceHandler` / `mergeSlice` for a list present on both sides.
-fn merge_list(
-    original: Vec<Value>,
-    patch: &[Value],
-    shape: &Shape,
-    path: &str,
-) -> Result<Vec<Value>, PatchError> {
+fn merge_list(original: Vec<Value>, patch: &[Value], shape: &Shape, path: &str) -> Result<Vec<Value>, PatchError> {
     match shape.list_kind() {
         ListKind::Atomic => Ok(clean_list(patch)),
         ListKind::Set => merge_set(original, patch, path),
-        ListKind::Map { merge_key, .. } => {
-            merge_keyed(original, patch, merge_key, shape.item(), path)
-        }
+        ListKind::Map { merge_key, .. } => merge_keyed(original, patch, merge_key, shape.item(), path),
     }
 }
 
@@ -382,10 +335,7 @@ fn merge_set(original: Vec<Value>, patch: &[Value], path: &str) -> Result<Vec<Va
         return Ok(original);
     }
     if check_element_types(&original, patch, path)? == Some(ElementType::Object) {
-        return Err(PatchError::Invalid(at(
-            path,
-            "cannot merge lists of objects without a merge key",
-        )));
+        return Err(PatchError::Invalid(at(path, "cannot merge lists of objects without a merge key")));
     }
     let server_order = positions(&original, &Identify::ByValue, path)?;
     let patch_order = positions(patch, &Identify::ByValue, path)?;
@@ -442,33 +392,21 @@ fn merge_keyed(
             }
             Some("replace") => replace = true,
             Some("merge") => {
-                return Err(PatchError::Invalid(at(
-                    path,
-                    "merging lists cannot yet be specified in the patch",
-                )));
+                return Err(PatchError::Invalid(at(path, "merging lists cannot yet be specified in the patch")));
             }
             _ => {
                 return Err(PatchError::Invalid(at(
                     path,
-                    format!(
-                        "unknown patch type: {directive} in list item (expected \"delete\" or \"replace\")"
-                    ),
+                    format!("unknown patch type: {directive} in list item (expected \"delete\" or \"replace\")"),
                 )));
             }
         }
     }
     if !doomed.is_empty() {
-        original.retain(|existing| {
-            identify
-                .of(existing, path)
-                .map_or(true, |id| !doomed.contains(&id))
-        });
+        original.retain(|existing| identify.of(existing, path).map_or(true, |id| !doomed.contains(&id)));
     }
     if replace {
-        let items: Vec<Value> = plain
-            .into_iter()
-            .map(|fields| Value::Object(clean_object(fields)))
-            .collect();
+        let items: Vec<Value> = plain.into_iter().map(|fields| Value::Object(clean_object(fields))).collect();
         for item in &items {
             identify.of(item, path)?;
         }
@@ -489,10 +427,7 @@ fn merge_keyed(
         let existing = index.get(&id).and_then(|&pos| merged.get_mut(pos));
         match existing {
             Some((_, Value::Object(existing))) => {
-                let item_path = format!(
-                    "{path}[{merge_key}={}]",
-                    fields.get(merge_key).unwrap_or(&Value::Null)
-                );
+                let item_path = format!("{path}[{merge_key}={}]", fields.get(merge_key).unwrap_or(&Value::Null));
                 *existing = merge_map(std::mem::take(existing), fields, item_shape, &item_path)?;
             }
             _ => {
@@ -512,9 +447,8 @@ fn normalize_order(
     patch_order: &HashMap<String, usize>,
     server_order: &HashMap<String, usize>,
 ) -> Vec<Value> {
-    let (mut from_patch, mut server_only): (Vec<_>, Vec<_>) = merged
-        .into_iter()
-        .partition(|(id, _)| patch_order.contains_key(id));
+    let (mut from_patch, mut server_only): (Vec<_>, Vec<_>) =
+        merged.into_iter().partition(|(id, _)| patch_order.contains_key(id));
     from_patch.sort_by_key(|(id, _)| patch_order.get(id).copied().unwrap_or(usize::MAX));
     server_only.sort_by_key(|(id, _)| server_order.get(id).copied().unwrap_or(usize::MAX));
 
@@ -526,11 +460,7 @@ fn normalize_order(
             (server_order.get(l), server_order.get(r)),
             (Some(li), Some(ri)) if li < ri
         );
-        let next = if server_first {
-            left.next()
-        } else {
-            right.next()
-        };
+        let next = if server_first { left.next() } else { right.next() };
         result.extend(next.map(|(_, item)| item));
     }
     result.extend(left.map(|(_, item)| item));
@@ -559,41 +489,27 @@ impl<'s> Identify<'s> {
                 Value::Object(fields) => merge_key_identity(fields, merge_key, path),
                 other => Err(PatchError::Invalid(at(
                     path,
-                    format!(
-                        "expected an object with merge key {merge_key:?}, got {}",
-                        json_type(other)
-                    ),
+                    format!("expected an object with merge key {merge_key:?}, got {}", json_type(other)),
                 ))),
             },
         }
     }
 }
 
-fn merge_key_identity(
-    fields: &Map<String, Value>,
-    merge_key: &str,
-    path: &str,
-) -> Result<String, PatchError> {
+fn merge_key_identity(fields: &Map<String, Value>, merge_key: &str, path: &str) -> Result<String, PatchError> {
     match fields.get(merge_key) {
         Some(value) if !value.is_null() => Ok(identity(value)),
-        _ => Err(PatchError::Invalid(at(
-            path,
-            format!("an item does not contain the declared merge key {merge_key:?}"),
-        ))),
+        _ => {
+            Err(PatchError::Invalid(at(path, format!("an item does not contain the declared merge key {merge_key:?}"))))
+        }
     }
 }
 
 /// The first position of every item of `items`, by identity.
-fn positions(
-    items: &[Value],
-    identify: &Identify<'_>,
-    path: &str,
-) -> Result<HashMap<String, usize>, PatchError> {
+fn positions(items: &[Value], identify: &Identify<'_>, path: &str) -> Result<HashMap<String, usize>, PatchError> {
     let mut positions = HashMap::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
-        positions
-            .entry(identify.of(item, path)?)
-            .or_insert(position);
+        positions.entry(identify.of(item, path)?).or_insert(position);
     }
     Ok(positions)
 }
@@ -606,16 +522,11 @@ fn identity(value: &Value) -> String {
         Value::Object(fields) => {
             let mut entries: Vec<(&String, &Value)> = fields.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            let inner: Vec<String> = entries
-                .into_iter()
-                .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), identity(v)))
-                .collect();
+            let inner: Vec<String> =
+                entries.into_iter().map(|(k, v)| format!("{}:{}", Value::String(k.clone()), identity(v))).collect();
             format!("{{{}}}", inner.join(","))
         }
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(identity).collect::<Vec<_>>().join(",")
-        ),
+        Value::Array(items) => format!("[{}]", items.iter().map(identity).collect::<Vec<_>>().join(",")),
         other => other.to_string(),
     }
 }
@@ -632,11 +543,7 @@ enum ElementType {
 
 /// Upstream's `sliceElementType`: all items of both lists must have one type, and not be lists.
 /// Returns that type, `None` for two empty lists.
-fn check_element_types(
-    original: &[Value],
-    patch: &[Value],
-    path: &str,
-) -> Result<Option<ElementType>, PatchError> {
+fn check_element_types(original: &[Value], patch: &[Value], path: &str) -> Result<Option<ElementType>, PatchError> {
     let mut seen = None;
     for item in original.iter().chain(patch) {
         let this = match item {
@@ -646,19 +553,13 @@ fn check_element_types(
             Value::String(_) => ElementType::String,
             Value::Object(_) => ElementType::Object,
             Value::Array(_) => {
-                return Err(PatchError::Invalid(at(
-                    path,
-                    "lists of lists are not supported",
-                )));
+                return Err(PatchError::Invalid(at(path, "lists of lists are not supported")));
             }
         };
         match seen {
             None => seen = Some(this),
             Some(previous) if previous != this => {
-                return Err(PatchError::Invalid(at(
-                    path,
-                    "list element types are not identical",
-                )));
+                return Err(PatchError::Invalid(at(path, "list element types are not identical")));
             }
             Some(_) => {}
         }
@@ -701,33 +602,21 @@ mod tests {
     /// A pod-like shape transcribing the upstream markers that matter here.
     fn pod_shape() -> Shape {
         let env_var = Shape::structure([("name", Shape::Atomic), ("value", Shape::Atomic)]);
-        let port = Shape::structure([
-            ("containerPort", Shape::Atomic),
-            ("protocol", Shape::Atomic),
-        ]);
+        let port = Shape::structure([("containerPort", Shape::Atomic), ("protocol", Shape::Atomic)]);
         let container = Shape::structure([
             ("name", Shape::Atomic),
             ("image", Shape::Atomic),
             ("args", Shape::atomic_list(Shape::Atomic)),
             ("env", Shape::list_map(env_var, &["name"])),
-            (
-                "ports",
-                Shape::list_map(port, &["containerPort", "protocol"]),
-            ),
+            ("ports", Shape::list_map(port, &["containerPort", "protocol"])),
         ]);
-        let owner_reference = Shape::structure([
-            ("uid", Shape::Atomic),
-            ("name", Shape::Atomic),
-            ("controller", Shape::Atomic),
-        ]);
+        let owner_reference =
+            Shape::structure([("uid", Shape::Atomic), ("name", Shape::Atomic), ("controller", Shape::Atomic)]);
         let metadata = Shape::structure([
             ("labels", Shape::map_of(Shape::Atomic)),
             ("annotations", Shape::map_of(Shape::Atomic)),
             ("finalizers", Shape::set()),
-            (
-                "ownerReferences",
-                Shape::list_map(owner_reference, &["uid"]),
-            ),
+            ("ownerReferences", Shape::list_map(owner_reference, &["uid"])),
         ]);
         let volume = Shape::structure([("name", Shape::Atomic)]);
         let spec = Shape::structure([
@@ -765,12 +654,7 @@ mod tests {
     }
 
     fn containers(names_and_images: &[(&str, &str)]) -> Value {
-        Value::Array(
-            names_and_images
-                .iter()
-                .map(|(n, i)| json!({"name": n, "image": i}))
-                .collect(),
-        )
+        Value::Array(names_and_images.iter().map(|(n, i)| json!({"name": n, "image": i})).collect())
     }
 
     // Maps.
@@ -779,10 +663,7 @@ mod tests {
     fn maps_merge_recursively_and_null_deletes_a_key() {
         let doc = json!({"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}}});
         let result = patched(doc, json!({"metadata": {"labels": {"a": null, "c": "3"}}}));
-        assert_eq!(
-            result,
-            json!({"metadata": {"name": "p", "labels": {"b": "2", "c": "3"}}})
-        );
+        assert_eq!(result, json!({"metadata": {"name": "p", "labels": {"b": "2", "c": "3"}}}));
     }
 
     #[test]
@@ -795,18 +676,12 @@ mod tests {
     #[test]
     fn nulls_for_absent_keys_are_ignored() {
         let doc = json!({"metadata": {"name": "p"}});
-        assert_eq!(
-            patched(doc.clone(), json!({"metadata": {"labels": null}})),
-            doc
-        );
+        assert_eq!(patched(doc.clone(), json!({"metadata": {"labels": null}})), doc);
     }
 
     #[test]
     fn new_values_lose_their_nulls() {
-        let result = patched(
-            json!({}),
-            json!({"spec": {"nodeSelector": {"a": "1", "b": null}}}),
-        );
+        let result = patched(json!({}), json!({"spec": {"nodeSelector": {"a": "1", "b": null}}}));
         assert_eq!(result, json!({"spec": {"nodeSelector": {"a": "1"}}}));
     }
 
@@ -815,10 +690,7 @@ mod tests {
         // CustomResourceDefinition schemas carry `$ref` and `$schema`.
         let doc = json!({"spec": {"schema": {"type": "object"}}});
         let result = patched(doc, json!({"spec": {"schema": {"$ref": "#/x"}}}));
-        assert_eq!(
-            result,
-            json!({"spec": {"schema": {"type": "object", "$ref": "#/x"}}})
-        );
+        assert_eq!(result, json!({"spec": {"schema": {"type": "object", "$ref": "#/x"}}}));
     }
 
     // Sets: metadata.finalizers.
@@ -856,10 +728,7 @@ mod tests {
 
     #[test]
     fn set_is_created_when_absent() {
-        let result = patched(
-            json!({"metadata": {}}),
-            json!({"metadata": {"finalizers": ["x"]}}),
-        );
+        let result = patched(json!({"metadata": {}}), json!({"metadata": {"finalizers": ["x"]}}));
         assert_eq!(result, json!({"metadata": {"finalizers": ["x"]}}));
     }
 
@@ -873,10 +742,7 @@ mod tests {
     #[test]
     fn delete_from_primitive_list_removes_values() {
         let doc = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
-        let result = patched(
-            doc,
-            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "x"]}}),
-        );
+        let result = patched(doc, json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "x"]}}));
         assert_eq!(result, json!({"metadata": {"finalizers": ["a", "c"]}}));
     }
 
@@ -884,36 +750,22 @@ mod tests {
     fn delete_from_primitive_list_applies_after_additions() {
         let doc = json!({"metadata": {"finalizers": ["a", "b"]}});
         let patch = json!({"metadata": {"finalizers": ["c"], "$deleteFromPrimitiveList/finalizers": ["a"]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"metadata": {"finalizers": ["c", "b"]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"metadata": {"finalizers": ["c", "b"]}}));
     }
 
     #[test]
     fn delete_from_primitive_list_of_an_absent_list_is_a_no_op() {
         let doc = json!({"metadata": {"name": "p"}});
-        assert_eq!(
-            patched(
-                doc.clone(),
-                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})
-            ),
-            doc
-        );
+        assert_eq!(patched(doc.clone(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})), doc);
     }
 
     #[test]
     fn delete_from_primitive_list_must_be_a_list_with_a_field() {
         let doc = json!({"metadata": {"finalizers": ["a"]}});
-        let message = malformed_message(smp(
-            doc.clone(),
-            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
-        ));
+        let message =
+            malformed_message(smp(doc.clone(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}})));
         assert_eq!(message, "metadata: invalid patch format of primitive list");
-        malformed_message(smp(
-            doc,
-            json!({"metadata": {"$deleteFromPrimitiveList": ["a"]}}),
-        ));
+        malformed_message(smp(doc, json!({"metadata": {"$deleteFromPrimitiveList": ["a"]}})));
     }
 
     // Keyed lists: containers, env, ownerReferences.
@@ -924,10 +776,7 @@ mod tests {
             {"name": "app", "image": "app:1", "args": ["--x"]},
             {"name": "sidecar", "image": "sc:1"}
         ]}});
-        let result = patched(
-            doc,
-            json!({"spec": {"containers": [{"name": "app", "image": "app:2"}]}}),
-        );
+        let result = patched(doc, json!({"spec": {"containers": [{"name": "app", "image": "app:2"}]}}));
         assert_eq!(
             result,
             json!({"spec": {"containers": [
@@ -940,14 +789,8 @@ mod tests {
     #[test]
     fn new_container_is_added_before_the_existing_ones_as_upstream_does() {
         let doc = json!({"spec": {"containers": containers(&[("app", "app:1")])}});
-        let result = patched(
-            doc,
-            json!({"spec": {"containers": [{"name": "sidecar", "image": "sc:1"}]}}),
-        );
-        assert_eq!(
-            result,
-            json!({"spec": {"containers": containers(&[("sidecar", "sc:1"), ("app", "app:1")])}})
-        );
+        let result = patched(doc, json!({"spec": {"containers": [{"name": "sidecar", "image": "sc:1"}]}}));
+        assert_eq!(result, json!({"spec": {"containers": containers(&[("sidecar", "sc:1"), ("app", "app:1")])}}));
     }
 
     #[test]
@@ -968,10 +811,8 @@ mod tests {
                 {"name": "3", "image": "c"}, {"name": "1", "image": "a"}, {"name": "2", "image": "b", "args": ["x"]}
             ]}})
         );
-        let result = patched(
-            doc,
-            json!({"spec": {"containers": [{"name": "3", "image": "c"}, {"name": "1", "image": "a"}]}}),
-        );
+        let result =
+            patched(doc, json!({"spec": {"containers": [{"name": "3", "image": "c"}, {"name": "1", "image": "a"}]}}));
         assert_eq!(
             result,
             json!({"spec": {"containers": [
@@ -1003,10 +844,7 @@ mod tests {
         let patch = json!({"spec": {"volumes": [
             {"name": "1", "$patch": "delete"}, {"name": "3", "$patch": "delete"}
         ]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"volumes": [{"name": "2", "x": "a"}]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"volumes": [{"name": "2", "x": "a"}]}}));
     }
 
     #[test]
@@ -1019,25 +857,15 @@ mod tests {
     #[test]
     fn delete_directive_on_an_absent_list_adds_nothing() {
         let doc = json!({"spec": {}});
-        let patch =
-            json!({"spec": {"volumes": [{"name": "z", "$patch": "delete"}, {"name": "y"}]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"volumes": [{"name": "y"}]}})
-        );
+        let patch = json!({"spec": {"volumes": [{"name": "z", "$patch": "delete"}, {"name": "y"}]}});
+        assert_eq!(patched(doc, patch), json!({"spec": {"volumes": [{"name": "y"}]}}));
     }
 
     #[test]
     fn delete_directive_without_the_merge_key_is_invalid() {
         let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
-        let message = invalid_message(smp(
-            doc,
-            json!({"spec": {"volumes": [{"$patch": "delete"}]}}),
-        ));
-        assert_eq!(
-            message,
-            "spec.volumes: an item does not contain the declared merge key \"name\""
-        );
+        let message = invalid_message(smp(doc, json!({"spec": {"volumes": [{"$patch": "delete"}]}})));
+        assert_eq!(message, "spec.volumes: an item does not contain the declared merge key \"name\"");
     }
 
     #[test]
@@ -1050,12 +878,8 @@ mod tests {
     #[test]
     fn replace_directive_in_a_list_keeps_only_the_other_patch_items() {
         let doc = json!({"spec": {"containers": containers(&[("a", "a:1"), ("b", "b:1")])}});
-        let patch =
-            json!({"spec": {"containers": [{"name": "c", "image": "c:1"}, {"$patch": "replace"}]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"containers": containers(&[("c", "c:1")])}})
-        );
+        let patch = json!({"spec": {"containers": [{"name": "c", "image": "c:1"}, {"$patch": "replace"}]}});
+        assert_eq!(patched(doc, patch), json!({"spec": {"containers": containers(&[("c", "c:1")])}}));
     }
 
     #[test]
@@ -1071,23 +895,14 @@ mod tests {
     #[test]
     fn merge_directive_in_a_list_is_invalid() {
         let doc = json!({"spec": {"volumes": [{"name": "1"}]}});
-        let message = invalid_message(smp(
-            doc,
-            json!({"spec": {"volumes": [{"$patch": "merge"}]}}),
-        ));
-        assert_eq!(
-            message,
-            "spec.volumes: merging lists cannot yet be specified in the patch"
-        );
+        let message = invalid_message(smp(doc, json!({"spec": {"volumes": [{"$patch": "merge"}]}})));
+        assert_eq!(message, "spec.volumes: merging lists cannot yet be specified in the patch");
     }
 
     #[test]
     fn unknown_directive_in_a_list_is_invalid() {
         let doc = json!({"spec": {"volumes": [{"name": "1"}]}});
-        let result = smp(
-            doc,
-            json!({"spec": {"volumes": [{"name": "1", "$patch": "remove"}]}}),
-        );
+        let result = smp(doc, json!({"spec": {"volumes": [{"name": "1", "$patch": "remove"}]}}));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
@@ -1110,7 +925,8 @@ mod tests {
         let doc = json!({"spec": {"containers": [{"name": "a", "ports": [
             {"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}
         ]}]}});
-        let patch = json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
+        let patch =
+            json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
         assert_eq!(
             patched(doc, patch),
             json!({"spec": {"containers": [{"name": "a", "ports": [
@@ -1134,44 +950,29 @@ mod tests {
     #[test]
     fn keyed_list_items_must_be_objects() {
         let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
-        assert!(matches!(
-            smp(doc, json!({"spec": {"volumes": ["a"]}})),
-            Err(PatchError::Invalid(_))
-        ));
+        assert!(matches!(smp(doc, json!({"spec": {"volumes": ["a"]}})), Err(PatchError::Invalid(_))));
         let doc = json!({"spec": {"volumes": ["a"]}});
-        assert!(matches!(
-            smp(doc, json!({"spec": {"volumes": ["b"]}})),
-            Err(PatchError::Invalid(_))
-        ));
+        assert!(matches!(smp(doc, json!({"spec": {"volumes": ["b"]}})), Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn mixed_element_types_are_invalid() {
         let doc = json!({"metadata": {"finalizers": ["a"]}});
         let message = invalid_message(smp(doc, json!({"metadata": {"finalizers": [1]}})));
-        assert_eq!(
-            message,
-            "metadata.finalizers: list element types are not identical"
-        );
+        assert_eq!(message, "metadata.finalizers: list element types are not identical");
     }
 
     #[test]
     fn lists_of_lists_are_invalid() {
         let doc = json!({"metadata": {"finalizers": [["a"]]}});
         let message = invalid_message(smp(doc, json!({"metadata": {"finalizers": [["b"]]}})));
-        assert_eq!(
-            message,
-            "metadata.finalizers: lists of lists are not supported"
-        );
+        assert_eq!(message, "metadata.finalizers: lists of lists are not supported");
     }
 
     #[test]
     fn merging_two_empty_keyed_lists_gives_an_empty_list() {
         let doc = json!({"spec": {"volumes": []}});
-        assert_eq!(
-            patched(doc, json!({"spec": {"volumes": []}})),
-            json!({"spec": {"volumes": []}})
-        );
+        assert_eq!(patched(doc, json!({"spec": {"volumes": []}})), json!({"spec": {"volumes": []}}));
     }
 
     // Atomic and untyped lists.
@@ -1180,20 +981,14 @@ mod tests {
     fn atomic_list_is_replaced() {
         let doc = json!({"spec": {"containers": [{"name": "a", "args": ["1", "2"]}]}});
         let patch = json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"containers": [{"name": "a", "args": ["3"]}]}}));
     }
 
     #[test]
     fn untyped_list_is_replaced() {
         let doc = json!({"spec": {"tolerations": [{"key": "a"}]}});
         let patch = json!({"spec": {"tolerations": [{"key": "b"}]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"tolerations": [{"key": "b"}]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"tolerations": [{"key": "b"}]}}));
     }
 
     // $patch in maps.
@@ -1202,24 +997,15 @@ mod tests {
     fn replace_directive_in_a_map_replaces_it() {
         let doc = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
         let patch = json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"metadata": {"labels": {"c": "3"}}})
-        );
+        assert_eq!(patched(doc, patch), json!({"metadata": {"labels": {"c": "3"}}}));
     }
 
     #[test]
     fn replace_directive_at_the_top_replaces_the_whole_object() {
         // Upstream test cases "delete all keys from map" and "add key and delete all keys from map".
         let doc = json!({"name": 1, "value": 1});
-        assert_eq!(
-            patched(doc.clone(), json!({"$patch": "replace"})),
-            json!({})
-        );
-        assert_eq!(
-            patched(doc, json!({"other": "a", "$patch": "replace"})),
-            json!({"other": "a"})
-        );
+        assert_eq!(patched(doc.clone(), json!({"$patch": "replace"})), json!({}));
+        assert_eq!(patched(doc, json!({"other": "a", "$patch": "replace"})), json!({"other": "a"}));
     }
 
     #[test]
@@ -1227,10 +1013,7 @@ mod tests {
         // Upstream test case "delete map from nested map": the result is `{}`.
         let doc = json!({"spec": {"nodeSelector": {"a": "1", "b": "2"}, "x": 1}});
         let patch = json!({"spec": {"nodeSelector": {"$patch": "delete"}}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"nodeSelector": {}, "x": 1}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"nodeSelector": {}, "x": 1}}));
     }
 
     #[test]
@@ -1243,10 +1026,7 @@ mod tests {
     #[test]
     fn unknown_directive_in_a_map_is_invalid() {
         let doc = json!({"spec": {"nodeSelector": {"a": "1"}}});
-        let message = invalid_message(smp(
-            doc,
-            json!({"spec": {"nodeSelector": {"$patch": "merge"}}}),
-        ));
+        let message = invalid_message(smp(doc, json!({"spec": {"nodeSelector": {"$patch": "merge"}}})));
         assert_eq!(
             message,
             "spec.nodeSelector: unknown patch type: \"merge\" in map (expected \"replace\" or \"delete\")"
@@ -1259,41 +1039,28 @@ mod tests {
     fn retain_keys_clears_unlisted_keys_before_merging() {
         let doc = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
         let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"strategy": {"type": "Recreate"}}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"strategy": {"type": "Recreate"}}}));
     }
 
     #[test]
     fn retain_keys_allows_nulls_for_unlisted_keys() {
-        let doc =
-            json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/x"}, "emptyDir": {}}}});
+        let doc = json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/x"}, "emptyDir": {}}}});
         let patch = json!({"spec": {"volume": {"$retainKeys": ["name", "hostPath"], "emptyDir": null, "hostPath": {"path": "/y"}}}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/y"}}}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"volume": {"name": "v", "hostPath": {"path": "/y"}}}}));
     }
 
     #[test]
     fn retain_keys_must_list_every_patched_key() {
         let doc = json!({"spec": {"strategy": {"type": "A"}}});
         let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {}}}});
-        assert!(
-            malformed_message(smp(doc, patch))
-                .starts_with("spec.strategy: invalid patch format of retainKeys")
-        );
+        assert!(malformed_message(smp(doc, patch)).starts_with("spec.strategy: invalid patch format of retainKeys"));
     }
 
     #[test]
     fn retain_keys_must_be_a_list() {
         let doc = json!({"spec": {"strategy": {"type": "A"}}});
         let patch = json!({"spec": {"strategy": {"$retainKeys": "type"}}});
-        assert_eq!(
-            malformed_message(smp(doc, patch)),
-            "spec.strategy: invalid patch format of retainKeys"
-        );
+        assert_eq!(malformed_message(smp(doc, patch)), "spec.strategy: invalid patch format of retainKeys");
     }
 
     // $setElementOrder.
@@ -1303,10 +1070,7 @@ mod tests {
         // Upstream test case "$setElementOrder contains item that is not present in the int list".
         let doc = json!({"metadata": {"finalizers": [1, 3]}});
         let patch = json!({"metadata": {"$setElementOrder/finalizers": [3, 2, 1]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"metadata": {"finalizers": [3, 1]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"metadata": {"finalizers": [3, 1]}}));
     }
 
     #[test]
@@ -1327,10 +1091,7 @@ mod tests {
     fn set_element_order_interleaves_unnamed_server_items_by_server_position() {
         let doc = json!({"metadata": {"finalizers": ["a", "x", "b"]}});
         let patch = json!({"metadata": {"$setElementOrder/finalizers": ["b", "a"]}});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"metadata": {"finalizers": ["x", "b", "a"]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"metadata": {"finalizers": ["x", "b", "a"]}}));
     }
 
     #[test]
@@ -1341,10 +1102,7 @@ mod tests {
             "finalizers": ["b"],
             "$deleteFromPrimitiveList/finalizers": ["c"]
         }});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"metadata": {"finalizers": ["a", "b"]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"metadata": {"finalizers": ["a", "b"]}}));
     }
 
     #[test]
@@ -1354,10 +1112,7 @@ mod tests {
             "$setElementOrder/volumes": [{"name": "b"}, {"name": "a"}],
             "volumes": [{"name": "b"}, {"name": "a"}]
         }});
-        assert_eq!(
-            patched(doc, patch),
-            json!({"spec": {"volumes": [{"name": "b"}, {"name": "a"}]}})
-        );
+        assert_eq!(patched(doc, patch), json!({"spec": {"volumes": [{"name": "b"}, {"name": "a"}]}}));
     }
 
     #[test]
@@ -1375,31 +1130,21 @@ mod tests {
     #[test]
     fn set_element_order_must_be_a_list_under_a_field() {
         let doc = json!({"metadata": {"finalizers": ["a"]}});
-        malformed_message(smp(
-            doc.clone(),
-            json!({"metadata": {"$setElementOrder/finalizers": "a"}}),
-        ));
+        malformed_message(smp(doc.clone(), json!({"metadata": {"$setElementOrder/finalizers": "a"}})));
         let message = malformed_message(smp(doc, json!({"metadata": {"$setElementOrder": ["a"]}})));
-        assert_eq!(
-            message,
-            "metadata: invalid patch format of setElementOrder list"
-        );
+        assert_eq!(message, "metadata: invalid patch format of setElementOrder list");
     }
 
     #[test]
     fn set_element_order_entries_of_a_keyed_list_need_the_merge_key() {
         let doc = json!({"spec": {"volumes": [{"name": "a"}]}});
-        let result = smp(
-            doc,
-            json!({"spec": {"$setElementOrder/volumes": [{"x": 1}]}}),
-        );
+        let result = smp(doc, json!({"spec": {"$setElementOrder/volumes": [{"x": 1}]}}));
         assert!(matches!(result, Err(PatchError::Invalid(_))));
     }
 
     #[test]
     fn directive_keys_never_reach_the_result() {
-        let doc =
-            json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
+        let doc = json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
         let patch = json!({
             "metadata": {"$setElementOrder/finalizers": ["a"], "$deleteFromPrimitiveList/finalizers": ["z"]},
             "spec": {
@@ -1423,30 +1168,22 @@ mod tests {
     fn patch_that_is_not_an_object_is_malformed() {
         for patch in [json!([]), json!("x"), json!(null), json!(1)] {
             let message = malformed_message(smp(json!({}), patch));
-            assert!(
-                message.starts_with("a strategic merge patch must be a JSON object"),
-                "{message}"
-            );
+            assert!(message.starts_with("a strategic merge patch must be a JSON object"), "{message}");
         }
     }
 
     #[test]
     fn empty_patch_changes_nothing() {
-        let doc =
-            json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
+        let doc = json!({"metadata": {"finalizers": ["a"]}, "spec": {"containers": [{"name": "c"}]}});
         assert_eq!(patched(doc.clone(), json!({})), doc);
     }
 
     #[test]
     fn input_document_is_left_untouched_on_error() {
         let doc = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"volumes": [{"name": "a"}]}});
-        let patch =
-            json!({"metadata": {"labels": {"a": "2"}}, "spec": {"volumes": [{"$patch": "bogus"}]}});
+        let patch = json!({"metadata": {"labels": {"a": "2"}}, "spec": {"volumes": [{"$patch": "bogus"}]}});
         assert!(smp(doc.clone(), patch).is_err());
-        assert_eq!(
-            doc,
-            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"volumes": [{"name": "a"}]}})
-        );
+        assert_eq!(doc, json!({"metadata": {"labels": {"a": "1"}}, "spec": {"volumes": [{"name": "a"}]}}));
     }
 
     #[test]
@@ -1455,10 +1192,7 @@ mod tests {
         for _ in 0..=MAX_NESTING_DEPTH {
             deep = json!({"a": deep});
         }
-        assert!(matches!(
-            smp(json!({}), deep),
-            Err(PatchError::Malformed(_))
-        ));
+        assert!(matches!(smp(json!({}), deep), Err(PatchError::Malformed(_))));
     }
 
     #[test]
@@ -1466,9 +1200,6 @@ mod tests {
         let doc = json!({"data": {"a": "1"}, "items": [1, 2]});
         let patch = json!({"data": {"b": "2"}, "items": [3]});
         let result = apply_strategic_merge_patch(&doc, &patch, &Shape::Untyped);
-        assert_eq!(
-            result,
-            Ok(json!({"data": {"a": "1", "b": "2"}, "items": [3]}))
-        );
+        assert_eq!(result, Ok(json!({"data": {"a": "1", "b": "2"}, "items": [3]})));
     }
 }

@@ -43,10 +43,7 @@ pub(crate) fn compile(props: &JSONSchemaProps, base: &FieldPath) -> Result<Node,
 
     let mut openapi = Vec::new();
     if props.nullable == Some(true) {
-        openapi.push(FieldError::forbidden(
-            base.child("nullable").as_field(),
-            "nullable cannot be true at the root",
-        ));
+        openapi.push(FieldError::forbidden(base.child("nullable").as_field(), "nullable cannot be true at the root"));
     }
     check_openapi(props, base, &Ssv::root(), true, &mut openapi, 0);
 
@@ -70,11 +67,7 @@ pub(crate) fn compile(props: &JSONSchemaProps, base: &FieldPath) -> Result<Node,
     if errors.is_empty() {
         errors.extend(init_errors);
     }
-    if errors.is_empty() {
-        Ok(node)
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(node) } else { Err(errors) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,37 +84,22 @@ struct Ssv {
 
 impl Ssv {
     fn root() -> Self {
-        Ssv {
-            allow_defaults: true,
-            disallow_defaults_reason: String::new(),
-            inside_resource_meta: false,
-        }
+        Ssv { allow_defaults: true, disallow_defaults_reason: String::new(), inside_resource_meta: false }
     }
 
     fn with_forbidden_defaults(&self, reason: String) -> Self {
-        Ssv {
-            allow_defaults: false,
-            disallow_defaults_reason: reason,
-            ..self.clone()
-        }
+        Ssv { allow_defaults: false, disallow_defaults_reason: reason, ..self.clone() }
     }
 
     fn with_inside_resource_meta(&self) -> Self {
-        Ssv {
-            inside_resource_meta: true,
-            ..self.clone()
-        }
+        Ssv { inside_resource_meta: true, ..self.clone() }
     }
 
     fn validate(&self, s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<FieldError>) {
         let field = |name: &str| path.child(name).as_field();
         let type_ = s.type_.as_deref().unwrap_or("");
         if !type_.is_empty() && !OPENAPI_V3_TYPES.contains(&type_) {
-            errs.push(FieldError::not_supported(
-                field("type"),
-                type_,
-                &OPENAPI_V3_TYPES,
-            ));
+            errs.push(FieldError::not_supported(field("type"), type_, &OPENAPI_V3_TYPES));
         }
         if s.default.is_some() && !self.allow_defaults {
             let mut detail = "must not be set".to_string();
@@ -135,34 +113,19 @@ impl Ssv {
             errs.push(FieldError::forbidden(field("id"), "id is not supported"));
         }
         if s.additional_items.is_some() {
-            errs.push(FieldError::forbidden(
-                field("additionalItems"),
-                "additionalItems is not supported",
-            ));
+            errs.push(FieldError::forbidden(field("additionalItems"), "additionalItems is not supported"));
         }
         if s.pattern_properties.as_ref().is_some_and(|p| !p.is_empty()) {
-            errs.push(FieldError::forbidden(
-                field("patternProperties"),
-                "patternProperties is not supported",
-            ));
+            errs.push(FieldError::forbidden(field("patternProperties"), "patternProperties is not supported"));
         }
         if s.definitions.as_ref().is_some_and(|d| !d.is_empty()) {
-            errs.push(FieldError::forbidden(
-                field("definitions"),
-                "definitions is not supported",
-            ));
+            errs.push(FieldError::forbidden(field("definitions"), "definitions is not supported"));
         }
         if s.dependencies.is_some() {
-            errs.push(FieldError::forbidden(
-                field("dependencies"),
-                "dependencies is not supported",
-            ));
+            errs.push(FieldError::forbidden(field("dependencies"), "dependencies is not supported"));
         }
         if s.ref_path.is_some() {
-            errs.push(FieldError::forbidden(
-                field("$ref"),
-                "$ref is not supported",
-            ));
+            errs.push(FieldError::forbidden(field("$ref"), "$ref is not supported"));
         }
         if type_ == "null" {
             errs.push(FieldError::forbidden(
@@ -171,10 +134,7 @@ impl Ssv {
             ));
         }
         if matches!(&s.items, Some(JSONSchemaPropsOrArray::Schemas(list)) if !list.is_empty()) {
-            errs.push(FieldError::forbidden(
-                field("items"),
-                "items must be a schema object and not an array",
-            ));
+            errs.push(FieldError::forbidden(field("items"), "items must be a schema object and not an array"));
         }
         if self.inside_resource_meta && s.x_kubernetes_embedded_resource == Some(true) {
             errs.push(FieldError::forbidden(
@@ -222,9 +182,7 @@ fn check_openapi(
         }
         let sub = if ssv.inside_resource_meta {
             // Pruning without an actual value would be ambiguous.
-            ssv.with_forbidden_defaults(
-                "inside additionalProperties applying to object metadata".to_string(),
-            )
+            ssv.with_forbidden_defaults("inside additionalProperties applying to object metadata".to_string())
         } else {
             ssv.clone()
         };
@@ -235,9 +193,7 @@ fn check_openapi(
 
     for (name, prop) in properties.into_iter().flatten() {
         let mut sub = ssv.clone();
-        if (is_root || s.x_kubernetes_embedded_resource == Some(true))
-            && META_FIELDS.contains(&name.as_str())
-        {
+        if (is_root || s.x_kubernetes_embedded_resource == Some(true)) && META_FIELDS.contains(&name.as_str()) {
             sub = sub.with_inside_resource_meta();
             if is_root {
                 sub = sub.with_forbidden_defaults(format!("in top-level {name}"));
@@ -249,11 +205,7 @@ fn check_openapi(
     if let Some(not) = &s.not {
         recurse(not, path.child("not"), ssv, errs);
     }
-    for (name, list) in [
-        ("allOf", &s.all_of),
-        ("oneOf", &s.one_of),
-        ("anyOf", &s.any_of),
-    ] {
+    for (name, list) in [("allOf", &s.all_of), ("oneOf", &s.one_of), ("anyOf", &s.any_of)] {
         for (i, sub) in list.iter().flatten().enumerate() {
             recurse(sub, path.child(name).index(i), ssv, errs);
         }
@@ -301,9 +253,7 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
 
     if let Some(map_type) = &s.x_kubernetes_map_type {
         if type_ != "object" {
-            errs.push(type_error(
-                "must be object if x-kubernetes-map-type is specified",
-            ));
+            errs.push(type_error("must be object if x-kubernetes-map-type is specified"));
         }
         if map_type != "atomic" && map_type != "granular" {
             errs.push(FieldError::not_supported(
@@ -320,23 +270,15 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
         _ => None,
     };
     if list_type.is_some() && type_ != "array" {
-        errs.push(type_error(
-            "must be array if x-kubernetes-list-type is specified",
-        ));
+        errs.push(type_error("must be array if x-kubernetes-list-type is specified"));
     } else if list_type == Some("set")
         && let Some(item) = item
     {
         match item.type_.as_deref() {
             Some("array") => {
-                if let Some(lt) = item
-                    .x_kubernetes_list_type
-                    .as_deref()
-                    .filter(|lt| *lt != "atomic")
-                {
+                if let Some(lt) = item.x_kubernetes_list_type.as_deref().filter(|lt| *lt != "atomic") {
                     errs.push(FieldError::invalid(
-                        path.child("items")
-                            .child("x-kubernetes-list-type")
-                            .as_field(),
+                        path.child("items").child("x-kubernetes-list-type").as_field(),
                         lt,
                         "must be atomic as item of a list with x-kubernetes-list-type=set",
                     ));
@@ -344,14 +286,9 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
             }
             Some("object") if item.x_kubernetes_map_type.as_deref() != Some("atomic") => {
                 // Upstream reports the item's list type (usually unset) as the value.
-                let value = item
-                    .x_kubernetes_list_type
-                    .clone()
-                    .map_or(Value::Null, Value::String);
+                let value = item.x_kubernetes_list_type.clone().map_or(Value::Null, Value::String);
                 errs.push(FieldError::invalid(
-                    path.child("items")
-                        .child("x-kubernetes-map-type")
-                        .as_field(),
+                    path.child("items").child("x-kubernetes-map-type").as_field(),
                     value,
                     "must be atomic as item of a list with x-kubernetes-list-type=set",
                 ));
@@ -362,11 +299,7 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
     if let Some(lt) = list_type
         && !["atomic", "set", "map"].contains(&lt)
     {
-        errs.push(FieldError::not_supported(
-            field("x-kubernetes-list-type"),
-            lt,
-            &["atomic", "set", "map"],
-        ));
+        errs.push(FieldError::not_supported(field("x-kubernetes-list-type"), lt, &["atomic", "set", "map"]));
     }
 
     let keys = s.x_kubernetes_list_map_keys.as_deref().unwrap_or_default();
@@ -393,10 +326,9 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
             ));
         }
         match &s.items {
-            None => errs.push(FieldError::required(
-                field("items"),
-                "must have a schema if x-kubernetes-list-type is map",
-            )),
+            None => {
+                errs.push(FieldError::required(field("items"), "must have a schema if x-kubernetes-list-type is map"))
+            }
             Some(items @ JSONSchemaPropsOrArray::Schemas(_)) => errs.push(FieldError::invalid(
                 field("items"),
                 serde_json::to_value(items).unwrap_or(Value::Null),
@@ -478,12 +410,8 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
 
 /// The static checks of `x-kubernetes-validations` rules (their CEL is not compiled).
 fn check_validation_rules(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<FieldError>) {
-    const REASONS: [&str; 4] = [
-        "FieldValueDuplicate",
-        "FieldValueForbidden",
-        "FieldValueInvalid",
-        "FieldValueRequired",
-    ];
+    const REASONS: [&str; 4] =
+        ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
     let has_newlines = |t: &str| t.contains(['\n', '\r']);
     for (i, rule) in s.x_kubernetes_validations.iter().flatten().enumerate() {
         let p = path.child("x-kubernetes-validations").index(i);
@@ -491,10 +419,7 @@ fn check_validation_rules(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<
         let message = rule.message.as_deref().unwrap_or("");
         let trimmed_msg = message.trim();
         if trimmed_rule.is_empty() {
-            errs.push(FieldError::required(
-                p.child("rule").as_field(),
-                "rule is not specified",
-            ));
+            errs.push(FieldError::required(p.child("rule").as_field(), "rule is not specified"));
         } else if !message.is_empty() && trimmed_msg.is_empty() {
             errs.push(FieldError::invalid(
                 p.child("message").as_field(),
@@ -523,11 +448,7 @@ fn check_validation_rules(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<
         if let Some(reason) = &rule.reason
             && !REASONS.contains(&reason.as_str())
         {
-            errs.push(FieldError::not_supported(
-                p.child("reason").as_field(),
-                reason.as_str(),
-                &REASONS,
-            ));
+            errs.push(FieldError::not_supported(p.child("reason").as_field(), reason.as_str(), &REASONS));
         }
         let field_path = rule.field_path.as_deref().unwrap_or("");
         if !field_path.is_empty() && field_path.trim().is_empty() {
@@ -589,9 +510,7 @@ fn structural_init_error(s: &JSONSchemaProps, depth: usize) -> Option<String> {
     children.extend(s.any_of.iter().flatten());
     children.extend(s.one_of.iter().flatten());
     children.extend(s.not.as_deref());
-    children
-        .into_iter()
-        .find_map(|c| structural_init_error(c, depth + 1))
+    children.into_iter().find_map(|c| structural_init_error(c, depth + 1))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,10 +539,7 @@ fn check_structural(s: &Node, lvl: Level, path: &FieldPath, errs: &mut Vec<Field
     }
     if let Some(ap) = &s.additional {
         if lvl == Level::Root {
-            errs.push(FieldError::forbidden(
-                field("additionalProperties"),
-                "must not be used at the root",
-            ));
+            errs.push(FieldError::forbidden(field("additionalProperties"), "must not be used at the root"));
         }
         if let super::node::Additional::Schema(ap) = ap {
             check_structural(ap, Level::Field, &path.child("additionalProperties"), errs);
@@ -646,10 +562,7 @@ fn check_structural(s: &Node, lvl: Level, path: &FieldPath, errs: &mut Vec<Field
     }
 
     let skip_any_of = is_int_or_string_any_of(&s.any_of);
-    let skip_first_all_of_any_of = s
-        .all_of
-        .first()
-        .is_some_and(|first| is_int_or_string_any_of(&first.any_of));
+    let skip_first_all_of_any_of = s.all_of.first().is_some_and(|first| is_int_or_string_any_of(&first.any_of));
     check_value_validation(s, skip_any_of, skip_first_all_of_any_of, lvl, path, errs);
 
     let check_metadata = lvl == Level::Root || s.embedded_resource;
@@ -675,11 +588,7 @@ fn check_structural(s: &Node, lvl: Level, path: &FieldPath, errs: &mut Vec<Field
         ));
     }
     if lvl == Level::Root && !type_.is_empty() && type_ != "object" {
-        errs.push(FieldError::invalid(
-            field("type"),
-            type_,
-            "must be object at the root",
-        ));
+        errs.push(FieldError::invalid(field("type"), type_, "must be object at the root"));
     }
     for key in ["kind", "apiVersion"] {
         if let Some(p) = s.properties.get(key)
@@ -694,13 +603,7 @@ fn check_structural(s: &Node, lvl: Level, path: &FieldPath, errs: &mut Vec<Field
         }
     }
     if let Some(meta) = s.properties.get("metadata") {
-        check_metadata_invariants(
-            meta,
-            check_metadata,
-            lvl,
-            &path.child("properties").key("metadata"),
-            errs,
-        );
+        check_metadata_invariants(meta, check_metadata, lvl, &path.child("properties").key("metadata"), errs);
     }
     if s.embedded_resource && !s.preserve_unknown_fields && s.properties.is_empty() {
         errs.push(FieldError::required(
@@ -710,13 +613,7 @@ fn check_structural(s: &Node, lvl: Level, path: &FieldPath, errs: &mut Vec<Field
     }
 }
 
-fn check_metadata_invariants(
-    s: &Node,
-    check_metadata: bool,
-    lvl: Level,
-    path: &FieldPath,
-    errs: &mut Vec<FieldError>,
-) {
+fn check_metadata_invariants(s: &Node, check_metadata: bool, lvl: Level, path: &FieldPath, errs: &mut Vec<FieldError>) {
     if check_metadata && s.type_.as_deref() != Some("object") {
         errs.push(FieldError::invalid(
             path.child("type").as_field(),
@@ -831,27 +728,15 @@ fn check_nested(
         check_nested(items, false, false, lvl, &path.child("items"), errs);
     }
     for (k, p) in &v.properties {
-        check_nested(
-            p,
-            false,
-            false,
-            Level::Field,
-            &path.child("properties").key(k),
-            errs,
-        );
+        check_nested(p, false, false, Level::Field, &path.child("properties").key(k), errs);
     }
-    let forbid = |errs: &mut Vec<FieldError>, name: &str, detail: &str| {
-        errs.push(FieldError::forbidden(field(name), detail))
-    };
+    let forbid =
+        |errs: &mut Vec<FieldError>, name: &str, detail: &str| errs.push(FieldError::forbidden(field(name), detail));
     if v.type_.is_some() {
         forbid(errs, "type", "must be empty to be structural");
     }
     if v.additional.is_some() {
-        forbid(
-            errs,
-            "additionalProperties",
-            "must be undefined to be structural",
-        );
+        forbid(errs, "additionalProperties", "must be undefined to be structural");
     }
     if v.default.is_some() {
         forbid(errs, "default", "must be undefined to be structural");
@@ -866,53 +751,25 @@ fn check_nested(
         forbid(errs, "nullable", "must be false to be structural");
     }
     if v.preserve_unknown_fields {
-        forbid(
-            errs,
-            "x-kubernetes-preserve-unknown-fields",
-            "must be false to be structural",
-        );
+        forbid(errs, "x-kubernetes-preserve-unknown-fields", "must be false to be structural");
     }
     if v.embedded_resource {
-        forbid(
-            errs,
-            "x-kubernetes-embedded-resource",
-            "must be false to be structural",
-        );
+        forbid(errs, "x-kubernetes-embedded-resource", "must be false to be structural");
     }
     if v.int_or_string {
-        forbid(
-            errs,
-            "x-kubernetes-int-or-string",
-            "must be false to be structural",
-        );
+        forbid(errs, "x-kubernetes-int-or-string", "must be false to be structural");
     }
     if !v.list_map_keys.is_empty() {
-        forbid(
-            errs,
-            "x-kubernetes-list-map-keys",
-            "must be empty to be structural",
-        );
+        forbid(errs, "x-kubernetes-list-map-keys", "must be empty to be structural");
     }
     if v.list_type.is_some() {
-        forbid(
-            errs,
-            "x-kubernetes-list-type",
-            "must be undefined to be structural",
-        );
+        forbid(errs, "x-kubernetes-list-type", "must be undefined to be structural");
     }
     if v.map_type.is_some() {
-        forbid(
-            errs,
-            "x-kubernetes-map-type",
-            "must be undefined to be structural",
-        );
+        forbid(errs, "x-kubernetes-map-type", "must be undefined to be structural");
     }
     if v.has_validations {
-        forbid(
-            errs,
-            "x-kubernetes-validations",
-            "must be empty to be structural",
-        );
+        forbid(errs, "x-kubernetes-validations", "must be empty to be structural");
     }
     if v.properties.contains_key("metadata") {
         errs.push(FieldError::forbidden(
@@ -927,60 +784,32 @@ fn check_completeness(root: &Node, path: &FieldPath, errs: &mut Vec<FieldError>)
     completeness_of_junctors(root, root, path, path, errs);
 }
 
-fn completeness_of_junctors(
-    v: &Node,
-    s: &Node,
-    s_path: &FieldPath,
-    v_path: &FieldPath,
-    errs: &mut Vec<FieldError>,
-) {
+fn completeness_of_junctors(v: &Node, s: &Node, s_path: &FieldPath, v_path: &FieldPath, errs: &mut Vec<FieldError>) {
     if let Some(not) = &v.not {
         completeness_nested(not, Some(s), s_path, &v_path.child("not"), errs);
     }
-    for (name, list) in [
-        ("allOf", &v.all_of),
-        ("anyOf", &v.any_of),
-        ("oneOf", &v.one_of),
-    ] {
+    for (name, list) in [("allOf", &v.all_of), ("anyOf", &v.any_of), ("oneOf", &v.one_of)] {
         for (i, n) in list.iter().enumerate() {
             completeness_nested(n, Some(s), s_path, &v_path.child(name).index(i), errs);
         }
     }
 }
 
-fn completeness_nested(
-    v: &Node,
-    s: Option<&Node>,
-    s_path: &FieldPath,
-    v_path: &FieldPath,
-    errs: &mut Vec<FieldError>,
-) {
+fn completeness_nested(v: &Node, s: Option<&Node>, s_path: &FieldPath, v_path: &FieldPath, errs: &mut Vec<FieldError>) {
     let Some(s) = s else {
-        errs.push(FieldError::required(
-            s_path.as_field(),
-            format!("because it is defined in {v_path}"),
-        ));
+        errs.push(FieldError::required(s_path.as_field(), format!("because it is defined in {v_path}")));
         return;
     };
     completeness_of_junctors(v, s, s_path, v_path, errs);
     if let Some(items) = &v.items {
-        completeness_nested(
-            items,
-            s.items.as_deref(),
-            &s_path.child("items"),
-            &v_path.child("items"),
-            errs,
-        );
+        completeness_nested(items, s.items.as_deref(), &s_path.child("items"), &v_path.child("items"), errs);
     }
     for (k, vf) in &v.properties {
         let sp = s_path.child("properties").key(k);
         let vp = v_path.child("properties").key(k);
         match s.properties.get(k) {
             Some(sf) => completeness_nested(vf, Some(sf), &sp, &vp, errs),
-            None => errs.push(FieldError::required(
-                sp.as_field(),
-                format!("because it is defined in {vp}"),
-            )),
+            None => errs.push(FieldError::required(sp.as_field(), format!("because it is defined in {vp}"))),
         }
     }
 }
@@ -1006,11 +835,7 @@ fn check_defaults(s: &Node, path: &FieldPath, errs: &mut Vec<FieldError>, depth:
             errs.extend(list_errors);
         }
         if prune::prune_value(s, &mut default.clone()) {
-            errs.push(FieldError::invalid(
-                default_path.as_field(),
-                default.clone(),
-                "must not have unknown fields",
-            ));
+            errs.push(FieldError::invalid(default_path.as_field(), default.clone(), "must not have unknown fields"));
         }
     }
     // additionalProperties is not followed, as upstream does not.

@@ -75,10 +75,7 @@ impl FieldErrorKind {
     fn omits_value(self) -> bool {
         matches!(
             self,
-            FieldErrorKind::Required
-                | FieldErrorKind::Forbidden
-                | FieldErrorKind::TooLong
-                | FieldErrorKind::Internal
+            FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong | FieldErrorKind::Internal
         )
     }
 }
@@ -104,35 +101,17 @@ impl FieldError {
         bad_value: Option<Value>,
         detail: impl Into<String>,
     ) -> Self {
-        FieldError {
-            kind,
-            field: field.into(),
-            detail: detail.into(),
-            bad_value,
-        }
+        FieldError { kind, field: field.into(), detail: detail.into(), bad_value }
     }
 
     /// `field.Invalid`: the value is malformed or out of range.
-    pub fn invalid(
-        field: impl Into<String>,
-        value: impl Into<Value>,
-        detail: impl Into<String>,
-    ) -> Self {
+    pub fn invalid(field: impl Into<String>, value: impl Into<Value>, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorKind::Invalid, field, Some(value.into()), detail)
     }
 
     /// `field.TypeInvalid`: the value has the wrong type.
-    pub fn type_invalid(
-        field: impl Into<String>,
-        value: impl Into<Value>,
-        detail: impl Into<String>,
-    ) -> Self {
-        Self::new(
-            FieldErrorKind::TypeInvalid,
-            field,
-            Some(value.into()),
-            detail,
-        )
+    pub fn type_invalid(field: impl Into<String>, value: impl Into<Value>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::TypeInvalid, field, Some(value.into()), detail)
     }
 
     /// `field.Required`: a required value is missing.
@@ -152,23 +131,14 @@ impl FieldError {
 
     /// `field.NotSupported`: the value is not one of `allowed`; the detail lists them quoted,
     /// `supported values: "a", "b"`.
-    pub fn not_supported<S: AsRef<str>>(
-        field: impl Into<String>,
-        value: impl Into<Value>,
-        allowed: &[S],
-    ) -> Self {
+    pub fn not_supported<S: AsRef<str>>(field: impl Into<String>, value: impl Into<Value>, allowed: &[S]) -> Self {
         let detail = if allowed.is_empty() {
             String::new()
         } else {
             let quoted: Vec<String> = allowed.iter().map(|a| gofmt::quote(a.as_ref())).collect();
             format!("supported values: {}", quoted.join(", "))
         };
-        Self::new(
-            FieldErrorKind::NotSupported,
-            field,
-            Some(value.into()),
-            detail,
-        )
+        Self::new(FieldErrorKind::NotSupported, field, Some(value.into()), detail)
     }
 
     /// `field.TooLong`: a string is longer than `max_length` (negative when unknown). The value
@@ -304,11 +274,7 @@ impl FieldPath {
 
     /// `path.name` (or `name` from the nil path).
     pub fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() {
-            FieldPath(name.to_string())
-        } else {
-            FieldPath(format!("{}.{name}", self.0))
-        }
+        if self.0.is_empty() { FieldPath(name.to_string()) } else { FieldPath(format!("{}.{name}", self.0)) }
     }
 
     /// `path[key]`.
@@ -328,11 +294,7 @@ impl FieldPath {
 
     /// The path as `(*field.Path).String()` prints it: `<nil>` for the nil path.
     pub fn as_field(&self) -> String {
-        if self.0.is_empty() {
-            "<nil>".to_string()
-        } else {
-            self.0.clone()
-        }
+        if self.0.is_empty() { "<nil>".to_string() } else { self.0.clone() }
     }
 }
 
@@ -367,49 +329,28 @@ mod tests {
         assert_eq!(e.message(), "spec.name: Required value");
         assert_eq!(e.reason(), "FieldValueRequired");
         let e = FieldError::required("metadata.name", "name or generateName is required");
-        assert_eq!(
-            e.message(),
-            "metadata.name: Required value: name or generateName is required"
-        );
+        assert_eq!(e.message(), "metadata.name: Required value: name or generateName is required");
     }
 
     #[test]
     fn test_not_supported_lists_quoted_values() {
         let e = FieldError::not_supported("spec.mode", "x", &["a", "b"]);
-        assert_eq!(
-            e.message(),
-            r#"spec.mode: Unsupported value: "x": supported values: "a", "b""#
-        );
+        assert_eq!(e.message(), r#"spec.mode: Unsupported value: "x": supported values: "a", "b""#);
         assert_eq!(e.reason(), "FieldValueNotSupported");
     }
 
     #[test]
     fn test_numbers_print_bare_and_floats_go_style() {
-        assert_eq!(
-            FieldError::invalid("a", 11, "d").message(),
-            "a: Invalid value: 11: d"
-        );
-        assert_eq!(
-            FieldError::invalid("a", 1.5, "d").message(),
-            "a: Invalid value: 1.5: d"
-        );
-        assert_eq!(
-            FieldError::invalid("a", 5.0, "d").message(),
-            "a: Invalid value: 5: d"
-        );
-        assert_eq!(
-            FieldError::invalid("a", true, "d").message(),
-            "a: Invalid value: true: d"
-        );
+        assert_eq!(FieldError::invalid("a", 11, "d").message(), "a: Invalid value: 11: d");
+        assert_eq!(FieldError::invalid("a", 1.5, "d").message(), "a: Invalid value: 1.5: d");
+        assert_eq!(FieldError::invalid("a", 5.0, "d").message(), "a: Invalid value: 5: d");
+        assert_eq!(FieldError::invalid("a", true, "d").message(), "a: Invalid value: true: d");
     }
 
     #[test]
     fn test_complex_values_print_as_json() {
         let e = FieldError::duplicate("spec.ports[1]", json!({"port": 80}));
-        assert_eq!(
-            e.message(),
-            r#"spec.ports[1]: Duplicate value: {"port":80}"#
-        );
+        assert_eq!(e.message(), r#"spec.ports[1]: Duplicate value: {"port":80}"#);
         let e = FieldError::invalid("x", Value::Null, "");
         assert_eq!(e.message(), "x: Invalid value: null");
     }
@@ -420,10 +361,7 @@ mod tests {
             FieldError::too_long("metadata.annotations", 262144).message(),
             "metadata.annotations: Too long: may not be more than 262144 bytes"
         );
-        assert_eq!(
-            FieldError::too_long("a", 1).message(),
-            "a: Too long: may not be more than 1 byte"
-        );
+        assert_eq!(FieldError::too_long("a", 1).message(), "a: Too long: may not be more than 1 byte");
         assert_eq!(
             FieldError::too_many("spec.items", 4, 3).message(),
             "spec.items: Too many: 4: must have at most 3 items"
@@ -447,18 +385,9 @@ mod tests {
         let a = FieldError::required("a", "");
         let b = FieldError::required("b", "");
         assert_eq!(aggregate_message(&[]), "");
-        assert_eq!(
-            aggregate_message(std::slice::from_ref(&a)),
-            "a: Required value"
-        );
-        assert_eq!(
-            aggregate_message(&[a.clone(), a.clone()]),
-            "a: Required value"
-        );
-        assert_eq!(
-            aggregate_message(&[a, b]),
-            "[a: Required value, b: Required value]"
-        );
+        assert_eq!(aggregate_message(std::slice::from_ref(&a)), "a: Required value");
+        assert_eq!(aggregate_message(&[a.clone(), a.clone()]), "a: Required value");
+        assert_eq!(aggregate_message(&[a, b]), "[a: Required value, b: Required value]");
     }
 
     #[test]
@@ -467,20 +396,13 @@ mod tests {
         assert_eq!(p.as_field(), "<nil>");
         let p = p.child("spec").child("ports").index(2).child("name");
         assert_eq!(p.as_field(), "spec.ports[2].name");
-        assert_eq!(
-            FieldPath::new("metadata")
-                .child("labels")
-                .key("app")
-                .as_field(),
-            "metadata.labels[app]"
-        );
+        assert_eq!(FieldPath::new("metadata").child("labels").key("app").as_field(), "metadata.labels[app]");
         assert_eq!(FieldPath::root().index(0).as_field(), "[0]");
     }
 
     #[test]
     fn test_prefixed_moves_field_under_prefix() {
-        let e =
-            FieldError::required("type", "").prefixed("spec.versions[0].schema.openAPIV3Schema");
+        let e = FieldError::required("type", "").prefixed("spec.versions[0].schema.openAPIV3Schema");
         assert_eq!(e.field, "spec.versions[0].schema.openAPIV3Schema.type");
         let e = FieldError::required("[0]", "").prefixed("x");
         assert_eq!(e.field, "x[0]");

@@ -33,16 +33,8 @@ impl Decimal {
         let (mantissa, exp) = s.split_once('e').unwrap_or((s, "0"));
         let exp: i32 = exp.parse().unwrap_or(0);
         let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-        let digits = if digits.is_empty() {
-            "0".to_string()
-        } else {
-            digits
-        };
-        Decimal {
-            negative,
-            digits,
-            dp: exp + 1,
-        }
+        let digits = if digits.is_empty() { "0".to_string() } else { digits };
+        Decimal { negative, digits, dp: exp + 1 }
     }
 
     fn sign(&self) -> &'static str {
@@ -106,11 +98,7 @@ pub(crate) fn float_v(f: f64) -> String {
     }
     let d = Decimal::of(f);
     let exp = if d.digits == "0" { 0 } else { d.dp - 1 };
-    if !(-4..6).contains(&exp) {
-        d.exponent_form()
-    } else {
-        d.fixed_form()
-    }
+    if !(-4..6).contains(&exp) { d.exponent_form() } else { d.fixed_form() }
 }
 
 /// How `encoding/json` prints a `float64`.
@@ -329,10 +317,7 @@ mod tests {
     #[test]
     fn test_json_sorts_keys_and_escapes_html() {
         let v = json!({"b": 1, "a": [true, null, 1.0, "<&>"]});
-        assert_eq!(
-            json(&v),
-            r#"{"a":[true,null,1,"\u003c\u0026\u003e"],"b":1}"#
-        );
+        assert_eq!(json(&v), r#"{"a":[true,null,1,"\u003c\u0026\u003e"],"b":1}"#);
     }
 
     #[test]

@@ -59,31 +59,20 @@ fn node_shape(node: &Node, depth: usize) -> Shape {
     let mut shape = match node.type_.as_deref() {
         Some("object") => object_shape(node, depth),
         Some("array") => {
-            let item = node
-                .items
-                .as_deref()
-                .map_or(Shape::Untyped, |i| node_shape(i, depth + 1));
+            let item = node.items.as_deref().map_or(Shape::Untyped, |i| node_shape(i, depth + 1));
             let kind = match node.list_type.as_deref() {
                 Some("set") => ListKind::Set,
                 Some("map") => match node.list_map_keys.first() {
-                    Some(first) => ListKind::Map {
-                        keys: node.list_map_keys.clone(),
-                        merge_key: first.clone(),
-                    },
+                    Some(first) => ListKind::Map { keys: node.list_map_keys.clone(), merge_key: first.clone() },
                     None => ListKind::Atomic,
                 },
                 _ => ListKind::Atomic,
             };
-            Shape::List {
-                item: Arc::new(item),
-                kind,
-            }
+            Shape::List { item: Arc::new(item), kind }
         }
         Some(_) => Shape::Atomic,
         // Only `x-kubernetes-preserve-unknown-fields` (or an embedded resource) may omit the type.
-        None if !node.properties.is_empty() || node.additional_schema().is_some() => {
-            object_shape(node, depth)
-        }
+        None if !node.properties.is_empty() || node.additional_schema().is_some() => object_shape(node, depth),
         None => Shape::Untyped,
     };
     if node.embedded_resource {
@@ -99,17 +88,11 @@ fn object_shape(node: &Node, depth: usize) -> Shape {
     if node.properties.is_empty() && node.additional.is_none() && node.preserve_unknown_fields {
         return Shape::Untyped;
     }
-    let fields = node
-        .properties
-        .iter()
-        .map(|(k, p)| (k.clone(), Arc::new(node_shape(p, depth + 1))))
-        .collect();
+    let fields = node.properties.iter().map(|(k, p)| (k.clone(), Arc::new(node_shape(p, depth + 1)))).collect();
     let other = match &node.additional {
         Some(Additional::Schema(s)) => Some(Arc::new(node_shape(s, depth + 1))),
         Some(Additional::Allows(true)) => Some(Arc::new(Shape::Untyped)),
-        Some(Additional::Allows(false)) | None => node
-            .preserve_unknown_fields
-            .then(|| Arc::new(Shape::Untyped)),
+        Some(Additional::Allows(false)) | None => node.preserve_unknown_fields.then(|| Arc::new(Shape::Untyped)),
     };
     Shape::Struct { fields, other }
 }
@@ -146,10 +129,7 @@ pub(crate) fn object_meta_shape() -> Shape {
         ("deletionGracePeriodSeconds", Shape::Atomic),
         ("labels", Shape::map_of(Shape::Atomic)),
         ("annotations", Shape::map_of(Shape::Atomic)),
-        (
-            "ownerReferences",
-            Shape::list_map(owner_reference, &["uid"]),
-        ),
+        ("ownerReferences", Shape::list_map(owner_reference, &["uid"])),
         ("finalizers", Shape::set()),
         ("managedFields", Shape::atomic_list(managed_fields_entry)),
     ])

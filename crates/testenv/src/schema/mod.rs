@@ -97,9 +97,7 @@ impl StructuralSchema {
     pub fn compile_at(props: &JSONSchemaProps, path: &str) -> Result<Self, Vec<FieldError>> {
         let root = compile::compile(props, &FieldPath::new(path))?;
         let shape = Arc::new(merge_shape::resource_shape(&root));
-        Ok(StructuralSchema {
-            inner: Arc::new(Inner { root, shape }),
-        })
+        Ok(StructuralSchema { inner: Arc::new(Inner { root, shape }) })
     }
 
     /// Prune `obj` (a whole custom resource) as kube-apiserver does when reading it from

@@ -151,11 +151,7 @@ impl Node {
     /// The types the value must have, as kube-openapi sees them: `x-kubernetes-int-or-string`
     /// turns into `integer,string`.
     pub fn types(&self) -> Vec<&str> {
-        if self.int_or_string {
-            vec!["integer", "string"]
-        } else {
-            self.type_.as_deref().into_iter().collect()
-        }
+        if self.int_or_string { vec!["integer", "string"] } else { self.type_.as_deref().into_iter().collect() }
     }
 
     /// The schema of the values of undeclared keys, if additionalProperties is a schema.
@@ -183,12 +179,7 @@ impl Node {
 
     /// Build a node from its `JSONSchemaProps`, recording pattern compile errors (and nesting
     /// beyond [`MAX_DEPTH`]) at their paths. `path` is the field path of `props` in the CRD.
-    pub fn build(
-        props: &JSONSchemaProps,
-        path: &FieldPath,
-        depth: usize,
-        errors: &mut Vec<FieldError>,
-    ) -> Node {
+    pub fn build(props: &JSONSchemaProps, path: &FieldPath, depth: usize, errors: &mut Vec<FieldError>) -> Node {
         if depth > MAX_DEPTH {
             errors.push(FieldError::forbidden(
                 path.as_field(),
@@ -196,30 +187,22 @@ impl Node {
             ));
             return Node::default();
         }
-        let child = |p: &JSONSchemaProps, sub: FieldPath, errors: &mut Vec<FieldError>| {
-            Node::build(p, &sub, depth + 1, errors)
-        };
-        let pattern = props
-            .pattern
-            .as_ref()
-            .filter(|p| !p.is_empty())
-            .map(|source| {
-                let regex = match compile_pattern(source) {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        errors.push(FieldError::invalid(
-                            path.child("pattern").as_field(),
-                            source.as_str(),
-                            format!("must be a valid regular expression, but isn't: {e}"),
-                        ));
-                        None
-                    }
-                };
-                Pattern {
-                    source: source.clone(),
-                    regex,
+        let child =
+            |p: &JSONSchemaProps, sub: FieldPath, errors: &mut Vec<FieldError>| Node::build(p, &sub, depth + 1, errors);
+        let pattern = props.pattern.as_ref().filter(|p| !p.is_empty()).map(|source| {
+            let regex = match compile_pattern(source) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    errors.push(FieldError::invalid(
+                        path.child("pattern").as_field(),
+                        source.as_str(),
+                        format!("must be a valid regular expression, but isn't: {e}"),
+                    ));
+                    None
                 }
-            });
+            };
+            Pattern { source: source.clone(), regex }
+        });
         let properties = props
             .properties
             .iter()
@@ -228,44 +211,32 @@ impl Node {
             .collect();
         let additional = props.additional_properties.as_ref().map(|a| match a {
             JSONSchemaPropsOrBool::Bool(b) => Additional::Allows(*b),
-            JSONSchemaPropsOrBool::Schema(s) => Additional::Schema(Box::new(child(
-                s,
-                path.child("additionalProperties"),
-                errors,
-            ))),
+            JSONSchemaPropsOrBool::Schema(s) => {
+                Additional::Schema(Box::new(child(s, path.child("additionalProperties"), errors)))
+            }
         });
         let items = match &props.items {
-            Some(JSONSchemaPropsOrArray::Schema(s)) => {
-                Some(Box::new(child(s, path.child("items"), errors)))
-            }
+            Some(JSONSchemaPropsOrArray::Schema(s)) => Some(Box::new(child(s, path.child("items"), errors))),
             // The array form is rejected by the compile checks; nothing to build.
             Some(JSONSchemaPropsOrArray::Schemas(_)) | None => None,
         };
-        let junctor =
-            |list: &Option<Vec<JSONSchemaProps>>, name: &str, errors: &mut Vec<FieldError>| {
-                list.iter()
-                    .flatten()
-                    .enumerate()
-                    .map(|(i, p)| child(p, path.child(name).index(i), errors))
-                    .collect::<Vec<_>>()
-            };
+        let junctor = |list: &Option<Vec<JSONSchemaProps>>, name: &str, errors: &mut Vec<FieldError>| {
+            list.iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, p)| child(p, path.child(name).index(i), errors))
+                .collect::<Vec<_>>()
+        };
         let all_of = junctor(&props.all_of, "allOf", errors);
         let any_of = junctor(&props.any_of, "anyOf", errors);
         let one_of = junctor(&props.one_of, "oneOf", errors);
-        let not = props
-            .not
-            .as_ref()
-            .map(|n| Box::new(child(n, path.child("not"), errors)));
+        let not = props.not.as_ref().map(|n| Box::new(child(n, path.child("not"), errors)));
 
         Node {
             type_: props.type_.clone().filter(|t| !t.is_empty()),
             int_or_string: props.x_kubernetes_int_or_string == Some(true),
             nullable: props.nullable == Some(true),
-            format: props
-                .format
-                .as_deref()
-                .filter(|f| is_supported_format(f))
-                .map(str::to_string),
+            format: props.format.as_deref().filter(|f| is_supported_format(f)).map(str::to_string),
             default: props.default.as_ref().map(|d| d.0.clone()),
             has_title: props.title.as_deref().is_some_and(|t| !t.is_empty()),
             has_description: props.description.as_deref().is_some_and(|t| !t.is_empty()),
@@ -277,10 +248,7 @@ impl Node {
             list_type: props.x_kubernetes_list_type.clone(),
             list_map_keys: props.x_kubernetes_list_map_keys.clone().unwrap_or_default(),
             map_type: props.x_kubernetes_map_type.clone(),
-            has_validations: props
-                .x_kubernetes_validations
-                .as_ref()
-                .is_some_and(|v| !v.is_empty()),
+            has_validations: props.x_kubernetes_validations.as_ref().is_some_and(|v| !v.is_empty()),
             maximum: props.maximum,
             exclusive_maximum: props.exclusive_maximum == Some(true),
             minimum: props.minimum,

@@ -34,23 +34,14 @@ pub(crate) struct Coerced {
 pub(crate) fn coerce(meta: &Value, drop_malformed: bool) -> Result<Coerced, String> {
     let fields = match meta {
         Value::Null => {
-            return Ok(Coerced {
-                meta: Some(Value::Object(Map::new())),
-                unknown: Vec::new(),
-            });
+            return Ok(Coerced { meta: Some(Value::Object(Map::new())), unknown: Vec::new() });
         }
         Value::Object(fields) => fields,
         other => {
             if drop_malformed {
-                return Ok(Coerced {
-                    meta: None,
-                    unknown: Vec::new(),
-                });
+                return Ok(Coerced { meta: None, unknown: Vec::new() });
             }
-            return Err(format!(
-                "json: cannot unmarshal {} into Go value of type v1.ObjectMeta",
-                json_type(other)
-            ));
+            return Err(format!("json: cannot unmarshal {} into Go value of type v1.ObjectMeta", json_type(other)));
         }
     };
     let mut unknown = Vec::new();
@@ -74,10 +65,7 @@ pub(crate) fn coerce(meta: &Value, drop_malformed: bool) -> Result<Coerced, Stri
         }
     }
     unknown.sort();
-    Ok(Coerced {
-        meta: Some(Value::Object(out)),
-        unknown,
-    })
+    Ok(Coerced { meta: Some(Value::Object(out)), unknown })
 }
 
 /// Go's name for the JSON type of a value in decoding errors.
@@ -140,12 +128,7 @@ const OBJECT_META_FIELDS: &[(&str, Kind)] = &[
 ];
 
 impl Kind {
-    fn coerce(
-        self,
-        field: &str,
-        v: &Value,
-        unknown: &mut Vec<String>,
-    ) -> Result<Option<Value>, String> {
+    fn coerce(self, field: &str, v: &Value, unknown: &mut Vec<String>) -> Result<Option<Value>, String> {
         match self {
             Kind::Str => string(field, v, true),
             Kind::Int | Kind::IntPtr => match v {
@@ -188,16 +171,8 @@ impl Kind {
                 }
                 other => Err(mismatch(other, field, "[]string")),
             },
-            Kind::OwnerRefs => {
-                list_of_structs(field, v, unknown, owner_reference, "[]v1.OwnerReference")
-            }
-            Kind::ManagedFields => list_of_structs(
-                field,
-                v,
-                unknown,
-                managed_fields_entry,
-                "[]v1.ManagedFieldsEntry",
-            ),
+            Kind::OwnerRefs => list_of_structs(field, v, unknown, owner_reference, "[]v1.OwnerReference"),
+            Kind::ManagedFields => list_of_structs(field, v, unknown, managed_fields_entry, "[]v1.ManagedFieldsEntry"),
         }
     }
 }
@@ -219,14 +194,9 @@ fn time(v: &Value) -> Result<Option<Value>, String> {
         Value::String(s) => match normalize_rfc3339(s) {
             Some(t) if t == ZERO_TIME => Ok(None),
             Some(t) => Ok(Some(Value::String(t))),
-            None => Err(format!(
-                "parsing time {s:?} as \"2006-01-02T15:04:05Z07:00\": not an RFC 3339 time"
-            )),
+            None => Err(format!("parsing time {s:?} as \"2006-01-02T15:04:05Z07:00\": not an RFC 3339 time")),
         },
-        other => Err(format!(
-            "json: cannot unmarshal {} into Go value of type string",
-            json_type(other)
-        )),
+        other => Err(format!("json: cannot unmarshal {} into Go value of type string", json_type(other))),
     }
 }
 
@@ -259,12 +229,7 @@ fn list_of_structs(
     }
 }
 
-fn record_unknown(
-    fields: &Map<String, Value>,
-    known: &[&str],
-    prefix: &str,
-    unknown: &mut Vec<String>,
-) {
+fn record_unknown(fields: &Map<String, Value>, known: &[&str], prefix: &str, unknown: &mut Vec<String>) {
     for k in fields.keys() {
         if !known.contains(&k.as_str()) {
             unknown.push(format!("{prefix}.{k}"));
@@ -272,31 +237,13 @@ fn record_unknown(
     }
 }
 
-fn owner_reference(
-    fields: &Map<String, Value>,
-    prefix: &str,
-    unknown: &mut Vec<String>,
-) -> Result<Value, String> {
-    const KNOWN: &[&str] = &[
-        "apiVersion",
-        "kind",
-        "name",
-        "uid",
-        "controller",
-        "blockOwnerDeletion",
-    ];
+fn owner_reference(fields: &Map<String, Value>, prefix: &str, unknown: &mut Vec<String>) -> Result<Value, String> {
+    const KNOWN: &[&str] = &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"];
     record_unknown(fields, KNOWN, prefix, unknown);
     let mut out = Map::new();
     for key in ["apiVersion", "kind", "name", "uid"] {
-        let v = string(
-            &format!("ownerReferences.{key}"),
-            fields.get(key).unwrap_or(&Value::Null),
-            false,
-        )?;
-        out.insert(
-            key.to_string(),
-            v.unwrap_or_else(|| Value::String(String::new())),
-        );
+        let v = string(&format!("ownerReferences.{key}"), fields.get(key).unwrap_or(&Value::Null), false)?;
+        out.insert(key.to_string(), v.unwrap_or_else(|| Value::String(String::new())));
     }
     for key in ["controller", "blockOwnerDeletion"] {
         match fields.get(key) {
@@ -310,20 +257,8 @@ fn owner_reference(
     Ok(Value::Object(out))
 }
 
-fn managed_fields_entry(
-    fields: &Map<String, Value>,
-    prefix: &str,
-    unknown: &mut Vec<String>,
-) -> Result<Value, String> {
-    const KNOWN: &[&str] = &[
-        "manager",
-        "operation",
-        "apiVersion",
-        "time",
-        "fieldsType",
-        "fieldsV1",
-        "subresource",
-    ];
+fn managed_fields_entry(fields: &Map<String, Value>, prefix: &str, unknown: &mut Vec<String>) -> Result<Value, String> {
+    const KNOWN: &[&str] = &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"];
     record_unknown(fields, KNOWN, prefix, unknown);
     let mut out = Map::new();
     for &key in KNOWN {
@@ -390,11 +325,7 @@ pub(crate) fn normalize_rfc3339(s: &str) -> Option<String> {
             if h > 24 || m > 59 {
                 return None;
             }
-            if *sign == b'-' {
-                -(h * 60 + m)
-            } else {
-                h * 60 + m
-            }
+            if *sign == b'-' { -(h * 60 + m) } else { h * 60 + m }
         }
         _ => return None,
     };
@@ -402,17 +333,8 @@ pub(crate) fn normalize_rfc3339(s: &str) -> Option<String> {
     let utc = local - offset_minutes * 60;
     let (days, secs) = (utc.div_euclid(86_400), utc.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    let year = if y < 0 {
-        format!("-{:04}", -y)
-    } else {
-        format!("{y:04}")
-    };
-    Some(format!(
-        "{year}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    ))
+    let year = if y < 0 { format!("-{:04}", -y) } else { format!("{y:04}") };
+    Some(format!("{year}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
@@ -475,8 +397,7 @@ mod tests {
 
     #[test]
     fn test_owner_references_get_required_fields_and_report_unknown() {
-        let (meta, unknown) =
-            coerce_ok(json!({"ownerReferences": [{"uid": "u", "controller": true, "x": 1}]}));
+        let (meta, unknown) = coerce_ok(json!({"ownerReferences": [{"uid": "u", "controller": true, "x": 1}]}));
         assert_eq!(
             meta,
             json!({"ownerReferences": [{"apiVersion": "", "kind": "", "name": "", "uid": "u", "controller": true}]})
@@ -514,14 +435,8 @@ mod tests {
 
     #[test]
     fn test_rfc3339_parser_rejects_bad_times() {
-        assert_eq!(
-            normalize_rfc3339("2024-02-29T23:59:59Z").as_deref(),
-            Some("2024-02-29T23:59:59Z")
-        );
-        assert_eq!(
-            normalize_rfc3339("2024-01-01T00:30:00+01:00").as_deref(),
-            Some("2023-12-31T23:30:00Z")
-        );
+        assert_eq!(normalize_rfc3339("2024-02-29T23:59:59Z").as_deref(), Some("2024-02-29T23:59:59Z"));
+        assert_eq!(normalize_rfc3339("2024-01-01T00:30:00+01:00").as_deref(), Some("2023-12-31T23:30:00Z"));
         assert!(normalize_rfc3339("2023-02-29T00:00:00Z").is_none());
         assert!(normalize_rfc3339("2024-01-01T00:00:00").is_none());
         assert!(normalize_rfc3339("2024-01-01 00:00:00Z").is_none());

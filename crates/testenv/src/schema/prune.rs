@@ -26,26 +26,14 @@ const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// Prune `obj` (a whole resource) against `root`. Malformed `apiVersion`/`kind`/`metadata` are
 /// dropped when `drop_malformed`, else the first one is returned as an error.
-pub(crate) fn prune(
-    root: &Node,
-    obj: &mut Value,
-    drop_malformed: bool,
-) -> Result<Vec<String>, FieldError> {
+pub(crate) fn prune(root: &Node, obj: &mut Value, drop_malformed: bool) -> Result<Vec<String>, FieldError> {
     let mut pruner = Pruner::default();
     pruner.prune(obj, Some(root), true, "", 0);
     let mut unknown = pruner.unknown;
     unknown.sort();
     prune_nulls(obj, Some(root), 0);
     let mut meta_unknown = Vec::new();
-    coerce_meta(
-        obj,
-        Some(root),
-        true,
-        &FieldPath::root(),
-        drop_malformed,
-        &mut meta_unknown,
-        0,
-    )?;
+    coerce_meta(obj, Some(root), true, &FieldPath::root(), drop_malformed, &mut meta_unknown, 0)?;
     meta_unknown.sort();
     unknown.extend(meta_unknown);
     Ok(unknown)
@@ -65,11 +53,7 @@ struct Pruner {
 }
 
 fn append_key(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 fn append_index(path: &str, index: usize) -> String {
@@ -218,39 +202,15 @@ fn coerce_meta(
             }
             for (k, v) in map.iter_mut() {
                 if let Some(prop) = s.properties.get(k) {
-                    coerce_meta(
-                        v,
-                        Some(prop),
-                        false,
-                        &path.child(k),
-                        drop_malformed,
-                        unknown,
-                        depth + 1,
-                    )?;
+                    coerce_meta(v, Some(prop), false, &path.child(k), drop_malformed, unknown, depth + 1)?;
                 } else if let Some(ap) = s.additional_schema() {
-                    coerce_meta(
-                        v,
-                        Some(ap),
-                        false,
-                        &path.key(k),
-                        drop_malformed,
-                        unknown,
-                        depth + 1,
-                    )?;
+                    coerce_meta(v, Some(ap), false, &path.key(k), drop_malformed, unknown, depth + 1)?;
                 }
             }
         }
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                coerce_meta(
-                    v,
-                    s.items.as_deref(),
-                    false,
-                    &path.index(i),
-                    drop_malformed,
-                    unknown,
-                    depth + 1,
-                )?;
+                coerce_meta(v, s.items.as_deref(), false, &path.index(i), drop_malformed, unknown, depth + 1)?;
             }
         }
         _ => {}
@@ -271,11 +231,7 @@ fn coerce_type_and_object_meta(
                 map.remove(key);
             }
             Some(other) => {
-                return Err(FieldError::invalid(
-                    path.child(key).as_field(),
-                    other.clone(),
-                    "must be a string",
-                ));
+                return Err(FieldError::invalid(path.child(key).as_field(), other.clone(), "must be a string"));
             }
         }
     }

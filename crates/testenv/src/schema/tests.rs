@@ -27,16 +27,11 @@ fn messages(errs: &[FieldError]) -> Vec<String> {
 
 /// A root schema with `spec` holding the given properties.
 fn with_spec(props: Value) -> StructuralSchema {
-    schema(
-        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}}),
-    )
+    schema(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}}))
 }
 
 fn validate_spec(props: Value, spec: Value) -> Vec<String> {
-    messages(
-        &with_spec(props)
-            .validate(&json!({"apiVersion": "example.com/v1", "kind": "Foo", "spec": spec})),
-    )
+    messages(&with_spec(props).validate(&json!({"apiVersion": "example.com/v1", "kind": "Foo", "spec": spec})))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -54,10 +49,7 @@ fn test_prune_removes_undeclared_nested_fields_and_reports_sorted_paths() {
         "spec": {"replicas": 1, "foo": true, "template": {"name": "x", "bar": 1}},
         "status": {"ready": true}
     });
-    assert_eq!(
-        s.prune(&mut obj),
-        ["spec.foo", "spec.template.bar", "status"]
-    );
+    assert_eq!(s.prune(&mut obj), ["spec.foo", "spec.template.bar", "status"]);
     assert_eq!(
         obj,
         json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "a"},
@@ -70,10 +62,7 @@ fn test_prune_keeps_root_type_meta_even_when_schema_omits_it() {
     let s = with_spec(json!({}));
     let mut obj = json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}});
     assert!(s.prune(&mut obj).is_empty());
-    assert_eq!(
-        obj,
-        json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}})
-    );
+    assert_eq!(obj, json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}}));
 }
 
 #[test]
@@ -83,10 +72,7 @@ fn test_prune_paths_carry_list_indices() {
     }));
     let mut obj = json!({"spec": {"items": [{"name": "a"}, {"name": "b", "extra": 1}]}});
     assert_eq!(s.prune(&mut obj), ["spec.items[1].extra"]);
-    assert_eq!(
-        obj,
-        json!({"spec": {"items": [{"name": "a"}, {"name": "b"}]}})
-    );
+    assert_eq!(obj, json!({"spec": {"items": [{"name": "a"}, {"name": "b"}]}}));
 }
 
 #[test]
@@ -100,10 +86,7 @@ fn test_preserve_unknown_fields_keeps_unknown_but_prunes_declared_subtrees() {
     }));
     let mut obj = json!({"spec": {"config": {"free": {"deep": [1, {"x": 2}]}, "nested": {"a": "k", "junk": 1}}}});
     assert_eq!(s.prune(&mut obj), ["spec.config.nested.junk"]);
-    assert_eq!(
-        obj,
-        json!({"spec": {"config": {"free": {"deep": [1, {"x": 2}]}, "nested": {"a": "k"}}}})
-    );
+    assert_eq!(obj, json!({"spec": {"config": {"free": {"deep": [1, {"x": 2}]}, "nested": {"a": "k"}}}}));
 }
 
 #[test]
@@ -137,10 +120,7 @@ fn test_embedded_resource_keeps_type_meta_and_coerces_its_metadata() {
         "metadata": {"name": "p", "foo": 1, "labels": {}},
         "spec": {"a": "x", "b": "y"}
     }}});
-    assert_eq!(
-        s.prune(&mut obj),
-        ["spec.template.spec.b", "spec.template.metadata.foo"]
-    );
+    assert_eq!(s.prune(&mut obj), ["spec.template.spec.b", "spec.template.metadata.foo"]);
     assert_eq!(
         obj,
         json!({"spec": {"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"a": "x"}}}})
@@ -169,10 +149,7 @@ fn test_root_metadata_schema_does_not_restrict_object_meta_fields() {
     }));
     let mut obj = json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"x": "y"}}});
     assert!(s.prune(&mut obj).is_empty());
-    assert_eq!(
-        obj,
-        json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"x": "y"}}})
-    );
+    assert_eq!(obj, json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"x": "y"}}}));
 }
 
 #[test]
@@ -269,10 +246,7 @@ fn test_defaults_fill_missing_properties_recursively() {
     }));
     let mut obj = json!({"spec": {}});
     assert!(s.apply_defaults(&mut obj));
-    assert_eq!(
-        obj,
-        json!({"spec": {"replicas": 1, "strategy": {"type": "Rolling"}}})
-    );
+    assert_eq!(obj, json!({"spec": {"replicas": 1, "strategy": {"type": "Rolling"}}}));
 }
 
 #[test]
@@ -298,13 +272,9 @@ fn test_null_handling_follows_nullable() {
         "nullableWithDefault": {"type": "string", "nullable": true, "default": "d"},
         "noDefault": {"type": "string"}
     }));
-    let mut obj =
-        json!({"spec": {"withDefault": null, "nullableWithDefault": null, "noDefault": null}});
+    let mut obj = json!({"spec": {"withDefault": null, "nullableWithDefault": null, "noDefault": null}});
     assert!(s.apply_defaults(&mut obj));
-    assert_eq!(
-        obj,
-        json!({"spec": {"withDefault": "d", "nullableWithDefault": null}})
-    );
+    assert_eq!(obj, json!({"spec": {"withDefault": "d", "nullableWithDefault": null}}));
 }
 
 #[test]
@@ -320,16 +290,12 @@ fn test_defaults_apply_inside_list_items() {
     }));
     let mut obj = json!({"spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}});
     assert!(s.apply_defaults(&mut obj));
-    assert_eq!(
-        obj,
-        json!({"spec": {"ports": [{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}})
-    );
+    assert_eq!(obj, json!({"spec": {"ports": [{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}}));
 }
 
 #[test]
 fn test_null_list_items_become_the_item_default() {
-    let s =
-        with_spec(json!({"names": {"type": "array", "items": {"type": "string", "default": "x"}}}));
+    let s = with_spec(json!({"names": {"type": "array", "items": {"type": "string", "default": "x"}}}));
     let mut obj = json!({"spec": {"names": ["a", null]}});
     assert!(s.apply_defaults(&mut obj));
     assert_eq!(obj, json!({"spec": {"names": ["a", "x"]}}));
@@ -345,10 +311,7 @@ fn test_defaults_apply_inside_additional_properties_values() {
     }));
     let mut obj = json!({"spec": {"limits": {"cpu": {}, "mem": {"max": 2}}}});
     assert!(s.apply_defaults(&mut obj));
-    assert_eq!(
-        obj,
-        json!({"spec": {"limits": {"cpu": {"max": 10}, "mem": {"max": 2}}}})
-    );
+    assert_eq!(obj, json!({"spec": {"limits": {"cpu": {"max": 10}, "mem": {"max": 2}}}}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -361,9 +324,7 @@ fn test_type_mismatch_message_and_reason() {
     let errs = s.validate(&json!({"spec": {"replicas": "3"}}));
     assert_eq!(
         messages(&errs),
-        [
-            r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#
-        ]
+        [r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#]
     );
     assert_eq!(errs[0].reason(), "FieldValueTypeInvalid");
     assert_eq!(errs[0].field, "spec.replicas");
@@ -374,10 +335,7 @@ fn test_type_names_of_every_json_kind() {
     let props = json!({"o": {"type": "object"}, "a": {"type": "array", "items": {"type": "string"}},
                        "b": {"type": "boolean"}, "n": {"type": "number"}, "s": {"type": "string"}});
     assert_eq!(
-        validate_spec(
-            props.clone(),
-            json!({"o": [], "a": {}, "b": 1, "n": "1", "s": 1.5})
-        ),
+        validate_spec(props.clone(), json!({"o": [], "a": {}, "b": 1, "n": "1", "s": 1.5})),
         [
             r#"spec.a: Invalid value: "object": spec.a in body must be of type array: "object""#,
             r#"spec.b: Invalid value: "integer": spec.b in body must be of type boolean: "integer""#,
@@ -386,13 +344,7 @@ fn test_type_names_of_every_json_kind() {
             r#"spec.s: Invalid value: "number": spec.s in body must be of type string: "number""#,
         ]
     );
-    assert!(
-        validate_spec(
-            props,
-            json!({"o": {}, "a": ["x"], "b": false, "n": 1, "s": "x"})
-        )
-        .is_empty()
-    );
+    assert!(validate_spec(props, json!({"o": {}, "a": ["x"], "b": false, "n": 1, "s": "x"})).is_empty());
 }
 
 #[test]
@@ -424,44 +376,26 @@ fn test_required_fields() {
     let errs = s.validate(&json!({}));
     assert_eq!(messages(&errs), ["spec: Required value"]);
     assert_eq!(errs[0].reason(), "FieldValueRequired");
-    assert_eq!(
-        messages(&s.validate(&json!({"spec": {}}))),
-        ["spec.name: Required value"]
-    );
+    assert_eq!(messages(&s.validate(&json!({"spec": {}}))), ["spec.name: Required value"]);
 }
 
 #[test]
 fn test_enum_reports_supported_values() {
-    let errs = with_spec(json!({"mode": {"type": "string", "enum": ["a", "b"]}}))
-        .validate(&json!({"spec": {"mode": "x"}}));
-    assert_eq!(
-        messages(&errs),
-        [r#"spec.mode: Unsupported value: "x": supported values: "a", "b""#]
-    );
+    let errs =
+        with_spec(json!({"mode": {"type": "string", "enum": ["a", "b"]}})).validate(&json!({"spec": {"mode": "x"}}));
+    assert_eq!(messages(&errs), [r#"spec.mode: Unsupported value: "x": supported values: "a", "b""#]);
     assert_eq!(errs[0].reason(), "FieldValueNotSupported");
     assert_eq!(
-        validate_spec(
-            json!({"n": {"type": "integer", "enum": [1, 2]}}),
-            json!({"n": 3})
-        ),
+        validate_spec(json!({"n": {"type": "integer", "enum": [1, 2]}}), json!({"n": 3})),
         [r#"spec.n: Unsupported value: 3: supported values: "1", "2""#]
     );
-    assert!(
-        validate_spec(
-            json!({"n": {"type": "integer", "enum": [1, 2]}}),
-            json!({"n": 2})
-        )
-        .is_empty()
-    );
+    assert!(validate_spec(json!({"n": {"type": "integer", "enum": [1, 2]}}), json!({"n": 2})).is_empty());
 }
 
 #[test]
 fn test_enum_rejects_null_even_when_nullable() {
     assert_eq!(
-        validate_spec(
-            json!({"m": {"type": "string", "nullable": true, "enum": ["a"]}}),
-            json!({"m": null})
-        ),
+        validate_spec(json!({"m": {"type": "string", "nullable": true, "enum": ["a"]}}), json!({"m": null})),
         [r#"spec.m: Unsupported value: null: supported values: "a""#]
     );
 }
@@ -475,10 +409,7 @@ fn test_maximum_and_minimum() {
         "xmin": {"type": "number", "minimum": 0, "exclusiveMinimum": true}
     });
     assert_eq!(
-        validate_spec(
-            props.clone(),
-            json!({"max": 11, "xmax": 10, "min": 0, "xmin": 0})
-        ),
+        validate_spec(props.clone(), json!({"max": 11, "xmax": 10, "min": 0, "xmin": 0})),
         [
             "spec.max: Invalid value: 11: spec.max in body should be less than or equal to 10",
             "spec.min: Invalid value: 0: spec.min in body should be greater than or equal to 1",
@@ -492,10 +423,7 @@ fn test_maximum_and_minimum() {
 #[test]
 fn test_float_bounds_print_like_go() {
     assert_eq!(
-        validate_spec(
-            json!({"f": {"type": "number", "maximum": 2.5}}),
-            json!({"f": 3.75})
-        ),
+        validate_spec(json!({"f": {"type": "number", "maximum": 2.5}}), json!({"f": 3.75})),
         ["spec.f: Invalid value: 3.75: spec.f in body should be less than or equal to 2.5"]
     );
 }
@@ -518,10 +446,7 @@ fn test_max_length_counts_code_points() {
     let props = json!({"name": {"type": "string", "maxLength": 3}});
     assert!(validate_spec(props.clone(), json!({"name": "héé"})).is_empty());
     let errs = with_spec(props).validate(&json!({"spec": {"name": "abcd"}}));
-    assert_eq!(
-        messages(&errs),
-        ["spec.name: Too long: may not be more than 3 bytes"]
-    );
+    assert_eq!(messages(&errs), ["spec.name: Too long: may not be more than 3 bytes"]);
     assert_eq!(errs[0].reason(), "FieldValueTooLong");
 }
 
@@ -548,37 +473,27 @@ fn test_formats() {
         "i": {"type": "integer", "format": "int32"}
     });
     assert_eq!(
-        validate_spec(
-            props.clone(),
-            json!({"t": "yesterday", "u": "nope", "x": "?", "i": 99999999999i64})
-        ),
+        validate_spec(props.clone(), json!({"t": "yesterday", "u": "nope", "x": "?", "i": 99999999999i64})),
         [
             r#"spec.t: Invalid value: "yesterday": spec.t in body must be of type date-time: "yesterday""#,
             r#"spec.u: Invalid value: "nope": spec.u in body must be of type uuid: "nope""#,
         ]
     );
     assert!(
-        validate_spec(
-            props,
-            json!({"t": "2024-01-01T00:00:00Z", "u": "123e4567-e89b-12d3-a456-426614174000"})
-        )
-        .is_empty()
+        validate_spec(props, json!({"t": "2024-01-01T00:00:00Z", "u": "123e4567-e89b-12d3-a456-426614174000"}))
+            .is_empty()
     );
 }
 
 #[test]
 fn test_min_and_max_items() {
-    let props =
-        json!({"l": {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string"}}});
+    let props = json!({"l": {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string"}}});
     assert_eq!(
         validate_spec(props.clone(), json!({"l": ["a"]})),
         ["spec.l: Invalid value: 1: spec.l in body should have at least 2 items"]
     );
     let errs = with_spec(props).validate(&json!({"spec": {"l": ["a", "b", "c", "d"]}}));
-    assert_eq!(
-        messages(&errs),
-        ["spec.l: Too many: 4: must have at most 3 items"]
-    );
+    assert_eq!(messages(&errs), ["spec.l: Too many: 4: must have at most 3 items"]);
     assert_eq!(errs[0].reason(), "FieldValueTooMany");
 }
 
@@ -604,9 +519,7 @@ fn test_additional_properties_schema_validates_values() {
             json!({"labels": {"type": "object", "additionalProperties": {"type": "string"}}}),
             json!({"labels": {"a": "x", "b": 1}})
         ),
-        [
-            r#"spec.labels.b: Invalid value: "integer": spec.labels.b in body must be of type string: "integer""#
-        ]
+        [r#"spec.labels.b: Invalid value: "integer": spec.labels.b in body must be of type string: "integer""#]
     );
 }
 
@@ -617,9 +530,7 @@ fn test_additional_properties_false_forbids_unknown_keys() {
     }));
     assert_eq!(
         messages(&s.validate(&json!({"spec": {"strict": {"extra": 1}}}))),
-        [
-            r#"spec.strict: Invalid value: "extra": spec.strict.extra in body is a forbidden property"#
-        ]
+        [r#"spec.strict: Invalid value: "extra": spec.strict.extra in body is a forbidden property"#]
     );
 }
 
@@ -692,25 +603,14 @@ fn test_int_or_string() {
         errs[0],
         r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#
     );
-    assert!(
-        errs.iter()
-            .any(|e| e.contains("must validate at least one schema (anyOf)")),
-        "{errs:?}"
-    );
+    assert!(errs.iter().any(|e| e.contains("must validate at least one schema (anyOf)")), "{errs:?}");
 }
 
 #[test]
 fn test_list_type_set_reports_second_occurrences() {
     let props = json!({"tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}});
-    let errs =
-        with_spec(props.clone()).validate(&json!({"spec": {"tags": ["a", "b", "a", "a", "b"]}}));
-    assert_eq!(
-        messages(&errs),
-        [
-            r#"spec.tags[2]: Duplicate value: "a""#,
-            r#"spec.tags[4]: Duplicate value: "b""#
-        ]
-    );
+    let errs = with_spec(props.clone()).validate(&json!({"spec": {"tags": ["a", "b", "a", "a", "b"]}}));
+    assert_eq!(messages(&errs), [r#"spec.tags[2]: Duplicate value: "a""#, r#"spec.tags[4]: Duplicate value: "b""#]);
     assert_eq!(errs[0].reason(), "FieldValueDuplicate");
     assert!(validate_spec(props, json!({"tags": ["a", "b"]})).is_empty());
 }
@@ -723,16 +623,10 @@ fn test_list_type_map_reports_duplicate_keys() {
                   "properties": {"port": {"type": "integer"}, "name": {"type": "string"}}}
     }});
     assert_eq!(
-        validate_spec(
-            props.clone(),
-            json!({"ports": [{"port": 80, "name": "a"}, {"port": 80, "name": "b"}]})
-        ),
+        validate_spec(props.clone(), json!({"ports": [{"port": 80, "name": "a"}, {"port": 80, "name": "b"}]})),
         [r#"spec.ports[1]: Duplicate value: {"port":80}"#]
     );
-    assert_eq!(
-        validate_spec(props, json!({"ports": [{"name": "a"}]})),
-        ["spec.ports[0].port: Required value"]
-    );
+    assert_eq!(validate_spec(props, json!({"ports": [{"name": "a"}]})), ["spec.ports[0].port: Required value"]);
 }
 
 #[test]
@@ -745,10 +639,7 @@ fn test_list_type_map_with_several_keys() {
     let spec = json!({"ports": [
         {"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}
     ]});
-    assert_eq!(
-        validate_spec(props, spec),
-        [r#"spec.ports[2]: Duplicate value: {"port":53,"protocol":"UDP"}"#]
-    );
+    assert_eq!(validate_spec(props, spec), [r#"spec.ports[2]: Duplicate value: {"port":53,"protocol":"UDP"}"#]);
 }
 
 #[test]
@@ -763,22 +654,13 @@ fn test_embedded_resource_needs_api_version_and_kind() {
         ]
     );
     assert_eq!(
-        validate_spec(
-            props.clone(),
-            json!({"template": {"apiVersion": "a/b/c", "kind": "My_Kind"}})
-        ),
+        validate_spec(props.clone(), json!({"template": {"apiVersion": "a/b/c", "kind": "My_Kind"}})),
         [
             r#"spec.template.apiVersion: Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c"#,
             "spec.template.kind: Invalid value: \"My_Kind\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
         ]
     );
-    assert!(
-        validate_spec(
-            props,
-            json!({"template": {"apiVersion": "apps/v1", "kind": "Deployment"}})
-        )
-        .is_empty()
-    );
+    assert!(validate_spec(props, json!({"template": {"apiVersion": "apps/v1", "kind": "Deployment"}})).is_empty());
 }
 
 #[test]
@@ -836,11 +718,7 @@ fn test_a_kube_derive_style_object_validates_clean() {
     });
     assert!(s.prune(&mut obj).is_empty());
     s.apply_defaults(&mut obj);
-    assert!(
-        s.validate(&obj).is_empty(),
-        "{:?}",
-        messages(&s.validate(&obj))
-    );
+    assert!(s.validate(&obj).is_empty(), "{:?}", messages(&s.validate(&obj)));
 }
 
 #[test]
@@ -850,14 +728,9 @@ fn test_validation_never_panics_on_wrong_shapes() {
               "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}}},
         "m": {"type": "object", "additionalProperties": {"type": "integer"}}
     }));
-    for spec in [
-        json!(null),
-        json!(1),
-        json!("x"),
-        json!([1]),
-        json!({"a": {"k": 1}, "m": [1]}),
-        json!({"a": [1, "x", null]}),
-    ] {
+    for spec in
+        [json!(null), json!(1), json!("x"), json!([1]), json!({"a": {"k": 1}, "m": [1]}), json!({"a": [1, "x", null]})]
+    {
         let _ = s.validate(&json!({"spec": spec}));
     }
     assert_eq!(
@@ -883,23 +756,12 @@ const BASE: &str = "spec.versions[0].schema.openAPIV3Schema";
 fn test_compile_reports_missing_types() {
     assert_eq!(
         compile_errors(json!({"type": "object", "properties": {"spec": {"properties": {}}}})),
-        [format!(
-            "{BASE}.properties[spec].type: Required value: must not be empty for specified object fields"
-        )]
+        [format!("{BASE}.properties[spec].type: Required value: must not be empty for specified object fields")]
     );
+    assert_eq!(compile_errors(json!({})), [format!("{BASE}.type: Required value: must not be empty at the root")]);
     assert_eq!(
-        compile_errors(json!({})),
-        [format!(
-            "{BASE}.type: Required value: must not be empty at the root"
-        )]
-    );
-    assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"l": {"type": "array", "items": {}}}})
-        ),
-        [format!(
-            "{BASE}.properties[l].items.type: Required value: must not be empty for specified array items"
-        )]
+        compile_errors(json!({"type": "object", "properties": {"l": {"type": "array", "items": {}}}})),
+        [format!("{BASE}.properties[l].items.type: Required value: must not be empty for specified array items")]
     );
 }
 
@@ -907,27 +769,20 @@ fn test_compile_reports_missing_types() {
 fn test_compile_uses_openapi_root_path_by_default() {
     let props: JSONSchemaProps = serde_json::from_value(json!({})).unwrap();
     let errs = StructuralSchema::compile(&props).unwrap_err();
-    assert_eq!(
-        messages(&errs),
-        ["openAPIV3Schema.type: Required value: must not be empty at the root"]
-    );
+    assert_eq!(messages(&errs), ["openAPIV3Schema.type: Required value: must not be empty at the root"]);
 }
 
 #[test]
 fn test_compile_requires_items_for_arrays() {
     assert_eq!(
         compile_errors(json!({"type": "object", "properties": {"l": {"type": "array"}}})),
-        [format!(
-            "{BASE}.properties[l].items: Required value: must be specified"
-        )]
+        [format!("{BASE}.properties[l].items: Required value: must be specified")]
     );
 }
 
 #[test]
 fn test_compile_rejects_bad_pattern() {
-    let errs = compile_errors(
-        json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "("}}}),
-    );
+    let errs = compile_errors(json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "("}}}));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
         errs[0].starts_with(&format!(
@@ -940,10 +795,13 @@ fn test_compile_rejects_bad_pattern() {
 
 #[test]
 fn test_compile_accepts_untyped_preserve_and_int_or_string_nodes() {
-    assert!(compile_errors(json!({"type": "object", "properties": {
-        "raw": {"x-kubernetes-preserve-unknown-fields": true},
-        "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}
-    }})).is_empty());
+    assert!(
+        compile_errors(json!({"type": "object", "properties": {
+            "raw": {"x-kubernetes-preserve-unknown-fields": true},
+            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+        }}))
+        .is_empty()
+    );
 }
 
 #[test]
@@ -967,47 +825,37 @@ fn test_compile_rejects_unsupported_keywords() {
         )]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"a": {"type": "object",
-            "properties": {"x": {"type": "string"}}, "additionalProperties": {"type": "string"}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"a": {"type": "object",
+            "properties": {"x": {"type": "string"}}, "additionalProperties": {"type": "string"}}}})),
         [format!(
             "{BASE}.properties[a].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
         )]
     );
     assert_eq!(
         compile_errors(json!({"type": "object", "additionalProperties": {"type": "string"}})),
-        [format!(
-            "{BASE}.additionalProperties: Forbidden: must not be used at the root"
-        )]
+        [format!("{BASE}.additionalProperties: Forbidden: must not be used at the root")]
     );
 }
 
 #[test]
 fn test_compile_checks_list_map_extensions() {
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
-            "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
+            "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})),
         [format!(
             "{BASE}.properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
         )]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["k"], "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["k"], "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})),
         [format!(
             "{BASE}.properties[l].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
         )]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "bag",
-            "items": {"type": "string"}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "bag",
+            "items": {"type": "string"}}}})),
         [format!(
             r#"{BASE}.properties[l].x-kubernetes-list-type: Unsupported value: "bag": supported values: "atomic", "set", "map""#
         )]
@@ -1017,49 +865,35 @@ fn test_compile_checks_list_map_extensions() {
 #[test]
 fn test_compile_validates_defaults_against_their_schema() {
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "replicas": {"type": "integer", "default": "one"}}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "replicas": {"type": "integer", "default": "one"}}}}})),
         [format!(
             r#"{BASE}.properties[spec].properties[replicas].default: Invalid value: "string":  in body must be of type integer: "string""#
         )]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"spec": {"type": "object", "default": {"x": 1},
-            "properties": {"y": {"type": "integer"}}}}})
-        ),
-        [format!(
-            r#"{BASE}.properties[spec].default: Invalid value: {{"x":1}}: must not have unknown fields"#
-        )]
+        compile_errors(json!({"type": "object", "properties": {"spec": {"type": "object", "default": {"x": 1},
+            "properties": {"y": {"type": "integer"}}}}})),
+        [format!(r#"{BASE}.properties[spec].default: Invalid value: {{"x":1}}: must not have unknown fields"#)]
     );
 }
 
 #[test]
 fn test_compile_restricts_root_metadata() {
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"metadata": {"type": "object",
-            "properties": {"labels": {"type": "object"}}}}})
-        ),
+        compile_errors(json!({"type": "object", "properties": {"metadata": {"type": "object",
+            "properties": {"labels": {"type": "object"}}}}})),
         [format!(
             "{BASE}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
         )]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"metadata": {"type": "object", "default": {}}}})
-        ),
-        [format!(
-            "{BASE}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
-        )]
+        compile_errors(json!({"type": "object", "properties": {"metadata": {"type": "object", "default": {}}}})),
+        [format!("{BASE}.properties[metadata].default: Forbidden: must not be set in top-level metadata")]
     );
     assert!(
-        compile_errors(
-            json!({"type": "object", "properties": {"metadata": {"type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 20}}}}})
-        )
+        compile_errors(json!({"type": "object", "properties": {"metadata": {"type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}}}}}))
         .is_empty()
     );
 }
@@ -1067,46 +901,26 @@ fn test_compile_restricts_root_metadata() {
 #[test]
 fn test_compile_keeps_junctors_value_only() {
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"a": {"type": "string"}},
-            "anyOf": [{"properties": {"a": {"type": "string"}}}]})
-        ),
-        [format!(
-            "{BASE}.anyOf[0].properties[a].type: Forbidden: must be empty to be structural"
-        )]
+        compile_errors(json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "anyOf": [{"properties": {"a": {"type": "string"}}}]})),
+        [format!("{BASE}.anyOf[0].properties[a].type: Forbidden: must be empty to be structural")]
     );
     assert_eq!(
-        compile_errors(
-            json!({"type": "object", "properties": {"a": {"type": "string"}},
-            "allOf": [{"properties": {"b": {"minLength": 1}}}]})
-        ),
-        [format!(
-            "{BASE}.properties[b]: Required value: because it is defined in {BASE}.allOf[0].properties[b]"
-        )]
+        compile_errors(json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "allOf": [{"properties": {"b": {"minLength": 1}}}]})),
+        [format!("{BASE}.properties[b]: Required value: because it is defined in {BASE}.allOf[0].properties[b]")]
     );
 }
 
 #[test]
 fn test_compile_rejects_ref_and_validation_rules_without_rule() {
     let errs = compile_errors(json!({"type": "object", "properties": {"a": {"$ref": "#/x"}}}));
-    assert!(
-        errs.contains(&format!(
-            "{BASE}.properties[a].$ref: Forbidden: $ref is not supported"
-        )),
-        "{errs:?}"
-    );
+    assert!(errs.contains(&format!("{BASE}.properties[a].$ref: Forbidden: $ref is not supported")), "{errs:?}");
     assert_eq!(
         compile_errors(json!({"type": "object", "x-kubernetes-validations": [{"rule": " "}]})),
-        [format!(
-            "{BASE}.x-kubernetes-validations[0].rule: Required value: rule is not specified"
-        )]
+        [format!("{BASE}.x-kubernetes-validations[0].rule: Required value: rule is not specified")]
     );
-    assert!(
-        compile_errors(
-            json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.x > 0"}]})
-        )
-        .is_empty()
-    );
+    assert!(compile_errors(json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.x > 0"}]})).is_empty());
 }
 
 #[test]
@@ -1115,12 +929,8 @@ fn test_compile_sorts_structural_errors_by_message() {
     assert_eq!(
         errs,
         [
-            format!(
-                "{BASE}.properties[a].type: Required value: must not be empty for specified object fields"
-            ),
-            format!(
-                "{BASE}.properties[b].type: Required value: must not be empty for specified object fields"
-            ),
+            format!("{BASE}.properties[a].type: Required value: must not be empty for specified object fields"),
+            format!("{BASE}.properties[b].type: Required value: must not be empty for specified object fields"),
         ]
     );
 }
@@ -1152,10 +962,7 @@ fn test_shape_follows_schema_markers() {
     assert_eq!(spec.field("args"), &Shape::atomic_list(Shape::Atomic));
     assert_eq!(
         spec.field("ports").list_kind(),
-        &ListKind::Map {
-            keys: vec!["port".to_string(), "protocol".to_string()],
-            merge_key: "port".to_string()
-        }
+        &ListKind::Map { keys: vec!["port".to_string(), "protocol".to_string()], merge_key: "port".to_string() }
     );
     assert_eq!(spec.field("ports").item().field("port"), &Shape::Atomic);
     assert_eq!(spec.field("raw"), &Shape::Untyped);
@@ -1168,19 +975,13 @@ fn test_shape_gives_root_and_embedded_metadata_the_object_meta_shape() {
         "template": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}
     }));
     let shape = s.shape();
-    for meta in [
-        shape.field("metadata"),
-        shape.field("spec").field("template").field("metadata"),
-    ] {
+    for meta in [shape.field("metadata"), shape.field("spec").field("template").field("metadata")] {
         assert_eq!(meta.field("labels"), &Shape::map_of(Shape::Atomic));
         assert_eq!(meta.field("annotations"), &Shape::map_of(Shape::Atomic));
         assert_eq!(meta.field("finalizers"), &Shape::set());
         assert_eq!(
             meta.field("ownerReferences").list_kind(),
-            &ListKind::Map {
-                keys: vec!["uid".to_string()],
-                merge_key: "uid".to_string()
-            }
+            &ListKind::Map { keys: vec!["uid".to_string()], merge_key: "uid".to_string() }
         );
     }
     assert_eq!(shape.field("apiVersion"), &Shape::Atomic);

@@ -58,7 +58,10 @@ fn sorted_versions(versions: &BTreeMap<String, Vec<Arc<ResourceDef>>>) -> Vec<St
 fn wants_aggregated(accept: Option<&str>) -> Option<&'static str> {
     let accept = accept?;
     for mt in parse_accept(accept) {
-        if mt.essence == "application/json" && mt.param("as") == Some("APIGroupDiscoveryList") && mt.param("g") == Some("apidiscovery.k8s.io") {
+        if mt.essence == "application/json"
+            && mt.param("as") == Some("APIGroupDiscoveryList")
+            && mt.param("g") == Some("apidiscovery.k8s.io")
+        {
             match mt.param("v") {
                 Some("v2") => return Some("v2"),
                 Some("v2beta1") => return Some("v2beta1"),
@@ -90,18 +93,17 @@ pub(super) fn api_groups(state: &ServerState, accept: Option<&str>) -> Response<
     if let Some(v) = wants_aggregated(accept) {
         return aggregated(state, false, v);
     }
-    let groups: Vec<Value> = groups(state)
-        .iter()
-        .filter(|(g, _)| !g.is_empty())
-        .map(|(g, versions)| group_doc(g, versions))
-        .collect();
+    let groups: Vec<Value> =
+        groups(state).iter().filter(|(g, _)| !g.is_empty()).map(|(g, versions)| group_doc(g, versions)).collect();
     respond_value(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[])
 }
 
 fn group_doc(group: &str, versions: &BTreeMap<String, Vec<Arc<ResourceDef>>>) -> Value {
     let sorted = sorted_versions(versions);
-    let list: Vec<Value> = sorted.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
-    let preferred = sorted.first().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).unwrap_or(Value::Null);
+    let list: Vec<Value> =
+        sorted.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let preferred =
+        sorted.first().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).unwrap_or(Value::Null);
     json!({"name": group, "versions": list, "preferredVersion": preferred})
 }
 
@@ -181,7 +183,11 @@ pub(super) fn api_resources(state: &ServerState, group: &str, version: &str) -> 
         }
     }
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Ok(respond_value(200, &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}), &[]))
+    Ok(respond_value(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+        &[],
+    ))
 }
 
 fn storage_hash(def: &ResourceDef) -> String {

@@ -26,7 +26,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::api::{Api, DeleteOptions, DeleteOutcome, FieldValidation, PatchKind, Part, ReadAt, WriteOptions, WriteOutcome};
+use crate::api::{
+    Api, DeleteOptions, DeleteOutcome, FieldValidation, Part, PatchKind, ReadAt, WriteOptions, WriteOutcome,
+};
 use crate::error::{ApiError, success_status};
 use crate::faults::{Faults, RequestInfo};
 use crate::metrics::{Counters, Verb};
@@ -128,7 +130,10 @@ pub(crate) fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[St
     let mut resp = Response::new(http_body_util::Either::Left(Full::new(body)));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = resp.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     for w in warnings {
         let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
@@ -147,7 +152,7 @@ pub(crate) fn error_response(e: &ApiError) -> Response<Body> {
     respond_value(e.code, &e.to_status(), &[])
 }
 
-fn header_str<'a>(req: &'a Request<Incoming>, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(req: &Request<Incoming>, name: header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -156,7 +161,11 @@ fn manager_of(req: &Request<Incoming>, query: &Query) -> String {
     if let Some(m) = query.get("fieldManager").filter(|m| !m.is_empty()) {
         return m.to_string();
     }
-    header_str(req, header::USER_AGENT).and_then(|ua| ua.split('/').next()).filter(|s| !s.is_empty()).unwrap_or("unknown").to_string()
+    header_str(req, header::USER_AGENT)
+        .and_then(|ua| ua.split('/').next())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 /// Parse a request body as JSON, or YAML where the content type allows it.
@@ -242,7 +251,12 @@ impl ServerState {
         })
     }
 
-    async fn resource(self: Arc<Self>, req: Request<Incoming>, rp: ResourcePath, query: Query) -> Result<Response<Body>, ApiError> {
+    async fn resource(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        rp: ResourcePath,
+        query: Query,
+    ) -> Result<Response<Body>, ApiError> {
         let def = self.api.registry.get(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::unknown_path)?;
         let method = req.method().clone();
         let has_name = rp.name.is_some();
@@ -359,7 +373,8 @@ impl ServerState {
                 Ok(write_response(if out.created { 201 } else { 200 }, out, warnings))
             }
             Verb::Patch => {
-                let kind = PatchKind::from_content_type(&content_type).ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
+                let kind = PatchKind::from_content_type(&content_type)
+                    .ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
                 let opts = self.write_options(&query, manager, kind == PatchKind::Apply, "PatchOptions")?;
                 check_duplicates(&def, &body, &opts, &mut warnings)?;
                 let patch = decode_body(&body, &content_type)?;
@@ -461,7 +476,8 @@ impl ServerState {
     ) -> Result<Response<Body>, ApiError> {
         // D8: a resourceVersion newer than the server cannot be served.
         if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty() && *s != "0") {
-            let rv: u64 = rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?;
+            let rv: u64 =
+                rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?;
             let current = self.api.store.current_rv();
             if rv > current {
                 return Err(ApiError::too_large_rv(rv, current));
@@ -477,7 +493,12 @@ impl ServerState {
             Format::Json => Ok(respond(200, self.api.present(def, &stored), "application/json", &warnings)),
             Format::PartialMeta => {
                 let obj = self.api.present_value(def, &stored);
-                Ok(respond_value_ct(200, &crate::table::partial_object_metadata(&obj), format.content_type(), &warnings))
+                Ok(respond_value_ct(
+                    200,
+                    &crate::table::partial_object_metadata(&obj),
+                    format.content_type(),
+                    &warnings,
+                ))
             }
             Format::Table { include, .. } => {
                 let obj = self.api.present_value(def, &stored);
@@ -486,11 +507,20 @@ impl ServerState {
                 let table = table_version(crate::table::table(&columns, rows, &rv, None, None, true), format);
                 Ok(respond_value_ct(200, &table, format.content_type(), &warnings))
             }
-            Format::PartialMetaList => Err(ApiError::not_acceptable("PartialObjectMetadataList is only available for lists")),
+            Format::PartialMetaList => {
+                Err(ApiError::not_acceptable("PartialObjectMetadataList is only available for lists"))
+            }
         }
     }
 
-    fn list(&self, def: &ResourceDef, ns: Option<&str>, accept: Option<&str>, query: &Query, warnings: Vec<String>) -> Result<Response<Body>, ApiError> {
+    fn list(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        accept: Option<&str>,
+        query: &Query,
+        warnings: Vec<String>,
+    ) -> Result<Response<Body>, ApiError> {
         let opts = ListOptions::parse(query, false)?;
         self.check_field_selector(def, &opts.fields)?;
         let format = negotiate(accept, true, false, query)?;
@@ -553,10 +583,14 @@ impl ServerState {
                 Ok(respond_value_ct(200, &list, Format::PartialMetaList.content_type(), &warnings))
             }
             Format::Table { include, .. } => {
-                let objects: Vec<Value> = result.items.iter().filter_map(|(_, b)| serde_json::from_slice(b).ok()).collect();
+                let objects: Vec<Value> =
+                    result.items.iter().filter_map(|(_, b)| serde_json::from_slice(b).ok()).collect();
                 let (columns, rows) = self.table_rows(def, objects, include);
                 let remaining = result.remaining.map(|r| r as i64);
-                let table = table_version(crate::table::table(&columns, rows, &rv, result.continue_token.as_deref(), remaining, true), format);
+                let table = table_version(
+                    crate::table::table(&columns, rows, &rv, result.continue_token.as_deref(), remaining, true),
+                    format,
+                );
                 Ok(respond_value_ct(200, &table, format.content_type(), &warnings))
             }
         }
@@ -572,7 +606,9 @@ impl ServerState {
         let columns = match &def.flavor {
             Flavor::Custom(c) if !c.columns.is_empty() => c.columns.clone(),
             Flavor::Custom(_) => crate::table::crd_columns(&[]),
-            Flavor::Builtin(_) => crate::table::builtin_columns(&def.group, &def.kind).unwrap_or_else(|| crate::table::crd_columns(&[])),
+            Flavor::Builtin(_) => {
+                crate::table::builtin_columns(&def.group, &def.kind).unwrap_or_else(|| crate::table::crd_columns(&[]))
+            }
         };
         let now = self.api.clock.now();
         let rows = objects
@@ -605,14 +641,22 @@ impl ServerState {
             let Some(current) = current else { return Err(ApiError::not_found(def, name)) };
             let scale = scale_of(def, current);
             let new_scale = change(&scale)?;
-            let precondition = new_scale.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+            let precondition = new_scale
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
             let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
             if replicas < 0 {
                 return Err(ApiError::invalid_kind(
                     "autoscaling",
                     "Scale",
                     name,
-                    &[crate::schema::FieldError::invalid("spec.replicas", json!(replicas), "must be greater than or equal to 0")],
+                    &[crate::schema::FieldError::invalid(
+                        "spec.replicas",
+                        json!(replicas),
+                        "must be greater than or equal to 0",
+                    )],
                 ));
             }
             let mut value = current.clone();
@@ -625,7 +669,14 @@ impl ServerState {
 
     /// POST pods/<name>/eviction. The cluster simulation decides against PodDisruptionBudgets;
     /// without it an eviction is a deletion with the given options.
-    fn evict(&self, def: &ResourceDef, ns: &str, name: &str, body: &[u8], content_type: &str) -> Result<Response<Body>, ApiError> {
+    fn evict(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        content_type: &str,
+    ) -> Result<Response<Body>, ApiError> {
         let eviction = decode_body(body, content_type)?;
         if let Some(n) = eviction.pointer("/metadata/name").and_then(Value::as_str)
             && n != name
@@ -637,41 +688,78 @@ impl ServerState {
             _ => DeleteOptions::default(),
         };
         self.api.evict(def, ns, name, &opts)?;
-        Ok(respond_value(201, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), &[]))
+        Ok(respond_value(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            &[],
+        ))
     }
 
     /// POST pods/<name>/binding: assign a pod to a node, as the scheduler does.
-    fn bind(&self, def: &ResourceDef, ns: &str, name: &str, body: &[u8], content_type: &str, opts: &WriteOptions) -> Result<Response<Body>, ApiError> {
+    fn bind(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        content_type: &str,
+        opts: &WriteOptions,
+    ) -> Result<Response<Body>, ApiError> {
         let binding = decode_body(body, content_type)?;
         let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_string();
         if node.is_empty() {
-            return Err(ApiError::invalid_kind("", "Binding", name, &[crate::schema::FieldError::required("target.name", "")]));
+            return Err(ApiError::invalid_kind(
+                "",
+                "Binding",
+                name,
+                &[crate::schema::FieldError::required("target.name", "")],
+            ));
         }
         self.api.guaranteed_update(def, ns, name, Part::Main, opts, false, |current| {
             let Some(current) = current else { return Err(ApiError::not_found(def, name)) };
-            if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                return Err(ApiError::conflict_msg(def, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+            if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty())
+            {
+                return Err(ApiError::conflict_msg(
+                    def,
+                    name,
+                    &format!("pod {name} is already assigned to node \"{existing}\""),
+                ));
             }
             let mut value = current.clone();
             crate::api::set_path(&mut value, &["spec", "nodeName"], Some(json!(node)));
             Ok(crate::api::Mutation { value, applied: false, precondition: None })
         })?;
-        Ok(respond_value(201, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), &[]))
+        Ok(respond_value(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            &[],
+        ))
     }
 }
 
 impl ApiError {
     fn new_too_large() -> ApiError {
-        ApiError { code: 413, reason: "RequestEntityTooLarge", message: "Request entity too large: limit is 3145728".into(), details: None }
+        ApiError {
+            code: 413,
+            reason: "RequestEntityTooLarge",
+            message: "Request entity too large: limit is 3145728".into(),
+            details: None,
+        }
     }
 }
 
 /// Duplicate keys in a JSON body: an error with `fieldValidation=Strict`, a warning with `Warn`.
-fn check_duplicates(def: &ResourceDef, body: &[u8], opts: &WriteOptions, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+fn check_duplicates(
+    def: &ResourceDef,
+    body: &[u8],
+    opts: &WriteOptions,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
     if opts.field_validation == FieldValidation::Ignore {
         return Ok(());
     }
-    let dups: Vec<String> = duplicates::duplicate_fields(body).into_iter().map(|p| format!("duplicate field \"{p}\"")).collect();
+    let dups: Vec<String> =
+        duplicates::duplicate_fields(body).into_iter().map(|p| format!("duplicate field \"{p}\"")).collect();
     if dups.is_empty() {
         return Ok(());
     }
@@ -728,7 +816,8 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
     let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {
-        let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
         DeleteOptions::from_json(&v)?
     };
     // Options may also come as query parameters when the body is empty (A5).
@@ -736,7 +825,8 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
         opts.propagation = Some(crate::api::parse_policy(p)?);
     }
     if let Some(g) = query.get("gracePeriodSeconds") {
-        opts.grace_period_seconds = Some(g.parse().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
+        opts.grace_period_seconds =
+            Some(g.parse().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}")))?);
     }
     if let Some(o) = query.get("orphanDependents") {
         opts.orphan_dependents = Some(o == "true");

@@ -49,7 +49,8 @@ pub(super) fn root(state: &ServerState) -> Response<Body> {
 
 /// `/openapi/v3/<api/v1 | apis/g/v>`.
 pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
-    let defs: Vec<_> = state.api.registry.all().into_iter().filter(|d| d.group == group && d.version == version).collect();
+    let defs: Vec<_> =
+        state.api.registry.all().into_iter().filter(|d| d.group == group && d.version == version).collect();
     if defs.is_empty() {
         return Err(ApiError::unknown_path());
     }
@@ -171,7 +172,10 @@ fn crd_schema(state: &ServerState, def: &ResourceDef) -> Option<Value> {
             json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "description": "Standard object's metadata."}),
         );
     }
-    obj.insert("x-kubernetes-group-version-kind".into(), json!([{"group": def.group, "version": def.version, "kind": def.kind}]));
+    obj.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([{"group": def.group, "version": def.version, "kind": def.kind}]),
+    );
     Some(schema)
 }
 

@@ -87,9 +87,8 @@ impl ListOptions {
     /// Parse and validate.
     pub fn parse(q: &Query, watch_prefix: bool) -> Result<ListOptions, ApiError> {
         let labels = match q.get("labelSelector") {
-            Some(s) if !s.is_empty() => {
-                LabelSelector::parse(s).map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?
-            }
+            Some(s) if !s.is_empty() => LabelSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
             _ => LabelSelector::everything(),
         };
         let fields = match q.get("fieldSelector") {
@@ -164,7 +163,11 @@ impl ListOptions {
                         "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                     )),
                     "Exact" | "NotOlderThan" => {}
-                    other => errs.push(FieldError::not_supported("resourceVersionMatch", json!(other), &["Exact", "NotOlderThan"])),
+                    other => errs.push(FieldError::not_supported(
+                        "resourceVersionMatch",
+                        json!(other),
+                        &["Exact", "NotOlderThan"],
+                    )),
                 }
             }
         }
@@ -255,7 +258,8 @@ pub fn parse_accept(accept: &str) -> Vec<MediaType<'_>> {
         .filter_map(|part| {
             let mut pieces = part.split(';').map(str::trim);
             let essence = pieces.next().filter(|e| !e.is_empty())?;
-            let params = pieces.filter_map(|p| p.split_once('=')).map(|(k, v)| (k.trim(), v.trim().trim_matches('"'))).collect();
+            let params =
+                pieces.filter_map(|p| p.split_once('=')).map(|(k, v)| (k.trim(), v.trim().trim_matches('"'))).collect();
             Some(MediaType { essence, params })
         })
         .collect()
@@ -310,26 +314,51 @@ mod tests {
 
     #[test]
     fn table_and_metadata_forms() {
-        let f = negotiate(Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"), true, false, &q("includeObject=Object")).unwrap();
+        let f = negotiate(
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            true,
+            false,
+            &q("includeObject=Object"),
+        )
+        .unwrap();
         assert_eq!(f, Format::Table { include: IncludeObject::Object, v1beta1: false });
-        let f = negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), true, false, &q("")).unwrap();
+        let f =
+            negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), true, false, &q(""))
+                .unwrap();
         assert_eq!(f, Format::PartialMetaList);
         // The list form on a single object is not acceptable.
-        let e = negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), false, false, &q("")).unwrap_err();
+        let e =
+            negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), false, false, &q(""))
+                .unwrap_err();
         assert_eq!(e.code, 406);
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), true, true, &q("")).unwrap(), Format::PartialMeta);
+        assert_eq!(
+            negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), true, true, &q(""))
+                .unwrap(),
+            Format::PartialMeta
+        );
     }
 
     #[test]
     fn list_option_validation() {
         assert_eq!(ListOptions::parse(&q("resourceVersionMatch=Exact"), false).unwrap_err().code, 422);
-        assert_eq!(ListOptions::parse(&q("resourceVersion=0&resourceVersionMatch=Exact"), false).unwrap_err().code, 422);
+        assert_eq!(
+            ListOptions::parse(&q("resourceVersion=0&resourceVersionMatch=Exact"), false).unwrap_err().code,
+            422
+        );
         assert_eq!(ListOptions::parse(&q("sendInitialEvents=true"), false).unwrap_err().code, 422);
         assert_eq!(ListOptions::parse(&q("continue=abc&resourceVersion=5"), false).unwrap_err().code, 400);
-        assert_eq!(ListOptions::parse(&q("watch=true&resourceVersionMatch=NotOlderThan"), false).unwrap_err().code, 422);
-        let ok = ListOptions::parse(&q("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"), false).unwrap();
+        assert_eq!(
+            ListOptions::parse(&q("watch=true&resourceVersionMatch=NotOlderThan"), false).unwrap_err().code,
+            422
+        );
+        let ok = ListOptions::parse(
+            &q("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"),
+            false,
+        )
+        .unwrap();
         assert!(ok.watch && ok.bookmarks && ok.send_initial_events == Some(true));
-        let ok = ListOptions::parse(&q("limit=500&resourceVersion=0&resourceVersionMatch=NotOlderThan"), false).unwrap();
+        let ok =
+            ListOptions::parse(&q("limit=500&resourceVersion=0&resourceVersionMatch=NotOlderThan"), false).unwrap();
         assert_eq!(ok.limit, Some(500));
         assert_eq!(ListOptions::parse(&q("resourceVersion=abc"), false).unwrap_err().code, 400);
     }

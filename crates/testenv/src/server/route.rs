@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn core_and_group_paths() {
         let r = res("/api/v1/namespaces/default/configmaps/a");
-        assert_eq!((r.group.as_str(), r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref()), ("", Some("default"), "configmaps", Some("a")));
+        assert_eq!(
+            (r.group.as_str(), r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref()),
+            ("", Some("default"), "configmaps", Some("a"))
+        );
         let r = res("/apis/apps/v1/namespaces/x/deployments/d/scale");
         assert_eq!(r.subresource.as_deref(), Some("scale"));
         let r = res("/apis/example.com/v1/foos");

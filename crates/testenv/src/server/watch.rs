@@ -28,7 +28,13 @@ const BATCH: usize = 512;
 const CHANNEL_DEPTH: usize = 16;
 
 /// Start a watch: answer 200 with the headers at once, and stream events from a task.
-pub(super) fn start(state: Arc<ServerState>, def: Arc<ResourceDef>, namespace: Option<String>, opts: ListOptions, format: Format) -> Response<Body> {
+pub(super) fn start(
+    state: Arc<ServerState>,
+    def: Arc<ResourceDef>,
+    namespace: Option<String>,
+    opts: ListOptions,
+    format: Format,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
     let token = state.stop.child_token();
     state.faults.register_watch(&def.plural, &def.qualified(), token.clone());
@@ -84,7 +90,15 @@ impl Watcher {
         };
         let mut last = if initial {
             // Synthetic ADDED events for the current state (E2, E8), then everything after it.
-            let list = match api.list(&self.def, self.namespace.as_deref(), &self.opts.labels, &self.opts.fields, ReadAt::Latest, None, None) {
+            let list = match api.list(
+                &self.def,
+                self.namespace.as_deref(),
+                &self.opts.labels,
+                &self.opts.fields,
+                ReadAt::Latest,
+                None,
+                None,
+            ) {
                 Ok(l) => l,
                 Err(e) => return self.error_and_close(&e).await,
             };
@@ -95,7 +109,9 @@ impl Watcher {
                     self.send(chunk.split().freeze()).await.map_err(|_| ())?;
                 }
             }
-            if self.opts.send_initial_events == Some(true) || (initial && self.opts.bookmarks && self.opts.send_initial_events.is_none()) {
+            if self.opts.send_initial_events == Some(true)
+                || (initial && self.opts.bookmarks && self.opts.send_initial_events.is_none())
+            {
                 self.encode_bookmark(&mut chunk, list.rv, true);
             }
             if !chunk.is_empty() {
@@ -108,7 +124,9 @@ impl Watcher {
         let mut notify = match api.store.watch_from(&storage, last) {
             Ok(start) => start.notify,
             Err(HistoryError::Expired { oldest }) => {
-                return self.error_and_close(&ApiError::expired(format!("too old resource version: {last} ({oldest})"))).await;
+                return self
+                    .error_and_close(&ApiError::expired(format!("too old resource version: {last} ({oldest})")))
+                    .await;
             }
             Err(HistoryError::TooLarge { .. }) => {
                 // E13: wait briefly for the store to reach the requested RV.
@@ -139,7 +157,9 @@ impl Watcher {
                 let events = match api.store.events_after(&storage, last, BATCH) {
                     Ok(e) => e,
                     Err(HistoryError::Expired { oldest }) | Err(HistoryError::TooLarge { current: oldest }) => {
-                        return self.error_and_close(&ApiError::expired(format!("too old resource version: {last} ({oldest})"))).await;
+                        return self
+                            .error_and_close(&ApiError::expired(format!("too old resource version: {last} ({oldest})")))
+                            .await;
                     }
                 };
                 if events.is_empty() {
@@ -213,7 +233,8 @@ impl Watcher {
         {
             return false;
         }
-        self.opts.labels.matches(&stored.meta.labels) && self.opts.fields.matches(|f| field_of(&self.def, key, &stored.meta, f))
+        self.opts.labels.matches(&stored.meta.labels)
+            && self.opts.fields.matches(|f| field_of(&self.def, key, &stored.meta, f))
     }
 
     /// One change, with selector transitions (E4): entering the selection is ADDED, leaving it
@@ -263,7 +284,10 @@ impl Watcher {
                 let v: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
                 let rv = v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
                 let (columns, rows) = self.state.table_rows(&self.def, vec![v], include);
-                let table = super::table_version(crate::table::table(&columns, rows, &rv, None, None, !self.sent_headers), self.format);
+                let table = super::table_version(
+                    crate::table::table(&columns, rows, &rv, None, None, !self.sent_headers),
+                    self.format,
+                );
                 self.sent_headers = true;
                 out.put_slice(table.to_string().as_bytes());
             }

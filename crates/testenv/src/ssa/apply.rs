@@ -18,9 +18,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::fieldset::{FieldSet, PathElement};
-use super::managed::{
-    ManagedFieldsEntry, Operation, SERVER_METADATA, sort_entries, strip_ignored, write_entries,
-};
+use super::managed::{ManagedFieldsEntry, Operation, SERVER_METADATA, sort_entries, strip_ignored, write_entries};
 use super::typed::{compare, depth_exceeds, field_set, get_at, merge, remove_at};
 use super::{MAX_DEPTH, Manager};
 use crate::shape::Shape;
@@ -99,33 +97,18 @@ impl Conflicts {
         for conflict in &self.0 {
             let id = conflict.identifier();
             if current.as_deref() != Some(id.as_str()) {
-                lines.push(format!(
-                    "conflicts with {}:",
-                    conflict.manager_description()
-                ));
+                lines.push(format!("conflicts with {}:", conflict.manager_description()));
                 current = Some(id);
             }
             lines.push(format!("- {}", conflict.field));
         }
-        format!(
-            "Apply failed with {} conflicts: {}",
-            self.0.len(),
-            lines.join("\n")
-        )
+        format!("Apply failed with {} conflicts: {}", self.0.len(), lines.join("\n"))
     }
 
     /// The Status `details.causes`, as (message, field) pairs; each cause has reason
     /// `FieldManagerConflict` and message `conflict with "mgr" using v1`.
     pub fn causes(&self) -> Vec<(String, String)> {
-        self.0
-            .iter()
-            .map(|c| {
-                (
-                    format!("conflict with {}", c.manager_description()),
-                    c.field.clone(),
-                )
-            })
-            .collect()
+        self.0.iter().map(|c| (format!("conflict with {}", c.manager_description()), c.field.clone())).collect()
     }
 }
 
@@ -169,32 +152,24 @@ pub fn apply(
     shape: &Shape,
 ) -> Result<(Value, Vec<ManagedFieldsEntry>), ApplyError> {
     if depth_exceeds(applied, MAX_DEPTH) || current.is_some_and(|c| depth_exceeds(c, MAX_DEPTH)) {
-        return Err(ApplyError::BadRequest(format!(
-            "the apply patch is nested deeper than {MAX_DEPTH} levels"
-        )));
+        return Err(ApplyError::BadRequest(format!("the apply patch is nested deeper than {MAX_DEPTH} levels")));
     }
     let Value::Object(applied_map) = applied else {
-        return Err(ApplyError::BadRequest(
-            "the apply patch must be a JSON object".to_string(),
-        ));
+        return Err(ApplyError::BadRequest("the apply patch must be a JSON object".to_string()));
     };
     let config = clean_config(applied_map)?;
 
     let mut new_set = field_set(&config, shape, true).map_err(ApplyError::Invalid)?;
     strip_ignored(&mut new_set);
 
-    let mut live = current
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()));
+    let mut live = current.cloned().unwrap_or_else(|| Value::Object(Map::new()));
     if let Some(Value::Object(metadata)) = live.get_mut("metadata") {
         metadata.remove("managedFields");
     }
     let mut merged = merge(Some(&live), &config, shape);
 
     let mut managed = managed;
-    let own = managed
-        .iter()
-        .position(|e| e.is_for(manager, Operation::Apply));
+    let own = managed.iter().position(|e| e.is_for(manager, Operation::Apply));
     let last_set = own.map(|i| managed[i].fields()).unwrap_or_default();
     let others = managed
         .iter()
@@ -274,9 +249,7 @@ fn clean_config(applied: &Map<String, Value>) -> Result<Value, ApplyError> {
     let mut config = applied.clone();
     if let Some(Value::Object(metadata)) = config.get_mut("metadata") {
         if metadata.get("managedFields").is_some_and(|v| !v.is_null()) {
-            return Err(ApplyError::BadRequest(
-                "metadata.managedFields must be nil".to_string(),
-            ));
+            return Err(ApplyError::BadRequest("metadata.managedFields must be nil".to_string()));
         }
         for name in SERVER_METADATA {
             metadata.remove(*name);
@@ -288,13 +261,7 @@ fn clean_config(applied: &Map<String, Value>) -> Result<Value, ApplyError> {
 /// Removes from `merged` what the applier applied last time and not this time, unless
 /// another manager owns it or something below it; then removes containers that removal left
 /// empty and that nobody owns anything in.
-fn prune(
-    merged: &mut Value,
-    last_set: &FieldSet,
-    new_set: &FieldSet,
-    others: &FieldSet,
-    shape: &Shape,
-) {
+fn prune(merged: &mut Value, last_set: &FieldSet, new_set: &FieldSet, others: &FieldSet, shape: &Shape) {
     let dropped = last_set.difference(new_set);
     if dropped.is_empty() {
         return;
@@ -311,12 +278,7 @@ fn prune(
     }
 }
 
-fn remove_emptied_ancestors(
-    merged: &mut Value,
-    path: &[PathElement],
-    keep: &FieldSet,
-    shape: &Shape,
-) {
+fn remove_emptied_ancestors(merged: &mut Value, path: &[PathElement], keep: &FieldSet, shape: &Shape) {
     for len in (1..path.len()).rev() {
         let ancestor = &path[..len];
         let empty = match get_at(merged, ancestor, shape) {
@@ -333,12 +295,7 @@ fn remove_emptied_ancestors(
 
 impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "conflict with {}: {}",
-            self.manager_description(),
-            self.field
-        )
+        write!(f, "conflict with {}: {}", self.manager_description(), self.field)
     }
 }
 
@@ -354,18 +311,11 @@ mod tests {
     const T3: &str = "2024-01-01T00:10:00Z";
 
     fn mgr<'a>(name: &'a str, time: &'a str) -> Manager<'a> {
-        Manager {
-            name,
-            api_version: "coordination.k8s.io/v1",
-            subresource: None,
-            time,
-        }
+        Manager { name, api_version: "coordination.k8s.io/v1", subresource: None, time }
     }
 
     fn lease_shape() -> Shape {
-        builtin_shape("coordination.k8s.io", "Lease")
-            .as_ref()
-            .clone()
+        builtin_shape("coordination.k8s.io", "Lease").as_ref().clone()
     }
 
     fn lease(spec: Value) -> Value {
@@ -377,10 +327,7 @@ mod tests {
     }
 
     fn entry<'e>(entries: &'e [ManagedFieldsEntry], manager: &str) -> &'e ManagedFieldsEntry {
-        entries
-            .iter()
-            .find(|e| e.manager == manager)
-            .unwrap_or_else(|| panic!("no entry for {manager} in {entries:?}"))
+        entries.iter().find(|e| e.manager == manager).unwrap_or_else(|| panic!("no entry for {manager} in {entries:?}"))
     }
 
     fn conflicts(result: Result<(Value, Vec<ManagedFieldsEntry>), ApplyError>) -> Conflicts {
@@ -401,10 +348,7 @@ mod tests {
             &lease_shape(),
         )
         .unwrap();
-        assert_eq!(
-            obj["spec"],
-            json!({"holderIdentity": "a", "leaseDurationSeconds": 15})
-        );
+        assert_eq!(obj["spec"], json!({"holderIdentity": "a", "leaseDurationSeconds": 15}));
         assert_eq!(obj["metadata"]["name"], json!("lock"));
         assert_eq!(
             obj["metadata"]["managedFields"],
@@ -420,34 +364,12 @@ mod tests {
     #[test]
     fn test_lease_mutual_exclusion_second_applier_conflicts() {
         let shape = lease_shape();
-        let (obj, entries) = apply(
-            None,
-            &lease(json!({"holderIdentity": "a"})),
-            vec![],
-            &mgr("a", T1),
-            false,
-            &shape,
-        )
-        .unwrap();
-        let c = conflicts(apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "b"})),
-            entries,
-            &mgr("b", T2),
-            false,
-            &shape,
-        ));
-        assert_eq!(
-            c.message(),
-            "Apply failed with 1 conflict: conflict with \"a\": .spec.holderIdentity"
-        );
-        assert_eq!(
-            c.causes(),
-            vec![(
-                "conflict with \"a\"".to_string(),
-                ".spec.holderIdentity".to_string()
-            )]
-        );
+        let (obj, entries) =
+            apply(None, &lease(json!({"holderIdentity": "a"})), vec![], &mgr("a", T1), false, &shape).unwrap();
+        let c =
+            conflicts(apply(Some(&obj), &lease(json!({"holderIdentity": "b"})), entries, &mgr("b", T2), false, &shape));
+        assert_eq!(c.message(), "Apply failed with 1 conflict: conflict with \"a\": .spec.holderIdentity");
+        assert_eq!(c.causes(), vec![("conflict with \"a\"".to_string(), ".spec.holderIdentity".to_string())]);
         assert_eq!(c.0[0].operation, Operation::Apply);
         assert_eq!(c.to_string(), c.message());
     }
@@ -455,24 +377,10 @@ mod tests {
     #[test]
     fn test_applying_the_same_value_shares_ownership() {
         let shape = lease_shape();
-        let (obj, entries) = apply(
-            None,
-            &lease(json!({"holderIdentity": "a"})),
-            vec![],
-            &mgr("a", T1),
-            false,
-            &shape,
-        )
-        .unwrap();
-        let (obj2, entries) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "a"})),
-            entries,
-            &mgr("b", T2),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) =
+            apply(None, &lease(json!({"holderIdentity": "a"})), vec![], &mgr("a", T1), false, &shape).unwrap();
+        let (obj2, entries) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": "a"})), entries, &mgr("b", T2), false, &shape).unwrap();
         assert_eq!(obj2["spec"], obj["spec"]);
         let owned = json!({"f:spec": {"f:holderIdentity": {}}});
         assert_eq!(entry(&entries, "a").fields().to_fields_v1(), owned);
@@ -491,28 +399,12 @@ mod tests {
             &shape,
         )
         .unwrap();
-        let (obj, entries) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "b"})),
-            entries,
-            &mgr("b", T2),
-            true,
-            &shape,
-        )
-        .unwrap();
-        assert_eq!(
-            obj["spec"],
-            json!({"holderIdentity": "b", "leaseDurationSeconds": 10})
-        );
-        assert_eq!(
-            entry(&entries, "a").fields().to_fields_v1(),
-            json!({"f:spec": {"f:leaseDurationSeconds": {}}})
-        );
+        let (obj, entries) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": "b"})), entries, &mgr("b", T2), true, &shape).unwrap();
+        assert_eq!(obj["spec"], json!({"holderIdentity": "b", "leaseDurationSeconds": 10}));
+        assert_eq!(entry(&entries, "a").fields().to_fields_v1(), json!({"f:spec": {"f:leaseDurationSeconds": {}}}));
         assert_eq!(entry(&entries, "a").time.as_deref(), Some(T1));
-        assert_eq!(
-            entry(&entries, "b").fields().to_fields_v1(),
-            json!({"f:spec": {"f:holderIdentity": {}}})
-        );
+        assert_eq!(entry(&entries, "b").fields().to_fields_v1(), json!({"f:spec": {"f:holderIdentity": {}}}));
         // The old holder, re-applying without force, now conflicts with the new one.
         let c = conflicts(apply(
             Some(&obj),
@@ -522,33 +414,16 @@ mod tests {
             false,
             &shape,
         ));
-        assert_eq!(
-            c.message(),
-            "Apply failed with 1 conflict: conflict with \"b\": .spec.holderIdentity"
-        );
+        assert_eq!(c.message(), "Apply failed with 1 conflict: conflict with \"b\": .spec.holderIdentity");
     }
 
     #[test]
     fn test_force_that_takes_everything_drops_the_losers_entry() {
         let shape = lease_shape();
-        let (obj, entries) = apply(
-            None,
-            &lease(json!({"holderIdentity": "a"})),
-            vec![],
-            &mgr("a", T1),
-            false,
-            &shape,
-        )
-        .unwrap();
-        let (_, entries) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "b"})),
-            entries,
-            &mgr("b", T2),
-            true,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) =
+            apply(None, &lease(json!({"holderIdentity": "a"})), vec![], &mgr("a", T1), false, &shape).unwrap();
+        let (_, entries) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": "b"})), entries, &mgr("b", T2), true, &shape).unwrap();
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].manager, "b");
     }
@@ -557,39 +432,13 @@ mod tests {
     fn test_conflict_with_update_manager_names_its_api_version() {
         let shape = builtin_shape("example.com", "Foo").as_ref().clone();
         let foo = |x: i64| json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "f"}, "spec": {"x": x}});
-        let creator = Manager {
-            name: "mgr",
-            api_version: "example.com/v1",
-            subresource: None,
-            time: T1,
-        };
+        let creator = Manager { name: "mgr", api_version: "example.com/v1", subresource: None, time: T1 };
         let created = foo(1);
         let entries = record_update(None, &created, vec![], &creator, &shape);
-        let applier = Manager {
-            name: "applier",
-            api_version: "example.com/v1",
-            subresource: None,
-            time: T2,
-        };
-        let c = conflicts(apply(
-            Some(&created),
-            &foo(2),
-            entries.clone(),
-            &applier,
-            false,
-            &shape,
-        ));
-        assert_eq!(
-            c.message(),
-            "Apply failed with 1 conflict: conflict with \"mgr\" using example.com/v1: .spec.x"
-        );
-        assert_eq!(
-            c.causes(),
-            vec![(
-                "conflict with \"mgr\" using example.com/v1".to_string(),
-                ".spec.x".to_string()
-            )]
-        );
+        let applier = Manager { name: "applier", api_version: "example.com/v1", subresource: None, time: T2 };
+        let c = conflicts(apply(Some(&created), &foo(2), entries.clone(), &applier, false, &shape));
+        assert_eq!(c.message(), "Apply failed with 1 conflict: conflict with \"mgr\" using example.com/v1: .spec.x");
+        assert_eq!(c.causes(), vec![("conflict with \"mgr\" using example.com/v1".to_string(), ".spec.x".to_string())]);
         // The same value is not a conflict even against an updater.
         assert!(apply(Some(&created), &foo(1), entries, &applier, false, &shape).is_ok());
     }
@@ -608,17 +457,8 @@ mod tests {
         .unwrap();
         let mut edited = obj.clone();
         edited["spec"]["leaseDurationSeconds"] = json!(30);
-        let entries = record_update(
-            Some(&obj),
-            &edited,
-            entries,
-            &mgr("kubectl-edit", T2),
-            &shape,
-        );
-        assert_eq!(
-            entry(&entries, "a").fields().to_fields_v1(),
-            json!({"f:spec": {"f:holderIdentity": {}}})
-        );
+        let entries = record_update(Some(&obj), &edited, entries, &mgr("kubectl-edit", T2), &shape);
+        assert_eq!(entry(&entries, "a").fields().to_fields_v1(), json!({"f:spec": {"f:holderIdentity": {}}}));
         let c = conflicts(apply(
             Some(&edited),
             &lease(json!({"holderIdentity": "a", "leaseDurationSeconds": 10})),
@@ -633,15 +473,9 @@ mod tests {
              .spec.leaseDurationSeconds"
         );
         // Re-applying without the field it lost leaves the edited value alone.
-        let (obj, _) = apply(
-            Some(&edited),
-            &lease(json!({"holderIdentity": "a"})),
-            entries,
-            &mgr("a", T3),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (obj, _) =
+            apply(Some(&edited), &lease(json!({"holderIdentity": "a"})), entries, &mgr("a", T3), false, &shape)
+                .unwrap();
         assert_eq!(obj["spec"]["leaseDurationSeconds"], json!(30));
     }
 
@@ -681,9 +515,7 @@ mod tests {
         let entries = record_update(Some(&obj), &updated, entries, &mgr("alpha", T2), &shape);
         let c = conflicts(apply(
             Some(&updated),
-            &lease(
-                json!({"holderIdentity": "b", "leaseDurationSeconds": 2, "leaseTransitions": 4}),
-            ),
+            &lease(json!({"holderIdentity": "b", "leaseDurationSeconds": 2, "leaseTransitions": 4})),
             entries,
             &mgr("new", T3),
             false,
@@ -696,17 +528,8 @@ mod tests {
              - .spec.leaseDurationSeconds"
         );
         assert_eq!(c.causes().len(), 3);
-        assert_eq!(
-            c.causes()[0].0,
-            "conflict with \"alpha\" using coordination.k8s.io/v1"
-        );
-        assert_eq!(
-            c.causes()[2],
-            (
-                "conflict with \"zeta\"".to_string(),
-                ".spec.leaseDurationSeconds".to_string()
-            )
-        );
+        assert_eq!(c.causes()[0].0, "conflict with \"alpha\" using coordination.k8s.io/v1");
+        assert_eq!(c.causes()[2], ("conflict with \"zeta\"".to_string(), ".spec.leaseDurationSeconds".to_string()));
     }
 
     #[test]
@@ -721,20 +544,10 @@ mod tests {
             &shape,
         )
         .unwrap();
-        let (obj, entries) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "a"})),
-            entries,
-            &mgr("a", T2),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": "a"})), entries, &mgr("a", T2), false, &shape).unwrap();
         assert_eq!(obj["spec"], json!({"holderIdentity": "a"}));
-        assert_eq!(
-            entries[0].fields().to_fields_v1(),
-            json!({"f:spec": {"f:holderIdentity": {}}})
-        );
+        assert_eq!(entries[0].fields().to_fields_v1(), json!({"f:spec": {"f:holderIdentity": {}}}));
         assert_eq!(entries[0].time.as_deref(), Some(T2));
     }
 
@@ -743,19 +556,12 @@ mod tests {
         let shape = lease_shape();
         let both = lease(json!({"holderIdentity": "a", "leaseDurationSeconds": 10}));
         let (obj, entries) = apply(None, &both, vec![], &mgr("a", T1), false, &shape).unwrap();
-        let (obj, entries) = apply(
-            Some(&obj),
-            &lease(json!({"leaseDurationSeconds": 10})),
-            entries,
-            &mgr("b", T2),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) =
+            apply(Some(&obj), &lease(json!({"leaseDurationSeconds": 10})), entries, &mgr("b", T2), false, &shape)
+                .unwrap();
         // `spec: {}` would itself be owned (an empty object is a member); leave spec out.
         let bare = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "lock"}});
-        let (obj, entries) =
-            apply(Some(&obj), &bare, entries, &mgr("a", T3), false, &shape).unwrap();
+        let (obj, entries) = apply(Some(&obj), &bare, entries, &mgr("a", T3), false, &shape).unwrap();
         assert_eq!(obj["spec"], json!({"leaseDurationSeconds": 10}));
         assert_eq!(entries.len(), 1, "a owns nothing any more: {entries:?}");
         assert_eq!(entries[0].manager, "b");
@@ -765,28 +571,19 @@ mod tests {
     fn test_removal_keeps_map_entries_of_other_managers_and_drops_emptied_maps() {
         let shape = builtin_shape("", "ConfigMap").as_ref().clone();
         let cm = |labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": labels}});
-        let m = |name| Manager {
-            name,
-            api_version: "v1",
-            subresource: None,
-            time: T1,
-        };
-        let (obj, entries) =
-            apply(None, &cm(json!({"x": "1"})), vec![], &m("a"), false, &shape).unwrap();
+        let m = |name| Manager { name, api_version: "v1", subresource: None, time: T1 };
+        let (obj, entries) = apply(None, &cm(json!({"x": "1"})), vec![], &m("a"), false, &shape).unwrap();
         let mut edited = obj.clone();
         edited["metadata"]["labels"]["z"] = json!("2");
         let entries = record_update(Some(&obj), &edited, entries, &m("editor"), &shape);
         let no_labels = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-        let (obj, entries) =
-            apply(Some(&edited), &no_labels, entries, &m("a"), false, &shape).unwrap();
+        let (obj, entries) = apply(Some(&edited), &no_labels, entries, &m("a"), false, &shape).unwrap();
         assert_eq!(obj["metadata"]["labels"], json!({"z": "2"}));
         assert!(entries.iter().all(|e| e.manager == "editor"), "{entries:?}");
 
         // Alone, the applier's last label takes the emptied map with it.
-        let (obj, entries) =
-            apply(None, &cm(json!({"x": "1"})), vec![], &m("a"), false, &shape).unwrap();
-        let (obj, entries) =
-            apply(Some(&obj), &no_labels, entries, &m("a"), false, &shape).unwrap();
+        let (obj, entries) = apply(None, &cm(json!({"x": "1"})), vec![], &m("a"), false, &shape).unwrap();
+        let (obj, entries) = apply(Some(&obj), &no_labels, entries, &m("a"), false, &shape).unwrap();
         assert_eq!(obj["metadata"], json!({"name": "c"}));
         assert!(entries.is_empty());
     }
@@ -800,12 +597,7 @@ mod tests {
     }
 
     fn apps<'a>(name: &'a str, time: &'a str) -> Manager<'a> {
-        Manager {
-            name,
-            api_version: "apps/v1",
-            subresource: None,
-            time,
-        }
+        Manager { name, api_version: "apps/v1", subresource: None, time }
     }
 
     #[test]
@@ -857,19 +649,8 @@ mod tests {
         );
 
         // Dropping its only item removes the item; the other applier's item stays.
-        let (obj, entries) = apply(
-            Some(&obj),
-            &deployment(json!([])),
-            entries,
-            &apps("a", T3),
-            false,
-            &shape,
-        )
-        .unwrap();
-        assert_eq!(
-            obj["spec"]["template"]["spec"]["containers"],
-            json!([{"name": "sidecar", "image": "envoy"}])
-        );
+        let (obj, entries) = apply(Some(&obj), &deployment(json!([])), entries, &apps("a", T3), false, &shape).unwrap();
+        assert_eq!(obj["spec"]["template"]["spec"]["containers"], json!([{"name": "sidecar", "image": "envoy"}]));
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].manager, "b");
     }
@@ -879,12 +660,7 @@ mod tests {
         let shape = builtin_shape("", "Pod").as_ref().clone();
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}});
-        let m = Manager {
-            name: "a",
-            api_version: "v1",
-            subresource: None,
-            time: T1,
-        };
+        let m = Manager { name: "a", api_version: "v1", subresource: None, time: T1 };
         let (_, entries) = apply(None, &pod, vec![], &m, false, &shape).unwrap();
         let encoded = entries[0].fields().to_fields_v1();
         assert_eq!(
@@ -896,38 +672,14 @@ mod tests {
     #[test]
     fn test_set_items_are_owned_individually() {
         let shape = builtin_shape("", "ConfigMap").as_ref().clone();
-        let cm = |f: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": f}});
-        let m = |name| Manager {
-            name,
-            api_version: "v1",
-            subresource: None,
-            time: T1,
-        };
-        let (obj, entries) =
-            apply(None, &cm(json!(["a"])), vec![], &m("one"), false, &shape).unwrap();
-        let (obj, entries) = apply(
-            Some(&obj),
-            &cm(json!(["b"])),
-            entries,
-            &m("two"),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let cm =
+            |f: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": f}});
+        let m = |name| Manager { name, api_version: "v1", subresource: None, time: T1 };
+        let (obj, entries) = apply(None, &cm(json!(["a"])), vec![], &m("one"), false, &shape).unwrap();
+        let (obj, entries) = apply(Some(&obj), &cm(json!(["b"])), entries, &m("two"), false, &shape).unwrap();
         assert_eq!(obj["metadata"]["finalizers"], json!(["a", "b"]));
-        assert_eq!(
-            entry(&entries, "one").fields().paths()[0].to_string(),
-            ".metadata.finalizers[=\"a\"]"
-        );
-        let (obj, _) = apply(
-            Some(&obj),
-            &cm(json!([])),
-            entries,
-            &m("one"),
-            false,
-            &shape,
-        )
-        .unwrap();
+        assert_eq!(entry(&entries, "one").fields().paths()[0].to_string(), ".metadata.finalizers[=\"a\"]");
+        let (obj, _) = apply(Some(&obj), &cm(json!([])), entries, &m("one"), false, &shape).unwrap();
         assert_eq!(obj["metadata"]["finalizers"], json!(["b"]));
     }
 
@@ -936,30 +688,12 @@ mod tests {
         let shape = lease_shape();
         let config = lease(json!({"holderIdentity": "a"}));
         let (obj, entries) = apply(None, &config, vec![], &mgr("a", T1), false, &shape).unwrap();
-        let (again, entries2) = apply(
-            Some(&obj),
-            &config,
-            entries.clone(),
-            &mgr("a", T2),
-            false,
-            &shape,
-        )
-        .unwrap();
-        assert_eq!(
-            serde_json::to_string(&again).unwrap(),
-            serde_json::to_string(&obj).unwrap()
-        );
+        let (again, entries2) = apply(Some(&obj), &config, entries.clone(), &mgr("a", T2), false, &shape).unwrap();
+        assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&obj).unwrap());
         assert_eq!(entries2, entries);
         // A changed value refreshes the time.
-        let (_, entries3) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": "b"})),
-            entries,
-            &mgr("a", T3),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (_, entries3) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": "b"})), entries, &mgr("a", T3), false, &shape).unwrap();
         assert_eq!(entries3[0].time.as_deref(), Some(T3));
     }
 
@@ -974,44 +708,23 @@ mod tests {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "lock", "namespace": "default", "uid": "server-uid", "resourceVersion": "7"}
         });
-        let (obj, entries) = apply(
-            Some(&current),
-            &config,
-            vec![],
-            &mgr("a", T1),
-            false,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) = apply(Some(&current), &config, vec![], &mgr("a", T1), false, &shape).unwrap();
         assert_eq!(obj["metadata"]["uid"], json!("server-uid"));
         assert_eq!(obj["metadata"]["resourceVersion"], json!("7"));
         assert!(obj["metadata"].get("generation").is_none());
-        assert_eq!(
-            entries[0].fields().to_fields_v1(),
-            json!({"f:spec": {"f:holderIdentity": {}}})
-        );
+        assert_eq!(entries[0].fields().to_fields_v1(), json!({"f:spec": {"f:holderIdentity": {}}}));
     }
 
     #[test]
     fn test_ignored_fields_never_conflict() {
         let shape = lease_shape();
-        let mut bogus =
-            ManagedFieldsEntry::new(&mgr("other", T1), Operation::Update, FieldSet::new());
-        bogus.fields_v1 = Some(
-            FieldSet::from_fields_v1(&json!({"f:apiVersion": {}, "f:metadata": {"f:name": {}}}))
-                .unwrap(),
-        );
+        let mut bogus = ManagedFieldsEntry::new(&mgr("other", T1), Operation::Update, FieldSet::new());
+        bogus.fields_v1 =
+            Some(FieldSet::from_fields_v1(&json!({"f:apiVersion": {}, "f:metadata": {"f:name": {}}})).unwrap());
         let current = lease(json!({}));
         let mut config = lease(json!({}));
         config["apiVersion"] = json!("coordination.k8s.io/v2");
-        let result = apply(
-            Some(&current),
-            &config,
-            vec![bogus],
-            &mgr("a", T1),
-            false,
-            &shape,
-        );
+        let result = apply(Some(&current), &config, vec![bogus], &mgr("a", T1), false, &shape);
         assert!(result.is_ok(), "{result:?}");
     }
 
@@ -1020,25 +733,14 @@ mod tests {
         let mut config = lease(json!({}));
         config["metadata"]["managedFields"] = json!([]);
         let err = apply(None, &config, vec![], &mgr("a", T1), false, &lease_shape()).unwrap_err();
-        assert!(
-            matches!(&err, ApplyError::BadRequest(m) if m == "metadata.managedFields must be nil"),
-            "{err:?}"
-        );
+        assert!(matches!(&err, ApplyError::BadRequest(m) if m == "metadata.managedFields must be nil"), "{err:?}");
         config["metadata"]["managedFields"] = Value::Null;
         assert!(apply(None, &config, vec![], &mgr("a", T1), false, &lease_shape()).is_ok());
     }
 
     #[test]
     fn test_non_object_body_is_rejected() {
-        let err = apply(
-            None,
-            &json!([1]),
-            vec![],
-            &mgr("a", T1),
-            false,
-            &lease_shape(),
-        )
-        .unwrap_err();
+        let err = apply(None, &json!([1]), vec![], &mgr("a", T1), false, &lease_shape()).unwrap_err();
         assert!(matches!(err, ApplyError::BadRequest(_)));
     }
 
@@ -1047,12 +749,7 @@ mod tests {
         let shape = builtin_shape("", "Pod").as_ref().clone();
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"image": "nginx"}]}});
-        let m = Manager {
-            name: "a",
-            api_version: "v1",
-            subresource: None,
-            time: T1,
-        };
+        let m = Manager { name: "a", api_version: "v1", subresource: None, time: T1 };
         let err = apply(None, &pod, vec![], &m, false, &shape).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -1070,10 +767,7 @@ mod tests {
         }
         let config = lease(deep);
         let err = apply(None, &config, vec![], &mgr("a", T1), false, &lease_shape()).unwrap_err();
-        assert!(
-            matches!(err, ApplyError::BadRequest(ref m) if m.contains("deeper")),
-            "{err:?}"
-        );
+        assert!(matches!(err, ApplyError::BadRequest(ref m) if m.contains("deeper")), "{err:?}");
     }
 
     #[test]
@@ -1097,39 +791,20 @@ mod tests {
             &shape,
         ));
         assert_eq!(c.0[0].field, ".spec.holderIdentity");
-        let (obj, entries) = apply(
-            Some(&obj),
-            &lease(json!({"holderIdentity": null})),
-            entries,
-            &mgr("b", T2),
-            true,
-            &shape,
-        )
-        .unwrap();
+        let (obj, entries) =
+            apply(Some(&obj), &lease(json!({"holderIdentity": null})), entries, &mgr("b", T2), true, &shape).unwrap();
         assert_eq!(obj["spec"], json!({"leaseDurationSeconds": 10}));
-        assert_eq!(
-            entry(&entries, "b").fields().to_fields_v1(),
-            json!({"f:spec": {"f:holderIdentity": {}}})
-        );
+        assert_eq!(entry(&entries, "b").fields().to_fields_v1(), json!({"f:spec": {"f:holderIdentity": {}}}));
     }
 
     #[test]
     fn test_status_subresource_entry_and_description() {
         let shape = builtin_shape("apps", "Deployment").as_ref().clone();
         let status = |n: i64| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": {"replicas": n}});
-        let st = Manager {
-            name: "ctrl",
-            api_version: "apps/v1",
-            subresource: Some("status"),
-            time: T1,
-        };
-        let (obj, entries) =
-            apply(Some(&json!({})), &status(1), vec![], &st, false, &shape).unwrap();
+        let st = Manager { name: "ctrl", api_version: "apps/v1", subresource: Some("status"), time: T1 };
+        let (obj, entries) = apply(Some(&json!({})), &status(1), vec![], &st, false, &shape).unwrap();
         assert_eq!(entries[0].subresource.as_deref(), Some("status"));
-        let main = Manager {
-            subresource: None,
-            ..st
-        };
+        let main = Manager { subresource: None, ..st };
         let c = conflicts(apply(Some(&obj), &status(2), entries, &main, false, &shape));
         assert_eq!(
             c.message(),
@@ -1140,18 +815,10 @@ mod tests {
     #[test]
     fn test_empty_config_drops_the_appliers_fields_and_entry() {
         let shape = lease_shape();
-        let (obj, entries) = apply(
-            None,
-            &lease(json!({"holderIdentity": "a"})),
-            vec![],
-            &mgr("a", T1),
-            false,
-            &shape,
-        )
-        .unwrap();
-        let bare = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "lock"}});
         let (obj, entries) =
-            apply(Some(&obj), &bare, entries, &mgr("a", T2), false, &shape).unwrap();
+            apply(None, &lease(json!({"holderIdentity": "a"})), vec![], &mgr("a", T1), false, &shape).unwrap();
+        let bare = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "lock"}});
+        let (obj, entries) = apply(Some(&obj), &bare, entries, &mgr("a", T2), false, &shape).unwrap();
         assert!(entries.is_empty());
         assert!(obj.get("spec").is_none(), "{obj}");
         assert!(obj["metadata"].get("managedFields").is_none());
@@ -1162,12 +829,7 @@ mod tests {
         let shape = builtin_shape("example.com", "Foo").as_ref().clone();
         let foo = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "f"},
             "spec": {"a": {"b": 1}, "list": [1, 2]}});
-        let m = Manager {
-            name: "a",
-            api_version: "example.com/v1",
-            subresource: None,
-            time: T1,
-        };
+        let m = Manager { name: "a", api_version: "example.com/v1", subresource: None, time: T1 };
         let (_, entries) = apply(None, &foo, vec![], &m, false, &shape).unwrap();
         assert_eq!(
             entries[0].fields().to_fields_v1(),

@@ -71,19 +71,16 @@ impl PathElement {
     /// Parses a `fieldsV1` key. JSON payloads are re-serialised canonically so that elements
     /// written by other servers (or by hand) compare equal to the ones computed from objects.
     pub fn decode(encoded: &str) -> Result<Self, String> {
-        let (prefix, rest) = encoded
-            .split_once(':')
-            .ok_or_else(|| format!("invalid path element {encoded:?}: missing type prefix"))?;
+        let (prefix, rest) =
+            encoded.split_once(':').ok_or_else(|| format!("invalid path element {encoded:?}: missing type prefix"))?;
         match prefix {
             "f" => Ok(PathElement::Field(rest.to_string())),
             "k" => {
-                let parsed: Value = serde_json::from_str(rest)
-                    .map_err(|e| format!("invalid key in path element {encoded:?}: {e}"))?;
+                let parsed: Value =
+                    serde_json::from_str(rest).map_err(|e| format!("invalid key in path element {encoded:?}: {e}"))?;
                 match parsed {
                     Value::Object(fields) if !fields.is_empty() => Ok(PathElement::key(&fields)),
-                    _ => Err(format!(
-                        "invalid key in path element {encoded:?}: expected a non-empty JSON object"
-                    )),
+                    _ => Err(format!("invalid key in path element {encoded:?}: expected a non-empty JSON object")),
                 }
             }
             "v" => {
@@ -95,9 +92,7 @@ impl PathElement {
                 .parse::<usize>()
                 .map(PathElement::Index)
                 .map_err(|_| format!("invalid index in path element {encoded:?}")),
-            _ => Err(format!(
-                "invalid path element {encoded:?}: unknown type prefix {prefix:?}"
-            )),
+            _ => Err(format!("invalid path element {encoded:?}: unknown type prefix {prefix:?}")),
         }
     }
 }
@@ -110,10 +105,7 @@ impl fmt::Display for PathElement {
             PathElement::Field(name) => write!(f, ".{name}"),
             PathElement::Key(json) => match serde_json::from_str::<Map<String, Value>>(json) {
                 Ok(fields) => {
-                    let parts: Vec<String> = fields
-                        .iter()
-                        .map(|(k, v)| format!("{k}={}", canonical_json(v)))
-                        .collect();
+                    let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={}", canonical_json(v))).collect();
                     write!(f, "[{}]", parts.join(","))
                 }
                 Err(_) => write!(f, "[{json}]"),
@@ -205,8 +197,7 @@ impl FieldSet {
         let Some((last, parents)) = path.split_last() else {
             return false;
         };
-        self.descend(parents)
-            .is_some_and(|node| node.members.contains(last))
+        self.descend(parents).is_some_and(|node| node.members.contains(last))
     }
 
     /// Whether `path` or any path below it is a member.
@@ -214,8 +205,7 @@ impl FieldSet {
         let Some((last, parents)) = path.split_last() else {
             return !self.is_empty();
         };
-        self.descend(parents)
-            .is_some_and(|node| node.members.contains(last) || node.children.contains_key(last))
+        self.descend(parents).is_some_and(|node| node.members.contains(last) || node.children.contains_key(last))
     }
 
     /// The sub-trie at `path` (the set of paths relative to it), if any.
@@ -395,8 +385,7 @@ pub(crate) fn canonical_json(value: &Value) -> String {
     fn sorted(value: &Value) -> Value {
         match value {
             Value::Object(map) => {
-                let ordered: BTreeMap<&String, Value> =
-                    map.iter().map(|(k, v)| (k, sorted(v))).collect();
+                let ordered: BTreeMap<&String, Value> = map.iter().map(|(k, v)| (k, sorted(v))).collect();
                 Value::Object(ordered.into_iter().map(|(k, v)| (k.clone(), v)).collect())
             }
             Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
@@ -444,16 +433,12 @@ mod tests {
     fn test_key_elements_are_canonicalised_on_decode() {
         let encoded = json!({"k:{ \"protocol\": \"TCP\", \"containerPort\": 80 }": {}});
         let set = FieldSet::from_fields_v1(&encoded).unwrap();
-        assert_eq!(
-            set.to_fields_v1(),
-            json!({"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {}})
-        );
+        assert_eq!(set.to_fields_v1(), json!({"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {}}));
     }
 
     #[test]
     fn test_set_items_and_indices_round_trip() {
-        let encoded =
-            json!({"f:finalizers": {".": {}, "v:\"a\"": {}, "v:\"b\"": {}}, "f:x": {"i:3": {}}});
+        let encoded = json!({"f:finalizers": {".": {}, "v:\"a\"": {}, "v:\"b\"": {}}, "f:x": {"i:3": {}}});
         let set = FieldSet::from_fields_v1(&encoded).unwrap();
         assert_eq!(set.to_fields_v1(), encoded);
         assert_eq!(set.len(), 4);
@@ -488,29 +473,13 @@ mod tests {
 
     #[test]
     fn test_path_display_uses_kube_format() {
-        let p = FieldPath(vec![
-            f("spec"),
-            f("containers"),
-            key(json!({"name": "nginx"})),
-            f("image"),
-        ]);
+        let p = FieldPath(vec![f("spec"), f("containers"), key(json!({"name": "nginx"})), f("image")]);
         assert_eq!(p.to_string(), ".spec.containers[name=\"nginx\"].image");
-        let p = FieldPath(vec![
-            f("spec"),
-            f("ports"),
-            key(json!({"protocol": "TCP", "port": 80})),
-        ]);
+        let p = FieldPath(vec![f("spec"), f("ports"), key(json!({"protocol": "TCP", "port": 80}))]);
         assert_eq!(p.to_string(), ".spec.ports[port=80,protocol=\"TCP\"]");
-        let p = FieldPath(vec![
-            f("metadata"),
-            f("finalizers"),
-            PathElement::value(&json!("a")),
-        ]);
+        let p = FieldPath(vec![f("metadata"), f("finalizers"), PathElement::value(&json!("a"))]);
         assert_eq!(p.to_string(), ".metadata.finalizers[=\"a\"]");
-        assert_eq!(
-            FieldPath(vec![f("x"), PathElement::Index(2)]).to_string(),
-            ".x[2]"
-        );
+        assert_eq!(FieldPath(vec![f("x"), PathElement::Index(2)]).to_string(), ".x[2]");
     }
 
     #[test]
@@ -529,11 +498,7 @@ mod tests {
         let i = a.intersection(&b);
         assert_eq!(i.paths(), vec![FieldPath(vec![f("spec"), f("b")])]);
         assert!(a.difference(&a).is_empty());
-        assert_eq!(
-            a.difference(&a),
-            FieldSet::new(),
-            "no empty children are left behind"
-        );
+        assert_eq!(a.difference(&a), FieldSet::new(), "no empty children are left behind");
     }
 
     #[test]
@@ -576,10 +541,7 @@ mod tests {
     fn test_serde_uses_fields_v1() {
         let mut a = FieldSet::new();
         a.insert(&[f("spec"), f("x")]);
-        assert_eq!(
-            serde_json::to_value(&a).unwrap(),
-            json!({"f:spec": {"f:x": {}}})
-        );
+        assert_eq!(serde_json::to_value(&a).unwrap(), json!({"f:spec": {"f:x": {}}}));
         let back: FieldSet = serde_json::from_value(json!({"f:spec": {"f:x": {}}})).unwrap();
         assert_eq!(back, a);
     }

@@ -78,10 +78,7 @@ impl ManagedFieldsEntry {
             time: Some(manager.time.to_string()),
             fields_type: fields_type_v1(),
             fields_v1: Some(set),
-            subresource: manager
-                .subresource
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
+            subresource: manager.subresource.filter(|s| !s.is_empty()).map(str::to_string),
         }
     }
 
@@ -122,16 +119,10 @@ impl ManagedFieldsEntry {
     /// The manager identifier apiserver uses to name this entry in conflict messages: the JSON
     /// of the entry without fields, fieldsType and time, and without apiVersion for appliers.
     pub(crate) fn identifier(&self) -> String {
-        let mut out = format!(
-            "{{\"manager\":{},\"operation\":\"{}\"",
-            json_string(&self.manager),
-            self.operation.as_str()
-        );
+        let mut out =
+            format!("{{\"manager\":{},\"operation\":\"{}\"", json_string(&self.manager), self.operation.as_str());
         if self.operation == Operation::Update && !self.api_version.is_empty() {
-            out.push_str(&format!(
-                ",\"apiVersion\":{}",
-                json_string(&self.api_version)
-            ));
+            out.push_str(&format!(",\"apiVersion\":{}", json_string(&self.api_version)));
         }
         if let Some(sub) = self.subresource.as_deref().filter(|s| !s.is_empty()) {
             out.push_str(&format!(",\"subresource\":{}", json_string(sub)));
@@ -190,10 +181,7 @@ pub(crate) const SERVER_METADATA: &[&str] = &[
 /// rewriting the same entries yields the same bytes.
 pub(crate) fn sort_entries(entries: &mut [ManagedFieldsEntry]) {
     fn seconds(e: &ManagedFieldsEntry) -> i64 {
-        e.time
-            .as_deref()
-            .and_then(|t| jiff::Timestamp::from_str(t).ok())
-            .map_or(0, |t| t.as_second())
+        e.time.as_deref().and_then(|t| jiff::Timestamp::from_str(t).ok()).map_or(0, |t| t.as_second())
     }
     entries.sort_by(|p, q| {
         p.operation
@@ -234,9 +222,7 @@ fn parse_entry(i: usize, item: &Value) -> Result<ManagedFieldsEntry, String> {
         match object.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!(
-                "{key} in managed fields entry {i} must be a string"
-            )),
+            Some(_) => Err(format!("{key} in managed fields entry {i} must be a string")),
         }
     };
     let operation = match string("operation")?.as_deref() {
@@ -252,9 +238,7 @@ fn parse_entry(i: usize, item: &Value) -> Result<ManagedFieldsEntry, String> {
         Some(FIELDS_TYPE_V1) => {}
         None | Some("") => return Err(format!("missing fieldsType in managed fields entry {i}")),
         Some(other) => {
-            return Err(format!(
-                "invalid fieldsType {other:?} in managed fields entry {i}"
-            ));
+            return Err(format!("invalid fieldsType {other:?} in managed fields entry {i}"));
         }
     }
     let fields = match object.get("fieldsV1") {
@@ -294,13 +278,7 @@ pub fn entries_for_update(
     match sent {
         None | Some(Value::Null) => live.to_vec(),
         Some(Value::Array(items)) if items.is_empty() => live.to_vec(),
-        Some(Value::Array(items))
-            if items
-                .iter()
-                .all(|i| i.as_object().is_some_and(Map::is_empty)) =>
-        {
-            Vec::new()
-        }
+        Some(Value::Array(items)) if items.iter().all(|i| i.as_object().is_some_and(Map::is_empty)) => Vec::new(),
         Some(value) => match parse_entries(value) {
             Ok(entries) if !entries.is_empty() => entries,
             _ => live.to_vec(),
@@ -318,14 +296,9 @@ pub fn write_entries(object: &mut Value, entries: &[ManagedFieldsEntry]) {
         }
         return;
     }
-    let metadata = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let metadata = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(metadata) = metadata {
-        let encoded = entries
-            .iter()
-            .filter_map(|e| serde_json::to_value(e).ok())
-            .collect();
+        let encoded = entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect();
         metadata.insert("managedFields".to_string(), Value::Array(encoded));
     }
 }
@@ -400,18 +373,11 @@ mod tests {
     const T2: &str = "2024-01-01T00:01:00Z";
 
     fn mgr<'a>(name: &'a str, time: &'a str) -> Manager<'a> {
-        Manager {
-            name,
-            api_version: "v1",
-            subresource: None,
-            time,
-        }
+        Manager { name, api_version: "v1", subresource: None, time }
     }
 
     fn cm_shape() -> Shape {
-        crate::builtin_shapes::builtin_shape("", "ConfigMap")
-            .as_ref()
-            .clone()
+        crate::builtin_shapes::builtin_shape("", "ConfigMap").as_ref().clone()
     }
 
     fn fields(entry: &ManagedFieldsEntry) -> Value {
@@ -448,11 +414,7 @@ mod tests {
         let two = out.iter().find(|e| e.manager == "two").unwrap();
         assert_eq!(fields(one), json!({"f:data": {".": {}, "f:j": {}}}));
         assert_eq!(fields(two), json!({"f:data": {"f:k": {}}}));
-        assert_eq!(
-            one.time.as_deref(),
-            Some(T1),
-            "losing fields does not touch the time"
-        );
+        assert_eq!(one.time.as_deref(), Some(T1), "losing fields does not touch the time");
     }
 
     #[test]
@@ -471,15 +433,9 @@ mod tests {
         let v1 = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
         let first = record_update(None, &v1, vec![], &mgr("one", T1), &shape);
         let again = record_update(Some(&v1), &v1, first.clone(), &mgr("one", T2), &shape);
-        assert_eq!(
-            serde_json::to_string(&again).unwrap(),
-            serde_json::to_string(&first).unwrap()
-        );
+        assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&first).unwrap());
         let other = record_update(Some(&v1), &v1, first.clone(), &mgr("two", T2), &shape);
-        assert_eq!(
-            other, first,
-            "a no-op write by another manager creates no entry"
-        );
+        assert_eq!(other, first, "a no-op write by another manager creates no entry");
     }
 
     #[test]
@@ -511,20 +467,14 @@ mod tests {
         let v1 = json!({"spec": {"a": 1}});
         let main = record_update(None, &v1, vec![], &mgr("ctl", T1), &shape);
         let v2 = json!({"spec": {"a": 1}, "status": {"ready": true}});
-        let status_mgr = Manager {
-            subresource: Some("status"),
-            ..mgr("ctl", T2)
-        };
+        let status_mgr = Manager { subresource: Some("status"), ..mgr("ctl", T2) };
         let out = record_update(Some(&v1), &v2, main, &status_mgr, &shape);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].subresource, None);
         assert_eq!(out[1].subresource.as_deref(), Some("status"));
         let encoded = serde_json::to_value(&out[1]).unwrap();
         assert_eq!(encoded["subresource"], json!("status"));
-        assert_eq!(
-            encoded["fieldsV1"],
-            json!({"f:status": {".": {}, "f:ready": {}}})
-        );
+        assert_eq!(encoded["fieldsV1"], json!({"f:status": {".": {}, "f:ready": {}}}));
     }
 
     #[test]
@@ -546,10 +496,7 @@ mod tests {
             e("y", Operation::Apply, T1),
         ];
         sort_entries(&mut entries);
-        let order: Vec<(&str, Operation)> = entries
-            .iter()
-            .map(|e| (e.manager.as_str(), e.operation))
-            .collect();
+        let order: Vec<(&str, Operation)> = entries.iter().map(|e| (e.manager.as_str(), e.operation)).collect();
         assert_eq!(
             order,
             vec![
@@ -575,10 +522,7 @@ mod tests {
         let bad = |v: Value| parse_entries(&v).unwrap_err();
         assert_eq!(bad(json!({})), "managedFields must be a list");
         assert_eq!(bad(json!([{}])), "operation must be `Apply` or `Update`");
-        assert_eq!(
-            bad(json!([{"operation": "Apply"}])),
-            "apiVersion must not be empty"
-        );
+        assert_eq!(bad(json!([{"operation": "Apply"}])), "apiVersion must not be empty");
         assert_eq!(
             bad(json!([{"operation": "Apply", "apiVersion": "v1"}])),
             "missing fieldsType in managed fields entry 0"
@@ -588,10 +532,8 @@ mod tests {
             "invalid fieldsType \"FieldsV2\" in managed fields entry 0"
         );
         assert!(
-            bad(
-                json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
-                             "fieldsV1": {"bad": {}}}])
-            )
+            bad(json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                             "fieldsV1": {"bad": {}}}]))
             .contains("entry 0")
         );
         assert!(bad(json!([{"operation": "Apply", "apiVersion": 1}])).contains("must be a string"));
@@ -620,21 +562,11 @@ mod tests {
         assert_eq!(entries_for_update(Some(&json!([])), &live, false), live);
         assert_eq!(entries_for_update(Some(&Value::Null), &live, false), live);
         assert!(entries_for_update(Some(&json!([{}])), &live, false).is_empty());
-        assert_eq!(
-            entries_for_update(Some(&json!([{}])), &live, true),
-            live,
-            "subresources keep"
-        );
-        assert_eq!(
-            entries_for_update(Some(&json!([{"operation": "Bogus"}])), &live, false),
-            live
-        );
+        assert_eq!(entries_for_update(Some(&json!([{}])), &live, true), live, "subresources keep");
+        assert_eq!(entries_for_update(Some(&json!([{"operation": "Bogus"}])), &live, false), live);
         let sent = json!([{"manager": "other", "operation": "Update", "apiVersion": "v1",
                            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]);
-        assert_eq!(
-            entries_for_update(Some(&sent), &live, false)[0].manager,
-            "other"
-        );
+        assert_eq!(entries_for_update(Some(&sent), &live, false)[0].manager, "other");
     }
 
     #[test]
@@ -645,24 +577,15 @@ mod tests {
         let entry = ManagedFieldsEntry::new(&mgr("m", T1), Operation::Update, FieldSet::new());
         write_entries(&mut obj, std::slice::from_ref(&entry));
         assert_eq!(obj["metadata"]["managedFields"][0]["manager"], json!("m"));
-        assert_eq!(
-            obj["metadata"]["managedFields"][0]["fieldsType"],
-            json!("FieldsV1")
-        );
+        assert_eq!(obj["metadata"]["managedFields"][0]["fieldsType"], json!("FieldsV1"));
     }
 
     #[test]
     fn test_identifier_matches_apiserver_json() {
         let mut e = ManagedFieldsEntry::new(&mgr("m", T1), Operation::Update, FieldSet::new());
-        assert_eq!(
-            e.identifier(),
-            r#"{"manager":"m","operation":"Update","apiVersion":"v1"}"#
-        );
+        assert_eq!(e.identifier(), r#"{"manager":"m","operation":"Update","apiVersion":"v1"}"#);
         e.operation = Operation::Apply;
         e.subresource = Some("status".to_string());
-        assert_eq!(
-            e.identifier(),
-            r#"{"manager":"m","operation":"Apply","subresource":"status"}"#
-        );
+        assert_eq!(e.identifier(), r#"{"manager":"m","operation":"Apply","subresource":"status"}"#);
     }
 }

@@ -59,8 +59,7 @@ mod typed;
 pub use apply::{ApplyError, Conflict, Conflicts, apply};
 pub use fieldset::{FieldPath, FieldSet, PathElement};
 pub use managed::{
-    FIELDS_TYPE_V1, ManagedFieldsEntry, Operation, entries_for_update, parse_entries,
-    record_update, write_entries,
+    FIELDS_TYPE_V1, ManagedFieldsEntry, Operation, entries_for_update, parse_entries, record_update, write_entries,
 };
 
 /// Deepest JSON nesting (objects and arrays) the module walks.
@@ -103,9 +102,7 @@ pub fn validate_manager(name: &str) -> Result<(), String> {
         return Err("fieldManager: Required value: is required for apply patch".to_string());
     }
     if name.len() > FIELD_MANAGER_MAX_LENGTH {
-        return Err(format!(
-            "fieldManager: Too long: may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"
-        ));
+        return Err(format!("fieldManager: Too long: may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"));
     }
     if let Some((position, c)) = name.char_indices().find(|(_, c)| !is_print(*c)) {
         return Err(format!(
@@ -149,18 +146,14 @@ mod tests {
 
     #[test]
     fn test_validate_manager_rejects_empty_long_and_unprintable() {
-        assert_eq!(
-            validate_manager(""),
-            Err("fieldManager: Required value: is required for apply patch".to_string())
-        );
+        assert_eq!(validate_manager(""), Err("fieldManager: Required value: is required for apply patch".to_string()));
         assert_eq!(
             validate_manager(&"a".repeat(129)),
             Err("fieldManager: Too long: may not be more than 128 bytes".to_string())
         );
         assert_eq!(
             validate_manager("a\u{7}b"),
-            Err("fieldManager: Invalid value: \"a\\u0007b\": invalid character U+0007 (at position 1)"
-                .to_string())
+            Err("fieldManager: Invalid value: \"a\\u0007b\": invalid character U+0007 (at position 1)".to_string())
         );
         assert!(validate_manager("a\tb").is_err());
         assert!(validate_manager("a\u{200B}").is_err());
@@ -168,14 +161,8 @@ mod tests {
 
     #[test]
     fn test_manager_or_user_agent_prefers_field_manager() {
-        assert_eq!(
-            manager_or_user_agent(Some("mine"), "kubectl/v1.32.4"),
-            "mine"
-        );
-        assert_eq!(
-            manager_or_user_agent(Some(""), "kubectl/v1.32.4 (linux/amd64)"),
-            "kubectl"
-        );
+        assert_eq!(manager_or_user_agent(Some("mine"), "kubectl/v1.32.4"), "mine");
+        assert_eq!(manager_or_user_agent(Some(""), "kubectl/v1.32.4 (linux/amd64)"), "kubectl");
         assert_eq!(manager_or_user_agent(None, "kube-rs/1.0"), "kube-rs");
         assert_eq!(manager_or_user_agent(None, "a\u{1}b/x"), "ab");
         assert_eq!(manager_or_user_agent(None, &"é".repeat(100)).len(), 128);

@@ -92,11 +92,7 @@ fn default_key_value(key: &str) -> Option<Value> {
 ///
 /// `Ok(None)` means the item cannot be identified and is not tracked (only when `strict` is
 /// off: live objects may hold items a client would not be allowed to apply).
-pub(crate) fn item_element(
-    kind: &ListKind,
-    item: &Value,
-    strict: bool,
-) -> Result<Option<PathElement>, String> {
+pub(crate) fn item_element(kind: &ListKind, item: &Value, strict: bool) -> Result<Option<PathElement>, String> {
     match kind {
         ListKind::Atomic => Ok(None),
         ListKind::Set => Ok(Some(PathElement::value(item))),
@@ -173,10 +169,7 @@ fn walk_field_set(
                 let Some(element) = element else { continue };
                 if !seen.insert(element.clone()) {
                     if strict {
-                        return Err(format!(
-                            "{}: duplicate entries for key {element}",
-                            FieldPath(path.clone())
-                        ));
+                        return Err(format!("{}: duplicate entries for key {element}", FieldPath(path.clone())));
                     }
                     continue;
                 }
@@ -214,12 +207,7 @@ pub(crate) fn merge(lhs: Option<&Value>, rhs: &Value, shape: &Shape) -> Value {
         }
         (Node::List(kind), Value::Array(config)) => match lhs {
             Some(Value::Array(live)) => Value::Array(merge_lists(live, config, kind, shape.item())),
-            _ => Value::Array(
-                config
-                    .iter()
-                    .map(|item| merge(None, item, shape.item()))
-                    .collect(),
-            ),
+            _ => Value::Array(config.iter().map(|item| merge(None, item, shape.item())).collect()),
         },
         _ => rhs.clone(),
     }
@@ -232,20 +220,9 @@ pub(crate) fn merge(lhs: Option<&Value>, rhs: &Value, shape: &Shape) -> Value {
 /// Live items sharing a key (which the API allows for some lists, e.g. `env`) are kept as
 /// they are unless the configuration names that key; then the first one is merged with the
 /// configuration's item and the other copies are dropped.
-fn merge_lists(
-    live: &[Value],
-    config: &[Value],
-    kind: &ListKind,
-    item_shape: &Shape,
-) -> Vec<Value> {
-    let lhs: Vec<Option<PathElement>> = live
-        .iter()
-        .map(|v| item_element(kind, v, false).ok().flatten())
-        .collect();
-    let rhs: Vec<Option<PathElement>> = config
-        .iter()
-        .map(|v| item_element(kind, v, false).ok().flatten())
-        .collect();
+fn merge_lists(live: &[Value], config: &[Value], kind: &ListKind, item_shape: &Shape) -> Vec<Value> {
+    let lhs: Vec<Option<PathElement>> = live.iter().map(|v| item_element(kind, v, false).ok().flatten()).collect();
+    let rhs: Vec<Option<PathElement>> = config.iter().map(|v| item_element(kind, v, false).ok().flatten()).collect();
 
     let mut lhs_first: HashMap<&PathElement, usize> = HashMap::new();
     for (i, element) in lhs.iter().enumerate() {
@@ -255,11 +232,8 @@ fn merge_lists(
     }
     let rhs_keys: HashSet<&PathElement> = rhs.iter().flatten().collect();
     let mut shared_seen = HashSet::new();
-    let shared: Vec<&PathElement> = rhs
-        .iter()
-        .flatten()
-        .filter(|e| lhs_first.contains_key(*e) && shared_seen.insert(*e))
-        .collect();
+    let shared: Vec<&PathElement> =
+        rhs.iter().flatten().filter(|e| lhs_first.contains_key(*e) && shared_seen.insert(*e)).collect();
     let mut shared = shared.into_iter();
     let mut next_shared = shared.next();
 
@@ -298,10 +272,7 @@ fn merge_lists(
             }
         }
         if ri < config.len() {
-            let counterpart = rhs[ri]
-                .as_ref()
-                .and_then(|e| lhs_first.get(e))
-                .map(|&i| &live[i]);
+            let counterpart = rhs[ri].as_ref().and_then(|e| lhs_first.get(e)).map(|&i| &live[i]);
             out.push(merge(counterpart, &config[ri], item_shape));
             if next_shared.is_some() && next_shared == rhs[ri].as_ref() {
                 next_shared = shared.next();
@@ -345,12 +316,7 @@ pub(crate) fn compare(lhs: &Value, rhs: &Value, shape: &Shape) -> Comparison {
     out
 }
 
-fn compare_leaf(
-    lhs: Option<&Value>,
-    rhs: Option<&Value>,
-    path: &[PathElement],
-    out: &mut Comparison,
-) {
+fn compare_leaf(lhs: Option<&Value>, rhs: Option<&Value>, path: &[PathElement], out: &mut Comparison) {
     match (lhs, rhs) {
         (None, Some(_)) => out.added.insert(path),
         (Some(_), None) => out.removed.insert(path),
@@ -359,12 +325,7 @@ fn compare_leaf(
     }
 }
 
-fn compare_container(
-    lhs: Option<&Value>,
-    rhs: Option<&Value>,
-    path: &[PathElement],
-    out: &mut Comparison,
-) {
+fn compare_container(lhs: Option<&Value>, rhs: Option<&Value>, path: &[PathElement], out: &mut Comparison) {
     match (lhs, rhs) {
         (None, Some(_)) => out.added.insert(path),
         (Some(_), None) => out.removed.insert(path),
@@ -379,10 +340,7 @@ fn compare_node(
     path: &mut Vec<PathElement>,
     out: &mut Comparison,
 ) {
-    let node = match (
-        lhs.map(|v| classify(shape, v)),
-        rhs.map(|v| classify(shape, v)),
-    ) {
+    let node = match (lhs.map(|v| classify(shape, v)), rhs.map(|v| classify(shape, v))) {
         (Some(a), Some(b)) if a != b => {
             // The value changed type (say, a string became an object): the old content is
             // removed, the new one added, and the node itself modified.
@@ -413,26 +371,14 @@ fn compare_node(
             let keys: BTreeSet<&String> = l.into_iter().chain(r).flat_map(Map::keys).collect();
             for key in keys {
                 path.push(PathElement::Field(key.clone()));
-                compare_node(
-                    l.and_then(|m| m.get(key)),
-                    r.and_then(|m| m.get(key)),
-                    shape.field(key),
-                    path,
-                    out,
-                );
+                compare_node(l.and_then(|m| m.get(key)), r.and_then(|m| m.get(key)), shape.field(key), path, out);
                 path.pop();
             }
             compare_container(lhs, rhs, path, out);
         }
         Node::List(kind) => {
-            let l = lhs
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let r = rhs
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let l = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let r = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
             if l.is_empty() && r.is_empty() {
                 compare_leaf(lhs, rhs, path, out);
                 return;
@@ -484,18 +430,12 @@ fn item_matches(kind: &ListKind, index: usize, item: &Value, element: &PathEleme
 }
 
 /// The value at `path`, if present.
-pub(crate) fn get_at<'v>(
-    value: &'v Value,
-    path: &[PathElement],
-    shape: &Shape,
-) -> Option<&'v Value> {
+pub(crate) fn get_at<'v>(value: &'v Value, path: &[PathElement], shape: &Shape) -> Option<&'v Value> {
     let Some((first, rest)) = path.split_first() else {
         return Some(value);
     };
     match (first, value) {
-        (PathElement::Field(name), Value::Object(object)) => {
-            get_at(object.get(name)?, rest, shape.field(name))
-        }
+        (PathElement::Field(name), Value::Object(object)) => get_at(object.get(name)?, rest, shape.field(name)),
         (PathElement::Field(_), _) => None,
         (element, Value::Array(items)) => {
             let kind = shape.list_kind();
@@ -568,10 +508,7 @@ mod tests {
             Shape::structure([(
                 "containers",
                 Shape::list_map(
-                    Shape::structure([(
-                        "ports",
-                        Shape::list_map(Shape::Untyped, &["containerPort", "protocol"]),
-                    )]),
+                    Shape::structure([("ports", Shape::list_map(Shape::Untyped, &["containerPort", "protocol"]))]),
                     &["name"],
                 ),
             )]),
@@ -592,12 +529,9 @@ mod tests {
     #[test]
     fn test_field_set_marks_list_items_and_undeclared_keys_as_members() {
         let shape = containers_shape();
-        let set = field_set(
-            &json!({"spec": {"containers": [{"name": "a", "image": "x"}]}, "extra": {"k": 1}}),
-            &shape,
-            true,
-        )
-        .unwrap();
+        let set =
+            field_set(&json!({"spec": {"containers": [{"name": "a", "image": "x"}]}, "extra": {"k": 1}}), &shape, true)
+                .unwrap();
         assert_eq!(
             set.to_fields_v1(),
             json!({
@@ -611,10 +545,7 @@ mod tests {
     fn test_field_set_null_and_empty_object_are_members() {
         let shape = Shape::structure([("spec", Shape::structure([("a", Shape::Untyped)]))]);
         let set = field_set(&json!({"spec": {"a": null, "b": {}}}), &shape, true).unwrap();
-        assert_eq!(
-            set.to_fields_v1(),
-            json!({"f:spec": {"f:a": {}, "f:b": {}}})
-        );
+        assert_eq!(set.to_fields_v1(), json!({"f:spec": {"f:a": {}, "f:b": {}}}));
         let set = field_set(&json!({"spec": {}}), &shape, true).unwrap();
         assert_eq!(set.to_fields_v1(), json!({"f:spec": {}}));
     }
@@ -630,10 +561,7 @@ mod tests {
         .unwrap();
         let rendered: Vec<String> = set.paths().iter().map(ToString::to_string).collect();
         assert!(
-            rendered.contains(
-                &".spec.containers[name=\"a\"].ports[containerPort=80,protocol=\"TCP\"]"
-                    .to_string()
-            ),
+            rendered.contains(&".spec.containers[name=\"a\"].ports[containerPort=80,protocol=\"TCP\"]".to_string()),
             "{rendered:?}"
         );
     }
@@ -641,51 +569,26 @@ mod tests {
     #[test]
     fn test_strict_field_set_rejects_missing_key_and_duplicates() {
         let shape = containers_shape();
-        let err = field_set(
-            &json!({"spec": {"containers": [{"image": "x"}]}}),
-            &shape,
-            true,
-        )
-        .unwrap_err();
+        let err = field_set(&json!({"spec": {"containers": [{"image": "x"}]}}), &shape, true).unwrap_err();
         assert_eq!(
             err,
             ".spec.containers: element 0: associative list with keys has an element that omits \
              key field \"name\" (and doesn't have default value)"
         );
-        let err = field_set(
-            &json!({"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}),
-            &shape,
-            true,
-        )
-        .unwrap_err();
-        assert_eq!(
-            err,
-            ".spec.containers: duplicate entries for key [name=\"a\"]"
-        );
+        let err =
+            field_set(&json!({"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}), &shape, true).unwrap_err();
+        assert_eq!(err, ".spec.containers: duplicate entries for key [name=\"a\"]");
         let err = field_set(&json!({"spec": {"containers": ["x"]}}), &shape, true).unwrap_err();
         assert!(err.contains("not a map"), "{err}");
         // Live objects are tolerated: the unidentifiable item is just not tracked.
-        let set = field_set(
-            &json!({"spec": {"containers": [{"image": "x"}]}}),
-            &shape,
-            false,
-        )
-        .unwrap();
+        let set = field_set(&json!({"spec": {"containers": [{"image": "x"}]}}), &shape, false).unwrap();
         assert!(set.is_empty());
     }
 
     #[test]
     fn test_set_items_are_value_elements() {
-        let set = field_set(
-            &json!({"metadata": {"finalizers": ["a", "b"]}}),
-            &finalizer_shape(),
-            true,
-        )
-        .unwrap();
-        assert_eq!(
-            set.to_fields_v1(),
-            json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}})
-        );
+        let set = field_set(&json!({"metadata": {"finalizers": ["a", "b"]}}), &finalizer_shape(), true).unwrap();
+        assert_eq!(set.to_fields_v1(), json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}}));
     }
 
     #[test]
@@ -713,12 +616,8 @@ mod tests {
         let live = json!({"spec": {"containers": [item("x"), item("a"), item("y"), item("b")]}});
         let config = json!({"spec": {"containers": [item("b"), item("n"), item("a")]}});
         let merged = merge(Some(&live), &config, &shape);
-        let names: Vec<&str> = merged["spec"]["containers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> =
+            merged["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, vec!["x", "y", "b", "n", "a"]);
     }
 
@@ -743,10 +642,7 @@ mod tests {
         );
         let config = json!({"spec": {"containers": [{"name": "d", "v": 9}]}});
         let merged = merge(Some(&live), &config, &shape);
-        assert_eq!(
-            merged,
-            json!({"spec": {"containers": [{"name": "d", "v": 9}, {"name": "e"}]}})
-        );
+        assert_eq!(merged, json!({"spec": {"containers": [{"name": "d", "v": 9}, {"name": "e"}]}}));
     }
 
     #[test]
@@ -761,68 +657,36 @@ mod tests {
     #[test]
     fn test_merge_atomic_and_untyped_lists_are_replaced() {
         let shape = Shape::Untyped;
-        let merged = merge(
-            Some(&json!({"l": [1, 2], "k": 1})),
-            &json!({"l": [3]}),
-            &shape,
-        );
+        let merged = merge(Some(&json!({"l": [1, 2], "k": 1})), &json!({"l": [3]}), &shape);
         assert_eq!(merged, json!({"l": [3], "k": 1}));
     }
 
     #[test]
     fn test_merge_null_removes_field() {
-        let merged = merge(
-            Some(&json!({"a": 1, "b": 2})),
-            &json!({"a": null, "c": {"d": null}}),
-            &Shape::Untyped,
-        );
+        let merged = merge(Some(&json!({"a": 1, "b": 2})), &json!({"a": null, "c": {"d": null}}), &Shape::Untyped);
         assert_eq!(merged, json!({"b": 2, "c": {}}));
     }
 
     #[test]
     fn test_compare_reports_added_modified_removed() {
         let shape = containers_shape();
-        let old =
-            json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}]}, "x": 1});
+        let old = json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}]}, "x": 1});
         let new = json!({"spec": {"containers": [{"name": "a", "image": "2"}, {"name": "c"}]}, "y": {"z": 1}});
         let c = compare(&old, &new, &shape);
-        let show = |s: &FieldSet| {
-            s.paths()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            show(&c.modified),
-            vec![".spec.containers[name=\"a\"].image"]
-        );
+        let show = |s: &FieldSet| s.paths().iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(show(&c.modified), vec![".spec.containers[name=\"a\"].image"]);
         assert_eq!(
             show(&c.added),
-            vec![
-                ".y",
-                ".spec.containers[name=\"c\"]",
-                ".spec.containers[name=\"c\"].name",
-                ".y.z"
-            ]
+            vec![".y", ".spec.containers[name=\"c\"]", ".spec.containers[name=\"c\"].name", ".y.z"]
         );
-        assert_eq!(
-            show(&c.removed),
-            vec![
-                ".x",
-                ".spec.containers[name=\"b\"]",
-                ".spec.containers[name=\"b\"].name"
-            ]
-        );
+        assert_eq!(show(&c.removed), vec![".x", ".spec.containers[name=\"b\"]", ".spec.containers[name=\"b\"].name"]);
     }
 
     #[test]
     fn test_compare_type_change_is_modification() {
         let c = compare(&json!({"a": "s"}), &json!({"a": {"b": 1}}), &Shape::Untyped);
         assert!(c.modified.contains(&[PathElement::field("a")]));
-        assert!(
-            c.added
-                .contains(&[PathElement::field("a"), PathElement::field("b")])
-        );
+        assert!(c.added.contains(&[PathElement::field("a"), PathElement::field("b")]));
         assert!(!c.added.contains(&[PathElement::field("a")]));
         assert!(c.removed.is_empty());
     }
@@ -845,41 +709,26 @@ mod tests {
         let base = [PathElement::field("spec"), PathElement::field("containers")];
         let mut name_path = base.to_vec();
         name_path.extend([a.clone(), PathElement::field("name")]);
-        assert!(
-            !remove_at(&mut v, &name_path, &shape),
-            "key fields stay with their item"
-        );
+        assert!(!remove_at(&mut v, &name_path, &shape), "key fields stay with their item");
         let mut image_path = base.to_vec();
         image_path.extend([a.clone(), PathElement::field("image")]);
         assert!(remove_at(&mut v, &image_path, &shape));
         assert_eq!(
-            get_at(
-                &v,
-                &[base.as_slice(), std::slice::from_ref(&a)].concat(),
-                &shape
-            ),
+            get_at(&v, &[base.as_slice(), std::slice::from_ref(&a)].concat(), &shape),
             Some(&json!({"name": "a"}))
         );
         let mut item_path = base.to_vec();
         item_path.push(a);
         assert!(remove_at(&mut v, &item_path, &shape));
         assert_eq!(v, json!({"spec": {"containers": [{"name": "b"}]}}));
-        assert!(!remove_at(
-            &mut v,
-            &[PathElement::field("nope"), PathElement::field("x")],
-            &shape
-        ));
+        assert!(!remove_at(&mut v, &[PathElement::field("nope"), PathElement::field("x")], &shape));
     }
 
     #[test]
     fn test_remove_set_item() {
         let shape = finalizer_shape();
         let mut v = json!({"metadata": {"finalizers": ["a", "b"]}});
-        let path = [
-            PathElement::field("metadata"),
-            PathElement::field("finalizers"),
-            PathElement::value(&json!("a")),
-        ];
+        let path = [PathElement::field("metadata"), PathElement::field("finalizers"), PathElement::value(&json!("a"))];
         assert!(remove_at(&mut v, &path, &shape));
         assert_eq!(v, json!({"metadata": {"finalizers": ["b"]}}));
     }

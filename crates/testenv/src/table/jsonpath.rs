@@ -99,15 +99,10 @@ impl JsonPath {
     /// Parses an expression such as `.status.conditions[?(@.type=="Ready")].status`,
     /// with or without the surrounding `{}`.
     pub fn parse(expr: &str) -> Result<Self, JsonPathError> {
-        let fail = |reason: &str| JsonPathError::Parse {
-            expr: expr.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let fail = |reason: &str| JsonPathError::Parse { expr: expr.to_owned(), reason: reason.to_owned() };
         let trimmed = expr.trim();
         let inner = match trimmed.strip_prefix('{') {
-            Some(rest) => rest
-                .strip_suffix('}')
-                .ok_or_else(|| fail("unclosed action"))?,
+            Some(rest) => rest.strip_suffix('}').ok_or_else(|| fail("unclosed action"))?,
             None => trimmed,
         };
         if inner.trim().is_empty() {
@@ -131,11 +126,7 @@ impl JsonPath {
 // Parsing
 
 fn is_terminator(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '.' | ',' | '[' | ']' | '$' | '@' | '{' | '}' | '(' | ')' | '=' | '<' | '>' | '!'
-        )
+    c.is_whitespace() || matches!(c, '.' | ',' | '[' | ']' | '$' | '@' | '{' | '}' | '(' | ')' | '=' | '<' | '>' | '!')
 }
 
 /// Parses a sequence of path steps. `depth` counts filter nesting.
@@ -239,11 +230,7 @@ fn parse_bracket(text: &str, depth: usize) -> Result<Vec<Step>, String> {
         return Ok(vec![Step::Union(union)]);
     }
     // `['a.b']`: upstream re-parses the quoted text as the path `.a.b`.
-    if let Some(key) = text
-        .strip_prefix('\'')
-        .and_then(|t| t.strip_suffix('\''))
-        .filter(|k| !k.contains('\''))
-    {
+    if let Some(key) = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')).filter(|k| !k.contains('\'')) {
         let chars: Vec<char> = format!(".{key}").chars().collect();
         return parse_steps(&chars, depth + 1);
     }
@@ -267,9 +254,7 @@ fn parse_slice(text: &str) -> Result<SliceParams, String> {
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(invalid());
         }
-        let value: i64 = field
-            .parse()
-            .map_err(|_| format!("array index {field} is not a number"))?;
+        let value: i64 = field.parse().map_err(|_| format!("array index {field} is not a number"))?;
         if let Some(slot) = values.get_mut(i) {
             *slot = Some(value);
         }
@@ -283,12 +268,7 @@ fn parse_slice(text: &str) -> Result<SliceParams, String> {
             end_derived = true;
         }
     }
-    Ok(SliceParams {
-        start,
-        end,
-        end_derived,
-        step,
-    })
+    Ok(SliceParams { start, end, end_derived, step })
 }
 
 /// Parses a filter starting just after `[?(`; returns it and the position after `)]`.
@@ -332,17 +312,9 @@ fn split_filter(text: &str, depth: usize) -> Result<Filter, String> {
     let op_len = rest.find(|c: char| !is_op(c)).unwrap_or(rest.len());
     let (op, right) = rest.split_at(op_len);
     if left.is_empty() || op.is_empty() || right.is_empty() {
-        return Ok(Filter {
-            left: parse_operand(text, depth)?,
-            op: None,
-            right: Operand::Path(Vec::new()),
-        });
+        return Ok(Filter { left: parse_operand(text, depth)?, op: None, right: Operand::Path(Vec::new()) });
     }
-    Ok(Filter {
-        left: parse_operand(left, depth)?,
-        op: Some(op.to_owned()),
-        right: parse_operand(right, depth)?,
-    })
+    Ok(Filter { left: parse_operand(left, depth)?, op: Some(op.to_owned()), right: parse_operand(right, depth)? })
 }
 
 fn parse_operand(text: &str, depth: usize) -> Result<Operand, String> {
@@ -392,10 +364,7 @@ fn unquote(t: &str, quote: char) -> Result<String, String> {
 // ---------------------------------------------------------------------------------------
 // Evaluation
 
-fn eval_steps<'a>(
-    steps: &[Step],
-    mut current: Vec<&'a Value>,
-) -> Result<Vec<&'a Value>, JsonPathError> {
+fn eval_steps<'a>(steps: &[Step], mut current: Vec<&'a Value>) -> Result<Vec<&'a Value>, JsonPathError> {
     for step in steps {
         current = eval_step(step, current)?;
     }
@@ -404,10 +373,7 @@ fn eval_steps<'a>(
 
 fn eval_step<'a>(step: &Step, input: Vec<&'a Value>) -> Result<Vec<&'a Value>, JsonPathError> {
     match step {
-        Step::Field(name) => Ok(input
-            .into_iter()
-            .filter_map(|v| v.as_object().and_then(|m| m.get(name)))
-            .collect()),
+        Step::Field(name) => Ok(input.into_iter().filter_map(|v| v.as_object().and_then(|m| m.get(name))).collect()),
         Step::Wildcard => {
             let mut out = Vec::new();
             for v in input {
@@ -440,11 +406,7 @@ fn eval_step<'a>(step: &Step, input: Vec<&'a Value>) -> Result<Vec<&'a Value>, J
 }
 
 /// `evalRecursive`: every container that has children, followed by its descendants.
-fn collect_recursive<'a>(
-    v: &'a Value,
-    out: &mut Vec<&'a Value>,
-    depth: usize,
-) -> Result<(), JsonPathError> {
+fn collect_recursive<'a>(v: &'a Value, out: &mut Vec<&'a Value>, depth: usize) -> Result<(), JsonPathError> {
     if depth > MAX_DEPTH {
         return Err(JsonPathError::Eval("document nested too deeply".to_owned()));
     }
@@ -470,10 +432,7 @@ fn eval_slice(params: SliceParams, input: Vec<&Value>) -> Result<Vec<&Value>, Js
             Value::Null => continue,
             Value::Array(a) => a,
             other => {
-                return Err(JsonPathError::Eval(format!(
-                    "{} is not array or slice",
-                    kind_name(other)
-                )));
+                return Err(JsonPathError::Eval(format!("{} is not array or slice", kind_name(other))));
             }
         };
         let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
@@ -490,20 +449,13 @@ fn eval_slice(params: SliceParams, input: Vec<&Value>) -> Result<Vec<&Value>, Js
             return Ok(out);
         }
         if start >= len || start < 0 {
-            return Err(JsonPathError::Eval(format!(
-                "array index out of bounds: index {start}, length {len}"
-            )));
+            return Err(JsonPathError::Eval(format!("array index out of bounds: index {start}, length {len}")));
         }
         if end > len || end < 0 {
-            return Err(JsonPathError::Eval(format!(
-                "array index out of bounds: index {}, length {len}",
-                end - 1
-            )));
+            return Err(JsonPathError::Eval(format!("array index out of bounds: index {}, length {len}", end - 1)));
         }
         if start > end {
-            return Err(JsonPathError::Eval(format!(
-                "starting index {start} is greater than ending index {end}"
-            )));
+            return Err(JsonPathError::Eval(format!("starting index {start} is greater than ending index {end}")));
         }
         let step = match params.step {
             Some(s) if s <= 0 => return Err(JsonPathError::Eval("step must be > 0".to_owned())),
@@ -518,24 +470,16 @@ fn eval_slice(params: SliceParams, input: Vec<&Value>) -> Result<Vec<&Value>, Js
     Ok(out)
 }
 
-fn eval_filter<'a>(
-    filter: &Filter,
-    input: Vec<&'a Value>,
-) -> Result<Vec<&'a Value>, JsonPathError> {
+fn eval_filter<'a>(filter: &Filter, input: Vec<&'a Value>) -> Result<Vec<&'a Value>, JsonPathError> {
     let mut out = Vec::new();
     for v in input {
         let Value::Array(items) = v else {
-            return Err(JsonPathError::Eval(format!(
-                "{} is not array or slice and cannot be filtered",
-                kind_name(v)
-            )));
+            return Err(JsonPathError::Eval(format!("{} is not array or slice and cannot be filtered", kind_name(v))));
         };
         for item in items {
             let Some(op) = &filter.op else {
                 let found = match &filter.left {
-                    Operand::Path(steps) => eval_steps(steps, vec![item])
-                        .map(|r| !r.is_empty())
-                        .unwrap_or(false),
+                    Operand::Path(steps) => eval_steps(steps, vec![item]).map(|r| !r.is_empty()).unwrap_or(false),
                     Operand::Literal(_) => true,
                 };
                 if found {
@@ -566,9 +510,7 @@ fn eval_operand(operand: &Operand, item: &Value) -> Result<Option<Option<Scalar>
             match found.as_slice() {
                 [] => Ok(None),
                 [one] => Ok(Some(scalar_of(one))),
-                _ => Err(JsonPathError::Eval(
-                    "can only compare one element at a time".to_owned(),
-                )),
+                _ => Err(JsonPathError::Eval("can only compare one element at a time".to_owned())),
             }
         }
     }
@@ -599,9 +541,7 @@ fn compare(op: &str, left: &Option<Scalar>, right: &Option<Scalar>) -> Result<bo
             (Scalar::Int(a), Scalar::Int(b)) => Ok(a == b),
             (Scalar::Float(a), Scalar::Float(b)) => Ok(a == b),
             (Scalar::Bool(a), Scalar::Bool(b)) => Ok(a == b),
-            _ => Err(JsonPathError::Eval(
-                "incompatible types for comparison".to_owned(),
-            )),
+            _ => Err(JsonPathError::Eval("incompatible types for comparison".to_owned())),
         }
     };
     let less = || -> Result<bool, JsonPathError> {
@@ -610,9 +550,7 @@ fn compare(op: &str, left: &Option<Scalar>, right: &Option<Scalar>) -> Result<bo
             (Scalar::Int(a), Scalar::Int(b)) => Ok(a < b),
             (Scalar::Float(a), Scalar::Float(b)) => Ok(a < b),
             (Scalar::Bool(_), Scalar::Bool(_)) => Err(bad_type()),
-            _ => Err(JsonPathError::Eval(
-                "incompatible types for comparison".to_owned(),
-            )),
+            _ => Err(JsonPathError::Eval("incompatible types for comparison".to_owned())),
         }
     };
     match op {
@@ -622,9 +560,7 @@ fn compare(op: &str, left: &Option<Scalar>, right: &Option<Scalar>) -> Result<bo
         "<=" => Ok(less()? || equal()?),
         ">" => Ok(!(less()? || equal()?)),
         ">=" => less().map(|l| !l),
-        other => Err(JsonPathError::Eval(format!(
-            "unrecognized filter operator {other}"
-        ))),
+        other => Err(JsonPathError::Eval(format!("unrecognized filter operator {other}"))),
     }
 }
 
@@ -645,13 +581,7 @@ mod tests {
     use serde_json::json;
 
     fn find(path: &str, doc: &Value) -> Vec<Value> {
-        JsonPath::parse(path)
-            .unwrap()
-            .find(doc)
-            .unwrap()
-            .into_iter()
-            .cloned()
-            .collect()
+        JsonPath::parse(path).unwrap().find(doc).unwrap().into_iter().cloned().collect()
     }
 
     fn doc() -> Value {
@@ -707,64 +637,37 @@ mod tests {
     #[test]
     fn test_slice_with_bounds_and_step() {
         assert_eq!(find(".spec.items[0:2].b", &doc()), vec![json!(1), json!(2)]);
-        assert_eq!(
-            find(".spec.items[0:3:2]", &doc()),
-            vec![json!({"b": 1}), json!({"c": 3})]
-        );
+        assert_eq!(find(".spec.items[0:3:2]", &doc()), vec![json!({"b": 1}), json!({"c": 3})]);
     }
 
     #[test]
     fn test_escaped_dot_reaches_dotted_key() {
-        assert_eq!(
-            find(r".metadata.labels.app\.kubernetes\.io/name", &doc()),
-            vec![json!("web")]
-        );
+        assert_eq!(find(r".metadata.labels.app\.kubernetes\.io/name", &doc()), vec![json!("web")]);
     }
 
     #[test]
     fn test_quoted_bracket_key_is_reparsed_as_a_path_like_upstream() {
         // ['x.y'] means .x.y in Kubernetes JSONPath.
-        assert_eq!(
-            find(".metadata.labels['x.y']", &doc()),
-            vec![json!("nested")]
-        );
+        assert_eq!(find(".metadata.labels['x.y']", &doc()), vec![json!("nested")]);
         assert!(find(".metadata.labels['app.kubernetes.io/name']", &doc()).is_empty());
-        assert_eq!(
-            find(r".metadata.labels['app\.kubernetes\.io/name']", &doc()),
-            vec![json!("web")]
-        );
+        assert_eq!(find(r".metadata.labels['app\.kubernetes\.io/name']", &doc()), vec![json!("web")]);
     }
 
     #[test]
     fn test_filter_on_condition_type_selects_status() {
-        assert_eq!(
-            find(r#".status.conditions[?(@.type=="Ready")].status"#, &doc()),
-            vec![json!("True")]
-        );
-        assert_eq!(
-            find(".status.conditions[?(@.type == 'Synced')].status", &doc()),
-            vec![json!("False")]
-        );
+        assert_eq!(find(r#".status.conditions[?(@.type=="Ready")].status"#, &doc()), vec![json!("True")]);
+        assert_eq!(find(".status.conditions[?(@.type == 'Synced')].status", &doc()), vec![json!("False")]);
     }
 
     #[test]
     fn test_filter_not_equal_and_numeric_comparison() {
-        assert_eq!(
-            find(r#".status.conditions[?(@.type!="Ready")].type"#, &doc()),
-            vec![json!("Synced")]
-        );
-        assert_eq!(
-            find(".status.conditions[?(@.count>1)].type", &doc()),
-            vec![json!("Synced")]
-        );
+        assert_eq!(find(r#".status.conditions[?(@.type!="Ready")].type"#, &doc()), vec![json!("Synced")]);
+        assert_eq!(find(".status.conditions[?(@.count>1)].type", &doc()), vec![json!("Synced")]);
     }
 
     #[test]
     fn test_filter_existence() {
-        assert_eq!(
-            find(".status.conditions[?(@.count)].type", &doc()),
-            vec![json!("Synced")]
-        );
+        assert_eq!(find(".status.conditions[?(@.count)].type", &doc()), vec![json!("Synced")]);
     }
 
     #[test]
@@ -786,10 +689,7 @@ mod tests {
 
     #[test]
     fn test_union_of_indices() {
-        assert_eq!(
-            find(".spec.items[0,2]", &doc()),
-            vec![json!({"b": 1}), json!({"c": 3})]
-        );
+        assert_eq!(find(".spec.items[0,2]", &doc()), vec![json!({"b": 1}), json!({"c": 3})]);
     }
 
     #[test]
@@ -800,21 +700,8 @@ mod tests {
 
     #[test]
     fn test_invalid_expressions_fail_to_parse() {
-        for bad in [
-            ".a[",
-            ".a[x]",
-            ".a[?(@.b==1)",
-            "{.a",
-            "{.a}{.b}",
-            ".a[\"b\"]",
-            "#a",
-            "",
-            "{ }",
-        ] {
-            assert!(
-                matches!(JsonPath::parse(bad), Err(JsonPathError::Parse { .. })),
-                "{bad} should not parse"
-            );
+        for bad in [".a[", ".a[x]", ".a[?(@.b==1)", "{.a", "{.a}{.b}", ".a[\"b\"]", "#a", "", "{ }"] {
+            assert!(matches!(JsonPath::parse(bad), Err(JsonPathError::Parse { .. })), "{bad} should not parse");
         }
     }
 

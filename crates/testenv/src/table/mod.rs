@@ -97,10 +97,7 @@ impl IncludeObject {
             "" | "Metadata" => Ok(IncludeObject::Metadata),
             "Object" => Ok(IncludeObject::Object),
             "None" => Ok(IncludeObject::None),
-            other => Err(format!(
-                "unrecognized includeObject value: {}",
-                go_quote(other)
-            )),
+            other => Err(format!("unrecognized includeObject value: {}", go_quote(other))),
         }
     }
 
@@ -138,12 +135,7 @@ pub fn crd_columns(additional_printer_columns: &[Value]) -> Vec<Column> {
         return columns;
     }
     for def in additional_printer_columns {
-        let text = |key: &str| {
-            def.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
+        let text = |key: &str| def.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
         let json_path = text("jsonPath");
         if let Err(err) = JsonPath::parse(&json_path) {
             tracing::debug!(%err, "invalid printer column, serving the columns before it");
@@ -155,11 +147,7 @@ pub fn crd_columns(additional_printer_columns: &[Value]) -> Vec<Column> {
             }
             d => d,
         };
-        let priority = def
-            .get("priority")
-            .and_then(Value::as_i64)
-            .and_then(|p| i32::try_from(p).ok())
-            .unwrap_or(0);
+        let priority = def.get("priority").and_then(Value::as_i64).and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         columns.push(Column {
             name: text("name"),
             type_: text("type"),
@@ -202,13 +190,7 @@ pub fn default_columns() -> Vec<Column> {
 /// Columns from [`crd_columns`] are evaluated from their JSONPath; the columns of a
 /// built-in printer are computed by that printer; anything else is filled by name
 /// (`Name`, `Created At`, `Age`), and unknown columns get `null`.
-pub fn row_cells(
-    columns: &[Column],
-    group: &str,
-    kind: &str,
-    obj: &Value,
-    now: Timestamp,
-) -> Vec<Value> {
+pub fn row_cells(columns: &[Column], group: &str, kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
     let has_json_paths = columns.iter().any(|c| c.json_path.is_some());
     if let (false, Some(Builtin::Printer(p))) = (has_json_paths, printers::builtin(group, kind)) {
         let cells = (p.cells)(obj, now);
@@ -220,24 +202,15 @@ pub fn row_cells(
 }
 
 fn generic_cell(column: &Column, obj: &Value, now: Timestamp) -> Value {
-    let creation = obj
-        .get("metadata")
-        .and_then(|m| m.get("creationTimestamp"))
-        .and_then(Value::as_str);
+    let creation = obj.get("metadata").and_then(|m| m.get("creationTimestamp")).and_then(Value::as_str);
     match (&column.json_path, column.name.as_str()) {
         (Some(path), _) => json_path_cell(column, path, obj, now),
         (None, "Name") => Value::String(
-            obj.get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
+            obj.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("").to_owned(),
         ),
         // Go formats the zero time when the timestamp is missing.
         (None, "Created At") => Value::String(
-            creation
-                .and_then(parse_timestamp)
-                .map_or_else(|| "0001-01-01T00:00:00Z".to_owned(), format_rfc3339),
+            creation.and_then(parse_timestamp).map_or_else(|| "0001-01-01T00:00:00Z".to_owned(), format_rfc3339),
         ),
         (None, "Age") => Value::String(age_of(creation, now)),
         (None, _) => Value::Null,
@@ -277,13 +250,10 @@ fn json_path_cell(column: &Column, path: &str, obj: &Value, now: Timestamp) -> V
         },
         "date" => match value {
             // metav1.Time decodes "" and "null" as the zero time.
-            Value::String(s) if s.is_empty() || s == "null" => {
-                Value::String("<unknown>".to_owned())
+            Value::String(s) if s.is_empty() || s == "null" => Value::String("<unknown>".to_owned()),
+            Value::String(s) => {
+                Value::String(parse_timestamp(s).map_or_else(|| "<invalid>".to_owned(), |ts| human_since(ts, now)))
             }
-            Value::String(s) => Value::String(
-                parse_timestamp(s)
-                    .map_or_else(|| "<invalid>".to_owned(), |ts| human_since(ts, now)),
-            ),
             _ => Value::Null,
         },
         _ => Value::Null,
@@ -292,11 +262,7 @@ fn json_path_cell(column: &Column, path: &str, obj: &Value, now: Timestamp) -> V
 
 /// A float64 cell as Go's encoder writes it: integral values without a fraction.
 fn go_float_json(f: f64) -> Value {
-    if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        json!(f as i64)
-    } else {
-        json!(f)
-    }
+    if f.fract() == 0.0 && f.abs() < 9.0e15 { json!(f as i64) } else { json!(f) }
 }
 
 /// `JSONPath.PrintResults` of one value: objects and arrays as compact JSON, scalars as
@@ -444,15 +410,9 @@ pub fn table(
     remaining: Option<i64>,
     include_headers: bool,
 ) -> Value {
-    let column_definitions = if include_headers {
-        Value::Array(columns.iter().map(Column::definition).collect())
-    } else {
-        Value::Null
-    };
-    let rows: Vec<Value> = rows
-        .into_iter()
-        .map(|(cells, object)| json!({"cells": cells, "object": object}))
-        .collect();
+    let column_definitions =
+        if include_headers { Value::Array(columns.iter().map(Column::definition).collect()) } else { Value::Null };
+    let rows: Vec<Value> = rows.into_iter().map(|(cells, object)| json!({"cells": cells, "object": object})).collect();
     json!({
         "kind": "Table",
         "apiVersion": META_API_VERSION,
@@ -463,11 +423,7 @@ pub fn table(
 }
 
 /// `metav1.ListMeta` with its `omitempty` fields left out when empty.
-fn list_metadata(
-    resource_version: &str,
-    continue_token: Option<&str>,
-    remaining: Option<i64>,
-) -> Value {
+fn list_metadata(resource_version: &str, continue_token: Option<&str>, remaining: Option<i64>) -> Value {
     let mut metadata = Map::new();
     if !resource_version.is_empty() {
         metadata.insert("resourceVersion".to_owned(), json!(resource_version));
@@ -485,11 +441,7 @@ fn list_metadata(
 /// `meta.AsPartialObjectMetadata` copies every ObjectMeta field) under
 /// `meta.k8s.io/v1`.
 pub fn partial_object_metadata(obj: &Value) -> Value {
-    let metadata = obj
-        .get("metadata")
-        .filter(|m| m.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let metadata = obj.get("metadata").filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}));
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": META_API_VERSION,
@@ -545,14 +497,8 @@ mod tests {
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(cols[0].format, "name");
         assert_eq!(cols[1].type_, "date");
-        assert_eq!(
-            cols[1].json_path.as_deref(),
-            Some(".metadata.creationTimestamp")
-        );
-        assert_eq!(
-            row_cells(&cols, "example.com", "Foo", &foo(), now()),
-            [json!("a"), json!("5m")]
-        );
+        assert_eq!(cols[1].json_path.as_deref(), Some(".metadata.creationTimestamp"));
+        assert_eq!(row_cells(&cols, "example.com", "Foo", &foo(), now()), [json!("a"), json!("5m")]);
     }
 
     #[test]
@@ -560,11 +506,7 @@ mod tests {
         let cols = crd_columns(&[
             json!({"name": "Replicas", "type": "integer", "format": "int32", "priority": 1,
                    "jsonPath": ".spec.replicas", "description": "desired"}),
-            crd_column(
-                "Ready",
-                "string",
-                r#".status.conditions[?(@.type=="Ready")].status"#,
-            ),
+            crd_column("Ready", "string", r#".status.conditions[?(@.type=="Ready")].status"#),
         ]);
         assert_eq!(cols.len(), 3);
         assert_eq!(cols[1].format, "int32");
@@ -574,10 +516,7 @@ mod tests {
             cols[2].description,
             r#"Custom resource definition column (in JSONPath format): .status.conditions[?(@.type=="Ready")].status"#
         );
-        assert_eq!(
-            row_cells(&cols, "example.com", "Foo", &foo(), now()),
-            [json!("a"), json!(3), json!("True")]
-        );
+        assert_eq!(row_cells(&cols, "example.com", "Foo", &foo(), now()), [json!("a"), json!(3), json!("True")]);
     }
 
     #[test]
@@ -639,18 +578,12 @@ mod tests {
     #[test]
     fn test_string_column_prints_null_as_no_value() {
         let cols = crd_columns(&[crd_column("S", "string", ".spec.nothing")]);
-        assert_eq!(
-            row_cells(&cols, "example.com", "Foo", &foo(), now())[1],
-            json!("<no value>")
-        );
+        assert_eq!(row_cells(&cols, "example.com", "Foo", &foo(), now())[1], json!("<no value>"));
     }
 
     #[test]
     fn test_string_column_prints_objects_and_arrays_as_go_json() {
-        let cols = crd_columns(&[
-            crd_column("O", "string", ".spec.nested"),
-            crd_column("A", "string", ".spec.tags"),
-        ]);
+        let cols = crd_columns(&[crd_column("O", "string", ".spec.nested"), crd_column("A", "string", ".spec.tags")]);
         let cells = row_cells(&cols, "example.com", "Foo", &foo(), now());
         assert_eq!(cells[1], json!(r#"{"a":1,"b":"\u003cx\u003e"}"#));
         assert_eq!(cells[2], json!(r#"["t1","t2"]"#));
@@ -659,10 +592,7 @@ mod tests {
     #[test]
     fn test_multiple_results_use_only_the_first_like_upstream() {
         let cols = crd_columns(&[crd_column("T", "string", ".spec.tags[*]")]);
-        assert_eq!(
-            row_cells(&cols, "example.com", "Foo", &foo(), now())[1],
-            json!("t1")
-        );
+        assert_eq!(row_cells(&cols, "example.com", "Foo", &foo(), now())[1], json!("t1"));
     }
 
     #[test]
@@ -670,20 +600,11 @@ mod tests {
         let cols = crd_columns(&[crd_column("D", "date", ".spec.when")]);
         let mut obj = foo();
         obj["spec"]["when"] = json!("");
-        assert_eq!(
-            row_cells(&cols, "", "Foo", &obj, now())[1],
-            json!("<unknown>")
-        );
+        assert_eq!(row_cells(&cols, "", "Foo", &obj, now())[1], json!("<unknown>"));
         obj["spec"]["when"] = json!("yesterday");
-        assert_eq!(
-            row_cells(&cols, "", "Foo", &obj, now())[1],
-            json!("<invalid>")
-        );
+        assert_eq!(row_cells(&cols, "", "Foo", &obj, now())[1], json!("<invalid>"));
         obj["spec"]["when"] = json!("2024-05-01T12:00:05Z");
-        assert_eq!(
-            row_cells(&cols, "", "Foo", &obj, now())[1],
-            json!("<invalid>")
-        );
+        assert_eq!(row_cells(&cols, "", "Foo", &obj, now())[1], json!("<invalid>"));
     }
 
     #[test]
@@ -702,10 +623,7 @@ mod tests {
     fn test_builtin_columns_and_cells_for_configmap() {
         let cols = builtin_columns("", "ConfigMap").unwrap();
         let cm = json!({"metadata": {"name": "c", "creationTimestamp": "2024-05-01T11:00:00Z"}, "data": {"k": "v"}});
-        assert_eq!(
-            row_cells(&cols, "", "ConfigMap", &cm, now()),
-            [json!("c"), json!(1), json!("60m")]
-        );
+        assert_eq!(row_cells(&cols, "", "ConfigMap", &cm, now()), [json!("c"), json!(1), json!("60m")]);
     }
 
     #[test]
@@ -714,26 +632,13 @@ mod tests {
         let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["Name", "Created At"]);
         assert_eq!(cols[1].type_, "date");
-        let role =
-            json!({"metadata": {"name": "view", "creationTimestamp": "2024-05-01T11:00:00Z"}});
+        let role = json!({"metadata": {"name": "view", "creationTimestamp": "2024-05-01T11:00:00Z"}});
         assert_eq!(
-            row_cells(
-                &cols,
-                "rbac.authorization.k8s.io",
-                "ClusterRole",
-                &role,
-                now()
-            ),
+            row_cells(&cols, "rbac.authorization.k8s.io", "ClusterRole", &role, now()),
             [json!("view"), json!("2024-05-01T11:00:00Z")]
         );
         assert_eq!(
-            row_cells(
-                &cols,
-                "rbac.authorization.k8s.io",
-                "ClusterRole",
-                &json!({}),
-                now()
-            ),
+            row_cells(&cols, "rbac.authorization.k8s.io", "ClusterRole", &json!({}), now()),
             [json!(""), json!("0001-01-01T00:00:00Z")]
         );
     }
@@ -743,39 +648,24 @@ mod tests {
         assert!(builtin_columns("example.com", "Foo").is_none());
         let cols = default_columns();
         let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2024-05-01T11:00:00Z"}});
-        assert_eq!(
-            row_cells(&cols, "example.com", "Foo", &obj, now())[0],
-            json!("x")
-        );
+        assert_eq!(row_cells(&cols, "example.com", "Foo", &obj, now())[0], json!("x"));
     }
 
     #[test]
     fn test_crd_columns_win_over_builtin_printer_of_same_kind() {
         let cols = crd_columns(&[crd_column("R", "integer", ".spec.replicas")]);
         let obj = json!({"metadata": {"name": "p"}, "spec": {"replicas": 2}});
-        assert_eq!(
-            row_cells(&cols, "", "Pod", &obj, now()),
-            [json!("p"), json!(2)]
-        );
+        assert_eq!(row_cells(&cols, "", "Pod", &obj, now()), [json!("p"), json!(2)]);
     }
 
     #[test]
     fn test_include_object_parse() {
         assert_eq!(IncludeObject::parse(None), Ok(IncludeObject::Metadata));
         assert_eq!(IncludeObject::parse(Some("")), Ok(IncludeObject::Metadata));
-        assert_eq!(
-            IncludeObject::parse(Some("Metadata")),
-            Ok(IncludeObject::Metadata)
-        );
-        assert_eq!(
-            IncludeObject::parse(Some("Object")),
-            Ok(IncludeObject::Object)
-        );
+        assert_eq!(IncludeObject::parse(Some("Metadata")), Ok(IncludeObject::Metadata));
+        assert_eq!(IncludeObject::parse(Some("Object")), Ok(IncludeObject::Object));
         assert_eq!(IncludeObject::parse(Some("None")), Ok(IncludeObject::None));
-        assert_eq!(
-            IncludeObject::parse(Some("all")),
-            Err(r#"unrecognized includeObject value: "all""#.to_owned())
-        );
+        assert_eq!(IncludeObject::parse(Some("all")), Err(r#"unrecognized includeObject value: "all""#.to_owned()));
     }
 
     #[test]
@@ -803,20 +693,10 @@ mod tests {
         let cols = crd_columns(&[]);
         let obj = foo();
         let cells = row_cells(&cols, "example.com", "Foo", &obj, now());
-        let t = table(
-            &cols,
-            vec![(cells, IncludeObject::Metadata.apply(&obj))],
-            "42",
-            Some("tok"),
-            Some(3),
-            true,
-        );
+        let t = table(&cols, vec![(cells, IncludeObject::Metadata.apply(&obj))], "42", Some("tok"), Some(3), true);
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
-        assert_eq!(
-            t["metadata"],
-            json!({"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3})
-        );
+        assert_eq!(t["metadata"], json!({"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3}));
         assert_eq!(
             t["columnDefinitions"][0],
             json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0})
@@ -828,14 +708,7 @@ mod tests {
 
     #[test]
     fn test_table_without_headers_and_empty_metadata() {
-        let t = table(
-            &crd_columns(&[]),
-            vec![(vec![json!("a")], Value::Null)],
-            "",
-            Some(""),
-            None,
-            false,
-        );
+        let t = table(&crd_columns(&[]), vec![(vec![json!("a")], Value::Null)], "", Some(""), None, false);
         assert_eq!(t["columnDefinitions"], Value::Null);
         assert!(t.as_object().unwrap().contains_key("columnDefinitions"));
         assert_eq!(t["metadata"], json!({}));
@@ -849,10 +722,7 @@ mod tests {
     fn test_partial_object_metadata_list_keeps_list_metadata() {
         let list = partial_object_metadata_list(&[foo()], "9", Some("next"), None);
         assert_eq!(list["kind"], "PartialObjectMetadataList");
-        assert_eq!(
-            list["metadata"],
-            json!({"resourceVersion": "9", "continue": "next"})
-        );
+        assert_eq!(list["metadata"], json!({"resourceVersion": "9", "continue": "next"}));
         assert_eq!(list["items"][0]["metadata"]["name"], "a");
         assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
     }

@@ -58,10 +58,7 @@ pub(super) enum Builtin {
 
 /// The table rendering for a built-in group/kind, `None` for kinds this module does not know.
 pub(super) fn builtin(group: &str, kind: &str) -> Option<Builtin> {
-    fn p(
-        columns: fn() -> Vec<Column>,
-        cells: fn(&Value, Timestamp) -> Vec<Value>,
-    ) -> Option<Builtin> {
+    fn p(columns: fn() -> Vec<Column>, cells: fn(&Value, Timestamp) -> Vec<Value>) -> Option<Builtin> {
         Some(Builtin::Printer(Printer { columns, cells }))
     }
     match (group, kind) {
@@ -86,19 +83,16 @@ pub(super) fn builtin(group: &str, kind: &str) -> Option<Builtin> {
         ("coordination.k8s.io", "Lease") => p(lease_columns, lease_cells),
         ("policy", "PodDisruptionBudget") => p(pdb_columns, pdb_cells),
         ("rbac.authorization.k8s.io", "RoleBinding") => p(role_binding_columns, role_binding_cells),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
-            p(cluster_role_binding_columns, role_binding_cells)
-        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => p(cluster_role_binding_columns, role_binding_cells),
         ("networking.k8s.io", "Ingress") => p(ingress_columns, ingress_cells),
         ("networking.k8s.io", "IngressClass") => p(ingress_class_columns, ingress_class_cells),
         ("networking.k8s.io", "NetworkPolicy") => p(network_policy_columns, network_policy_cells),
         ("discovery.k8s.io", "EndpointSlice") => p(endpoint_slice_columns, endpoint_slice_cells),
         ("storage.k8s.io", "StorageClass") => p(storage_class_columns, storage_class_cells),
         ("scheduling.k8s.io", "PriorityClass") => p(priority_class_columns, priority_class_cells),
-        (
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
-        ) => p(webhook_columns, webhook_cells),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
+            p(webhook_columns, webhook_cells)
+        }
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole")
         | ("apiextensions.k8s.io", "CustomResourceDefinition") => Some(Builtin::Default),
         _ => None,
@@ -121,10 +115,7 @@ fn col(name: &str, type_: &str, priority: i32, description: &str) -> Column {
 
 /// The `Name` column every printer starts with.
 pub(super) fn name_column() -> Column {
-    Column {
-        format: "name".to_owned(),
-        ..col("Name", "string", 0, NAME_DESCRIPTION)
-    }
+    Column { format: "name".to_owned(), ..col("Name", "string", 0, NAME_DESCRIPTION) }
 }
 
 fn age_column() -> Column {
@@ -164,10 +155,7 @@ fn bool_at(v: &Value, path: &[&str]) -> bool {
 }
 
 fn arr_at<'a>(v: &'a Value, path: &[&str]) -> &'a [Value] {
-    at(v, path)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+    at(v, path).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
 }
 
 fn len_at(v: &Value, path: &[&str]) -> i64 {
@@ -188,10 +176,7 @@ fn name_of(obj: &Value) -> Value {
 }
 
 fn age(obj: &Value, now: Timestamp) -> Value {
-    Value::String(age_of(
-        opt_str_at(obj, &["metadata", "creationTimestamp"]),
-        now,
-    ))
+    Value::String(age_of(opt_str_at(obj, &["metadata", "creationTimestamp"]), now))
 }
 
 fn deleting(obj: &Value) -> bool {
@@ -203,11 +188,7 @@ fn s(text: impl Into<String>) -> Value {
 }
 
 fn or_placeholder(text: &str, placeholder: &str) -> String {
-    if text.is_empty() {
-        placeholder.to_owned()
-    } else {
-        text.to_owned()
-    }
+    if text.is_empty() { placeholder.to_owned() } else { text.to_owned() }
 }
 
 /// `labels.FormatLabels`: sorted `k=v` pairs, or `<none>`.
@@ -217,17 +198,10 @@ fn format_labels(map: Option<&Value>) -> String {
         .map(|m| {
             // Sort explicitly: the map may preserve insertion order.
             let sorted: std::collections::BTreeMap<&String, &Value> = m.iter().collect();
-            sorted
-                .into_iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
+            sorted.into_iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect()
         })
         .unwrap_or_default();
-    if pairs.is_empty() {
-        "<none>".to_owned()
-    } else {
-        pairs.join(",")
-    }
+    if pairs.is_empty() { "<none>".to_owned() } else { pairs.join(",") }
 }
 
 /// `metav1.FormatLabelSelector`: the selector string, `<none>` when it selects
@@ -257,23 +231,16 @@ fn quantity(v: Option<&Value>) -> String {
 
 /// `net.JoinHostPort`.
 fn join_host_port(host: &str, port: i64) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 /// `GetAccessModesAsString`: RWO, ROX, RWX, RWOP in that order, deduplicated.
 fn access_modes(modes: &[Value]) -> String {
     let has = |m: &str| modes.iter().any(|v| v.as_str() == Some(m));
     let mut out = Vec::new();
-    for (mode, short) in [
-        ("ReadWriteOnce", "RWO"),
-        ("ReadOnlyMany", "ROX"),
-        ("ReadWriteMany", "RWX"),
-        ("ReadWriteOncePod", "RWOP"),
-    ] {
+    for (mode, short) in
+        [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
+    {
         if has(mode) {
             out.push(short);
         }
@@ -287,18 +254,8 @@ fn access_modes(modes: &[Value]) -> String {
 fn pod_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Ready",
-            "string",
-            0,
-            "The aggregate readiness state of this pod for accepting traffic.",
-        ),
-        col(
-            "Status",
-            "string",
-            0,
-            "The aggregate status of the containers in this pod.",
-        ),
+        col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
+        col("Status", "string", 0, "The aggregate status of the containers in this pod."),
         col(
             "Restarts",
             "string",
@@ -307,31 +264,19 @@ fn pod_columns() -> Vec<Column> {
         ),
         age_column(),
         col("IP", "string", 1, "podIP address allocated to the pod."),
-        col(
-            "Node",
-            "string",
-            1,
-            "NodeName indicates in which node this pod is scheduled.",
-        ),
+        col("Node", "string", 1, "NodeName indicates in which node this pod is scheduled."),
         col(
             "Nominated Node",
             "string",
             1,
             "nominatedNodeName is set only when this pod preempts other pods on the node.",
         ),
-        col(
-            "Readiness Gates",
-            "string",
-            1,
-            "If specified, all readiness gates will be evaluated for pod readiness.",
-        ),
+        col("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness."),
     ]
 }
 
 fn has_condition(conditions: &[Value], type_: &str, status: &str) -> bool {
-    conditions
-        .iter()
-        .any(|c| str_at(c, &["type"]) == type_ && str_at(c, &["status"]) == status)
+    conditions.iter().any(|c| str_at(c, &["type"]) == type_ && str_at(c, &["status"]) == status)
 }
 
 /// The later of two optional timestamps (Go compares against the zero time).
@@ -351,9 +296,7 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
     let status = pod.get("status").unwrap_or(&Value::Null);
     let init_containers = arr_at(spec, &["initContainers"]);
     let is_restartable = |name: &str| {
-        init_containers
-            .iter()
-            .any(|c| str_at(c, &["name"]) == name && str_at(c, &["restartPolicy"]) == "Always")
+        init_containers.iter().any(|c| str_at(c, &["name"]) == name && str_at(c, &["restartPolicy"]) == "Always")
     };
 
     let mut restarts: i64 = 0;
@@ -369,30 +312,22 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         reason = r.to_owned();
     }
     let conditions = arr_at(status, &["conditions"]);
-    if conditions.iter().any(|c| {
-        str_at(c, &["type"]) == "PodScheduled" && str_at(c, &["reason"]) == "SchedulingGated"
-    }) {
+    if conditions.iter().any(|c| str_at(c, &["type"]) == "PodScheduled" && str_at(c, &["reason"]) == "SchedulingGated")
+    {
         reason = "SchedulingGated".to_owned();
     }
 
-    total += init_containers
-        .iter()
-        .filter(|c| str_at(c, &["restartPolicy"]) == "Always")
-        .count() as i64;
+    total += init_containers.iter().filter(|c| str_at(c, &["restartPolicy"]) == "Always").count() as i64;
 
     let mut initializing = false;
-    for (i, container) in arr_at(status, &["initContainerStatuses"])
-        .iter()
-        .enumerate()
-    {
+    for (i, container) in arr_at(status, &["initContainerStatuses"]).iter().enumerate() {
         let restart_count = int_at(container, &["restartCount"]);
         restarts += restart_count;
         last_restart = later(last_restart, finished_at(container));
         let restartable = is_restartable(str_at(container, &["name"]));
         if restartable {
             restartable_init_restarts += restart_count;
-            last_restartable_init_restart =
-                later(last_restartable_init_restart, finished_at(container));
+            last_restartable_init_restart = later(last_restartable_init_restart, finished_at(container));
         }
         let terminated = at(container, &["state", "terminated"]).filter(|t| !t.is_null());
         let waiting = at(container, &["state", "waiting"]).filter(|w| !w.is_null());
@@ -437,8 +372,7 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         for container in arr_at(status, &["containerStatuses"]).iter().rev() {
             restarts += int_at(container, &["restartCount"]);
             last_restart = later(last_restart, finished_at(container));
-            let waiting_reason =
-                opt_str_at(container, &["state", "waiting", "reason"]).unwrap_or("");
+            let waiting_reason = opt_str_at(container, &["state", "waiting", "reason"]).unwrap_or("");
             let terminated = at(container, &["state", "terminated"]).filter(|t| !t.is_null());
             if !waiting_reason.is_empty() {
                 reason = waiting_reason.to_owned();
@@ -458,11 +392,8 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         }
         // A pod whose containers reported Completed but one still runs is Running again.
         if reason == "Completed" && has_running {
-            reason = if has_condition(conditions, "Ready", "True") {
-                "Running".to_owned()
-            } else {
-                "NotReady".to_owned()
-            };
+            reason =
+                if has_condition(conditions, "Ready", "True") { "Running".to_owned() } else { "NotReady".to_owned() };
         }
     }
 
@@ -510,10 +441,7 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         age(pod, now),
         s(pod_ip),
         s(or_placeholder(str_at(spec, &["nodeName"]), "<none>")),
-        s(or_placeholder(
-            str_at(status, &["nominatedNodeName"]),
-            "<none>",
-        )),
+        s(or_placeholder(str_at(status, &["nominatedNodeName"]), "<none>")),
         s(readiness_gates),
     ]
 }
@@ -522,27 +450,15 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
 // Simple core kinds
 
 fn namespace_columns() -> Vec<Column> {
-    vec![
-        name_column(),
-        col("Status", "string", 0, "The status of the namespace"),
-        age_column(),
-    ]
+    vec![name_column(), col("Status", "string", 0, "The status of the namespace"), age_column()]
 }
 
 fn namespace_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    vec![
-        name_of(obj),
-        s(str_at(obj, &["status", "phase"])),
-        age(obj, now),
-    ]
+    vec![name_of(obj), s(str_at(obj, &["status", "phase"])), age(obj, now)]
 }
 
 fn config_map_columns() -> Vec<Column> {
-    vec![
-        name_column(),
-        col("Data", "string", 0, "Data contains the configuration data."),
-        age_column(),
-    ]
+    vec![name_column(), col("Data", "string", 0, "Data contains the configuration data."), age_column()]
 }
 
 fn config_map_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
@@ -553,12 +469,7 @@ fn config_map_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn secret_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Type",
-            "string",
-            0,
-            "Used to facilitate programmatic handling of secret data.",
-        ),
+        col("Type", "string", 0, "Used to facilitate programmatic handling of secret data."),
         col("Data", "string", 0, "Data contains the secret data."),
         age_column(),
     ]
@@ -566,12 +477,7 @@ fn secret_columns() -> Vec<Column> {
 
 fn secret_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
     let type_ = or_placeholder(str_at(obj, &["type"]), "Opaque");
-    vec![
-        name_of(obj),
-        s(type_),
-        json!(len_at(obj, &["data"])),
-        age(obj, now),
-    ]
+    vec![name_of(obj), s(type_), json!(len_at(obj, &["data"])), age(obj, now)]
 }
 
 fn service_account_columns() -> Vec<Column> {
@@ -588,11 +494,7 @@ fn service_account_columns() -> Vec<Column> {
 }
 
 fn service_account_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    vec![
-        name_of(obj),
-        json!(len_at(obj, &["secrets"])),
-        age(obj, now),
-    ]
+    vec![name_of(obj), json!(len_at(obj, &["secrets"])), age(obj, now)]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -601,30 +503,15 @@ fn service_account_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn service_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Type",
-            "string",
-            0,
-            "type determines how the Service is exposed.",
-        ),
-        col(
-            "Cluster-IP",
-            "string",
-            0,
-            "clusterIP is the IP address of the service.",
-        ),
+        col("Type", "string", 0, "type determines how the Service is exposed."),
+        col("Cluster-IP", "string", 0, "clusterIP is the IP address of the service."),
         col(
             "External-IP",
             "string",
             0,
             "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
         ),
-        col(
-            "Port(s)",
-            "string",
-            0,
-            "The list of ports that are exposed by this service.",
-        ),
+        col("Port(s)", "string", 0, "The list of ports that are exposed by this service."),
         age_column(),
         col(
             "Selector",
@@ -640,11 +527,7 @@ fn load_balancer_addresses(ingress: &[Value]) -> String {
     let mut seen = Vec::new();
     for entry in ingress {
         let ip = str_at(entry, &["ip"]);
-        let address = if ip.is_empty() {
-            str_at(entry, &["hostname"])
-        } else {
-            ip
-        };
+        let address = if ip.is_empty() { str_at(entry, &["hostname"]) } else { ip };
         if !address.is_empty() && !seen.contains(&address) {
             seen.push(address);
         }
@@ -662,10 +545,7 @@ fn service_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         .filter(|ip| !ip.is_empty())
         .unwrap_or("<none>")
         .to_owned();
-    let external: Vec<&str> = arr_at(spec, &["externalIPs"])
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let external: Vec<&str> = arr_at(spec, &["externalIPs"]).iter().filter_map(Value::as_str).collect();
     let external_ip = match type_.as_str() {
         "ClusterIP" | "NodePort" => {
             if external.is_empty() {
@@ -677,11 +557,7 @@ fn service_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         "LoadBalancer" => {
             let lb = load_balancer_addresses(arr_at(obj, &["status", "loadBalancer", "ingress"]));
             if !external.is_empty() {
-                let mut all: Vec<&str> = if lb.is_empty() {
-                    Vec::new()
-                } else {
-                    lb.split(',').collect()
-                };
+                let mut all: Vec<&str> = if lb.is_empty() { Vec::new() } else { lb.split(',').collect() };
                 all.extend(external.iter().copied());
                 all.join(",")
             } else if !lb.is_empty() {
@@ -699,11 +575,7 @@ fn service_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
             let port = int_at(p, &["port"]);
             let protocol = or_placeholder(str_at(p, &["protocol"]), "TCP");
             let node_port = int_at(p, &["nodePort"]);
-            if node_port > 0 {
-                format!("{port}:{node_port}/{protocol}")
-            } else {
-                format!("{port}/{protocol}")
-            }
+            if node_port > 0 { format!("{port}:{node_port}/{protocol}") } else { format!("{port}/{protocol}") }
         })
         .collect();
     vec![
@@ -720,12 +592,7 @@ fn service_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn endpoints_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Endpoints",
-            "string",
-            0,
-            "The set of all endpoints is the union of all subsets.",
-        ),
+        col("Endpoints", "string", 0, "The set of all endpoints is the union of all subsets."),
         age_column(),
     ]
 }
@@ -762,19 +629,12 @@ fn format_endpoints(obj: &Value) -> String {
                     more = true;
                     break;
                 }
-                list.push(join_host_port(
-                    str_at(address, &["ip"]),
-                    int_at(port, &["port"]),
-                ));
+                list.push(join_host_port(str_at(address, &["ip"]), int_at(port, &["port"])));
             }
         }
     }
     let joined = list.join(",");
-    if more {
-        format!("{joined} + {} more...", count.saturating_sub(MAX))
-    } else {
-        joined
-    }
+    if more { format!("{joined} + {} more...", count.saturating_sub(MAX)) } else { joined }
 }
 
 fn endpoints_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
@@ -784,24 +644,9 @@ fn endpoints_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn endpoint_slice_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "AddressType",
-            "string",
-            0,
-            "addressType specifies the type of address carried by this EndpointSlice.",
-        ),
-        col(
-            "Ports",
-            "string",
-            0,
-            "ports specifies the list of network ports exposed by each endpoint in this slice.",
-        ),
-        col(
-            "Endpoints",
-            "string",
-            0,
-            "endpoints is a list of unique endpoints in this slice.",
-        ),
+        col("AddressType", "string", 0, "addressType specifies the type of address carried by this EndpointSlice."),
+        col("Ports", "string", 0, "ports specifies the list of network ports exposed by each endpoint in this slice."),
+        col("Endpoints", "string", 0, "endpoints is a list of unique endpoints in this slice."),
         age_column(),
     ]
 }
@@ -826,30 +671,13 @@ fn endpoint_slice_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
             None => opt_str_at(p, &["name"]).map_or_else(|| "*".to_owned(), str::to_owned),
         })
         .collect();
-    let addresses: Vec<&Value> = arr_at(obj, &["endpoints"])
-        .iter()
-        .flat_map(|e| arr_at(e, &["addresses"]))
-        .collect();
-    let address_list: Vec<String> = addresses
-        .iter()
-        .take(MAX)
-        .map(|a| a.as_str().unwrap_or("").to_owned())
-        .collect();
+    let addresses: Vec<&Value> = arr_at(obj, &["endpoints"]).iter().flat_map(|e| arr_at(e, &["addresses"])).collect();
+    let address_list: Vec<String> = addresses.iter().take(MAX).map(|a| a.as_str().unwrap_or("").to_owned()).collect();
     vec![
         name_of(obj),
         s(str_at(obj, &["addressType"])),
-        s(list_with_more(
-            &port_list,
-            ports.len() > MAX,
-            ports.len(),
-            MAX,
-        )),
-        s(list_with_more(
-            &address_list,
-            addresses.len() > MAX,
-            addresses.len(),
-            MAX,
-        )),
+        s(list_with_more(&port_list, ports.len() > MAX, ports.len(), MAX)),
+        s(list_with_more(&address_list, addresses.len() > MAX, addresses.len(), MAX)),
         age(obj, now),
     ]
 }
@@ -863,24 +691,9 @@ fn node_columns() -> Vec<Column> {
         col("Status", "string", 0, "The status of the node"),
         col("Roles", "string", 0, "The roles of the node"),
         age_column(),
-        col(
-            "Version",
-            "string",
-            0,
-            "Kubelet Version reported by the node.",
-        ),
-        col(
-            "Internal-IP",
-            "string",
-            1,
-            "List of addresses reachable to the node.",
-        ),
-        col(
-            "External-IP",
-            "string",
-            1,
-            "List of addresses reachable to the node.",
-        ),
+        col("Version", "string", 0, "Kubelet Version reported by the node."),
+        col("Internal-IP", "string", 1, "List of addresses reachable to the node."),
+        col("External-IP", "string", 1, "List of addresses reachable to the node."),
         col(
             "OS-Image",
             "string",
@@ -906,19 +719,13 @@ fn node_address(node: &Value, type_: &str) -> String {
     arr_at(node, &["status", "addresses"])
         .iter()
         .find(|a| str_at(a, &["type"]) == type_)
-        .map_or_else(
-            || "<none>".to_owned(),
-            |a| str_at(a, &["address"]).to_owned(),
-        )
+        .map_or_else(|| "<none>".to_owned(), |a| str_at(a, &["address"]).to_owned())
 }
 
 fn node_cells(node: &Value, now: Timestamp) -> Vec<Value> {
     let mut status: Vec<String> = Vec::new();
     // Upstream keeps the last condition of each type; only Ready is reported.
-    if let Some(ready) = arr_at(node, &["status", "conditions"])
-        .iter()
-        .rev()
-        .find(|c| str_at(c, &["type"]) == "Ready")
+    if let Some(ready) = arr_at(node, &["status", "conditions"]).iter().rev().find(|c| str_at(c, &["type"]) == "Ready")
     {
         if str_at(ready, &["status"]) == "True" {
             status.push("Ready".to_owned());
@@ -942,21 +749,13 @@ fn node_cells(node: &Value, now: Timestamp) -> Vec<Value> {
                 if !role.is_empty() {
                     roles.insert(role.to_owned());
                 }
-            } else if let Some(v) = v
-                .as_str()
-                .filter(|v| k == "kubernetes.io/role" && !v.is_empty())
-            {
+            } else if let Some(v) = v.as_str().filter(|v| k == "kubernetes.io/role" && !v.is_empty()) {
                 roles.insert(v.to_owned());
             }
         }
     }
     let roles = or_placeholder(&roles.into_iter().collect::<Vec<_>>().join(","), "<none>");
-    let info = |field: &str| {
-        s(or_placeholder(
-            str_at(node, &["status", "nodeInfo", field]),
-            "<unknown>",
-        ))
-    };
+    let info = |field: &str| s(or_placeholder(str_at(node, &["status", "nodeInfo", field]), "<unknown>"));
     vec![
         name_of(node),
         s(status.join(",")),
@@ -976,30 +775,15 @@ fn node_cells(node: &Value, now: Timestamp) -> Vec<Value> {
 
 fn event_columns() -> Vec<Column> {
     vec![
-        col(
-            "Last Seen",
-            "string",
-            0,
-            "The time at which the most recent occurrence of this event was recorded.",
-        ),
-        col(
-            "Type",
-            "string",
-            0,
-            "Type of this event (Normal, Warning), new types could be added in the future",
-        ),
+        col("Last Seen", "string", 0, "The time at which the most recent occurrence of this event was recorded."),
+        col("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
         col(
             "Reason",
             "string",
             0,
             "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
         ),
-        col(
-            "Object",
-            "string",
-            0,
-            "The object that this event is about.",
-        ),
+        col("Object", "string", 0, "The object that this event is about."),
         col(
             "Subobject",
             "string",
@@ -1012,28 +796,15 @@ fn event_columns() -> Vec<Column> {
             1,
             "The component reporting this event. Should be a short machine understandable string.",
         ),
-        col(
-            "Message",
-            "string",
-            0,
-            "A human-readable description of the status of this operation.",
-        ),
+        col("Message", "string", 0, "A human-readable description of the status of this operation."),
         col(
             "First Seen",
             "string",
             1,
             "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
         ),
-        col(
-            "Count",
-            "string",
-            1,
-            "The number of times this event has occurred.",
-        ),
-        Column {
-            priority: 1,
-            ..name_column()
-        },
+        col("Count", "string", 1, "The number of times this event has occurred."),
+        Column { priority: 1, ..name_column() },
     ]
 }
 
@@ -1058,31 +829,13 @@ fn event_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
     }
     let kind = str_at(obj, &["involvedObject", "kind"]).to_lowercase();
     let involved_name = str_at(obj, &["involvedObject", "name"]);
-    let target = if involved_name.is_empty() {
-        kind
-    } else {
-        format!("{kind}/{involved_name}")
-    };
+    let target = if involved_name.is_empty() { kind } else { format!("{kind}/{involved_name}") };
     let first_non_empty = |a: &str, b: &str| {
-        if a.is_empty() {
-            b.to_owned()
-        } else {
-            a.to_owned()
-        }
+        if a.is_empty() { b.to_owned() } else { a.to_owned() }
     };
-    let component = first_non_empty(
-        str_at(obj, &["source", "component"]),
-        str_at(obj, &["reportingComponent"]),
-    );
-    let instance = first_non_empty(
-        str_at(obj, &["source", "host"]),
-        str_at(obj, &["reportingInstance"]),
-    );
-    let source = if instance.is_empty() {
-        component
-    } else {
-        format!("{component}, {instance}")
-    };
+    let component = first_non_empty(str_at(obj, &["source", "component"]), str_at(obj, &["reportingComponent"]));
+    let instance = first_non_empty(str_at(obj, &["source", "host"]), str_at(obj, &["reportingInstance"]));
+    let source = if instance.is_empty() { component } else { format!("{component}, {instance}") };
     vec![
         s(last_timestamp),
         s(str_at(obj, &["type"])),
@@ -1125,24 +878,9 @@ fn events_v1_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn pvc_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Status",
-            "string",
-            0,
-            "phase represents the current phase of PersistentVolumeClaim.",
-        ),
-        col(
-            "Volume",
-            "string",
-            0,
-            "volumeName is the binding reference to the PersistentVolume backing this claim.",
-        ),
-        col(
-            "Capacity",
-            "string",
-            0,
-            "capacity represents the actual resources of the underlying volume.",
-        ),
+        col("Status", "string", 0, "phase represents the current phase of PersistentVolumeClaim."),
+        col("Volume", "string", 0, "volumeName is the binding reference to the PersistentVolume backing this claim."),
+        col("Capacity", "string", 0, "capacity represents the actual resources of the underlying volume."),
         col(
             "Access Modes",
             "string",
@@ -1150,47 +888,23 @@ fn pvc_columns() -> Vec<Column> {
             "accessModes contains the actual access modes the volume backing the PVC has.",
         ),
         col("StorageClass", "string", 0, "StorageClass of the pvc"),
-        col(
-            "VolumeAttributesClass",
-            "string",
-            0,
-            "VolumeAttributesClass of the pvc",
-        ),
+        col("VolumeAttributesClass", "string", 0, "VolumeAttributesClass of the pvc"),
         age_column(),
-        col(
-            "VolumeMode",
-            "string",
-            1,
-            "volumeMode defines what type of volume is required by the claim.",
-        ),
+        col("VolumeMode", "string", 1, "volumeMode defines what type of volume is required by the claim."),
     ]
 }
 
 fn pvc_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    let phase = if deleting(obj) {
-        "Terminating"
-    } else {
-        str_at(obj, &["status", "phase"])
-    };
+    let phase = if deleting(obj) { "Terminating" } else { str_at(obj, &["status", "phase"]) };
     let volume_name = str_at(obj, &["spec", "volumeName"]);
     let (capacity, modes) = if volume_name.is_empty() {
         (String::new(), String::new())
     } else {
-        (
-            quantity(at(obj, &["status", "capacity", "storage"])),
-            access_modes(arr_at(obj, &["status", "accessModes"])),
-        )
+        (quantity(at(obj, &["status", "capacity", "storage"])), access_modes(arr_at(obj, &["status", "accessModes"])))
     };
-    let class = opt_str_at(
-        obj,
-        &[
-            "metadata",
-            "annotations",
-            "volume.beta.kubernetes.io/storage-class",
-        ],
-    )
-    .or_else(|| opt_str_at(obj, &["spec", "storageClassName"]))
-    .unwrap_or("");
+    let class = opt_str_at(obj, &["metadata", "annotations", "volume.beta.kubernetes.io/storage-class"])
+        .or_else(|| opt_str_at(obj, &["spec", "storageClassName"]))
+        .unwrap_or("");
     vec![
         name_of(obj),
         s(phase),
@@ -1207,18 +921,8 @@ fn pvc_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn pv_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Capacity",
-            "string",
-            0,
-            "capacity is the description of the persistent volume's resources and capacity.",
-        ),
-        col(
-            "Access Modes",
-            "string",
-            0,
-            "accessModes contains all ways the volume can be mounted.",
-        ),
+        col("Capacity", "string", 0, "capacity is the description of the persistent volume's resources and capacity."),
+        col("Access Modes", "string", 0, "accessModes contains all ways the volume can be mounted."),
         col(
             "Reclaim Policy",
             "string",
@@ -1238,12 +942,7 @@ fn pv_columns() -> Vec<Column> {
             "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
         ),
         col("StorageClass", "string", 0, "StorageClass of the pv"),
-        col(
-            "VolumeAttributesClass",
-            "string",
-            0,
-            "VolumeAttributesClass of the pv",
-        ),
+        col("VolumeAttributesClass", "string", 0, "VolumeAttributesClass of the pv"),
         col(
             "Reason",
             "string",
@@ -1265,20 +964,9 @@ fn pv_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         Some(c) => format!("{}/{}", str_at(c, &["namespace"]), str_at(c, &["name"])),
         None => String::new(),
     };
-    let phase = if deleting(obj) {
-        "Terminating"
-    } else {
-        str_at(obj, &["status", "phase"])
-    };
-    let class = opt_str_at(
-        obj,
-        &[
-            "metadata",
-            "annotations",
-            "volume.beta.kubernetes.io/storage-class",
-        ],
-    )
-    .unwrap_or_else(|| str_at(obj, &["spec", "storageClassName"]));
+    let phase = if deleting(obj) { "Terminating" } else { str_at(obj, &["status", "phase"]) };
+    let class = opt_str_at(obj, &["metadata", "annotations", "volume.beta.kubernetes.io/storage-class"])
+        .unwrap_or_else(|| str_at(obj, &["spec", "storageClassName"]));
     vec![
         name_of(obj),
         s(quantity(at(obj, &["spec", "capacity", "storage"]))),
@@ -1297,12 +985,7 @@ fn pv_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn storage_class_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Provisioner",
-            "string",
-            0,
-            "provisioner indicates the type of the provisioner.",
-        ),
+        col("Provisioner", "string", 0, "provisioner indicates the type of the provisioner."),
         col(
             "ReclaimPolicy",
             "string",
@@ -1326,12 +1009,10 @@ fn storage_class_columns() -> Vec<Column> {
 }
 
 fn storage_class_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    let is_default = [
-        "storageclass.kubernetes.io/is-default-class",
-        "storageclass.beta.kubernetes.io/is-default-class",
-    ]
-    .iter()
-    .any(|a| str_at(obj, &["metadata", "annotations", a]) == "true");
+    let is_default =
+        ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"]
+            .iter()
+            .any(|a| str_at(obj, &["metadata", "annotations", a]) == "true");
     let mut name = str_at(obj, &["metadata", "name"]).to_owned();
     if is_default {
         name.push_str(" (default)");
@@ -1380,19 +1061,13 @@ fn desired_replicas(obj: &Value) -> i64 {
 fn deployment_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
     let (names, images) = container_cells(arr_at(obj, &["spec", "template", "spec", "containers"]));
     // Unlike the other workloads, Deployment prints `selector.String()` without `<none>`.
-    let selector = match LabelSelector::from_label_selector(
-        at(obj, &["spec", "selector"]).unwrap_or(&Value::Null),
-    ) {
+    let selector = match LabelSelector::from_label_selector(at(obj, &["spec", "selector"]).unwrap_or(&Value::Null)) {
         Ok(sel) => sel.to_string(),
         Err(_) => "<invalid>".to_owned(),
     };
     vec![
         name_of(obj),
-        s(format!(
-            "{}/{}",
-            int_at(obj, &["status", "readyReplicas"]),
-            desired_replicas(obj)
-        )),
+        s(format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), desired_replicas(obj))),
         json!(int_at(obj, &["status", "updatedReplicas"])),
         json!(int_at(obj, &["status", "availableReplicas"])),
         age(obj, now),
@@ -1405,18 +1080,8 @@ fn deployment_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn replica_set_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Desired",
-            "integer",
-            0,
-            "Replicas is the number of desired pods.",
-        ),
-        col(
-            "Current",
-            "integer",
-            0,
-            "Replicas is the most recently observed number of non-terminating pods.",
-        ),
+        col("Desired", "integer", 0, "Replicas is the number of desired pods."),
+        col("Current", "integer", 0, "Replicas is the most recently observed number of non-terminating pods."),
         col(
             "Ready",
             "integer",
@@ -1426,12 +1091,7 @@ fn replica_set_columns() -> Vec<Column> {
         age_column(),
         col("Containers", "string", 1, CONTAINERS_DESCRIPTION),
         col("Images", "string", 1, IMAGES_DESCRIPTION),
-        col(
-            "Selector",
-            "string",
-            1,
-            "Selector is a label query over pods that should match the replica count.",
-        ),
+        col("Selector", "string", 1, "Selector is a label query over pods that should match the replica count."),
     ]
 }
 
@@ -1463,11 +1123,7 @@ fn stateful_set_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
     let (names, images) = container_cells(arr_at(obj, &["spec", "template", "spec", "containers"]));
     vec![
         name_of(obj),
-        s(format!(
-            "{}/{}",
-            int_at(obj, &["status", "readyReplicas"]),
-            desired_replicas(obj)
-        )),
+        s(format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), desired_replicas(obj))),
         age(obj, now),
         names,
         images,
@@ -1477,12 +1133,7 @@ fn stateful_set_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn daemon_set_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Desired",
-            "integer",
-            0,
-            "The total number of nodes that should be running the daemon pod.",
-        ),
+        col("Desired", "integer", 0, "The total number of nodes that should be running the daemon pod."),
         col(
             "Current",
             "integer",
@@ -1495,12 +1146,7 @@ fn daemon_set_columns() -> Vec<Column> {
             0,
             "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
         ),
-        col(
-            "Up-to-date",
-            "integer",
-            0,
-            "The total number of nodes that are running updated daemon pod.",
-        ),
+        col("Up-to-date", "integer", 0, "The total number of nodes that are running updated daemon pod."),
         col(
             "Available",
             "integer",
@@ -1516,12 +1162,7 @@ fn daemon_set_columns() -> Vec<Column> {
         age_column(),
         col("Containers", "string", 1, CONTAINERS_DESCRIPTION),
         col("Images", "string", 1, IMAGES_DESCRIPTION),
-        col(
-            "Selector",
-            "string",
-            1,
-            "A label query over pods that are managed by the daemon set.",
-        ),
+        col("Selector", "string", 1, "A label query over pods that are managed by the daemon set."),
     ]
 }
 
@@ -1535,10 +1176,7 @@ fn daemon_set_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         status("numberReady"),
         status("updatedNumberScheduled"),
         status("numberAvailable"),
-        s(format_labels(at(
-            obj,
-            &["spec", "template", "spec", "nodeSelector"],
-        ))),
+        s(format_labels(at(obj, &["spec", "template", "spec", "nodeSelector"]))),
         age(obj, now),
         names,
         images,
@@ -1550,27 +1188,12 @@ fn job_columns() -> Vec<Column> {
     vec![
         name_column(),
         col("Status", "string", 0, "Status of the job."),
-        col(
-            "Completions",
-            "string",
-            0,
-            "The number of pods which reached phase Succeeded.",
-        ),
-        col(
-            "Duration",
-            "string",
-            0,
-            "Time required to complete the job.",
-        ),
+        col("Completions", "string", 0, "The number of pods which reached phase Succeeded."),
+        col("Duration", "string", 0, "Time required to complete the job."),
         age_column(),
         col("Containers", "string", 1, CONTAINERS_DESCRIPTION),
         col("Images", "string", 1, IMAGES_DESCRIPTION),
-        col(
-            "Selector",
-            "string",
-            1,
-            "A label query over pods that should match the pod count.",
-        ),
+        col("Selector", "string", 1, "A label query over pods that should match the pod count."),
     ]
 }
 
@@ -1588,11 +1211,7 @@ fn job_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         Some(c) => format!("{succeeded}/{c}"),
         None => {
             let parallelism = int_at(obj, &["spec", "parallelism"]);
-            if parallelism > 1 {
-                format!("{succeeded}/1 of {parallelism}")
-            } else {
-                format!("{succeeded}/1")
-            }
+            if parallelism > 1 { format!("{succeeded}/1 of {parallelism}") } else { format!("{succeeded}/1") }
         }
     };
     let start = opt_str_at(obj, &["status", "startTime"]).and_then(parse_timestamp);
@@ -1632,39 +1251,14 @@ fn cron_job_columns() -> Vec<Column> {
     vec![
         name_column(),
         col("Schedule", "string", 0, "The schedule in Cron format."),
-        col(
-            "Timezone",
-            "string",
-            0,
-            "The time zone name for the given schedule.",
-        ),
-        col(
-            "Suspend",
-            "boolean",
-            0,
-            "This flag tells the controller to suspend subsequent executions.",
-        ),
-        col(
-            "Active",
-            "integer",
-            0,
-            "A list of pointers to currently running jobs.",
-        ),
-        col(
-            "Last Schedule",
-            "string",
-            0,
-            "Information when was the last time the job was successfully scheduled.",
-        ),
+        col("Timezone", "string", 0, "The time zone name for the given schedule."),
+        col("Suspend", "boolean", 0, "This flag tells the controller to suspend subsequent executions."),
+        col("Active", "integer", 0, "A list of pointers to currently running jobs."),
+        col("Last Schedule", "string", 0, "Information when was the last time the job was successfully scheduled."),
         age_column(),
         col("Containers", "string", 1, CONTAINERS_DESCRIPTION),
         col("Images", "string", 1, IMAGES_DESCRIPTION),
-        col(
-            "Selector",
-            "string",
-            1,
-            "A label query over pods that should match the pod count.",
-        ),
+        col("Selector", "string", 1, "A label query over pods that should match the pod count."),
     ]
 }
 
@@ -1698,24 +1292,9 @@ fn cron_job_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn pdb_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Min Available",
-            "string",
-            0,
-            "The minimum number of pods that must be available.",
-        ),
-        col(
-            "Max Unavailable",
-            "string",
-            0,
-            "The maximum number of pods that may be unavailable.",
-        ),
-        col(
-            "Allowed Disruptions",
-            "integer",
-            0,
-            "Calculated number of pods that may be disrupted at this time.",
-        ),
+        col("Min Available", "string", 0, "The minimum number of pods that must be available."),
+        col("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable."),
+        col("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
         age_column(),
     ]
 }
@@ -1742,12 +1321,7 @@ fn pdb_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn priority_class_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Value",
-            "integer",
-            0,
-            "value represents the integer value of this priority class.",
-        ),
+        col("Value", "integer", 0, "value represents the integer value of this priority class."),
         col(
             "Global-Default",
             "boolean",
@@ -1755,12 +1329,7 @@ fn priority_class_columns() -> Vec<Column> {
             "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class.",
         ),
         age_column(),
-        col(
-            "PreemptionPolicy",
-            "string",
-            0,
-            "preemptionPolicy is the Policy for preempting pods with lower priority.",
-        ),
+        col("PreemptionPolicy", "string", 0, "preemptionPolicy is the Policy for preempting pods with lower priority."),
     ]
 }
 
@@ -1780,22 +1349,13 @@ fn priority_class_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn lease_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Holder",
-            "string",
-            0,
-            "holderIdentity contains the identity of the holder of a current lease.",
-        ),
+        col("Holder", "string", 0, "holderIdentity contains the identity of the holder of a current lease."),
         age_column(),
     ]
 }
 
 fn lease_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    vec![
-        name_of(obj),
-        s(str_at(obj, &["spec", "holderIdentity"])),
-        age(obj, now),
-    ]
+    vec![name_of(obj), s(str_at(obj, &["spec", "holderIdentity"])), age(obj, now)]
 }
 
 fn binding_columns(what: &str) -> Vec<Column> {
@@ -1810,12 +1370,7 @@ fn binding_columns(what: &str) -> Vec<Column> {
         age_column(),
         col("Users", "string", 1, &format!("Users in the {what}")),
         col("Groups", "string", 1, &format!("Groups in the {what}")),
-        col(
-            "ServiceAccounts",
-            "string",
-            1,
-            &format!("ServiceAccounts in the {what}"),
-        ),
+        col("ServiceAccounts", "string", 1, &format!("ServiceAccounts in the {what}")),
     ]
 }
 
@@ -1828,18 +1383,12 @@ fn cluster_role_binding_columns() -> Vec<Column> {
 }
 
 fn role_binding_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    let role = format!(
-        "{}/{}",
-        str_at(obj, &["roleRef", "kind"]),
-        str_at(obj, &["roleRef", "name"])
-    );
+    let role = format!("{}/{}", str_at(obj, &["roleRef", "kind"]), str_at(obj, &["roleRef", "name"]));
     let (mut users, mut groups, mut service_accounts) = (Vec::new(), Vec::new(), Vec::new());
     for subject in arr_at(obj, &["subjects"]) {
         let name = str_at(subject, &["name"]);
         match str_at(subject, &["kind"]) {
-            "ServiceAccount" => {
-                service_accounts.push(format!("{}/{name}", str_at(subject, &["namespace"])))
-            }
+            "ServiceAccount" => service_accounts.push(format!("{}/{name}", str_at(subject, &["namespace"]))),
             "User" => users.push(name.to_owned()),
             "Group" => groups.push(name.to_owned()),
             _ => {}
@@ -1864,24 +1413,9 @@ fn ingress_columns() -> Vec<Column> {
             0,
             "The name of the IngressClass resource that should be used for additional configuration",
         ),
-        col(
-            "Hosts",
-            "string",
-            0,
-            "Hosts that incoming requests are matched against before the ingress rule",
-        ),
-        col(
-            "Address",
-            "string",
-            0,
-            "Address is a list containing ingress points for the load-balancer",
-        ),
-        col(
-            "Ports",
-            "string",
-            0,
-            "Ports of TLS configurations that open",
-        ),
+        col("Hosts", "string", 0, "Hosts that incoming requests are matched against before the ingress rule"),
+        col("Address", "string", 0, "Address is a list containing ingress points for the load-balancer"),
+        col("Ports", "string", 0, "Ports of TLS configurations that open"),
         age_column(),
     ]
 }
@@ -1904,27 +1438,16 @@ fn format_hosts(rules: &[Value]) -> String {
         return "*".to_owned();
     }
     let joined = list.join(",");
-    if more {
-        format!("{joined} + {} more...", rules.len().saturating_sub(MAX))
-    } else {
-        joined
-    }
+    if more { format!("{joined} + {} more...", rules.len().saturating_sub(MAX)) } else { joined }
 }
 
 fn ingress_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    let ports = if arr_at(obj, &["spec", "tls"]).is_empty() {
-        "80"
-    } else {
-        "80, 443"
-    };
+    let ports = if arr_at(obj, &["spec", "tls"]).is_empty() { "80" } else { "80, 443" };
     vec![
         name_of(obj),
         s(opt_str_at(obj, &["spec", "ingressClassName"]).unwrap_or("<none>")),
         s(format_hosts(arr_at(obj, &["spec", "rules"]))),
-        s(load_balancer_addresses(arr_at(
-            obj,
-            &["status", "loadBalancer", "ingress"],
-        ))),
+        s(load_balancer_addresses(arr_at(obj, &["status", "loadBalancer", "ingress"]))),
         s(ports),
         age(obj, now),
     ]
@@ -1933,18 +1456,8 @@ fn ingress_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
 fn ingress_class_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Controller",
-            "string",
-            0,
-            "Controller that is responsible for handling this class",
-        ),
-        col(
-            "Parameters",
-            "string",
-            0,
-            "A reference to a resource with additional parameters",
-        ),
+        col("Controller", "string", 0, "Controller that is responsible for handling this class"),
+        col("Parameters", "string", 0, "A reference to a resource with additional parameters"),
         age_column(),
     ]
 }
@@ -1960,23 +1473,13 @@ fn ingress_class_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
         }
         None => "<none>".to_owned(),
     };
-    vec![
-        name_of(obj),
-        s(str_at(obj, &["spec", "controller"])),
-        s(parameters),
-        age(obj, now),
-    ]
+    vec![name_of(obj), s(str_at(obj, &["spec", "controller"])), s(parameters), age(obj, now)]
 }
 
 fn network_policy_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Pod-Selector",
-            "string",
-            0,
-            "podSelector selects the pods to which this NetworkPolicy object applies.",
-        ),
+        col("Pod-Selector", "string", 0, "podSelector selects the pods to which this NetworkPolicy object applies."),
         age_column(),
     ]
 }
@@ -1984,35 +1487,20 @@ fn network_policy_columns() -> Vec<Column> {
 fn network_policy_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
     // podSelector is not a pointer upstream: absent means the empty selector.
     let empty = json!({});
-    let selector = at(obj, &["spec", "podSelector"])
-        .filter(|p| !p.is_null())
-        .unwrap_or(&empty);
-    vec![
-        name_of(obj),
-        s(format_label_selector(Some(selector))),
-        age(obj, now),
-    ]
+    let selector = at(obj, &["spec", "podSelector"]).filter(|p| !p.is_null()).unwrap_or(&empty);
+    vec![name_of(obj), s(format_label_selector(Some(selector))), age(obj, now)]
 }
 
 fn webhook_columns() -> Vec<Column> {
     vec![
         name_column(),
-        col(
-            "Webhooks",
-            "integer",
-            0,
-            "Webhooks indicates the number of webhooks registered in this configuration",
-        ),
+        col("Webhooks", "integer", 0, "Webhooks indicates the number of webhooks registered in this configuration"),
         age_column(),
     ]
 }
 
 fn webhook_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
-    vec![
-        name_of(obj),
-        json!(len_at(obj, &["webhooks"])),
-        age(obj, now),
-    ]
+    vec![name_of(obj), json!(len_at(obj, &["webhooks"])), age(obj, now)]
 }
 
 #[cfg(test)]
@@ -2036,11 +1524,9 @@ mod tests {
 
     fn header(group: &str, kind: &str) -> Vec<String> {
         match builtin(group, kind) {
-            Some(Builtin::Printer(p)) => (p.columns)()
-                .into_iter()
-                .filter(|c| c.priority == 0)
-                .map(|c| c.name.to_uppercase())
-                .collect(),
+            Some(Builtin::Printer(p)) => {
+                (p.columns)().into_iter().filter(|c| c.priority == 0).map(|c| c.name.to_uppercase()).collect()
+            }
             other => panic!("no printer for {group}/{kind}: {other:?}"),
         }
     }
@@ -2084,17 +1570,10 @@ mod tests {
             ("discovery.k8s.io", "EndpointSlice"),
             ("storage.k8s.io", "StorageClass"),
             ("scheduling.k8s.io", "PriorityClass"),
-            (
-                "admissionregistration.k8s.io",
-                "ValidatingWebhookConfiguration",
-            ),
+            ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
         ];
         for (g, k) in kinds {
-            for obj in [
-                json!({}),
-                json!(null),
-                json!({"spec": 1, "status": "x", "metadata": []}),
-            ] {
+            for obj in [json!({}), json!(null), json!({"spec": 1, "status": "x", "metadata": []})] {
                 cells(g, k, obj);
             }
         }
@@ -2106,89 +1585,34 @@ mod tests {
         assert_eq!(header("", "ConfigMap"), ["NAME", "DATA", "AGE"]);
         assert_eq!(header("", "Secret"), ["NAME", "TYPE", "DATA", "AGE"]);
         assert_eq!(header("", "ServiceAccount"), ["NAME", "SECRETS", "AGE"]);
-        assert_eq!(
-            header("", "Service"),
-            [
-                "NAME",
-                "TYPE",
-                "CLUSTER-IP",
-                "EXTERNAL-IP",
-                "PORT(S)",
-                "AGE"
-            ]
-        );
+        assert_eq!(header("", "Service"), ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]);
         assert_eq!(header("", "Endpoints"), ["NAME", "ENDPOINTS", "AGE"]);
-        assert_eq!(
-            header("", "Pod"),
-            ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
-        );
-        assert_eq!(
-            header("", "Node"),
-            ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
-        );
-        assert_eq!(
-            header("apps", "Deployment"),
-            ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
-        );
-        assert_eq!(
-            header("apps", "ReplicaSet"),
-            ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]
-        );
-        assert_eq!(
-            header("coordination.k8s.io", "Lease"),
-            ["NAME", "HOLDER", "AGE"]
-        );
+        assert_eq!(header("", "Pod"), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+        assert_eq!(header("", "Node"), ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
+        assert_eq!(header("apps", "Deployment"), ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+        assert_eq!(header("apps", "ReplicaSet"), ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]);
+        assert_eq!(header("coordination.k8s.io", "Lease"), ["NAME", "HOLDER", "AGE"]);
         assert_eq!(
             header("policy", "PodDisruptionBudget"),
-            [
-                "NAME",
-                "MIN AVAILABLE",
-                "MAX UNAVAILABLE",
-                "ALLOWED DISRUPTIONS",
-                "AGE"
-            ]
+            ["NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE"]
         );
-        assert_eq!(
-            header("", "Event"),
-            ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
-        );
-        assert_eq!(
-            header("rbac.authorization.k8s.io", "RoleBinding"),
-            ["NAME", "ROLE", "AGE"]
-        );
-        assert_eq!(
-            header("networking.k8s.io", "Ingress"),
-            ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
-        );
+        assert_eq!(header("", "Event"), ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+        assert_eq!(header("rbac.authorization.k8s.io", "RoleBinding"), ["NAME", "ROLE", "AGE"]);
+        assert_eq!(header("networking.k8s.io", "Ingress"), ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]);
     }
 
     #[test]
     fn test_pod_wide_columns_have_priority_one() {
-        let Some(Builtin::Printer(p)) = builtin("", "Pod") else {
-            panic!()
-        };
-        let wide: Vec<String> = (p.columns)()
-            .into_iter()
-            .filter(|c| c.priority == 1)
-            .map(|c| c.name)
-            .collect();
+        let Some(Builtin::Printer(p)) = builtin("", "Pod") else { panic!() };
+        let wide: Vec<String> = (p.columns)().into_iter().filter(|c| c.priority == 1).map(|c| c.name).collect();
         assert_eq!(wide, ["IP", "Node", "Nominated Node", "Readiness Gates"]);
     }
 
     #[test]
     fn test_role_cluster_role_and_crd_use_default_convertor() {
-        assert!(matches!(
-            builtin("rbac.authorization.k8s.io", "Role"),
-            Some(Builtin::Default)
-        ));
-        assert!(matches!(
-            builtin("rbac.authorization.k8s.io", "ClusterRole"),
-            Some(Builtin::Default)
-        ));
-        assert!(matches!(
-            builtin("apiextensions.k8s.io", "CustomResourceDefinition"),
-            Some(Builtin::Default)
-        ));
+        assert!(matches!(builtin("rbac.authorization.k8s.io", "Role"), Some(Builtin::Default)));
+        assert!(matches!(builtin("rbac.authorization.k8s.io", "ClusterRole"), Some(Builtin::Default)));
+        assert!(matches!(builtin("apiextensions.k8s.io", "CustomResourceDefinition"), Some(Builtin::Default)));
         assert!(builtin("example.com", "Foo").is_none());
         assert!(builtin("apps", "Pod").is_none());
     }
@@ -2201,15 +1625,7 @@ mod tests {
         assert_eq!(c[2], json!("Pending"));
         assert_eq!(c[3], json!("0"));
         assert_eq!(c[4], json!("5m"));
-        assert_eq!(
-            &c[5..],
-            [
-                json!("<none>"),
-                json!("<none>"),
-                json!("<none>"),
-                json!("<none>")
-            ]
-        );
+        assert_eq!(&c[5..], [json!("<none>"), json!("<none>"), json!("<none>"), json!("<none>")]);
     }
 
     #[test]
@@ -2228,13 +1644,11 @@ mod tests {
 
     #[test]
     fn test_running_pod_counts_ready_containers_and_shows_ip_and_node() {
-        let mut p = pod(
-            json!({"phase": "Running", "podIPs": [{"ip": "10.0.0.5"}], "containerStatuses": [
-                {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}},
-                 "lastState": {"terminated": {"finishedAt": "2024-05-01T11:58:00Z"}}},
-                {"name": "b", "ready": false, "restartCount": 2, "state": {"running": {}}}
-            ]}),
-        );
+        let mut p = pod(json!({"phase": "Running", "podIPs": [{"ip": "10.0.0.5"}], "containerStatuses": [
+            {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}},
+             "lastState": {"terminated": {"finishedAt": "2024-05-01T11:58:00Z"}}},
+            {"name": "b", "ready": false, "restartCount": 2, "state": {"running": {}}}
+        ]}));
         p["spec"]["nodeName"] = json!("node-1");
         let c = cells("", "Pod", p);
         assert_eq!(c[1], json!("1/2"));
@@ -2307,12 +1721,8 @@ mod tests {
         ]}));
         p["spec"]["initContainers"] = json!([{"name": "i1"}, {"name": "i2"}]);
         assert_eq!(cells("", "Pod", p.clone())[2], json!("Init:1/2"));
-        p["status"]["initContainerStatuses"][1]["state"] =
-            json!({"waiting": {"reason": "CrashLoopBackOff"}});
-        assert_eq!(
-            cells("", "Pod", p.clone())[2],
-            json!("Init:CrashLoopBackOff")
-        );
+        p["status"]["initContainerStatuses"][1]["state"] = json!({"waiting": {"reason": "CrashLoopBackOff"}});
+        assert_eq!(cells("", "Pod", p.clone())[2], json!("Init:CrashLoopBackOff"));
         p["status"]["initContainerStatuses"][1]["state"] = json!({"terminated": {"exitCode": 3}});
         assert_eq!(cells("", "Pod", p)[2], json!("Init:ExitCode:3"));
     }
@@ -2369,29 +1779,15 @@ mod tests {
         assert_eq!(c[4], json!("v1.34.0"));
         assert_eq!(
             &c[5..],
-            [
-                json!("10.0.0.1"),
-                json!("<none>"),
-                json!("<unknown>"),
-                json!("<unknown>"),
-                json!("<unknown>")
-            ]
+            [json!("10.0.0.1"), json!("<none>"), json!("<unknown>"), json!("<unknown>"), json!("<unknown>")]
         );
     }
 
     #[test]
     fn test_node_not_ready_and_unknown() {
-        let c = cells(
-            "",
-            "Node",
-            json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
-        );
+        let c = cells("", "Node", json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
         assert_eq!(c[1], json!("NotReady"));
-        let c = cells(
-            "",
-            "Node",
-            json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
-        );
+        let c = cells("", "Node", json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}));
         assert_eq!(c[1], json!("NotReady"));
         let c = cells("", "Node", json!({}));
         assert_eq!(c[1], json!("Unknown"));
@@ -2417,11 +1813,7 @@ mod tests {
 
     #[test]
     fn test_service_defaults_and_load_balancer() {
-        let c = cells(
-            "",
-            "Service",
-            json!({"spec": {"clusterIP": "None", "ports": [{"port": 443}]}}),
-        );
+        let c = cells("", "Service", json!({"spec": {"clusterIP": "None", "ports": [{"port": 443}]}}));
         assert_eq!(c[1], json!("ClusterIP"));
         assert_eq!(c[2], json!("None"));
         assert_eq!(c[4], json!("443/TCP"));
@@ -2436,11 +1828,7 @@ mod tests {
                    "status": {"loadBalancer": {"ingress": [{"ip": "5.6.7.8"}, {"hostname": "lb.example"}]}}}),
         );
         assert_eq!(c[3], json!("5.6.7.8,lb.example,1.2.3.4"));
-        let c = cells(
-            "",
-            "Service",
-            json!({"spec": {"type": "ExternalName", "externalName": "db.example"}}),
-        );
+        let c = cells("", "Service", json!({"spec": {"type": "ExternalName", "externalName": "db.example"}}));
         assert_eq!(c[3], json!("db.example"));
     }
 
@@ -2449,10 +1837,7 @@ mod tests {
         let ep = json!({"subsets": [
             {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}, {"port": 443}]}
         ]});
-        assert_eq!(
-            cells("", "Endpoints", ep)[1],
-            json!("10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 1 more...")
-        );
+        assert_eq!(cells("", "Endpoints", ep)[1], json!("10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 1 more..."));
         assert_eq!(cells("", "Endpoints", json!({}))[1], json!("<none>"));
         let headless = json!({"subsets": [{"addresses": [{"ip": "fd00::1"}]}]});
         assert_eq!(cells("", "Endpoints", headless)[1], json!("fd00::1"));
@@ -2462,11 +1847,7 @@ mod tests {
 
     #[test]
     fn test_config_map_and_secret_data_counts() {
-        let c = cells(
-            "",
-            "ConfigMap",
-            json!({"data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}}),
-        );
+        let c = cells("", "ConfigMap", json!({"data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}}));
         assert_eq!(c[1], json!(3));
         let c = cells("", "Secret", json!({"data": {"a": "MQ=="}}));
         assert_eq!(c[1], json!("Opaque"));
@@ -2478,11 +1859,7 @@ mod tests {
 
     #[test]
     fn test_namespace_and_service_account() {
-        let c = cells(
-            "",
-            "Namespace",
-            json!({"metadata": {"name": "default"}, "status": {"phase": "Active"}}),
-        );
+        let c = cells("", "Namespace", json!({"metadata": {"name": "default"}, "status": {"phase": "Active"}}));
         assert_eq!(c, [json!("default"), json!("Active"), json!("<unknown>")]);
         let c = cells("", "ServiceAccount", json!({"secrets": [{"name": "s"}]}));
         assert_eq!(c[1], json!(1));
@@ -2497,10 +1874,7 @@ mod tests {
         });
         let c = cells("apps", "Deployment", d);
         assert_eq!(&c[1..4], [json!("2/3"), json!(3), json!(2)]);
-        assert_eq!(
-            &c[5..],
-            [json!("web,side"), json!("nginx,busybox"), json!("app=web")]
-        );
+        assert_eq!(&c[5..], [json!("web,side"), json!("nginx,busybox"), json!("app=web")]);
         let c = cells("apps", "Deployment", json!({}));
         assert_eq!(c[1], json!("0/1"));
         assert_eq!(c[7], json!(""));
@@ -2516,8 +1890,7 @@ mod tests {
         assert_eq!(&c[1..4], [json!(2), json!(2), json!(1)]);
         assert_eq!(c[7], json!("tier in (a,b)"));
         assert_eq!(cells("apps", "ReplicaSet", json!({}))[7], json!("<none>"));
-        let bad =
-            json!({"spec": {"selector": {"matchExpressions": [{"key": "k", "operator": "In"}]}}});
+        let bad = json!({"spec": {"selector": {"matchExpressions": [{"key": "k", "operator": "In"}]}}});
         assert_eq!(cells("apps", "ReplicaSet", bad)[7], json!("<error>"));
     }
 
@@ -2530,15 +1903,9 @@ mod tests {
         });
         let c = cells("batch", "Job", job);
         assert_eq!(&c[1..4], [json!("Complete"), json!("3/3"), json!("2m3s")]);
-        let c = cells(
-            "batch",
-            "Job",
-            json!({"spec": {"parallelism": 2}, "status": {"startTime": "2024-05-01T11:59:00Z"}}),
-        );
-        assert_eq!(
-            &c[1..4],
-            [json!("Running"), json!("0/1 of 2"), json!("60s")]
-        );
+        let c =
+            cells("batch", "Job", json!({"spec": {"parallelism": 2}, "status": {"startTime": "2024-05-01T11:59:00Z"}}));
+        assert_eq!(&c[1..4], [json!("Running"), json!("0/1 of 2"), json!("60s")]);
         let c = cells("batch", "Job", json!({}));
         assert_eq!(&c[1..4], [json!("Running"), json!("0/1"), json!("")]);
     }
@@ -2547,16 +1914,7 @@ mod tests {
     fn test_cron_job_cells() {
         let cj = json!({"spec": {"schedule": "*/5 * * * *", "suspend": false}, "status": {"active": [{}]}});
         let c = cells("batch", "CronJob", cj);
-        assert_eq!(
-            &c[1..6],
-            [
-                json!("*/5 * * * *"),
-                json!("<none>"),
-                json!("False"),
-                json!(1),
-                json!("<none>")
-            ]
-        );
+        assert_eq!(&c[1..6], [json!("*/5 * * * *"), json!("<none>"), json!("False"), json!(1), json!("<none>")]);
     }
 
     #[test]
@@ -2567,26 +1925,15 @@ mod tests {
             json!({"spec": {"minAvailable": 2}, "status": {"disruptionsAllowed": 1}}),
         );
         assert_eq!(&c[1..4], [json!("2"), json!("N/A"), json!(1)]);
-        let c = cells(
-            "policy",
-            "PodDisruptionBudget",
-            json!({"spec": {"maxUnavailable": "25%"}}),
-        );
+        let c = cells("policy", "PodDisruptionBudget", json!({"spec": {"maxUnavailable": "25%"}}));
         assert_eq!(&c[1..4], [json!("N/A"), json!("25%"), json!(0)]);
     }
 
     #[test]
     fn test_lease_holder() {
-        let c = cells(
-            "coordination.k8s.io",
-            "Lease",
-            json!({"spec": {"holderIdentity": "pod-a"}}),
-        );
+        let c = cells("coordination.k8s.io", "Lease", json!({"spec": {"holderIdentity": "pod-a"}}));
         assert_eq!(c[1], json!("pod-a"));
-        assert_eq!(
-            cells("coordination.k8s.io", "Lease", json!({}))[1],
-            json!("")
-        );
+        assert_eq!(cells("coordination.k8s.io", "Lease", json!({}))[1], json!(""));
     }
 
     #[test]
@@ -2630,11 +1977,7 @@ mod tests {
         assert_eq!(c[5], json!("ctrl, ctrl-0"));
         assert_eq!(c[7], json!("10m"));
         assert_eq!(c[8], json!(7));
-        let c = cells(
-            "",
-            "Event",
-            json!({"involvedObject": {"kind": "Pod", "name": "x"}}),
-        );
+        let c = cells("", "Event", json!({"involvedObject": {"kind": "Pod", "name": "x"}}));
         assert_eq!(c[0], json!("<unknown>"));
         assert_eq!(c[8], json!(1));
     }
@@ -2665,10 +2008,7 @@ mod tests {
         });
         let c = cells("rbac.authorization.k8s.io", "ClusterRoleBinding", rb);
         assert_eq!(c[1], json!("ClusterRole/view"));
-        assert_eq!(
-            &c[3..],
-            [json!("alice, bob"), json!("devs"), json!("ns/sa")]
-        );
+        assert_eq!(&c[3..], [json!("alice, bob"), json!("devs"), json!("ns/sa")]);
     }
 
     #[test]
@@ -2680,14 +2020,7 @@ mod tests {
         let c = cells("", "PersistentVolumeClaim", pvc);
         assert_eq!(
             &c[1..7],
-            [
-                json!("Bound"),
-                json!("pv-1"),
-                json!("1Gi"),
-                json!("RWO,RWX"),
-                json!("standard"),
-                json!("<unset>")
-            ]
+            [json!("Bound"), json!("pv-1"), json!("1Gi"), json!("RWO,RWX"), json!("standard"), json!("<unset>")]
         );
         assert_eq!(c[8], json!("<unset>"));
         let c = cells(
@@ -2695,10 +2028,7 @@ mod tests {
             "PersistentVolumeClaim",
             json!({"status": {"phase": "Pending"}, "spec": {"resources": {"requests": {"storage": "5Gi"}}}}),
         );
-        assert_eq!(
-            &c[1..6],
-            [json!("Pending"), json!(""), json!(""), json!(""), json!("")]
-        );
+        assert_eq!(&c[1..6], [json!("Pending"), json!(""), json!(""), json!(""), json!("")]);
     }
 
     #[test]
@@ -2737,46 +2067,20 @@ mod tests {
         let c = cells("networking.k8s.io", "Ingress", ing);
         assert_eq!(
             &c[1..5],
-            [
-                json!("nginx"),
-                json!("a.example,b.example,c.example + 2 more..."),
-                json!("1.1.1.1"),
-                json!("80, 443")
-            ]
+            [json!("nginx"), json!("a.example,b.example,c.example + 2 more..."), json!("1.1.1.1"), json!("80, 443")]
         );
-        let c = cells(
-            "networking.k8s.io",
-            "Ingress",
-            json!({"spec": {"rules": [{}]}}),
-        );
-        assert_eq!(
-            &c[1..5],
-            [json!("<none>"), json!("*"), json!(""), json!("80")]
-        );
+        let c = cells("networking.k8s.io", "Ingress", json!({"spec": {"rules": [{}]}}));
+        assert_eq!(&c[1..5], [json!("<none>"), json!("*"), json!(""), json!("80")]);
     }
 
     #[test]
     fn test_stateful_and_daemon_sets() {
-        let c = cells(
-            "apps",
-            "StatefulSet",
-            json!({"spec": {"replicas": 3}, "status": {"readyReplicas": 3}}),
-        );
+        let c = cells("apps", "StatefulSet", json!({"spec": {"replicas": 3}, "status": {"readyReplicas": 3}}));
         assert_eq!(c[1], json!("3/3"));
         let ds = json!({"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}},
                         "status": {"desiredNumberScheduled": 2, "numberReady": 1}});
         let c = cells("apps", "DaemonSet", ds);
-        assert_eq!(
-            &c[1..7],
-            [
-                json!(2),
-                json!(0),
-                json!(1),
-                json!(0),
-                json!(0),
-                json!("kubernetes.io/os=linux")
-            ]
-        );
+        assert_eq!(&c[1..7], [json!(2), json!(0), json!(1), json!(0), json!(0), json!("kubernetes.io/os=linux")]);
     }
 
     #[test]
@@ -2798,17 +2102,9 @@ mod tests {
 
     #[test]
     fn test_misc_printers() {
-        let c = cells(
-            "scheduling.k8s.io",
-            "PriorityClass",
-            json!({"value": 1000, "globalDefault": true}),
-        );
+        let c = cells("scheduling.k8s.io", "PriorityClass", json!({"value": 1000, "globalDefault": true}));
         assert_eq!(&c[1..3], [json!(1000), json!(true)]);
-        let c = cells(
-            "networking.k8s.io",
-            "NetworkPolicy",
-            json!({"spec": {"podSelector": {}}}),
-        );
+        let c = cells("networking.k8s.io", "NetworkPolicy", json!({"spec": {"podSelector": {}}}));
         assert_eq!(c[1], json!("<none>"));
         let c = cells(
             "networking.k8s.io",
@@ -2816,27 +2112,17 @@ mod tests {
             json!({"spec": {"controller": "k8s.io/nginx",
             "parameters": {"kind": "Params", "apiGroup": "example.com", "name": "p"}}}),
         );
-        assert_eq!(
-            &c[1..3],
-            [json!("k8s.io/nginx"), json!("Params.example.com/p")]
-        );
+        assert_eq!(&c[1..3], [json!("k8s.io/nginx"), json!("Params.example.com/p")]);
         let c = cells(
             "discovery.k8s.io",
             "EndpointSlice",
             json!({"addressType": "IPv4",
             "ports": [{"port": 80}, {"name": "http"}, {}], "endpoints": [{"addresses": ["10.0.0.1"]}]}),
         );
-        assert_eq!(
-            &c[1..4],
-            [json!("IPv4"), json!("80,http,*"), json!("10.0.0.1")]
-        );
+        assert_eq!(&c[1..4], [json!("IPv4"), json!("80,http,*"), json!("10.0.0.1")]);
         let c = cells("discovery.k8s.io", "EndpointSlice", json!({}));
         assert_eq!(&c[2..4], [json!("<unset>"), json!("<unset>")]);
-        let c = cells(
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-            json!({"webhooks": [{}, {}]}),
-        );
+        let c = cells("admissionregistration.k8s.io", "MutatingWebhookConfiguration", json!({"webhooks": [{}, {}]}));
         assert_eq!(c[1], json!(2));
     }
 }

@@ -46,12 +46,8 @@ pub struct Resp {
 impl Resp {
     /// The body as JSON (fails the test when it is not JSON).
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "response body is not JSON ({e}): {}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
     /// The body as text.
@@ -66,12 +62,7 @@ impl Resp {
 
     /// All values of a header.
     pub fn header_all(&self, name: &str) -> Vec<String> {
-        self.headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_string)
-            .collect()
+        self.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
     }
 
     /// The Content-Type header.
@@ -82,12 +73,7 @@ impl Resp {
     /// Fail unless the status code is `code`, printing the body.
     #[track_caller]
     pub fn expect(&self, code: u16) -> &Self {
-        assert_eq!(
-            self.status,
-            code,
-            "unexpected status; body: {}",
-            self.text()
-        );
+        assert_eq!(self.status, code, "unexpected status; body: {}", self.text());
         self
     }
 }
@@ -124,15 +110,11 @@ impl Http {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> http::Response<Incoming> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("{}{}", self.base, path));
+        let mut req = Request::builder().method(method).uri(format!("{}{}", self.base, path));
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let req = req
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .expect("a valid request");
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("a valid request");
         tokio::time::timeout(WAIT, self.client.request(req))
             .await
             .unwrap_or_else(|_| panic!("no response to {path} within {WAIT:?}"))
@@ -140,13 +122,7 @@ impl Http {
     }
 
     /// Send a request and read the whole response.
-    pub async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<Vec<u8>>,
-    ) -> Resp {
+    pub async fn send(&self, method: Method, path: &str, headers: &[(&str, &str)], body: Option<Vec<u8>>) -> Resp {
         let resp = self.start(method, path, headers, body).await;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
@@ -155,11 +131,7 @@ impl Http {
             .unwrap_or_else(|_| panic!("body of {path} not complete within {WAIT:?}"))
             .unwrap_or_else(|e| panic!("reading the body of {path} failed: {e}"))
             .to_bytes();
-        Resp {
-            status,
-            headers,
-            body,
-        }
+        Resp { status, headers, body }
     }
 
     /// GET.
@@ -169,41 +141,23 @@ impl Http {
 
     /// GET with an Accept header.
     pub async fn get_accept(&self, path: &str, accept: &str) -> Resp {
-        self.send(Method::GET, path, &[("accept", accept)], None)
-            .await
+        self.send(Method::GET, path, &[("accept", accept)], None).await
     }
 
     /// POST a JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> Resp {
-        self.send(
-            Method::POST,
-            path,
-            &[("content-type", "application/json")],
-            Some(body.to_string().into_bytes()),
-        )
-        .await
+        self.send(Method::POST, path, &[("content-type", "application/json")], Some(body.to_string().into_bytes()))
+            .await
     }
 
     /// PUT a JSON body.
     pub async fn put(&self, path: &str, body: &Value) -> Resp {
-        self.send(
-            Method::PUT,
-            path,
-            &[("content-type", "application/json")],
-            Some(body.to_string().into_bytes()),
-        )
-        .await
+        self.send(Method::PUT, path, &[("content-type", "application/json")], Some(body.to_string().into_bytes())).await
     }
 
     /// PATCH with a content type.
     pub async fn patch(&self, path: &str, content_type: &str, body: &Value) -> Resp {
-        self.send(
-            Method::PATCH,
-            path,
-            &[("content-type", content_type)],
-            Some(body.to_string().into_bytes()),
-        )
-        .await
+        self.send(Method::PATCH, path, &[("content-type", content_type)], Some(body.to_string().into_bytes())).await
     }
 
     /// PATCH with `application/merge-patch+json`.
@@ -218,12 +172,7 @@ impl Http {
 
     /// PATCH with `application/apply-patch+yaml` (server-side apply); `query` is appended.
     pub async fn apply(&self, path: &str, query: &str, body: &Value) -> Resp {
-        self.patch(
-            &format!("{path}?{query}"),
-            "application/apply-patch+yaml",
-            body,
-        )
-        .await
+        self.patch(&format!("{path}?{query}"), "application/apply-patch+yaml", body).await
     }
 
     /// DELETE without a body.
@@ -233,13 +182,8 @@ impl Http {
 
     /// DELETE with a DeleteOptions body.
     pub async fn delete_with(&self, path: &str, options: &Value) -> Resp {
-        self.send(
-            Method::DELETE,
-            path,
-            &[("content-type", "application/json")],
-            Some(options.to_string().into_bytes()),
-        )
-        .await
+        self.send(Method::DELETE, path, &[("content-type", "application/json")], Some(options.to_string().into_bytes()))
+            .await
     }
 
     /// Open a watch (or any streamed response).
@@ -303,10 +247,7 @@ pub struct Watch {
 impl Watch {
     /// The Content-Type header.
     pub fn content_type(&self) -> &str {
-        self.headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
+        self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 
     /// The next raw line (without the newline), or why there is none.
@@ -343,8 +284,7 @@ impl Watch {
     pub async fn next_within(&mut self, timeout: Duration) -> Next {
         match self.next_line_within(timeout).await {
             Ok(line) => Next::Event(
-                serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("watch line is not JSON ({e}): {line}")),
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("watch line is not JSON ({e}): {line}")),
             ),
             Err(n) => n,
         }
@@ -357,10 +297,7 @@ impl Watch {
         async move {
             match self.next_within(WAIT).await {
                 Next::Event(v) => v,
-                other => panic!(
-                    "{caller}: expected a watch event on {}, got {other:?}",
-                    self.path
-                ),
+                other => panic!("{caller}: expected a watch event on {}, got {other:?}", self.path),
             }
         }
     }
@@ -406,10 +343,7 @@ impl Watch {
             match self.next_within(left).await {
                 Next::Event(v) => rest.push(v),
                 Next::End => return rest,
-                Next::Timeout => panic!(
-                    "the watch on {} did not end within {timeout:?}; got {rest:?}",
-                    self.path
-                ),
+                Next::Timeout => panic!("the watch on {} did not end within {timeout:?}; got {rest:?}", self.path),
             }
         }
     }
@@ -429,11 +363,7 @@ pub fn assert_status(resp: &Resp, code: u16, reason: &str, message: &str) -> Val
     let body = resp.json();
     assert_eq!(resp.status, code, "HTTP status; body: {body}");
     assert_status_value(&body, code, reason, message);
-    assert!(
-        resp.content_type().starts_with("application/json"),
-        "errors are JSON; got {:?}",
-        resp.content_type()
-    );
+    assert!(resp.content_type().starts_with("application/json"), "errors are JSON; got {:?}", resp.content_type());
     body
 }
 
@@ -446,10 +376,7 @@ pub fn assert_status_value(body: &Value, code: u16, reason: &str, message: &str)
     assert_eq!(body["status"], "Failure", "{body}");
     assert_eq!(body["code"], code, "{body}");
     if reason.is_empty() {
-        assert!(
-            body.get("reason").is_none_or(|r| r == ""),
-            "no reason expected: {body}"
-        );
+        assert!(body.get("reason").is_none_or(|r| r == ""), "no reason expected: {body}");
     } else {
         assert_eq!(body["reason"], reason, "{body}");
     }
@@ -480,10 +407,7 @@ pub fn rv(obj: &Value) -> u64 {
 /// `metadata.resourceVersion` as the string on the wire.
 #[track_caller]
 pub fn rv_str(obj: &Value) -> String {
-    obj["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no resourceVersion in {obj}"))
-        .to_string()
+    obj["metadata"]["resourceVersion"].as_str().unwrap_or_else(|| panic!("no resourceVersion in {obj}")).to_string()
 }
 
 /// A ConfigMap body.
@@ -509,19 +433,14 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// Await a future with the suite's timeout.
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {WAIT:?}: {what}"))
+    tokio::time::timeout(WAIT, fut).await.unwrap_or_else(|_| panic!("timed out after {WAIT:?}: {what}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -690,20 +609,16 @@ pub fn cluster_foo_crd() -> Value {
 pub async fn install_crd(http: &Http, crd: &Value) -> Value {
     let r = http.post(CRDS, crd).await;
     r.expect(201);
-    let name = crd["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
     // A real server establishes shortly after the create; wait for the condition as clients do.
     eventually(WAIT, "the CRD to be Established", || {
         let http = http.clone();
         let name = name.clone();
         async move {
             let crd = http.get(&format!("{CRDS}/{name}")).await.json();
-            let established = crd["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True")
-            });
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
             established.then_some(crd)
         }
     })
