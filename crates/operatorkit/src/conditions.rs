@@ -1,0 +1,1 @@
+//! Status-condition helpers.

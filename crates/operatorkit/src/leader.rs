@@ -1,0 +1,1 @@
+//! Leader election on a coordination.k8s.io Lease.
