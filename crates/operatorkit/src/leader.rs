@@ -36,7 +36,8 @@
 //! lease held by someone else (the lease was taken by force) steps down at once too.
 //!
 //! Unlike client-go, where losing the lease conventionally ends the process, the elector goes
-//! back to being a candidate: [`LeaderElector::run`] only returns on shutdown.
+//! back to being a candidate: [`LeaderElector::run`] only returns on shutdown. Dropping the
+//! elector (aborting the task that runs it) ends leadership too, since nothing renews any more.
 //!
 //! # Shutdown
 //!
@@ -375,6 +376,14 @@ impl fmt::Debug for LeaderElector {
             .field("identity", &self.config.identity)
             .field("leader", &*self.leader.borrow())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LeaderElector {
+    /// A dropped elector (its `run` future dropped or its task aborted) renews nothing, so this
+    /// replica must not go on writing as leader.
+    fn drop(&mut self) {
+        self.set_leader(false);
     }
 }
 

@@ -201,6 +201,18 @@ async fn a_standby_stays_standby_while_the_leader_renews() -> TestResult {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_elector_stops_leading() -> TestResult {
+    let env = TestEnv::start().await?;
+    let a = Replica::start(env.client(), fast("replica-a"))?;
+    a.acquired().await?;
+    // Nothing renews the lease any more, so the replica must not keep writing.
+    a.task.abort();
+    let mut leadership = a.leadership.clone();
+    timeout(WAIT, leadership.lost()).await.context("an aborted elector still reports leadership")?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_stops() -> TestResult {
     let env = TestEnv::start().await?;
     let client = env.client();
