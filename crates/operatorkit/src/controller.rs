@@ -68,7 +68,7 @@ use crate::outcome::shortest;
 use crate::predicate::{change_hash, default_pause_annotations, paused_by};
 use crate::resource_set::{ReconcileMeta, ResourceSet, SetEnd, WritePaths};
 use crate::router::{Route, Router, Routing};
-use crate::server::{ReadyFlag, Readiness};
+use crate::server::{Readiness, ReadyFlag};
 use crate::status::StatusHook;
 
 /// The default resync period: every object is reconciled at least this often.
@@ -302,7 +302,15 @@ impl<K: Watched> ControllerBuilder<K> {
             pending: Mutex::new(HashSet::new()),
             loops: AtomicU64::new(0),
         };
-        Ok(Controller { shared: Arc::new(shared), api, watch, writer, release, concurrency: self.concurrency, readiness })
+        Ok(Controller {
+            shared: Arc::new(shared),
+            api,
+            watch,
+            writer,
+            release,
+            concurrency: self.concurrency,
+            readiness,
+        })
     }
 }
 
@@ -417,46 +425,46 @@ impl<K: Watched> Controller<K> {
             let _ = stop_tx.send(());
         });
 
+        let (objects_flag, releases_flag) = match readiness {
+            Some((objects, releases)) => (Some(objects), releases),
+            None => (None, None),
+        };
+        // Readiness is observed on the watch streams, after the reflector applied the event:
+        // `Store::wait_until_ready` wakes only one of several concurrent waiters, and the
+        // kube-runtime applier is already one.
         let marking = shared.clone();
         let objects = watcher::watcher(api, watch)
             .default_backoff()
             .reflect(writer)
+            .inspect_ok(move |event| {
+                if matches!(event, Event::InitDone)
+                    && let Some(flag) = &objects_flag
+                {
+                    flag.set(true);
+                }
+            })
             .applied_objects()
             .predicate_filter(change_hash, PredicateConfig::default())
             .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
         let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
             .with_config(RuntimeConfig::default().concurrency(concurrency));
 
-        let (objects_flag, releases_flag) = match readiness {
-            Some((objects, releases)) => (Some(objects), releases),
-            None => (None, None),
-        };
-        let mut background = Vec::new();
         if let Some((release_api, release_writer)) = release {
-            let changes = release_changes(
-                watcher::watcher(release_api, watcher::Config::default()).default_backoff().reflect(release_writer),
-            );
-            let mapper = shared.clone();
-            controller = controller.watches_stream(changes, move |release: Release| mapper.objects_of_release(&release));
-            if let Some(store) = shared.releases.clone() {
-                let ready = shared.clone();
-                background.push(tokio::spawn(async move {
-                    if store.wait_until_ready().await.is_ok() {
+            let ready = shared.clone();
+            let events = watcher::watcher(release_api, watcher::Config::default())
+                .default_backoff()
+                .reflect(release_writer)
+                .inspect_ok(move |event| {
+                    if matches!(event, Event::InitDone) {
                         ready.releases_ready.store(true, Ordering::Release);
-                        if let Some(flag) = releases_flag {
+                        if let Some(flag) = &releases_flag {
                             flag.set(true);
                         }
                     }
-                }));
-            }
-        }
-        if let Some(flag) = objects_flag {
-            let store = shared.objects.clone();
-            background.push(tokio::spawn(async move {
-                if store.wait_until_ready().await.is_ok() {
-                    flag.set(true);
-                }
-            }));
+                });
+            let mapper = shared.clone();
+            controller = controller
+                .watches_stream(release_changes(events), move |release: Release| mapper.objects_of_release(&release));
         }
         let bulk = shared.clone();
         controller = controller
@@ -481,9 +489,6 @@ impl<K: Watched> Controller<K> {
             })
             .await;
         stop_task.abort();
-        for task in background {
-            task.abort();
-        }
         tracing::info!(controller = %shared.name, "controller stopped");
     }
 }
@@ -752,7 +757,11 @@ impl<K: Watched> Shared<K> {
             deleting,
         };
         let started = Instant::now();
-        let end = set.runner().run(obj.clone(), meta_info, self).instrument(tracing::debug_span!("set", set = set.name())).await?;
+        let end = set
+            .runner()
+            .run(obj.clone(), meta_info, self)
+            .instrument(tracing::debug_span!("set", set = set.name()))
+            .await?;
         let requeue = match end {
             SetEnd::Stale => {
                 tracing::debug!("the cached object was stale when adding the finalizer; requeueing");
@@ -800,7 +809,9 @@ impl<K: Watched> Shared<K> {
                 tracing::debug!(%error, "the cached object was stale when removing the finalizer; requeueing");
                 Ok(Some(self.conflict_requeue(&ObjectRef::from_obj(obj))))
             }
-            Err(source) => Err(ReconcileError::Finalizer { action: "remove", finalizer: self.finalizer.clone(), source }),
+            Err(source) => {
+                Err(ReconcileError::Finalizer { action: "remove", finalizer: self.finalizer.clone(), source })
+            }
         }
     }
 }
@@ -825,7 +836,9 @@ impl<K: Watched> WritePaths<K> for Shared<K> {
                     tracing::debug!(%error, "finalizer patch lost against a newer version of the object");
                     Ok(None)
                 }
-                Err(source) => Err(ReconcileError::Finalizer { action: "add", finalizer: self.finalizer.clone(), source }),
+                Err(source) => {
+                    Err(ReconcileError::Finalizer { action: "add", finalizer: self.finalizer.clone(), source })
+                }
             }
         })
     }
@@ -877,7 +890,9 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
     if let Err(error) = &result {
         let _enter = span.enter();
         match error {
-            ReconcileError::LeadershipLost => tracing::info!("leadership lost; reconcile stopped before its next write"),
+            ReconcileError::LeadershipLost => {
+                tracing::info!("leadership lost; reconcile stopped before its next write")
+            }
             error => {
                 if let Some(m) = &shared.metrics {
                     m.reconcile_failed(&shared.name);

@@ -107,13 +107,28 @@ pub trait Crud<K, S>: Send + Sync {
     fn delete_patch(&self, obj: &K, current: &Self::State, desired: &Self::State) -> Result<Patch<Self::Change>>;
 
     /// Apply the create part.
-    fn apply_create(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send;
+    fn apply_create(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send;
 
     /// Apply the delete part.
-    fn apply_delete(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send;
+    fn apply_delete(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send;
 
     /// Apply the update part.
-    fn apply_update(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send;
+    fn apply_update(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send;
 }
 
 /// Adapts a [`Crud`] implementation into a [`Resource`].
@@ -240,14 +255,24 @@ mod tests {
             Ok(Step::Proceed(obj.clone()))
         }
 
-        fn update_patch(&self, _: &Vec<&'static str>, current: &Self::State, desired: &Self::State) -> Result<Patch<Self::Change>> {
+        fn update_patch(
+            &self,
+            _: &Vec<&'static str>,
+            current: &Self::State,
+            desired: &Self::State,
+        ) -> Result<Patch<Self::Change>> {
             let create: Vec<_> = desired.iter().filter(|d| !current.contains(d)).copied().collect();
             let delete: Vec<_> = current.iter().filter(|c| !desired.contains(c)).copied().collect();
             let update: Vec<_> = current.iter().filter(|c| desired.contains(c)).copied().collect();
             Ok(Patch::new().create(create).delete(delete).update(update))
         }
 
-        fn delete_patch(&self, _: &Vec<&'static str>, current: &Self::State, _: &Self::State) -> Result<Patch<Self::Change>> {
+        fn delete_patch(
+            &self,
+            _: &Vec<&'static str>,
+            current: &Self::State,
+            _: &Self::State,
+        ) -> Result<Patch<Self::Change>> {
             Ok(Patch::new().delete(current.clone()))
         }
 

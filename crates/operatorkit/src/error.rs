@@ -73,7 +73,10 @@ pub struct ResourceError {
 
 impl ResourceError {
     /// Wrap `source` under `kind` (PascalCase). Retryable by default.
-    pub fn new(kind: impl Into<Cow<'static, str>>, source: impl Into<Box<dyn StdError + Send + Sync + 'static>>) -> Self {
+    pub fn new(
+        kind: impl Into<Cow<'static, str>>,
+        source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
+    ) -> Self {
         Self { kind: kind.into(), retryable: true, source: source.into() }
     }
 

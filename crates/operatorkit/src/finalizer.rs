@@ -103,7 +103,10 @@ mod tests {
 
     #[test]
     fn name_is_operatorkit_compatible() {
-        assert_eq!(finalizer_name("aws-operator-cluster-controller"), "operatorkit.giantswarm.io/aws-operator-cluster-controller");
+        assert_eq!(
+            finalizer_name("aws-operator-cluster-controller"),
+            "operatorkit.giantswarm.io/aws-operator-cluster-controller"
+        );
     }
 
     #[test]

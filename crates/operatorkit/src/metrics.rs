@@ -33,11 +33,11 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 /// Labels `{controller}`.
@@ -112,9 +112,11 @@ impl Collector for TimestampCollector {
                 "Creation time of each watched object, in unix seconds.",
                 (|t: &ObjectTimes| t.created) as fn(&ObjectTimes) -> Option<f64>,
             ),
-            ("controller_deletion_timestamp", "Deletion time of each watched object being deleted, in unix seconds.", |t| {
-                t.deleted
-            }),
+            (
+                "controller_deletion_timestamp",
+                "Deletion time of each watched object being deleted, in unix seconds.",
+                |t| t.deleted,
+            ),
         ] {
             let mut family = encoder.encode_descriptor(metric, help, None, MetricType::Gauge)?;
             for (entry, objects) in &snapshots {

@@ -69,8 +69,8 @@ pub fn change_hash<K: Resource>(obj: &K) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
 
     fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -116,7 +116,8 @@ mod tests {
         let mut f = d.clone();
         f.metadata.finalizers = Some(vec!["x".into()]);
         let mut t = d.clone();
-        t.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        t.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
         for changed in [l, a, f, t] {
             assert_ne!(change_hash(&changed), base);
         }

@@ -150,10 +150,16 @@ impl fmt::Display for Unroutable {
                 write!(f, "Release {release} does not exist; create it or fix the {} label", labels::RELEASE_VERSION)
             }
             Unroutable::ComponentMissing { release, component } => {
-                write!(f, "Release {release} has no component {component}, so no version of {component} handles this object")
+                write!(
+                    f,
+                    "Release {release} has no component {component}, so no version of {component} handles this object"
+                )
             }
             Unroutable::InvalidComponentVersion { release, component, version } => {
-                write!(f, "Release {release} gives component {component} the version {version:?}, which is not a semantic version")
+                write!(
+                    f,
+                    "Release {release} gives component {component} the version {version:?}, which is not a semantic version"
+                )
             }
         }
     }
@@ -257,7 +263,9 @@ impl Router {
     pub fn legacy_selector(&self) -> Option<String> {
         match &self.routing {
             Routing::Release => None,
-            Routing::Legacy { version } => Some(format!("{}={version}", labels::operator_version_label(&self.component))),
+            Routing::Legacy { version } => {
+                Some(format!("{}={version}", labels::operator_version_label(&self.component)))
+            }
         }
     }
 
@@ -284,7 +292,10 @@ impl Router {
                     return Route::Unroutable(Unroutable::ReleaseNotFound { release: name });
                 };
                 let Some(raw) = release.component_version(&self.component) else {
-                    return Route::Unroutable(Unroutable::ComponentMissing { release: name, component: self.component.clone() });
+                    return Route::Unroutable(Unroutable::ComponentMissing {
+                        release: name,
+                        component: self.component.clone(),
+                    });
                 };
                 let Ok(version) = Version::parse(raw.trim_start_matches('v')) else {
                     return Route::Unroutable(Unroutable::InvalidComponentVersion {
@@ -492,7 +503,9 @@ fn accepted(c: &Comparator) -> Accepted {
         (Op::Greater, Some(minor), None) => {
             Accepted::both(lower_at(next_minor(major, minor)).and_then(|lo| Interval::new(lo, Unbounded)))
         }
-        (Op::Greater, None, _) => Accepted::both(lower_at(next_major(major)).and_then(|lo| Interval::new(lo, Unbounded))),
+        (Op::Greater, None, _) => {
+            Accepted::both(lower_at(next_major(major)).and_then(|lo| Interval::new(lo, Unbounded)))
+        }
         (Op::GreaterEq, Some(minor), Some(patch)) => {
             let v = Version { major, minor, patch, pre: c.pre.clone(), build: BuildMetadata::EMPTY };
             Accepted::both(Interval::new(Included(v), Unbounded))
@@ -538,7 +551,9 @@ fn accepted(c: &Comparator) -> Accepted {
             releases: Interval::new(Included(Version::new(major, 0, 0)), upper_before(next_major(major))),
             prereleases: None,
         },
-        (Op::Caret, None, _) => Accepted::both(Interval::new(Included(floor(major, 0, 0)), upper_before(next_major(major)))),
+        (Op::Caret, None, _) => {
+            Accepted::both(Interval::new(Included(floor(major, 0, 0)), upper_before(next_major(major))))
+        }
         (Op::Caret, Some(minor), None) => {
             let hi = if major > 0 { next_major(major) } else { next_minor(0, minor) };
             Accepted::both(Interval::new(Included(floor(major, minor, 0)), upper_before(hi)))
@@ -610,8 +625,7 @@ mod tests {
     }
 
     fn release(name: &str, components: &[(&str, &str)]) -> Arc<Release> {
-        let components: Vec<_> =
-            components.iter().map(|(n, v)| serde_json::json!({"name": n, "version": v})).collect();
+        let components: Vec<_> = components.iter().map(|(n, v)| serde_json::json!({"name": n, "version": v})).collect();
         Arc::new(
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release",
@@ -679,7 +693,10 @@ mod tests {
     fn missing_label_release_and_component_are_unroutable() {
         let r = router();
         assert_eq!(r.route(&labels(&[]), &releases()), Route::Unroutable(Unroutable::MissingLabel));
-        assert_eq!(r.route(&labels(&[(labels::RELEASE_VERSION, " ")]), &releases()), Route::Unroutable(Unroutable::MissingLabel));
+        assert_eq!(
+            r.route(&labels(&[(labels::RELEASE_VERSION, " ")]), &releases()),
+            Route::Unroutable(Unroutable::MissingLabel)
+        );
         assert_eq!(
             r.route(&labels(&[(labels::RELEASE_VERSION, "19.0.0")]), &releases()),
             Route::Unroutable(Unroutable::ReleaseNotFound { release: "v19.0.0".into() })
@@ -724,7 +741,10 @@ mod tests {
             Err(BuildError::DuplicateSetName(_))
         ));
         assert_eq!(Router::new("x", Routing::Release, []).unwrap_err(), BuildError::NoResourceSets);
-        assert_eq!(Router::new("", Routing::Release, [("a".to_string(), req("*"))]).unwrap_err(), BuildError::MissingOperator);
+        assert_eq!(
+            Router::new("", Routing::Release, [("a".to_string(), req("*"))]).unwrap_err(),
+            BuildError::MissingOperator
+        );
     }
 
     #[test]
@@ -740,7 +760,11 @@ mod tests {
         assert_eq!(r.route(&own, &()), Route::Matched { set: 1, version: Version::new(4, 1, 0), release: None });
         let other = labels(&[("kvm-operator.giantswarm.io/version", "3.9.0")]);
         assert_eq!(r.route(&other, &()), Route::NoMatch { version: Some(Version::new(3, 9, 0)), release: None });
-        let err = Router::new("kvm-operator", Routing::Legacy { version: Version::new(5, 0, 0) }, [("v4".to_string(), req("^4"))]);
+        let err = Router::new(
+            "kvm-operator",
+            Routing::Legacy { version: Version::new(5, 0, 0) },
+            [("v4".to_string(), req("^4"))],
+        );
         assert_eq!(err.unwrap_err(), BuildError::NoSetForOwnVersion("5.0.0".into()));
     }
 
@@ -783,11 +807,49 @@ mod tests {
     #[test]
     fn overlap_agrees_with_brute_force_on_a_grid() {
         let reqs = [
-            "*", "^0", "^0.0", "^0.0.1", "^0.1", "^0.1.2", "^1", "^1.2", "^1.2.3", "^1.2.3-rc.1", "~1", "~1.2",
-            "~1.2.3", "~1.2.3-beta", "=1", "=1.2", "=1.2.3", "=1.2.3-alpha", "1.*", "1.2.*", ">1", ">1.2", ">1.2.3",
-            ">1.2.3-alpha", ">=1", ">=1.2", ">=1.2.3", ">=1.2.3-0", "<1", "<1.2", "<1.2.3", "<1.2.3-beta", "<=1",
-            "<=1.2", "<=1.2.3", "<=1.2.3-alpha.0", ">=1.2.3-alpha, <1.2.3", ">=1.0.0, <2.0.0", ">=2.0.0-rc.1, <2.0.0",
-            ">0.5, <1.2.3-rc.1", ">=1.2.3-rc.1, <=1.2.3-rc.1.0", "^2", "~0.1.2",
+            "*",
+            "^0",
+            "^0.0",
+            "^0.0.1",
+            "^0.1",
+            "^0.1.2",
+            "^1",
+            "^1.2",
+            "^1.2.3",
+            "^1.2.3-rc.1",
+            "~1",
+            "~1.2",
+            "~1.2.3",
+            "~1.2.3-beta",
+            "=1",
+            "=1.2",
+            "=1.2.3",
+            "=1.2.3-alpha",
+            "1.*",
+            "1.2.*",
+            ">1",
+            ">1.2",
+            ">1.2.3",
+            ">1.2.3-alpha",
+            ">=1",
+            ">=1.2",
+            ">=1.2.3",
+            ">=1.2.3-0",
+            "<1",
+            "<1.2",
+            "<1.2.3",
+            "<1.2.3-beta",
+            "<=1",
+            "<=1.2",
+            "<=1.2.3",
+            "<=1.2.3-alpha.0",
+            ">=1.2.3-alpha, <1.2.3",
+            ">=1.0.0, <2.0.0",
+            ">=2.0.0-rc.1, <2.0.0",
+            ">0.5, <1.2.3-rc.1",
+            ">=1.2.3-rc.1, <=1.2.3-rc.1.0",
+            "^2",
+            "~0.1.2",
         ];
         let mut grid = Vec::new();
         for major in 0..=3u64 {

@@ -22,7 +22,12 @@ pub trait StatusHook<K>: Send + Sync {
 
     /// The object was routed to `set` for component version `version`; clear a problem recorded
     /// earlier, if any. Default: nothing.
-    fn routed<'a>(&'a self, obj: &'a K, set: &'a str, version: &'a Version) -> BoxFuture<'a, Result<(), ResourceError>> {
+    fn routed<'a>(
+        &'a self,
+        obj: &'a K,
+        set: &'a str,
+        version: &'a Version,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
         let _ = (obj, set, version);
         Box::pin(async { Ok(()) })
     }

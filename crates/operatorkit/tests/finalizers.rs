@@ -111,7 +111,8 @@ async fn keep_finalizer_runs_every_resource_but_keeps_the_finalizer() {
 
     // Once nothing keeps it any more, the next controller run removes it.
     script.clear();
-    let running = spawn(controller(&h, NAME, vec![set(&h, &script, "v1", "^1", &["first", "second"])]).build().unwrap());
+    let running =
+        spawn(controller(&h, NAME, vec![set(&h, &script, "v1", "^1", &["first", "second"])]).build().unwrap());
     eventually("the object to be gone", || async { h.get("c1").await.is_none() }).await;
     running.stop().await;
 }

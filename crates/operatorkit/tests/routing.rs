@@ -24,12 +24,21 @@ impl Problems {
 }
 
 impl StatusHook<ConfigMap> for Problems {
-    fn unroutable<'a>(&'a self, obj: &'a ConfigMap, problem: &'a Unroutable) -> BoxFuture<'a, Result<(), ResourceError>> {
+    fn unroutable<'a>(
+        &'a self,
+        obj: &'a ConfigMap,
+        problem: &'a Unroutable,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
         self.0.lock().push((obj.metadata.name.clone().unwrap_or_default(), problem.reason()));
         Box::pin(async { Ok(()) })
     }
 
-    fn routed<'a>(&'a self, obj: &'a ConfigMap, _set: &'a str, _v: &'a Version) -> BoxFuture<'a, Result<(), ResourceError>> {
+    fn routed<'a>(
+        &'a self,
+        obj: &'a ConfigMap,
+        _set: &'a str,
+        _v: &'a Version,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
         let name = obj.metadata.name.clone().unwrap_or_default();
         self.0.lock().retain(|(o, _)| *o != name);
         Box::pin(async { Ok(()) })
@@ -52,7 +61,8 @@ async fn three_sets() -> (Harness, Arc<Script>, Problems, Running) {
         set(&h, &script, "v3", ">=3.0.0, <4.0.0", &["a"]),
     ];
     let problems = Problems::default();
-    let controller = controller(&h, "routing-test", sets).status_hook(problems.clone()).build().expect("disjoint sets build");
+    let controller =
+        controller(&h, "routing-test", sets).status_hook(problems.clone()).build().expect("disjoint sets build");
     (h, script, problems, spawn(controller))
 }
 
@@ -176,7 +186,8 @@ async fn unroutable_objects_get_a_warning_and_a_status_report_and_nothing_else()
             && h.warnings("no-release").await.iter().any(|(r, n)| r == "ReleaseNotFound" && n.contains("v40.0.0"))
     })
     .await;
-    let only = |reasons: Vec<&'static str>, expected: &str| !reasons.is_empty() && reasons.iter().all(|r| *r == expected);
+    let only =
+        |reasons: Vec<&'static str>, expected: &str| !reasons.is_empty() && reasons.iter().all(|r| *r == expected);
     assert!(only(problems.reasons("no-label"), "ReleaseLabelMissing"));
     assert!(only(problems.reasons("no-release"), "ReleaseNotFound"));
     assert!(script.calls_for("no-label").is_empty() && script.calls_for("no-release").is_empty());
@@ -201,10 +212,11 @@ async fn legacy_mode_selects_objects_by_the_operator_version_label() {
     logs();
     let h = Harness::start().await;
     let script = Script::new();
-    let controller = controller(&h, "legacy-test", vec![set(&h, &script, "v1", "^1", &["a"]), set(&h, &script, "v2", "^2", &["a"])])
-        .routing(Routing::Legacy { version: Version::new(2, 4, 0) })
-        .build()
-        .expect("builds");
+    let controller =
+        controller(&h, "legacy-test", vec![set(&h, &script, "v1", "^1", &["a"]), set(&h, &script, "v2", "^2", &["a"])])
+            .routing(Routing::Legacy { version: Version::new(2, 4, 0) })
+            .build()
+            .expect("builds");
     let running = spawn(controller);
     for (name, version) in [("mine", "2.4.0"), ("older", "1.9.0")] {
         let mut cm = cluster(name, None);

@@ -33,7 +33,12 @@ impl<R> Metered<R> {
         &self.inner
     }
 
-    async fn observe<T>(&self, name: &str, operation: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
+    async fn observe<T>(
+        &self,
+        name: &str,
+        operation: &'static str,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let start = Instant::now();
         let result = call.await;
         self.metrics.operation(name, operation, start.elapsed(), result.is_err());
@@ -96,15 +101,30 @@ where
         self.observe_sync(self.inner.name(), "NewDeletePatch", || self.inner.delete_patch(obj, current, desired))
     }
 
-    fn apply_create(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
+    fn apply_create(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send {
         self.observe(self.inner.name(), "ApplyCreatePatch", self.inner.apply_create(state, obj, change))
     }
 
-    fn apply_delete(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
+    fn apply_delete(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send {
         self.observe(self.inner.name(), "ApplyDeletePatch", self.inner.apply_delete(state, obj, change))
     }
 
-    fn apply_update(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
+    fn apply_update(
+        &self,
+        state: &mut S,
+        obj: &K,
+        change: Self::Change,
+    ) -> impl Future<Output = Result<Outcome>> + Send {
         self.observe(self.inner.name(), "ApplyUpdatePatch", self.inner.apply_update(state, obj, change))
     }
 }
@@ -139,9 +159,19 @@ mod tests {
         assert_eq!(rt.block_on(r.ensure_deleted(&mut (), &())).unwrap(), Outcome::proceed());
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        assert!(out.contains("operatorkit_controller_operation_count{resource=\"fails\",operation=\"EnsureCreated\"} 1"));
-        assert!(out.contains("operatorkit_controller_operation_errors_total{resource=\"fails\",operation=\"EnsureCreated\"} 1"));
-        assert!(out.contains("operatorkit_controller_operation_count{resource=\"fails\",operation=\"EnsureDeleted\"} 1"));
-        assert!(!out.contains("operatorkit_controller_operation_errors_total{resource=\"fails\",operation=\"EnsureDeleted\"}"));
+        assert!(
+            out.contains("operatorkit_controller_operation_count{resource=\"fails\",operation=\"EnsureCreated\"} 1")
+        );
+        assert!(out.contains(
+            "operatorkit_controller_operation_errors_total{resource=\"fails\",operation=\"EnsureCreated\"} 1"
+        ));
+        assert!(
+            out.contains("operatorkit_controller_operation_count{resource=\"fails\",operation=\"EnsureDeleted\"} 1")
+        );
+        assert!(
+            !out.contains(
+                "operatorkit_controller_operation_errors_total{resource=\"fails\",operation=\"EnsureDeleted\"}"
+            )
+        );
     }
 }

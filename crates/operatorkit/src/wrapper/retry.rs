@@ -5,7 +5,6 @@
 //! they are retryable ([`ResourceError::is_retryable`]) are retried: a 403 or a validation error
 //! fails at once. The controller's per-object backoff remains the outer safety net.
 
-use std::future::Future;
 use std::time::Duration;
 
 use crate::crud::{Crud, Patch, Step};
@@ -81,12 +80,12 @@ where
         self.inner.name()
     }
 
-    fn ensure_created(&self, state: &mut S, obj: &K) -> impl Future<Output = Result<Outcome>> + Send {
-        async move { retrying!(self, self.inner.name(), "EnsureCreated", self.inner.ensure_created(state, obj)) }
+    async fn ensure_created(&self, state: &mut S, obj: &K) -> Result<Outcome> {
+        retrying!(self, self.inner.name(), "EnsureCreated", self.inner.ensure_created(state, obj))
     }
 
-    fn ensure_deleted(&self, state: &mut S, obj: &K) -> impl Future<Output = Result<Outcome>> + Send {
-        async move { retrying!(self, self.inner.name(), "EnsureDeleted", self.inner.ensure_deleted(state, obj)) }
+    async fn ensure_deleted(&self, state: &mut S, obj: &K) -> Result<Outcome> {
+        retrying!(self, self.inner.name(), "EnsureDeleted", self.inner.ensure_deleted(state, obj))
     }
 }
 
@@ -105,12 +104,12 @@ where
         self.inner.name()
     }
 
-    fn current_state(&self, state: &mut S, obj: &K) -> impl Future<Output = Result<Step<Self::State>>> + Send {
-        async move { retrying!(self, self.inner.name(), "GetCurrentState", self.inner.current_state(state, obj)) }
+    async fn current_state(&self, state: &mut S, obj: &K) -> Result<Step<Self::State>> {
+        retrying!(self, self.inner.name(), "GetCurrentState", self.inner.current_state(state, obj))
     }
 
-    fn desired_state(&self, state: &mut S, obj: &K) -> impl Future<Output = Result<Step<Self::State>>> + Send {
-        async move { retrying!(self, self.inner.name(), "GetDesiredState", self.inner.desired_state(state, obj)) }
+    async fn desired_state(&self, state: &mut S, obj: &K) -> Result<Step<Self::State>> {
+        retrying!(self, self.inner.name(), "GetDesiredState", self.inner.desired_state(state, obj))
     }
 
     // Patch computations are pure: retrying cannot change their result.
@@ -122,16 +121,16 @@ where
         self.inner.delete_patch(obj, current, desired)
     }
 
-    fn apply_create(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
-        async move { retrying!(self, self.inner.name(), "ApplyCreateChange", self.inner.apply_create(state, obj, change.clone())) }
+    async fn apply_create(&self, state: &mut S, obj: &K, change: Self::Change) -> Result<Outcome> {
+        retrying!(self, self.inner.name(), "ApplyCreateChange", self.inner.apply_create(state, obj, change.clone()))
     }
 
-    fn apply_delete(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
-        async move { retrying!(self, self.inner.name(), "ApplyDeleteChange", self.inner.apply_delete(state, obj, change.clone())) }
+    async fn apply_delete(&self, state: &mut S, obj: &K, change: Self::Change) -> Result<Outcome> {
+        retrying!(self, self.inner.name(), "ApplyDeleteChange", self.inner.apply_delete(state, obj, change.clone()))
     }
 
-    fn apply_update(&self, state: &mut S, obj: &K, change: Self::Change) -> impl Future<Output = Result<Outcome>> + Send {
-        async move { retrying!(self, self.inner.name(), "ApplyUpdateChange", self.inner.apply_update(state, obj, change.clone())) }
+    async fn apply_update(&self, state: &mut S, obj: &K, change: Self::Change) -> Result<Outcome> {
+        retrying!(self, self.inner.name(), "ApplyUpdateChange", self.inner.apply_update(state, obj, change.clone()))
     }
 }
 

@@ -80,7 +80,10 @@ impl Harness {
     /// Change the operator's version in an existing Release.
     pub async fn set_release_version(&self, name: &str, version: &str) {
         let patch = serde_json::json!({"spec": {"components": [{"name": OPERATOR, "version": version}]}});
-        self.releases().patch(name, &PatchParams::default(), &Patch::Merge(patch)).await.expect("the Release is patched");
+        self.releases()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("the Release is patched");
     }
 
     /// Create a cluster object, optionally labelled with a release.
@@ -187,8 +190,12 @@ pub enum Behaviour {
     CancelResource,
     CancelReconciliation,
     KeepFinalizer,
-    /// Never return: a crash point (the test aborts the controller).
+    /// Write the side effect, then never return: a crash point (the test aborts the controller).
     Hang,
+    /// Never return, before writing the side effect.
+    HangBefore,
+    /// Signal that the call started, take a second, then proceed.
+    Slow,
 }
 
 /// The calls made, the side effects written, and the scripted behaviours.
@@ -278,14 +285,23 @@ impl Step {
         });
         state.push(self.name.clone());
         let behaviour = self.script.behaviour(&self.name, phase);
-        if let Behaviour::Fail = behaviour {
-            return Err(Scripted(self.name.clone()).into());
+        match behaviour {
+            Behaviour::Fail => return Err(Scripted(self.name.clone()).into()),
+            Behaviour::HangBefore => {
+                self.script.hung.notify_one();
+                std::future::pending::<()>().await;
+            }
+            Behaviour::Slow => {
+                self.script.hung.notify_one();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            _ => {}
         }
         if self.side_effects {
             self.side_effect(&object, phase).await?;
         }
         Ok(match behaviour {
-            Behaviour::Proceed | Behaviour::Fail => Outcome::proceed(),
+            Behaviour::Proceed | Behaviour::Fail | Behaviour::HangBefore | Behaviour::Slow => Outcome::proceed(),
             Behaviour::CancelResource => Outcome::cancel_resource(),
             Behaviour::CancelReconciliation => Outcome::cancel_reconciliation(),
             Behaviour::KeepFinalizer => Outcome::proceed().keep_finalizer(),
@@ -339,7 +355,8 @@ impl Resource<ConfigMap, Vec<String>> for Step {
 
 /// A set named `name` for `requirement` with the given steps.
 pub fn set(h: &Harness, script: &Arc<Script>, name: &str, requirement: &str, steps: &[&str]) -> ResourceSet<ConfigMap> {
-    let mut builder = ResourceSet::with_default_state(name, VersionReq::parse(requirement).expect("a valid requirement"));
+    let mut builder =
+        ResourceSet::with_default_state(name, VersionReq::parse(requirement).expect("a valid requirement"));
     for step in steps {
         builder = builder.resource(Step {
             name: step.to_string(),
@@ -353,7 +370,11 @@ pub fn set(h: &Harness, script: &Arc<Script>, name: &str, requirement: &str, ste
 }
 
 /// A controller over the cluster ConfigMaps of the default namespace.
-pub fn controller(h: &Harness, name: &str, sets: Vec<ResourceSet<ConfigMap>>) -> operatorkit::ControllerBuilder<ConfigMap> {
+pub fn controller(
+    h: &Harness,
+    name: &str,
+    sets: Vec<ResourceSet<ConfigMap>>,
+) -> operatorkit::ControllerBuilder<ConfigMap> {
     let mut b = Controller::<ConfigMap>::builder(h.client.clone(), name)
         .operator(OPERATOR)
         .api(Api::namespaced(h.client.clone(), NS))
@@ -375,7 +396,10 @@ impl Running {
     /// Graceful stop: wait for the controller to finish.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task).await.expect("the controller stops").expect("the controller task ends cleanly");
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the controller stops")
+            .expect("the controller task ends cleanly");
     }
 
     /// Crash: abort the controller at once, mid-reconcile.
