@@ -65,7 +65,7 @@ use crate::finalizer::{self, finalizer_name, has_finalizer};
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ObjectTimes};
 use crate::outcome::shortest;
-use crate::predicate::{change_hash, default_pause_annotations, paused_by};
+use crate::predicate::{change_hash_ignoring, default_pause_annotations, paused_by};
 use crate::resource_set::{ReconcileMeta, ResourceSet, SetEnd, WritePaths};
 use crate::router::{Route, Router, Routing};
 use crate::server::{Readiness, ReadyFlag};
@@ -433,6 +433,7 @@ impl<K: Watched> Controller<K> {
         // `Store::wait_until_ready` wakes only one of several concurrent waiters, and the
         // kube-runtime applier is already one.
         let marking = shared.clone();
+        let own_finalizer = shared.finalizer.clone();
         let objects = watcher::watcher(api, watch)
             .default_backoff()
             .reflect(writer)
@@ -444,7 +445,10 @@ impl<K: Watched> Controller<K> {
                 }
             })
             .applied_objects()
-            .predicate_filter(change_hash, PredicateConfig::default())
+            .predicate_filter(
+                move |obj: &K| change_hash_ignoring(obj, Some(&own_finalizer)),
+                PredicateConfig::default(),
+            )
             .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
         let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
             .with_config(RuntimeConfig::default().concurrency(concurrency));

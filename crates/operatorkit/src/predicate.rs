@@ -9,7 +9,8 @@
 //!
 //! * `metadata.generation` (the API server bumps it on spec changes only), or, for kinds without
 //!   a generation such as ConfigMaps, `metadata.resourceVersion` (every change counts);
-//! * labels (the release label routes the object), annotations (pause), finalizers, and
+//! * labels (the release label routes the object), annotations (pause), finalizers other than
+//!   the controller's own (its own patch must not echo back as a second reconcile), and
 //!   `deletionTimestamp`.
 //!
 //! Status-only writes to kinds with a status subresource change none of these, so they do not
@@ -53,6 +54,13 @@ pub fn paused_by<'a>(
 
 /// A hash of everything whose change should reconcile an object (see the module docs).
 pub fn change_hash<K: Resource>(obj: &K) -> Option<u64> {
+    change_hash_ignoring(obj, None)
+}
+
+/// [`change_hash`], ignoring the finalizer `own`: the controller's own finalizer patch then does
+/// not echo back as a second reconcile (for kinds with a generation; without one, the
+/// resourceVersion changes anyway).
+pub fn change_hash_ignoring<K: Resource>(obj: &K, own: Option<&str>) -> Option<u64> {
     let meta = obj.meta();
     let mut hasher = DefaultHasher::new();
     match meta.generation {
@@ -61,7 +69,9 @@ pub fn change_hash<K: Resource>(obj: &K) -> Option<u64> {
     }
     meta.labels.hash(&mut hasher);
     meta.annotations.hash(&mut hasher);
-    meta.finalizers.hash(&mut hasher);
+    for finalizer in meta.finalizers.iter().flatten().filter(|f| Some(f.as_str()) != own) {
+        finalizer.hash(&mut hasher);
+    }
     meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
     Some(hasher.finish())
 }
@@ -121,6 +131,17 @@ mod tests {
         for changed in [l, a, f, t] {
             assert_ne!(change_hash(&changed), base);
         }
+    }
+
+    #[test]
+    fn the_own_finalizer_can_be_ignored() {
+        let mut d = Deployment::default();
+        d.metadata.generation = Some(1);
+        let before = change_hash_ignoring(&d, Some("mine"));
+        d.metadata.finalizers = Some(vec!["mine".into()]);
+        assert_eq!(change_hash_ignoring(&d, Some("mine")), before);
+        d.metadata.finalizers = Some(vec!["mine".into(), "theirs".into()]);
+        assert_ne!(change_hash_ignoring(&d, Some("mine")), before);
     }
 
     #[test]
