@@ -9,7 +9,10 @@
 //!    process removed moments ago (the cache may lag), is left alone: the delete logic runs only
 //!    while the finalizer is present, so at least once per object and normally exactly once.
 //! 4. The [`Router`] picks the resource set. No set: another operator version owns the object,
-//!    nothing is written. Unroutable: a Warning event and the status hook, nothing else.
+//!    nothing is written. Unroutable: a Warning event and the status hook, nothing else. Both
+//!    hold for deleting objects too: the finalizer stays until the object is routable again (the
+//!    Release is restored, or another operator version finishes the deletion), because deleting
+//!    cloud resources with the logic of a guessed version is worse than waiting.
 //! 5. The set's state is initialised; on the update path the finalizer is added (a
 //!    resourceVersion-guarded JSON patch) and the reconcile continues with the patched object.
 //! 6. The resources run in order, each after a leadership check.
@@ -617,20 +620,19 @@ struct Shared<K: Watched> {
 
 impl<K: Watched> Shared<K> {
     fn mark_pending(&self, refs: impl IntoIterator<Item = ObjectRef<K>>) {
-        let depth = {
-            let mut pending = self.pending.lock();
-            pending.extend(refs);
-            pending.len()
-        };
-        if let Some(m) = &self.metrics {
-            m.set_queue_depth(&self.name, depth);
-        }
+        self.update_pending(|pending| pending.extend(refs));
     }
 
     fn started(&self, oref: &ObjectRef<K>) {
+        self.update_pending(|pending| {
+            pending.remove(oref);
+        });
+    }
+
+    fn update_pending(&self, change: impl FnOnce(&mut HashSet<ObjectRef<K>>)) {
         let depth = {
             let mut pending = self.pending.lock();
-            pending.remove(oref);
+            change(&mut pending);
             pending.len()
         };
         if let Some(m) = &self.metrics {

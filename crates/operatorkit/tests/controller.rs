@@ -193,6 +193,32 @@ async fn a_standby_writes_nothing_until_it_leads_and_stops_when_it_loses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_leadership_mid_reconcile_stops_before_the_next_resource() {
+    let (h, script) = with_release().await;
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(true);
+    script.set("a", Phase::Create, Behaviour::Slow);
+    let controller = controller(&h, "lost-test", vec![set(&h, &script, "v1", "^1", &STEPS)])
+        .leadership(Leadership::from_receiver(leader_rx))
+        .build()
+        .unwrap();
+    let running = spawn(controller);
+    h.create_cluster("c", Some("20.0.0")).await;
+    script.wait_for_hang().await;
+    leader_tx.send(false).unwrap();
+    eventually("resource a to finish", || async { h.side_effect("c", "a").await.is_some() }).await;
+    settle().await;
+    assert_eq!(script.count("c", "b", Phase::Create), 0, "no resource runs after the lease is lost");
+    assert!(h.side_effect("c", "b").await.is_none());
+    assert!(h.warnings("c").await.is_empty(), "losing the lease is not reported as a failure");
+
+    // Regaining it finishes the job.
+    script.clear();
+    leader_tx.send(true).unwrap();
+    eventually("the new term to finish the reconcile", || async { h.side_effect("c", "c").await.is_some() }).await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_running_reconciles_finish() {
     let (h, script) = with_release().await;
     script.set("b", Phase::Create, Behaviour::Slow);
