@@ -665,6 +665,9 @@ impl<K: Watched> Shared<K> {
 
     fn record_failure(&self, oref: &ObjectRef<K>) -> u32 {
         let mut failures = self.failures.lock();
+        // Objects deleted while failing never succeed again; forget them here rather than let
+        // the map grow with churn. The map only holds failing objects, so this stays cheap.
+        failures.retain(|failed, _| failed == oref || self.objects.get(failed).is_some());
         let n = failures.entry(oref.clone()).or_insert(0);
         *n = n.saturating_add(1);
         *n

@@ -225,7 +225,6 @@ where
             } else {
                 // The finalizer goes on before the first resource can create anything, so that
                 // whatever it creates is cleaned up on deletion.
-                paths.may_write()?;
                 match paths.ensure_finalizer(obj).await? {
                     Some(obj) => obj,
                     None => return Ok(SetEnd::Stale),
