@@ -1,0 +1,994 @@
+//! The controller: kube-runtime's [`Controller`](kube::runtime::Controller) driving resource sets.
+//!
+//! # What one reconcile does
+//!
+//! 1. The object comes from the reflector cache (no GET per reconcile). A standby replica (see
+//!    leader election below) stops here.
+//! 2. Paused objects (see [`crate::predicate`]) are skipped, deletion included.
+//! 3. A deleting object that does not carry this controller's finalizer, or whose finalizer this
+//!    process removed moments ago (the cache may lag), is left alone: the delete logic runs only
+//!    while the finalizer is present, so at least once per object and normally exactly once.
+//! 4. The [`Router`] picks the resource set. No set: another operator version owns the object,
+//!    nothing is written. Unroutable: a Warning event and the status hook, nothing else. Both
+//!    hold for deleting objects too: the finalizer stays until the object is routable again (the
+//!    Release is restored, or another operator version finishes the deletion), because deleting
+//!    cloud resources with the logic of a guessed version is worse than waiting.
+//! 5. The set's state is initialised; on the update path the finalizer is added (a
+//!    resourceVersion-guarded JSON patch) and the reconcile continues with the patched object.
+//! 6. The resources run in order, each after a leadership check.
+//! 7. Delete path: unless a resource kept the finalizer or cancelled the reconciliation, the
+//!    finalizer is removed with a guarded patch.
+//! 8. Success requeues after the shortest requested duration, or the resync period (5 min by
+//!    default). A failure becomes a Warning event (reason = error kind), a count in
+//!    `operatorkit_controller_errors_total`, an error log, and a requeue with per-object
+//!    exponential backoff. A guarded finalizer patch that loses a race (409/422) requeues at
+//!    once instead, as the cache has usually caught up by then.
+//!
+//! # Watches
+//!
+//! The watched kind is filtered server-side by the configured label selector (and, in legacy
+//! mode, `<operator>.giantswarm.io/version=<own version>`), then by the change predicate of
+//! [`crate::predicate`]. In release mode the controller also caches all Releases; a Release
+//! whose spec changes (or that appears late, or is deleted) requeues every cached object whose
+//! `release.giantswarm.io/version` label names it.
+//!
+//! # Concurrency, shutdown, leadership
+//!
+//! kube-runtime never runs two reconciles of one object at once; [`ControllerBuilder::concurrency`]
+//! bounds the total. The controller stops on the shutdown signal after the reconciles already
+//! running finish. All replicas watch (their caches stay warm), only the leader reconciles, and
+//! every write path re-checks [`Leadership::is_leader`] so a replica that lost the lease stops
+//! writing at once. When a replica becomes leader it reconciles every cached object.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use apis::labels;
+use apis::release::Release;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt, stream};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Config as RuntimeConfig};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{Controller as RuntimeController, PredicateConfig, WatchStreamExt};
+use kube::{Client, Resource};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::error::{BuildError, ReconcileError};
+use crate::events::Warnings;
+use crate::finalizer::{self, finalizer_name, has_finalizer};
+use crate::leader::Leadership;
+use crate::metrics::{Metrics, ObjectTimes};
+use crate::outcome::shortest;
+use crate::predicate::{change_hash_ignoring, default_pause_annotations, paused_by};
+use crate::resource_set::{ReconcileMeta, ResourceSet, SetEnd, WritePaths};
+use crate::router::{Route, Router, Routing};
+use crate::server::{Readiness, ReadyFlag};
+use crate::status::StatusHook;
+
+/// The default resync period: every object is reconciled at least this often.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
+/// How long a reconcile waits for the Release cache to sync before requeueing.
+const RELEASE_CACHE_WAIT: Duration = Duration::from_secs(5);
+/// The default bound on concurrent reconciles.
+pub const DEFAULT_CONCURRENCY: u16 = 4;
+
+/// What the watched kind must offer.
+pub trait Watched: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K> Watched for K where K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+
+/// Per-object exponential backoff after failures: `initial × 2^(n-1)`, at most `max`.
+///
+/// The defaults (5 ms, 1000 s) are those of controller-runtime's per-item rate limiter: a
+/// transient failure retries almost at once, a persistent one settles at one attempt every
+/// 16 minutes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorBackoff {
+    /// The delay after the first failure.
+    pub initial: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Default for ErrorBackoff {
+    fn default() -> Self {
+        Self { initial: Duration::from_millis(5), max: Duration::from_secs(1000) }
+    }
+}
+
+impl ErrorBackoff {
+    /// The delay after `failures` consecutive failures (≥ 1).
+    pub fn delay(&self, failures: u32) -> Duration {
+        if self.initial.is_zero() {
+            return Duration::ZERO;
+        }
+        let mut delay = self.initial;
+        for _ in 1..failures {
+            if delay >= self.max {
+                break;
+            }
+            delay = delay.saturating_mul(2);
+        }
+        delay.min(self.max)
+    }
+}
+
+/// Configures a [`Controller`].
+pub struct ControllerBuilder<K: Watched> {
+    client: Client,
+    name: String,
+    operator: String,
+    routing: Routing,
+    sets: Vec<ResourceSet<K>>,
+    api: Option<Api<K>>,
+    selector: Option<String>,
+    concurrency: u16,
+    resync: Duration,
+    pause: BTreeMap<String, String>,
+    leadership: Leadership,
+    metrics: Option<Metrics>,
+    readiness: Option<Readiness>,
+    status_hook: Option<Arc<dyn StatusHook<K>>>,
+    backoff: ErrorBackoff,
+    instance: Option<String>,
+}
+
+impl<K: Watched> Debug for ControllerBuilder<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerBuilder")
+            .field("name", &self.name)
+            .field("operator", &self.operator)
+            .field("routing", &self.routing)
+            .field("sets", &self.sets)
+            .field("selector", &self.selector)
+            .field("concurrency", &self.concurrency)
+            .field("resync", &self.resync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Watched> ControllerBuilder<K> {
+    /// The operator (Release component) whose version selects the resource set, e.g.
+    /// `aws-operator`. Required.
+    pub fn operator(mut self, component: impl Into<String>) -> Self {
+        self.operator = component.into();
+        self
+    }
+
+    /// Release routing (the default) or legacy label routing.
+    pub fn routing(mut self, routing: Routing) -> Self {
+        self.routing = routing;
+        self
+    }
+
+    /// Add a resource set. Sets must not overlap.
+    pub fn resource_set(mut self, set: ResourceSet<K>) -> Self {
+        self.sets.push(set);
+        self
+    }
+
+    /// Watch through this API (e.g. `Api::namespaced` to restrict the controller to one
+    /// namespace). Default: all namespaces.
+    pub fn api(mut self, api: Api<K>) -> Self {
+        self.api = Some(api);
+        self
+    }
+
+    /// Watch only objects matching this label selector (applied by the API server).
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.selector = Some(selector.into());
+        self
+    }
+
+    /// At most `n` reconciles at once (0 = unbounded). Default 4.
+    pub fn concurrency(mut self, n: u16) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Reconcile every object at least this often. Default 5 minutes.
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.resync = every;
+        self
+    }
+
+    /// Also pause objects annotated `key: value` (besides the two defaults).
+    pub fn pause_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.pause.insert(key.into(), value.into());
+        self
+    }
+
+    /// Reconcile only while this replica leads. Default: always.
+    pub fn leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = leadership;
+        self
+    }
+
+    /// Record metrics here.
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Register the controller's caches as readiness checks.
+    pub fn readiness(mut self, readiness: &Readiness) -> Self {
+        self.readiness = Some(readiness.clone());
+        self
+    }
+
+    /// Report routing problems in the object's status through `hook`.
+    pub fn status_hook(mut self, hook: impl StatusHook<K> + 'static) -> Self {
+        self.status_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The per-object backoff after failures.
+    pub fn error_backoff(mut self, backoff: ErrorBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The `reportingInstance` of events (usually the pod name). Default: the host name.
+    pub fn reporting_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
+    }
+
+    /// Check the configuration and build the controller.
+    pub fn build(self) -> Result<Controller<K>, BuildError> {
+        if !valid_name(&self.name) {
+            return Err(BuildError::InvalidName(self.name));
+        }
+        for set in &self.sets {
+            if set.resource_names().is_empty() {
+                return Err(BuildError::EmptyResourceSet(set.name().to_string()));
+            }
+        }
+        let router = Router::new(
+            self.operator,
+            self.routing,
+            self.sets.iter().map(|s| (s.name().to_string(), s.requirement().clone())),
+        )?;
+        let selector = match (self.selector, router.legacy_selector()) {
+            (Some(a), Some(b)) => Some(format!("{a},{b}")),
+            (a, b) => a.or(b),
+        };
+        let mut watch = watcher::Config::default();
+        if let Some(selector) = &selector {
+            watch = watch.labels(selector);
+        }
+        let api = self.api.unwrap_or_else(|| Api::all(self.client.clone()));
+        let writer = reflector::store::Writer::<K>::default();
+        let objects = writer.as_reader();
+        let release = match router.routing() {
+            Routing::Release => {
+                let writer = reflector::store::Writer::<Release>::default();
+                Some((Api::<Release>::all(self.client.clone()), writer))
+            }
+            Routing::Legacy { .. } => None,
+        };
+        let releases = release.as_ref().map(|(_, w)| w.as_reader());
+        let name: Arc<str> = self.name.clone().into();
+        if let Some(metrics) = &self.metrics {
+            let store = objects.clone();
+            metrics.add_timestamp_source(&name, &K::kind(&()), Box::new(move || object_times(&store)));
+        }
+        let readiness = self.readiness.map(|r| {
+            let objects = r.register(format!("controller/{name}/objects"));
+            let releases = releases.as_ref().map(|_| r.register(format!("controller/{name}/releases")));
+            (objects, releases)
+        });
+        let shared = Shared {
+            finalizer: finalizer_name(&name),
+            warnings: Warnings::new(self.client.clone(), &name, self.instance),
+            client: self.client,
+            name,
+            router,
+            sets: self.sets,
+            objects,
+            releases_ready: tokio::sync::watch::channel(releases.is_none()).0,
+            releases,
+            pause: self.pause,
+            resync: self.resync,
+            leadership: self.leadership,
+            metrics: self.metrics,
+            status_hook: self.status_hook,
+            backoff: self.backoff,
+            failures: Mutex::new(HashMap::new()),
+            finalized: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashSet::new()),
+            loops: AtomicU64::new(0),
+        };
+        Ok(Controller {
+            shared: Arc::new(shared),
+            api,
+            watch,
+            writer,
+            release,
+            concurrency: self.concurrency,
+            readiness,
+        })
+    }
+}
+
+/// Controller names form finalizers `operatorkit.giantswarm.io/<name>`, whose name part is a
+/// Kubernetes qualified name: at most 63 characters.
+fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !name.is_empty()
+        && name.len() <= 63
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'.')
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
+fn object_times<K: Watched>(store: &Store<K>) -> Vec<ObjectTimes> {
+    let seconds = |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| t.0.as_millisecond() as f64 / 1000.0;
+    store
+        .state()
+        .iter()
+        .map(|obj| {
+            let meta = obj.meta();
+            ObjectTimes {
+                name: meta.name.clone().unwrap_or_default(),
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                created: meta.creation_timestamp.as_ref().map(seconds),
+                deleted: meta.deletion_timestamp.as_ref().map(seconds),
+            }
+        })
+        .collect()
+}
+
+/// A controller for objects of kind `K`. Build it with [`Controller::builder`], start it with
+/// [`Controller::run`].
+pub struct Controller<K: Watched> {
+    shared: Arc<Shared<K>>,
+    api: Api<K>,
+    watch: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    release: Option<(Api<Release>, reflector::store::Writer<Release>)>,
+    concurrency: u16,
+    readiness: Option<(ReadyFlag, Option<ReadyFlag>)>,
+}
+
+impl<K: Watched> Debug for Controller<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.shared.name)
+            .field("finalizer", &self.shared.finalizer)
+            .field("router", &self.shared.router)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Watched> Controller<K> {
+    /// Start configuring a controller called `name` (unique per purpose cluster-wide; it names
+    /// the finalizer, the event reporter and the `controller` label of logs and metrics).
+    pub fn builder(client: Client, name: impl Into<String>) -> ControllerBuilder<K> {
+        ControllerBuilder {
+            client,
+            name: name.into(),
+            operator: String::new(),
+            routing: Routing::Release,
+            sets: Vec::new(),
+            api: None,
+            selector: None,
+            concurrency: DEFAULT_CONCURRENCY,
+            resync: DEFAULT_RESYNC,
+            pause: default_pause_annotations(),
+            leadership: Leadership::always(),
+            metrics: None,
+            readiness: None,
+            status_hook: None,
+            backoff: ErrorBackoff::default(),
+            instance: None,
+        }
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The controller's finalizer.
+    pub fn finalizer(&self) -> &str {
+        &self.shared.finalizer
+    }
+
+    /// The cache of watched objects (filled while the controller runs).
+    pub fn store(&self) -> Store<K> {
+        self.shared.objects.clone()
+    }
+
+    /// The cache of Releases (release mode only).
+    pub fn release_store(&self) -> Option<Store<Release>> {
+        self.shared.releases.clone()
+    }
+
+    /// Run until `shutdown` is cancelled, then let the reconciles already running finish.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.run_until(async move { shutdown.cancelled().await }).await;
+    }
+
+    /// Run until `shutdown` resolves, then let the reconciles already running finish.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let Controller { shared, api, watch, writer, release, concurrency, readiness } = self;
+        // kube-runtime wants a Sync shutdown future; a oneshot receiver is one whatever the
+        // caller's future is.
+        let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
+        let stop_task = tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(());
+        });
+
+        let (objects_flag, releases_flag) = match readiness {
+            Some((objects, releases)) => (Some(objects), releases),
+            None => (None, None),
+        };
+        // Readiness is observed on the watch streams, after the reflector applied the event:
+        // `Store::wait_until_ready` wakes only one of several concurrent waiters, and the
+        // kube-runtime applier is already one.
+        let marking = shared.clone();
+        let own_finalizer = shared.finalizer.clone();
+        let objects = watcher::watcher(api, watch)
+            .default_backoff()
+            // managedFields are often the largest part of an object and no resource needs
+            // them: dropping them before the cache roughly halves its memory.
+            .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
+            .reflect(writer)
+            .inspect_ok(move |event| {
+                if matches!(event, Event::InitDone)
+                    && let Some(flag) = &objects_flag
+                {
+                    flag.set(true);
+                }
+            })
+            .applied_objects()
+            .predicate_filter(
+                move |obj: &K| change_hash_ignoring(obj, Some(&own_finalizer)),
+                PredicateConfig::default(),
+            )
+            .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
+        let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
+            .with_config(RuntimeConfig::default().concurrency(concurrency));
+
+        if let Some((release_api, release_writer)) = release {
+            let ready = shared.clone();
+            let events = watcher::watcher(release_api, watcher::Config::default())
+                .default_backoff()
+                .reflect(release_writer)
+                .inspect_ok(move |event| {
+                    if matches!(event, Event::InitDone) {
+                        ready.releases_ready.send_replace(true);
+                        if let Some(flag) = &releases_flag {
+                            flag.set(true);
+                        }
+                    }
+                });
+            let mapper = shared.clone();
+            controller = controller
+                .watches_stream(release_changes(events), move |release: Release| mapper.objects_of_release(&release));
+        }
+        let bulk = shared.clone();
+        controller = controller
+            .reconcile_on(leadership_gained(shared.leadership.clone()).flat_map(move |()| {
+                let refs: Vec<_> = bulk.objects.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+                bulk.mark_pending(refs.iter().cloned());
+                stream::iter(refs)
+            }))
+            .graceful_shutdown_on(stop_rx.map(|_| ()));
+
+        tracing::info!(controller = %shared.name, finalizer = %shared.finalizer, "controller starting");
+        controller
+            .run(reconcile::<K>, error_policy::<K>, shared.clone())
+            .for_each(|result| async move {
+                match result {
+                    Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                        tracing::trace!(%object, "object gone before its reconcile");
+                    }
+                    Err(error) => tracing::warn!(%error, "controller stream error"),
+                }
+            })
+            .await;
+        stop_task.abort();
+        tracing::info!(controller = %shared.name, "controller stopped");
+    }
+}
+
+/// Emits once each time this replica becomes the leader (not at start if it already leads: the
+/// initial list reconciles everything then).
+fn leadership_gained(leadership: Leadership) -> impl Stream<Item = ()> + Send + 'static {
+    let leads = leadership.is_leader();
+    stream::unfold((leadership, leads), |(mut leadership, leads)| async move {
+        if leads {
+            leadership.lost().await;
+        }
+        leadership.acquired().await;
+        Some(((), (leadership, true)))
+    })
+}
+
+/// Reduces the Release watch to the changes that matter for routing: a Release that appears,
+/// changes its spec (generation) or goes away. The initial list triggers nothing (the objects'
+/// own initial list reconciles them); a re-list after a watch gap reports what changed in it.
+fn release_changes(
+    events: impl Stream<Item = Result<Event<Release>, watcher::Error>> + Send + 'static,
+) -> impl Stream<Item = Result<Release, watcher::Error>> + Send + 'static {
+    let mut filter = ReleaseChanges::default();
+    events.flat_map(move |event| {
+        let out: Vec<Result<Release, watcher::Error>> = match event {
+            Ok(event) => filter.on(event).into_iter().map(Ok).collect(),
+            Err(error) => vec![Err(error)],
+        };
+        stream::iter(out)
+    })
+}
+
+#[derive(Default)]
+struct ReleaseChanges {
+    known: HashMap<String, (Option<i64>, Release)>,
+    synced: bool,
+    relisted: Option<HashSet<String>>,
+}
+
+impl ReleaseChanges {
+    /// Remember `release`; true if it is new or its spec changed.
+    fn record(&mut self, release: &Release) -> bool {
+        let name = release.metadata.name.clone().unwrap_or_default();
+        // Without a generation every write counts as a change.
+        let generation = release.metadata.generation;
+        let changed = match self.known.get(&name) {
+            Some((known, _)) => generation.is_none() || *known != generation,
+            None => true,
+        };
+        self.known.insert(name, (generation, release.clone()));
+        changed
+    }
+
+    fn on(&mut self, event: Event<Release>) -> Vec<Release> {
+        match event {
+            Event::Init => {
+                self.relisted = Some(HashSet::new());
+                Vec::new()
+            }
+            Event::InitApply(release) => {
+                if let Some(seen) = &mut self.relisted {
+                    seen.insert(release.metadata.name.clone().unwrap_or_default());
+                }
+                let changed = self.record(&release);
+                if self.synced && changed { vec![release] } else { Vec::new() }
+            }
+            Event::InitDone => {
+                let seen = self.relisted.take().unwrap_or_default();
+                let gone: Vec<String> = self.known.keys().filter(|n| !seen.contains(*n)).cloned().collect();
+                let was_synced = std::mem::replace(&mut self.synced, true);
+                let removed: Vec<Release> = gone.iter().filter_map(|n| self.known.remove(n)).map(|(_, r)| r).collect();
+                if was_synced { removed } else { Vec::new() }
+            }
+            Event::Apply(release) => {
+                if self.record(&release) {
+                    vec![release]
+                } else {
+                    Vec::new()
+                }
+            }
+            Event::Delete(release) => {
+                self.known.remove(release.metadata.name.as_deref().unwrap_or_default());
+                vec![release]
+            }
+        }
+    }
+}
+
+/// State shared by every reconcile of one controller.
+struct Shared<K: Watched> {
+    name: Arc<str>,
+    finalizer: String,
+    client: Client,
+    router: Router,
+    sets: Vec<ResourceSet<K>>,
+    objects: Store<K>,
+    releases: Option<Store<Release>>,
+    /// Whether the Release cache has synced (always true in legacy mode).
+    releases_ready: tokio::sync::watch::Sender<bool>,
+    pause: BTreeMap<String, String>,
+    resync: Duration,
+    leadership: Leadership,
+    metrics: Option<Metrics>,
+    warnings: Warnings,
+    status_hook: Option<Arc<dyn StatusHook<K>>>,
+    backoff: ErrorBackoff,
+    /// Consecutive failures (and stale-cache conflicts) per object, for the backoff.
+    failures: Mutex<HashMap<ObjectRef<K>, u32>>,
+    /// UIDs whose finalizer this process removed, and when: a stale cache entry must not run
+    /// the deletion again (operatorkit #268). Entries expire after three resync periods.
+    finalized: Mutex<HashMap<String, Instant>>,
+    /// Objects with a reconcile request that has not started: the queue depth.
+    pending: Mutex<HashSet<ObjectRef<K>>>,
+    loops: AtomicU64,
+}
+
+impl<K: Watched> Shared<K> {
+    fn mark_pending(&self, refs: impl IntoIterator<Item = ObjectRef<K>>) {
+        self.update_pending(|pending| pending.extend(refs));
+    }
+
+    fn started(&self, oref: &ObjectRef<K>) {
+        self.update_pending(|pending| {
+            pending.remove(oref);
+        });
+    }
+
+    fn update_pending(&self, change: impl FnOnce(&mut HashSet<ObjectRef<K>>)) {
+        let depth = {
+            let mut pending = self.pending.lock();
+            change(&mut pending);
+            pending.len()
+        };
+        if let Some(m) = &self.metrics {
+            m.set_queue_depth(&self.name, depth);
+        }
+    }
+
+    /// The cached objects that run `release`.
+    fn objects_of_release(&self, release: &Release) -> Vec<ObjectRef<K>> {
+        let version = release.metadata.name.as_deref().unwrap_or_default().trim_start_matches('v');
+        let refs: Vec<_> = self
+            .objects
+            .state()
+            .iter()
+            .filter(|o| {
+                o.meta()
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::RELEASE_VERSION))
+                    .is_some_and(|v| v.trim().trim_start_matches('v') == version)
+            })
+            .map(|o| ObjectRef::from_obj(&**o))
+            .collect();
+        if !refs.is_empty() {
+            tracing::debug!(controller = %self.name, release = version, objects = refs.len(), "Release changed; requeueing its objects");
+        }
+        self.mark_pending(refs.iter().cloned());
+        refs
+    }
+
+    fn record_failure(&self, oref: &ObjectRef<K>) -> u32 {
+        let mut failures = self.failures.lock();
+        // Objects deleted while failing never succeed again; forget them here rather than let
+        // the map grow with churn. The map only holds failing objects, so this stays cheap.
+        failures.retain(|failed, _| failed == oref || self.objects.get(failed).is_some());
+        let n = failures.entry(oref.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn clear_failures(&self, oref: &ObjectRef<K>) {
+        self.failures.lock().remove(oref);
+    }
+
+    /// The requeue after a stale-cache conflict: at once the first time, then backing off so a
+    /// cache that does not catch up cannot cause a hot loop.
+    fn conflict_requeue(&self, oref: &ObjectRef<K>) -> Action {
+        let n = self.record_failure(oref);
+        Action::requeue(if n <= 1 { Duration::ZERO } else { self.backoff.delay(n - 1) })
+    }
+
+    fn recently_finalized(&self, uid: Option<&str>) -> bool {
+        let Some(uid) = uid else { return false };
+        let ttl = self.resync.saturating_mul(3);
+        self.finalized.lock().get(uid).is_some_and(|at| at.elapsed() < ttl)
+    }
+
+    fn remember_finalized(&self, uid: Option<&str>) {
+        let Some(uid) = uid else { return };
+        let ttl = self.resync.saturating_mul(3);
+        let mut finalized = self.finalized.lock();
+        finalized.retain(|_, at| at.elapsed() < ttl);
+        finalized.insert(uid.to_string(), Instant::now());
+    }
+
+    fn may_write(&self) -> Result<(), ReconcileError> {
+        if self.leadership.is_leader() { Ok(()) } else { Err(ReconcileError::LeadershipLost) }
+    }
+
+    async fn reconcile(&self, obj: Arc<K>, oref: &ObjectRef<K>, loop_id: u64) -> Result<Action, ReconcileError> {
+        let meta = obj.meta();
+        let deleting = meta.deletion_timestamp.is_some();
+        if let Some((annotation, value)) = paused_by(meta.annotations.as_ref(), &self.pause) {
+            tracing::debug!(annotation, value, "object is paused; not reconciling");
+            return Ok(Action::requeue(self.resync));
+        }
+        if deleting {
+            if !has_finalizer(meta, &self.finalizer) {
+                tracing::debug!("object is being deleted and does not carry our finalizer; nothing to do");
+                return Ok(Action::await_change());
+            }
+            if self.recently_finalized(meta.uid.as_deref()) {
+                tracing::debug!("finalizer already removed by this controller; the cache has not caught up yet");
+                return Ok(Action::await_change());
+            }
+        }
+
+        let empty = BTreeMap::new();
+        let object_labels = meta.labels.as_ref().unwrap_or(&empty);
+        let route = match &self.releases {
+            Some(releases) => self.router.route(object_labels, releases),
+            None => self.router.route(object_labels, &()),
+        };
+        let (set_index, version, release) = match route {
+            Route::Matched { set, version, release } => (set, version, release),
+            Route::NoMatch { version, release } => {
+                tracing::debug!(
+                    version = version.as_ref().map(|v| v.to_string()),
+                    release,
+                    "no resource set handles this version; another version of the operator owns the object"
+                );
+                if let Some(m) = &self.metrics {
+                    m.no_resource_set(&self.name);
+                }
+                return Ok(Action::requeue(self.resync));
+            }
+            Route::Unroutable(problem) => {
+                tracing::warn!(reason = problem.reason(), problem = %problem, "cannot route the object to a resource set");
+                if let Some(m) = &self.metrics {
+                    m.unroutable(&self.name, problem.reason());
+                }
+                if self.leadership.is_leader() {
+                    self.warnings.warn(&*obj, "Route", problem.reason(), &problem.to_string()).await;
+                    if let Some(hook) = &self.status_hook
+                        && let Err(error) = hook.unroutable(&obj, &problem).await
+                    {
+                        tracing::warn!(%error, "the status hook failed to record the routing problem");
+                    }
+                }
+                return Ok(Action::requeue(self.resync));
+            }
+        };
+
+        let set = &self.sets[set_index];
+        if let Some(hook) = &self.status_hook {
+            self.may_write()?;
+            if let Err(error) = hook.routed(&obj, set.name(), &version).await {
+                tracing::warn!(%error, "the status hook failed to clear a routing problem");
+            }
+        }
+        let meta_info = ReconcileMeta {
+            controller: self.name.clone(),
+            set: set.name().into(),
+            loop_id,
+            version: Some(version),
+            release,
+            deleting,
+        };
+        let started = Instant::now();
+        let end = set
+            .runner()
+            .run(obj.clone(), meta_info, self)
+            .instrument(tracing::debug_span!("set", set = set.name()))
+            .await?;
+        let requeue = match end {
+            SetEnd::Stale => {
+                tracing::debug!("the cached object was stale when adding the finalizer; requeueing");
+                return Ok(self.conflict_requeue(oref));
+            }
+            SetEnd::Ran { requeue, keep_finalizer } => {
+                if deleting {
+                    if keep_finalizer {
+                        tracing::debug!("finalizer kept; the deletion will run again");
+                    } else {
+                        self.may_write()?;
+                        if let Some(action) = self.remove_finalizer(&obj).await? {
+                            return Ok(action);
+                        }
+                    }
+                }
+                requeue
+            }
+        };
+        self.clear_failures(oref);
+        if let Some(m) = &self.metrics {
+            m.reconcile_succeeded(&self.name, if deleting { "delete" } else { "update" }, started.elapsed());
+        }
+        Ok(Action::requeue(shortest(requeue, Some(self.resync)).unwrap_or(self.resync)))
+    }
+
+    /// Remove the finalizer; `Some(action)` when the reconcile must end with that action
+    /// instead of succeeding normally.
+    async fn remove_finalizer(&self, obj: &K) -> Result<Option<Action>, ReconcileError> {
+        let meta = obj.meta();
+        let Some(patch) = finalizer::remove_patch(meta, &self.finalizer) else {
+            return Ok(None);
+        };
+        match finalizer::json_patch::<K>(&self.client, meta, &patch).await {
+            Ok(_) => {
+                tracing::debug!(finalizer = %self.finalizer, "finalizer removed");
+                self.remember_finalized(meta.uid.as_deref());
+                Ok(None)
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.remember_finalized(meta.uid.as_deref());
+                Ok(None)
+            }
+            Err(error) if finalizer::is_stale(&error) => {
+                tracing::debug!(%error, "the cached object was stale when removing the finalizer; requeueing");
+                Ok(Some(self.conflict_requeue(&ObjectRef::from_obj(obj))))
+            }
+            Err(source) => {
+                Err(ReconcileError::Finalizer { action: "remove", finalizer: self.finalizer.clone(), source })
+            }
+        }
+    }
+}
+
+impl<K: Watched> WritePaths<K> for Shared<K> {
+    fn may_write(&self) -> Result<(), ReconcileError> {
+        Shared::may_write(self)
+    }
+
+    fn ensure_finalizer<'a>(&'a self, obj: Arc<K>) -> BoxFuture<'a, Result<Option<Arc<K>>, ReconcileError>> {
+        Box::pin(async move {
+            let Some(patch) = finalizer::add_patch(obj.meta(), &self.finalizer) else {
+                return Ok(Some(obj));
+            };
+            self.may_write()?;
+            match finalizer::json_patch::<K>(&self.client, obj.meta(), &patch).await {
+                Ok(updated) => {
+                    tracing::debug!(finalizer = %self.finalizer, "finalizer added");
+                    Ok(Some(Arc::new(updated)))
+                }
+                Err(error) if finalizer::is_stale(&error) => {
+                    tracing::debug!(%error, "finalizer patch lost against a newer version of the object");
+                    Ok(None)
+                }
+                Err(source) => {
+                    Err(ReconcileError::Finalizer { action: "add", finalizer: self.finalizer.clone(), source })
+                }
+            }
+        })
+    }
+}
+
+/// Decrements the in-flight gauge however the reconcile ends (including cancellation).
+struct InFlight(Option<prometheus_client::metrics::gauge::Gauge>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.dec();
+        }
+    }
+}
+
+async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Action, ReconcileError> {
+    let oref = ObjectRef::from_obj(&*obj);
+    shared.started(&oref);
+    let _in_flight = InFlight(shared.metrics.as_ref().map(|m| {
+        let g = m.in_flight(&shared.name);
+        g.inc();
+        g
+    }));
+    if !shared.leadership.is_leader() {
+        // Standby: keep the cache warm, write nothing. Becoming leader reconciles everything.
+        return Ok(Action::await_change());
+    }
+    if !*shared.releases_ready.borrow() {
+        // Routing against an incomplete Release cache would report Releases as missing, so the
+        // first reconciles wait for it (bounded: a missing CRD must not hold a worker forever).
+        let mut ready = shared.releases_ready.subscribe();
+        if tokio::time::timeout(RELEASE_CACHE_WAIT, ready.wait_for(|r| *r)).await.is_err() {
+            tracing::debug!(object = %oref, "the Release cache has not synced yet; requeueing");
+            return Ok(Action::requeue(RELEASE_CACHE_WAIT));
+        }
+    }
+    let loop_id = shared.loops.fetch_add(1, Ordering::Relaxed) + 1;
+    let meta = obj.meta();
+    let object = match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+        None => meta.name.clone().unwrap_or_default(),
+    };
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %shared.name,
+        "loop" = loop_id,
+        object = %object,
+        version = meta.resource_version.as_deref().unwrap_or_default(),
+        event = if meta.deletion_timestamp.is_some() { "delete" } else { "update" },
+    );
+    let result = shared.reconcile(obj.clone(), &oref, loop_id).instrument(span.clone()).await;
+    if let Err(error) = &result {
+        let _enter = span.enter();
+        match error {
+            ReconcileError::LeadershipLost => {
+                tracing::info!("leadership lost; reconcile stopped before its next write")
+            }
+            error => {
+                if let Some(m) = &shared.metrics {
+                    m.reconcile_failed(&shared.name);
+                }
+                tracing::error!(kind = %error.kind(), error = %error, "failed to reconcile");
+                if shared.leadership.is_leader() {
+                    let action = if obj.meta().deletion_timestamp.is_some() { "Delete" } else { "Update" };
+                    shared.warnings.warn(&*obj, action, &error.kind(), &error.to_string()).await;
+                }
+            }
+        }
+    }
+    result
+}
+
+fn error_policy<K: Watched>(obj: Arc<K>, error: &ReconcileError, shared: Arc<Shared<K>>) -> Action {
+    match error {
+        // The new leader reconciles everything; this replica waits until it leads again.
+        ReconcileError::LeadershipLost => Action::await_change(),
+        _ => {
+            let failures = shared.record_failure(&ObjectRef::from_obj(&*obj));
+            Action::requeue(shared.backoff.delay(failures))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_maximum() {
+        let b = ErrorBackoff { initial: Duration::from_millis(10), max: Duration::from_secs(1) };
+        assert_eq!(b.delay(1), Duration::from_millis(10));
+        assert_eq!(b.delay(2), Duration::from_millis(20));
+        assert_eq!(b.delay(5), Duration::from_millis(160));
+        assert_eq!(b.delay(8), Duration::from_secs(1));
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
+        assert_eq!(ErrorBackoff::default().delay(100), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn names_must_fit_a_finalizer() {
+        assert!(valid_name("aws-operator-cluster-controller"));
+        assert!(valid_name("kvm-operator.drainer"));
+        for bad in ["", "Upper", "-lead", "trail-", "has space", &"x".repeat(64)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    fn release(name: &str, generation: i64) -> Release {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release",
+            "metadata": {"name": name, "generation": generation},
+            "spec": {"components": [{"name": "x", "version": "1.0.0"}], "date": "2026-01-01T00:00:00Z", "state": "active"}
+        }))
+        .unwrap()
+    }
+
+    fn names(releases: Vec<Release>) -> Vec<String> {
+        releases.into_iter().map(|r| r.metadata.name.unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn release_changes_skip_the_initial_list_and_status_writes() {
+        let mut f = ReleaseChanges::default();
+        assert!(f.on(Event::Init).is_empty());
+        assert!(f.on(Event::InitApply(release("v1.0.0", 1))).is_empty());
+        assert!(f.on(Event::InitApply(release("v2.0.0", 1))).is_empty());
+        assert!(f.on(Event::InitDone).is_empty());
+        assert!(f.on(Event::Apply(release("v1.0.0", 1))).is_empty(), "same generation: a status write");
+        assert_eq!(names(f.on(Event::Apply(release("v1.0.0", 2)))), ["v1.0.0"]);
+        assert_eq!(names(f.on(Event::Apply(release("v3.0.0", 1)))), ["v3.0.0"]);
+        assert_eq!(names(f.on(Event::Delete(release("v3.0.0", 1)))), ["v3.0.0"]);
+        // A re-list after a gap reports what changed during it: v1 changed, v2 went away.
+        assert!(f.on(Event::Init).is_empty());
+        assert_eq!(names(f.on(Event::InitApply(release("v1.0.0", 3)))), ["v1.0.0"]);
+        assert_eq!(names(f.on(Event::InitDone)), ["v2.0.0"]);
+    }
+}
