@@ -71,17 +71,36 @@ pub fn is_stale(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
-/// Send a JSON patch to the object `K` named by `meta`. Built by hand so it works for
-/// namespaced and cluster-scoped kinds alike.
+/// Send a JSON patch to the object `K` named by `meta`.
 pub(crate) async fn json_patch<K>(client: &Client, meta: &ObjectMeta, patch: &Value) -> Result<K, kube::Error>
 where
     K: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + std::fmt::Debug,
 {
+    send_patch(client, meta, None, "application/json-patch+json", patch).await
+}
+
+/// Send a patch of `content_type` to the object `K` named by `meta`, or to its `subresource`.
+/// Built by hand so it works for namespaced and cluster-scoped kinds alike, which `kube::Api`'s
+/// scope-typed constructors cannot do for a generic `K`.
+pub(crate) async fn send_patch<K>(
+    client: &Client,
+    meta: &ObjectMeta,
+    subresource: Option<&str>,
+    content_type: &str,
+    patch: &Value,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + std::fmt::Debug,
+{
     let name = meta.name.as_deref().unwrap_or_default();
-    let url = format!("{}/{}", K::url_path(&(), meta.namespace.as_deref()), name);
+    let mut url = format!("{}/{}", K::url_path(&(), meta.namespace.as_deref()), name);
+    if let Some(sub) = subresource {
+        url.push('/');
+        url.push_str(sub);
+    }
     let body = serde_json::to_vec(patch).map_err(kube::Error::SerdeError)?;
     let request = http::Request::patch(url)
-        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        .header(http::header::CONTENT_TYPE, content_type)
         .header(http::header::ACCEPT, "application/json")
         .body(body)
         .map_err(kube::Error::HttpError)?;

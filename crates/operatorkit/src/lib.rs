@@ -85,4 +85,4 @@ pub use resource::Resource;
 pub use resource_set::{ReconcileMeta, ResourceSet, ResourceSetBuilder};
 pub use router::{Route, Router, Routing, Unroutable};
 pub use server::{Readiness, Server};
-pub use status::StatusHook;
+pub use status::{ReleaseCondition, StatusHook};
