@@ -117,3 +117,27 @@ pub async fn rolled_out(env: &TestEnv, name: &str) -> Deployment {
     })
     .await
 }
+
+/// POST a JSON body to the server; the status code and the JSON answer.
+pub async fn post(env: &TestEnv, path: &str, body: &Value) -> (u16, Value) {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let request = http::Request::post(format!("{}{path}", env.base_url()))
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .expect("a valid request");
+    let response =
+        tokio::time::timeout(WAIT, client.request(request)).await.expect("an answer in time").expect("a response");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.expect("the body").to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// POST an Eviction of pod `default/<name>`.
+pub async fn evict(env: &TestEnv, name: &str) -> (u16, Value) {
+    let eviction =
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}});
+    post(env, &format!("/api/v1/namespaces/default/pods/{name}/eviction"), &eviction).await
+}
