@@ -992,12 +992,12 @@ mod tests {
         // 3 replicas, maxSurge 1, maxUnavailable 0: one new pod at a time.
         let d = rolling(3, json!(1), json!(0));
         let old = rs("web-old", 3, 3, "2024-01-01T00:00:00Z");
-        assert_eq!(new_rs_new_replicas(&d, &[old.clone()], 0), 1);
+        assert_eq!(new_rs_new_replicas(&d, std::slice::from_ref(&old), 0), 1);
         let new = rs("web-new", 1, 0, "2024-01-02T00:00:00Z");
         assert_eq!(new_rs_new_replicas(&d, &[old.clone(), new.clone()], 1), 1, "at the surge limit");
-        assert!(scale_down_old(&d, &[old.clone()], &new).is_empty(), "the new pod is not available yet");
+        assert!(scale_down_old(&d, std::slice::from_ref(&old), &new).is_empty(), "the new pod is not available yet");
         let new = rs("web-new", 1, 1, "2024-01-02T00:00:00Z");
-        let plan = scale_down_old(&d, &[old.clone()], &new);
+        let plan = scale_down_old(&d, std::slice::from_ref(&old), &new);
         assert_eq!(
             plan.iter().map(|(r, n)| (r.metadata.name.clone().unwrap(), *n)).collect::<Vec<_>>(),
             [("web-old".to_string(), 2)]

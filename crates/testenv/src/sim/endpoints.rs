@@ -56,6 +56,10 @@ fn find_port(pod: &Pod, port: &ServicePort) -> Option<i32> {
 type AddressKey = (String, String);
 /// The ordering and identity of a port: name, number, protocol.
 type PortKey = (String, i32, String);
+/// Which addresses a set of ports is offered by, and whether each is ready.
+type Signature = Vec<(AddressKey, bool)>;
+/// A subset being built: its ports and its addresses.
+type Group = (Vec<EndpointPort>, Vec<(EndpointAddress, bool)>);
 
 /// The subsets of a Service's Endpoints, packed and sorted.
 pub(super) fn subsets<'a>(service: &Service, pods: impl Iterator<Item = &'a Pod>) -> Vec<EndpointSubset> {
@@ -116,10 +120,9 @@ pub(super) fn subsets<'a>(service: &Service, pods: impl Iterator<Item = &'a Pod>
         }
     }
     // Addresses offering the same ports share a subset.
-    let mut grouped: BTreeMap<Vec<(AddressKey, bool)>, (Vec<EndpointPort>, Vec<(EndpointAddress, bool)>)> =
-        BTreeMap::new();
+    let mut grouped: BTreeMap<Signature, Group> = BTreeMap::new();
     for (port, addresses) in by_port {
-        let signature: Vec<(AddressKey, bool)> = addresses.iter().map(|(k, (_, ready))| (k.clone(), *ready)).collect();
+        let signature: Signature = addresses.iter().map(|(k, (_, ready))| (k.clone(), *ready)).collect();
         let entry = grouped.entry(signature).or_insert_with(|| (Vec::new(), addresses.into_values().collect()));
         if let Some(def) = port_defs.get(&port) {
             entry.0.push(def.clone());
@@ -165,7 +168,7 @@ impl Runtime {
             return;
         };
         let spec = service.spec.clone().unwrap_or_default();
-        if spec.type_.as_deref() == Some("ExternalName") || !spec.selector.as_ref().is_some_and(|s| !s.is_empty()) {
+        if spec.type_.as_deref() == Some("ExternalName") || spec.selector.as_ref().is_none_or(|s| s.is_empty()) {
             return;
         }
         let subsets = subsets(&service, self.cache.pods.in_namespace(&key.0).map(|(_, p)| p.as_ref()));

@@ -423,10 +423,10 @@ impl Runtime {
         let pods = self.defs.pods.clone();
         let result =
             self.update::<Pod>(&pods, key, uid, Part::Status, MANAGER, |pod| pod.status = Some(status.clone()));
-        if let Err(e) = result {
-            if e.code != 404 {
-                self.retry(retry, &e);
-            }
+        if let Err(e) = result
+            && e.code != 404
+        {
+            self.retry(retry, &e);
         }
     }
 

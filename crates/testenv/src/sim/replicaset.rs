@@ -255,7 +255,7 @@ mod tests {
         );
         let old = ready("old", "2024-01-01T00:00:00Z");
         let young = ready("young", "2024-01-02T00:00:00Z");
-        let mut pods = vec![&old, &young, &unready, &pending, &unscheduled];
+        let mut pods = [&old, &young, &unready, &pending, &unscheduled];
         let crowding = BTreeMap::new();
         pods.sort_by(|a, b| deletion_order(a, b, &crowding));
         let names: Vec<_> = pods.iter().map(|p| p.metadata.name.as_deref().unwrap()).collect();

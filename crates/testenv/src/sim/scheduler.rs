@@ -316,7 +316,7 @@ fn filter(attempt: &Attempt<'_>, node: &Node, used: &NodeUse) -> Result<(), Vec<
             None => return Err(vec![AFFINITY.into()]),
         }
     }
-    if !pods_exist && !(attempt.counts.affinity.is_empty() && matches_own_terms(attempt)) {
+    if !(pods_exist || attempt.counts.affinity.is_empty() && matches_own_terms(attempt)) {
         return Err(vec![AFFINITY.into()]);
     }
     // satisfyPodAntiAffinity.
