@@ -15,6 +15,7 @@
 
 pub mod labels;
 pub mod release;
+pub mod versionbundle;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

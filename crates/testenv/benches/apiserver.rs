@@ -155,17 +155,31 @@ async fn main() {
     }
     all.sort_unstable();
     let (rss, hwm) = rss_kib(server.child.id());
-    let list = client.get(ns_path.parse().expect("url")).await.expect("list").into_body().collect().await.expect("body").to_bytes();
+    let list = client
+        .get(ns_path.parse().expect("url"))
+        .await
+        .expect("list")
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
     let stored = list.len() as u64;
     let target_kib = 2 * stored / 1024 + 50 * 1024;
 
-    println!("testenv API server benchmark ({OBJECTS} ConfigMaps of ~{PAYLOAD} B, {WRITERS} writers, {WATCHERS} watchers)");
+    println!(
+        "testenv API server benchmark ({OBJECTS} ConfigMaps of ~{PAYLOAD} B, {WRITERS} writers, {WATCHERS} watchers)"
+    );
     println!("  writes/s                  {:>10.0}   (target >= 5000)", OBJECTS as f64 / write_secs);
     println!("  watch latency p50         {:>10.2} ms", percentile(&all, 0.50));
     println!("  watch latency p99         {:>10.2} ms   (target <= 50)", percentile(&all, 0.99));
     println!("  watch latency max         {:>10.2} ms", percentile(&all, 1.0));
     println!("  stored JSON               {:>10.1} MiB", stored as f64 / 1048576.0);
-    println!("  server RSS                {:>10.1} MiB   (target <= {:.1} MiB = 2 x stored + 50)", rss as f64 / 1024.0, target_kib as f64 / 1024.0);
+    println!(
+        "  server RSS                {:>10.1} MiB   (target <= {:.1} MiB = 2 x stored + 50)",
+        rss as f64 / 1024.0,
+        target_kib as f64 / 1024.0
+    );
     println!("  server peak RSS           {:>10.1} MiB", hwm as f64 / 1024.0);
 }
 

@@ -2,12 +2,14 @@
 //! write with `Content-Type: application/vnd.kubernetes.protobuf` (checklist A6).
 //!
 //! client-go's generated clients send protobuf for built-in kinds: `kubectl drain` posts
-//! Evictions that way, and `kubectl create namespace|configmap|secret|serviceaccount` the objects
-//! they build. Everything else kubectl does (apply, patch, label, delete, create -f) uses JSON.
+//! Evictions that way, and `kubectl create namespace|configmap|secret|serviceaccount|service|
+//! role|clusterrole|rolebinding|clusterrolebinding|poddisruptionbudget` the objects they build.
+//! Everything else kubectl does (apply, patch, label, delete, create -f) uses JSON.
 //! This module decodes the envelope (`k8s\0` + `runtime.Unknown`) and, driven by small field
 //! tables transcribed from the upstream `generated.proto` files, the messages of those kinds into
 //! the same JSON the server would have received. Other kinds answer 415, naming what is
-//! supported.
+//! supported, and so does a message with a non-empty field the tables do not know: the server
+//! refuses a body rather than silently drop part of it.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -22,7 +24,12 @@ const MAX_DEPTH: usize = 32;
 enum Ty {
     Str,
     Int64,
+    Int32,
+    /// A `*bool` in Go: present means set, so `false` is kept.
     Bool,
+    /// A plain `bool` with `omitempty` in Go: `false` is the zero value and is dropped.
+    Flag,
+    IntOrString,
     Time,
     Msg(&'static Desc),
     MapStr,
@@ -33,84 +40,211 @@ enum Ty {
 }
 
 #[derive(Debug)]
-struct Desc(&'static [(u32, &'static str, Ty)]);
+struct Desc(&'static str, &'static [(u32, &'static str, Ty)]);
 
-static OWNER_REFERENCE: Desc = Desc(&[
-    (5, "apiVersion", Ty::Str),
-    (1, "kind", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "uid", Ty::Str),
-    (6, "controller", Ty::Bool),
-    (7, "blockOwnerDeletion", Ty::Bool),
-]);
-static MANAGED_FIELDS_ENTRY: Desc = Desc(&[
-    (1, "manager", Ty::Str),
-    (2, "operation", Ty::Str),
-    (3, "apiVersion", Ty::Str),
-    (4, "time", Ty::Time),
-    (6, "fieldsType", Ty::Str),
-    (7, "fieldsV1", Ty::FieldsV1),
-    (8, "subresource", Ty::Str),
-]);
-static OBJECT_META: Desc = Desc(&[
-    (1, "name", Ty::Str),
-    (2, "generateName", Ty::Str),
-    (3, "namespace", Ty::Str),
-    (4, "selfLink", Ty::Str),
-    (5, "uid", Ty::Str),
-    (6, "resourceVersion", Ty::Str),
-    (7, "generation", Ty::Int64),
-    (8, "creationTimestamp", Ty::Time),
-    (9, "deletionTimestamp", Ty::Time),
-    (10, "deletionGracePeriodSeconds", Ty::Int64),
-    (11, "labels", Ty::MapStr),
-    (12, "annotations", Ty::MapStr),
-    (13, "ownerReferences", Ty::RepeatedMsg(&OWNER_REFERENCE)),
-    (14, "finalizers", Ty::RepeatedStr),
-    (17, "managedFields", Ty::RepeatedMsg(&MANAGED_FIELDS_ENTRY)),
-]);
-static PRECONDITIONS: Desc = Desc(&[(1, "uid", Ty::Str), (2, "resourceVersion", Ty::Str)]);
-static DELETE_OPTIONS: Desc = Desc(&[
-    (1, "gracePeriodSeconds", Ty::Int64),
-    (2, "preconditions", Ty::Msg(&PRECONDITIONS)),
-    (3, "orphanDependents", Ty::Bool),
-    (4, "propagationPolicy", Ty::Str),
-    (5, "dryRun", Ty::RepeatedStr),
-]);
-static EVICTION: Desc = Desc(&[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "deleteOptions", Ty::Msg(&DELETE_OPTIONS))]);
-static CONFIG_MAP: Desc = Desc(&[
-    (1, "metadata", Ty::Msg(&OBJECT_META)),
-    (2, "data", Ty::MapStr),
-    (3, "binaryData", Ty::MapBytes),
-    (4, "immutable", Ty::Bool),
-]);
-static SECRET: Desc = Desc(&[
-    (1, "metadata", Ty::Msg(&OBJECT_META)),
-    (2, "data", Ty::MapBytes),
-    (3, "type", Ty::Str),
-    (4, "stringData", Ty::MapStr),
-    (5, "immutable", Ty::Bool),
-]);
-static NAMESPACE_SPEC: Desc = Desc(&[(1, "finalizers", Ty::RepeatedStr)]);
-static NAMESPACE: Desc = Desc(&[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "spec", Ty::Msg(&NAMESPACE_SPEC))]);
-static OBJECT_REFERENCE: Desc = Desc(&[
-    (1, "kind", Ty::Str),
-    (2, "namespace", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "uid", Ty::Str),
-    (5, "apiVersion", Ty::Str),
-    (6, "resourceVersion", Ty::Str),
-    (7, "fieldPath", Ty::Str),
-]);
-static LOCAL_OBJECT_REFERENCE: Desc = Desc(&[(1, "name", Ty::Str)]);
-static SERVICE_ACCOUNT: Desc = Desc(&[
-    (1, "metadata", Ty::Msg(&OBJECT_META)),
-    (2, "secrets", Ty::RepeatedMsg(&OBJECT_REFERENCE)),
-    (3, "imagePullSecrets", Ty::RepeatedMsg(&LOCAL_OBJECT_REFERENCE)),
-    (4, "automountServiceAccountToken", Ty::Bool),
-]);
-static BINDING: Desc = Desc(&[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "target", Ty::Msg(&OBJECT_REFERENCE))]);
-static TYPE_META: Desc = Desc(&[(1, "apiVersion", Ty::Str), (2, "kind", Ty::Str)]);
+static OWNER_REFERENCE: Desc = Desc(
+    "OwnerReference",
+    &[
+        (5, "apiVersion", Ty::Str),
+        (1, "kind", Ty::Str),
+        (3, "name", Ty::Str),
+        (4, "uid", Ty::Str),
+        (6, "controller", Ty::Bool),
+        (7, "blockOwnerDeletion", Ty::Bool),
+    ],
+);
+static MANAGED_FIELDS_ENTRY: Desc = Desc(
+    "ManagedFieldsEntry",
+    &[
+        (1, "manager", Ty::Str),
+        (2, "operation", Ty::Str),
+        (3, "apiVersion", Ty::Str),
+        (4, "time", Ty::Time),
+        (6, "fieldsType", Ty::Str),
+        (7, "fieldsV1", Ty::FieldsV1),
+        (8, "subresource", Ty::Str),
+    ],
+);
+static OBJECT_META: Desc = Desc(
+    "ObjectMeta",
+    &[
+        (1, "name", Ty::Str),
+        (2, "generateName", Ty::Str),
+        (3, "namespace", Ty::Str),
+        (4, "selfLink", Ty::Str),
+        (5, "uid", Ty::Str),
+        (6, "resourceVersion", Ty::Str),
+        (7, "generation", Ty::Int64),
+        (8, "creationTimestamp", Ty::Time),
+        (9, "deletionTimestamp", Ty::Time),
+        (10, "deletionGracePeriodSeconds", Ty::Int64),
+        (11, "labels", Ty::MapStr),
+        (12, "annotations", Ty::MapStr),
+        (13, "ownerReferences", Ty::RepeatedMsg(&OWNER_REFERENCE)),
+        (14, "finalizers", Ty::RepeatedStr),
+        (17, "managedFields", Ty::RepeatedMsg(&MANAGED_FIELDS_ENTRY)),
+    ],
+);
+static PRECONDITIONS: Desc = Desc("Preconditions", &[(1, "uid", Ty::Str), (2, "resourceVersion", Ty::Str)]);
+static DELETE_OPTIONS: Desc = Desc(
+    "DeleteOptions",
+    &[
+        (1, "gracePeriodSeconds", Ty::Int64),
+        (2, "preconditions", Ty::Msg(&PRECONDITIONS)),
+        (3, "orphanDependents", Ty::Bool),
+        (4, "propagationPolicy", Ty::Str),
+        (5, "dryRun", Ty::RepeatedStr),
+    ],
+);
+static EVICTION: Desc =
+    Desc("Eviction", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "deleteOptions", Ty::Msg(&DELETE_OPTIONS))]);
+static CONFIG_MAP: Desc = Desc(
+    "ConfigMap",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "data", Ty::MapStr),
+        (3, "binaryData", Ty::MapBytes),
+        (4, "immutable", Ty::Bool),
+    ],
+);
+static SECRET: Desc = Desc(
+    "Secret",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "data", Ty::MapBytes),
+        (3, "type", Ty::Str),
+        (4, "stringData", Ty::MapStr),
+        (5, "immutable", Ty::Bool),
+    ],
+);
+static NAMESPACE_SPEC: Desc = Desc("NamespaceSpec", &[(1, "finalizers", Ty::RepeatedStr)]);
+static NAMESPACE: Desc =
+    Desc("Namespace", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "spec", Ty::Msg(&NAMESPACE_SPEC))]);
+static OBJECT_REFERENCE: Desc = Desc(
+    "ObjectReference",
+    &[
+        (1, "kind", Ty::Str),
+        (2, "namespace", Ty::Str),
+        (3, "name", Ty::Str),
+        (4, "uid", Ty::Str),
+        (5, "apiVersion", Ty::Str),
+        (6, "resourceVersion", Ty::Str),
+        (7, "fieldPath", Ty::Str),
+    ],
+);
+static LOCAL_OBJECT_REFERENCE: Desc = Desc("LocalObjectReference", &[(1, "name", Ty::Str)]);
+static SERVICE_ACCOUNT: Desc = Desc(
+    "ServiceAccount",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "secrets", Ty::RepeatedMsg(&OBJECT_REFERENCE)),
+        (3, "imagePullSecrets", Ty::RepeatedMsg(&LOCAL_OBJECT_REFERENCE)),
+        (4, "automountServiceAccountToken", Ty::Bool),
+    ],
+);
+static BINDING: Desc =
+    Desc("Binding", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "target", Ty::Msg(&OBJECT_REFERENCE))]);
+static LABEL_SELECTOR_REQUIREMENT: Desc =
+    Desc("LabelSelectorRequirement", &[(1, "key", Ty::Str), (2, "operator", Ty::Str), (3, "values", Ty::RepeatedStr)]);
+static LABEL_SELECTOR: Desc = Desc(
+    "LabelSelector",
+    &[(1, "matchLabels", Ty::MapStr), (2, "matchExpressions", Ty::RepeatedMsg(&LABEL_SELECTOR_REQUIREMENT))],
+);
+static POLICY_RULE: Desc = Desc(
+    "PolicyRule",
+    &[
+        (1, "verbs", Ty::RepeatedStr),
+        (2, "apiGroups", Ty::RepeatedStr),
+        (3, "resources", Ty::RepeatedStr),
+        (4, "resourceNames", Ty::RepeatedStr),
+        (5, "nonResourceURLs", Ty::RepeatedStr),
+    ],
+);
+static SUBJECT: Desc =
+    Desc("Subject", &[(1, "kind", Ty::Str), (2, "apiGroup", Ty::Str), (3, "name", Ty::Str), (4, "namespace", Ty::Str)]);
+static ROLE_REF: Desc = Desc("RoleRef", &[(1, "apiGroup", Ty::Str), (2, "kind", Ty::Str), (3, "name", Ty::Str)]);
+static AGGREGATION_RULE: Desc =
+    Desc("AggregationRule", &[(1, "clusterRoleSelectors", Ty::RepeatedMsg(&LABEL_SELECTOR))]);
+static ROLE: Desc =
+    Desc("Role", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "rules", Ty::RepeatedMsg(&POLICY_RULE))]);
+static CLUSTER_ROLE: Desc = Desc(
+    "ClusterRole",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "rules", Ty::RepeatedMsg(&POLICY_RULE)),
+        (3, "aggregationRule", Ty::Msg(&AGGREGATION_RULE)),
+    ],
+);
+static ROLE_BINDING: Desc = Desc(
+    "RoleBinding",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "subjects", Ty::RepeatedMsg(&SUBJECT)),
+        (3, "roleRef", Ty::Msg(&ROLE_REF)),
+    ],
+);
+static SERVICE_PORT: Desc = Desc(
+    "ServicePort",
+    &[
+        (1, "name", Ty::Str),
+        (2, "protocol", Ty::Str),
+        (3, "port", Ty::Int32),
+        (4, "targetPort", Ty::IntOrString),
+        (5, "nodePort", Ty::Int32),
+        (6, "appProtocol", Ty::Str),
+    ],
+);
+static CLIENT_IP_CONFIG: Desc = Desc("ClientIPConfig", &[(1, "timeoutSeconds", Ty::Int32)]);
+static SESSION_AFFINITY_CONFIG: Desc = Desc("SessionAffinityConfig", &[(1, "clientIP", Ty::Msg(&CLIENT_IP_CONFIG))]);
+static SERVICE_SPEC: Desc = Desc(
+    "ServiceSpec",
+    &[
+        (1, "ports", Ty::RepeatedMsg(&SERVICE_PORT)),
+        (2, "selector", Ty::MapStr),
+        (3, "clusterIP", Ty::Str),
+        (4, "type", Ty::Str),
+        (5, "externalIPs", Ty::RepeatedStr),
+        (7, "sessionAffinity", Ty::Str),
+        (8, "loadBalancerIP", Ty::Str),
+        (9, "loadBalancerSourceRanges", Ty::RepeatedStr),
+        (10, "externalName", Ty::Str),
+        (11, "externalTrafficPolicy", Ty::Str),
+        (12, "healthCheckNodePort", Ty::Int32),
+        (13, "publishNotReadyAddresses", Ty::Flag),
+        (14, "sessionAffinityConfig", Ty::Msg(&SESSION_AFFINITY_CONFIG)),
+        (17, "ipFamilyPolicy", Ty::Str),
+        (18, "clusterIPs", Ty::RepeatedStr),
+        (19, "ipFamilies", Ty::RepeatedStr),
+        (20, "allocateLoadBalancerNodePorts", Ty::Bool),
+        (21, "loadBalancerClass", Ty::Str),
+        (22, "internalTrafficPolicy", Ty::Str),
+        (23, "trafficDistribution", Ty::Str),
+    ],
+);
+/// Status is written by controllers, never sent on create; an empty one is skipped.
+static EMPTY_STATUS: Desc = Desc("Status", &[]);
+static SERVICE: Desc = Desc(
+    "Service",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&SERVICE_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+static PDB_SPEC: Desc = Desc(
+    "PodDisruptionBudgetSpec",
+    &[
+        (1, "minAvailable", Ty::IntOrString),
+        (2, "selector", Ty::Msg(&LABEL_SELECTOR)),
+        (3, "maxUnavailable", Ty::IntOrString),
+        (4, "unhealthyPodEvictionPolicy", Ty::Str),
+    ],
+);
+static PDB: Desc = Desc(
+    "PodDisruptionBudget",
+    &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "spec", Ty::Msg(&PDB_SPEC)), (3, "status", Ty::Msg(&EMPTY_STATUS))],
+);
+static TYPE_META: Desc = Desc("TypeMeta", &[(1, "apiVersion", Ty::Str), (2, "kind", Ty::Str)]);
 
 /// The kinds whose protobuf bodies are understood.
 const SUPPORTED: &[(&str, &str, &Desc)] = &[
@@ -120,6 +254,12 @@ const SUPPORTED: &[(&str, &str, &Desc)] = &[
     ("v1", "Namespace", &NAMESPACE),
     ("v1", "ServiceAccount", &SERVICE_ACCOUNT),
     ("v1", "Binding", &BINDING),
+    ("v1", "Service", &SERVICE),
+    ("rbac.authorization.k8s.io/v1", "Role", &ROLE),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", &CLUSTER_ROLE),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", &ROLE_BINDING),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &ROLE_BINDING),
+    ("policy/v1", "PodDisruptionBudget", &PDB),
     ("meta.k8s.io/v1", "DeleteOptions", &DELETE_OPTIONS),
     ("v1", "DeleteOptions", &DELETE_OPTIONS),
 ];
@@ -208,6 +348,17 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// Skip a field and say whether it carried anything: a non-zero scalar, or bytes that are
+    /// not an empty message (Go writes an empty `status: {phase: ""}` as a nested message of
+    /// zero-valued fields, which carries nothing).
+    fn skip_counting(&mut self, wire: u8) -> Result<bool, ApiError> {
+        match wire {
+            0 => self.varint().map(|v| v != 0),
+            2 => self.bytes().map(|b| !is_zero_message(b, 0)),
+            _ => self.skip(wire).map(|()| true),
+        }
+    }
+
     fn skip(&mut self, wire: u8) -> Result<(), ApiError> {
         match wire {
             0 => self.varint().map(|_| ()),
@@ -238,8 +389,12 @@ fn decode_message(buf: &[u8], desc: &Desc, depth: usize) -> Result<Value, ApiErr
     let mut out = Map::new();
     let mut r = Reader(buf);
     while let Some((field, wire)) = r.key()? {
-        let Some((_, name, ty)) = desc.0.iter().find(|(n, _, _)| *n == field) else {
-            r.skip(wire)?;
+        let Some((_, name, ty)) = desc.1.iter().find(|(n, _, _)| *n == field) else {
+            // Go's marshaller writes zero values of fields it has, so an unknown field that is
+            // empty carries nothing. One with content would be lost: refuse the body instead.
+            if r.skip_counting(wire)? {
+                return Err(unknown_field(desc, field));
+            }
             continue;
         };
         let name = name.to_string();
@@ -257,8 +412,23 @@ fn decode_message(buf: &[u8], desc: &Desc, depth: usize) -> Result<Value, ApiErr
                     out.insert(name, json!(n));
                 }
             }
+            (Ty::Int32, 0) => {
+                // Negative int32 values are sign-extended to ten bytes on the wire.
+                let n = r.varint()? as i64 as i32;
+                if n != 0 {
+                    out.insert(name, json!(n));
+                }
+            }
             (Ty::Bool, 0) => {
                 out.insert(name, json!(r.varint()? != 0));
+            }
+            (Ty::Flag, 0) => {
+                if r.varint()? != 0 {
+                    out.insert(name, json!(true));
+                }
+            }
+            (Ty::IntOrString, 2) => {
+                out.insert(name, decode_int_or_string(r.bytes()?)?);
             }
             (Ty::Time, 2) => {
                 let t = decode_time(r.bytes()?)?;
@@ -298,6 +468,58 @@ fn decode_message(buf: &[u8], desc: &Desc, depth: usize) -> Result<Value, ApiErr
         }
     }
     Ok(Value::Object(out))
+}
+
+/// `intstr.IntOrString { type = 1 (0 = Int, 1 = String); intVal = 2; strVal = 3 }` as the
+/// JSON number or string it stands for.
+fn decode_int_or_string(buf: &[u8]) -> Result<Value, ApiError> {
+    let mut r = Reader(buf);
+    let (mut is_string, mut int_val, mut str_val) = (false, 0i32, String::new());
+    while let Some((f, w)) = r.key()? {
+        match (f, w) {
+            (1, 0) => is_string = r.varint()? == 1,
+            (2, 0) => int_val = r.varint()? as i64 as i32,
+            (3, 2) => str_val = utf8(r.bytes()?)?,
+            _ => r.skip(w)?,
+        }
+    }
+    Ok(if is_string { json!(str_val) } else { json!(int_val) })
+}
+
+/// Whether `buf` parses as a message whose fields are all zero values, recursively. Bytes that
+/// do not parse as a message count as content.
+fn is_zero_message(buf: &[u8], depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let mut r = Reader(buf);
+    loop {
+        match r.key() {
+            Ok(None) => return true,
+            Ok(Some((_, 0))) => {
+                if !matches!(r.varint(), Ok(0)) {
+                    return false;
+                }
+            }
+            Ok(Some((_, 2))) => match r.bytes() {
+                Ok(b) if b.is_empty() || is_zero_message(b, depth + 1) => {}
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+}
+
+fn unknown_field(desc: &Desc, field: u32) -> ApiError {
+    ApiError {
+        code: 415,
+        reason: "UnsupportedMediaType",
+        message: format!(
+            "the protobuf {} carries field {field}, which this server does not decode; send the object as application/json",
+            desc.0
+        ),
+        details: None,
+    }
 }
 
 fn push(out: &mut Map<String, Value>, name: String, v: Value) {
@@ -416,5 +638,106 @@ mod tests {
         let mut truncated = envelope("v1", "ConfigMap", &[0x0a, 0x05, b'a']);
         truncated.truncate(truncated.len());
         assert_eq!(decode(&truncated).unwrap_err().code, 400);
+    }
+
+    fn field_varint(field: u32, v: u64, out: &mut Vec<u8>) {
+        varint(u64::from(field) << 3, out);
+        varint(v, out);
+    }
+
+    #[test]
+    fn decodes_a_service_with_int_and_named_target_ports() {
+        let mut by_number = Vec::new();
+        field_bytes(1, b"https", &mut by_number);
+        field_bytes(2, b"TCP", &mut by_number);
+        field_varint(3, 443, &mut by_number);
+        let mut target = Vec::new();
+        field_varint(1, 0, &mut target);
+        field_varint(2, 6443, &mut target);
+        field_bytes(4, &target, &mut by_number);
+        let mut by_name = Vec::new();
+        field_varint(3, 80, &mut by_name);
+        let mut named = Vec::new();
+        field_varint(1, 1, &mut named);
+        field_bytes(3, b"http", &mut named);
+        field_bytes(4, &named, &mut by_name);
+        let mut spec = Vec::new();
+        field_bytes(1, &by_number, &mut spec);
+        field_bytes(1, &by_name, &mut spec);
+        field_bytes(4, b"ClusterIP", &mut spec);
+        field_varint(13, 0, &mut spec);
+        let mut raw = Vec::new();
+        field_bytes(2, &spec, &mut raw);
+        field_bytes(3, b"", &mut raw);
+        let v = decode(&envelope("v1", "Service", &raw)).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"ports": [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": 6443}, {"port": 80, "targetPort": "http"}], "type": "ClusterIP"})
+        );
+        assert!(v.get("status").is_none() || v["status"] == json!({}));
+    }
+
+    #[test]
+    fn decodes_a_role_binding_and_a_pdb() {
+        let mut subject = Vec::new();
+        field_bytes(1, b"ServiceAccount", &mut subject);
+        field_bytes(3, b"robot", &mut subject);
+        field_bytes(4, b"team-a", &mut subject);
+        let mut role_ref = Vec::new();
+        field_bytes(1, b"rbac.authorization.k8s.io", &mut role_ref);
+        field_bytes(2, b"Role", &mut role_ref);
+        field_bytes(3, b"reader", &mut role_ref);
+        let mut raw = Vec::new();
+        field_bytes(2, &subject, &mut raw);
+        field_bytes(3, &role_ref, &mut raw);
+        let v = decode(&envelope("rbac.authorization.k8s.io/v1", "RoleBinding", &raw)).unwrap();
+        assert_eq!(v["subjects"], json!([{"kind": "ServiceAccount", "name": "robot", "namespace": "team-a"}]));
+        assert_eq!(v["roleRef"]["name"], "reader");
+
+        let mut percent = Vec::new();
+        field_varint(1, 1, &mut percent);
+        field_bytes(3, b"50%", &mut percent);
+        let mut entry = Vec::new();
+        field_bytes(1, b"app", &mut entry);
+        field_bytes(2, b"web", &mut entry);
+        let mut selector = Vec::new();
+        field_bytes(1, &entry, &mut selector);
+        let mut spec = Vec::new();
+        field_bytes(1, &percent, &mut spec);
+        field_bytes(2, &selector, &mut spec);
+        let mut raw = Vec::new();
+        field_bytes(2, &spec, &mut raw);
+        let v = decode(&envelope("policy/v1", "PodDisruptionBudget", &raw)).unwrap();
+        assert_eq!(v["spec"], json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}));
+    }
+
+    #[test]
+    fn negative_int32_values_survive_sign_extension() {
+        let mut port = Vec::new();
+        field_varint(3, (-1i64) as u64, &mut port);
+        let mut spec = Vec::new();
+        field_bytes(1, &port, &mut spec);
+        let mut raw = Vec::new();
+        field_bytes(2, &spec, &mut raw);
+        let v = decode(&envelope("v1", "Service", &raw)).unwrap();
+        assert_eq!(v["spec"]["ports"][0]["port"], -1);
+    }
+
+    #[test]
+    fn unknown_fields_are_skipped_when_empty_and_refused_when_not() {
+        let mut raw = Vec::new();
+        field_bytes(2, b"", &mut raw);
+        field_varint(9, 0, &mut raw);
+        assert!(decode(&envelope("v1", "ConfigMap", &raw)).is_ok());
+        let mut empty_status = Vec::new();
+        field_bytes(1, b"", &mut empty_status);
+        let mut raw = Vec::new();
+        field_bytes(9, &empty_status, &mut raw);
+        assert!(decode(&envelope("v1", "ConfigMap", &raw)).is_ok(), "a message of empty fields carries nothing");
+        let mut raw = Vec::new();
+        field_bytes(9, b"payload", &mut raw);
+        let e = decode(&envelope("v1", "ConfigMap", &raw)).unwrap_err();
+        assert_eq!(e.code, 415);
+        assert!(e.message.contains("ConfigMap carries field 9"), "{}", e.message);
     }
 }

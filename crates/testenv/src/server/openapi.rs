@@ -31,6 +31,14 @@ fn hash_of(state: &ServerState, group: &str, version: &str) -> String {
     format!("{:016X}{:016X}", h.finish(), h.finish().rotate_left(17))
 }
 
+/// The patch media types kube-apiserver accepts, in the order its OpenAPI lists them.
+const PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+];
+
 /// `/openapi/v3`.
 pub(super) fn root(state: &ServerState) -> Response<Body> {
     let mut gvs: BTreeMap<String, (String, String)> = BTreeMap::new();
@@ -90,12 +98,17 @@ pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> 
             o
         };
         let json_body = json!({"content": {"application/json": {"schema": body_schema.clone()}}, "required": true});
-        let patch_body = json!({"content": {
-            "application/json-patch+json": {"schema": {"type": "object"}},
-            "application/merge-patch+json": {"schema": {"type": "object"}},
-            "application/strategic-merge-patch+json": {"schema": {"type": "object"}},
-            "application/apply-patch+yaml": {"schema": {"type": "object"}},
-        }, "required": true});
+        // kubectl's client-side apply sends a strategic merge patch exactly when the PATCH
+        // operation lists that media type, so it is listed for built-in kinds only; custom
+        // resources accept JSON, merge and apply patches, as kube-apiserver documents them.
+        let mut patch_types = Map::new();
+        for media_type in PATCH_MEDIA_TYPES {
+            if has_schema && *media_type == "application/strategic-merge-patch+json" {
+                continue;
+            }
+            patch_types.insert((*media_type).into(), json!({"schema": {"type": "object"}}));
+        }
+        let patch_body = json!({"content": patch_types, "required": true});
         let mut patch_params = write_params.clone();
         if let Some(a) = patch_params.as_array_mut() {
             a.push(json!({"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}}));
