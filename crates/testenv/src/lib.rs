@@ -26,7 +26,9 @@
 //! termination, JSON, merge, strategic merge and server-side apply patches, and
 //! CustomResourceDefinitions with structural schemas, defaulting, pruning, validation, status
 //! and scale subresources, printer columns and several versions. Tests can inject faults,
-//! compact history and read request counters through [`Handle`].
+//! compact history and read request counters through [`Handle`]. With
+//! [`TestEnvBuilder::simulation`], a cluster simulation ([`sim`]) rolls out Deployments,
+//! schedules pods onto simulated nodes, runs them and keeps Endpoints and disruption budgets.
 #![forbid(unsafe_code)]
 
 pub mod api;

@@ -197,7 +197,7 @@ impl Api {
             .ok_or_else(|| ApiError::internal(format!("the built-in resource {plural} is not served")))
     }
 
-    /// POST pods/<name>/eviction: delete the pod if its disruption budget allows it.
+    /// `POST pods/<name>/eviction`: delete the pod if its disruption budget allows it.
     pub fn evict(
         &self,
         def: &ResourceDef,
