@@ -6,8 +6,9 @@
 //! Ready and available.
 //!
 //! Reported: the time to create the Deployments, the time until all are Ready (from the first
-//! create), the server's resident and peak memory, and the idle cost afterwards: writes and
-//! CPU time per second while nothing changes (Lease renewals only).
+//! create), the server's CPU time and the writes (resourceVersions) until then, the server's
+//! resident and peak memory, and the idle cost afterwards: writes and CPU time per second while
+//! nothing changes (Lease renewals only).
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -25,6 +26,8 @@ const DEPLOYMENTS: usize = 1_000;
 const NODES: usize = 100;
 const WRITERS: usize = 10;
 const IDLE: Duration = Duration::from_secs(10);
+/// `USER_HZ`, the unit of `/proc/<pid>/stat` CPU times on Linux.
+const TICKS_PER_SECOND: f64 = 100.0;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -154,6 +157,7 @@ async fn main() {
         (ready.len(), Instant::now())
     });
 
+    let cpu_start = cpu_ticks(pid);
     let started = Instant::now();
     let mut writers = Vec::new();
     for w in 0..WRITERS {
@@ -173,6 +177,8 @@ async fn main() {
         tokio::time::timeout(Duration::from_secs(900), watcher).await.expect("all Ready in time").expect("watcher");
     assert_eq!(ready, DEPLOYMENTS, "every Deployment becomes Ready");
     let all_ready = at.duration_since(started);
+    let cpu_busy = (cpu_ticks(pid) - cpu_start) as f64 / TICKS_PER_SECOND;
+    let writes = resource_version(&client, &base).await - rv;
     let rss = status_kib(pid, "VmRSS:");
     let hwm = status_kib(pid, "VmHWM:");
 
@@ -188,9 +194,8 @@ async fn main() {
     let (rv0, cpu0) = (resource_version(&client, &base).await, cpu_ticks(pid));
     tokio::time::sleep(IDLE).await;
     let (rv1, cpu1) = (resource_version(&client, &base).await, cpu_ticks(pid));
-    let ticks_per_second = 100.0; // USER_HZ on Linux
     let idle_writes = (rv1 - rv0) as f64 / IDLE.as_secs_f64();
-    let idle_cpu = (cpu1 - cpu0) as f64 / ticks_per_second / IDLE.as_secs_f64() * 100.0;
+    let idle_cpu = (cpu1 - cpu0) as f64 / TICKS_PER_SECOND / IDLE.as_secs_f64() * 100.0;
 
     println!(
         "testenv cluster simulation benchmark ({DEPLOYMENTS} Deployments x 1 replica, {NODES} nodes, {WRITERS} writers)"
@@ -201,6 +206,12 @@ async fn main() {
         DEPLOYMENTS as f64 / created.as_secs_f64()
     );
     println!("  all Ready after           {:>10.2} s   (from the first create)", all_ready.as_secs_f64());
+    println!("  server CPU until Ready    {:>10.2} s", cpu_busy);
+    println!(
+        "  writes until Ready        {:>10}     ({:.1} per Deployment, its creation included)",
+        writes,
+        writes as f64 / DEPLOYMENTS as f64
+    );
     println!("  nodes used                {:>10}", nodes.len());
     println!("  server RSS                {:>10.1} MiB", rss as f64 / 1024.0);
     println!("  server peak RSS           {:>10.1} MiB", hwm as f64 / 1024.0);

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use k8s_openapi::Metadata;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use crate::store::{EventType, HistoryError, ObjKey, StorageKey, Store, Stored};
@@ -32,7 +34,7 @@ pub(crate) struct Informer<T> {
 /// Events read from the log per poll: bounded so that a burst does not hold the store lock long.
 const BATCH: usize = 512;
 
-impl<T: DeserializeOwned> Informer<T> {
+impl<T: DeserializeOwned + Metadata<Ty = ObjectMeta>> Informer<T> {
     /// An empty cache of `storage`; the first [`Informer::poll`] lists it.
     pub fn new(storage: StorageKey) -> Informer<T> {
         Informer { storage, rv: 0, objects: BTreeMap::new() }
@@ -117,9 +119,13 @@ impl<T: DeserializeOwned> Informer<T> {
     }
 }
 
-fn decode<T: DeserializeOwned>(stored: &Stored) -> Option<Arc<T>> {
-    match serde_json::from_slice(&stored.json) {
-        Ok(obj) => Some(Arc::new(obj)),
+fn decode<T: DeserializeOwned + Metadata<Ty = ObjectMeta>>(stored: &Stored) -> Option<Arc<T>> {
+    match serde_json::from_slice::<T>(&stored.json) {
+        Ok(mut obj) => {
+            // No controller reads field ownership; it is often half of an object's size.
+            obj.metadata_mut().managed_fields = None;
+            Some(Arc::new(obj))
+        }
         Err(e) => {
             // Stored objects went through the typed decoder when written; this cannot happen
             // short of a bug, and skipping the object is the safe reaction.
@@ -164,12 +170,14 @@ impl Index {
 mod tests {
     use super::*;
     use crate::store::{Change as StoreChange, Meta, Retention};
-    use serde_json::{Value, json};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
 
     fn put(store: &Store, name: &str, v: i64) {
         let key = ("ns".to_string(), name.to_string());
         let res: StorageKey = "things".into();
-        let value = json!({"metadata": {"name": name}, "v": v});
+        let value =
+            json!({"metadata": {"name": name, "managedFields": [{"manager": "m"}]}, "data": {"v": v.to_string()}});
         let change = match store.get(&res, &key) {
             Some(cur) => StoreChange::Update { value, meta: Meta::default(), expect_rv: cur.meta.rv },
             None => StoreChange::Create(value, Meta::default()),
@@ -181,7 +189,7 @@ mod tests {
     fn informer_follows_the_log_and_relists_after_compaction() {
         let store = Store::new(Retention::default());
         put(&store, "a", 1);
-        let mut informer: Informer<Value> = Informer::new("things".into());
+        let mut informer: Informer<ConfigMap> = Informer::new("things".into());
         let mut out = Vec::new();
         informer.poll(&store, &mut out);
         assert_eq!(out.len(), 1);
@@ -190,8 +198,9 @@ mod tests {
         put(&store, "b", 1);
         informer.poll(&store, &mut out);
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0].old.as_ref().unwrap()["v"], 1);
-        assert_eq!(out[0].new.as_ref().unwrap()["v"], 2);
+        let v = |c: &Option<Arc<ConfigMap>>| c.as_ref().unwrap().data.as_ref().unwrap()["v"].clone();
+        assert_eq!((v(&out[0].old), v(&out[0].new)), ("1".to_string(), "2".to_string()));
+        assert!(out[0].new.as_ref().unwrap().metadata.managed_fields.is_none(), "field ownership is not cached");
         out.clear();
         // History gone: the next poll relists and reports the differences.
         let key = ("ns".to_string(), "a".to_string());

@@ -374,8 +374,7 @@ impl Runtime {
         if pod.metadata.deletion_timestamp.is_some() {
             // A zero grace period means the grace period is over: the containers are gone.
             if pod.metadata.deletion_grace_period_seconds == Some(0) && pod_phase(&pod) != "Failed" {
-                let status = terminated_status(&pod, &now);
-                self.write_pod_status(key, uid.as_deref(), status, Work::Kubelet(key.clone()));
+                self.write_pod_status(key, uid.as_deref(), |p| terminated_status(p, &now));
             }
             return;
         }
@@ -406,27 +405,32 @@ impl Runtime {
             tracing::warn!(node = %node_name, pod = ?key, "the node's pod CIDR is full; the pod stays Pending");
             return;
         };
-        let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0).unwrap_or(now.0);
-        let readiness = readiness(policy, overridden, sim.ready, started, self.api.clock.now());
+        // When this kubelet started the pod, to the instant: `startTime` has whole seconds,
+        // too coarse for sub-second readiness delays.
+        let clock = self.api.clock.now();
+        let fallback = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0).unwrap_or(clock);
+        let started = *self.started.entry(uid.clone().unwrap_or_default()).or_insert(fallback);
+        let readiness = readiness(policy, overridden, sim.ready, started, clock);
         if let Some(at) = readiness.at {
             self.at(at, Work::Kubelet(key.clone()));
         }
-        let status = running_status(&pod, sim.address, pod_ip, readiness.ready, &now);
-        self.write_pod_status(key, uid.as_deref(), status, Work::Kubelet(key.clone()));
+        self.write_pod_status(key, uid.as_deref(), |p| running_status(p, sim.address, pod_ip, readiness.ready, &now));
     }
 
-    /// Write a pod's status unless it is already what the cache holds.
-    pub(super) fn write_pod_status(&mut self, key: &ObjKey, uid: Option<&str>, status: PodStatus, retry: Work) {
-        if self.cache.pods.get(key).and_then(|p| p.status.as_ref()) == Some(&status) {
+    /// Write the status `compute` derives from the pod, unless the cached pod has it already.
+    /// It is derived again from the pod as stored, so that conditions others wrote meanwhile
+    /// (readiness gates) are kept.
+    fn write_pod_status(&mut self, key: &ObjKey, uid: Option<&str>, compute: impl Fn(&Pod) -> PodStatus) {
+        let Some(cached) = self.cache.pods.get(key).cloned() else { return };
+        if cached.status.as_ref() == Some(&compute(&cached)) {
             return;
         }
         let pods = self.defs.pods.clone();
-        let result =
-            self.update::<Pod>(&pods, key, uid, Part::Status, MANAGER, |pod| pod.status = Some(status.clone()));
+        let result = self.update::<Pod>(&pods, key, uid, Part::Status, MANAGER, |pod| pod.status = Some(compute(pod)));
         if let Err(e) = result
             && e.code != 404
         {
-            self.retry(retry, &e);
+            self.retry(Work::Kubelet(key.clone()), &e);
         }
     }
 

@@ -7,7 +7,7 @@
 //! until the store reports a change, a timer is due, or a control asks for something.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashSet, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,6 +122,8 @@ pub(super) struct Runtime {
     timer_seq: u64,
     /// Pods the scheduler could not place; retried when nodes or pods change.
     pub unschedulable: BTreeSet<ObjKey>,
+    /// When the kubelet started each pod it runs, by pod uid.
+    pub started: HashMap<String, jiff::Timestamp>,
 }
 
 /// How long a failed write waits before it is retried.
@@ -173,6 +175,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
         timers: BinaryHeap::new(),
         timer_seq: 0,
         unschedulable: BTreeSet::new(),
+        started: HashMap::new(),
     };
     rt.after(shared.config.lease_renew_interval, Work::RenewLeases);
     rt.after(shared.config.node_status_interval, Work::NodeHeartbeat);
@@ -391,6 +394,7 @@ impl Runtime {
                 self.unschedulable.remove(&key);
                 if let Some(uid) = old.as_ref().and_then(|p| p.metadata.uid.as_deref()) {
                     self.shared.control.lock().pod_ready.remove(uid);
+                    self.started.remove(uid);
                 }
             }
         }
@@ -521,8 +525,7 @@ impl Runtime {
             if uid.is_some() && current.pointer("/metadata/uid").and_then(Value::as_str) != uid {
                 return Err(ApiError::not_found(def, name));
             }
-            let mut typed: T =
-                serde_json::from_value(current.clone()).map_err(|e| ApiError::internal(e.to_string()))?;
+            let mut typed = T::deserialize(current).map_err(|e| ApiError::internal(e.to_string()))?;
             change(&mut typed);
             let value = serde_json::to_value(&typed).map_err(|e| ApiError::internal(e.to_string()))?;
             Ok(Mutation { value, applied: false, precondition: None })

@@ -1,5 +1,9 @@
-//! Helpers shared by the cluster simulation tests (`sim_*.rs`).
+//! Helpers shared by the cluster simulation tests (`sim_*.rs`), on top of the conformance
+//! suite's (`common`).
 #![allow(dead_code)]
+
+#[path = "../common/mod.rs"]
+mod common;
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,19 +23,12 @@ pub async fn start(config: SimConfig) -> TestEnv {
 }
 
 /// Poll `probe` until it yields a value, failing the test after [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::eventually(WAIT, what, probe).await
 }
 
 /// A Deployment of `replicas` pods labelled `app=<name>`, with one nginx container exposing
@@ -120,19 +117,9 @@ pub async fn rolled_out(env: &TestEnv, name: &str) -> Deployment {
 
 /// POST a JSON body to the server; the status code and the JSON answer.
 pub async fn post(env: &TestEnv, path: &str, body: &Value) -> (u16, Value) {
-    use http_body_util::{BodyExt, Full};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let request = http::Request::post(format!("{}{path}", env.base_url()))
-        .header("content-type", "application/json")
-        .body(Full::new(bytes::Bytes::from(body.to_string())))
-        .expect("a valid request");
-    let response =
-        tokio::time::timeout(WAIT, client.request(request)).await.expect("an answer in time").expect("a response");
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("the body").to_bytes();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let response = common::Http::new(env).post(path, body).await;
+    let json = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, json)
 }
 
 /// POST an Eviction of pod `default/<name>`.
