@@ -111,49 +111,58 @@ async fn deployment_becomes_available_with_hashed_replicaset_and_running_pods() 
     assert_eq!(env.handle().resource_version(), before, "an idle simulation writes nothing");
 }
 
-/// A pod's change, as a watch reports it.
-#[derive(Debug, PartialEq)]
-enum Seen {
-    Added(String),
-    Gone(String),
+/// What a pod looks like at one point of the watch.
+#[derive(Clone, Debug)]
+struct Seen {
+    name: String,
+    hash: String,
+    ready: bool,
+    /// Deleted, or marked for deletion.
+    gone: bool,
 }
 
-/// Follow the pods of `selector` from now until `stop`, reporting new pods of the new template
-/// hash and old pods going (deleted, or marked for deletion) in the order the server made them.
+/// One step of the pod history, in the server's order.
+#[derive(Debug)]
+enum Step {
+    Added(Seen),
+    Changed(Seen),
+}
+
+impl Step {
+    fn seen(&self) -> &Seen {
+        match self {
+            Step::Added(s) | Step::Changed(s) => s,
+        }
+    }
+}
+
+/// Follow the pods of `selector` from now until `stop`; the current pods come first, as ADDED.
 async fn watch_pods(
     env: &testenv::TestEnv,
     selector: &str,
-) -> (tokio::task::JoinHandle<Vec<(String, Seen)>>, tokio::sync::oneshot::Sender<()>) {
+) -> (tokio::task::JoinHandle<Vec<Step>>, tokio::sync::oneshot::Sender<()>) {
     let api: Api<Pod> = Api::default_namespaced(env.client());
-    let rv = api.list(&ListParams::default().labels(selector)).await.unwrap().metadata.resource_version.unwrap();
-    let stream = api.watch(&WatchParams::default().labels(selector).timeout(290), &rv).await.unwrap();
+    let stream = api.watch(&WatchParams::default().labels(selector).timeout(290), "0").await.unwrap();
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let mut stream = stream.boxed();
-        let mut seen = Vec::new();
-        let mut deleting = BTreeSet::new();
+        let mut steps = Vec::new();
+        let seen = |p: &Pod, deleted: bool| Seen {
+            name: p.metadata.name.clone().unwrap(),
+            hash: p.metadata.labels.as_ref().unwrap()["pod-template-hash"].clone(),
+            ready: ready(p),
+            gone: deleted || p.metadata.deletion_timestamp.is_some(),
+        };
         loop {
             let event = tokio::select! {
-                _ = &mut stopped => return seen,
-                e = stream.try_next() => match e { Ok(Some(e)) => e, _ => return seen },
+                _ = &mut stopped => return steps,
+                e = stream.try_next() => match e { Ok(Some(e)) => e, _ => return steps },
             };
-            let (pod, gone) = match event {
-                WatchEvent::Added(p) => {
-                    let hash = p.metadata.labels.as_ref().unwrap()["pod-template-hash"].clone();
-                    seen.push((hash, Seen::Added(p.metadata.name.clone().unwrap())));
-                    continue;
-                }
-                WatchEvent::Modified(p) => {
-                    let gone = p.metadata.deletion_timestamp.is_some();
-                    (p, gone)
-                }
-                WatchEvent::Deleted(p) => (p, true),
-                _ => continue,
-            };
-            let name = pod.metadata.name.clone().unwrap();
-            if gone && deleting.insert(name.clone()) {
-                let hash = pod.metadata.labels.as_ref().unwrap()["pod-template-hash"].clone();
-                seen.push((hash, Seen::Gone(name)));
+            match event {
+                WatchEvent::Added(p) => steps.push(Step::Added(seen(&p, false))),
+                WatchEvent::Modified(p) => steps.push(Step::Changed(seen(&p, false))),
+                WatchEvent::Deleted(p) => steps.push(Step::Changed(seen(&p, true))),
+                _ => {}
             }
         }
     });
@@ -176,23 +185,36 @@ async fn rolling_update_replaces_pods_one_by_one() {
     assert_ne!(after.metadata.generation, before.metadata.generation);
     assert_eq!(after.metadata.annotations.as_ref().unwrap()["deployment.kubernetes.io/revision"], "2");
     let _ = stop.send(());
-    let seen = watch.await.unwrap();
+    let steps = watch.await.unwrap();
 
-    // Each new pod comes before the next old one goes: maxSurge 1, maxUnavailable 0.
-    let steps: Vec<&str> = seen
-        .iter()
-        .map(|(_, s)| match s {
-            Seen::Added(_) => "+new",
-            Seen::Gone(_) => "-old",
-        })
-        .collect();
-    assert_eq!(steps, ["+new", "-old", "+new", "-old", "+new", "-old"], "{seen:?}");
-    let new_hashes: BTreeSet<&str> =
-        seen.iter().filter(|(_, s)| matches!(s, Seen::Added(_))).map(|(h, _)| h.as_str()).collect();
-    let old_hashes: BTreeSet<&str> =
-        seen.iter().filter(|(_, s)| matches!(s, Seen::Gone(_))).map(|(h, _)| h.as_str()).collect();
-    assert_eq!((new_hashes.len(), old_hashes.len()), (1, 1));
-    assert!(new_hashes.is_disjoint(&old_hashes));
+    // Replay the history: the pods as they were after each step.
+    let initial: BTreeSet<String> = steps.iter().take(3).map(|s| s.seen().hash.clone()).collect();
+    assert_eq!(initial.len(), 1, "the watch starts with the three old pods");
+    let old_hash = initial.into_iter().next().unwrap();
+    let mut state: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut new_created = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let seen = step.seen().clone();
+        if let Step::Added(s) = step
+            && s.hash != old_hash
+        {
+            // maxSurge 1: each new pod comes only once the previous new one is Ready.
+            let unready_new = state.values().filter(|p| p.hash != old_hash && !p.gone && !p.ready).count();
+            assert_eq!(unready_new, 0, "new pod {} created while another new pod was not Ready: {steps:#?}", s.name);
+            new_created.push(s.name.clone());
+        }
+        state.insert(seen.name.clone(), seen);
+        if i >= 3 {
+            // maxUnavailable 0: three Ready pods at all times.
+            let ready = state.values().filter(|p| !p.gone && p.ready).count();
+            assert!(ready >= 3, "only {ready} Ready pods after step {i}: {steps:#?}");
+        }
+    }
+    assert_eq!(new_created.len(), 3, "{steps:#?}");
+    let old_gone = state.values().filter(|p| p.hash == old_hash && p.gone).count();
+    assert_eq!(old_gone, 3);
+    let live: Vec<&Seen> = state.values().filter(|p| !p.gone).collect();
+    assert!(live.len() == 3 && live.iter().all(|p| p.hash != old_hash && p.ready));
 
     // The old ReplicaSet stays, scaled to zero, as history.
     let replicasets: Api<ReplicaSet> = Api::default_namespaced(env.client());
@@ -205,8 +227,8 @@ async fn rolling_update_replaces_pods_one_by_one() {
         .map(|rs| (rs.metadata.labels.unwrap()["pod-template-hash"].clone(), rs.spec.unwrap().replicas.unwrap()))
         .collect();
     assert_eq!(sizes.len(), 2);
-    assert_eq!(sizes[*old_hashes.iter().next().unwrap()], 0);
-    assert_eq!(sizes[*new_hashes.iter().next().unwrap()], 3);
+    assert_eq!(sizes[&old_hash], 0);
+    assert_eq!(sizes.values().sum::<i32>(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,10 +244,14 @@ async fn recreate_replaces_all_pods_at_once_after_the_old_ones_are_gone() {
     deployments.patch("redo", &PatchParams::default(), &Patch::Merge(change)).await.unwrap();
     rolled_out(&env, "redo").await;
     let _ = stop.send(());
-    let seen = watch.await.unwrap();
+    let steps = watch.await.unwrap();
 
-    let kinds: Vec<&str> = seen.iter().map(|(_, s)| if matches!(s, Seen::Added(_)) { "+" } else { "-" }).collect();
-    assert_eq!(kinds, ["-", "-", "+", "+"], "both old pods go before any new one comes: {seen:?}");
+    // Both old pods are going before the first new pod comes.
+    let old_hash = steps[0].seen().hash.clone();
+    let first_new = steps.iter().position(|s| matches!(s, Step::Added(p) if p.hash != old_hash)).expect("new pods");
+    let going: BTreeSet<&str> =
+        steps[..first_new].iter().map(Step::seen).filter(|p| p.gone).map(|p| p.name.as_str()).collect();
+    assert_eq!(going.len(), 2, "{steps:#?}");
     let current = pods(&env, "app=redo").await;
     assert_eq!(current.len(), 2);
     assert!(current.iter().all(|p| p.metadata.deletion_timestamp.is_none() && ready(p)));

@@ -120,6 +120,9 @@ pub(super) struct Runtime {
     queue: Queue,
     timers: BinaryHeap<Reverse<(Instant, u64, Work)>>,
     timer_seq: u64,
+    /// The earliest pending timer of each work item: later ones are not added, since the work
+    /// re-arms what it still needs when it runs.
+    armed: HashMap<Work, Instant>,
     /// Pods the scheduler could not place; retried when nodes or pods change.
     pub unschedulable: BTreeSet<ObjKey>,
     /// When the kubelet started each pod it runs, by pod uid.
@@ -174,6 +177,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
         queue: Queue::default(),
         timers: BinaryHeap::new(),
         timer_seq: 0,
+        armed: HashMap::new(),
         unschedulable: BTreeSet::new(),
         started: HashMap::new(),
     };
@@ -260,8 +264,13 @@ impl Runtime {
 
     /// Queue `work` to run after `delay`.
     pub fn after(&mut self, delay: Duration, work: Work) {
+        let at = Instant::now() + delay;
+        if self.armed.get(&work).is_some_and(|armed| *armed <= at) {
+            return;
+        }
+        self.armed.insert(work.clone(), at);
         self.timer_seq += 1;
-        self.timers.push(Reverse((Instant::now() + delay, self.timer_seq, work)));
+        self.timers.push(Reverse((at, self.timer_seq, work)));
     }
 
     /// Queue `work` to run at server time `at` (now, if that has passed).
@@ -283,7 +292,10 @@ impl Runtime {
             if *at > now {
                 break;
             }
-            if let Some(Reverse((_, _, work))) = self.timers.pop() {
+            if let Some(Reverse((at, _, work))) = self.timers.pop() {
+                if self.armed.get(&work) == Some(&at) {
+                    self.armed.remove(&work);
+                }
                 self.queue.push(work);
             }
         }
