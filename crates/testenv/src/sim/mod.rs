@@ -313,9 +313,15 @@ pub(crate) struct Shared {
 }
 
 /// The running simulation: controls for tests. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Simulation {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation").field("nodes", &self.nodes()).finish_non_exhaustive()
+    }
 }
 
 impl Simulation {
