@@ -26,7 +26,9 @@
 //! termination, JSON, merge, strategic merge and server-side apply patches, and
 //! CustomResourceDefinitions with structural schemas, defaulting, pruning, validation, status
 //! and scale subresources, printer columns and several versions. Tests can inject faults,
-//! compact history and read request counters through [`Handle`].
+//! compact history and read request counters through [`Handle`]. With
+//! [`TestEnvBuilder::simulation`], a cluster simulation ([`sim`]) rolls out Deployments,
+//! schedules pods onto simulated nodes, runs them and keeps Endpoints and disruption budgets.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -42,6 +44,7 @@ pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod shape;
+pub mod sim;
 pub mod ssa;
 pub mod store;
 pub mod table;
@@ -60,6 +63,7 @@ pub use api::ApiConfig;
 pub use faults::{Faults, RequestMatch};
 pub use metrics::{RequestCounts, Verb};
 pub use server::ServerConfig;
+pub use sim::{NodeSpec, ReadinessPolicy, SimConfig, SimError, Simulation};
 pub use store::Retention;
 
 /// Errors starting a test environment.
@@ -84,6 +88,9 @@ pub enum Error {
     /// The kube client could not be built.
     #[error("cannot build a kube client: {0}")]
     Client(String),
+    /// The cluster simulation could not start (its initial nodes could not be created).
+    #[error("cannot start the cluster simulation: {0}")]
+    Simulation(#[from] SimError),
 }
 
 /// Configures and starts a [`TestEnv`].
@@ -94,6 +101,7 @@ pub struct TestEnvBuilder {
     api: ApiConfig,
     server: ServerConfig,
     kubeconfig: Option<PathBuf>,
+    simulation: Option<SimConfig>,
 }
 
 impl TestEnvBuilder {
@@ -128,6 +136,14 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Run the cluster simulation (default: off): controllers for Deployments, ReplicaSets,
+    /// Endpoints and PodDisruptionBudgets, a scheduler, and simulated nodes with kubelets.
+    /// See [`sim`].
+    pub fn simulation(mut self, config: SimConfig) -> Self {
+        self.simulation = Some(config);
+        self
+    }
+
     /// Write the kubeconfig here instead of a temporary file.
     pub fn kubeconfig(mut self, path: impl Into<PathBuf>) -> Self {
         self.kubeconfig = Some(path.into());
@@ -140,7 +156,7 @@ impl TestEnvBuilder {
             .await
             .map_err(|source| Error::Bind { port: self.port, source })?;
         let addr = listener.local_addr().map_err(|source| Error::Bind { port: self.port, source })?;
-        let handle = Handle::serve(listener, addr, self.retention, self.api, self.server);
+        let handle = Handle::serve(listener, addr, self.retention, self.api, self.server, self.simulation)?;
         let (kubeconfig_file, kubeconfig_path) = match self.kubeconfig {
             Some(path) => {
                 std::fs::write(&path, kubeconfig_yaml(&handle.base_url()))
@@ -203,6 +219,11 @@ impl TestEnv {
         &self.handle
     }
 
+    /// The cluster simulation, if the builder enabled it.
+    pub fn sim(&self) -> Option<&Simulation> {
+        self.handle.sim()
+    }
+
     /// Stop the server now (also done on drop).
     pub fn stop(&self) {
         self.handle.stop();
@@ -228,6 +249,7 @@ impl Drop for TestEnv {
 #[derive(Clone, Debug)]
 pub struct Handle {
     state: Arc<server::ServerState>,
+    sim: Option<Simulation>,
 }
 
 impl Handle {
@@ -237,7 +259,8 @@ impl Handle {
         retention: Retention,
         api_config: ApiConfig,
         server_config: ServerConfig,
-    ) -> Handle {
+        simulation: Option<SimConfig>,
+    ) -> Result<Handle, Error> {
         let stop = CancellationToken::new();
         let store = Arc::new(store::Store::new(retention));
         let (hints_tx, hints_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -252,6 +275,16 @@ impl Handle {
         bootstrap(&core);
         tokio::spawn(controllers::run(core.clone(), hints_rx, stop.clone()));
         tokio::spawn(controllers::run_reaper(core.clone(), reap_rx, stop.clone()));
+        let sim = match simulation {
+            Some(config) => match Simulation::start(core.clone(), config, stop.clone()) {
+                Ok(sim) => Some(sim),
+                Err(e) => {
+                    stop.cancel();
+                    return Err(e.into());
+                }
+            },
+            None => None,
+        };
         let state = Arc::new(server::ServerState {
             api: core,
             faults: Faults::default(),
@@ -261,7 +294,7 @@ impl Handle {
             stop,
         });
         tokio::spawn(server::serve(listener, state.clone()));
-        Handle { state }
+        Ok(Handle { state, sim })
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -322,6 +355,11 @@ impl Handle {
     /// simulation. Writes through it behave as HTTP writes do, without the HTTP.
     pub fn api(&self) -> &Arc<api::Api> {
         &self.state.api
+    }
+
+    /// The cluster simulation, if enabled.
+    pub fn sim(&self) -> Option<&Simulation> {
+        self.sim.as_ref()
     }
 
     /// Stop serving; open connections and watches end.

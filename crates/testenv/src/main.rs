@@ -32,6 +32,12 @@ enum Command {
         /// Disable the namespace controller.
         #[arg(long)]
         no_namespace_controller: bool,
+        /// Run the cluster simulation: workload controllers, a scheduler and simulated nodes.
+        #[arg(long)]
+        simulate: bool,
+        /// Simulated nodes to start with, named node-1 … node-N (implies --simulate; default 1).
+        #[arg(long, value_name = "N")]
+        nodes: Option<usize>,
         /// Log filter (tracing `EnvFilter` syntax); `debug` logs every request.
         #[arg(long, env = "TESTENV_LOG", default_value = "info")]
         log: String,
@@ -42,19 +48,30 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { port, kubeconfig, history_seconds, no_garbage_collector, no_namespace_controller, log } => {
+        Command::Serve {
+            port,
+            kubeconfig,
+            history_seconds,
+            no_garbage_collector,
+            no_namespace_controller,
+            simulate,
+            nodes,
+            log,
+        } => {
             tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::try_new(&log)?)
                 .with_writer(std::io::stderr)
                 .init();
-            let env = testenv::TestEnv::builder()
+            let mut builder = testenv::TestEnv::builder()
                 .port(port)
                 .kubeconfig(&kubeconfig)
                 .history(Duration::from_secs(history_seconds), 1_000_000)
                 .garbage_collector(!no_garbage_collector)
-                .namespace_controller(!no_namespace_controller)
-                .start()
-                .await?;
+                .namespace_controller(!no_namespace_controller);
+            if simulate || nodes.is_some() {
+                builder = builder.simulation(testenv::SimConfig::with_nodes(nodes.unwrap_or(1)));
+            }
+            let env = builder.start().await?;
             println!("testenv serving {} (kubeconfig: {})", env.base_url(), kubeconfig.display());
             shutdown_signal().await;
             env.stop();

@@ -314,18 +314,6 @@ impl Api {
         self.present_value(def, &crate::store::Stored { json, meta })
     }
 
-    /// POST pods/<name>/eviction: without a PodDisruptionBudget check (the cluster
-    /// simulation adds one), an eviction deletes the pod with the given options.
-    pub fn evict(
-        &self,
-        def: &ResourceDef,
-        namespace: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<DeleteOutcome, ApiError> {
-        self.delete(def, namespace, name, opts)
-    }
-
     /// DELETE a collection: every match is deleted by the single-object rules.
     pub fn delete_collection(
         &self,

@@ -7,8 +7,10 @@
 //! finalizers) → validation → managedFields → no-op check → commit, so every caller gets the same
 //! rules and the same watch events.
 
+mod binding;
 mod crd;
 mod delete;
+pub mod eviction;
 mod strategy;
 mod write;
 
@@ -98,6 +100,9 @@ pub struct Api {
     pub config: ApiConfig,
     /// Deferred work (pod grace periods) is spawned here.
     pub(crate) reaper: Option<tokio::sync::mpsc::UnboundedSender<(ResourceKey, Duration)>>,
+    /// Serialises eviction decisions and PodDisruptionBudget status updates, so that two
+    /// concurrent evictions never both spend the same allowed disruption.
+    pub(crate) eviction_lock: parking_lot::Mutex<()>,
     namespaces: Arc<ResourceDef>,
 }
 
@@ -141,7 +146,15 @@ impl Api {
     pub fn new(store: Arc<Store>, registry: Arc<Registry>, config: ApiConfig) -> Api {
         #[allow(clippy::expect_used)]
         let namespaces = registry.get("", "v1", "namespaces").expect("the built-in table serves namespaces");
-        Api { store, registry, clock: Clock::default(), config, reaper: None, namespaces }
+        Api {
+            store,
+            registry,
+            clock: Clock::default(),
+            config,
+            reaper: None,
+            eviction_lock: parking_lot::Mutex::new(()),
+            namespaces,
+        }
     }
 
     /// Read one object as presented in `def`'s version.

@@ -96,12 +96,15 @@ pub enum Part {
     Status,
     /// `namespaces/<name>/finalize`: only `spec.finalizers` changes.
     Finalize,
+    /// Spec and status together, as storage-level updates such as the pod binding
+    /// (`BindingREST.setPodNodeAndMetadata`) write them; no HTTP route maps to it.
+    Whole,
 }
 
 impl Part {
     fn subresource(self) -> Option<&'static str> {
         match self {
-            Part::Main => None,
+            Part::Main | Part::Whole => None,
             Part::Status => Some("status"),
             Part::Finalize => Some("finalize"),
         }
@@ -735,6 +738,7 @@ impl Api {
                 set_path(&mut v, &["spec", "finalizers"], fin);
                 v
             }
+            Part::Whole => new,
         };
         normalize_metadata(&mut merged, warnings);
         // System metadata (rest.BeforeUpdate, ValidateObjectMetaAccessorUpdate).

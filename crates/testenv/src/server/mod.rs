@@ -667,8 +667,7 @@ impl ServerState {
         Ok(respond_value(200, &scale_of(def, &out.object), &warnings))
     }
 
-    /// POST pods/<name>/eviction. The cluster simulation decides against PodDisruptionBudgets;
-    /// without it an eviction is a deletion with the given options.
+    /// POST pods/<name>/eviction: the API layer decides against PodDisruptionBudgets.
     fn evict(
         &self,
         def: &ResourceDef,
@@ -706,29 +705,7 @@ impl ServerState {
         opts: &WriteOptions,
     ) -> Result<Response<Body>, ApiError> {
         let binding = decode_body(body, content_type)?;
-        let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_string();
-        if node.is_empty() {
-            return Err(ApiError::invalid_kind(
-                "",
-                "Binding",
-                name,
-                &[crate::schema::FieldError::required("target.name", "")],
-            ));
-        }
-        self.api.guaranteed_update(def, ns, name, Part::Main, opts, false, |current| {
-            let Some(current) = current else { return Err(ApiError::not_found(def, name)) };
-            if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty())
-            {
-                return Err(ApiError::conflict_msg(
-                    def,
-                    name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
-            }
-            let mut value = current.clone();
-            crate::api::set_path(&mut value, &["spec", "nodeName"], Some(json!(node)));
-            Ok(crate::api::Mutation { value, applied: false, precondition: None })
-        })?;
+        self.api.bind(def, ns, name, &binding, opts)?;
         Ok(respond_value(
             201,
             &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

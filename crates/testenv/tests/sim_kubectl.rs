@@ -1,0 +1,182 @@
+//! `kubectl drain`, `cordon` and `uncordon` against simulated nodes, with the system kubectl
+//! (`/usr/bin/kubectl`, v1.32, or `$KUBECTL`): drain evicts what the PodDisruptionBudgets
+//! allow, retries what they refuse until its timeout, and completes once they allow it.
+
+mod sim_support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sim_support::{deployment, eventually, pods, rolled_out, start};
+use testenv::{NodeSpec, SimConfig, TestEnv};
+use tokio::process::Command;
+
+/// The longest one kubectl run may take.
+const KUBECTL_TIMEOUT: Duration = Duration::from_secs(90);
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    cache: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+struct Out {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn new(env: &TestEnv) -> Kubectl {
+        Kubectl {
+            bin: std::env::var_os("KUBECTL").map_or_else(|| "/usr/bin/kubectl".into(), PathBuf::from),
+            kubeconfig: env.kubeconfig_path().to_path_buf(),
+            cache: tempfile::tempdir().expect("a cache dir"),
+            home: tempfile::tempdir().expect("a home dir"),
+        }
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let child = Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache.path())
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", self.home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
+        let out = tokio::time::timeout(KUBECTL_TIMEOUT, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_TIMEOUT:?}"))
+            .expect("kubectl output");
+        Out {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(out.success, "kubectl {args:?} failed:\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
+        out.stdout
+    }
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
+    // Everything starts on node-1; node-2 joins later to take the evicted pods.
+    let env = start(SimConfig::with_nodes(1)).await;
+    let deployments: Api<Deployment> = Api::default_namespaced(env.client());
+    let graceful = json!({"template": {"spec": {"terminationGracePeriodSeconds": 1}}});
+    deployments.create(&PostParams::default(), &deployment("free", 2, graceful.clone())).await.unwrap();
+    deployments.create(&PostParams::default(), &deployment("guarded", 1, graceful)).await.unwrap();
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "guard"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }))
+    .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::default_namespaced(env.client());
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    rolled_out(&env, "free").await;
+    rolled_out(&env, "guarded").await;
+    let free_before: Vec<String> = pods(&env, "app=free").await.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    let guarded = pods(&env, "app=guarded").await.remove(0);
+    let guarded_name = guarded.metadata.name.clone().unwrap();
+    assert_eq!(node_of(&guarded), "node-1");
+    env.sim().unwrap().add_node(NodeSpec::new("node-2")).unwrap();
+
+    let kubectl = Kubectl::new(&env);
+    let out = kubectl.run(&["drain", "node-1", "--ignore-daemonsets", "--timeout=12s"]).await;
+    let all = format!("{}\n{}", out.stdout, out.stderr);
+    assert!(!out.success, "the budget keeps the drain from finishing:\n{all}");
+    assert!(all.contains("node/node-1 cordoned"), "{all}");
+    assert!(
+        all.contains(&format!(
+            "error when evicting pods/\"{guarded_name}\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget."
+        )),
+        "{all}"
+    );
+    for name in &free_before {
+        assert!(all.contains(&format!("pod/{name} evicted")), "{name} is evicted:\n{all}");
+    }
+    assert!(all.contains("There are pending pods in node \"node-1\""), "{all}");
+    assert!(all.contains(&format!("pods/\"{guarded_name}\" -n \"default\": global timeout reached: 12s")), "{all}");
+
+    // The free pods moved to node-2; the guarded one still runs on node-1.
+    let api: Api<Pod> = Api::default_namespaced(env.client());
+    for name in &free_before {
+        assert!(api.get_opt(name).await.unwrap().is_none(), "{name} is gone");
+    }
+    rolled_out(&env, "free").await;
+    assert!(pods(&env, "app=free").await.iter().all(|p| node_of(p) == "node-2"));
+    let still = api.get(&guarded_name).await.unwrap();
+    assert_eq!(node_of(&still), "node-1");
+    assert!(still.metadata.deletion_timestamp.is_none());
+    let nodes: Api<Node> = Api::all(env.client());
+    assert_eq!(nodes.get("node-1").await.unwrap().spec.unwrap().unschedulable, Some(true));
+
+    // Relax the budget: a second drain completes.
+    pdbs.patch("guard", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}}))).await.unwrap();
+    let out = kubectl.ok(&["drain", "node-1", "--ignore-daemonsets", "--timeout=60s"]).await;
+    assert!(out.contains(&format!("pod/{guarded_name} evicted")), "{out}");
+    assert!(out.contains("node/node-1 drained"), "{out}");
+    rolled_out(&env, "guarded").await;
+    assert!(pods(&env, "app=guarded").await.iter().all(|p| node_of(p) == "node-2"));
+    let on_node_1 = api.list(&kube::api::ListParams::default().fields("spec.nodeName=node-1")).await.unwrap().items;
+    assert!(on_node_1.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordon_and_uncordon_toggle_scheduling() {
+    let env = start(SimConfig::with_nodes(1)).await;
+    let kubectl = Kubectl::new(&env);
+    assert!(kubectl.ok(&["cordon", "node-1"]).await.contains("node/node-1 cordoned"));
+    let nodes: Api<Node> = Api::all(env.client());
+    eventually("the cordon taint", || async {
+        let n = nodes.get("node-1").await.ok()?;
+        n.spec?
+            .taints?
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable" && t.effect == "NoSchedule")
+            .then_some(())
+    })
+    .await;
+    let table = kubectl.ok(&["get", "nodes"]).await;
+    assert!(table.contains("Ready,SchedulingDisabled"), "{table}");
+
+    let api: Api<Pod> = Api::default_namespaced(env.client());
+    api.create(&PostParams::default(), &sim_support::pod("waits", json!({}))).await.unwrap();
+    let message = eventually("the pod to be unschedulable", || async {
+        let p = api.get("waits").await.ok()?;
+        sim_support::condition(&p, "PodScheduled")?.2
+    })
+    .await;
+    assert_eq!(message, "0/1 nodes are available: 1 node(s) were unschedulable.");
+
+    assert!(kubectl.ok(&["uncordon", "node-1"]).await.contains("node/node-1 uncordoned"));
+    eventually("the pod to run on the uncordoned node", || async {
+        let p = api.get("waits").await.ok()?;
+        (node_of(&p) == "node-1" && sim_support::ready(&p)).then_some(())
+    })
+    .await;
+    let node = nodes.get("node-1").await.unwrap();
+    assert!(node.spec.unwrap().taints.is_none());
+}
