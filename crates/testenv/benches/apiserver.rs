@@ -9,8 +9,8 @@
 //! resident and peak resident memory, the size of the stored JSON, and the memory target
 //! (2 × stored JSON + 50 MiB).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +20,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+use support::{post, start_server, status_kib};
 
 const OBJECTS: usize = 10_000;
 const WRITERS: usize = 10;
@@ -30,47 +31,9 @@ fn now_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_testenv"))
-        .args(["serve", "--port", "0", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start testenv serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read the serving line");
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("serving URL").to_string();
-    Server { child, url, _dir: dir }
-}
-
+/// Resident and peak resident memory of a process, in KiB.
 fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (status_kib(pid, "VmRSS:"), status_kib(pid, "VmHWM:"))
 }
 
 fn percentile(sorted: &[u128], p: f64) -> f64 {
@@ -83,7 +46,7 @@ fn percentile(sorted: &[u128], p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let server = start_server();
+    let server = start_server(&[]);
     let base = server.url.clone();
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let ns_path = format!("{base}/api/v1/namespaces/bench/configmaps");
@@ -181,15 +144,4 @@ async fn main() {
         target_kib as f64 / 1024.0
     );
     println!("  server peak RSS           {:>10.1} MiB", hwm as f64 / 1024.0);
-}
-
-async fn post(client: &Client<HttpConnector, Full<Bytes>>, url: &str, body: &Value) {
-    let req = http::Request::post(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    let resp = client.request(req).await.expect("POST");
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    assert!(status.is_success(), "POST {url}: {status} {}", String::from_utf8_lossy(&bytes));
 }

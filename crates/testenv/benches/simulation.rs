@@ -10,17 +10,16 @@
 //! resident and peak memory, and the idle cost afterwards: writes and CPU time per second while
 //! nothing changes (Lease renewals only).
 
+mod support;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+use support::{HttpClient, post, start_server, status_kib};
 
 const DEPLOYMENTS: usize = 1_000;
 const NODES: usize = 100;
@@ -28,49 +27,6 @@ const WRITERS: usize = 10;
 const IDLE: Duration = Duration::from_secs(10);
 /// `USER_HZ`, the unit of `/proc/<pid>/stat` CPU times on Linux.
 const TICKS_PER_SECOND: f64 = 100.0;
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_testenv"))
-        .args(["serve", "--port", "0", "--nodes", &NODES.to_string(), "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start testenv serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read the serving line");
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("serving URL").to_string();
-    Server { child, url, _dir: dir }
-}
-
-/// A field of `/proc/<pid>/status`, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 /// User plus system CPU time of a process, in clock ticks (`/proc/<pid>/stat` fields 14, 15).
 fn cpu_ticks(pid: u32) -> u64 {
@@ -80,17 +36,6 @@ fn cpu_ticks(pid: u32) -> u64 {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     field(11) + field(12)
-}
-
-async fn post(client: &HttpClient, url: &str, body: &Value) {
-    let req = http::Request::post(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    let resp = client.request(req).await.expect("POST");
-    let status = resp.status();
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    assert!(status.is_success(), "POST {url}: {status} {}", String::from_utf8_lossy(&body));
 }
 
 async fn get_json(client: &HttpClient, url: &str) -> Value {
@@ -122,7 +67,7 @@ fn deployment(i: usize) -> Value {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let server = start_server();
+    let server = start_server(&["--nodes", &NODES.to_string()]);
     let base = server.url.clone();
     let pid = server.child.id();
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();

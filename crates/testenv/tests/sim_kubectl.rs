@@ -2,79 +2,17 @@
 //! (`/usr/bin/kubectl`, v1.32, or `$KUBECTL`): drain evicts what the PodDisruptionBudgets
 //! allow, retries what they refuse until its timeout, and completes once they allow it.
 
+mod kubectl_support;
 mod sim_support;
-
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubectl_support::{Client, Kubectl};
 use serde_json::json;
 use sim_support::{deployment, eventually, pods, rolled_out, start};
-use testenv::{NodeSpec, SimConfig, TestEnv};
-use tokio::process::Command;
-
-/// The longest one kubectl run may take.
-const KUBECTL_TIMEOUT: Duration = Duration::from_secs(90);
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    cache: tempfile::TempDir,
-    home: tempfile::TempDir,
-}
-
-struct Out {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl {
-    fn new(env: &TestEnv) -> Kubectl {
-        Kubectl {
-            bin: std::env::var_os("KUBECTL").map_or_else(|| "/usr/bin/kubectl".into(), PathBuf::from),
-            kubeconfig: env.kubeconfig_path().to_path_buf(),
-            cache: tempfile::tempdir().expect("a cache dir"),
-            home: tempfile::tempdir().expect("a home dir"),
-        }
-    }
-
-    async fn run(&self, args: &[&str]) -> Out {
-        let child = Command::new(&self.bin)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", self.home.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
-        let out = tokio::time::timeout(KUBECTL_TIMEOUT, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_TIMEOUT:?}"))
-            .expect("kubectl output");
-        Out {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(out.success, "kubectl {args:?} failed:\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
-        out.stdout
-    }
-}
+use testenv::{NodeSpec, SimConfig};
 
 fn node_of(p: &Pod) -> String {
     p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
@@ -103,10 +41,10 @@ async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
     assert_eq!(node_of(&guarded), "node-1");
     env.sim().unwrap().add_node(NodeSpec::new("node-2")).unwrap();
 
-    let kubectl = Kubectl::new(&env);
+    let kubectl = Kubectl::new(Client::System.binary().expect("the system kubectl"), &env);
     let out = kubectl.run(&["drain", "node-1", "--ignore-daemonsets", "--timeout=12s"]).await;
     let all = format!("{}\n{}", out.stdout, out.stderr);
-    assert!(!out.success, "the budget keeps the drain from finishing:\n{all}");
+    assert!(!out.success(), "the budget keeps the drain from finishing:\n{all}");
     assert!(all.contains("node/node-1 cordoned"), "{all}");
     assert!(
         all.contains(&format!(
@@ -147,7 +85,7 @@ async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_and_uncordon_toggle_scheduling() {
     let env = start(SimConfig::with_nodes(1)).await;
-    let kubectl = Kubectl::new(&env);
+    let kubectl = Kubectl::new(Client::System.binary().expect("the system kubectl"), &env);
     assert!(kubectl.ok(&["cordon", "node-1"]).await.contains("node/node-1 cordoned"));
     let nodes: Api<Node> = Api::all(env.client());
     eventually("the cordon taint", || async {
