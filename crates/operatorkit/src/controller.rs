@@ -425,10 +425,19 @@ impl<K: Watched> Controller<K> {
         // kube-runtime wants a Sync shutdown future; a oneshot receiver is one whatever the
         // caller's future is.
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
+        let stopping = CancellationToken::new();
+        let stop_seen = stopping.clone();
         let stop_task = tokio::spawn(async move {
             shutdown.await;
+            stop_seen.cancel();
             let _ = stop_tx.send(());
         });
+        // Whether the object cache finished its initial list. kube-runtime holds its runner
+        // until then, and stops polling the watch once shutdown begins: a shutdown that comes
+        // before the first list completes would otherwise wait forever for a cache that can no
+        // longer fill. Until the flag is set no reconcile has started, so nothing is cut short.
+        let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let listed_flag = listed.clone();
 
         let (objects_flag, releases_flag) = match readiness {
             Some((objects, releases)) => (Some(objects), releases),
@@ -446,10 +455,11 @@ impl<K: Watched> Controller<K> {
             .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
             .reflect(writer)
             .inspect_ok(move |event| {
-                if matches!(event, Event::InitDone)
-                    && let Some(flag) = &objects_flag
-                {
-                    flag.set(true);
+                if matches!(event, Event::InitDone) {
+                    listed_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                    if let Some(flag) = &objects_flag {
+                        flag.set(true);
+                    }
                 }
             })
             .applied_objects()
@@ -488,18 +498,28 @@ impl<K: Watched> Controller<K> {
             .graceful_shutdown_on(stop_rx.map(|_| ()));
 
         tracing::info!(controller = %shared.name, finalizer = %shared.finalizer, "controller starting");
-        controller
-            .run(reconcile::<K>, error_policy::<K>, shared.clone())
-            .for_each(|result| async move {
-                match result {
-                    Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
-                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
-                        tracing::trace!(%object, "object gone before its reconcile");
-                    }
-                    Err(error) => tracing::warn!(%error, "controller stream error"),
+        let running = controller.run(reconcile::<K>, error_policy::<K>, shared.clone()).for_each(|result| async move {
+            match result {
+                Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+                Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                    tracing::trace!(%object, "object gone before its reconcile");
                 }
-            })
-            .await;
+                Err(error) => tracing::warn!(%error, "controller stream error"),
+            }
+        });
+        let stopped_before_listing = async move {
+            stopping.cancelled().await;
+            if listed.load(std::sync::atomic::Ordering::SeqCst) {
+                // Reconciles may be running: let kube-runtime's graceful shutdown finish them.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = running => {}
+            () = stopped_before_listing => {
+                tracing::debug!(controller = %shared.name, "stopped before the first list completed");
+            }
+        }
         stop_task.abort();
         tracing::info!(controller = %shared.name, "controller stopped");
     }

@@ -84,7 +84,7 @@ async fn a_crash_between_any_two_resources_converges_after_restart_without_dupli
         script.set(resource, Phase::Create, behaviour.clone());
         let first = spawn(build(&h, &script, "crash-test"));
         h.create_cluster(&object, Some("20.0.0")).await;
-        script.wait_for_hang().await;
+        script.wait_for_hang_of(&object).await;
         first.crash().await;
 
         script.clear();
@@ -111,7 +111,7 @@ async fn a_crash_between_any_two_resources_converges_after_restart_without_dupli
         eventually("the object ready", || async { h.side_effect(&object, "c").await.is_some() }).await;
         script.set(resource, Phase::Delete, Behaviour::Hang);
         h.delete(&object).await;
-        script.wait_for_hang().await;
+        script.wait_for_hang_of(&object).await;
         first.crash().await;
         assert!(h.get(&object).await.is_some(), "the finalizer holds the object through the crash");
 
@@ -287,4 +287,17 @@ async fn metrics_health_and_readiness_are_served() {
     running.stop().await;
     stop.cancel();
     server_task.await.unwrap();
+}
+
+/// A shutdown that arrives while the first list is still in flight ends the controller at once:
+/// no reconcile has started, and the cache can no longer fill once the watch stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_before_the_first_list_completes_stops_at_once() {
+    let (h, script) = with_release().await;
+    h.create_cluster("early", Some("20.0.0")).await;
+    h.env.handle().faults().delay(RequestMatch::new(Verb::List, "configmaps"), std::time::Duration::from_secs(3), None);
+    let running = spawn(build(&h, &script, "early-stop"));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    running.stop().await;
+    assert!(script.calls_for("early").is_empty(), "nothing reconciled: {:?}", script.calls());
 }

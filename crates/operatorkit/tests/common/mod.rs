@@ -207,7 +207,8 @@ pub struct Script {
     /// Side-effect ConfigMaps actually deleted, per (object, resource).
     deleted: Mutex<HashMap<(String, String), usize>>,
     behaviours: Mutex<HashMap<(String, Phase), Behaviour>>,
-    hung: tokio::sync::Notify,
+    /// The objects whose calls reached a hang or slow point since the last `clear`.
+    hung: Mutex<Vec<String>>,
 }
 
 impl Script {
@@ -221,6 +222,7 @@ impl Script {
 
     pub fn clear(&self) {
         self.behaviours.lock().clear();
+        self.hung.lock().clear();
     }
 
     fn behaviour(&self, resource: &str, phase: Phase) -> Behaviour {
@@ -247,9 +249,18 @@ impl Script {
         self.deleted.lock().get(&(object.to_string(), resource.to_string())).copied().unwrap_or(0)
     }
 
-    /// Wait until some resource hung.
+    /// Wait until some resource hung (since the last `clear`).
     pub async fn wait_for_hang(&self) {
-        tokio::time::timeout(WAIT, self.hung.notified()).await.expect("a resource reached its crash point");
+        eventually("a resource to reach its crash point", || async { !self.hung.lock().is_empty() }).await;
+    }
+
+    /// Wait until a resource hung on `object` (since the last `clear`). Other objects may hang
+    /// too: a restarted controller reconciles every cached object with the same script.
+    pub async fn wait_for_hang_of(&self, object: &str) {
+        eventually(&format!("a resource to reach its crash point on {object}"), || async {
+            self.hung.lock().iter().any(|o| o == object)
+        })
+        .await;
     }
 }
 
@@ -288,11 +299,11 @@ impl Step {
         match behaviour {
             Behaviour::Fail => return Err(Scripted(self.name.clone()).into()),
             Behaviour::HangBefore => {
-                self.script.hung.notify_one();
+                self.script.hung.lock().push(object.clone());
                 std::future::pending::<()>().await;
             }
             Behaviour::Slow => {
-                self.script.hung.notify_one();
+                self.script.hung.lock().push(object.clone());
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             _ => {}
@@ -306,7 +317,7 @@ impl Step {
             Behaviour::CancelReconciliation => Outcome::cancel_reconciliation(),
             Behaviour::KeepFinalizer => Outcome::proceed().keep_finalizer(),
             Behaviour::Hang => {
-                self.script.hung.notify_one();
+                self.script.hung.lock().push(object.clone());
                 std::future::pending::<()>().await;
                 Outcome::proceed()
             }
