@@ -234,7 +234,8 @@ fn write_json(v: &Value, out: &mut String) {
     }
 }
 
-fn write_json_string(s: &str, out: &mut String) {
+/// A JSON string as Go's `encoding/json` writes it (HTML-safe escapes included).
+pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -48,7 +48,7 @@ mod compile;
 mod default;
 mod field_error;
 mod format;
-mod gofmt;
+pub(crate) mod gofmt;
 mod merge_shape;
 mod node;
 mod objectmeta;

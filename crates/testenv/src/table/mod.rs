@@ -30,14 +30,13 @@ pub mod duration;
 pub mod jsonpath;
 mod printers;
 
-use std::fmt::Write as _;
-
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use self::duration::{age_of, format_rfc3339, human_since, parse_timestamp};
 use self::jsonpath::JsonPath;
 use self::printers::{Builtin, CREATION_TIMESTAMP_DESCRIPTION};
+use crate::schema::gofmt::write_json_string;
 use crate::selector::go_quote;
 
 /// The API version of Table and PartialObjectMetadata bodies.
@@ -320,7 +319,7 @@ fn go_json(value: &Value, out: &mut String, depth: usize) -> bool {
             (None, None, Some(f)) => out.push_str(&go_float_encoding(f)),
             _ => out.push_str(&n.to_string()),
         },
-        Value::String(s) => go_json_string(s, out),
+        Value::String(s) => write_json_string(s, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -342,7 +341,7 @@ fn go_json(value: &Value, out: &mut String, depth: usize) -> bool {
                 if i > 0 {
                     out.push(',');
                 }
-                go_json_string(key, out);
+                write_json_string(key, out);
                 out.push(':');
                 if !go_json(item, out, depth + 1) {
                     return false;
@@ -370,29 +369,6 @@ fn go_float_encoding(f: f64) -> String {
         }
     }
     f.to_string()
-}
-
-fn go_json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// A `meta.k8s.io/v1` Table.
