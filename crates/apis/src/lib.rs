@@ -13,6 +13,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod go;
 pub mod labels;
 pub mod release;
 pub mod versionbundle;

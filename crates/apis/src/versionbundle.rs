@@ -37,7 +37,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use semver::Version;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
+
+use crate::go::null_as_default;
 
 /// One version of one authority (operator) and the components it provides.
 ///
@@ -344,15 +346,6 @@ fn parse_version(value: &str, path: &str, field: &str) -> Result<Version, Valida
         value: value.to_string(),
         reason: e.to_string(),
     })
-}
-
-/// Read `null` as the default value, as Go's encoding/json writes nil slices.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[cfg(test)]

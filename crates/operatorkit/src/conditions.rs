@@ -31,10 +31,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use apis::go::null_as_default;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::schemars;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 /// The status of a `metav1.Condition`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -542,15 +543,6 @@ fn refresh_nodes(recorded: &mut Vec<StatusClusterNode>, observed: &[StatusCluste
         .collect();
     *recorded = refreshed;
     true
-}
-
-/// Read `null` as the default value, as Go's encoding/json writes nil slices and maps.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[cfg(test)]
