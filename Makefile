@@ -20,7 +20,7 @@ NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-demo: ## Start testenv, install the CRDs, apply a sample Release and show it with kubectl
+demo: ## Start testenv with simulated nodes, install the CRDs, apply a sample Release and a workload, drain a node
 	cargo run --quiet -p demo --locked
 
 test: venv ## Format check, clippy, and every test

@@ -49,8 +49,8 @@ fn kubectl(bin: &str, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    step("Starting testenv, an in-process Kubernetes API server");
-    let env = testenv::TestEnv::start().await?;
+    step("Starting testenv, an in-process Kubernetes API server with a simulated three-node cluster");
+    let env = testenv::TestEnv::builder().simulation(testenv::SimConfig::with_nodes(3)).start().await?;
     let kc = env.kubeconfig_path().to_path_buf();
     println!("API server: {}\nkubeconfig: {}", env.base_url(), kc.display());
     let k = |a: &[&str]| kubectl(&args.kubectl, &kc, a, None);
@@ -74,6 +74,17 @@ async fn main() -> anyhow::Result<()> {
             step("Showing it");
             k(&["get", "releases", "-o", "wide"])?;
             k(&["describe", "release", "v20.0.0"])?;
+            step("A workload on the simulated nodes: a Deployment, its PodDisruptionBudget and a Service");
+            k(&["get", "nodes"])?;
+            k(&["apply", "-f", &examples.join("web.yaml").display().to_string()])?;
+            k(&["rollout", "status", "deployment/web", "--timeout=60s"])?;
+            k(&["get", "pods", "-o", "wide"])?;
+            k(&["get", "endpoints", "web"])?;
+            step("Draining node-1: the evictions honour the PodDisruptionBudget");
+            k(&["drain", "node-1", "--ignore-daemonsets", "--timeout=60s"])?;
+            k(&["get", "nodes"])?;
+            k(&["get", "pods", "-o", "wide"])?;
+            k(&["get", "pdb", "web"])?;
             Ok(())
         })
     };
