@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 use self::duration::{age_of, format_rfc3339, human_since, parse_timestamp};
 use self::jsonpath::JsonPath;
 use self::printers::{Builtin, CREATION_TIMESTAMP_DESCRIPTION};
-use crate::schema::gofmt::write_json_string;
+use crate::schema::gofmt::{float_json as go_float_encoding, float_v as go_float_v, write_json_string};
 use crate::selector::go_quote;
 
 /// The API version of Table and PartialObjectMetadata bodies.
@@ -282,28 +282,6 @@ fn go_print(value: &Value) -> Option<String> {
     }
 }
 
-/// Go's `%v` for float64: `strconv.FormatFloat(f, 'g', -1, 64)`, i.e. the shortest
-/// representation, in exponent form when the exponent is below -4 or at least 6.
-fn go_float_v(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    let sci = format!("{f:e}");
-    let Some((mantissa, exp)) = sci.split_once('e') else {
-        return f.to_string();
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if f != 0.0 && !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
-    } else {
-        f.to_string()
-    }
-}
-
 /// `encoding/json.Marshal` of a decoded JSON value: sorted keys, HTML-safe escaping and
 /// Go's float formatting. Returns `false` when the value is nested too deeply.
 fn go_json(value: &Value, out: &mut String, depth: usize) -> bool {
@@ -351,24 +329,6 @@ fn go_json(value: &Value, out: &mut String, depth: usize) -> bool {
         }
     }
     true
-}
-
-/// `encoding/json` float64: `%f` style unless the magnitude is below 1e-6 or at least 1e21.
-fn go_float_encoding(f: f64) -> String {
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let sci = format!("{f:e}");
-        if let Some((mantissa, exp)) = sci.split_once('e') {
-            let exp: i32 = exp.parse().unwrap_or(0);
-            // Go writes e+21 and e-7 (it trims the zero padding of negative exponents).
-            return if exp < 0 {
-                format!("{mantissa}e-{}", exp.unsigned_abs())
-            } else {
-                format!("{mantissa}e+{exp:02}")
-            };
-        }
-    }
-    f.to_string()
 }
 
 /// A `meta.k8s.io/v1` Table.
