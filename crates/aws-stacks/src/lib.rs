@@ -1,0 +1,9 @@
+//! What aws-operator puts into AWS, as pure functions of typed inputs: the names of things
+//! ([`names`]), address management ([`ipam`]), the six CloudFormation stacks ([`cfn`],
+//! [`stacks`]) and the Ignition node configs ([`ignition`]).
+//!
+//! Nothing here talks to AWS or Kubernetes, so `aws-operator render` and the template tests run
+//! without either.
+#![forbid(unsafe_code)]
+
+pub mod names;

@@ -1,0 +1,1 @@
+//! Starts the moto AWS emulator on loopback (work in progress).

@@ -1,0 +1,2 @@
+//! aws-operator (work in progress).
+fn main() {}
