@@ -1,0 +1,419 @@
+//! AWS access: the operator's own credentials, the two roles it assumes per cluster, and the
+//! service clients of one account.
+//!
+//! The operator's credentials come from the standard chain (environment, shared config file,
+//! web identity / IRSA, container or instance metadata) or are given explicitly. With them it
+//! assumes the management-cluster role (flag `--aws-control-plane-role-arn`) for the
+//! management-account stacks, and the tenant role named by the credential Secret of each
+//! AWSCluster (key `aws.awsoperator.arn`) for the tenant stacks, the key, the bucket and the node
+//! configs (reference §7.4). Account ids come from STS `GetCallerIdentity` with each role's
+//! credentials. Clients are cached per role and region for the life of the process; the
+//! assumed-role credentials refresh themselves.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::timeout::TimeoutConfig;
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_sdk_cloudformation::error::ProvideErrorMetadata;
+use aws_sdk_cloudformation::types::{Capability, Tag};
+use aws_smithy_http_client::tls;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+
+use crate::cloudformation::{CfnError, CloudFormation, StackRequest, StackStatus, StackView};
+
+/// How the operator reaches AWS.
+#[derive(Clone, Debug, Default)]
+pub struct AwsSettings {
+    /// The region used when a cluster names none.
+    pub default_region: String,
+    /// One endpoint for every service (an emulator, a VPC endpoint proxy); `None` for AWS.
+    pub endpoint_url: Option<String>,
+    /// Extra PEM CA certificates to trust (for an endpoint with a private CA).
+    pub ca_bundle: Option<PathBuf>,
+    /// The role in the management-cluster account; `None` uses the operator's credentials there.
+    pub control_plane_role_arn: Option<String>,
+    /// Explicit credentials; `None` uses the default chain.
+    pub credentials: Option<Credentials>,
+    /// Per-call timeout.
+    pub operation_timeout: Option<Duration>,
+}
+
+/// A failure to reach or use AWS outside CloudFormation.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    /// Setting up clients failed.
+    #[error("AWS setup: {0}")]
+    Setup(String),
+    /// An API call failed.
+    #[error("{service} {operation}: {code}: {message}")]
+    Api {
+        /// The service.
+        service: &'static str,
+        /// The operation.
+        operation: &'static str,
+        /// The AWS error code (or `Transport`).
+        code: String,
+        /// The message.
+        message: String,
+    },
+}
+
+impl AwsError {
+    /// The AWS error code.
+    pub fn code(&self) -> &str {
+        match self {
+            AwsError::Setup(_) => "Setup",
+            AwsError::Api { code, .. } => code,
+        }
+    }
+}
+
+impl operatorkit::ErrorKind for AwsError {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(match self {
+            AwsError::Setup(_) => "AwsSetupFailed",
+            AwsError::Api { code, .. } if code == "AccessDenied" || code == "AccessDeniedException" => "AwsAccessDenied",
+            AwsError::Api { .. } => "AwsApiError",
+        })
+    }
+}
+
+/// Convert an SDK error into an [`AwsError`].
+pub fn api_error<E, R>(service: &'static str, operation: &'static str, err: aws_sdk_s3::error::SdkError<E, R>) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let (code, message) = match err.as_service_error() {
+        Some(e) => (
+            e.code().unwrap_or("Unknown").to_string(),
+            e.message().map(str::to_string).unwrap_or_else(|| DisplayErrorContext(&err).to_string()),
+        ),
+        None => ("Transport".to_string(), DisplayErrorContext(&err).to_string()),
+    };
+    AwsError::Api { service, operation, code, message }
+}
+
+/// The clients of one account in one region.
+#[derive(Clone)]
+pub struct AccountClients {
+    /// The account id, from STS.
+    pub account_id: String,
+    /// The region.
+    pub region: String,
+    /// CloudFormation.
+    pub cfn: Arc<dyn CloudFormation>,
+    /// EC2.
+    pub ec2: aws_sdk_ec2::Client,
+    /// S3.
+    pub s3: aws_sdk_s3::Client,
+    /// KMS.
+    pub kms: aws_sdk_kms::Client,
+    /// Auto Scaling.
+    pub autoscaling: aws_sdk_autoscaling::Client,
+}
+
+impl std::fmt::Debug for AccountClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountClients").field("account_id", &self.account_id).field("region", &self.region).finish()
+    }
+}
+
+impl AccountClients {
+    /// The key naming this account and region in caches.
+    pub fn cache_key(&self) -> String {
+        format!("{}/{}", self.account_id, self.region)
+    }
+}
+
+/// Builds and caches [`AccountClients`] per assumed role and region.
+pub struct AwsFactory {
+    settings: AwsSettings,
+    base: aws_config::SdkConfig,
+    clients: Mutex<HashMap<(Option<String>, String), Arc<AccountClients>>>,
+    // One in-flight setup per key, so that concurrent reconciles do not assume a role twice.
+    setup: Mutex<HashMap<(Option<String>, String), Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for AwsFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsFactory").field("endpoint_url", &self.settings.endpoint_url).finish()
+    }
+}
+
+impl AwsFactory {
+    /// Load the operator's own credentials and build the HTTP client.
+    pub async fn new(settings: AwsSettings) -> Result<Self, AwsError> {
+        let mut trust = tls::TrustStore::default();
+        if let Some(path) = &settings.ca_bundle {
+            let pem = std::fs::read(path)
+                .map_err(|e| AwsError::Setup(format!("reading the CA bundle {}: {e}", path.display())))?;
+            trust = trust.with_pem_certificate(pem);
+        }
+        let tls_context = tls::TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| AwsError::Setup(format!("TLS setup: {e}")))?;
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+            .tls_context(tls_context)
+            .build_https();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .region(aws_config::Region::new(settings.default_region.clone()))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_timeout(settings.operation_timeout.unwrap_or(Duration::from_secs(60)))
+                    .connect_timeout(Duration::from_secs(5))
+                    .build(),
+            );
+        if let Some(url) = &settings.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        if let Some(creds) = &settings.credentials {
+            loader = loader.credentials_provider(creds.clone());
+        }
+        let base = loader.load().await;
+        Ok(Self { settings, base, clients: Mutex::new(HashMap::new()), setup: Mutex::new(HashMap::new()) })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
+    /// The management-cluster account in `region`.
+    pub async fn control_plane(&self, region: &str) -> Result<Arc<AccountClients>, AwsError> {
+        self.clients_for(self.settings.control_plane_role_arn.clone(), region).await
+    }
+
+    /// The tenant account reached through `role_arn`, in `region`.
+    pub async fn tenant(&self, role_arn: &str, region: &str) -> Result<Arc<AccountClients>, AwsError> {
+        self.clients_for(Some(role_arn.to_string()), region).await
+    }
+
+    async fn clients_for(&self, role: Option<String>, region: &str) -> Result<Arc<AccountClients>, AwsError> {
+        let key = (role.clone(), region.to_string());
+        if let Some(c) = self.clients.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let gate = self.setup.lock().entry(key.clone()).or_default().clone();
+        let _guard = gate.lock().await;
+        if let Some(c) = self.clients.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let region_v = aws_config::Region::new(region.to_string());
+        let mut conf = self.base.to_builder().region(region_v.clone());
+        if let Some(role) = &role {
+            let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+                .session_name("aws-operator")
+                .region(region_v)
+                .configure(&self.base)
+                .build()
+                .await;
+            conf = conf.credentials_provider(SharedCredentialsProvider::new(provider));
+        }
+        let conf = conf.build();
+        let sts = aws_sdk_sts::Client::new(&conf);
+        let identity =
+            sts.get_caller_identity().send().await.map_err(|e| api_error("STS", "GetCallerIdentity", e))?;
+        let account_id = identity
+            .account()
+            .map(str::to_string)
+            .ok_or_else(|| AwsError::Setup("STS GetCallerIdentity returned no account".into()))?;
+        let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
+            .force_path_style(self.settings.endpoint_url.is_some())
+            .build();
+        let clients = Arc::new(AccountClients {
+            account_id,
+            region: region.to_string(),
+            cfn: Arc::new(SdkCloudFormation { client: aws_sdk_cloudformation::Client::new(&conf) }),
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            s3: aws_sdk_s3::Client::from_conf(s3_conf),
+            kms: aws_sdk_kms::Client::new(&conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+        });
+        self.clients.lock().insert(key, clients.clone());
+        Ok(clients)
+    }
+}
+
+/// [`CloudFormation`] on the AWS SDK.
+#[derive(Debug, Clone)]
+pub struct SdkCloudFormation {
+    client: aws_sdk_cloudformation::Client,
+}
+
+fn cfn_error<E, R>(operation: &'static str, stack: &str, err: aws_sdk_cloudformation::error::SdkError<E, R>) -> CfnError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match err.as_service_error() {
+        Some(e) => {
+            let code = e.code().unwrap_or("Unknown").to_string();
+            let message = e.message().unwrap_or_default().to_string();
+            if message.contains("does not exist") {
+                CfnError::NotFound(stack.to_string())
+            } else if code == "AlreadyExistsException" {
+                CfnError::AlreadyExists(stack.to_string())
+            } else if message.contains("No updates are to be performed") {
+                CfnError::NoUpdates(stack.to_string())
+            } else {
+                CfnError::Api { operation, stack: stack.to_string(), code, message }
+            }
+        }
+        None => CfnError::Transport { operation, message: DisplayErrorContext(&err).to_string() },
+    }
+}
+
+fn view_of(s: &aws_sdk_cloudformation::types::Stack) -> StackView {
+    StackView {
+        name: s.stack_name().unwrap_or_default().to_string(),
+        id: s.stack_id().unwrap_or_default().to_string(),
+        status: StackStatus::parse(s.stack_status().map(|s| s.as_str()).unwrap_or("UNKNOWN")),
+        status_reason: s.stack_status_reason().map(str::to_string),
+        outputs: s
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_string(), o.output_value().unwrap_or_default().to_string())))
+            .collect(),
+        tags: s.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect(),
+        termination_protection: s.enable_termination_protection().unwrap_or(false),
+    }
+}
+
+fn tags_of(tags: &BTreeMap<String, String>) -> Vec<Tag> {
+    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
+}
+
+impl CloudFormation for SdkCloudFormation {
+    fn describe_all(&self) -> BoxFuture<'_, Result<Vec<StackView>, CfnError>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page = self
+                    .client
+                    .describe_stacks()
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                    .map_err(|e| cfn_error("DescribeStacks", "", e))?;
+                out.extend(page.stacks().iter().map(view_of));
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn describe(&self, name: &str) -> BoxFuture<'_, Result<Option<StackView>, CfnError>> {
+        let name = name.to_string();
+        Box::pin(async move {
+            match self.client.describe_stacks().stack_name(&name).send().await {
+                Ok(out) => Ok(out.stacks().first().map(view_of)),
+                Err(e) => match cfn_error("DescribeStacks", &name, e) {
+                    CfnError::NotFound(_) => Ok(None),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+
+    fn create<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .create_stack()
+                .stack_name(&r.name)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)))
+                .enable_termination_protection(r.termination_protection);
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("CreateStack", &r.name, e))
+        })
+    }
+
+    fn update<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .update_stack()
+                .stack_name(&r.name)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)));
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("UpdateStack", &r.name, e))
+        })
+    }
+
+    fn set_termination_protection<'a>(&'a self, name: &'a str, on: bool) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .update_termination_protection()
+                .stack_name(name)
+                .enable_termination_protection(on)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("UpdateTerminationProtection", name, e))
+        })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client.delete_stack().stack_name(name).send().await.map(|_| ()).map_err(|e| cfn_error("DeleteStack", name, e))
+        })
+    }
+
+    fn continue_update_rollback<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .continue_update_rollback()
+                .stack_name(name)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("ContinueUpdateRollback", name, e))
+        })
+    }
+
+    fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>> {
+        Box::pin(async move {
+            let out = self
+                .client
+                .describe_stack_resources()
+                .stack_name(name)
+                .send()
+                .await
+                .map_err(|e| cfn_error("DescribeStackResources", name, e))?;
+            Ok(out
+                .stack_resources()
+                .iter()
+                .filter(|r| r.resource_status().is_some_and(|s| s.as_str() == "DELETE_FAILED"))
+                .map(|r| {
+                    (
+                        r.logical_resource_id().unwrap_or("?").to_string(),
+                        r.resource_status_reason().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect())
+        })
+    }
+}
