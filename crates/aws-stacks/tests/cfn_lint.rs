@@ -47,7 +47,7 @@ const SHAPES: [Shape; 4] = [
         is_update: false,
     },
     Shape {
-        name: "1az-1master-r53",
+        name: "1az-1master-r53-cni",
         azs: 1,
         masters: 1,
         route53: true,
@@ -56,7 +56,7 @@ const SHAPES: [Shape; 4] = [
         is_update: false,
     },
     Shape {
-        name: "3az-3master-r53",
+        name: "3az-3master-r53-cni-update",
         azs: 3,
         masters: 3,
         route53: true,
@@ -64,11 +64,12 @@ const SHAPES: [Shape; 4] = [
         whitelist: true,
         is_update: true,
     },
+    // Route53 on, AWS-CNI off: the shape `tests/moto_probe.py` creates in the emulator.
     Shape {
-        name: "3az-3master",
+        name: "3az-3master-r53",
         azs: 3,
         masters: 3,
-        route53: false,
+        route53: true,
         aws_cni: false,
         whitelist: false,
         is_update: false,
@@ -268,11 +269,19 @@ fn cfn_lint() -> PathBuf {
 fn every_stack_passes_cfn_lint() {
     let lint = cfn_lint();
     let dir = tempfile::tempdir().expect("temp dir");
+    // `AWS_STACKS_RENDER_DIR` keeps a compact copy of every template, e.g. for
+    // `tests/moto_probe.py`.
+    let keep = std::env::var_os("AWS_STACKS_RENDER_DIR").map(PathBuf::from);
     let mut files = Vec::new();
     for shape in &SHAPES {
         for (stack, template) in render_all(shape) {
             let path = dir.path().join(format!("{}-{stack}.json", shape.name));
             std::fs::write(&path, template.to_json_pretty()).expect("write template");
+            if let Some(keep) = &keep {
+                std::fs::create_dir_all(keep).expect("create render dir");
+                std::fs::write(keep.join(format!("{}-{stack}.json", shape.name)), template.to_json())
+                    .expect("write copy");
+            }
             files.push(path);
         }
     }
