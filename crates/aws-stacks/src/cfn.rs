@@ -14,7 +14,7 @@
 //!   feature set of the final binary, so [`Template::hash`] is stable across builds and the same
 //!   inputs always give the same bytes.
 //!
-//! The intrinsic-function helpers ([`r#ref`], [`get_att`], [`sub`], [`join`], [`base64`]) build
+//! The intrinsic-function helpers (`r#ref`, [`get_att`], [`sub`], [`join`], [`base64`](fn@base64)) build
 //! the JSON forms (`{"Ref": …}`, `{"Fn::GetAtt": […]}`, …) that the YAML short forms stand for.
 
 use std::collections::BTreeMap;
