@@ -6,4 +6,6 @@
 //! without either.
 #![forbid(unsafe_code)]
 
+pub mod cfn;
 pub mod names;
+pub mod stacks;

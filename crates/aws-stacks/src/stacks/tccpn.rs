@@ -1,0 +1,781 @@
+//! TCCPN, `cluster-<id>-tccpn`, tenant account (reference §5.6): the control-plane nodes.
+//!
+//! Per master: a network interface whose fixed address is the etcd peer address, the etcd data
+//! volume, a launch template and a one-instance auto scaling group. The interface and the volume
+//! live outside the instance so that a replaced master re-attaches them and etcd keeps its
+//! identity and data. Plus the masters' IAM role, policy and instance profile and the helper
+//! roles (IAM manager, AWS Load Balancer Controller, Route53 manager).
+//!
+//! Master IDs follow upstream's `hamaster` mapping: `[0]` for one master, `[1, 2, 3]` for three
+//! ([`master_ids`]). Logical IDs drop the suffix for IDs 0 and 1 (`MasterEni`) and carry it for
+//! 2 and 3 (`MasterEni2`), so going from one to three masters keeps the first master's
+//! resources, while AWS-side names carry the ID itself (`<id>-master0-eni`).
+//!
+//! On **updates** the auto scaling groups are chained with `DependsOn` (master 2 after 1, 3 after
+//! 2), so CloudFormation rolls them one at a time and etcd keeps quorum; on creation they start
+//! together. The lifecycle hooks that let a new master join etcd before it counts as in service,
+//! and let the drainer drain a leaving one, exist only with three masters: draining the only
+//! master would take the API down.
+//!
+//! Differences from upstream: the user data is a minimal Ignition 3.3.0 pointer to the S3 node
+//! config (see [`super::user_data`]); IRSA trust for the helper roles is not rendered.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Common, MissingOutput, required, user_data, version_outputs};
+use crate::cfn::{self, Resource, Template};
+use crate::names::{self, StackKind};
+
+/// Logical ID of the masters' IAM role.
+pub const ROLE: &str = "ControlPlaneNodesRole";
+/// Logical ID of the masters' inline IAM policy.
+pub const POLICY: &str = "ControlPlaneNodesRolePolicy";
+/// Logical ID of the masters' instance profile.
+pub const INSTANCE_PROFILE: &str = "ControlPlaneNodesInstanceProfile";
+/// Logical ID of the IAM manager role.
+pub const IAM_MANAGER_ROLE: &str = "IAMManagerRole";
+/// Logical ID of the AWS Load Balancer Controller role.
+pub const ALB_CONTROLLER_ROLE: &str = "ALBControllerRole";
+/// Logical ID of the Route53 manager role.
+pub const ROUTE53_MANAGER_ROLE: &str = "Route53ManagerRole";
+
+/// Lifecycle hook completed by a new master once its etcd member is healthy.
+pub const LAUNCHING_HOOK: &str = "ControlPlaneLaunching";
+/// Lifecycle hook the drainer completes after draining a leaving master.
+pub const TERMINATING_HOOK: &str = "ControlPlane";
+
+/// Size of the etcd volume and of each data volume, GiB.
+const VOLUME_GIB: u32 = 100;
+
+/// One control-plane node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Master {
+    /// The master ID: 0 for a single master, 1–3 with three.
+    pub id: u8,
+    /// The master's AZ.
+    pub az: String,
+    /// The TCCP private subnet of that AZ.
+    pub subnet_id: String,
+    /// Snapshot to restore the etcd volume from (legacy migration; IDs 0/1 only upstream).
+    pub etcd_snapshot_id: Option<String>,
+}
+
+/// Optional etcd volume performance, from annotations; out-of-range values are left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EtcdVolumePerformance {
+    /// Provisioned IOPS; rendered only within 3000–16000.
+    pub iops: Option<u32>,
+    /// Throughput in MiB/s; rendered only within 125–1000.
+    pub throughput: Option<u32>,
+}
+
+/// Inputs of the TCCPN template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    /// Cluster-wide inputs.
+    pub common: Common,
+    /// The masters, in order; see [`masters`].
+    pub masters: Vec<Master>,
+    /// EC2 instance type of the masters.
+    pub instance_type: String,
+    /// The AMI (§7.5).
+    pub image_id: String,
+    /// IMDS `HttpTokens`: `optional` (upstream default) or `required`.
+    pub imds_http_tokens: String,
+    /// TCCP `MasterSecurityGroupID`.
+    pub master_security_group_id: String,
+    /// The cluster bucket holding the node configs.
+    pub bucket: String,
+    /// ARN of the cluster KMS key.
+    pub kms_key_arn: String,
+    /// TCCP `HostedZoneID`, when Route53 is managed.
+    pub hosted_zone_id: Option<String>,
+    /// TCCP `InternalHostedZoneID`, when Route53 is managed; receives the `etcd<n>` records.
+    pub internal_hosted_zone_id: Option<String>,
+    /// etcd volume performance.
+    pub etcd_volume: EtcdVolumePerformance,
+    /// Whether the stack already exists: chains the auto scaling groups so masters roll one at
+    /// a time.
+    pub is_update: bool,
+}
+
+/// A replica count other than 1 or 3.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("control planes have 1 or 3 masters, not {0}")]
+pub struct UnsupportedReplicas(pub u32);
+
+/// Why masters could not be laid out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MasterLayoutError {
+    /// See [`UnsupportedReplicas`].
+    #[error(transparent)]
+    Replicas(#[from] UnsupportedReplicas),
+    /// No AZ was given.
+    #[error("the control plane has no availability zone")]
+    NoAvailabilityZone,
+}
+
+/// Master IDs for a replica count: `[0]` for one, `[1, 2, 3]` for three.
+pub fn master_ids(replicas: u32) -> Result<Vec<u8>, UnsupportedReplicas> {
+    match replicas {
+        1 => Ok(vec![0]),
+        3 => Ok(vec![1, 2, 3]),
+        other => Err(UnsupportedReplicas(other)),
+    }
+}
+
+/// The masters for a replica count over the control plane's AZs, given as `(az, private subnet
+/// ID)`: the k-th master goes to AZ `k mod len`, so three masters over one AZ share it and three
+/// over three AZs spread out.
+pub fn masters(replicas: u32, azs: &[(String, String)]) -> Result<Vec<Master>, MasterLayoutError> {
+    let ids = master_ids(replicas)?;
+    if azs.is_empty() {
+        return Err(MasterLayoutError::NoAvailabilityZone);
+    }
+    Ok(ids
+        .into_iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let (az, subnet_id) = &azs[k % azs.len()];
+            Master { id, az: az.clone(), subnet_id: subnet_id.clone(), etcd_snapshot_id: None }
+        })
+        .collect())
+}
+
+/// Logical-ID suffix of a master: none for 0 and 1, the ID for 2 and 3 (upstream naming).
+pub fn logical_suffix(id: u8) -> String {
+    if id <= 1 { String::new() } else { id.to_string() }
+}
+
+/// `gs-cluster-<id>-role-tccpn`.
+pub fn role_name(cluster_id: &str) -> String {
+    format!("gs-cluster-{cluster_id}-role-tccpn")
+}
+
+/// `gs-cluster-<id>-policy-tccpn`.
+pub fn policy_name(cluster_id: &str) -> String {
+    format!("gs-cluster-{cluster_id}-policy-tccpn")
+}
+
+/// `gs-cluster-<id>-profile-tccpn`.
+pub fn instance_profile_name(cluster_id: &str) -> String {
+    format!("gs-cluster-{cluster_id}-profile-tccpn")
+}
+
+/// Logical ID of master `id`'s auto scaling group.
+pub fn asg_id(id: u8) -> String {
+    format!("ControlPlaneNodeAutoScalingGroup{}", logical_suffix(id))
+}
+
+/// Logical ID of master `id`'s network interface.
+pub fn eni_id(id: u8) -> String {
+    format!("MasterEni{}", logical_suffix(id))
+}
+
+/// Logical ID of master `id`'s etcd volume.
+pub fn etcd_volume_id(id: u8) -> String {
+    format!("EtcdVolume{}", logical_suffix(id))
+}
+
+/// Logical ID of master `id`'s launch template.
+pub fn launch_template_id(id: u8) -> String {
+    format!("ControlPlaneNodeLaunchTemplate{}", logical_suffix(id))
+}
+
+fn ebs(device: &str) -> Value {
+    json!({
+        "DeviceName": device,
+        "Ebs": { "DeleteOnTermination": true, "Encrypted": true, "VolumeSize": VOLUME_GIB, "VolumeType": "gp3" },
+    })
+}
+
+/// Renders the TCCPN template.
+pub fn render(p: &Params) -> Template {
+    let c = &p.common;
+    let cid = c.cluster_id.as_str();
+    let ha = p.masters.len() == 3;
+    let mut t = Template::new(format!("Tenant cluster {cid} control plane nodes (tccpn)."));
+    let elbs = names::load_balancers(cid);
+    let base_domain = c.tenant_domain();
+
+    let mut previous_asg: Option<String> = None;
+    for m in &p.masters {
+        let n = m.id;
+        let eni = eni_id(n);
+        let volume = etcd_volume_id(n);
+        let lt = launch_template_id(n);
+        let asg = asg_id(n);
+
+        t.add(
+            eni.clone(),
+            Resource::new(
+                "AWS::EC2::NetworkInterface",
+                json!({
+                    "SubnetId": m.subnet_id,
+                    "GroupSet": [p.master_security_group_id],
+                    "Description": format!("{cid} master{n} etcd interface"),
+                    "Tags": cfn::tags(&[
+                        ("Name", format!("{cid}-master{n}-eni").as_str()),
+                        // AWS-CNI must not manage the etcd interface.
+                        ("node.k8s.amazonaws.com/no_manage", "true"),
+                    ]),
+                }),
+            ),
+        );
+
+        let mut vol = json!({
+            "AvailabilityZone": m.az,
+            "Size": VOLUME_GIB,
+            "VolumeType": "gp3",
+            "Encrypted": true,
+            "Tags": cfn::tags(&[("Name", format!("{cid}-master{n}-etcd"))]),
+        });
+        if let Some(snapshot) = &m.etcd_snapshot_id {
+            vol["SnapshotId"] = json!(snapshot);
+        }
+        if let Some(iops) = p.etcd_volume.iops.filter(|i| (3000..=16000).contains(i)) {
+            vol["Iops"] = json!(iops);
+        }
+        if let Some(tp) = p.etcd_volume.throughput.filter(|t| (125..=1000).contains(t)) {
+            vol["Throughput"] = json!(tp);
+        }
+        // Keep etcd data when the stack goes away by accident? Upstream deletes it with the
+        // stack, and cluster deletion relies on that, so the default policy stays.
+        t.add(volume.clone(), Resource::new("AWS::EC2::Volume", vol));
+
+        t.add(
+            lt.clone(),
+            Resource::new(
+                "AWS::EC2::LaunchTemplate",
+                json!({
+                    "LaunchTemplateName": format!("{cid}-master{n}-launch-template"),
+                    "LaunchTemplateData": {
+                        "BlockDeviceMappings": [ebs("/dev/xvdc"), ebs("/dev/xvdg"), ebs("/dev/xvdf"), ebs("/dev/xvdi")],
+                        "IamInstanceProfile": { "Name": cfn::r#ref(INSTANCE_PROFILE) },
+                        "ImageId": p.image_id,
+                        "InstanceType": p.instance_type,
+                        "MetadataOptions": { "HttpTokens": p.imds_http_tokens, "HttpPutResponseHopLimit": 2 },
+                        "Monitoring": { "Enabled": false },
+                        "NetworkInterfaces": [{
+                            "AssociatePublicIpAddress": false,
+                            "DeviceIndex": 0,
+                            "Groups": [p.master_security_group_id],
+                        }],
+                        "TagSpecifications": [{
+                            "ResourceType": "instance",
+                            "Tags": cfn::tags(&[(names::tags::RELEASE, c.release_version.as_str())]),
+                        }],
+                        "UserData": user_data(&p.bucket, &names::master_config_key(&c.operator_version, cid, n)),
+                    },
+                }),
+            ),
+        );
+
+        let mut asg_props = json!({
+            "VPCZoneIdentifier": [m.subnet_id],
+            "AvailabilityZones": [m.az],
+            "MinSize": "1",
+            "MaxSize": "1",
+            "DesiredCapacity": "1",
+            "MixedInstancesPolicy": {
+                "LaunchTemplate": {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateId": cfn::r#ref(&lt),
+                        "Version": cfn::get_att(&lt, "LatestVersionNumber"),
+                    },
+                },
+            },
+            "LoadBalancerNames": [elbs[1], elbs[0], elbs[2]],
+            "HealthCheckGracePeriod": 60,
+            "MetricsCollection": [{ "Granularity": "1Minute" }],
+            "Tags": asg_tags(c, &[("Name", format!("{cid}-master"))], StackKind::Tccpn),
+        });
+        if ha {
+            asg_props["LifecycleHookSpecificationList"] = json!([
+                {
+                    "LifecycleHookName": LAUNCHING_HOOK,
+                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                    "HeartbeatTimeout": 1020,
+                    "DefaultResult": "CONTINUE",
+                },
+                {
+                    "LifecycleHookName": TERMINATING_HOOK,
+                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                    "HeartbeatTimeout": 900,
+                    "DefaultResult": "CONTINUE",
+                },
+            ]);
+        }
+        let mut deps = vec![eni.clone(), volume];
+        if p.is_update {
+            deps.extend(previous_asg.take());
+        }
+        t.add(
+            asg.clone(),
+            Resource::new("AWS::AutoScaling::AutoScalingGroup", asg_props).depends_on(deps).update_policy(json!({
+                "AutoScalingRollingUpdate": { "MinInstancesInService": "0", "MaxBatchSize": "1", "PauseTime": "PT2M" },
+            })),
+        );
+        previous_asg = Some(asg);
+
+        if let (true, Some(zone)) = (c.route53_enabled, &p.internal_hosted_zone_id) {
+            t.add(
+                format!("EtcdRecordSet{}", logical_suffix(n)),
+                Resource::new(
+                    "AWS::Route53::RecordSet",
+                    json!({
+                        "HostedZoneId": zone,
+                        "Name": format!("etcd{n}.{base_domain}."),
+                        "Type": "A",
+                        "TTL": "60",
+                        "ResourceRecords": [cfn::get_att(&eni, "PrimaryPrivateIpAddress")],
+                    }),
+                ),
+            );
+        }
+    }
+
+    add_iam(&mut t, p);
+
+    version_outputs(&mut t, c);
+    t.output("InstanceType", json!(p.instance_type), Some("Instance type of the masters"));
+    t.output("MasterReplicas", json!(p.masters.len().to_string()), Some("Number of masters"));
+    t
+}
+
+/// ASG tags: the given ones plus the operator's identity tags, all propagated to instances.
+/// CloudFormation also propagates stack tags, but the drainer's instance lookup should not
+/// depend on that alone.
+pub(crate) fn asg_tags(c: &Common, extra: &[(&str, String)], kind: StackKind) -> Value {
+    let mut pairs: Vec<(String, String)> = extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+    pairs.push((names::tags::CLUSTER.to_owned(), c.cluster_id.clone()));
+    pairs.push((names::tags::INSTALLATION.to_owned(), c.installation.clone()));
+    pairs.push((names::tags::STACK.to_owned(), kind.as_str().to_owned()));
+    Value::Array(pairs.into_iter().map(|(k, v)| json!({ "Key": k, "Value": v, "PropagateAtLaunch": true })).collect())
+}
+
+fn trust(principal: Value) -> Value {
+    cfn::policy_document(vec![json!({ "Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole" })])
+}
+
+fn add_iam(t: &mut Template, p: &Params) {
+    let c = &p.common;
+    let cid = c.cluster_id.as_str();
+    t.add(
+        ROLE,
+        Resource::new(
+            "AWS::IAM::Role",
+            json!({
+                "RoleName": role_name(cid),
+                "AssumeRolePolicyDocument": trust(json!({ "Service": c.ec2_principal() })),
+            }),
+        ),
+    );
+    let any = json!("*");
+    let statements = vec![
+        cfn::allow(&["ec2:*"], any.clone()),
+        cfn::allow(
+            &["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            json!(p.kms_key_arn),
+        ),
+        json!({
+            "Effect": "Allow",
+            "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
+            "Resource": p.kms_key_arn,
+            "Condition": { "Bool": { "kms:GrantIsForAWSResource": "true" } },
+        }),
+        cfn::allow(&["s3:GetBucketLocation", "s3:ListAllMyBuckets"], any.clone()),
+        cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(&p.bucket))),
+        cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{}/*", p.bucket)))),
+        cfn::allow(&["elasticloadbalancing:*"], any.clone()),
+        cfn::allow(
+            &[
+                "autoscaling:DescribeAutoScalingGroups",
+                "autoscaling:DescribeAutoScalingInstances",
+                "autoscaling:DescribeLaunchConfigurations",
+                "autoscaling:DescribeTags",
+                "autoscaling:SetInstanceHealth",
+                "autoscaling:CompleteLifecycleAction",
+            ],
+            any.clone(),
+        ),
+        json!({
+            "Effect": "Allow",
+            "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+            "Resource": "*",
+            "Condition": { "StringEquals": { "autoscaling:ResourceTag/giantswarm.io/cluster": cid } },
+        }),
+        cfn::allow(
+            &[
+                "ecr:GetAuthorizationToken",
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:BatchGetImage",
+                "ecr:DescribeRepositories",
+                "ecr:ListImages",
+            ],
+            any.clone(),
+        ),
+        cfn::allow(
+            &[
+                "elasticfilesystem:DescribeAccessPoints",
+                "elasticfilesystem:DescribeFileSystems",
+                "elasticfilesystem:DescribeMountTargets",
+                "elasticfilesystem:CreateAccessPoint",
+                "elasticfilesystem:DeleteAccessPoint",
+                "elasticfilesystem:TagResource",
+            ],
+            any.clone(),
+        ),
+        cfn::allow(&["sts:AssumeRole"], cfn::get_att(IAM_MANAGER_ROLE, "Arn")),
+    ];
+    t.add(
+        POLICY,
+        Resource::new(
+            "AWS::IAM::Policy",
+            json!({
+                "PolicyName": policy_name(cid),
+                "Roles": [cfn::r#ref(ROLE)],
+                "PolicyDocument": cfn::policy_document(statements),
+            }),
+        ),
+    );
+    t.add(
+        INSTANCE_PROFILE,
+        Resource::new(
+            "AWS::IAM::InstanceProfile",
+            json!({ "InstanceProfileName": instance_profile_name(cid), "Roles": [cfn::r#ref(ROLE)] }),
+        ),
+    );
+
+    // Pods get AWS roles through the IAM manager (kiam-style): masters assume it, it assumes
+    // the per-purpose roles below.
+    t.add(
+        IAM_MANAGER_ROLE,
+        Resource::new(
+            "AWS::IAM::Role",
+            json!({
+                "RoleName": format!("{cid}-IAMManager-Role"),
+                "AssumeRolePolicyDocument": trust(json!({ "AWS": cfn::get_att(ROLE, "Arn") })),
+                "Policies": [{
+                    "PolicyName": format!("{cid}-IAMManager-Policy"),
+                    "PolicyDocument": cfn::policy_document(vec![cfn::allow(&["sts:AssumeRole"], any.clone())]),
+                }],
+            }),
+        ),
+    );
+    let manager_trust = trust(json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") }));
+    t.add(
+        ALB_CONTROLLER_ROLE,
+        Resource::new(
+            "AWS::IAM::Role",
+            json!({
+                "RoleName": format!("gs-{cid}-ALBController-Role"),
+                "AssumeRolePolicyDocument": manager_trust,
+                "Policies": [{
+                    "PolicyName": format!("gs-{cid}-ALBController-Policy"),
+                    "PolicyDocument": cfn::policy_document(vec![
+                        cfn::allow(
+                            &[
+                                "elasticloadbalancing:*",
+                                "ec2:Describe*",
+                                "ec2:GetCoipPoolUsage",
+                                "ec2:CreateSecurityGroup",
+                                "ec2:DeleteSecurityGroup",
+                                "ec2:AuthorizeSecurityGroupIngress",
+                                "ec2:RevokeSecurityGroupIngress",
+                                "ec2:CreateTags",
+                                "ec2:DeleteTags",
+                                "acm:ListCertificates",
+                                "acm:DescribeCertificate",
+                                "iam:CreateServiceLinkedRole",
+                                "iam:GetServerCertificate",
+                                "iam:ListServerCertificates",
+                                "cognito-idp:DescribeUserPoolClient",
+                                "waf-regional:*",
+                                "wafv2:*",
+                                "shield:*",
+                                "tag:GetResources",
+                                "tag:TagResources",
+                            ],
+                            any.clone(),
+                        ),
+                    ]),
+                }],
+            }),
+        ),
+    );
+    if c.route53_enabled {
+        let zones: Vec<String> = [&p.hosted_zone_id, &p.internal_hosted_zone_id]
+            .into_iter()
+            .flatten()
+            .map(|z| format!("arn:{}:route53:::hostedzone/{z}", c.partition))
+            .collect();
+        let mut statements = vec![cfn::allow(
+            &[
+                "route53:GetChange",
+                "route53:ListHostedZones",
+                "route53:ListHostedZonesByName",
+                "route53:ListResourceRecordSets",
+            ],
+            any,
+        )];
+        if !zones.is_empty() {
+            statements.push(cfn::allow(&["route53:ChangeResourceRecordSets"], json!(zones)));
+        }
+        t.add(
+            ROUTE53_MANAGER_ROLE,
+            Resource::new(
+                "AWS::IAM::Role",
+                json!({
+                    "RoleName": format!("{cid}-Route53Manager-Role"),
+                    "AssumeRolePolicyDocument": trust(json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") })),
+                    "Policies": [{
+                        "PolicyName": format!("{cid}-Route53Manager-Policy"),
+                        "PolicyDocument": cfn::policy_document(statements),
+                    }],
+                }),
+            ),
+        );
+    }
+}
+
+/// The TCCPN stack outputs, typed; change detection compares them with the desired state (§5.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outputs {
+    /// `InstanceType`.
+    pub instance_type: String,
+    /// `MasterReplicas`, as rendered.
+    pub master_replicas: String,
+    /// `OperatorVersion`.
+    pub operator_version: String,
+    /// `ReleaseVersion`.
+    pub release_version: String,
+}
+
+impl Outputs {
+    /// Parses `DescribeStacks` outputs; every key is required.
+    pub fn from_outputs(outputs: &BTreeMap<String, String>) -> Result<Self, MissingOutput> {
+        Ok(Outputs {
+            instance_type: required(outputs, "InstanceType")?,
+            master_replicas: required(outputs, "MasterReplicas")?,
+            operator_version: required(outputs, "OperatorVersion")?,
+            release_version: required(outputs, "ReleaseVersion")?,
+        })
+    }
+
+    /// `MasterReplicas` as a number; `None` when the stack holds something unparsable, which
+    /// change detection treats as "differs".
+    pub fn replicas(&self) -> Option<u32> {
+        self.master_replicas.parse().ok()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::stacks::testdata;
+
+    pub fn params(replicas: u32) -> Params {
+        let azs: Vec<(String, String)> = ["a", "b", "c"]
+            .into_iter()
+            .take(replicas as usize)
+            .map(|s| (format!("eu-central-1{s}"), format!("subnet-priv-{s}")))
+            .collect();
+        Params {
+            common: testdata::common(),
+            masters: masters(replicas, &azs).expect("valid layout"),
+            instance_type: "m5.xlarge".into(),
+            image_id: "ami-0flatcar".into(),
+            imds_http_tokens: "optional".into(),
+            master_security_group_id: "sg-master".into(),
+            bucket: "123456789012-g8s-al9qy".into(),
+            kms_key_arn: "arn:aws:kms:eu-central-1:123456789012:key/k1".into(),
+            hosted_zone_id: Some("Z1PUBLIC".into()),
+            internal_hosted_zone_id: Some("Z2PRIVATE".into()),
+            etcd_volume: EtcdVolumePerformance::default(),
+            is_update: false,
+        }
+    }
+
+    #[test]
+    fn master_ids_follow_hamaster() {
+        assert_eq!(master_ids(1), Ok(vec![0]));
+        assert_eq!(master_ids(3), Ok(vec![1, 2, 3]));
+        assert_eq!(master_ids(2), Err(UnsupportedReplicas(2)));
+        assert_eq!(masters(3, &[]), Err(MasterLayoutError::NoAvailabilityZone));
+        let one_az = masters(3, &[("eu-central-1a".into(), "subnet-a".into())]).expect("layout");
+        assert!(one_az.iter().all(|m| m.az == "eu-central-1a" && m.subnet_id == "subnet-a"));
+        let spread =
+            masters(3, &params(3).masters.iter().map(|m| (m.az.clone(), m.subnet_id.clone())).collect::<Vec<_>>())
+                .expect("layout");
+        assert_eq!(
+            spread.iter().map(|m| m.az.as_str()).collect::<Vec<_>>(),
+            ["eu-central-1a", "eu-central-1b", "eu-central-1c"]
+        );
+    }
+
+    #[test]
+    fn single_master_inventory_and_names() {
+        let t = render(&params(1));
+        assert_eq!(t.ids_of_type("AWS::EC2::NetworkInterface"), vec!["MasterEni"]);
+        assert_eq!(t.ids_of_type("AWS::EC2::Volume"), vec!["EtcdVolume"]);
+        assert_eq!(t.ids_of_type("AWS::EC2::LaunchTemplate"), vec!["ControlPlaneNodeLaunchTemplate"]);
+        assert_eq!(t.ids_of_type("AWS::AutoScaling::AutoScalingGroup"), vec!["ControlPlaneNodeAutoScalingGroup"]);
+        assert_eq!(t.ids_of_type("AWS::IAM::InstanceProfile"), vec![INSTANCE_PROFILE]);
+        assert_eq!(t.ids_of_type("AWS::IAM::Role").len(), 4);
+        let eni = &t.resources["MasterEni"].properties;
+        assert_eq!(eni["Tags"][0]["Value"], "al9qy-master0-eni");
+        assert_eq!(eni["Tags"][1], json!({ "Key": "node.k8s.amazonaws.com/no_manage", "Value": "true" }));
+        assert_eq!(eni["GroupSet"], json!(["sg-master"]));
+        assert_eq!(t.resources["EtcdVolume"].properties["Tags"][0]["Value"], "al9qy-master0-etcd");
+        let lt = &t.resources["ControlPlaneNodeLaunchTemplate"].properties;
+        assert_eq!(lt["LaunchTemplateName"], "al9qy-master0-launch-template");
+        assert_eq!(t.resources[ROLE].properties["RoleName"], "gs-cluster-al9qy-role-tccpn");
+        assert_eq!(t.resources[INSTANCE_PROFILE].properties["InstanceProfileName"], "gs-cluster-al9qy-profile-tccpn");
+        assert_eq!(t.resources[POLICY].properties["PolicyName"], "gs-cluster-al9qy-policy-tccpn");
+        let asg = &t.resources["ControlPlaneNodeAutoScalingGroup"];
+        assert!(asg.properties.get("LifecycleHookSpecificationList").is_none(), "no hooks on a single master");
+        assert_eq!(t.outputs["MasterReplicas"].value, "1");
+    }
+
+    #[test]
+    fn three_masters_get_suffixes_hooks_and_spread_over_azs() {
+        let t = render(&params(3));
+        assert_eq!(t.ids_of_type("AWS::EC2::NetworkInterface"), vec!["MasterEni", "MasterEni2", "MasterEni3"]);
+        assert_eq!(
+            t.ids_of_type("AWS::AutoScaling::AutoScalingGroup"),
+            vec![
+                "ControlPlaneNodeAutoScalingGroup",
+                "ControlPlaneNodeAutoScalingGroup2",
+                "ControlPlaneNodeAutoScalingGroup3"
+            ]
+        );
+        assert_eq!(t.resources["MasterEni"].properties["Tags"][0]["Value"], "al9qy-master1-eni");
+        assert_eq!(t.resources["MasterEni3"].properties["Tags"][0]["Value"], "al9qy-master3-eni");
+        assert_eq!(t.resources["EtcdVolume2"].properties["AvailabilityZone"], "eu-central-1b");
+        assert_eq!(
+            t.resources["ControlPlaneNodeAutoScalingGroup3"].properties["VPCZoneIdentifier"],
+            json!(["subnet-priv-c"])
+        );
+        let hooks = &t.resources["ControlPlaneNodeAutoScalingGroup2"].properties["LifecycleHookSpecificationList"];
+        assert_eq!(hooks[0]["LifecycleHookName"], LAUNCHING_HOOK);
+        assert_eq!(hooks[0]["HeartbeatTimeout"], 1020);
+        assert_eq!(hooks[1]["LifecycleHookName"], TERMINATING_HOOK);
+        assert_eq!(hooks[1]["LifecycleTransition"], "autoscaling:EC2_INSTANCE_TERMINATING");
+        assert_eq!(hooks[1]["HeartbeatTimeout"], 900);
+        assert_eq!(t.outputs["MasterReplicas"].value, "3");
+        assert_eq!(t.ids_of_type("AWS::Route53::RecordSet"), vec!["EtcdRecordSet", "EtcdRecordSet2", "EtcdRecordSet3"]);
+        assert_eq!(
+            t.resources["EtcdRecordSet2"].properties["Name"],
+            "etcd2.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io."
+        );
+        assert_eq!(t.resources["EtcdRecordSet2"].properties["HostedZoneId"], "Z2PRIVATE");
+        assert_eq!(
+            t.resources["EtcdRecordSet2"].properties["ResourceRecords"][0],
+            cfn::get_att("MasterEni2", "PrimaryPrivateIpAddress")
+        );
+    }
+
+    #[test]
+    fn asgs_chain_only_on_updates() {
+        let create = render(&params(3));
+        assert_eq!(create.resources["ControlPlaneNodeAutoScalingGroup2"].depends_on, vec!["MasterEni2", "EtcdVolume2"]);
+        let mut p = params(3);
+        p.is_update = true;
+        let update = render(&p);
+        assert_eq!(update.resources["ControlPlaneNodeAutoScalingGroup"].depends_on, vec!["MasterEni", "EtcdVolume"]);
+        assert_eq!(
+            update.resources["ControlPlaneNodeAutoScalingGroup2"].depends_on,
+            vec!["MasterEni2", "EtcdVolume2", "ControlPlaneNodeAutoScalingGroup"]
+        );
+        assert_eq!(
+            update.resources["ControlPlaneNodeAutoScalingGroup3"].depends_on,
+            vec!["MasterEni3", "EtcdVolume3", "ControlPlaneNodeAutoScalingGroup2"]
+        );
+    }
+
+    #[test]
+    fn asg_rolls_one_master_at_a_time_behind_the_three_elbs() {
+        let t = render(&params(1));
+        let asg = &t.resources["ControlPlaneNodeAutoScalingGroup"];
+        let policy = &asg.update_policy.as_ref().expect("update policy")["AutoScalingRollingUpdate"];
+        assert_eq!(policy["MinInstancesInService"], "0");
+        assert_eq!(policy["MaxBatchSize"], "1");
+        assert_eq!(policy["PauseTime"], "PT2M");
+        assert_eq!(asg.properties["LoadBalancerNames"], json!(["al9qy-api-internal", "al9qy-api", "al9qy-etcd"]));
+        assert_eq!(asg.properties["MinSize"], "1");
+        assert_eq!(asg.properties["MaxSize"], "1");
+        assert_eq!(asg.properties["HealthCheckGracePeriod"], 60);
+        assert_eq!(
+            asg.properties["Tags"][0],
+            json!({ "Key": "Name", "Value": "al9qy-master", "PropagateAtLaunch": true })
+        );
+    }
+
+    #[test]
+    fn launch_template_carries_volumes_imds_and_the_s3_pointer() {
+        let t = render(&params(1));
+        let data = &t.resources["ControlPlaneNodeLaunchTemplate"].properties["LaunchTemplateData"];
+        let devices: Vec<_> =
+            data["BlockDeviceMappings"].as_array().into_iter().flatten().map(|b| b["DeviceName"].clone()).collect();
+        assert_eq!(devices, vec![json!("/dev/xvdc"), json!("/dev/xvdg"), json!("/dev/xvdf"), json!("/dev/xvdi")]);
+        assert!(
+            data["BlockDeviceMappings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|b| b["Ebs"]["Encrypted"] == true && b["Ebs"]["VolumeSize"] == 100)
+        );
+        assert_eq!(data["MetadataOptions"], json!({ "HttpTokens": "optional", "HttpPutResponseHopLimit": 2 }));
+        assert_eq!(data["ImageId"], "ami-0flatcar");
+        assert_eq!(data["InstanceType"], "m5.xlarge");
+        assert_eq!(data["Monitoring"]["Enabled"], false);
+        assert_eq!(
+            data["UserData"],
+            user_data("123456789012-g8s-al9qy", "version/16.1.1/cloudconfig/v_6_1_0/cluster-al9qy-tccpn-0")
+        );
+        assert_eq!(
+            data["TagSpecifications"][0]["Tags"][0],
+            json!({ "Key": "giantswarm.io/release", "Value": "18.2.0" })
+        );
+    }
+
+    #[test]
+    fn etcd_volume_performance_only_within_bounds() {
+        let mut p = params(1);
+        p.etcd_volume = EtcdVolumePerformance { iops: Some(4000), throughput: Some(2000) };
+        let t = render(&p);
+        let v = &t.resources["EtcdVolume"].properties;
+        assert_eq!(v["Iops"], 4000);
+        assert!(v.get("Throughput").is_none());
+        assert_eq!(v["Size"], 100);
+        assert_eq!(v["VolumeType"], "gp3");
+    }
+
+    #[test]
+    fn route53_off_drops_etcd_records_and_the_route53_role() {
+        let mut p = params(3);
+        p.common.route53_enabled = false;
+        let t = render(&p);
+        assert!(t.ids_of_type("AWS::Route53::RecordSet").is_empty());
+        assert!(t.resource(ROUTE53_MANAGER_ROLE).is_none());
+    }
+
+    #[test]
+    fn outputs_round_trip() {
+        let t = render(&params(3));
+        let map: BTreeMap<String, String> =
+            t.outputs.iter().map(|(k, o)| (k.clone(), o.value.as_str().unwrap_or_default().to_owned())).collect();
+        let o = Outputs::from_outputs(&map).expect("outputs");
+        assert_eq!(o.instance_type, "m5.xlarge");
+        assert_eq!(o.replicas(), Some(3));
+        assert_eq!(o.operator_version, "16.1.1");
+        assert_eq!(o.release_version, "18.2.0");
+        let mut partial = map.clone();
+        partial.remove("InstanceType");
+        assert_eq!(Outputs::from_outputs(&partial), Err(MissingOutput("InstanceType".into())));
+    }
+}
