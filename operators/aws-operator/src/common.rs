@@ -1,0 +1,228 @@
+//! Lookups and status helpers the three controllers share.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, FieldError};
+use apis::labels;
+use apis::release::Release;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use operatorkit::ResourceError;
+use operatorkit::conditions::{ConditionStatus, DesiredCondition, set_status_condition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::aws::AccountClients;
+use crate::context::Shared;
+
+/// The data key of the credential Secret holding the tenant role ARN.
+pub const ROLE_ARN_KEY: &str = "aws.awsoperator.arn";
+
+/// The `Ready` condition type.
+pub const READY: &str = "Ready";
+
+/// Why an object cannot be reconciled as written: the message names the object, the field and
+/// the fix. Reported as a `Ready=False` condition and a Warning event; never retried quickly,
+/// never deletes anything.
+#[derive(Debug, thiserror::Error)]
+#[error("{object}: {message}")]
+pub struct InvalidInput {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// The condition reason (PascalCase).
+    pub reason: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl operatorkit::ErrorKind for InvalidInput {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(self.reason)
+    }
+    fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// `Kind namespace/name` of an object.
+pub fn describe<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!("{} {}/{}", K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Turn field errors into one [`InvalidInput`].
+pub fn field_errors<K: kube::Resource<DynamicType = ()>>(obj: &K, errors: Vec<FieldError>) -> InvalidInput {
+    InvalidInput {
+        object: describe(obj),
+        reason: "InvalidSpec",
+        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+    }
+}
+
+/// The cluster id of an object: its `giantswarm.io/cluster` label.
+pub fn cluster_id<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Result<String, InvalidInput> {
+    obj.labels().get(labels::CLUSTER).cloned().filter(|s| !s.is_empty()).ok_or_else(|| InvalidInput {
+        object: describe(obj),
+        reason: "MissingClusterLabel",
+        message: format!("label {} is missing: set it to the id of the cluster the object belongs to", labels::CLUSTER),
+    })
+}
+
+/// The Release of an object, with the components the operator needs: `containerlinux` and
+/// `aws-operator`.
+pub async fn release_of<K: kube::Resource<DynamicType = ()>>(shared: &Shared, obj: &K) -> Result<Release, ResourceError> {
+    let Some(version) = obj.labels().get(labels::RELEASE_VERSION) else {
+        return Err(InvalidInput {
+            object: describe(obj),
+            reason: "MissingReleaseLabel",
+            message: format!("label {} is missing: set it to the release the cluster runs", labels::RELEASE_VERSION),
+        }
+        .into());
+    };
+    let Some(release) = shared.release(version).await? else {
+        return Err(InvalidInput {
+            object: describe(obj),
+            reason: "ReleaseNotFound",
+            message: format!("Release v{version} does not exist: create it or fix label {}", labels::RELEASE_VERSION),
+        }
+        .into());
+    };
+    for needed in ["containerlinux", "aws-operator"] {
+        if component(&release, needed).is_none() {
+            return Err(InvalidInput {
+                object: describe(obj),
+                reason: "InvalidRelease",
+                message: format!(
+                    "Release v{version} has no {needed} component (spec.components): add it to the Release or use another release"
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(release)
+}
+
+/// A component version of a Release.
+pub fn component<'a>(release: &'a Release, name: &str) -> Option<&'a str> {
+    release.spec.components.iter().find(|c| c.name == name).map(|c| c.version.as_str())
+}
+
+/// The tenant role ARN from the AWSCluster's credential Secret.
+pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String, ResourceError> {
+    let cs = &cluster.spec.provider.credential_secret;
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), &cs.namespace);
+    let Some(secret) = api.get_opt(&cs.name).await? else {
+        return Err(InvalidInput {
+            object: describe(cluster),
+            reason: "CredentialSecretNotFound",
+            message: format!(
+                "spec.provider.credentialSecret names Secret {}/{}, which does not exist: create it with key {ROLE_ARN_KEY} holding the tenant role ARN",
+                cs.namespace, cs.name
+            ),
+        }
+        .into());
+    };
+    let arn = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(ROLE_ARN_KEY))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.starts_with("arn:") && s.contains(":role/"));
+    arn.ok_or_else(|| {
+        InvalidInput {
+            object: describe(cluster),
+            reason: "InvalidCredentialSecret",
+            message: format!(
+                "Secret {}/{} has no valid {ROLE_ARN_KEY} key: set it to the ARN of the role to assume in the tenant account (arn:aws:iam::<account>:role/<name>)",
+                cs.namespace, cs.name
+            ),
+        }
+        .into()
+    })
+}
+
+/// The tenant and management-account clients of a cluster.
+pub async fn clients(shared: &Shared, cluster: &AWSCluster) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
+    let role = tenant_role(shared, cluster).await?;
+    let region = &cluster.spec.provider.region;
+    let tenant = shared.aws.tenant(&role, region).await?;
+    let cp = shared.aws.control_plane(region).await?;
+    Ok((tenant, cp))
+}
+
+/// The AWSCluster of a control plane or node pool (same namespace, named by the cluster label).
+pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(shared: &Shared, obj: &K) -> Result<Option<AWSCluster>, ResourceError> {
+    let id = cluster_id(obj)?;
+    let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
+    Ok(api.get_opt(&id).await?)
+}
+
+/// The control planes of a cluster.
+pub async fn control_planes(shared: &Shared, namespace: &str, cluster: &str) -> Result<Vec<AWSControlPlane>, kube::Error> {
+    let api: Api<AWSControlPlane> = Api::namespaced(shared.client.clone(), namespace);
+    Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
+}
+
+/// The node pools of a cluster.
+pub async fn node_pools(shared: &Shared, namespace: &str, cluster: &str) -> Result<Vec<AWSMachineDeployment>, kube::Error> {
+    let api: Api<AWSMachineDeployment> = Api::namespaced(shared.client.clone(), namespace);
+    Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
+}
+
+/// Set a condition in a list; `true` when it changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: bool, reason: &str, message: impl Into<String>, generation: Option<i64>) -> bool {
+    set_status_condition(
+        conditions,
+        DesiredCondition::new(type_, ConditionStatus::from(status), reason).message(message).observed_generation(generation),
+        jiff::Timestamp::now(),
+    )
+}
+
+/// Merge-patch `.status` of an object when it differs from what the object carries.
+pub async fn write_status<K, St>(shared: &Shared, obj: &K, current: Option<&St>, desired: &St) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    St: Serialize + PartialEq,
+{
+    if current == Some(desired) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = serde_json::json!({ "status": desired });
+    api.patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// Base AWS tags of a cluster's direct resources (key, bucket).
+pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (aws_stacks::names::tags::kubernetes_cluster(id), "owned".to_string()),
+        (aws_stacks::names::tags::CLUSTER.to_string(), id.to_string()),
+        (aws_stacks::names::tags::INSTALLATION.to_string(), shared.config.installation.clone()),
+        (
+            aws_stacks::names::tags::ORGANIZATION.to_string(),
+            cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
+        ),
+    ])
+}
+
+/// The `stacks::Common` inputs of a cluster's templates.
+pub fn common(shared: &Shared, cluster: &AWSCluster, release: &Release) -> aws_stacks::stacks::Common {
+    let id = cluster.name_any();
+    let region = cluster.spec.provider.region.clone();
+    aws_stacks::stacks::Common {
+        cluster_id: id.clone(),
+        installation: shared.config.installation.clone(),
+        organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
+        operator_version: shared.config.version.clone(),
+        release_version: release.name_any().trim_start_matches('v').to_string(),
+        partition: if region.starts_with("cn-") { "aws-cn".into() } else { "aws".into() },
+        region,
+        base_domain: cluster.spec.cluster.dns.domain.clone(),
+        route53_enabled: shared.config.route53_enabled,
+        cloud_tags: BTreeMap::new(),
+    }
+}

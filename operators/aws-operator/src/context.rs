@@ -1,0 +1,275 @@
+//! What every controller of the operator shares: configuration, AWS access, caches, events and
+//! metrics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apis::release::Release;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::aws::AwsFactory;
+use crate::cloudformation::StackCache;
+
+/// The operator's settings (flags of `aws-operator daemon`).
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    /// This operator's version: it reconciles objects whose Release names this version of the
+    /// `aws-operator` component, and it is written into every stack's `OperatorVersion` output.
+    pub version: String,
+    /// The installation (management cluster) name: tags, the management VPC's `Name` tag and
+    /// the IPAM lock owner.
+    pub installation: String,
+    /// The range cluster and node-pool CIDRs are allocated from when no NetworkPool is named.
+    pub ipam_range: String,
+    /// The size of cluster and node-pool CIDRs (mask bits), unless annotated otherwise.
+    pub subnet_mask_bits: u8,
+    /// Whether hosted zones and records are managed.
+    pub route53_enabled: bool,
+    /// `Name` tags of the management VPC's route tables to route into tenant clusters; empty
+    /// means every non-main route table of that VPC.
+    pub control_plane_route_tables: Vec<String>,
+    /// The namespace holding the IPAM lock annotation.
+    pub lock_namespace: String,
+    /// The image registry nodes pull from.
+    pub registry: String,
+    /// How often the master Endpoints are refreshed from EC2.
+    pub endpoints_refresh: Duration,
+    /// The requeue interval while a stack or a prerequisite is pending.
+    pub poll: Duration,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        Self {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            installation: "gauss".into(),
+            ipam_range: "10.1.0.0/16".into(),
+            subnet_mask_bits: 24,
+            route53_enabled: true,
+            control_plane_route_tables: Vec::new(),
+            lock_namespace: "giantswarm".into(),
+            registry: "gsoci.azurecr.io".into(),
+            endpoints_refresh: Duration::from_secs(900),
+            poll: Duration::from_secs(10),
+        }
+    }
+}
+
+/// AMIs by Flatcar version and region, from the mounted `ami.json`
+/// (`{"<flatcarVersion>": {"<region>": "ami-…"}}`, reference §7.5).
+#[derive(Clone, Debug, Default)]
+pub struct AmiMap(BTreeMap<String, BTreeMap<String, String>>);
+
+/// A missing AMI.
+#[derive(Debug, thiserror::Error)]
+pub enum AmiError {
+    /// The file could not be read or parsed.
+    #[error("AMI file {path}: {message}")]
+    File {
+        /// The path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No entry for the version and region.
+    #[error(
+        "no AMI for Flatcar {version} in {region}: add it to the AMI file, or use a Release whose containerlinux version has one"
+    )]
+    Missing {
+        /// The Flatcar version.
+        version: String,
+        /// The region.
+        region: String,
+    },
+}
+
+impl operatorkit::ErrorKind for AmiError {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("AmiNotFound")
+    }
+    fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+impl AmiMap {
+    /// Parse the JSON document.
+    pub fn from_json(json: &str) -> Result<Self, AmiError> {
+        serde_json::from_str(json)
+            .map(AmiMap)
+            .map_err(|e| AmiError::File { path: "<inline>".into(), message: e.to_string() })
+    }
+
+    /// Read the mounted file.
+    pub fn load(path: &Path) -> Result<Self, AmiError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })?;
+        serde_json::from_str(&text)
+            .map(AmiMap)
+            .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })
+    }
+
+    /// The AMI of `version` in `region`.
+    pub fn lookup(&self, version: &str, region: &str) -> Result<String, AmiError> {
+        self.0
+            .get(version)
+            .and_then(|r| r.get(region))
+            .cloned()
+            .ok_or_else(|| AmiError::Missing { version: version.into(), region: region.into() })
+    }
+}
+
+/// Labels of the per-stack-operation metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StackOpLabels {
+    /// `tccpi`, `tccp`, …
+    pub stack: String,
+    /// `create`, `update`, `delete`, `lift_protection`, `continue_rollback`, `describe`.
+    pub operation: String,
+    /// `success` or `error`.
+    pub result: String,
+}
+
+/// Metrics of stack operations.
+#[derive(Clone, Debug)]
+pub struct StackMetrics {
+    /// `aws_operator_stack_operations_total`.
+    pub operations: Family<StackOpLabels, Counter>,
+    /// `aws_operator_stack_operation_duration_seconds`.
+    pub duration: Family<StackOpLabels, Histogram>,
+    /// `aws_operator_stack_transitions_total`.
+    pub transitions: Family<StackOpLabels, Counter>,
+}
+
+impl StackMetrics {
+    /// Register the metrics.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            operations: Family::default(),
+            duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.01, 2.0, 12))),
+            transitions: Family::default(),
+        };
+        registry.register("aws_operator_stack_operations", "CloudFormation calls per stack kind, operation and result", m.operations.clone());
+        registry.register(
+            "aws_operator_stack_operation_duration_seconds",
+            "Duration of CloudFormation calls per stack kind and operation",
+            m.duration.clone(),
+        );
+        registry.register(
+            "aws_operator_stack_transitions",
+            "Observed stack status changes per stack kind (operation = the new status)",
+            m.transitions.clone(),
+        );
+        m
+    }
+}
+
+/// Process-lifetime memory of things that are expensive to look up and never change
+/// while they exist.
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// Key ARN per cluster id.
+    pub keys: HashMap<String, String>,
+    /// Content hash per `bucket/key` of the node configs uploaded or verified by this process.
+    pub uploads: HashMap<String, String>,
+    /// Management VPC `(id, cidr)` and route tables per region.
+    pub control_plane_network: HashMap<String, (String, String, Vec<(String, String)>)>,
+    /// When the master Endpoints of a cluster were last refreshed.
+    pub endpoints_refreshed: HashMap<String, Instant>,
+    /// Delete attempts per stack name (for backoff).
+    pub delete_attempts: HashMap<String, u32>,
+    /// Last observed status per stack name (for transition events).
+    pub stack_status: HashMap<String, String>,
+}
+
+/// Everything the controllers share.
+pub struct Shared {
+    /// The management cluster.
+    pub client: kube::Client,
+    /// AWS access.
+    pub aws: AwsFactory,
+    /// Settings.
+    pub config: OperatorConfig,
+    /// DescribeStacks per account.
+    pub stacks: StackCache,
+    /// AMIs.
+    pub amis: AmiMap,
+    /// Metrics.
+    pub metrics: StackMetrics,
+    /// Memoised lookups.
+    pub memo: Mutex<Memo>,
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Assemble the shared state.
+    pub fn new(
+        client: kube::Client,
+        aws: AwsFactory,
+        config: OperatorConfig,
+        amis: AmiMap,
+        registry: &mut Registry,
+    ) -> Arc<Self> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter { controller: format!("aws-operator-{}", config.version), instance: None },
+        );
+        Arc::new(Self {
+            client,
+            aws,
+            stacks: StackCache::new(Duration::from_secs(600), Duration::from_secs(5)),
+            config,
+            amis,
+            metrics: StackMetrics::new(registry),
+            memo: Mutex::new(Memo::default()),
+            recorder,
+        })
+    }
+
+    /// Publish a Normal event on `obj`; a failure to publish is logged, never returned.
+    pub async fn event<K>(&self, obj: &K, reason: &str, note: String)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        self.publish(obj, EventType::Normal, reason, note).await;
+    }
+
+    /// Publish a Warning event on `obj`.
+    pub async fn warning<K>(&self, obj: &K, reason: &str, note: String)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        self.publish(obj, EventType::Warning, reason, note).await;
+    }
+
+    async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        let reference = obj.object_ref(&());
+        let event = Event { type_, reason: reason.to_string(), note: Some(note), action: "Reconcile".into(), secondary: None };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, reason, "publishing an event failed");
+        }
+    }
+
+    /// The Release named `v<version>`.
+    pub async fn release(&self, version: &str) -> Result<Option<Release>, kube::Error> {
+        let api: kube::Api<Release> = kube::Api::all(self.client.clone());
+        api.get_opt(&format!("v{version}")).await
+    }
+}
