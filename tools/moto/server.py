@@ -241,12 +241,22 @@ def main(argv: list[str] | None = None) -> int:
 
     apply_patches()
 
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from werkzeug.serving import make_server
 
-    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    _wait_accepting(host, port)
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+
+    # What moto's ThreadedMotoServer does, but binding here in the main thread, so that a bind
+    # failure ends the process with the error instead of leaving a server thread that never
+    # signals readiness.
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+    host, port = server.server_address[:2]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _wait_accepting(str(host), port)
     if args.port_file:
         _write_port_file(args.port_file, port)
     print(f"moto listening on http://{host}:{port}", file=sys.stderr, flush=True)
