@@ -7,5 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod cfn;
+pub mod ignition;
 pub mod names;
 pub mod stacks;

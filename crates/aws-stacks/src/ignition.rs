@@ -1,0 +1,1035 @@
+//! The node configs: the Ignition document a master or a node-pool worker fetches from the
+//! cluster bucket at first boot.
+//!
+//! The launch template's user data is a small pointer config (`stacks::user_data`) that merges
+//! the document rendered here from S3. It follows the layout of upstream's `k8scloudconfig`
+//! templates plus the AWS extension (reference §6.1, §7.3), trimmed to what a node needs to
+//! come up: the TLS assets, their decryption, kubelet, and on masters etcd and the control-plane
+//! static pods. Flatcar reads Ignition spec **3.3.0**.
+//!
+//! # Secrets
+//!
+//! Every secret file (TLS keys and certificates, the encryption-provider config, service-account
+//! keys) is shipped as `<path>.enc` holding raw KMS ciphertext. `decrypt-tls-assets.service`
+//! decrypts each with `kms decrypt --ciphertext-blob fileb://<path>.enc` in the awscli container
+//! before kubelet or etcd start, retrying every 5 s until KMS answers, as upstream does. Only the
+//! instance role may decrypt, so the object in S3 is useless to anyone who reads it.
+//!
+//! # Rendering in two steps
+//!
+//! KMS ciphertext is random: encrypting the same secret twice gives different bytes. Upstream
+//! therefore re-uploads every node config on every reconciliation (reference §7.3). Here
+//! [`render`] builds a [`NodeConfig`] with the secrets still in plaintext, and
+//! [`NodeConfig::content_hash`] digests that plaintext rendering. The operator stores the hash as
+//! object metadata and seals and uploads only when it differs. [`NodeConfig::seal`] (a
+//! synchronous encrypt function) or [`NodeConfig::secrets`] + [`NodeConfig::seal_with`] (the
+//! ciphertexts computed elsewhere, e.g. by async KMS calls) produce the bytes to upload.
+//!
+//! The hash is SHA-256 over the whole rendering, the private keys included. It cannot be inverted,
+//! and because the input always contains key material of at least 128 bits of entropy it also
+//! cannot be used to confirm a guess about any part of the config; it says only "changed or not".
+//!
+//! No `Debug` output in this module ever shows secret plaintext.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// The Ignition specification version Flatcar reads.
+pub const IGNITION_VERSION: &str = "3.3.0";
+
+/// The awscli image that decrypts the TLS assets, below the registry (reference §6.1).
+pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
+
+/// The cluster domain of the workload cluster's DNS.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// Where the units expect the TLS assets and other secrets. The operator places its
+/// [`NodeSecret`]s at these paths; the config references them whether or not they are present.
+pub mod paths {
+    /// Kubelet client certificate (all nodes).
+    pub const WORKER_CRT: &str = "/etc/kubernetes/ssl/worker-crt.pem";
+    /// Kubelet client key (all nodes).
+    pub const WORKER_KEY: &str = "/etc/kubernetes/ssl/worker-key.pem";
+    /// The cluster CA, as shipped with the worker certificate (all nodes).
+    pub const WORKER_CA: &str = "/etc/kubernetes/ssl/worker-ca.pem";
+    /// API server serving certificate (masters).
+    pub const API_CRT: &str = "/etc/kubernetes/ssl/apiserver-crt.pem";
+    /// API server serving key (masters).
+    pub const API_KEY: &str = "/etc/kubernetes/ssl/apiserver-key.pem";
+    /// The cluster CA, as shipped with the API certificate (masters).
+    pub const API_CA: &str = "/etc/kubernetes/ssl/apiserver-ca.pem";
+    /// etcd server and peer certificate (masters).
+    pub const ETCD_CRT: &str = "/etc/kubernetes/ssl/etcd/server-crt.pem";
+    /// etcd server and peer key (masters).
+    pub const ETCD_KEY: &str = "/etc/kubernetes/ssl/etcd/server-key.pem";
+    /// etcd CA (masters).
+    pub const ETCD_CA: &str = "/etc/kubernetes/ssl/etcd/server-ca.pem";
+    /// Service-account signing key (masters).
+    pub const SERVICE_ACCOUNT_KEY: &str = "/etc/kubernetes/ssl/service-account-key.pem";
+    /// The API server's encryption-provider config (masters).
+    pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption/k8s-encryption-config.yaml";
+}
+
+/// Whether an etcd member founds a cluster or joins one (`--initial-cluster-state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialClusterState {
+    /// The cluster is being created: `new`.
+    New,
+    /// The cluster exists (the AWSCluster has its `Created` condition): `existing`.
+    Existing,
+}
+
+impl InitialClusterState {
+    /// The etcd flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InitialClusterState::New => "new",
+            InitialClusterState::Existing => "existing",
+        }
+    }
+}
+
+/// What the node is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// A control-plane node running etcd and the control-plane static pods.
+    Master {
+        /// The master id: 0 for a single master, 1–3 in HA.
+        id: u8,
+        /// This member's etcd name ([`etcd_name`]).
+        etcd_name: String,
+        /// Every member as `name=https://name.<base>:2380`, comma-separated
+        /// ([`etcd_initial_cluster`]).
+        etcd_initial_cluster: String,
+        /// `new` while the cluster is being created, then `existing`.
+        initial_cluster_state: InitialClusterState,
+    },
+    /// A node-pool worker.
+    Worker {
+        /// The node pool (machine deployment) id.
+        md_id: String,
+    },
+}
+
+/// A file whose content must be encrypted before it leaves the operator.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NodeSecret {
+    /// The absolute path of the decrypted file on the node; the config carries `<path>.enc`.
+    pub path: String,
+    /// The content. Never printed.
+    pub plaintext: Vec<u8>,
+}
+
+impl fmt::Debug for NodeSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeSecret").field("path", &self.path).field("plaintext", &"***").finish()
+    }
+}
+
+/// Everything a node config depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfigInput {
+    /// Master or worker, with the role's own settings.
+    pub role: Role,
+    /// The workload cluster id.
+    pub cluster_id: String,
+    /// The cluster's base domain, `<id>.k8s.<domain>` (etcd peers are `<etcd name>.<base>`).
+    pub base_domain: String,
+    /// The Kubernetes API host, `api.<base>`.
+    pub api_domain: String,
+    /// The etcd host behind the etcd load balancer, `etcd.<base>`.
+    pub etcd_domain: String,
+    /// The AWS region (KMS is called there).
+    pub region: String,
+    /// Kubernetes version, with or without a leading `v`.
+    pub kubernetes_version: String,
+    /// etcd version, with or without a leading `v`.
+    pub etcd_version: String,
+    /// Labels kubelet registers the node with; the role labels are added and win.
+    pub node_labels: BTreeMap<String, String>,
+    /// The Service CIDR.
+    pub service_cidr: String,
+    /// The cluster DNS address inside the Service CIDR (`.10`, reference §7.3).
+    pub cluster_dns_ip: String,
+    /// The pod CIDR.
+    pub pod_cidr: String,
+    /// The registry images are pulled from, e.g. `quay.io`.
+    pub registry: String,
+    /// The secret files, shipped encrypted.
+    pub secrets: Vec<NodeSecret>,
+}
+
+/// Why a node config cannot be rendered or sealed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IgnitionError {
+    /// A path is not absolute or has characters outside `[A-Za-z0-9._/-]` (paths end up in a
+    /// shell script and in systemd units, which must not need quoting).
+    #[error("node-config path {path:?} must be absolute and use only A-Z a-z 0-9 . _ / -")]
+    InvalidPath {
+        /// The offending path.
+        path: String,
+    },
+    /// Two files would have the same path; Ignition refuses such a config at boot.
+    #[error("node-config path {path:?} is used twice")]
+    DuplicatePath {
+        /// The path used twice.
+        path: String,
+    },
+    /// [`NodeConfig::seal_with`] got a different number of ciphertexts than there are secrets.
+    #[error("{got} ciphertexts for {expected} secrets")]
+    CiphertextCount {
+        /// The number of secrets.
+        expected: usize,
+        /// The number of ciphertexts given.
+        got: usize,
+    },
+}
+
+/// The etcd member name of a master: `etcd<id>` (`etcd0` for a single master, `etcd1`–`etcd3`
+/// in HA; reference §6.2).
+pub fn etcd_name(master_id: u8) -> String {
+    format!("etcd{master_id}")
+}
+
+/// The `--initial-cluster` value for `master_count` masters: `etcd0=https://etcd0.<base>:2380`
+/// for one, `etcd1=…,etcd2=…,etcd3=…` for HA (reference §6.2).
+pub fn etcd_initial_cluster(base_domain: &str, master_count: u8) -> String {
+    let ids: Vec<u8> = if master_count <= 1 { vec![0] } else { (1..=master_count).collect() };
+    ids.into_iter()
+        .map(|id| {
+            let name = etcd_name(id);
+            format!("{name}=https://{name}.{base_domain}:2380")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A rendered node config with its secrets still in plaintext: hash it, then seal it.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// The Ignition document without the secret files.
+    document: Value,
+    secrets: Vec<NodeSecret>,
+}
+
+impl fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |pointer: &str| self.document.pointer(pointer).and_then(Value::as_array).map_or(0, Vec::len);
+        f.debug_struct("NodeConfig")
+            .field("files", &count("/storage/files"))
+            .field("units", &count("/systemd/units"))
+            .field("secrets", &self.secrets.iter().map(|s| s.path.as_str()).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeConfig {
+    /// The secrets in the order [`NodeConfig::seal_with`] expects their ciphertexts.
+    pub fn secrets(&self) -> &[NodeSecret] {
+        &self.secrets
+    }
+
+    /// SHA-256 (lower-case hex) over the plaintext rendering, secrets included: equal for equal
+    /// inputs, different when anything changes. Independent of JSON key order.
+    pub fn content_hash(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(b"node-config/v1\n");
+        let mut canonical = String::new();
+        write_canonical(&self.document, &mut canonical);
+        hasher.update((canonical.len() as u64).to_be_bytes());
+        hasher.update(canonical.as_bytes());
+        for secret in &self.secrets {
+            // Length prefixes keep ("ab","c") and ("a","bc") apart.
+            hasher.update((secret.path.len() as u64).to_be_bytes());
+            hasher.update(secret.path.as_bytes());
+            hasher.update((secret.plaintext.len() as u64).to_be_bytes());
+            hasher.update(&secret.plaintext);
+        }
+        format!("{:x}", hasher.finalize())
+    }
+
+    /// The final Ignition JSON, each secret encrypted by `encrypt` (called once per secret, in
+    /// [`NodeConfig::secrets`] order, with its plaintext).
+    pub fn seal<E>(&self, mut encrypt: impl FnMut(&[u8]) -> Result<Vec<u8>, E>) -> Result<Vec<u8>, E> {
+        let ciphertexts = self.secrets.iter().map(|s| encrypt(&s.plaintext)).collect::<Result<Vec<_>, E>>()?;
+        Ok(self.assemble(ciphertexts))
+    }
+
+    /// The final Ignition JSON with the given ciphertexts, one per secret in
+    /// [`NodeConfig::secrets`] order.
+    pub fn seal_with(&self, ciphertexts: Vec<Vec<u8>>) -> Result<Vec<u8>, IgnitionError> {
+        if ciphertexts.len() != self.secrets.len() {
+            return Err(IgnitionError::CiphertextCount { expected: self.secrets.len(), got: ciphertexts.len() });
+        }
+        Ok(self.assemble(ciphertexts))
+    }
+
+    fn assemble(&self, ciphertexts: Vec<Vec<u8>>) -> Vec<u8> {
+        let mut document = self.document.clone();
+        let encrypted: Vec<Value> = self
+            .secrets
+            .iter()
+            .zip(ciphertexts)
+            .map(|(secret, ciphertext)| file(&format!("{}.enc", secret.path), 0o600, &ciphertext))
+            .collect();
+        if let Some(files) = document.pointer_mut("/storage/files").and_then(Value::as_array_mut) {
+            files.splice(0..0, encrypted);
+        }
+        document.to_string().into_bytes()
+    }
+}
+
+/// Renders the node config for `input`.
+pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
+    let mut files = vec![
+        script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
+        script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
+        text("/etc/kubernetes/config/kubelet.yaml", &kubelet_config(input)),
+        text(
+            "/etc/kubernetes/kubeconfig/kubelet.yaml",
+            &kubeconfig("kubelet", &format!("https://{}", input.api_domain)),
+        ),
+    ];
+    let mut units = vec![
+        unit("set-hostname.service", SET_HOSTNAME_UNIT),
+        unit("decrypt-tls-assets.service", &decrypt_unit(input)),
+        unit("kubelet.service", &kubelet_unit(input)),
+    ];
+    if let Role::Master { etcd_name, etcd_initial_cluster, initial_cluster_state, .. } = &input.role {
+        units.push(unit("etcd3.service", &etcd_unit(input, etcd_name, etcd_initial_cluster, *initial_cluster_state)));
+        // Control-plane components talk to the API server on the same host.
+        let local_api = "https://127.0.0.1:443";
+        files.extend([
+            text("/etc/kubernetes/kubeconfig/controller-manager.yaml", &kubeconfig("controller-manager", local_api)),
+            text("/etc/kubernetes/kubeconfig/scheduler.yaml", &kubeconfig("scheduler", local_api)),
+            text("/etc/kubernetes/manifests/k8s-api-server.yaml", &apiserver_manifest(input)),
+            text("/etc/kubernetes/manifests/k8s-controller-manager.yaml", &controller_manager_manifest(input)),
+            text("/etc/kubernetes/manifests/k8s-scheduler.yaml", &scheduler_manifest(input)),
+        ]);
+    }
+
+    let mut seen = BTreeSet::new();
+    let plain_paths = files.iter().filter_map(|f| f["path"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    for secret in &input.secrets {
+        check_path(&secret.path)?;
+        // The decrypted file lands at `path` too, so it may not clash with a plain file either.
+        for path in [secret.path.clone(), format!("{}.enc", secret.path)] {
+            if !seen.insert(path.clone()) || plain_paths.contains(&path) {
+                return Err(IgnitionError::DuplicatePath { path });
+            }
+        }
+    }
+
+    let document = json!({
+        "ignition": { "version": IGNITION_VERSION },
+        "storage": { "files": files },
+        "systemd": { "units": units },
+    });
+    Ok(NodeConfig { document, secrets: input.secrets.clone() })
+}
+
+fn check_path(path: &str) -> Result<(), IgnitionError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-');
+    if path.starts_with('/') && path.len() > 1 && !path.ends_with('/') && path.chars().all(allowed) {
+        Ok(())
+    } else {
+        Err(IgnitionError::InvalidPath { path: path.to_owned() })
+    }
+}
+
+/// JSON with object keys sorted at every level, so the hash does not depend on how
+/// `serde_json` orders maps in a given build.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+// --- Ignition building blocks ---------------------------------------------------------------
+
+/// A file entry with the content as a base64 data URL (RFC 2397), which carries any bytes.
+fn file(path: &str, mode: u32, content: &[u8]) -> Value {
+    json!({
+        "path": path,
+        "mode": mode,
+        "overwrite": true,
+        "contents": { "source": format!("data:;base64,{}", BASE64.encode(content)) },
+    })
+}
+
+fn text(path: &str, content: &str) -> Value {
+    file(path, 0o644, content.as_bytes())
+}
+
+fn script(path: &str, content: &str) -> Value {
+    file(path, 0o755, content.as_bytes())
+}
+
+fn unit(name: &str, contents: &str) -> Value {
+    json!({ "name": name, "enabled": true, "contents": contents })
+}
+
+/// `v1.2.3` whether or not the input carries the `v`.
+fn v(version: &str) -> String {
+    format!("v{}", version.trim_start_matches('v'))
+}
+
+fn image(input: &NodeConfigInput, name: &str, version: &str) -> String {
+    format!("{}/giantswarm/{name}:{}", input.registry, v(version))
+}
+
+// --- the decryption of the secrets ---------------------------------------------------------
+
+fn decrypt_script(input: &NodeConfigInput) -> String {
+    let awscli = format!("{}/{AWSCLI_IMAGE}", input.registry);
+    let region = &input.region;
+    let mut script = format!(
+        r#"#!/bin/bash
+# Decrypts every *.enc file of this node config with the cluster's KMS key; the instance role
+# grants kms:Decrypt. Retries until KMS answers: the network may come up after this unit.
+set -uo pipefail
+
+decrypt() {{
+  local enc="$1" out="${{1%.enc}}" dir
+  dir="$(dirname "$enc")"
+  docker run --rm --net=host -v "$dir:$dir" {awscli} \
+    kms decrypt --region {region} --ciphertext-blob "fileb://$enc" --output text --query Plaintext \
+    | base64 -d > "$out.tmp" && chmod 0600 "$out.tmp" && mv "$out.tmp" "$out"
+}}
+
+decrypt_all() {{
+"#
+    );
+    for secret in &input.secrets {
+        script.push_str(&format!("  decrypt {}.enc || return 1\n", secret.path));
+    }
+    script.push_str(
+        r#"  return 0
+}
+
+until decrypt_all; do
+  echo "decrypting TLS assets failed, retrying in 5s" >&2
+  sleep 5
+done
+"#,
+    );
+    script
+}
+
+fn decrypt_unit(input: &NodeConfigInput) -> String {
+    let before = match input.role {
+        Role::Master { .. } => "kubelet.service etcd3.service",
+        Role::Worker { .. } => "kubelet.service",
+    };
+    format!(
+        "[Unit]
+Description=Decrypt the TLS assets and other secrets with KMS
+Requires=docker.service
+After=docker.service network-online.target
+Wants=network-online.target
+Before={before}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/opt/bin/decrypt-tls-assets
+
+[Install]
+WantedBy=multi-user.target
+"
+    )
+}
+
+// --- hostname ------------------------------------------------------------------------------
+
+/// EC2's private DNS name is the Kubernetes node name (the drainer relies on it, §6.5). IMDSv2:
+/// the token request comes first.
+const SET_HOSTNAME_SCRIPT: &str = r#"#!/bin/bash
+set -euo pipefail
+imds=http://169.254.169.254/latest
+token="$(curl -sf --retry 10 -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')"
+name="$(curl -sf --retry 10 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/local-hostname")"
+hostnamectl set-hostname "$name"
+"#;
+
+const SET_HOSTNAME_UNIT: &str = "[Unit]
+Description=Set the hostname to the EC2 private DNS name
+Wants=network-online.target
+After=network-online.target
+Before=kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/opt/bin/set-hostname
+
+[Install]
+WantedBy=multi-user.target
+";
+
+// --- kubelet --------------------------------------------------------------------------------
+
+fn kubelet_config(input: &NodeConfigInput) -> String {
+    format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+clusterDomain: {CLUSTER_DOMAIN}
+clusterDNS:
+  - {dns}
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: {ca}
+authorization:
+  mode: Webhook
+tlsCertFile: {crt}
+tlsPrivateKeyFile: {key}
+serverTLSBootstrap: false
+rotateCertificates: false
+evictionHard:
+  memory.available: 200Mi
+  nodefs.available: 10%
+",
+        dns = input.cluster_dns_ip,
+        ca = paths::WORKER_CA,
+        crt = paths::WORKER_CRT,
+        key = paths::WORKER_KEY,
+    )
+}
+
+fn kubeconfig(user: &str, server: &str) -> String {
+    let (crt, key, ca) = if user == "kubelet" {
+        (paths::WORKER_CRT, paths::WORKER_KEY, paths::WORKER_CA)
+    } else {
+        (paths::API_CRT, paths::API_KEY, paths::API_CA)
+    };
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+  - name: local
+    cluster:
+      certificate-authority: {ca}
+      server: {server}
+users:
+  - name: {user}
+    user:
+      client-certificate: {crt}
+      client-key: {key}
+contexts:
+  - name: default
+    context:
+      cluster: local
+      user: {user}
+current-context: default
+"
+    )
+}
+
+/// The labels kubelet registers the node with: the input's, then the role's (which win).
+fn node_labels(input: &NodeConfigInput) -> BTreeMap<String, String> {
+    let mut labels = input.node_labels.clone();
+    labels.insert("giantswarm.io/cluster".into(), input.cluster_id.clone());
+    match &input.role {
+        Role::Master { .. } => {
+            labels.insert("role".into(), "master".into());
+            labels.insert("kubernetes.io/role".into(), "master".into());
+        }
+        Role::Worker { md_id } => {
+            labels.insert("role".into(), "worker".into());
+            labels.insert("kubernetes.io/role".into(), "worker".into());
+            labels.insert("giantswarm.io/machine-deployment".into(), md_id.clone());
+        }
+    }
+    labels
+}
+
+fn kubelet_unit(input: &NodeConfigInput) -> String {
+    let labels = node_labels(input).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+    let taints = match input.role {
+        Role::Master { .. } => " \\\n  --register-with-taints=node-role.kubernetes.io/control-plane=:NoSchedule",
+        Role::Worker { .. } => "",
+    };
+    let hyperkube = image(input, "hyperkube", &input.kubernetes_version);
+    format!(
+        "[Unit]
+Description=Kubernetes kubelet
+Requires=docker.service decrypt-tls-assets.service
+After=docker.service decrypt-tls-assets.service set-hostname.service
+
+[Service]
+Restart=always
+RestartSec=10
+ExecStartPre=-/usr/bin/docker rm -f kubelet
+ExecStart=/usr/bin/docker run --rm --name kubelet --privileged --pid=host --net=host \\
+  -v /:/rootfs:ro,rslave -v /sys:/sys:ro -v /dev:/dev -v /var/lib/docker:/var/lib/docker:rw \\
+  -v /var/lib/kubelet:/var/lib/kubelet:rw,rshared -v /var/log:/var/log:rw -v /etc/kubernetes:/etc/kubernetes:ro \\
+  -v /run:/run:rw \\
+  {hyperkube} /kubelet \\
+  --config=/etc/kubernetes/config/kubelet.yaml \\
+  --kubeconfig=/etc/kubernetes/kubeconfig/kubelet.yaml \\
+  --cloud-provider=external \\
+  --node-labels={labels}{taints}
+ExecStop=-/usr/bin/docker stop kubelet
+
+[Install]
+WantedBy=multi-user.target
+"
+    )
+}
+
+// --- masters: etcd and the control plane -----------------------------------------------------
+
+fn etcd_unit(input: &NodeConfigInput, name: &str, initial_cluster: &str, state: InitialClusterState) -> String {
+    let etcd = image(input, "etcd", &input.etcd_version);
+    let peer = format!("https://{name}.{}", input.base_domain);
+    let state = state.as_str();
+    let (crt, key, ca) = (paths::ETCD_CRT, paths::ETCD_KEY, paths::ETCD_CA);
+    format!(
+        "[Unit]
+Description=etcd member {name}
+Requires=docker.service decrypt-tls-assets.service
+After=docker.service decrypt-tls-assets.service
+
+[Service]
+Restart=always
+RestartSec=10
+ExecStartPre=-/usr/bin/docker rm -f etcd
+ExecStart=/usr/bin/docker run --rm --name etcd --net=host \\
+  -v /var/lib/etcd:/var/lib/etcd -v /etc/kubernetes/ssl/etcd:/etc/kubernetes/ssl/etcd:ro \\
+  {etcd} etcd \\
+  --name={name} \\
+  --data-dir=/var/lib/etcd \\
+  --initial-cluster={initial_cluster} \\
+  --initial-cluster-state={state} \\
+  --initial-cluster-token=k8s-etcd-cluster \\
+  --initial-advertise-peer-urls={peer}:2380 \\
+  --advertise-client-urls={peer}:2379 \\
+  --listen-peer-urls=https://0.0.0.0:2380 \\
+  --listen-client-urls=https://0.0.0.0:2379 \\
+  --cert-file={crt} --key-file={key} --trusted-ca-file={ca} --client-cert-auth=true \\
+  --peer-cert-file={crt} --peer-key-file={key} --peer-trusted-ca-file={ca} --peer-client-cert-auth=true
+ExecStop=-/usr/bin/docker stop etcd
+
+[Install]
+WantedBy=multi-user.target
+"
+    )
+}
+
+/// A static pod on the host network running `component` with `args`.
+fn static_pod(input: &NodeConfigInput, component: &str, args: &[String]) -> String {
+    let image = image(input, component, &input.kubernetes_version);
+    let args: String = args.iter().map(|a| format!("        - {a}\n")).collect();
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {component}
+  namespace: kube-system
+  labels:
+    k8s-app: {component}
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  containers:
+    - name: {component}
+      image: {image}
+      command:
+        - {component}
+{args}      volumeMounts:
+        - name: k8s
+          mountPath: /etc/kubernetes
+          readOnly: true
+  volumes:
+    - name: k8s
+      hostPath:
+        path: /etc/kubernetes
+"
+    )
+}
+
+fn apiserver_manifest(input: &NodeConfigInput) -> String {
+    let args = [
+        "--secure-port=443".to_owned(),
+        format!("--etcd-servers=https://{}:2379", input.etcd_domain),
+        format!("--etcd-cafile={}", paths::ETCD_CA),
+        format!("--etcd-certfile={}", paths::ETCD_CRT),
+        format!("--etcd-keyfile={}", paths::ETCD_KEY),
+        format!("--service-cluster-ip-range={}", input.service_cidr),
+        format!("--tls-cert-file={}", paths::API_CRT),
+        format!("--tls-private-key-file={}", paths::API_KEY),
+        format!("--client-ca-file={}", paths::API_CA),
+        format!("--kubelet-client-certificate={}", paths::API_CRT),
+        format!("--kubelet-client-key={}", paths::API_KEY),
+        format!("--service-account-key-file={}", paths::SERVICE_ACCOUNT_KEY),
+        format!("--service-account-signing-key-file={}", paths::SERVICE_ACCOUNT_KEY),
+        format!("--service-account-issuer=https://{}", input.api_domain),
+        format!("--api-audiences=https://{}", input.api_domain),
+        format!("--encryption-provider-config={}", paths::ENCRYPTION_CONFIG),
+        "--authorization-mode=Node,RBAC".to_owned(),
+        "--enable-admission-plugins=NodeRestriction".to_owned(),
+        "--allow-privileged=true".to_owned(),
+        "--cloud-provider=external".to_owned(),
+    ];
+    static_pod(input, "kube-apiserver", &args)
+}
+
+fn controller_manager_manifest(input: &NodeConfigInput) -> String {
+    let args = [
+        "--kubeconfig=/etc/kubernetes/kubeconfig/controller-manager.yaml".to_owned(),
+        format!("--cluster-name={}", input.cluster_id),
+        "--allocate-node-cidrs=true".to_owned(),
+        format!("--cluster-cidr={}", input.pod_cidr),
+        format!("--service-cluster-ip-range={}", input.service_cidr),
+        format!("--root-ca-file={}", paths::API_CA),
+        format!("--service-account-private-key-file={}", paths::SERVICE_ACCOUNT_KEY),
+        "--use-service-account-credentials=true".to_owned(),
+        "--leader-elect=true".to_owned(),
+        "--cloud-provider=external".to_owned(),
+    ];
+    static_pod(input, "kube-controller-manager", &args)
+}
+
+fn scheduler_manifest(input: &NodeConfigInput) -> String {
+    let args = [
+        "--kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
+        "--authentication-kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
+        "--authorization-kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
+        "--leader-elect=true".to_owned(),
+    ];
+    static_pod(input, "kube-scheduler", &args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const API_KEY_PEM: &[u8] = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretapikey\n-----END RSA PRIVATE KEY-----\n";
+    const WORKER_KEY_PEM: &[u8] = b"-----BEGIN EC PRIVATE KEY-----\nMHcworkerkeysecret\n-----END EC PRIVATE KEY-----\n";
+
+    fn worker() -> NodeConfigInput {
+        NodeConfigInput {
+            role: Role::Worker { md_id: "g3j50".into() },
+            cluster_id: "al9qy".into(),
+            base_domain: "al9qy.k8s.gauss.eu-central-1.aws.gigantic.io".into(),
+            api_domain: "api.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io".into(),
+            etcd_domain: "etcd.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io".into(),
+            region: "eu-central-1".into(),
+            kubernetes_version: "1.33.4".into(),
+            etcd_version: "v3.5.21".into(),
+            node_labels: BTreeMap::from([("team".into(), "blue".into())]),
+            service_cidr: "172.31.0.0/16".into(),
+            cluster_dns_ip: "172.31.0.10".into(),
+            pod_cidr: "10.2.0.0/16".into(),
+            registry: "quay.io".into(),
+            secrets: vec![
+                NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
+                NodeSecret { path: paths::WORKER_CRT.into(), plaintext: b"worker certificate".to_vec() },
+            ],
+        }
+    }
+
+    fn master(id: u8, masters: u8) -> NodeConfigInput {
+        let mut input = worker();
+        input.role = Role::Master {
+            id,
+            etcd_name: etcd_name(id),
+            etcd_initial_cluster: etcd_initial_cluster(&input.base_domain, masters),
+            initial_cluster_state: InitialClusterState::New,
+        };
+        input.secrets.push(NodeSecret { path: paths::API_KEY.into(), plaintext: API_KEY_PEM.to_vec() });
+        input
+    }
+
+    /// A stand-in for KMS: deterministic, reversible, and sharing no byte run with the input.
+    fn fake_encrypt(plaintext: &[u8]) -> Result<Vec<u8>, std::convert::Infallible> {
+        let mut out = b"KMS1".to_vec();
+        out.extend(plaintext.iter().map(|b| b ^ 0xA5));
+        Ok(out)
+    }
+
+    fn sealed(input: &NodeConfigInput) -> Value {
+        let config = render(input).expect("render");
+        let bytes = config.seal(fake_encrypt).unwrap_or_else(|never| match never {});
+        serde_json::from_slice(&bytes).expect("sealed config is JSON")
+    }
+
+    fn files(doc: &Value) -> BTreeMap<String, Vec<u8>> {
+        doc["storage"]["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .map(|f| {
+                let source = f["contents"]["source"].as_str().expect("source");
+                let b64 = source.strip_prefix("data:;base64,").expect("base64 data URL");
+                (f["path"].as_str().expect("path").to_owned(), BASE64.decode(b64).expect("valid base64"))
+            })
+            .collect()
+    }
+
+    fn units(doc: &Value) -> BTreeMap<String, String> {
+        doc["systemd"]["units"]
+            .as_array()
+            .expect("units")
+            .iter()
+            .map(|u| {
+                (u["name"].as_str().expect("name").to_owned(), u["contents"].as_str().expect("contents").to_owned())
+            })
+            .collect()
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn the_sealed_config_is_ignition_3_3_0() {
+        let doc = sealed(&worker());
+        assert_eq!(doc["ignition"]["version"], "3.3.0");
+        for f in doc["storage"]["files"].as_array().expect("files") {
+            assert!(f["path"].as_str().is_some_and(|p| p.starts_with('/')), "{f}");
+            assert!(f["mode"].as_u64().is_some(), "{f}");
+        }
+        let units = units(&doc);
+        assert!(units.contains_key("decrypt-tls-assets.service"));
+        assert!(units.contains_key("kubelet.service"));
+        assert!(units.contains_key("set-hostname.service"));
+    }
+
+    #[test]
+    fn secrets_travel_only_as_ciphertext() {
+        let input = master(0, 1);
+        let bytes = render(&input).expect("render").seal(fake_encrypt).unwrap_or_else(|never| match never {});
+        let doc: Value = serde_json::from_slice(&bytes).expect("JSON");
+        let files = files(&doc);
+        for secret in &input.secrets {
+            let enc =
+                files.get(&format!("{}.enc", secret.path)).unwrap_or_else(|| panic!("{}.enc missing", secret.path));
+            assert_eq!(enc, &fake_encrypt(&secret.plaintext).unwrap_or_else(|never| match never {}));
+            assert!(!files.contains_key(&secret.path), "{} shipped in the clear", secret.path);
+            assert!(!contains(&bytes, &secret.plaintext), "plaintext of {} in the sealed bytes", secret.path);
+            assert!(
+                !contains(&bytes, BASE64.encode(&secret.plaintext).as_bytes()),
+                "base64 plaintext of {}",
+                secret.path
+            );
+            for content in files.values() {
+                assert!(!contains(content, &secret.plaintext), "plaintext of {} inside a file", secret.path);
+            }
+        }
+        // The decrypt script names each encrypted file and the KMS call that decrypts it.
+        let script = String::from_utf8(files["/opt/bin/decrypt-tls-assets"].clone()).expect("utf-8");
+        for secret in &input.secrets {
+            assert!(script.contains(&format!("decrypt {}.enc", secret.path)), "{script}");
+        }
+        assert!(script.contains("kms decrypt --region eu-central-1 --ciphertext-blob \"fileb://$enc\""), "{script}");
+        assert!(script.contains("quay.io/giantswarm/awscli:1.18.3"), "{script}");
+        assert!(script.contains("sleep 5"), "{script}");
+    }
+
+    #[test]
+    fn seal_with_takes_ciphertexts_computed_elsewhere() {
+        let config = render(&worker()).expect("render");
+        let ciphertexts: Vec<Vec<u8>> = config.secrets().iter().map(|s| s.path.as_bytes().to_vec()).collect();
+        let doc: Value = serde_json::from_slice(&config.seal_with(ciphertexts).expect("seal")).expect("JSON");
+        assert_eq!(files(&doc)[&format!("{}.enc", paths::WORKER_KEY)], paths::WORKER_KEY.as_bytes());
+
+        assert_eq!(config.seal_with(vec![vec![1]]), Err(IgnitionError::CiphertextCount { expected: 2, got: 1 }));
+    }
+
+    #[test]
+    fn a_failing_encryption_fails_the_seal() {
+        let config = render(&worker()).expect("render");
+        let mut calls = 0;
+        let result = config.seal(|_| {
+            calls += 1;
+            Err::<Vec<u8>, _>("kms unavailable")
+        });
+        assert_eq!(result, Err("kms unavailable"));
+        assert_eq!(calls, 1, "encryption goes on after a failure");
+    }
+
+    #[test]
+    fn the_hash_is_stable_and_follows_every_input() {
+        let base = render(&worker()).expect("render").content_hash();
+        assert_eq!(base.len(), 64);
+        assert!(base.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_eq!(render(&worker()).expect("render").content_hash(), base, "two renders differ");
+
+        // Sealing twice gives different bytes (KMS is random) but the hash does not move.
+        let config = render(&worker()).expect("render");
+        let a = config.seal_with(vec![vec![1], vec![2]]).expect("seal");
+        let b = config.seal_with(vec![vec![3], vec![4]]).expect("seal");
+        assert_ne!(a, b);
+        assert_eq!(config.content_hash(), base);
+
+        type Change = fn(&mut NodeConfigInput);
+        let changes: [(&str, Change); 6] = [
+            ("secret content", |i| i.secrets[0].plaintext.push(b'\n')),
+            ("secret path", |i| i.secrets[1].path = "/etc/kubernetes/ssl/other.pem".into()),
+            ("node label", |i| drop(i.node_labels.insert("team".into(), "red".into()))),
+            ("kubernetes version", |i| i.kubernetes_version = "1.33.5".into()),
+            ("node pool", |i| i.role = Role::Worker { md_id: "zz9zz".into() }),
+            ("region", |i| i.region = "eu-west-1".into()),
+        ];
+        for (what, change) in changes {
+            let mut input = worker();
+            change(&mut input);
+            assert_ne!(render(&input).expect("render").content_hash(), base, "{what} did not change the hash");
+        }
+    }
+
+    #[test]
+    fn masters_and_workers_differ() {
+        let worker_doc = sealed(&worker());
+        let master_doc = sealed(&master(0, 1));
+        let (worker_units, master_units) = (units(&worker_doc), units(&master_doc));
+        let (worker_files, master_files) = (files(&worker_doc), files(&master_doc));
+
+        assert!(!worker_units.contains_key("etcd3.service"));
+        assert!(master_units.contains_key("etcd3.service"));
+        for manifest in ["k8s-api-server.yaml", "k8s-controller-manager.yaml", "k8s-scheduler.yaml"] {
+            let path = format!("/etc/kubernetes/manifests/{manifest}");
+            assert!(master_files.contains_key(&path), "master lacks {path}");
+            assert!(!worker_files.contains_key(&path), "worker has {path}");
+        }
+        let apiserver =
+            String::from_utf8(master_files["/etc/kubernetes/manifests/k8s-api-server.yaml"].clone()).expect("utf-8");
+        assert!(apiserver.contains("--etcd-servers=https://etcd.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io:2379"));
+        assert!(apiserver.contains("--service-cluster-ip-range=172.31.0.0/16"));
+        assert!(apiserver.contains("image: quay.io/giantswarm/kube-apiserver:v1.33.4"));
+
+        let worker_kubelet = &worker_units["kubelet.service"];
+        assert!(
+            worker_kubelet.contains(
+                "--node-labels=giantswarm.io/cluster=al9qy,giantswarm.io/machine-deployment=g3j50,\
+                 kubernetes.io/role=worker,role=worker,team=blue"
+            ),
+            "{worker_kubelet}"
+        );
+        assert!(!worker_kubelet.contains("register-with-taints"));
+        let master_kubelet = &master_units["kubelet.service"];
+        assert!(master_kubelet.contains("role=master"), "{master_kubelet}");
+        assert!(master_kubelet.contains("--register-with-taints=node-role.kubernetes.io/control-plane=:NoSchedule"));
+        assert!(master_units["decrypt-tls-assets.service"].contains("Before=kubelet.service etcd3.service"));
+
+        let kubelet_config =
+            String::from_utf8(worker_files["/etc/kubernetes/config/kubelet.yaml"].clone()).expect("utf-8");
+        assert!(kubelet_config.contains("  - 172.31.0.10\n"), "{kubelet_config}");
+    }
+
+    #[test]
+    fn etcd_names_its_initial_cluster_for_one_and_three_masters() {
+        let base = "al9qy.k8s.example.com";
+        assert_eq!(etcd_initial_cluster(base, 1), "etcd0=https://etcd0.al9qy.k8s.example.com:2380");
+        assert_eq!(
+            etcd_initial_cluster(base, 3),
+            "etcd1=https://etcd1.al9qy.k8s.example.com:2380,\
+             etcd2=https://etcd2.al9qy.k8s.example.com:2380,\
+             etcd3=https://etcd3.al9qy.k8s.example.com:2380"
+        );
+
+        let single = units(&sealed(&master(0, 1)))["etcd3.service"].clone();
+        assert!(single.contains("--name=etcd0 "), "{single}");
+        assert!(
+            single.contains("--initial-cluster=etcd0=https://etcd0.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io:2380 ")
+        );
+        assert!(single.contains("--initial-cluster-state=new "), "{single}");
+        assert!(
+            single.contains(
+                "--initial-advertise-peer-urls=https://etcd0.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io:2380"
+            )
+        );
+        assert!(single.contains("quay.io/giantswarm/etcd:v3.5.21"), "{single}");
+
+        let mut second = master(2, 3);
+        if let Role::Master { initial_cluster_state, .. } = &mut second.role {
+            *initial_cluster_state = InitialClusterState::Existing;
+        }
+        let ha = units(&sealed(&second))["etcd3.service"].clone();
+        assert!(ha.contains("--name=etcd2 "), "{ha}");
+        assert!(ha.contains(&format!("--initial-cluster={} ", etcd_initial_cluster(&second.base_domain, 3))), "{ha}");
+        assert!(ha.contains("--initial-cluster-state=existing "), "{ha}");
+    }
+
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let input = master(1, 3);
+        let config = render(&input).expect("render");
+        for printed in [format!("{input:?}"), format!("{config:?}"), format!("{:?}", config.secrets())] {
+            assert!(!printed.contains("secretapikey"), "{printed}");
+            assert!(!printed.contains("workerkeysecret"), "{printed}");
+            assert!(printed.contains(paths::API_KEY), "paths are fine to show: {printed}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_parse_as_bash() {
+        let mut no_secrets = worker();
+        no_secrets.secrets.clear();
+        for (input, path) in [
+            (master(0, 1), "/opt/bin/decrypt-tls-assets"),
+            (no_secrets, "/opt/bin/decrypt-tls-assets"),
+            (worker(), "/opt/bin/set-hostname"),
+        ] {
+            let files = files(&sealed(&input));
+            let dir = tempfile::tempdir().expect("tempdir");
+            let script = dir.path().join("script");
+            std::fs::write(&script, &files[path]).expect("write script");
+            let status = std::process::Command::new("bash").arg("-n").arg(&script).status().expect("run bash");
+            assert!(status.success(), "{path} does not parse:\n{}", String::from_utf8_lossy(&files[path]));
+        }
+    }
+
+    #[test]
+    fn unusable_secret_paths_are_refused() {
+        for path in ["relative/key.pem", "/etc/kubernetes/ssl/my key.pem", "/etc/$(reboot).pem", "/", "/etc/ssl/"] {
+            let mut input = worker();
+            input.secrets[0].path = path.into();
+            assert_eq!(render(&input).map(drop), Err(IgnitionError::InvalidPath { path: path.into() }), "{path}");
+        }
+
+        let mut twice = worker();
+        twice.secrets[1].path = twice.secrets[0].path.clone();
+        assert_eq!(render(&twice).map(drop), Err(IgnitionError::DuplicatePath { path: paths::WORKER_KEY.into() }));
+
+        let mut clash = worker();
+        clash.secrets[0].path = "/opt/bin/decrypt-tls-assets".into();
+        assert!(matches!(render(&clash), Err(IgnitionError::DuplicatePath { .. })));
+    }
+}

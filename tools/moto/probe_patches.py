@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Demonstrates each correction of ``tools/moto/server.py`` against a running server.
+
+Usage::
+
+    python tools/moto/probe_patches.py PORT
+
+Exits 0 when every correction behaves like AWS, 1 (listing the failures) otherwise. Each probe
+works in accounts of its own, chosen at random, so it can run against a shared server.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+REGION = "eu-central-1"
+
+
+def client(port: int, service: str, account: str, region: str = REGION) -> Any:
+    """A boto3 client that acts in ``account`` through moto's ``x-moto-account-id`` header."""
+    c = boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="AKIAPROBE",
+        aws_secret_access_key="probe",
+        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+    )
+
+    def add_account(request: Any, **_: Any) -> None:
+        request.headers["x-moto-account-id"] = account
+
+    c.meta.events.register("before-sign.*.*", add_account)
+    return c
+
+
+def account() -> str:
+    return str(random.randint(200_000_000_000, 999_999_999_999))
+
+
+def error_code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code"))
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        raise AssertionError(what)
+
+
+def probe_termination_protection(port: int) -> None:
+    cfn = client(port, "cloudformation", account())
+    name = "probe-protected"
+    template = {
+        "Resources": {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.9.0.0/16"}}}
+    }
+    stack_id = cfn.create_stack(StackName=name, TemplateBody=json.dumps(template))["StackId"]
+
+    out = cfn.update_termination_protection(StackName=name, EnableTerminationProtection=True)
+    check(out["StackId"] == stack_id, f"UpdateTerminationProtection returned {out.get('StackId')}")
+    described = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    check(described.get("EnableTerminationProtection") is True, "flag not reported as enabled")
+
+    try:
+        cfn.delete_stack(StackName=name)
+        raise AssertionError("DeleteStack deleted a protected stack")
+    except ClientError as err:
+        message = err.response["Error"]["Message"]
+        check(error_code(err) == "ValidationError", f"unexpected error code {error_code(err)}")
+        check(
+            message == f"Stack [{name}] cannot be deleted while TerminationProtection is enabled",
+            f"unexpected message {message!r}",
+        )
+        check(err.response["ResponseMetadata"]["HTTPStatusCode"] == 400, "status is not 400")
+    check(cfn.describe_stacks(StackName=stack_id)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE",
+          "protected stack changed state")
+
+    cfn.update_termination_protection(StackName=stack_id, EnableTerminationProtection=False)
+    cfn.delete_stack(StackName=name)
+    try:
+        cfn.describe_stacks(StackName=name)
+        raise AssertionError("unprotected stack survived DeleteStack")
+    except ClientError as err:
+        check(error_code(err) == "ValidationError", f"unexpected error {error_code(err)}")
+
+    try:
+        cfn.update_termination_protection(StackName="probe-missing", EnableTerminationProtection=True)
+        raise AssertionError("UpdateTerminationProtection accepted a missing stack")
+    except ClientError as err:
+        check(error_code(err) == "ValidationError", f"unexpected error {error_code(err)}")
+
+
+def probe_cross_account_peering(port: int) -> None:
+    control_plane, tenant = account(), account()
+    peer_region = "eu-west-1"
+    cp_ec2 = client(port, "ec2", control_plane, peer_region)
+    cp_vpc = cp_ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+
+    template = {
+        "Resources": {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.2.0.0/16"}},
+            "Peering": {
+                "Type": "AWS::EC2::VPCPeeringConnection",
+                "Properties": {
+                    "VpcId": {"Ref": "Vpc"},
+                    "PeerVpcId": cp_vpc,
+                    "PeerOwnerId": control_plane,
+                    "PeerRegion": peer_region,
+                    "PeerRoleArn": f"arn:aws:iam::{control_plane}:role/probe-vpc-peer-access",
+                    "Tags": [{"Key": "Name", "Value": "probe"}],
+                },
+            },
+        },
+        "Outputs": {"Peering": {"Value": {"Ref": "Peering"}}},
+    }
+    cfn = client(port, "cloudformation", tenant)
+    cfn.create_stack(StackName="probe-peering", TemplateBody=json.dumps(template))
+    stack = cfn.describe_stacks(StackName="probe-peering")["Stacks"][0]
+    check(stack["StackStatus"] == "CREATE_COMPLETE", f"stack is {stack['StackStatus']}")
+    pcx_id = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}.get("Peering")
+    check(bool(pcx_id) and pcx_id.startswith("pcx-"), f"no peering id in outputs: {pcx_id!r}")
+
+    pcx = client(port, "ec2", tenant).describe_vpc_peering_connections(
+        VpcPeeringConnectionIds=[pcx_id]
+    )["VpcPeeringConnections"][0]
+    accepter = pcx["AccepterVpcInfo"]
+    check(accepter["VpcId"] == cp_vpc, f"accepter VPC {accepter['VpcId']} != {cp_vpc}")
+    check(accepter["OwnerId"] == control_plane, f"accepter owner {accepter['OwnerId']}")
+    check(accepter.get("Region") == peer_region, f"accepter region {accepter.get('Region')}")
+    check(pcx["Status"]["Code"] == "active", f"status {pcx['Status']['Code']}")
+    check({"Key": "Name", "Value": "probe"} in pcx.get("Tags", []), f"tags {pcx.get('Tags')}")
+
+    seen_by_cp = cp_ec2.describe_vpc_peering_connections()["VpcPeeringConnections"]
+    check(any(p["VpcPeeringConnectionId"] == pcx_id for p in seen_by_cp),
+          "the peer account does not see the peering")
+
+
+def probe_conditional_bucket_policy(port: int) -> None:
+    s3 = client(port, "s3", account())
+    bucket = f"probe-tls-only-{random.randint(0, 10**9)}"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    tls_only = {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }],
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(tls_only))
+    s3.put_object(Bucket=bucket, Key="node-config", Body=b"{}")
+    body = s3.get_object(Bucket=bucket, Key="node-config")["Body"].read()
+    check(body == b"{}", f"read back {body!r}")
+
+    # Unconditional statements still apply: the correction is about conditions only.
+    deny_get = {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{bucket}/*",
+        }],
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny_get))
+    try:
+        s3.get_object(Bucket=bucket, Key="node-config")
+        raise AssertionError("an unconditional Deny was not applied")
+    except ClientError as err:
+        status = err.response["ResponseMetadata"]["HTTPStatusCode"]
+        check(status == 403, f"unconditional Deny gave {status}")
+
+
+PROBES: list[tuple[str, Callable[[int], None]]] = [
+    ("termination protection", probe_termination_protection),
+    ("cross-account VPC peering in a template", probe_cross_account_peering),
+    ("conditional bucket-policy statements", probe_conditional_bucket_policy),
+]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        print(f"usage: {argv[0]} PORT", file=sys.stderr)
+        return 2
+    port = int(argv[1])
+    failures = 0
+    for name, probe in PROBES:
+        try:
+            probe(port)
+            print(f"ok    {name}")
+        except Exception as err:  # noqa: BLE001 - every failure is reported, then counted
+            failures += 1
+            print(f"FAIL  {name}: {type(err).__name__}: {err}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
