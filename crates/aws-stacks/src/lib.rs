@@ -6,4 +6,5 @@
 //! without either.
 #![forbid(unsafe_code)]
 
+pub mod ipam;
 pub mod names;
