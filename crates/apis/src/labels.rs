@@ -15,6 +15,31 @@ pub const CAPI_PAUSED: &str = "cluster.x-k8s.io/paused";
 /// Pauses reconciliation (operatorkit convention).
 pub const OPERATORKIT_PAUSED: &str = "operatorkit.giantswarm.io/paused";
 
+/// The control plane an object belongs to (`AWSControlPlane` name, e.g. `a2wax`).
+pub const CONTROL_PLANE: &str = "giantswarm.io/control-plane";
+/// The node pool an object belongs to (`AWSMachineDeployment` name, e.g. `g3j50`).
+pub const MACHINE_DEPLOYMENT: &str = "giantswarm.io/machine-deployment";
+/// The aws-operator version that reconciles an object; each running version watches only its
+/// own value (side-by-side upgrades).
+pub const AWS_OPERATOR_VERSION: &str = "aws-operator.giantswarm.io/version";
+
+/// Annotation: the CIDR IPAM allocated to a node pool, written by aws-operator on the
+/// `AWSMachineDeployment`.
+pub const MACHINE_DEPLOYMENT_SUBNET: &str = "machine-deployment.giantswarm.io/subnet";
+/// Annotation: the prefix length IPAM allocates (on `AWSCluster` or `AWSMachineDeployment`),
+/// e.g. `24`.
+pub const AWS_SUBNET_SIZE: &str = "alpha.aws.giantswarm.io/aws-subnet-size";
+/// Annotation: how many instances a rolling update replaces at once (a count or a percentage).
+pub const AWS_UPDATE_MAX_BATCH_SIZE: &str = "alpha.aws.giantswarm.io/update-max-batch-size";
+/// Annotation: how long a rolling update pauses between batches (an ISO 8601 duration).
+pub const AWS_UPDATE_PAUSE_TIME: &str = "alpha.aws.giantswarm.io/update-pause-time";
+/// Annotation: the instance metadata service's `HttpTokens` setting (`optional` or `required`).
+pub const AWS_METADATA_V2: &str = "alpha.aws.giantswarm.io/metadata-v2";
+/// Annotation: a Flatcar release for one node pool, used only when newer than the release's.
+pub const FLATCAR_RELEASE_VERSION: &str = "alpha.giantswarm.io/flatcar-release-version";
+/// Annotation: which aws-operator instance handles an object.
+pub const AWS_OPERATOR_INSTANCE: &str = "aws-operator.giantswarm.io/instance";
+
 /// The label that pins an object to one version of an operator in legacy side-by-side mode,
 /// e.g. `aws-operator.giantswarm.io/version`.
 pub fn operator_version_label(operator: &str) -> String {

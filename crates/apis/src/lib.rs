@@ -13,6 +13,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod aws;
+pub mod cluster_status;
+pub mod drainer;
 pub mod go;
 pub mod labels;
 pub mod release;
@@ -23,7 +26,14 @@ use kube::CustomResourceExt;
 
 /// Every CRD of the project, in a stable order.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![release::Release::crd()]
+    vec![
+        release::Release::crd(),
+        aws::AWSCluster::crd(),
+        aws::AWSControlPlane::crd(),
+        aws::AWSMachineDeployment::crd(),
+        aws::NetworkPool::crd(),
+        drainer::DrainerConfig::crd(),
+    ]
 }
 
 /// Render CRDs as one multi-document YAML stream.

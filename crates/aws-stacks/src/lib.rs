@@ -8,5 +8,6 @@
 
 pub mod cfn;
 pub mod ignition;
+pub mod ipam;
 pub mod names;
 pub mod stacks;
