@@ -181,10 +181,179 @@ def probe_conditional_bucket_policy(port: int) -> None:
         check(status == 403, f"unconditional Deny gave {status}")
 
 
+def probe_vpc_cidr_block(port: int) -> None:
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/24")["Vpc"]["VpcId"]
+
+    def associated() -> dict[str, str]:
+        blocks = ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"][0].get("CidrBlockAssociationSet", [])
+        return {
+            b["CidrBlock"]: b["AssociationId"]
+            for b in blocks
+            if b["CidrBlockState"]["State"] == "associated"
+        }
+
+    def local_routes() -> list[str]:
+        tables = ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]}])
+        return sorted(
+            r["DestinationCidrBlock"]
+            for t in tables["RouteTables"]
+            for r in t["Routes"]
+            if r.get("GatewayId") == "local" and "DestinationCidrBlock" in r
+        )
+
+    # A node pool adds its CIDR as a secondary block and puts its subnets in it.
+    template = {
+        "Resources": {
+            "PoolCidr": {
+                "Type": "AWS::EC2::VPCCidrBlock",
+                "Properties": {"VpcId": vpc, "CidrBlock": "10.1.4.0/22"},
+            },
+            **{
+                f"Subnet{az.upper()}": {
+                    "Type": "AWS::EC2::Subnet",
+                    "DependsOn": "PoolCidr",
+                    "Properties": {
+                        "VpcId": vpc,
+                        "CidrBlock": cidr,
+                        "AvailabilityZone": f"{REGION}{az}",
+                    },
+                }
+                for az, cidr in (("a", "10.1.4.0/24"), ("b", "10.1.5.0/24"))
+            },
+        },
+        "Outputs": {
+            "Ref": {"Value": {"Ref": "PoolCidr"}},
+            "Id": {"Value": {"Fn::GetAtt": ["PoolCidr", "Id"]}},
+        },
+    }
+    cfn.create_stack(StackName="probe-pool-cidr", TemplateBody=json.dumps(template))
+    stack = cfn.describe_stacks(StackName="probe-pool-cidr")["Stacks"][0]
+    check(stack["StackStatus"] == "CREATE_COMPLETE", f"stack is {stack['StackStatus']}")
+
+    blocks = associated()
+    check("10.1.4.0/22" in blocks, f"pool CIDR not associated: {blocks}")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    check(outputs.get("Ref") == blocks.get("10.1.4.0/22"), f"Ref is {outputs.get('Ref')!r}")
+    check(outputs.get("Id") == blocks.get("10.1.4.0/22"), f"GetAtt Id is {outputs.get('Id')!r}")
+    check(local_routes() == ["10.1.0.0/24", "10.1.4.0/22"], f"local routes {local_routes()}")
+    subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+    check(sorted(s["CidrBlock"] for s in subnets) == ["10.1.4.0/24", "10.1.5.0/24"],
+          f"subnets {[s['CidrBlock'] for s in subnets]}")
+
+    cfn.delete_stack(StackName="probe-pool-cidr")
+    check(set(associated()) == {"10.1.0.0/24"}, f"blocks after delete: {associated()}")
+    check(local_routes() == ["10.1.0.0/24"], f"local routes after delete {local_routes()}")
+    check(not ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"],
+          "pool subnets survived the delete")
+    try:
+        ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.6.0/24")
+        raise AssertionError("a subnet in the disassociated block was accepted")
+    except ClientError as err:
+        check(error_code(err) == "InvalidSubnet.Range", f"unexpected error {error_code(err)}")
+
+
+def tccp_like_template(elb_name: str) -> dict[str, Any]:
+    """The network of a control-plane stack: VPC, internet gateway, public and private subnets
+    with their route tables and routes, NAT gateway with its address, S3 gateway endpoint,
+    security groups and a classic load balancer."""
+    vpc = {"Ref": "Vpc"}
+    return {"Resources": {
+        "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.5.0.0/16"}},
+        "Igw": {"Type": "AWS::EC2::InternetGateway", "Properties": {}},
+        "IgwAttachment": {"Type": "AWS::EC2::VPCGatewayAttachment",
+                          "Properties": {"VpcId": vpc, "InternetGatewayId": {"Ref": "Igw"}}},
+        "PublicSubnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+            "VpcId": vpc, "CidrBlock": "10.5.0.0/24", "AvailabilityZone": f"{REGION}a"}},
+        "PrivateSubnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+            "VpcId": vpc, "CidrBlock": "10.5.1.0/24", "AvailabilityZone": f"{REGION}a"}},
+        "PublicRouteTable": {"Type": "AWS::EC2::RouteTable", "Properties": {"VpcId": vpc}},
+        "PrivateRouteTable": {"Type": "AWS::EC2::RouteTable", "Properties": {"VpcId": vpc}},
+        "PublicRoute": {"Type": "AWS::EC2::Route", "DependsOn": "IgwAttachment", "Properties": {
+            "RouteTableId": {"Ref": "PublicRouteTable"}, "DestinationCidrBlock": "0.0.0.0/0",
+            "GatewayId": {"Ref": "Igw"}}},
+        "PublicAssociation": {"Type": "AWS::EC2::SubnetRouteTableAssociation", "Properties": {
+            "RouteTableId": {"Ref": "PublicRouteTable"}, "SubnetId": {"Ref": "PublicSubnet"}}},
+        "PrivateAssociation": {"Type": "AWS::EC2::SubnetRouteTableAssociation", "Properties": {
+            "RouteTableId": {"Ref": "PrivateRouteTable"}, "SubnetId": {"Ref": "PrivateSubnet"}}},
+        "NatEip": {"Type": "AWS::EC2::EIP", "Properties": {"Domain": "vpc"}},
+        "NatGateway": {"Type": "AWS::EC2::NatGateway", "Properties": {
+            "AllocationId": {"Fn::GetAtt": ["NatEip", "AllocationId"]},
+            "SubnetId": {"Ref": "PublicSubnet"}}},
+        "PrivateRoute": {"Type": "AWS::EC2::Route", "Properties": {
+            "RouteTableId": {"Ref": "PrivateRouteTable"}, "DestinationCidrBlock": "0.0.0.0/0",
+            "NatGatewayId": {"Ref": "NatGateway"}}},
+        "S3Endpoint": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {
+            "VpcId": vpc, "ServiceName": f"com.amazonaws.{REGION}.s3", "VpcEndpointType": "Gateway",
+            "RouteTableIds": [{"Ref": "PrivateRouteTable"}, {"Ref": "PublicRouteTable"}]}},
+        "MasterSecurityGroup": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+            "GroupDescription": "master", "VpcId": vpc, "SecurityGroupIngress": [
+                {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "CidrIp": "0.0.0.0/0"}]}},
+        "ElbSecurityGroup": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+            "GroupDescription": "api load balancer", "VpcId": vpc}},
+        "EtcdIngress": {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {
+            "GroupId": {"Ref": "MasterSecurityGroup"}, "IpProtocol": "tcp", "FromPort": 2379,
+            "ToPort": 2379, "SourceSecurityGroupId": {"Ref": "ElbSecurityGroup"}}},
+        "ApiLoadBalancer": {"Type": "AWS::ElasticLoadBalancing::LoadBalancer", "Properties": {
+            "LoadBalancerName": elb_name, "Scheme": "internet-facing",
+            "Subnets": [{"Ref": "PublicSubnet"}], "SecurityGroups": [{"Ref": "ElbSecurityGroup"}],
+            "Listeners": [{"LoadBalancerPort": "443", "InstancePort": "443", "Protocol": "TCP"}]}},
+    }}
+
+
+def probe_network_stack_delete(port: int) -> None:
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    elb = client(port, "elb", tenant)
+    elb_name = f"probe-api-{random.randint(0, 10**6)}"
+    cfn.create_stack(StackName="probe-tccp", TemplateBody=json.dumps(tccp_like_template(elb_name)))
+    stack = cfn.describe_stacks(StackName="probe-tccp")["Stacks"][0]
+    check(stack["StackStatus"] == "CREATE_COMPLETE", f"stack is {stack['StackStatus']}")
+    ids = {
+        r["LogicalResourceId"]: r.get("PhysicalResourceId")
+        for r in cfn.describe_stack_resources(StackName="probe-tccp")["StackResources"]
+        if "LogicalResourceId" in r
+    }
+    vpc, igw, nat, vpce = ids["Vpc"], ids["Igw"], ids["NatGateway"], ids["S3Endpoint"]
+    tables = ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]}])
+    check(len(tables["RouteTables"]) == 3, f"{len(tables['RouteTables'])} route tables")
+
+    cfn.delete_stack(StackName="probe-tccp")  # raised DependencyViolation before
+    try:
+        cfn.describe_stacks(StackName="probe-tccp")
+        raise AssertionError("the stack survived DeleteStack")
+    except ClientError as err:
+        check(error_code(err) == "ValidationError", f"unexpected error {error_code(err)}")
+
+    check(not ec2.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Vpcs"],
+          "the VPC survived the stack delete")
+    in_vpc = [{"Name": "vpc-id", "Values": [vpc]}]
+    check(not ec2.describe_route_tables(Filters=in_vpc)["RouteTables"],
+          "route tables survived the stack delete")
+    igws = ec2.describe_internet_gateways()["InternetGateways"]
+    check(all(g["InternetGatewayId"] != igw for g in igws), "the internet gateway survived")
+    nats = ec2.describe_nat_gateways()["NatGateways"]
+    check(all(n["State"] == "deleted" for n in nats if n["NatGatewayId"] == nat),
+          f"NAT gateway states {[n['State'] for n in nats]}")
+    check(not ec2.describe_addresses()["Addresses"], "the NAT address was not released")
+    endpoints = ec2.describe_vpc_endpoints()["VpcEndpoints"]
+    check(all(e["State"].lower() == "deleted" for e in endpoints if e["VpcEndpointId"] == vpce),
+          f"endpoint states {[e['State'] for e in endpoints]}")
+    groups = ec2.describe_security_groups()["SecurityGroups"]
+    check(all(g.get("VpcId") != vpc for g in groups), "security groups survived")
+    lbs = elb.describe_load_balancers()["LoadBalancerDescriptions"]
+    check(all(lb["LoadBalancerName"] != elb_name for lb in lbs), "the load balancer survived")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
     ("conditional bucket-policy statements", probe_conditional_bucket_policy),
+    ("AWS::EC2::VPCCidrBlock in a template", probe_vpc_cidr_block),
+    ("stack delete removes the network", probe_network_stack_delete),
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with three behaviours corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with five behaviours corrected.
 
 Usage::
 
@@ -12,7 +12,7 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Three of them are corrected here, each by a
+reason or pass without exercising the real code path. Five of them are corrected here, each by a
 small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
@@ -23,6 +23,12 @@ small monkeypatch that names the moto behaviour it replaces:
    conditions faithfully (a ``Deny`` on ``aws:SecureTransport = false`` denies *every* request), so
    the emulator does not evaluate conditional statements at all. Unconditional statements still
    apply.
+4. ``AWS::EC2::VPCCidrBlock`` is implemented (moto skips the type): a node-pool stack can add its
+   CIDR as a secondary VPC block and create subnets in it; deleting the stack disassociates it.
+5. Stack deletion removes route tables, VPC endpoints, NAT gateways, Elastic IPs, internet
+   gateways (detached first) and subnet route-table associations, which moto leaves behind; the
+   leftover route tables made every VPC stack delete fail with ``DependencyViolation`` while the
+   stack record vanished and its resources leaked.
 
 Every patch first checks that the moto internals it replaces still exist and raises at start-up
 otherwise (``PatchError``): a moto upgrade that moves them breaks the launcher loudly instead of
@@ -186,11 +192,244 @@ def patch_bucket_policy_conditions() -> None:
     bucket_cls.get_permission = get_permission
 
 
+# --- 4. AWS::EC2::VPCCidrBlock in templates -----------------------------------------------------
+
+
+def patch_vpc_cidr_block_cloudformation() -> None:
+    """moto 5.2.5 has no model for ``AWS::EC2::VPCCidrBlock``: the parser logs "No Moto
+    CloudFormation support" and skips it, so a subnet inside the secondary block fails with
+    ``InvalidSubnet.Range`` and the stack stays in CREATE_IN_PROGRESS. AWS associates the block
+    with the VPC (``Ref`` and ``GetAtt Id`` are the association id) and disassociates it when the
+    resource is deleted. The emulator now does the same through the EC2 backend's
+    AssociateVpcCidrBlock/DisassociateVpcCidrBlock path, which also adds (and removes) the block's
+    ``local`` route in the VPC's route tables. After disassociating, the association is dropped
+    from the VPC rather than kept as ``disassociated``: moto still validates subnets against
+    disassociated blocks, and AWS stops listing them shortly after."""
+    from moto.cloudformation import parsing
+    from moto.core.common_models import CloudFormationModel
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models import vpcs as vpcs_module
+
+    vpc_cls = _require(vpcs_module, "VPC")
+    _require(vpc_cls, "associate_vpc_cidr_block")
+    backend_cls = _require(vpcs_module, "VPCBackend")
+    _require(backend_cls, "associate_vpc_cidr_block")
+    _require(backend_cls, "disassociate_vpc_cidr_block")
+    # moto finds CloudFormation types among the direct subclasses of CloudFormationModel and
+    # caches the result; all three caches are cleared once the new type exists.
+    caches = [
+        _require(parsing, name)
+        for name in ("get_model_list", "get_model_map", "get_name_type_map")
+    ]
+    if "AWS::EC2::VPCCidrBlock" in parsing.get_model_map():
+        raise PatchError(
+            "moto now models AWS::EC2::VPCCidrBlock itself; review tools/moto/server.py "
+            "against the installed moto version"
+        )
+
+    class VPCCidrBlock(CloudFormationModel):
+        """A secondary IPv4 (or Amazon-provided IPv6) block associated with a VPC."""
+
+        # moto's model registry files a model under the second component of its module name.
+        __module__ = "moto.ec2.models.vpcs"
+
+        def __init__(
+            self, account_id: str, region_name: str, vpc_id: str, association: dict[str, Any]
+        ):
+            self.account_id = account_id
+            self.region_name = region_name
+            self.vpc_id = vpc_id
+            self.association_id = str(association["association_id"])
+            self.cidr_block = str(association["cidr_block"])
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return ""
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::EC2::VPCCidrBlock"
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr in ("Id", "VpcId")
+
+        def get_cfn_attribute(self, attribute_name: str) -> Any:
+            from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+            if attribute_name == "Id":
+                return self.association_id
+            if attribute_name == "VpcId":
+                return self.vpc_id
+            raise UnformattedGetAttTemplateException()
+
+        @property
+        def physical_resource_id(self) -> str:
+            return self.association_id
+
+        def is_created(self) -> bool:
+            return True
+
+        @classmethod
+        def create_from_cloudformation_json(  # type: ignore[override]
+            cls,
+            resource_name: str,
+            cloudformation_json: Any,
+            account_id: str,
+            region_name: str,
+            **kwargs: Any,
+        ) -> "VPCCidrBlock":
+            properties = cloudformation_json["Properties"]
+            vpc_id = str(properties["VpcId"])
+            ipv6 = str(properties.get("AmazonProvidedIpv6CidrBlock", "false")).lower() == "true"
+            if not ipv6 and not properties.get("CidrBlock"):
+                from moto.cloudformation.exceptions import ValidationError
+
+                # BYOIP pools (Ipv4IpamPoolId, Ipv6CidrBlock, Ipv6Pool) are not emulated.
+                raise ValidationError(
+                    resource_name,
+                    message="AWS::EC2::VPCCidrBlock needs CidrBlock or "
+                    "AmazonProvidedIpv6CidrBlock in this emulator",
+                )
+            association = ec2_backends[account_id][region_name].associate_vpc_cidr_block(
+                vpc_id, None if ipv6 else properties.get("CidrBlock"), ipv6
+            )
+            return cls(account_id, region_name, vpc_id, association)
+
+        def delete(self, account_id: str, region_name: str) -> None:
+            backend = ec2_backends[account_id][region_name]
+            vpc = backend.vpcs.get(self.vpc_id)
+            if vpc is None:
+                # Gone with its VPC: CloudFormation treats a missing resource as deleted.
+                return
+            associations = getattr(vpc, "_cidr_block_association_set", None)
+            if associations is None:
+                # Not an AttributeError: moto's stack delete would take that for "no delete
+                # method" and drop the resource silently.
+                raise PatchError("moto internals changed: VPC has no _cidr_block_association_set")
+            if self.association_id not in associations:
+                return
+            backend.disassociate_vpc_cidr_block(self.association_id)
+            associations.pop(self.association_id, None)
+
+    for cache in caches:
+        cache.cache_clear()
+    if parsing.get_model_map().get("AWS::EC2::VPCCidrBlock") is not VPCCidrBlock:
+        raise PatchError("AWS::EC2::VPCCidrBlock did not register with moto's template parser")
+
+
+# --- 5. Deleting network resources with their stack ---------------------------------------------
+
+
+def patch_network_resource_deletion() -> None:
+    """moto 5.2.5 has no delete for ``AWS::EC2::RouteTable``, ``VPCEndpoint``, ``NatGateway``,
+    ``EIP``, ``InternetGateway``, ``VPCGatewayAttachment`` and ``SubnetRouteTableAssociation``:
+    the stack delete skips them silently. The extra route tables then make the VPC delete fail
+    with ``DependencyViolation``, ``DeleteStack`` reports that error, the stack record is gone
+    anyway and the VPC, gateways, endpoint and addresses leak. AWS deletes all of them. Each
+    type now gets the ``delete(account_id, region_name)`` moto's stack delete calls first (as
+    ``SecurityGroup`` has), doing what the EC2 API does for it. moto retries deletes that raise
+    until no progress is made, so a resource whose dependants still exist (an attached internet
+    gateway) goes in a later pass, as in CloudFormation's reverse dependency order. A resource
+    that is already gone counts as deleted, as in CloudFormation."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models import elastic_ip_addresses, internet_gateways, nat_gateways
+    from moto.ec2.models import route_tables, subnets, vpcs, vpn_gateway
+    from moto.ec2 import utils as ec2_utils
+
+    route_id = _require(ec2_utils, "generate_route_id")
+
+    classes = {
+        "RouteTable": _require(route_tables, "RouteTable"),
+        "VPCEndPoint": _require(vpcs, "VPCEndPoint"),
+        "NatGateway": _require(nat_gateways, "NatGateway"),
+        "ElasticAddress": _require(elastic_ip_addresses, "ElasticAddress"),
+        "InternetGateway": _require(internet_gateways, "InternetGateway"),
+        "VPCGatewayAttachment": _require(vpn_gateway, "VPCGatewayAttachment"),
+        "SubnetRouteTableAssociation": _require(subnets, "SubnetRouteTableAssociation"),
+    }
+    for name, cls in classes.items():
+        abstract = getattr(cls.delete_from_cloudformation_json, "__isabstractmethod__", False)
+        if hasattr(cls, "delete") or not abstract:
+            raise PatchError(
+                f"moto now deletes {name} with its stack; review tools/moto/server.py "
+                "against the installed moto version"
+            )
+
+    def delete_route_table(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self.id in backend.route_tables:
+            # Refuses (DependencyViolation) while API-made subnet associations remain, as AWS.
+            backend.delete_route_table(self.id)
+
+    def delete_vpc_endpoint(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        endpoint = backend.vpc_end_points.get(self.id)
+        if endpoint is None or endpoint.state == "deleted":
+            return
+        # moto's DeleteVpcEndpoints removes the prefix-list route from every listed route table
+        # and fails on one that is already gone; the stack may have deleted those first.
+        prefix_list = endpoint.destination_prefix_list_id
+        endpoint.route_table_ids = [
+            rtb
+            for rtb in endpoint.route_table_ids or []
+            if rtb in backend.route_tables
+            and any(r.id == route_id(rtb, prefix_list) for r in backend.route_tables[rtb].routes)
+        ]
+        backend.delete_vpc_endpoints([self.id])
+
+    def delete_nat_gateway(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self.state == "deleted":
+            return
+        backend.delete_nat_gateway(self.id)
+        # AWS releases the gateway's network interface, which disassociates its address.
+        for address in list(backend.addresses):
+            if address.eni is not None and address.eni is getattr(self, "_eni", None):
+                backend.disassociate_address(address=address.public_ip)
+
+    def delete_address(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self in backend.addresses:
+            backend.release_address(address=self.public_ip)
+
+    def delete_internet_gateway(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self.id in backend.internet_gateways:
+            # Refuses (DependencyViolation) while attached; the attachment goes first.
+            backend.delete_internet_gateway(self.id)
+
+    def delete_gateway_attachment(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        gateway_id = self.gateway_id or ""
+        # moto records the gateway only for internet gateways; a VPN gateway attachment keeps
+        # moto's behaviour (left attached).
+        if not gateway_id.startswith("igw-"):
+            return
+        igw = backend.internet_gateways.get(gateway_id)
+        if igw is not None and igw.vpc is not None and igw.vpc.id == self.vpc_id:
+            backend.detach_internet_gateway(gateway_id, self.vpc_id)
+
+    def delete_subnet_association(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        backend.subnet_associations.pop(f"{self.route_table_id}:{self.subnet_id}", None)
+
+    classes["RouteTable"].delete = delete_route_table
+    classes["VPCEndPoint"].delete = delete_vpc_endpoint
+    classes["NatGateway"].delete = delete_nat_gateway
+    classes["ElasticAddress"].delete = delete_address
+    classes["InternetGateway"].delete = delete_internet_gateway
+    classes["VPCGatewayAttachment"].delete = delete_gateway_attachment
+    classes["SubnetRouteTableAssociation"].delete = delete_subnet_association
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
     patch_vpc_peering_cloudformation()
     patch_bucket_policy_conditions()
+    patch_vpc_cidr_block_cloudformation()
+    patch_network_resource_deletion()
 
 
 # --- serving -----------------------------------------------------------------------------------
