@@ -43,6 +43,7 @@ use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
 pub const CONTROLLER: &str = "aws-operator-cluster-controller";
 
 /// What the resources of one AWSCluster reconcile share.
+#[derive(Debug)]
 pub struct ClusterState {
     shared: Arc<Shared>,
     release: Option<Release>,
@@ -94,6 +95,7 @@ async fn reject(state: &mut ClusterState, obj: &AWSCluster, err: ResourceError) 
 }
 
 /// Validates and resolves the inputs.
+#[derive(Debug)]
 pub struct Inputs;
 
 impl Resource<AWSCluster, ClusterState> for Inputs {
@@ -147,6 +149,7 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
 }
 
 /// Allocates the cluster CIDR.
+#[derive(Debug)]
 pub struct Ipam;
 
 impl Resource<AWSCluster, ClusterState> for Ipam {
@@ -189,6 +192,7 @@ impl Resource<AWSCluster, ClusterState> for Ipam {
 }
 
 /// The KMS key and the buckets.
+#[derive(Debug)]
 pub struct Encryption;
 
 impl Resource<AWSCluster, ClusterState> for Encryption {
@@ -255,6 +259,7 @@ pub async fn control_plane_network(shared: &Shared, cp: &AccountClients) -> Resu
 }
 
 /// The TCCPI, TCCP and TCCPF stacks.
+#[derive(Debug)]
 pub struct Stacks;
 
 impl Resource<AWSCluster, ClusterState> for Stacks {
@@ -387,6 +392,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
 }
 
 /// Namespace `<id>`, Service and Endpoints `master` in the management cluster.
+#[derive(Debug)]
 pub struct Master;
 
 impl Resource<AWSCluster, ClusterState> for Master {
@@ -455,6 +461,7 @@ impl Resource<AWSCluster, ClusterState> for Master {
 }
 
 /// Writes the status: conditions, stacks, endpoint.
+#[derive(Debug)]
 pub struct Status;
 
 impl Resource<AWSCluster, ClusterState> for Status {
@@ -531,13 +538,13 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
             }
         }
     }
-    lifecycle.id = Some(id);
     common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
 }
 
 /// Ordered deletion.
+#[derive(Debug)]
 pub struct Teardown;
 
 impl Resource<AWSCluster, ClusterState> for Teardown {

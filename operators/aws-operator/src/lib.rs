@@ -3,4 +3,9 @@
 
 pub mod aws;
 pub mod cloudformation;
+pub mod cluster;
+pub mod common;
+pub mod context;
+pub mod ipam_lock;
 pub mod services;
+pub mod stack_ops;

@@ -163,7 +163,9 @@ where
     let reason = observed.as_ref().and_then(|v| v.status_reason.clone());
     let progress = match step {
         EnsureStep::Ready => {
-            let Some(view) = observed else { unreachable_ready(&name)? };
+            let Some(view) = observed else {
+                return Err(ResourceError::msg("Internal", format!("stack {name} planned ready without being observed")));
+            };
             Progress::Ready(view)
         }
         EnsureStep::Wait { .. } => Progress::Pending,
@@ -233,10 +235,6 @@ where
     };
     let entry = status_entry(kind, &name, current.as_deref().unwrap_or("CREATE_REQUESTED"), reason, recorded);
     Ok((progress, entry))
-}
-
-fn unreachable_ready(name: &str) -> Result<std::convert::Infallible, ResourceError> {
-    Err(ResourceError::msg("Internal", format!("stack {name} planned ready without being observed")))
 }
 
 fn aws_invalidate(shared: &Shared, aws: &AccountClients) {
