@@ -291,6 +291,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             template,
             tags: stacks::stack_tags(&common, StackKind::Tccpi, None),
             may_update: false,
+            canonical_hash: None,
         };
         let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
@@ -349,6 +350,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             template: tccp::render(&params),
             tags: stacks::stack_tags(&common, StackKind::Tccp, None),
             may_update: true,
+            canonical_hash: None,
         };
         let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
@@ -377,6 +379,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             template: tccpf::render(&params),
             tags: stacks::stack_tags(&common, StackKind::Tccpf, None),
             may_update: true,
+            canonical_hash: None,
         };
         let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);

@@ -9,3 +9,7 @@ pub mod context;
 pub mod ipam_lock;
 pub mod services;
 pub mod stack_ops;
+pub mod control_plane;
+pub mod machine_deployment;
+pub mod node_config;
+pub mod operator;

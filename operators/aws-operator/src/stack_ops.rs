@@ -32,6 +32,10 @@ pub struct DesiredStack {
     pub tags: Vec<(String, String)>,
     /// Whether an existing stack may be updated now.
     pub may_update: bool,
+    /// The hash to compare and record instead of the template's own, for templates that
+    /// depend on live state which must not by itself cause an update (a node pool's current
+    /// desired capacity, the create-only ordering of masters).
+    pub canonical_hash: Option<String>,
 }
 
 /// Where a stack stands after one reconcile.
@@ -126,8 +130,8 @@ pub async fn ensure<K>(
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let DesiredStack { kind, name, mut template, tags, may_update } = desired;
-    let hash = template.hash();
+    let DesiredStack { kind, name, mut template, tags, may_update, canonical_hash } = desired;
+    let hash = canonical_hash.unwrap_or_else(|| template.hash());
     template.output(TEMPLATE_HASH_OUTPUT, serde_json::Value::String(hash.clone()), Some("sha256 of this template without this output"));
     let observed = timed(shared, kind, "describe", shared.stacks.get(&aws.cache_key(), aws.cfn.as_ref(), &name)).await?;
     if let Some(view) = &observed {

@@ -1,0 +1,324 @@
+//! The AWSControlPlane controller: the masters' node configs and the TCCPN stack.
+//!
+//! The master count is `spec.replicas` of the AWSControlPlane (1 or 3; when absent, 3 if three
+//! zones are listed, else 1) — this operator does not read a G8sControlPlane.
+//!
+//! Deletion holds the finalizer while node pools of the cluster exist (node pools go first), then
+//! deletes TCCPN and waits until it is gone.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSControlPlaneStatus, StackStatus as StatusEntry};
+use apis::release::Release;
+use aws_stacks::ignition::{self, InitialClusterState, Role};
+use aws_stacks::names::{self, StackKind};
+use aws_stacks::stacks::{self, tccp, tccpn};
+use kube::ResourceExt;
+use operatorkit::{Outcome, Resource, ResourceError, resource};
+
+use crate::aws::AccountClients;
+use crate::common::{self, READY};
+use crate::context::Shared;
+use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
+
+/// The controller's name (and finalizer suffix).
+pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
+
+/// What the resources of one AWSControlPlane reconcile share.
+#[derive(Debug)]
+pub struct ControlPlaneState {
+    shared: Arc<Shared>,
+    cluster: Option<AWSCluster>,
+    release: Option<Release>,
+    tenant: Option<Arc<AccountClients>>,
+    status: AWSControlPlaneStatus,
+    stacks: Vec<StatusEntry>,
+    waiting: Option<String>,
+    ready: bool,
+}
+
+impl ControlPlaneState {
+    /// A fresh state for `obj`.
+    pub fn new(shared: Arc<Shared>, obj: &AWSControlPlane) -> Self {
+        Self {
+            shared,
+            cluster: None,
+            release: None,
+            tenant: None,
+            status: obj.status.clone().unwrap_or_default(),
+            stacks: Vec::new(),
+            waiting: None,
+            ready: false,
+        }
+    }
+}
+
+/// Write the status; on the create path also when a resource stopped early.
+pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) -> Result<(), ResourceError> {
+    let mut status = state.status.clone();
+    merge_stacks(&mut status.stacks, &state.stacks);
+    let (ok, reason, message) = match (&state.waiting, state.ready) {
+        (_, true) => (true, "StackReady", "the masters' stack is ready".to_string()),
+        (Some(w), _) => (false, "Waiting", w.clone()),
+        (None, false) => (false, "StacksCreating", "the masters' stack is being created".to_string()),
+    };
+    common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await?;
+    state.status = status;
+    Ok(())
+}
+
+/// Merge this reconcile's stack entries into the recorded ones.
+pub fn merge_stacks(recorded: &mut Vec<StatusEntry>, seen: &[StatusEntry]) {
+    for s in seen {
+        match recorded.iter_mut().find(|r| r.name == s.name) {
+            Some(r) => *r = s.clone(),
+            None => recorded.push(s.clone()),
+        }
+    }
+    recorded.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+async fn reject(state: &mut ControlPlaneState, obj: &AWSControlPlane, err: ResourceError) -> ResourceError {
+    let mut status = obj.status.clone().unwrap_or_default();
+    common::set_condition(&mut status.conditions, READY, false, err.kind(), err.inner().to_string(), obj.metadata.generation);
+    if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
+        tracing::warn!(error = %e, "writing the status of an invalid AWSControlPlane failed");
+    }
+    state.status = status;
+    err
+}
+
+/// Finds the cluster, validates, resolves the Release and the tenant account.
+#[derive(Debug)]
+pub struct Inputs;
+
+impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
+    fn name(&self) -> &str {
+        "inputs"
+    }
+
+    async fn ensure_created(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let checked = async {
+            let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+                return Ok(None);
+            };
+            if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
+                return Err(common::field_errors(obj, errors).into());
+            }
+            let release = common::release_of(&shared, obj).await?;
+            let role = common::tenant_role(&shared, &cluster).await?;
+            let tenant = shared.aws.tenant(&role, &cluster.spec.provider.region).await?;
+            Ok::<_, ResourceError>(Some((cluster, release, tenant)))
+        }
+        .await;
+        match checked {
+            Ok(Some((cluster, release, tenant))) => {
+                state.cluster = Some(cluster);
+                state.release = Some(release);
+                state.tenant = Some(tenant);
+                Ok(Outcome::proceed())
+            }
+            Ok(None) => {
+                state.waiting = Some("waiting for the AWSCluster named by label giantswarm.io/cluster".into());
+                write_status(state, obj).await?;
+                Ok(Outcome::cancel_reconciliation().requeue_after(state.shared.config.poll))
+            }
+            Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+            // Without its cluster there is no account to delete in: nothing of ours can exist
+            // that the cluster's own deletion does not wait for.
+            return Ok(Outcome::proceed());
+        };
+        let role = common::tenant_role(&shared, &cluster).await?;
+        state.tenant = Some(shared.aws.tenant(&role, &cluster.spec.provider.region).await?);
+        state.cluster = Some(cluster);
+        Ok(Outcome::proceed())
+    }
+}
+
+/// The masters' node configs and the TCCPN stack.
+#[derive(Debug)]
+pub struct Masters;
+
+impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
+    fn name(&self) -> &str {
+        "masters"
+    }
+
+    async fn ensure_created(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let (Some(cluster), Some(release), Some(tenant)) = (state.cluster.clone(), state.release.clone(), state.tenant.clone()) else {
+            return Err(ResourceError::msg("Internal", "inputs were not resolved"));
+        };
+        let id = cluster.name_any();
+        let region = cluster.spec.provider.region.clone();
+        let wait = |state: &mut ControlPlaneState, why: String| {
+            state.waiting = Some(why);
+            Outcome::cancel_reconciliation().requeue_after(shared.config.poll)
+        };
+        // Prerequisites from the cluster: its network stack, its key, its bucket.
+        let tccp_name = names::stack_name(&id, StackKind::Tccp, None);
+        let Some(tccp_view) = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &tccp_name).await? else {
+            let out = wait(state, format!("waiting for stack {tccp_name}"));
+            write_status(state, obj).await?;
+            return Ok(out);
+        };
+        if !tccp_view.status.is_usable() {
+            let out = wait(state, format!("waiting for stack {tccp_name} ({})", tccp_view.status));
+            write_status(state, obj).await?;
+            return Ok(out);
+        }
+        let azs: Vec<String> = tccp_view
+            .outputs
+            .get("AvailabilityZones")
+            .map(|s| s.split(',').filter(|a| !a.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        let outputs = tccp::Outputs::from_outputs(&tccp_view.outputs, &azs)
+            .map_err(|e| ResourceError::msg("MissingOutput", format!("stack {tccp_name}: {e}")))?;
+        if let Some(missing) = obj.spec.availability_zones.iter().find(|az| outputs.az(az).is_none()) {
+            let out = wait(state, format!("waiting for stack {tccp_name} to cover zone {missing}"));
+            write_status(state, obj).await?;
+            return Ok(out);
+        }
+        let Some((key_arn, true)) = crate::services::describe_key(&tenant, &names::kms_alias(&id)).await? else {
+            let out = wait(state, format!("waiting for the key {}", names::kms_alias(&id)));
+            write_status(state, obj).await?;
+            return Ok(out);
+        };
+        let bucket = names::bucket(&tenant.account_id, &id);
+        let flatcar = common::component(&release, "containerlinux").unwrap_or_default();
+        let ami = shared.amis.lookup(flatcar, &region)?;
+
+        // Node configs, one per master.
+        let replicas = obj.spec.master_replicas() as u32;
+        let subnets: Vec<(String, String)> = obj
+            .spec
+            .availability_zones
+            .iter()
+            .filter_map(|az| outputs.az(az).map(|o| (az.clone(), o.private_subnet_id.clone())))
+            .collect();
+        let masters = tccpn::masters(replicas, &subnets)
+            .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
+        let certs = crate::node_config::certificates(&shared, &id).await?;
+        let secrets = match crate::node_config::secrets_for(true, &certs) {
+            Ok(s) => s,
+            Err(missing) => {
+                let out = wait(
+                    state,
+                    format!(
+                        "waiting for certificate Secrets labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
+                        missing.join(", ")
+                    ),
+                );
+                write_status(state, obj).await?;
+                return Ok(out);
+            }
+        };
+        let created = cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created));
+        let domain = &cluster.spec.cluster.dns.domain;
+        let base = names::tenant_base_domain(&id, domain);
+        for m in &masters {
+            let labels = BTreeMap::from([
+                ("giantswarm.io/provider".to_string(), "aws".to_string()),
+                (apis::labels::AWS_OPERATOR_VERSION.to_string(), shared.config.version.clone()),
+                (apis::labels::CONTROL_PLANE.to_string(), obj.name_any()),
+                ("giantswarm.io/master-id".to_string(), m.id.to_string()),
+            ]);
+            let role = Role::Master {
+                id: m.id,
+                etcd_name: ignition::etcd_name(m.id),
+                etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
+                initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
+            };
+            let input = crate::node_config::input(&shared, &release, &id, domain, &region, role, labels, secrets.clone());
+            let key = names::master_config_key(&shared.config.version, &id, m.id);
+            if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
+                shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
+            }
+        }
+
+        // The stack.
+        let common = common::common(&shared, &cluster, &release);
+        let name = names::stack_name(&id, StackKind::Tccpn, None);
+        let recorded = obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
+        let exists = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?.is_some();
+        let params = |is_update: bool| tccpn::Params {
+            common: common.clone(),
+            masters: masters.clone(),
+            instance_type: obj.spec.instance_type.clone(),
+            image_id: ami.clone(),
+            imds_http_tokens: obj.annotations().get(apis::labels::AWS_METADATA_V2).cloned().unwrap_or_else(|| "optional".into()),
+            master_security_group_id: outputs.master_security_group_id.clone(),
+            bucket: bucket.clone(),
+            kms_key_arn: key_arn.clone(),
+            hosted_zone_id: outputs.hosted_zone_id.clone(),
+            internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
+            etcd_volume: Default::default(),
+            is_update,
+        };
+        // Masters roll one after the other only on updates; the hash is that of the update
+        // form, so the first update after a create is not caused by the ordering alone.
+        let canonical = tccpn::render(&params(true)).hash();
+        let desired = DesiredStack {
+            kind: StackKind::Tccpn,
+            name: name.clone(),
+            template: tccpn::render(&params(exists)),
+            tags: stacks::stack_tags(&common, StackKind::Tccpn, Some(&obj.name_any())),
+            may_update: true,
+            canonical_hash: Some(canonical),
+        };
+        let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+        state.stacks.push(entry);
+        match progress {
+            Progress::Ready(_) => {
+                state.ready = true;
+                write_status(state, obj).await?;
+                Ok(Outcome::proceed())
+            }
+            Progress::Pending => {
+                let out = wait(state, format!("stack {name} is not ready"));
+                write_status(state, obj).await?;
+                Ok(out)
+            }
+        }
+    }
+
+    async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let (Some(cluster), Some(tenant)) = (state.cluster.clone(), state.tenant.clone()) else {
+            return Ok(Outcome::proceed());
+        };
+        let id = cluster.name_any();
+        let keep = |why: &str| {
+            tracing::debug!(why, "keeping the control plane finalizer");
+            Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)
+        };
+        let pools = common::node_pools(&shared, &obj.namespace().unwrap_or_default(), &id).await?;
+        if !pools.is_empty() {
+            return Ok(keep("node pools first"));
+        }
+        let name = names::stack_name(&id, StackKind::Tccpn, None);
+        match stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name).await? {
+            Deletion::Gone => Ok(Outcome::proceed()),
+            Deletion::Pending => Ok(keep("deleting")),
+            Deletion::Failed { message, retry_after } => {
+                let mut status = obj.status.clone().unwrap_or_default();
+                common::set_condition(&mut status.conditions, READY, false, "StackDeleteFailed", message, obj.metadata.generation);
+                common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
+                Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after))
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! The AWSMachineDeployment controller: the node-pool CIDR, the pool's node config, and the
+//! TCNP (tenant) and TCNPF (management account) stacks.
+//!
+//! Pool updates wait until the masters' stack is settled and runs this operator's version
+//! (masters roll before workers, reference §5.7.1). Deletion removes TCNP, then TCNPF.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apis::aws::{AWSCluster, AWSMachineDeployment, AWSMachineDeploymentStatus, StackStatus as StatusEntry};
+use apis::labels;
+use apis::release::Release;
+use aws_stacks::ignition::Role;
+use aws_stacks::ipam::{self, Ipv4Net};
+use aws_stacks::names::{self, StackKind};
+use aws_stacks::stacks::{self, tccp, tcnp, tcnpf};
+use kube::ResourceExt;
+use operatorkit::{Outcome, Resource, ResourceError, resource};
+
+use crate::aws::AccountClients;
+use crate::common::{self, READY};
+use crate::context::Shared;
+use crate::control_plane::merge_stacks;
+use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
+
+/// The controller's name (and finalizer suffix).
+pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
+
+/// What the resources of one AWSMachineDeployment reconcile share.
+#[derive(Debug)]
+pub struct PoolState {
+    shared: Arc<Shared>,
+    cluster: Option<AWSCluster>,
+    release: Option<Release>,
+    tenant: Option<Arc<AccountClients>>,
+    cp: Option<Arc<AccountClients>>,
+    status: AWSMachineDeploymentStatus,
+    stacks: Vec<StatusEntry>,
+    waiting: Option<String>,
+    ready: bool,
+}
+
+impl PoolState {
+    /// A fresh state for `obj`.
+    pub fn new(shared: Arc<Shared>, obj: &AWSMachineDeployment) -> Self {
+        Self {
+            shared,
+            cluster: None,
+            release: None,
+            tenant: None,
+            cp: None,
+            status: obj.status.clone().unwrap_or_default(),
+            stacks: Vec::new(),
+            waiting: None,
+            ready: false,
+        }
+    }
+}
+
+async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Result<(), ResourceError> {
+    let mut status = state.status.clone();
+    merge_stacks(&mut status.stacks, &state.stacks);
+    let (ok, reason, message) = match (&state.waiting, state.ready) {
+        (_, true) => (true, "StacksReady", "the node pool's stacks are ready".to_string()),
+        (Some(w), _) => (false, "Waiting", w.clone()),
+        (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
+    };
+    common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await?;
+    state.status = status;
+    Ok(())
+}
+
+async fn reject(state: &mut PoolState, obj: &AWSMachineDeployment, err: ResourceError) -> ResourceError {
+    let mut status = obj.status.clone().unwrap_or_default();
+    common::set_condition(&mut status.conditions, READY, false, err.kind(), err.inner().to_string(), obj.metadata.generation);
+    if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
+        tracing::warn!(error = %e, "writing the status of an invalid AWSMachineDeployment failed");
+    }
+    state.status = status;
+    err
+}
+
+/// Finds the cluster, validates, resolves the Release and both accounts.
+#[derive(Debug)]
+pub struct Inputs;
+
+impl Resource<AWSMachineDeployment, PoolState> for Inputs {
+    fn name(&self) -> &str {
+        "inputs"
+    }
+
+    async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let checked = async {
+            let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+                return Ok(None);
+            };
+            if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
+                return Err(common::field_errors(obj, errors).into());
+            }
+            let release = common::release_of(&shared, obj).await?;
+            let (tenant, cp) = common::clients(&shared, &cluster).await?;
+            Ok::<_, ResourceError>(Some((cluster, release, tenant, cp)))
+        }
+        .await;
+        match checked {
+            Ok(Some((cluster, release, tenant, cp))) => {
+                state.cluster = Some(cluster);
+                state.release = Some(release);
+                state.tenant = Some(tenant);
+                state.cp = Some(cp);
+                Ok(Outcome::proceed())
+            }
+            Ok(None) => {
+                state.waiting = Some("waiting for the AWSCluster named by label giantswarm.io/cluster".into());
+                write_status(state, obj).await?;
+                Ok(Outcome::cancel_reconciliation().requeue_after(state.shared.config.poll))
+            }
+            Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+            return Ok(Outcome::proceed());
+        };
+        let (tenant, cp) = common::clients(&shared, &cluster).await?;
+        state.tenant = Some(tenant);
+        state.cp = Some(cp);
+        state.cluster = Some(cluster);
+        Ok(Outcome::proceed())
+    }
+}
+
+/// Allocates the pool CIDR into annotation `machine-deployment.giantswarm.io/subnet`.
+#[derive(Debug)]
+pub struct Ipam;
+
+impl Resource<AWSMachineDeployment, PoolState> for Ipam {
+    fn name(&self) -> &str {
+        "ipam"
+    }
+
+    async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        if obj.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET) {
+            return Ok(Outcome::proceed());
+        }
+        let shared = state.shared.clone();
+        let (Some(cluster), Some(tenant)) = (state.cluster.clone(), state.tenant.clone()) else {
+            return Err(ResourceError::msg("Internal", "inputs were not resolved"));
+        };
+        let range = crate::ipam_lock::range_for_cluster(&shared, &cluster).await?;
+        let mask = crate::ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
+        let Some(lock) = crate::ipam_lock::acquire(&shared).await? else {
+            state.waiting = Some("waiting for the IPAM lock".into());
+            return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
+        };
+        let result = async {
+            let reserved = crate::ipam_lock::reserved(&shared, &tenant).await?;
+            let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
+                ResourceError::msg("IpamExhausted", format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)))
+            })?;
+            crate::ipam_lock::annotate_node_pool(&shared, obj, &cidr).await?;
+            Ok::<_, ResourceError>(cidr)
+        }
+        .await;
+        lock.release(&shared).await;
+        let cidr = result?;
+        shared.event(obj, "CIDRAllocated", format!("node pool CIDR {cidr} allocated from {range}")).await;
+        // The annotation change triggers the next reconcile with the CIDR in place.
+        Ok(Outcome::cancel_reconciliation().requeue_after(std::time::Duration::from_secs(1)))
+    }
+
+    async fn ensure_deleted(&self, _: &mut PoolState, _: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// The pool's node config and stacks.
+#[derive(Debug)]
+pub struct Pool;
+
+impl Resource<AWSMachineDeployment, PoolState> for Pool {
+    fn name(&self) -> &str {
+        "pool"
+    }
+
+    async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let (Some(cluster), Some(release), Some(tenant), Some(cp)) =
+            (state.cluster.clone(), state.release.clone(), state.tenant.clone(), state.cp.clone())
+        else {
+            return Err(ResourceError::msg("Internal", "inputs were not resolved"));
+        };
+        let id = cluster.name_any();
+        let md = obj.name_any();
+        let region = cluster.spec.provider.region.clone();
+        let poll = shared.config.poll;
+        macro_rules! wait {
+            ($($why:tt)*) => {{
+                state.waiting = Some(format!($($why)*));
+                write_status(state, obj).await?;
+                return Ok(Outcome::cancel_reconciliation().requeue_after(poll));
+            }};
+        }
+        let Some(pool_cidr) = obj.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET).cloned() else {
+            wait!("waiting for the node pool CIDR");
+        };
+        let pool_net: Ipv4Net = pool_cidr
+            .parse()
+            .map_err(|e| ResourceError::msg("InvalidAnnotation", format!("{}: annotation {}: {e}", common::describe(obj), labels::MACHINE_DEPLOYMENT_SUBNET)).permanent())?;
+        let Some(cluster_cidr) = cluster.status.as_ref().and_then(|s| s.provider.network.cidr.clone()) else {
+            wait!("waiting for the cluster CIDR");
+        };
+        let tccp_name = names::stack_name(&id, StackKind::Tccp, None);
+        let Some(tccp_view) = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &tccp_name).await? else {
+            wait!("waiting for stack {tccp_name}");
+        };
+        if !tccp_view.status.is_usable() {
+            wait!("waiting for stack {tccp_name} ({})", tccp_view.status);
+        }
+        let azs: Vec<String> = tccp_view
+            .outputs
+            .get("AvailabilityZones")
+            .map(|s| s.split(',').filter(|a| !a.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        let outputs = tccp::Outputs::from_outputs(&tccp_view.outputs, &azs)
+            .map_err(|e| ResourceError::msg("MissingOutput", format!("stack {tccp_name}: {e}")))?;
+        if let Some(missing) = obj.spec.provider.availability_zones.iter().find(|az| outputs.az(az).is_none()) {
+            wait!("waiting for stack {tccp_name} to cover zone {missing} (the cluster adds it on its next reconcile)");
+        }
+        let Some((key_arn, true)) = crate::services::describe_key(&tenant, &names::kms_alias(&id)).await? else {
+            wait!("waiting for the key {}", names::kms_alias(&id));
+        };
+        let bucket = names::bucket(&tenant.account_id, &id);
+        let flatcar = obj
+            .annotations()
+            .get(labels::FLATCAR_RELEASE_VERSION)
+            .filter(|v| newer(v, common::component(&release, "containerlinux").unwrap_or_default()))
+            .cloned()
+            .unwrap_or_else(|| common::component(&release, "containerlinux").unwrap_or_default().to_string());
+        let ami = shared.amis.lookup(&flatcar, &region)?;
+
+        // The node config.
+        let certs = crate::node_config::certificates(&shared, &id).await?;
+        let secrets = match crate::node_config::secrets_for(false, &certs) {
+            Ok(s) => s,
+            Err(missing) => wait!(
+                "waiting for certificate Secrets labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
+                missing.join(", ")
+            ),
+        };
+        let node_labels = BTreeMap::from([
+            ("giantswarm.io/provider".to_string(), "aws".to_string()),
+            (labels::AWS_OPERATOR_VERSION.to_string(), shared.config.version.clone()),
+            (labels::MACHINE_DEPLOYMENT.to_string(), md.clone()),
+        ]);
+        let domain = &cluster.spec.cluster.dns.domain;
+        let input = crate::node_config::input(&shared, &release, &id, domain, &region, Role::Worker { md_id: md.clone() }, node_labels, secrets);
+        let key = names::node_pool_config_key(&shared.config.version, &id, &md);
+        if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
+            shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
+        }
+
+        // TCNP.
+        let common = common::common(&shared, &cluster, &release);
+        let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
+            .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
+        let (_, cp_cidr, cp_tables) = crate::cluster::control_plane_network(&shared, &cp).await?;
+        let name = names::stack_name(&id, StackKind::Tcnp, Some(&md));
+        let recorded = |n: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == n).cloned());
+        let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
+        let scaling = &obj.spec.node_pool.scaling;
+        let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
+        let batch = obj.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE).or_else(|| cluster.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE)).cloned();
+        let pause = obj.annotations().get(labels::AWS_UPDATE_PAUSE_TIME).or_else(|| cluster.annotations().get(labels::AWS_UPDATE_PAUSE_TIME)).cloned();
+        let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
+        let params = |current_desired: u32| tcnp::Params {
+            common: common.clone(),
+            node_pool_id: md.clone(),
+            pool_cidr: pool_cidr.clone(),
+            azs: layout
+                .iter()
+                .filter_map(|(az, net)| {
+                    Some(tcnp::TcnpAz { name: az.clone(), subnet_cidr: net.to_string(), nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone() })
+                })
+                .collect(),
+            vpc_id: outputs.vpc_id.clone(),
+            vpc_cidr: cluster_cidr.clone(),
+            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
+            cp_vpc_cidr: cp_cidr.clone(),
+            tccp_security_groups: tcnp::TccpSecurityGroups {
+                master: outputs.master_security_group_id.clone(),
+                api_internal_elb: outputs.api_internal_elb_security_group_id.clone(),
+                aws_cni: None,
+            },
+            other_pool_security_groups: Vec::new(),
+            instance: tcnp::NodeInstance {
+                image_id: ami.clone(),
+                instance_type: obj.spec.provider.worker.instance_type.clone(),
+                docker_volume_gb: obj.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32,
+                kubelet_volume_gb: obj.spec.node_pool.machine.kubelet_volume_size_gb.max(1) as u32,
+                log_volume_gb: 15,
+                containerd_volume_gb: obj.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32,
+                imds_http_tokens: obj.annotations().get(labels::AWS_METADATA_V2).cloned().unwrap_or_else(|| "optional".into()),
+            },
+            min_size: min,
+            max_size: max,
+            rolling_update: tcnp::rolling_update(min, max, current_desired, batch.as_deref(), pause.as_deref()),
+            distribution: tcnp::InstanceDistribution {
+                on_demand_base_capacity: dist.on_demand_base_capacity.max(0) as u32,
+                on_demand_percentage_above_base_capacity: dist.on_demand_percentage_above_base_capacity.unwrap_or(100).clamp(0, 100) as u32,
+                overrides: Vec::new(),
+            },
+            internal_elb_subnets: false,
+            cilium_eni: false,
+            bucket: bucket.clone(),
+            kms_key_arn: key_arn.clone(),
+        };
+        // The hash ignores the live desired capacity (an autoscaled pool must not be updated
+        // because it scaled); the template sent keeps it.
+        let canonical = tcnp::render(&params(0)).hash();
+        let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(canonical.as_str())) {
+            Some(view) => match view.outputs.get("AutoScalingGroupName") {
+                Some(asg) => crate::services::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
+                None => 0,
+            },
+            None => 0,
+        };
+        // Masters first: pool updates wait for a settled masters' stack of this version.
+        let tccpn = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None)).await?;
+        let masters_current = tccpn
+            .as_ref()
+            .is_some_and(|v| v.status.is_usable() && v.outputs.get("OperatorVersion") == Some(&shared.config.version));
+        let desired = DesiredStack {
+            kind: StackKind::Tcnp,
+            name: name.clone(),
+            template: tcnp::render(&params(live_desired)),
+            tags: stacks::stack_tags(&common, StackKind::Tcnp, Some(&md)),
+            may_update: masters_current,
+            canonical_hash: Some(canonical),
+        };
+        let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        state.stacks.push(entry);
+        if !matches!(progress, Progress::Ready(_)) {
+            wait!("stack {name} is not ready");
+        }
+
+        // TCNPF: routes from the management VPC to the pool's subnets; never updated.
+        let name = names::stack_name(&id, StackKind::Tcnpf, Some(&md));
+        let params = tcnpf::Params {
+            common: common.clone(),
+            node_pool_id: md.clone(),
+            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
+            route_tables: cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect(),
+            subnets: layout.iter().map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() }).collect(),
+        };
+        let desired = DesiredStack {
+            kind: StackKind::Tcnpf,
+            name: name.clone(),
+            template: tcnpf::render(&params),
+            tags: stacks::stack_tags(&common, StackKind::Tcnpf, None),
+            may_update: false,
+            canonical_hash: None,
+        };
+        let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        state.stacks.push(entry);
+        if !matches!(progress, Progress::Ready(_)) {
+            wait!("stack {name} is not ready");
+        }
+        state.ready = true;
+        state.waiting = None;
+        write_status(state, obj).await?;
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let (Some(cluster), Some(tenant), Some(cp)) = (state.cluster.clone(), state.tenant.clone(), state.cp.clone()) else {
+            return Ok(Outcome::proceed());
+        };
+        let id = cluster.name_any();
+        let md = obj.name_any();
+        for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
+            let name = names::stack_name(&id, kind, Some(&md));
+            match stack_ops::delete(&shared, aws, obj, kind, &name).await? {
+                Deletion::Gone => {}
+                Deletion::Pending => return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)),
+                Deletion::Failed { message, retry_after } => {
+                    let mut status = obj.status.clone().unwrap_or_default();
+                    common::set_condition(&mut status.conditions, READY, false, "StackDeleteFailed", message, obj.metadata.generation);
+                    common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
+                    return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
+                }
+            }
+        }
+        shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
+        Ok(Outcome::proceed())
+    }
+}
+
+/// Whether version `a` is semver-greater than `b` (unparsable versions never are).
+fn newer(a: &str, b: &str) -> bool {
+    match (semver::Version::parse(a), semver::Version::parse(b)) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => false,
+    }
+}

@@ -1,0 +1,123 @@
+//! Node configs: rendered per master and per node pool, their secrets encrypted with the cluster
+//! key, uploaded to the cluster bucket — and uploaded only when their content changed.
+//!
+//! KMS ciphertext is different on every call, so comparing uploaded bytes would re-upload every
+//! config on every reconcile (upstream did, reference §7.3). Instead each object carries the
+//! sha256 of its *plaintext* rendering as metadata, and this process remembers what it uploaded
+//! or verified: an unchanged config costs nothing after the first check.
+//!
+//! Secrets are the cluster's certificate Secrets, found by label (`giantswarm.io/cluster=<id>`,
+//! `giantswarm.io/certificate=<name>`, keys `ca`, `crt`, `key`, as cert-operator writes them).
+
+use std::collections::BTreeMap;
+
+use apis::release::Release;
+use aws_stacks::ignition::{self, NodeConfigInput, NodeSecret, Role, paths};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::ListParams;
+use operatorkit::ResourceError;
+
+use crate::aws::AccountClients;
+use crate::common::component;
+use crate::context::Shared;
+
+/// The certificate label.
+pub const CERTIFICATE_LABEL: &str = "giantswarm.io/certificate";
+
+/// The certificate Secrets of a cluster: certificate name → (key → bytes).
+pub async fn certificates(shared: &Shared, cluster_id: &str) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
+    let api: Api<Secret> = Api::all(shared.client.clone());
+    let selector = format!("{}={cluster_id},{CERTIFICATE_LABEL}", apis::labels::CLUSTER);
+    let mut out = BTreeMap::new();
+    for s in api.list(&ListParams::default().labels(&selector)).await?.items {
+        let Some(name) = s.metadata.labels.as_ref().and_then(|l| l.get(CERTIFICATE_LABEL)).cloned() else { continue };
+        let data = s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+        out.insert(name, data);
+    }
+    Ok(out)
+}
+
+/// The secrets a node of `role` needs, or the names of the missing certificates.
+pub fn secrets_for(master: bool, certs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Result<Vec<NodeSecret>, Vec<String>> {
+    let mut wanted: Vec<(&str, [(&str, &str); 3])> = vec![("worker", [("crt", paths::WORKER_CRT), ("key", paths::WORKER_KEY), ("ca", paths::WORKER_CA)])];
+    if master {
+        wanted.push(("api", [("crt", paths::API_CRT), ("key", paths::API_KEY), ("ca", paths::API_CA)]));
+        wanted.push(("etcd", [("crt", paths::ETCD_CRT), ("key", paths::ETCD_KEY), ("ca", paths::ETCD_CA)]));
+    }
+    let mut missing = Vec::new();
+    let mut out = Vec::new();
+    for (cert, files) in wanted {
+        match certs.get(cert) {
+            Some(data) => {
+                for (key, path) in files {
+                    match data.get(key) {
+                        Some(bytes) => out.push(NodeSecret { path: path.to_string(), plaintext: bytes.clone() }),
+                        None => missing.push(format!("{cert}/{key}")),
+                    }
+                }
+            }
+            None => missing.push(cert.to_string()),
+        }
+    }
+    if master {
+        match certs.get("service-account").and_then(|d| d.get("key")) {
+            Some(k) => out.push(NodeSecret { path: paths::SERVICE_ACCOUNT_KEY.to_string(), plaintext: k.clone() }),
+            None => missing.push("service-account".into()),
+        }
+    }
+    if missing.is_empty() { Ok(out) } else { Err(missing) }
+}
+
+/// The common inputs of a node config.
+#[allow(clippy::too_many_arguments)]
+pub fn input(
+    shared: &Shared,
+    release: &Release,
+    cluster_id: &str,
+    domain: &str,
+    region: &str,
+    role: Role,
+    node_labels: BTreeMap<String, String>,
+    secrets: Vec<NodeSecret>,
+) -> NodeConfigInput {
+    NodeConfigInput {
+        role,
+        cluster_id: cluster_id.to_string(),
+        base_domain: aws_stacks::names::tenant_base_domain(cluster_id, domain),
+        api_domain: aws_stacks::names::api_host(cluster_id, domain),
+        etcd_domain: aws_stacks::names::etcd_host(cluster_id, domain),
+        region: region.to_string(),
+        kubernetes_version: component(release, "kubernetes").unwrap_or("1.31.0").to_string(),
+        etcd_version: component(release, "etcd").unwrap_or("3.5.16").to_string(),
+        node_labels,
+        service_cidr: "172.31.0.0/16".into(),
+        cluster_dns_ip: "172.31.0.10".into(),
+        pod_cidr: "100.64.0.0/12".into(),
+        registry: shared.config.registry.clone(),
+        secrets,
+    }
+}
+
+/// Upload the config to `bucket/key` unless an identical one is there. Returns `true` when it
+/// uploaded.
+pub async fn upload(shared: &Shared, aws: &AccountClients, key_arn: &str, bucket: &str, key: &str, input: &NodeConfigInput) -> Result<bool, ResourceError> {
+    let config = ignition::render(input).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()).permanent())?;
+    let hash = config.content_hash();
+    let memo_key = format!("{bucket}/{key}");
+    if shared.memo.lock().uploads.get(&memo_key) == Some(&hash) {
+        return Ok(false);
+    }
+    if crate::services::object_hash(aws, bucket, key).await?.as_deref() == Some(hash.as_str()) {
+        shared.memo.lock().uploads.insert(memo_key, hash);
+        return Ok(false);
+    }
+    let mut ciphertexts = Vec::with_capacity(config.secrets().len());
+    for secret in config.secrets() {
+        ciphertexts.push(crate::services::encrypt(aws, key_arn, &secret.plaintext).await?);
+    }
+    let body = config.seal_with(ciphertexts).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()))?;
+    crate::services::put_object(aws, bucket, key, body, &hash, "application/json").await?;
+    shared.memo.lock().uploads.insert(memo_key, hash);
+    Ok(true)
+}

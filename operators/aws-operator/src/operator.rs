@@ -1,0 +1,114 @@
+//! Wires the three controllers on operatorkit and runs them.
+//!
+//! Each controller routes an object by its `release.giantswarm.io/version` label: the Release
+//! `v<version>` names the `aws-operator` component version, and this process handles exactly its
+//! own version, so several operator versions can run side by side, each reconciling the clusters
+//! of its releases (reference §1, §10). Objects whose Release does not exist or has no
+//! `aws-operator` component get a `ReleaseResolved=False` condition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use operatorkit::{Controller, Metrics, Readiness, ReleaseCondition, ResourceSet};
+use semver::VersionReq;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Shared;
+use crate::{cluster, control_plane, machine_deployment};
+
+/// The Release component this operator is.
+pub const COMPONENT: &str = "aws-operator";
+
+/// Controller settings.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    /// Parallel reconciles per controller.
+    pub concurrency: u16,
+    /// Resync period.
+    pub resync: Duration,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self { concurrency: 8, resync: Duration::from_secs(300) }
+    }
+}
+
+fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
+    Ok(VersionReq::parse(&format!("={}", shared.config.version))?)
+}
+
+/// Build and run the three controllers until `shutdown`.
+pub async fn run(shared: Arc<Shared>, metrics: &Metrics, readiness: &Readiness, settings: RunSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let client = shared.client.clone();
+    let req = requirement(&shared)?;
+    let set_name = format!("v{}", shared.config.version);
+
+    let s = shared.clone();
+    let clusters = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSCluster>, _| {
+        let s = s.clone();
+        async move { Ok(cluster::ClusterState::new(s, &obj)) }
+    })
+    .resource(cluster::Inputs)
+    .resource(cluster::Ipam)
+    .resource(cluster::Encryption)
+    .resource(cluster::Stacks)
+    .resource(cluster::Master)
+    .resource(cluster::Status)
+    .resource(cluster::Teardown)
+    .build();
+    let cluster_controller = Controller::<AWSCluster>::builder(client.clone(), cluster::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(clusters)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(ReleaseCondition::new(client.clone()))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .build()?;
+
+    let s = shared.clone();
+    let cps = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSControlPlane>, _| {
+        let s = s.clone();
+        async move { Ok(control_plane::ControlPlaneState::new(s, &obj)) }
+    })
+    .resource(control_plane::Inputs)
+    .resource(control_plane::Masters)
+    .build();
+    let cp_controller = Controller::<AWSControlPlane>::builder(client.clone(), control_plane::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(cps)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(ReleaseCondition::new(client.clone()))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .build()?;
+
+    let s = shared.clone();
+    let mds = ResourceSet::builder(set_name, req, move |obj: Arc<AWSMachineDeployment>, _| {
+        let s = s.clone();
+        async move { Ok(machine_deployment::PoolState::new(s, &obj)) }
+    })
+    .resource(machine_deployment::Inputs)
+    .resource(machine_deployment::Ipam)
+    .resource(machine_deployment::Pool)
+    .build();
+    let md_controller = Controller::<AWSMachineDeployment>::builder(client.clone(), machine_deployment::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(mds)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(ReleaseCondition::new(client.clone()))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .build()?;
+
+    tokio::join!(
+        cluster_controller.run(shutdown.clone()),
+        cp_controller.run(shutdown.clone()),
+        md_controller.run(shutdown.clone()),
+    );
+    Ok(())
+}
