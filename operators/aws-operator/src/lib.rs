@@ -13,3 +13,4 @@ pub mod control_plane;
 pub mod machine_deployment;
 pub mod node_config;
 pub mod operator;
+pub mod render;

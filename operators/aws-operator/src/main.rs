@@ -1,2 +1,134 @@
-//! aws-operator (work in progress).
-fn main() {}
+//! The aws-operator binary: `daemon` reconciles clusters; `render` prints the stacks a set of
+//! CR files would produce without touching AWS.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use aws_operator::aws::{AwsFactory, AwsSettings};
+use aws_operator::context::{AmiMap, OperatorConfig, Shared};
+use aws_operator::operator::{self, RunSettings};
+use clap::{Parser, Subcommand};
+use operatorkit::{Metrics, Readiness, Server};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(name = "aws-operator", version, about = "Provisions workload clusters on AWS through CloudFormation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Reconcile AWSCluster, AWSControlPlane and AWSMachineDeployment objects.
+    Daemon(Box<DaemonArgs>),
+    /// Print the stacks and templates the given CR files would produce, without touching AWS.
+    Render(aws_operator::render::RenderArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DaemonArgs {
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "AWS_OPERATOR_LISTEN", default_value = "0.0.0.0:8000")]
+    listen: SocketAddr,
+    /// Installation (management cluster) name; the management VPC carries it as its Name tag.
+    #[arg(long, env = "AWS_OPERATOR_INSTALLATION")]
+    installation: String,
+    /// Region used for the management account when a cluster names none.
+    #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
+    region: String,
+    /// Role to assume in the management-cluster account (none: use the operator's credentials).
+    #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
+    control_plane_role_arn: Option<String>,
+    /// One endpoint for every AWS service (an emulator or a proxy).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    aws_endpoint_url: Option<String>,
+    /// Extra PEM CA certificates to trust for AWS endpoints.
+    #[arg(long, env = "AWS_CA_BUNDLE")]
+    aws_ca_bundle: Option<PathBuf>,
+    /// The AMI file: `{"<flatcarVersion>": {"<region>": "ami-…"}}`.
+    #[arg(long, env = "AWS_OPERATOR_AMI_FILE")]
+    ami_file: PathBuf,
+    /// IPAM range for cluster and node-pool CIDRs.
+    #[arg(long, default_value = "10.1.0.0/16")]
+    ipam_range: String,
+    /// Size (mask bits) of cluster and node-pool CIDRs.
+    #[arg(long, default_value_t = 24)]
+    subnet_mask_bits: u8,
+    /// Manage hosted zones and records.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    route53_enabled: bool,
+    /// Name tags of the management VPC's route tables to route into tenant clusters (default:
+    /// every non-main route table of that VPC).
+    #[arg(long, value_delimiter = ',')]
+    route_tables: Vec<String>,
+    /// Image registry of the node images.
+    #[arg(long, default_value = "gsoci.azurecr.io")]
+    registry: String,
+    /// Parallel reconciles per controller.
+    #[arg(long, default_value_t = 8)]
+    concurrency: u16,
+    /// Resync period in seconds.
+    #[arg(long, default_value_t = 300)]
+    resync_seconds: u64,
+    /// Requeue interval while stacks transition, in seconds.
+    #[arg(long, default_value_t = 10)]
+    poll_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()),
+        Command::Daemon(args) => daemon(*args).await,
+    }
+}
+
+async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
+    let amis = AmiMap::load(&args.ami_file)?;
+    let aws = AwsFactory::new(AwsSettings {
+        default_region: args.region.clone(),
+        endpoint_url: args.aws_endpoint_url.clone(),
+        ca_bundle: args.aws_ca_bundle.clone(),
+        control_plane_role_arn: args.control_plane_role_arn.clone(),
+        credentials: None,
+        operation_timeout: None,
+    })
+    .await?;
+    let config = OperatorConfig {
+        installation: args.installation.clone(),
+        ipam_range: args.ipam_range.clone(),
+        subnet_mask_bits: args.subnet_mask_bits,
+        route53_enabled: args.route53_enabled,
+        control_plane_route_tables: args.route_tables.clone(),
+        registry: args.registry.clone(),
+        poll: Duration::from_secs(args.poll_seconds.max(1)),
+        ..OperatorConfig::default()
+    };
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    let shared = Shared::new(client, aws, config, amis, &mut registry);
+    let readiness = Readiness::new();
+    let shutdown = CancellationToken::new();
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
+    let serving = tokio::spawn(server.serve(shutdown.clone()));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    operator::run(shared, &metrics, &readiness, RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds) }, shutdown.clone()).await?;
+    shutdown.cancel();
+    let _ = serving.await;
+    Ok(())
+}
