@@ -20,8 +20,8 @@ NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-demo: ## Start testenv with simulated nodes, install the CRDs, apply a sample Release and a workload, drain a node
-	cargo run --quiet -p demo --locked
+demo: venv ## aws-operator creates a sample cluster in moto (emulated AWS) from testenv; ARGS=--keep or --simulation
+	cargo run --quiet -p demo --locked -- $(ARGS)
 
 test: venv ## Format check, clippy, and every test
 	cargo fmt --all --check

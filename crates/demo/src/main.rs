@@ -1,101 +1,56 @@
-//! `make demo`: start a local API server (testenv), install the project's CRDs, apply sample
-//! objects and show them with kubectl, printing each step.
+//! `make demo`: aws-operator creates a workload cluster in emulated AWS accounts (moto) from a
+//! local management cluster (testenv), printing each step; see [`aws`]. `--simulation` runs the
+//! earlier demo instead: testenv's simulated nodes with a workload rollout and a drain.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+mod aws;
+mod inventory;
+mod kubectl;
+mod manifest;
+mod simulation;
 
-use anyhow::{Context, bail};
+use std::path::PathBuf;
+
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(about = "Run the local demo")]
+#[command(about = "Run the local demo: aws-operator against testenv and moto")]
 struct Args {
-    /// Keep the API server running after the demo, until Ctrl-C.
+    /// Keep everything running after the demo, until Ctrl-C.
     #[arg(long)]
     keep: bool,
+    /// Run the simulation demo instead: simulated nodes, a workload rollout and a drain.
+    #[arg(long)]
+    simulation: bool,
     /// The kubectl binary to use.
     #[arg(long, env = "KUBECTL", default_value = "kubectl")]
     kubectl: String,
     /// Directory with sample manifests.
-    #[arg(long, default_value = "docs/examples")]
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples"))]
     examples: PathBuf,
 }
 
+/// Print a step's title in bold.
 fn step(title: &str) {
     println!("\n\x1b[1m==> {title}\x1b[0m");
 }
 
-fn kubectl(bin: &str, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
-    println!("$ kubectl {}", args.join(" "));
-    let mut cmd = Command::new(bin);
-    cmd.env("KUBECONFIG", kubeconfig).env("KUBECACHEDIR", kubeconfig.with_extension("cache")).args(args);
-    let status = match stdin {
-        None => cmd.status().with_context(|| format!("cannot run {bin}"))?,
-        Some(input) => {
-            use std::io::Write;
-            let mut child =
-                cmd.stdin(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {bin}"))?;
-            child.stdin.take().context("kubectl stdin")?.write_all(input.as_bytes())?;
-            child.wait()?
-        }
-    };
-    if !status.success() {
-        bail!("kubectl {} failed with {status}", args.join(" "));
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    step("Starting testenv, an in-process Kubernetes API server with a simulated three-node cluster");
-    let env = testenv::TestEnv::builder().simulation(testenv::SimConfig::with_nodes(3)).start().await?;
-    let kc = env.kubeconfig_path().to_path_buf();
-    println!("API server: {}\nkubeconfig: {}", env.base_url(), kc.display());
-    let k = |a: &[&str]| kubectl(&args.kubectl, &kc, a, None);
-
-    // kubectl is a blocking child process; run it off the runtime that serves the API.
-    let run = {
-        let kubectl_bin = args.kubectl.clone();
-        let kc = kc.clone();
-        let examples = args.examples.clone();
-        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-            let k = |a: &[&str]| kubectl(&kubectl_bin, &kc, a, None);
-            k(&["version"])?;
-            step("Installing the project's CustomResourceDefinitions (generated from the Rust types)");
-            let crds = apis::to_yaml(&apis::all_crds()).map_err(anyhow::Error::msg)?;
-            kubectl(&kubectl_bin, &kc, &["apply", "-f", "-"], Some(&crds))?;
-            k(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"])?;
-            k(&["api-resources", "--api-group=release.giantswarm.io"])?;
-            step("Applying the sample Release");
-            let sample = examples.join("release-v20.0.0.yaml");
-            k(&["apply", "-f", &sample.display().to_string()])?;
-            step("Showing it");
-            k(&["get", "releases", "-o", "wide"])?;
-            k(&["describe", "release", "v20.0.0"])?;
-            step("A workload on the simulated nodes: a Deployment, its PodDisruptionBudget and a Service");
-            k(&["get", "nodes"])?;
-            k(&["apply", "-f", &examples.join("web.yaml").display().to_string()])?;
-            k(&["rollout", "status", "deployment/web", "--timeout=60s"])?;
-            k(&["get", "pods", "-o", "wide"])?;
-            k(&["get", "endpoints", "web"])?;
-            step("Draining node-1: the evictions honour the PodDisruptionBudget");
-            k(&["drain", "node-1", "--ignore-daemonsets", "--timeout=60s"])?;
-            k(&["get", "nodes"])?;
-            k(&["get", "pods", "-o", "wide"])?;
-            k(&["get", "pdb", "web"])?;
-            Ok(())
-        })
-    };
-    run.await.context("the demo task panicked")??;
-    let _ = k;
-    if args.keep {
-        step("The API server keeps running; in another shell:");
-        println!("export KUBECONFIG={}\nkubectl get releases", kc.display());
-        tokio::signal::ctrl_c().await?;
+    let mut args = Args::parse();
+    // The operator's logs only on request (`RUST_LOG=aws_operator=debug`): the demo's own
+    // output is the story; logs are for finding out why a step stalls.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
     }
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    step("Done");
-    Ok(())
+    // Shorter paths in the output; a missing directory is reported where a file is read.
+    if let Ok(dir) = args.examples.canonicalize() {
+        args.examples = dir;
+    }
+    if args.simulation {
+        return simulation::run(&args.kubectl, &args.examples, args.keep).await;
+    }
+    aws::run(aws::Options { kubectl: args.kubectl, examples: args.examples, keep: args.keep }).await
 }
