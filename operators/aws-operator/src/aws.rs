@@ -79,14 +79,20 @@ impl operatorkit::ErrorKind for AwsError {
     fn kind(&self) -> std::borrow::Cow<'static, str> {
         std::borrow::Cow::Borrowed(match self {
             AwsError::Setup(_) => "AwsSetupFailed",
-            AwsError::Api { code, .. } if code == "AccessDenied" || code == "AccessDeniedException" => "AwsAccessDenied",
+            AwsError::Api { code, .. } if code == "AccessDenied" || code == "AccessDeniedException" => {
+                "AwsAccessDenied"
+            }
             AwsError::Api { .. } => "AwsApiError",
         })
     }
 }
 
 /// Convert an SDK error into an [`AwsError`].
-pub fn api_error<E, R>(service: &'static str, operation: &'static str, err: aws_sdk_s3::error::SdkError<E, R>) -> AwsError
+pub fn api_error<E, R>(
+    service: &'static str,
+    operation: &'static str,
+    err: aws_sdk_s3::error::SdkError<E, R>,
+) -> AwsError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
@@ -222,15 +228,13 @@ impl AwsFactory {
         }
         let conf = conf.build();
         let sts = aws_sdk_sts::Client::new(&conf);
-        let identity =
-            sts.get_caller_identity().send().await.map_err(|e| api_error("STS", "GetCallerIdentity", e))?;
+        let identity = sts.get_caller_identity().send().await.map_err(|e| api_error("STS", "GetCallerIdentity", e))?;
         let account_id = identity
             .account()
             .map(str::to_string)
             .ok_or_else(|| AwsError::Setup("STS GetCallerIdentity returned no account".into()))?;
-        let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
-            .force_path_style(self.settings.endpoint_url.is_some())
-            .build();
+        let s3_conf =
+            aws_sdk_s3::config::Builder::from(&conf).force_path_style(self.settings.endpoint_url.is_some()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -378,7 +382,13 @@ impl CloudFormation for SdkCloudFormation {
 
     fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
         Box::pin(async move {
-            self.client.delete_stack().stack_name(name).send().await.map(|_| ()).map_err(|e| cfn_error("DeleteStack", name, e))
+            self.client
+                .delete_stack()
+                .stack_name(name)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("DeleteStack", name, e))
         })
     }
 

@@ -267,10 +267,9 @@ pub fn plan_ensure(observed: Option<&StackView>, desired_hash: &str, may_update:
         StackStatus::DeleteComplete => EnsureStep::Create,
         StackStatus::RollbackComplete => EnsureStep::DeleteFailedCreate { reason: stack.status_reason.clone() },
         StackStatus::UpdateRollbackFailed => EnsureStep::ContinueRollback,
-        StackStatus::DeleteFailed | StackStatus::Failed(_) => EnsureStep::Failed {
-            status: stack.status.as_str().to_string(),
-            reason: stack.status_reason.clone(),
-        },
+        StackStatus::DeleteFailed | StackStatus::Failed(_) => {
+            EnsureStep::Failed { status: stack.status.as_str().to_string(), reason: stack.status_reason.clone() }
+        }
         status if status.is_usable() => {
             if stack.template_hash() == Some(desired_hash) || !may_update {
                 EnsureStep::Ready
@@ -454,10 +453,7 @@ impl FakeCloudFormation {
 
     /// Make the next call of `operation` fail.
     pub fn fail_next(&self, operation: &'static str, code: &str, message: &str) {
-        self.state
-            .lock()
-            .fail_next
-            .push((operation, CfnErrorSpec { code: code.into(), message: message.into() }));
+        self.state.lock().fail_next.push((operation, CfnErrorSpec { code: code.into(), message: message.into() }));
     }
 
     /// How many times `operation` was called.
@@ -621,7 +617,9 @@ mod tests {
             id: "id".into(),
             status: StackStatus::parse(status),
             status_reason: Some("because".into()),
-            outputs: hash.map(|h| BTreeMap::from([(TEMPLATE_HASH_OUTPUT.to_string(), h.to_string())])).unwrap_or_default(),
+            outputs: hash
+                .map(|h| BTreeMap::from([(TEMPLATE_HASH_OUTPUT.to_string(), h.to_string())]))
+                .unwrap_or_default(),
             tags: BTreeMap::new(),
             termination_protection: protected,
         }
@@ -630,8 +628,20 @@ mod tests {
     #[test]
     fn ensure_covers_every_status() {
         assert_eq!(plan_ensure(None, "h", true), EnsureStep::Create);
-        for s in ["CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS", "REVIEW_IN_PROGRESS"] {
-            assert_eq!(plan_ensure(Some(&view(s, Some("h"), true)), "h", true), EnsureStep::Wait { status: s.into() }, "{s}");
+        for s in [
+            "CREATE_IN_PROGRESS",
+            "UPDATE_IN_PROGRESS",
+            "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+            "ROLLBACK_IN_PROGRESS",
+            "DELETE_IN_PROGRESS",
+            "UPDATE_ROLLBACK_IN_PROGRESS",
+            "REVIEW_IN_PROGRESS",
+        ] {
+            assert_eq!(
+                plan_ensure(Some(&view(s, Some("h"), true)), "h", true),
+                EnsureStep::Wait { status: s.into() },
+                "{s}"
+            );
         }
         for s in ["CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"] {
             assert_eq!(plan_ensure(Some(&view(s, Some("h"), true)), "h", true), EnsureStep::Ready, "{s}");
@@ -643,12 +653,18 @@ mod tests {
             assert_eq!(plan_ensure(Some(&view(s, Some("old"), true)), "h", false), EnsureStep::Ready, "{s}");
         }
         // A stack without the hash output (made by an older operator) is updated.
-        assert_eq!(plan_ensure(Some(&view("CREATE_COMPLETE", None, true)), "h", true), EnsureStep::Update { deployed: None });
+        assert_eq!(
+            plan_ensure(Some(&view("CREATE_COMPLETE", None, true)), "h", true),
+            EnsureStep::Update { deployed: None }
+        );
         assert_eq!(
             plan_ensure(Some(&view("ROLLBACK_COMPLETE", None, true)), "h", true),
             EnsureStep::DeleteFailedCreate { reason: Some("because".into()) }
         );
-        assert_eq!(plan_ensure(Some(&view("UPDATE_ROLLBACK_FAILED", Some("h"), true)), "h", true), EnsureStep::ContinueRollback);
+        assert_eq!(
+            plan_ensure(Some(&view("UPDATE_ROLLBACK_FAILED", Some("h"), true)), "h", true),
+            EnsureStep::ContinueRollback
+        );
         for s in ["CREATE_FAILED", "ROLLBACK_FAILED", "DELETE_FAILED", "IMPORT_ROLLBACK_FAILED"] {
             assert_eq!(
                 plan_ensure(Some(&view(s, Some("h"), true)), "h", true),

@@ -86,7 +86,14 @@ impl ClusterState {
 /// Record invalid input in the status and return the error that becomes the Warning event.
 async fn reject(state: &mut ClusterState, obj: &AWSCluster, err: ResourceError) -> ResourceError {
     let mut status = obj.status.clone().unwrap_or_default();
-    common::set_condition(&mut status.conditions, READY, false, err.kind(), err.inner().to_string(), obj.metadata.generation);
+    common::set_condition(
+        &mut status.conditions,
+        READY,
+        false,
+        err.kind(),
+        err.inner().to_string(),
+        obj.metadata.generation,
+    );
     if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
         tracing::warn!(error = %e, "writing the status of an invalid AWSCluster failed");
     }
@@ -162,8 +169,12 @@ impl Resource<AWSCluster, ClusterState> for Ipam {
             return Ok(Outcome::proceed());
         }
         let shared = state.shared.clone();
+        let range = match ipam_lock::range_for_cluster(&shared, obj).await {
+            Ok(r) => r,
+            Err(e) if !e.is_retryable() => return Err(reject(state, obj, e).await),
+            Err(e) => return Err(e),
+        };
         let (tenant, _) = state.accounts()?;
-        let range = ipam_lock::range_for_cluster(&shared, obj).await?;
         let mask = ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
         let Some(lock) = ipam_lock::acquire(&shared).await? else {
             return Ok(state.wait("waiting for the IPAM lock"));
@@ -171,7 +182,10 @@ impl Resource<AWSCluster, ClusterState> for Ipam {
         let result = async {
             let reserved = ipam_lock::reserved(&shared, tenant).await?;
             let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
-                ResourceError::msg("IpamExhausted", format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)))
+                ResourceError::msg(
+                    "IpamExhausted",
+                    format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)),
+                )
             })?;
             let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
             let patch = serde_json::json!({"status": {"provider": {"network": {"cidr": cidr.to_string()}}}});
@@ -239,7 +253,10 @@ async fn desired_azs(shared: &Shared, obj: &AWSCluster, deployed: &[String]) -> 
 }
 
 /// The management VPC and its route tables, memoised per region.
-pub async fn control_plane_network(shared: &Shared, cp: &AccountClients) -> Result<(String, String, Vec<(String, String)>), ResourceError> {
+pub async fn control_plane_network(
+    shared: &Shared,
+    cp: &AccountClients,
+) -> Result<(String, String, Vec<(String, String)>), ResourceError> {
     if let Some(n) = shared.memo.lock().control_plane_network.get(&cp.cache_key()) {
         return Ok(n.clone());
     }
@@ -252,7 +269,8 @@ pub async fn control_plane_network(shared: &Shared, cp: &AccountClients) -> Resu
             ),
         ));
     };
-    let tables = crate::services::control_plane_route_tables(cp, &vpc, &shared.config.control_plane_route_tables).await?;
+    let tables =
+        crate::services::control_plane_route_tables(cp, &vpc, &shared.config.control_plane_route_tables).await?;
     let n = (vpc, cidr, tables);
     shared.memo.lock().control_plane_network.insert(cp.cache_key(), n.clone());
     Ok(n)
@@ -284,7 +302,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
 
         // TCCPI: the peering role in the management account; never updated.
         let name = names::stack_name(&id, StackKind::Tccpi, None);
-        let template = tccpi::render(&tccpi::Params { common: common.clone(), tenant_account_id: tenant.account_id.clone() });
+        let template =
+            tccpi::render(&tccpi::Params { common: common.clone(), tenant_account_id: tenant.account_id.clone() });
         let desired = DesiredStack {
             kind: StackKind::Tccpi,
             name: name.clone(),
@@ -304,9 +323,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
 
         // TCCP: the tenant network.
         let name = names::stack_name(&id, StackKind::Tccp, None);
-        let deployed: Vec<String> = recorded(&name)
-            .and(None::<Vec<String>>)
-            .unwrap_or_default();
+        let deployed: Vec<String> = recorded(&name).and(None::<Vec<String>>).unwrap_or_default();
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
         let deployed_azs: Vec<String> = observed
             .as_ref()
@@ -320,8 +337,9 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let cluster_cidr: Ipv4Net = cidr
             .parse()
             .map_err(|e| ResourceError::msg("InvalidStatus", format!("status.provider.network.cidr {cidr}: {e}")))?;
-        let layout = ipam::tccp_layout(cluster_cidr, None, &azs)
-            .map_err(|e| ResourceError::msg("InvalidAvailabilityZones", format!("{}: {e}", common::describe(obj))).permanent())?;
+        let layout = ipam::tccp_layout(cluster_cidr, None, &azs).map_err(|e| {
+            ResourceError::msg("InvalidAvailabilityZones", format!("{}: {e}", common::describe(obj))).permanent()
+        })?;
         let (cp_vpc, cp_cidr, cp_tables) = control_plane_network(&shared, &cp).await?;
         let params = tccp::Params {
             common: common.clone(),
@@ -352,7 +370,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             may_update: true,
             canonical_hash: None,
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(view) = progress else {
             return Ok(state.wait(format!("stack {name} is not ready")));
@@ -366,7 +385,10 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let params = tccpf::Params {
             common: common.clone(),
             peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-            route_tables: cp_tables.iter().map(|(id, name)| stacks::CpRouteTable { id: id.clone(), name: name.clone() }).collect(),
+            route_tables: cp_tables
+                .iter()
+                .map(|(id, name)| stacks::CpRouteTable { id: id.clone(), name: name.clone() })
+                .collect(),
             private_subnets: layout
                 .iter()
                 .map(|a| tccpf::PrivateSubnet { az: a.name.clone(), cidr: a.private.to_string() })
@@ -508,14 +530,24 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     let cps = common::control_planes(&shared, &ns, &id).await?;
     let mds = common::node_pools(&shared, &ns, &id).await?;
     let children_ready = !cps.is_empty()
-        && cps.iter().all(|c| c.status.as_ref().is_some_and(|s| operatorkit::conditions::is_status_condition_true(&s.conditions, READY)))
-        && mds.iter().all(|m| m.status.as_ref().is_some_and(|s| operatorkit::conditions::is_status_condition_true(&s.conditions, READY)));
-    let own_ready = state.waiting.is_none() && status.stacks.len() >= 3 && status.stacks.iter().all(|s| stack_ops::usable(&s.status));
+        && cps.iter().all(|c| {
+            c.status.as_ref().is_some_and(|s| operatorkit::conditions::is_status_condition_true(&s.conditions, READY))
+        })
+        && mds.iter().all(|m| {
+            m.status.as_ref().is_some_and(|s| operatorkit::conditions::is_status_condition_true(&s.conditions, READY))
+        });
+    let own_ready = state.waiting.is_none()
+        && status.stacks.len() >= 3
+        && status.stacks.iter().all(|s| stack_ops::usable(&s.status));
     let updating = status.stacks.iter().any(|s| s.status.starts_with("UPDATE_") && s.status.ends_with("_IN_PROGRESS"));
     let (ready, reason, message) = if own_ready && children_ready {
         (true, "ClusterReady", "every stack of the cluster, its control plane and its node pools is ready".to_string())
     } else if own_ready {
-        (false, "WaitingForNodes", "the cluster network is ready; waiting for the control plane and node pools".to_string())
+        (
+            false,
+            "WaitingForNodes",
+            "the cluster network is ready; waiting for the control plane and node pools".to_string(),
+        )
     } else if updating {
         (false, "StacksUpdating", state.waiting.clone().unwrap_or_else(|| "stacks are updating".into()))
     } else {
@@ -574,7 +606,10 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         let mds = common::node_pools(&shared, &ns, &id).await?;
         let cps = common::control_planes(&shared, &ns, &id).await?;
         if !mds.is_empty() || !cps.is_empty() {
-            return Ok(keep(state, format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len())));
+            return Ok(keep(
+                state,
+                format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len()),
+            ));
         }
         // Tenant stacks before management-account stacks.
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
@@ -584,7 +619,14 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
                 Deletion::Pending => return Ok(keep(state, format!("deleting stack {name}"))),
                 Deletion::Failed { message, retry_after } => {
                     let mut status = obj.status.clone().unwrap_or_default();
-                    common::set_condition(&mut status.conditions, READY, false, "StackDeleteFailed", message, obj.metadata.generation);
+                    common::set_condition(
+                        &mut status.conditions,
+                        READY,
+                        false,
+                        "StackDeleteFailed",
+                        message,
+                        obj.metadata.generation,
+                    );
                     common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
                     return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
                 }
@@ -601,7 +643,13 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
-        shared.event(obj, "ClusterDeleted", format!("cluster {id}: stacks, buckets and key are gone or scheduled for deletion")).await;
+        shared
+            .event(
+                obj,
+                "ClusterDeleted",
+                format!("cluster {id}: stacks, buckets and key are gone or scheduled for deletion"),
+            )
+            .await;
         Ok(Outcome::proceed())
     }
 }
@@ -610,12 +658,22 @@ async fn mark_deleting(shared: &Shared, obj: &AWSCluster) -> Result<(), Resource
     let mut status = obj.status.clone().unwrap_or_default();
     let now = jiff::Timestamp::now();
     operatorkit::conditions::mark_cluster_deleting(&mut status.cluster, now);
-    common::set_condition(&mut status.conditions, READY, false, "Deleting", "the cluster is being deleted", obj.metadata.generation);
+    common::set_condition(
+        &mut status.conditions,
+        READY,
+        false,
+        "Deleting",
+        "the cluster is being deleted",
+        obj.metadata.generation,
+    );
     common::write_status(shared, obj, obj.status.as_ref(), &status).await?;
     Ok(())
 }
 
 /// Stack name → status of a cluster's own stacks, for tests and the CLI.
 pub fn stack_states(obj: &AWSCluster) -> BTreeMap<String, String> {
-    obj.status.as_ref().map(|s| s.stacks.iter().map(|e| (e.name.clone(), e.status.clone())).collect()).unwrap_or_default()
+    obj.status
+        .as_ref()
+        .map(|s| s.stacks.iter().map(|e| (e.name.clone(), e.status.clone())).collect())
+        .unwrap_or_default()
 }

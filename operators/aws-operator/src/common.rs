@@ -72,7 +72,10 @@ pub fn cluster_id<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Result<String
 
 /// The Release of an object, with the components the operator needs: `containerlinux` and
 /// `aws-operator`.
-pub async fn release_of<K: kube::Resource<DynamicType = ()>>(shared: &Shared, obj: &K) -> Result<Release, ResourceError> {
+pub async fn release_of<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+) -> Result<Release, ResourceError> {
     let Some(version) = obj.labels().get(labels::RELEASE_VERSION) else {
         return Err(InvalidInput {
             object: describe(obj),
@@ -145,7 +148,10 @@ pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String
 }
 
 /// The tenant and management-account clients of a cluster.
-pub async fn clients(shared: &Shared, cluster: &AWSCluster) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
+pub async fn clients(
+    shared: &Shared,
+    cluster: &AWSCluster,
+) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
     let role = tenant_role(shared, cluster).await?;
     let region = &cluster.spec.provider.region;
     let tenant = shared.aws.tenant(&role, region).await?;
@@ -154,37 +160,65 @@ pub async fn clients(shared: &Shared, cluster: &AWSCluster) -> Result<(Arc<Accou
 }
 
 /// The AWSCluster of a control plane or node pool (same namespace, named by the cluster label).
-pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(shared: &Shared, obj: &K) -> Result<Option<AWSCluster>, ResourceError> {
+pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+) -> Result<Option<AWSCluster>, ResourceError> {
     let id = cluster_id(obj)?;
     let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
     Ok(api.get_opt(&id).await?)
 }
 
 /// The control planes of a cluster.
-pub async fn control_planes(shared: &Shared, namespace: &str, cluster: &str) -> Result<Vec<AWSControlPlane>, kube::Error> {
+pub async fn control_planes(
+    shared: &Shared,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<AWSControlPlane>, kube::Error> {
     let api: Api<AWSControlPlane> = Api::namespaced(shared.client.clone(), namespace);
     Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
 }
 
 /// The node pools of a cluster.
-pub async fn node_pools(shared: &Shared, namespace: &str, cluster: &str) -> Result<Vec<AWSMachineDeployment>, kube::Error> {
+pub async fn node_pools(
+    shared: &Shared,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<AWSMachineDeployment>, kube::Error> {
     let api: Api<AWSMachineDeployment> = Api::namespaced(shared.client.clone(), namespace);
     Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
 }
 
 /// Set a condition in a list; `true` when it changed.
-pub fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: bool, reason: &str, message: impl Into<String>, generation: Option<i64>) -> bool {
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> bool {
     set_status_condition(
         conditions,
-        DesiredCondition::new(type_, ConditionStatus::from(status), reason).message(message).observed_generation(generation),
+        DesiredCondition::new(type_, ConditionStatus::from(status), reason)
+            .message(message)
+            .observed_generation(generation),
         jiff::Timestamp::now(),
     )
 }
 
 /// Merge-patch `.status` of an object when it differs from what the object carries.
-pub async fn write_status<K, St>(shared: &Shared, obj: &K, current: Option<&St>, desired: &St) -> Result<(), kube::Error>
+pub async fn write_status<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    desired: &St,
+) -> Result<(), kube::Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
     St: Serialize + PartialEq,
 {
     if current == Some(desired) {

@@ -157,7 +157,11 @@ impl StackMetrics {
             duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.01, 2.0, 12))),
             transitions: Family::default(),
         };
-        registry.register("aws_operator_stack_operations", "CloudFormation calls per stack kind, operation and result", m.operations.clone());
+        registry.register(
+            "aws_operator_stack_operations",
+            "CloudFormation calls per stack kind, operation and result",
+            m.operations.clone(),
+        );
         registry.register(
             "aws_operator_stack_operation_duration_seconds",
             "Duration of CloudFormation calls per stack kind and operation",
@@ -261,7 +265,8 @@ impl Shared {
         K: kube::Resource<DynamicType = ()>,
     {
         let reference = obj.object_ref(&());
-        let event = Event { type_, reason: reason.to_string(), note: Some(note), action: "Reconcile".into(), secondary: None };
+        let event =
+            Event { type_, reason: reason.to_string(), note: Some(note), action: "Reconcile".into(), secondary: None };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, reason, "publishing an event failed");
         }

@@ -82,7 +82,14 @@ pub fn merge_stacks(recorded: &mut Vec<StatusEntry>, seen: &[StatusEntry]) {
 
 async fn reject(state: &mut ControlPlaneState, obj: &AWSControlPlane, err: ResourceError) -> ResourceError {
     let mut status = obj.status.clone().unwrap_or_default();
-    common::set_condition(&mut status.conditions, READY, false, err.kind(), err.inner().to_string(), obj.metadata.generation);
+    common::set_condition(
+        &mut status.conditions,
+        READY,
+        false,
+        err.kind(),
+        err.inner().to_string(),
+        obj.metadata.generation,
+    );
     if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
         tracing::warn!(error = %e, "writing the status of an invalid AWSControlPlane failed");
     }
@@ -156,7 +163,9 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
 
     async fn ensure_created(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
-        let (Some(cluster), Some(release), Some(tenant)) = (state.cluster.clone(), state.release.clone(), state.tenant.clone()) else {
+        let (Some(cluster), Some(release), Some(tenant)) =
+            (state.cluster.clone(), state.release.clone(), state.tenant.clone())
+        else {
             return Err(ResourceError::msg("Internal", "inputs were not resolved"));
         };
         let id = cluster.name_any();
@@ -242,7 +251,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
                 initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
             };
-            let input = crate::node_config::input(&shared, &release, &id, domain, &region, role, labels, secrets.clone());
+            let input =
+                crate::node_config::input(&shared, &release, &id, domain, &region, role, labels, secrets.clone());
             let key = names::master_config_key(&shared.config.version, &id, m.id);
             if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
                 shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
@@ -259,7 +269,11 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             masters: masters.clone(),
             instance_type: obj.spec.instance_type.clone(),
             image_id: ami.clone(),
-            imds_http_tokens: obj.annotations().get(apis::labels::AWS_METADATA_V2).cloned().unwrap_or_else(|| "optional".into()),
+            imds_http_tokens: obj
+                .annotations()
+                .get(apis::labels::AWS_METADATA_V2)
+                .cloned()
+                .unwrap_or_else(|| "optional".into()),
             master_security_group_id: outputs.master_security_group_id.clone(),
             bucket: bucket.clone(),
             kms_key_arn: key_arn.clone(),
@@ -279,7 +293,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             may_update: true,
             canonical_hash: Some(canonical),
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+        let (progress, entry) =
+            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
         match progress {
             Progress::Ready(_) => {
@@ -315,7 +330,14 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             Deletion::Pending => Ok(keep("deleting")),
             Deletion::Failed { message, retry_after } => {
                 let mut status = obj.status.clone().unwrap_or_default();
-                common::set_condition(&mut status.conditions, READY, false, "StackDeleteFailed", message, obj.metadata.generation);
+                common::set_condition(
+                    &mut status.conditions,
+                    READY,
+                    false,
+                    "StackDeleteFailed",
+                    message,
+                    obj.metadata.generation,
+                );
                 common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
                 Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after))
             }

@@ -179,11 +179,10 @@ pub async fn range_for_cluster(shared: &Shared, cluster: &AWSCluster) -> Result<
         check_pool_overlap(shared, &np, range).await?;
         return Ok(range);
     }
-    shared
-        .config
-        .ipam_range
-        .parse()
-        .map_err(|e| ResourceError::msg("InvalidConfiguration", format!("--ipam-range {}: {e}", shared.config.ipam_range)).permanent())
+    shared.config.ipam_range.parse().map_err(|e| {
+        ResourceError::msg("InvalidConfiguration", format!("--ipam-range {}: {e}", shared.config.ipam_range))
+            .permanent()
+    })
 }
 
 /// A NetworkPool must not overlap another NetworkPool or the operator's default range: two
@@ -216,7 +215,9 @@ async fn check_pool_overlap(shared: &Shared, np: &NetworkPool, range: Ipv4Net) -
         return Err(InvalidInput {
             object: format!("NetworkPool {}/{}", np.namespace().unwrap_or_default(), np.name_any()),
             reason: "OverlappingNetworkPool",
-            message: format!("spec.cidrBlock {range} overlaps the operator's default range {default}: choose a range outside it"),
+            message: format!(
+                "spec.cidrBlock {range} overlaps the operator's default range {default}: choose a range outside it"
+            ),
         }
         .into());
     }

@@ -73,7 +73,14 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
 
 async fn reject(state: &mut PoolState, obj: &AWSMachineDeployment, err: ResourceError) -> ResourceError {
     let mut status = obj.status.clone().unwrap_or_default();
-    common::set_condition(&mut status.conditions, READY, false, err.kind(), err.inner().to_string(), obj.metadata.generation);
+    common::set_condition(
+        &mut status.conditions,
+        READY,
+        false,
+        err.kind(),
+        err.inner().to_string(),
+        obj.metadata.generation,
+    );
     if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
         tracing::warn!(error = %e, "writing the status of an invalid AWSMachineDeployment failed");
     }
@@ -161,7 +168,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
         let result = async {
             let reserved = crate::ipam_lock::reserved(&shared, &tenant).await?;
             let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
-                ResourceError::msg("IpamExhausted", format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)))
+                ResourceError::msg(
+                    "IpamExhausted",
+                    format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)),
+                )
             })?;
             crate::ipam_lock::annotate_node_pool(&shared, obj, &cidr).await?;
             Ok::<_, ResourceError>(cidr)
@@ -209,9 +219,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let Some(pool_cidr) = obj.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET).cloned() else {
             wait!("waiting for the node pool CIDR");
         };
-        let pool_net: Ipv4Net = pool_cidr
-            .parse()
-            .map_err(|e| ResourceError::msg("InvalidAnnotation", format!("{}: annotation {}: {e}", common::describe(obj), labels::MACHINE_DEPLOYMENT_SUBNET)).permanent())?;
+        let pool_net: Ipv4Net = pool_cidr.parse().map_err(|e| {
+            ResourceError::msg(
+                "InvalidAnnotation",
+                format!("{}: annotation {}: {e}", common::describe(obj), labels::MACHINE_DEPLOYMENT_SUBNET),
+            )
+            .permanent()
+        })?;
         let Some(cluster_cidr) = cluster.status.as_ref().and_then(|s| s.provider.network.cidr.clone()) else {
             wait!("waiting for the cluster CIDR");
         };
@@ -259,7 +273,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             (labels::MACHINE_DEPLOYMENT.to_string(), md.clone()),
         ]);
         let domain = &cluster.spec.cluster.dns.domain;
-        let input = crate::node_config::input(&shared, &release, &id, domain, &region, Role::Worker { md_id: md.clone() }, node_labels, secrets);
+        let input = crate::node_config::input(
+            &shared,
+            &release,
+            &id,
+            domain,
+            &region,
+            Role::Worker { md_id: md.clone() },
+            node_labels,
+            secrets,
+        );
         let key = names::node_pool_config_key(&shared.config.version, &id, &md);
         if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
             shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
@@ -275,8 +298,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
         let scaling = &obj.spec.node_pool.scaling;
         let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
-        let batch = obj.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE).or_else(|| cluster.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE)).cloned();
-        let pause = obj.annotations().get(labels::AWS_UPDATE_PAUSE_TIME).or_else(|| cluster.annotations().get(labels::AWS_UPDATE_PAUSE_TIME)).cloned();
+        let batch = obj
+            .annotations()
+            .get(labels::AWS_UPDATE_MAX_BATCH_SIZE)
+            .or_else(|| cluster.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE))
+            .cloned();
+        let pause = obj
+            .annotations()
+            .get(labels::AWS_UPDATE_PAUSE_TIME)
+            .or_else(|| cluster.annotations().get(labels::AWS_UPDATE_PAUSE_TIME))
+            .cloned();
         let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
         let params = |current_desired: u32| tcnp::Params {
             common: common.clone(),
@@ -285,7 +316,11 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             azs: layout
                 .iter()
                 .filter_map(|(az, net)| {
-                    Some(tcnp::TcnpAz { name: az.clone(), subnet_cidr: net.to_string(), nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone() })
+                    Some(tcnp::TcnpAz {
+                        name: az.clone(),
+                        subnet_cidr: net.to_string(),
+                        nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone(),
+                    })
                 })
                 .collect(),
             vpc_id: outputs.vpc_id.clone(),
@@ -305,14 +340,21 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                 kubelet_volume_gb: obj.spec.node_pool.machine.kubelet_volume_size_gb.max(1) as u32,
                 log_volume_gb: 15,
                 containerd_volume_gb: obj.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32,
-                imds_http_tokens: obj.annotations().get(labels::AWS_METADATA_V2).cloned().unwrap_or_else(|| "optional".into()),
+                imds_http_tokens: obj
+                    .annotations()
+                    .get(labels::AWS_METADATA_V2)
+                    .cloned()
+                    .unwrap_or_else(|| "optional".into()),
             },
             min_size: min,
             max_size: max,
             rolling_update: tcnp::rolling_update(min, max, current_desired, batch.as_deref(), pause.as_deref()),
             distribution: tcnp::InstanceDistribution {
                 on_demand_base_capacity: dist.on_demand_base_capacity.max(0) as u32,
-                on_demand_percentage_above_base_capacity: dist.on_demand_percentage_above_base_capacity.unwrap_or(100).clamp(0, 100) as u32,
+                on_demand_percentage_above_base_capacity: dist
+                    .on_demand_percentage_above_base_capacity
+                    .unwrap_or(100)
+                    .clamp(0, 100) as u32,
                 overrides: Vec::new(),
             },
             internal_elb_subnets: false,
@@ -331,7 +373,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             None => 0,
         };
         // Masters first: pool updates wait for a settled masters' stack of this version.
-        let tccpn = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None)).await?;
+        let tccpn = shared
+            .stacks
+            .get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None))
+            .await?;
         let masters_current = tccpn
             .as_ref()
             .is_some_and(|v| v.status.is_usable() && v.outputs.get("OperatorVersion") == Some(&shared.config.version));
@@ -343,7 +388,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             may_update: masters_current,
             canonical_hash: Some(canonical),
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             wait!("stack {name} is not ready");
@@ -355,8 +401,14 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             common: common.clone(),
             node_pool_id: md.clone(),
             peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-            route_tables: cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect(),
-            subnets: layout.iter().map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() }).collect(),
+            route_tables: cp_tables
+                .iter()
+                .map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() })
+                .collect(),
+            subnets: layout
+                .iter()
+                .map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() })
+                .collect(),
         };
         let desired = DesiredStack {
             kind: StackKind::Tcnpf,
@@ -379,7 +431,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
 
     async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
-        let (Some(cluster), Some(tenant), Some(cp)) = (state.cluster.clone(), state.tenant.clone(), state.cp.clone()) else {
+        let (Some(cluster), Some(tenant), Some(cp)) = (state.cluster.clone(), state.tenant.clone(), state.cp.clone())
+        else {
             return Ok(Outcome::proceed());
         };
         let id = cluster.name_any();
@@ -388,10 +441,19 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             let name = names::stack_name(&id, kind, Some(&md));
             match stack_ops::delete(&shared, aws, obj, kind, &name).await? {
                 Deletion::Gone => {}
-                Deletion::Pending => return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)),
+                Deletion::Pending => {
+                    return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll));
+                }
                 Deletion::Failed { message, retry_after } => {
                     let mut status = obj.status.clone().unwrap_or_default();
-                    common::set_condition(&mut status.conditions, READY, false, "StackDeleteFailed", message, obj.metadata.generation);
+                    common::set_condition(
+                        &mut status.conditions,
+                        READY,
+                        false,
+                        "StackDeleteFailed",
+                        message,
+                        obj.metadata.generation,
+                    );
                     common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
                     return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
                 }

@@ -127,7 +127,14 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
-    operator::run(shared, &metrics, &readiness, RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds) }, shutdown.clone()).await?;
+    operator::run(
+        shared,
+        &metrics,
+        &readiness,
+        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds) },
+        shutdown.clone(),
+    )
+    .await?;
     shutdown.cancel();
     let _ = serving.await;
     Ok(())

@@ -26,7 +26,10 @@ use crate::context::Shared;
 pub const CERTIFICATE_LABEL: &str = "giantswarm.io/certificate";
 
 /// The certificate Secrets of a cluster: certificate name → (key → bytes).
-pub async fn certificates(shared: &Shared, cluster_id: &str) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
+pub async fn certificates(
+    shared: &Shared,
+    cluster_id: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
     let api: Api<Secret> = Api::all(shared.client.clone());
     let selector = format!("{}={cluster_id},{CERTIFICATE_LABEL}", apis::labels::CLUSTER);
     let mut out = BTreeMap::new();
@@ -39,8 +42,12 @@ pub async fn certificates(shared: &Shared, cluster_id: &str) -> Result<BTreeMap<
 }
 
 /// The secrets a node of `role` needs, or the names of the missing certificates.
-pub fn secrets_for(master: bool, certs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Result<Vec<NodeSecret>, Vec<String>> {
-    let mut wanted: Vec<(&str, [(&str, &str); 3])> = vec![("worker", [("crt", paths::WORKER_CRT), ("key", paths::WORKER_KEY), ("ca", paths::WORKER_CA)])];
+pub fn secrets_for(
+    master: bool,
+    certs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+) -> Result<Vec<NodeSecret>, Vec<String>> {
+    let mut wanted: Vec<(&str, [(&str, &str); 3])> =
+        vec![("worker", [("crt", paths::WORKER_CRT), ("key", paths::WORKER_KEY), ("ca", paths::WORKER_CA)])];
     if master {
         wanted.push(("api", [("crt", paths::API_CRT), ("key", paths::API_KEY), ("ca", paths::API_CA)]));
         wanted.push(("etcd", [("crt", paths::ETCD_CRT), ("key", paths::ETCD_KEY), ("ca", paths::ETCD_CA)]));
@@ -101,8 +108,16 @@ pub fn input(
 
 /// Upload the config to `bucket/key` unless an identical one is there. Returns `true` when it
 /// uploaded.
-pub async fn upload(shared: &Shared, aws: &AccountClients, key_arn: &str, bucket: &str, key: &str, input: &NodeConfigInput) -> Result<bool, ResourceError> {
-    let config = ignition::render(input).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()).permanent())?;
+pub async fn upload(
+    shared: &Shared,
+    aws: &AccountClients,
+    key_arn: &str,
+    bucket: &str,
+    key: &str,
+    input: &NodeConfigInput,
+) -> Result<bool, ResourceError> {
+    let config =
+        ignition::render(input).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()).permanent())?;
     let hash = config.content_hash();
     let memo_key = format!("{bucket}/{key}");
     if shared.memo.lock().uploads.get(&memo_key) == Some(&hash) {

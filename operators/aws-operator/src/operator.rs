@@ -40,7 +40,13 @@ fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
 }
 
 /// Build and run the three controllers until `shutdown`.
-pub async fn run(shared: Arc<Shared>, metrics: &Metrics, readiness: &Readiness, settings: RunSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    shared: Arc<Shared>,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: RunSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let client = shared.client.clone();
     let req = requirement(&shared)?;
     let set_name = format!("v{}", shared.config.version);

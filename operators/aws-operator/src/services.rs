@@ -38,12 +38,7 @@ pub async fn ensure_key(
         if usable {
             return Ok(arn);
         }
-        aws.kms
-            .delete_alias()
-            .alias_name(&alias)
-            .send()
-            .await
-            .map_err(|e| api_error("KMS", "DeleteAlias", e))?;
+        aws.kms.delete_alias().alias_name(&alias).send().await.map_err(|e| api_error("KMS", "DeleteAlias", e))?;
     }
     // A key created by an earlier attempt that stopped before its alias existed.
     let key_id = match find_tagged_key(aws, cluster_id).await? {
@@ -69,12 +64,7 @@ pub async fn ensure_key(
         }
     };
     // Rotation before the alias, so that a key found by its alias always rotates.
-    aws.kms
-        .enable_key_rotation()
-        .key_id(&key_id)
-        .send()
-        .await
-        .map_err(|e| api_error("KMS", "EnableKeyRotation", e))?;
+    aws.kms.enable_key_rotation().key_id(&key_id).send().await.map_err(|e| api_error("KMS", "EnableKeyRotation", e))?;
     match aws.kms.create_alias().alias_name(&alias).target_key_id(&key_id).send().await {
         Ok(_) => {}
         Err(e) => {
@@ -108,13 +98,8 @@ pub async fn describe_key(aws: &AccountClients, alias: &str) -> Result<Option<(S
 async fn find_tagged_key(aws: &AccountClients, cluster_id: &str) -> Result<Option<String>, AwsError> {
     let mut marker = None;
     loop {
-        let page = aws
-            .kms
-            .list_keys()
-            .set_marker(marker.take())
-            .send()
-            .await
-            .map_err(|e| api_error("KMS", "ListKeys", e))?;
+        let page =
+            aws.kms.list_keys().set_marker(marker.take()).send().await.map_err(|e| api_error("KMS", "ListKeys", e))?;
         for key in page.keys() {
             let Some(id) = key.key_id() else { continue };
             let tags = aws
@@ -125,7 +110,8 @@ async fn find_tagged_key(aws: &AccountClients, cluster_id: &str) -> Result<Optio
                 .await
                 .map_err(|e| api_error("KMS", "ListResourceTags", e))?;
             if tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
-                let meta = aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
+                let meta =
+                    aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
                 let pending = meta.key_metadata().is_some_and(|m| m.deletion_date().is_some());
                 if !pending {
                     return Ok(Some(id.to_string()));
@@ -209,9 +195,7 @@ pub async fn ensure_buckets(
     for name in [&logs, &bucket] {
         create_bucket(aws, name).await?;
         let tagging = Tagging::builder()
-            .set_tag_set(Some(
-                tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect(),
-            ))
+            .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
             .build()
             .map_err(|e| AwsError::Setup(e.to_string()))?;
         aws.s3
@@ -296,10 +280,7 @@ pub async fn ensure_buckets(
         .put_bucket_lifecycle_configuration()
         .bucket(&bucket)
         .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .rules(abort)
-                .build()
-                .map_err(|e| AwsError::Setup(e.to_string()))?,
+            BucketLifecycleConfiguration::builder().rules(abort).build().map_err(|e| AwsError::Setup(e.to_string()))?,
         )
         .send()
         .await
@@ -359,9 +340,7 @@ async fn create_bucket(aws: &AccountClients, bucket: &str) -> Result<(), AwsErro
 /// The content hash stored with an object, `None` when the object does not exist.
 pub async fn object_hash(aws: &AccountClients, bucket: &str, key: &str) -> Result<Option<String>, AwsError> {
     match aws.s3.head_object().bucket(bucket).key(key).send().await {
-        Ok(out) => Ok(Some(
-            out.metadata().and_then(|m| m.get(CONTENT_HASH_METADATA)).cloned().unwrap_or_default(),
-        )),
+        Ok(out) => Ok(Some(out.metadata().and_then(|m| m.get(CONTENT_HASH_METADATA)).cloned().unwrap_or_default())),
         Err(e) => {
             if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
                 return Ok(None);
@@ -405,13 +384,8 @@ pub async fn delete_buckets(aws: &AccountClients, cluster_id: &str) -> Result<bo
         }
         let mut emptied = false;
         for _ in 0..3 {
-            let listing = aws
-                .s3
-                .list_objects_v2()
-                .bucket(name)
-                .send()
-                .await
-                .map_err(|e| api_error("S3", "ListObjectsV2", e))?;
+            let listing =
+                aws.s3.list_objects_v2().bucket(name).send().await.map_err(|e| api_error("S3", "ListObjectsV2", e))?;
             let keys: Vec<ObjectIdentifier> = listing
                 .contents()
                 .iter()
@@ -480,10 +454,7 @@ pub async fn control_plane_vpc(aws: &AccountClients, installation: &str) -> Resu
         .send()
         .await
         .map_err(|e| api_error("EC2", "DescribeVpcs", e))?;
-    Ok(out
-        .vpcs()
-        .first()
-        .and_then(|v| Some((v.vpc_id()?.to_string(), v.cidr_block()?.to_string()))))
+    Ok(out.vpcs().first().and_then(|v| Some((v.vpc_id()?.to_string(), v.cidr_block()?.to_string()))))
 }
 
 /// The management VPC's route tables as `(id, Name tag)`: those named in `names` when given,
@@ -498,7 +469,8 @@ pub async fn control_plane_route_tables(
         .describe_route_tables()
         .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(vpc_id).build());
     if !names.is_empty() {
-        call = call.filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").set_values(Some(names.to_vec())).build());
+        call = call
+            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").set_values(Some(names.to_vec())).build());
     }
     let out = call.send().await.map_err(|e| api_error("EC2", "DescribeRouteTables", e))?;
     let mut tables: Vec<(String, String)> = out
@@ -506,7 +478,8 @@ pub async fn control_plane_route_tables(
         .iter()
         .filter(|t| !names.is_empty() || !t.associations().iter().any(|a| a.main().unwrap_or(false)))
         .filter_map(|t| {
-            let name = t.tags().iter().find(|tag| tag.key() == Some("Name")).and_then(|tag| tag.value()).unwrap_or_default();
+            let name =
+                t.tags().iter().find(|tag| tag.key() == Some("Name")).and_then(|tag| tag.value()).unwrap_or_default();
             Some((t.route_table_id()?.to_string(), name.to_string()))
         })
         .collect();
@@ -522,7 +495,9 @@ pub async fn master_ips(aws: &AccountClients, cluster_id: &str) -> Result<Vec<St
         let page = aws
             .ec2
             .describe_instances()
-            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").values(format!("{cluster_id}-master")).build())
+            .filters(
+                aws_sdk_ec2::types::Filter::builder().name("tag:Name").values(format!("{cluster_id}-master")).build(),
+            )
             .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
             .set_next_token(token.take())
             .send()

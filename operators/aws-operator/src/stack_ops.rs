@@ -48,7 +48,13 @@ pub enum Progress {
 }
 
 /// The status entry recorded for a stack in the owning object's status.
-pub fn status_entry(kind: StackKind, name: &str, status: &str, reason: Option<String>, previous: Option<&StatusEntry>) -> StatusEntry {
+pub fn status_entry(
+    kind: StackKind,
+    name: &str,
+    status: &str,
+    reason: Option<String>,
+    previous: Option<&StatusEntry>,
+) -> StatusEntry {
     let changed = previous.is_none_or(|p| p.status != status);
     StatusEntry {
         name: name.to_string(),
@@ -98,15 +104,22 @@ async fn timed<T>(
 }
 
 /// Emit an event when the observed status differs from the recorded one.
-async fn note_transition<K>(shared: &Shared, obj: &K, kind: StackKind, name: &str, observed: &str, recorded: Option<&StatusEntry>)
-where
+async fn note_transition<K>(
+    shared: &Shared,
+    obj: &K,
+    kind: StackKind,
+    name: &str,
+    observed: &str,
+    recorded: Option<&StatusEntry>,
+) where
     K: kube::Resource<DynamicType = ()>,
 {
     let before = recorded.map(|r| r.status.as_str());
     if before == Some(observed) {
         return;
     }
-    let labels = StackOpLabels { stack: kind.as_str().to_string(), operation: observed.to_string(), result: "observed".into() };
+    let labels =
+        StackOpLabels { stack: kind.as_str().to_string(), operation: observed.to_string(), result: "observed".into() };
     shared.metrics.transitions.get_or_create(&labels).inc();
     let note = match before {
         Some(b) => format!("stack {name}: {b} → {observed}"),
@@ -132,8 +145,13 @@ where
 {
     let DesiredStack { kind, name, mut template, tags, may_update, canonical_hash } = desired;
     let hash = canonical_hash.unwrap_or_else(|| template.hash());
-    template.output(TEMPLATE_HASH_OUTPUT, serde_json::Value::String(hash.clone()), Some("sha256 of this template without this output"));
-    let observed = timed(shared, kind, "describe", shared.stacks.get(&aws.cache_key(), aws.cfn.as_ref(), &name)).await?;
+    template.output(
+        TEMPLATE_HASH_OUTPUT,
+        serde_json::Value::String(hash.clone()),
+        Some("sha256 of this template without this output"),
+    );
+    let observed =
+        timed(shared, kind, "describe", shared.stacks.get(&aws.cache_key(), aws.cfn.as_ref(), &name)).await?;
     if let Some(view) = &observed {
         note_transition(shared, obj, kind, &name, view.status.as_str(), recorded).await;
     }
@@ -168,7 +186,10 @@ where
     let progress = match step {
         EnsureStep::Ready => {
             let Some(view) = observed else {
-                return Err(ResourceError::msg("Internal", format!("stack {name} planned ready without being observed")));
+                return Err(ResourceError::msg(
+                    "Internal",
+                    format!("stack {name} planned ready without being observed"),
+                ));
             };
             Progress::Ready(view)
         }
@@ -180,7 +201,9 @@ where
                 Err(e) => return Err(e.into()),
             }
             aws_invalidate(shared, aws);
-            shared.event(obj, "CFCreateRequested", format!("creating stack {name} in account {}", aws.account_id)).await;
+            shared
+                .event(obj, "CFCreateRequested", format!("creating stack {name} in account {}", aws.account_id))
+                .await;
             Progress::Pending
         }
         EnsureStep::Update { deployed } => {
@@ -224,7 +247,13 @@ where
         EnsureStep::ContinueRollback => {
             timed(shared, kind, "continue_rollback", aws.cfn.continue_update_rollback(&name)).await?;
             aws_invalidate(shared, aws);
-            shared.warning(obj, "CFContinueRollback", format!("stack {name} is UPDATE_ROLLBACK_FAILED; continuing the rollback")).await;
+            shared
+                .warning(
+                    obj,
+                    "CFContinueRollback",
+                    format!("stack {name} is UPDATE_ROLLBACK_FAILED; continuing the rollback"),
+                )
+                .await;
             Progress::Pending
         }
         EnsureStep::Failed { status, reason } => {
@@ -270,7 +299,13 @@ pub enum Deletion {
 
 /// The stack must be gone: lift termination protection, delete, wait; a failed delete is retried
 /// with backoff and reported naming the resources that failed.
-pub async fn delete<K>(shared: &Shared, aws: &AccountClients, obj: &K, kind: StackKind, name: &str) -> Result<Deletion, ResourceError>
+pub async fn delete<K>(
+    shared: &Shared,
+    aws: &AccountClients,
+    obj: &K,
+    kind: StackKind,
+    name: &str,
+) -> Result<Deletion, ResourceError>
 where
     K: kube::Resource<DynamicType = ()>,
 {
@@ -301,11 +336,14 @@ where
                 }
             }
             aws_invalidate(shared, aws);
-            shared.event(obj, "CFDeleteRequested", format!("deleting stack {name} in account {}", aws.account_id)).await;
+            shared
+                .event(obj, "CFDeleteRequested", format!("deleting stack {name} in account {}", aws.account_id))
+                .await;
             Ok(Deletion::Pending)
         }
         DeleteStep::RetryFailedDelete { reason } => {
-            let failed = timed(shared, kind, "describe_resources", aws.cfn.failed_resources(name)).await.unwrap_or_default();
+            let failed =
+                timed(shared, kind, "describe_resources", aws.cfn.failed_resources(name)).await.unwrap_or_default();
             let names = if failed.is_empty() {
                 reason.clone().unwrap_or_else(|| "no reason given".into())
             } else {

@@ -1,0 +1,204 @@
+//! End to end against testenv and moto: create a cluster with three masters and two node pools,
+//! scale one pool, delete everything. Every check goes through the service's own API, never the
+//! stack status alone.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use base64::Engine;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use support::*;
+
+async fn stacks_of(
+    aws: &aws_operator::aws::AccountClients,
+) -> anyhow::Result<BTreeMap<String, aws_operator::cloudformation::StackView>> {
+    Ok(aws.cfn.describe_all().await?.into_iter().map(|s| (s.name.clone(), s)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "e2e01";
+    f.credential_secret(id).await?;
+    f.certificates(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
+    f.node_pool(id, "np001", &["eu-central-1a", "eu-central-1b"], 2, 5).await?;
+    f.node_pool(id, "np002", &["eu-central-1c"], 1, 3).await?;
+    f.start_operator().await?;
+
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let cluster = match eventually(150, "the cluster to be Ready", || async {
+        let c = clusters.get(id).await?;
+        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(c))
+    })
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
+    };
+    let status = cluster.status.clone().unwrap_or_default();
+    assert!(status.cluster.has_condition(apis::cluster_status::ClusterCondition::Created), "{status:?}");
+    let cidr = status.provider.network.cidr.clone().expect("cluster CIDR");
+    assert_eq!(cidr, "10.1.0.0/24");
+    let endpoint = status.control_plane_endpoint.clone().expect("controlPlaneEndpoint");
+    assert_eq!(endpoint.host, format!("api.{id}.k8s.gauss.eu-central-1.aws.gigantic.io"));
+
+    // Every kind of stack, in the right account, with tags and outputs.
+    let tenant = f.tenant_clients().await?;
+    let cp = f.control_plane_clients().await?;
+    assert_eq!(tenant.account_id, f.tenant_account);
+    assert_eq!(cp.account_id, f.cp_account);
+    let tenant_stacks = stacks_of(&tenant).await?;
+    let cp_stacks = stacks_of(&cp).await?;
+    let want_tenant = [
+        format!("cluster-{id}-tccp"),
+        format!("cluster-{id}-tccpn"),
+        format!("cluster-{id}-tcnp-np001"),
+        format!("cluster-{id}-tcnp-np002"),
+    ];
+    let want_cp = [
+        format!("cluster-{id}-tccpi"),
+        format!("cluster-{id}-tccpf"),
+        format!("cluster-{id}-tcnpf-np001"),
+        format!("cluster-{id}-tcnpf-np002"),
+    ];
+    for name in &want_tenant {
+        let s = tenant_stacks
+            .get(name)
+            .unwrap_or_else(|| panic!("tenant stack {name} missing: {:?}", tenant_stacks.keys()));
+        assert_eq!(s.tags.get(&format!("kubernetes.io/cluster/{id}")).map(String::as_str), Some("owned"), "{name}");
+        assert_eq!(s.tags.get("giantswarm.io/cluster").map(String::as_str), Some(id), "{name}");
+        assert_eq!(s.outputs.get("OperatorVersion").map(String::as_str), Some(VERSION), "{name}");
+        assert!(s.template_hash().is_some(), "{name} has a TemplateHash output");
+        assert!(s.termination_protection, "{name} is protected");
+    }
+    for name in &want_cp {
+        assert!(cp_stacks.contains_key(name), "management stack {name} missing: {:?}", cp_stacks.keys());
+        assert!(!tenant_stacks.contains_key(name), "{name} must not be in the tenant account");
+    }
+    assert_eq!(tenant_stacks[&want_tenant[1]].outputs.get("MasterReplicas").map(String::as_str), Some("3"));
+
+    // The VPC, subnets and ASGs through EC2 and Auto Scaling.
+    let vpc_id = status.provider.network.vpc_id.clone().expect("vpcID");
+    let vpcs = tenant.ec2.describe_vpcs().vpc_ids(&vpc_id).send().await?;
+    assert_eq!(vpcs.vpcs().first().and_then(|v| v.cidr_block()), Some(cidr.as_str()));
+    let subnets = tenant
+        .ec2
+        .describe_subnets()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&vpc_id).build())
+        .send()
+        .await?;
+    let cidrs: Vec<&str> = subnets.subnets().iter().filter_map(|s| s.cidr_block()).collect();
+    for want in ["10.1.0.0/27", "10.1.0.32/27", "10.1.0.64/27", "10.1.0.96/27", "10.1.0.128/27", "10.1.0.160/27"] {
+        assert!(cidrs.contains(&want), "subnet {want} missing: {cidrs:?}");
+    }
+    let asgs = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
+    let groups = asgs.auto_scaling_groups();
+    assert_eq!(groups.len(), 5, "three masters and two pools");
+    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
+    let np1 = mds.get("np001").await?;
+    let pool_cidr =
+        np1.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
+    assert!(pool_cidr.is_some(), "node pool CIDR annotation");
+    assert_ne!(pool_cidr.as_deref(), Some(cidr.as_str()));
+
+    // The bucket holds node configs whose secrets decrypt with the cluster key.
+    let bucket = format!("{}-g8s-{id}", f.tenant_account);
+    let objects = tenant.s3.list_objects_v2().bucket(&bucket).send().await?;
+    let keys: Vec<String> = objects.contents().iter().filter_map(|o| o.key().map(str::to_string)).collect();
+    for n in 1..=3 {
+        let k = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tccpn-{n}");
+        assert!(keys.contains(&k), "{k} missing: {keys:?}");
+    }
+    let worker_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tcnp-np001");
+    assert!(keys.contains(&worker_key), "{worker_key} missing: {keys:?}");
+    let body = tenant.s3.get_object().bucket(&bucket).key(&worker_key).send().await?.body.collect().await?.into_bytes();
+    let text = String::from_utf8(body.to_vec())?;
+    assert!(!text.contains(&format!("worker-key-of-{id}")), "plaintext secret in the node config");
+    let config: serde_json::Value = serde_json::from_str(&text)?;
+    let files = config["storage"]["files"].as_array().cloned().unwrap_or_default();
+    let enc = files
+        .iter()
+        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("worker-key.pem.enc")))
+        .expect("encrypted worker key");
+    let source = enc["contents"]["source"].as_str().unwrap_or_default();
+    let b64 = source.split_once(',').map(|(_, d)| d).unwrap_or_default();
+    let ciphertext = base64::engine::general_purpose::STANDARD.decode(b64)?;
+    let plain = tenant.kms.decrypt().ciphertext_blob(aws_sdk_kms::primitives::Blob::new(ciphertext)).send().await?;
+    let plain = String::from_utf8(plain.plaintext().map(|b| b.as_ref().to_vec()).unwrap_or_default())?;
+    assert!(plain.contains(&format!("worker-key-of-{id}")), "decrypted: {plain}");
+    let key = tenant.kms.describe_key().key_id(format!("alias/{id}")).send().await?;
+    let key_id = key.key_metadata().map(|m| m.key_id().to_string()).unwrap_or_default();
+    let rotation = tenant.kms.get_key_rotation_status().key_id(&key_id).send().await?;
+    assert!(rotation.key_rotation_enabled(), "key rotation");
+    let policy = tenant.s3.get_bucket_policy().bucket(&bucket).send().await?;
+    assert!(policy.policy().unwrap_or_default().contains("aws:SecureTransport"));
+    let pab = tenant.s3.get_public_access_block().bucket(&bucket).send().await?;
+    assert!(pab.public_access_block_configuration().is_some_and(|c| c.block_public_acls() == Some(true)));
+
+    // Management-cluster objects.
+    let svc: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.client.clone(), id);
+    assert!(svc.get_opt("master").await?.is_some(), "Service master");
+
+    // Scale np001: only its stack updates.
+    let hashes =
+        |stacks: &BTreeMap<String, aws_operator::cloudformation::StackView>| -> BTreeMap<String, Option<String>> {
+            stacks.iter().map(|(k, v)| (k.clone(), v.template_hash().map(str::to_string))).collect()
+        };
+    let before_tenant = hashes(&tenant_stacks);
+    let before_cp = hashes(&cp_stacks);
+    mds.patch(
+        "np001",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": {"nodePool": {"scaling": {"max": 7}}}})),
+    )
+    .await?;
+    let np_stack = format!("cluster-{id}-tcnp-np001");
+    let updated = eventually(120, "the pool stack to update", || async {
+        let s = stacks_of(&tenant).await?;
+        Ok((s.get(&np_stack).and_then(|v| v.template_hash().map(str::to_string)) != before_tenant[&np_stack])
+            .then_some(s))
+    })
+    .await?;
+    // Let the operator settle, then compare.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after_tenant = hashes(&stacks_of(&tenant).await?);
+    let after_cp = hashes(&stacks_of(&cp).await?);
+    for (name, hash) in &before_tenant {
+        if name != &np_stack {
+            assert_eq!(after_tenant.get(name), Some(hash), "{name} must not change when np001 scales");
+        }
+    }
+    assert_eq!(after_cp, before_cp, "management stacks must not change when np001 scales");
+    let asg_name = updated[&np_stack].outputs.get("AutoScalingGroupName").cloned().unwrap_or_default();
+    let asg = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&asg_name).send().await?;
+    assert_eq!(asg.auto_scaling_groups().first().and_then(|g| g.max_size()), Some(7));
+
+    // Delete: node pools, control plane, cluster.
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    clusters.delete(id, &DeleteParams::default()).await?;
+    cps.delete("cp001", &DeleteParams::default()).await?;
+    mds.delete("np001", &DeleteParams::default()).await?;
+    mds.delete("np002", &DeleteParams::default()).await?;
+    eventually(240, "every object to be gone", || async {
+        let left = clusters.get_opt(id).await?.is_some() as usize
+            + cps.get_opt("cp001").await?.is_some() as usize
+            + mds.get_opt("np001").await?.is_some() as usize
+            + mds.get_opt("np002").await?.is_some() as usize;
+        Ok((left == 0).then_some(()))
+    })
+    .await?;
+    assert!(stacks_of(&tenant).await?.is_empty(), "tenant stacks left");
+    assert!(stacks_of(&cp).await?.is_empty(), "management stacks left");
+    let buckets = tenant.s3.list_buckets().send().await?;
+    assert!(buckets.buckets().iter().all(|b| !b.name().unwrap_or_default().contains(id)), "buckets left");
+    let key = tenant.kms.describe_key().key_id(&key_id).send().await?;
+    assert_eq!(key.key_metadata().and_then(|m| m.key_state()), Some(&aws_sdk_kms::types::KeyState::PendingDeletion));
+    f.kill_operator().await;
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! A workload cluster fixture: testenv as the management cluster, moto as AWS (one management
+//! account and one tenant account per fixture, reached by AssumeRole), and the operator running
+//! in-process so a test can stop it at any point and start it again.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use apis::release::Release;
+use aws_credential_types::Credentials;
+use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
+use aws_operator::context::{AmiMap, OperatorConfig, Shared};
+use aws_operator::operator::{self, RunSettings};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use motoenv::MotoServer;
+use prometheus_client::registry::Registry;
+use testenv::TestEnv;
+use tokio_util::sync::CancellationToken;
+
+pub const REGION: &str = "eu-central-1";
+pub const NS: &str = "org-acme";
+pub const FLATCAR: &str = "4230.2.4";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub struct Fixture {
+    pub moto: MotoServer,
+    pub env: TestEnv,
+    pub client: Client,
+    pub cp_account: String,
+    pub tenant_account: String,
+    pub installation: String,
+    running: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    pub shared: Option<Arc<Shared>>,
+    pub registry: Option<Registry>,
+}
+
+pub fn factory_settings(moto: &MotoServer, cp_account: &str) -> AwsSettings {
+    AwsSettings {
+        default_region: REGION.into(),
+        endpoint_url: Some(moto.endpoint()),
+        ca_bundle: None,
+        control_plane_role_arn: Some(format!("arn:aws:iam::{cp_account}:role/aws-operator")),
+        credentials: Some(Credentials::new("AKIATESTOPERATOR", "secret", None, None, "test")),
+        operation_timeout: Some(Duration::from_secs(60)),
+    }
+}
+
+impl Fixture {
+    pub async fn start() -> anyhow::Result<Fixture> {
+        let moto = tokio::task::spawn_blocking(MotoServer::start).await??;
+        let env = TestEnv::start().await?;
+        let client = env.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in apis::all_crds() {
+            crds.create(&PostParams::default(), &crd).await?;
+        }
+        let cp_account = motoenv::fresh_account_id();
+        let tenant_account = motoenv::fresh_account_id();
+        let installation = format!("inst{}", &cp_account[7..]);
+        let f = Fixture {
+            moto,
+            env,
+            client,
+            cp_account,
+            tenant_account,
+            installation,
+            running: None,
+            shared: None,
+            registry: None,
+        };
+        // The management cluster's VPC with one route table, in the management account.
+        let cp = f.control_plane_clients().await?;
+        let vpc = cp.ec2.create_vpc().cidr_block("10.0.0.0/16").send().await?;
+        let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
+        let name_tag = aws_sdk_ec2::types::Tag::builder().key("Name").value(&f.installation).build();
+        cp.ec2.create_tags().resources(&vpc_id).tags(name_tag).send().await?;
+        let rt = cp.ec2.create_route_table().vpc_id(&vpc_id).send().await?;
+        let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default().to_string();
+        let rt_tag =
+            aws_sdk_ec2::types::Tag::builder().key("Name").value(format!("{}_private_0", f.installation)).build();
+        cp.ec2.create_tags().resources(&rt_id).tags(rt_tag).send().await?;
+        Ok(f)
+    }
+
+    pub async fn control_plane_clients(&self) -> anyhow::Result<Arc<AccountClients>> {
+        let factory = AwsFactory::new(factory_settings(&self.moto, &self.cp_account)).await?;
+        Ok(factory.control_plane(REGION).await?)
+    }
+
+    pub async fn tenant_clients(&self) -> anyhow::Result<Arc<AccountClients>> {
+        let factory = AwsFactory::new(factory_settings(&self.moto, &self.cp_account)).await?;
+        Ok(factory.tenant(&self.tenant_role(), REGION).await?)
+    }
+
+    pub fn tenant_role(&self) -> String {
+        format!("arn:aws:iam::{}:role/GiantSwarmAWSOperator", self.tenant_account)
+    }
+
+    pub fn amis() -> AmiMap {
+        AmiMap::from_json(&format!(r#"{{"{FLATCAR}": {{"{REGION}": "ami-0a1b2c3d4e5f60001"}}}}"#))
+            .expect("static AMI JSON")
+    }
+
+    /// Start the operator (again).
+    pub async fn start_operator(&mut self) -> anyhow::Result<()> {
+        let aws = AwsFactory::new(factory_settings(&self.moto, &self.cp_account)).await?;
+        let config = OperatorConfig {
+            installation: self.installation.clone(),
+            poll: Duration::from_millis(500),
+            route53_enabled: true,
+            ..OperatorConfig::default()
+        };
+        let mut registry = Registry::default();
+        let metrics = operatorkit::Metrics::new(&mut registry);
+        let shared = Shared::new(self.client.clone(), aws, config, Self::amis(), &mut registry);
+        let readiness = operatorkit::Readiness::new();
+        let token = CancellationToken::new();
+        let t = token.clone();
+        let s = shared.clone();
+        let handle = tokio::spawn(async move {
+            if let Err(e) = operator::run(
+                s,
+                &metrics,
+                &readiness,
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300) },
+                t,
+            )
+            .await
+            {
+                eprintln!("operator stopped: {e:#}");
+            }
+        });
+        self.running = Some((token, handle));
+        self.shared = Some(shared);
+        self.registry = Some(registry);
+        Ok(())
+    }
+
+    /// Stop the operator abruptly: its task is aborted wherever it is.
+    pub async fn kill_operator(&mut self) {
+        if let Some((token, handle)) = self.running.take() {
+            handle.abort();
+            let _ = handle.await;
+            token.cancel();
+        }
+        self.shared = None;
+    }
+
+    pub async fn apply_basics(&self) -> anyhow::Result<()> {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        for ns in ["giantswarm", NS] {
+            let obj: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?;
+            let _ = nss.create(&PostParams::default(), &obj).await;
+        }
+        let releases: Api<Release> = Api::all(self.client.clone());
+        let release: Release = serde_json::from_value(serde_json::json!({
+            "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release", "metadata": {"name": "v20.0.0"},
+            "spec": {"state": "active", "date": "2026-10-01T12:00:00Z", "components": [
+                {"name": "kubernetes", "version": "1.34.2"},
+                {"name": "etcd", "version": "3.5.16"},
+                {"name": "containerlinux", "version": FLATCAR},
+                {"name": "aws-operator", "version": VERSION}
+            ]}
+        }))?;
+        let _ = releases.create(&PostParams::default(), &release).await;
+        Ok(())
+    }
+
+    pub async fn credential_secret(&self, id: &str) -> anyhow::Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), "giantswarm");
+        let s: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("credential-{id}"), "namespace": "giantswarm"},
+            "stringData": {"aws.awsoperator.arn": self.tenant_role()}
+        }))?;
+        secrets.create(&PostParams::default(), &s).await?;
+        Ok(())
+    }
+
+    pub async fn certificates(&self, id: &str) -> anyhow::Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NS);
+        for cert in ["api", "etcd", "worker", "service-account"] {
+            let s: Secret = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{id}-{cert}"), "labels": {"giantswarm.io/cluster": id, "giantswarm.io/certificate": cert}},
+                "stringData": {
+                    "ca": format!("-----BEGIN CERTIFICATE-----\n{cert}-ca-of-{id}\n-----END CERTIFICATE-----\n"),
+                    "crt": format!("-----BEGIN CERTIFICATE-----\n{cert}-crt-of-{id}\n-----END CERTIFICATE-----\n"),
+                    "key": format!("-----BEGIN PRIVATE KEY-----\n{cert}-key-of-{id}\n-----END PRIVATE KEY-----\n")
+                }
+            }))?;
+            secrets.create(&PostParams::default(), &s).await?;
+        }
+        Ok(())
+    }
+
+    pub fn labels(id: &str, extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::from([
+            ("giantswarm.io/cluster".to_string(), id.to_string()),
+            ("giantswarm.io/organization".to_string(), "acme".to_string()),
+            ("release.giantswarm.io/version".to_string(), "20.0.0".to_string()),
+            ("aws-operator.giantswarm.io/version".to_string(), VERSION.to_string()),
+        ]);
+        for (k, v) in extra {
+            l.insert(k.to_string(), v.to_string());
+        }
+        l
+    }
+
+    pub async fn cluster(&self, id: &str) -> anyhow::Result<()> {
+        let obj: AWSCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": id, "namespace": NS, "labels": Self::labels(id, &[])},
+            "spec": {
+                "cluster": {"description": "test", "dns": {"domain": "gauss.eu-central-1.aws.gigantic.io"}},
+                "provider": {"credentialSecret": {"name": format!("credential-{id}"), "namespace": "giantswarm"}, "region": REGION}
+            }
+        }))?;
+        Api::<AWSCluster>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &obj).await?;
+        Ok(())
+    }
+
+    pub async fn control_plane(&self, id: &str, name: &str, azs: &[&str], replicas: i32) -> anyhow::Result<()> {
+        let obj: AWSControlPlane = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
+            "metadata": {"name": name, "namespace": NS, "labels": Self::labels(id, &[("giantswarm.io/control-plane", name)])},
+            "spec": {"availabilityZones": azs, "instanceType": "m5.xlarge", "replicas": replicas}
+        }))?;
+        Api::<AWSControlPlane>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &obj).await?;
+        Ok(())
+    }
+
+    pub async fn node_pool(&self, id: &str, name: &str, azs: &[&str], min: i32, max: i32) -> anyhow::Result<()> {
+        let obj: AWSMachineDeployment = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSMachineDeployment",
+            "metadata": {"name": name, "namespace": NS, "labels": Self::labels(id, &[("giantswarm.io/machine-deployment", name)])},
+            "spec": {
+                "nodePool": {"description": "pool", "machine": {"dockerVolumeSizeGB": 100, "kubeletVolumeSizeGB": 100}, "scaling": {"min": min, "max": max}},
+                "provider": {"availabilityZones": azs, "worker": {"instanceType": "m5.2xlarge", "useAlikeInstanceTypes": false}}
+            }
+        }))?;
+        Api::<AWSMachineDeployment>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &obj).await?;
+        Ok(())
+    }
+}
+
+/// Poll `f` until it returns `Some`, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut last_err = None;
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("timed out waiting for {what} (last error: {last_err:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub fn ready(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> bool {
+    conds.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+pub fn ready_message(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> String {
+    conds
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .unwrap_or_default()
+}
+
+/// The statuses of every cluster object, for failure messages.
+pub async fn dump(client: &Client) -> String {
+    let mut out = String::new();
+    if let Ok(l) = Api::<AWSCluster>::namespaced(client.clone(), NS).list(&Default::default()).await {
+        for o in l.items {
+            out.push_str(&format!("AWSCluster {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+        }
+    }
+    if let Ok(l) = Api::<AWSControlPlane>::namespaced(client.clone(), NS).list(&Default::default()).await {
+        for o in l.items {
+            out.push_str(&format!("AWSControlPlane {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+        }
+    }
+    if let Ok(l) = Api::<AWSMachineDeployment>::namespaced(client.clone(), NS).list(&Default::default()).await {
+        for o in l.items {
+            out.push_str(&format!("AWSMachineDeployment {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+        }
+    }
+    if let Ok(l) = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS).list(&Default::default()).await {
+        for e in l.items.iter().filter(|e| e.type_.as_deref() == Some("Warning")) {
+            out.push_str(&format!("Warning {:?} {:?}: {:?}\n", e.regarding.as_ref().and_then(|r| r.name.clone()), e.reason, e.note));
+        }
+    }
+    out
+}
