@@ -72,6 +72,11 @@ impl Kubectl {
             );
         }
         let text = String::from_utf8_lossy(&out.stdout);
+        if text.trim().is_empty() {
+            // "No resources found …" is written to stderr.
+            println!("{}", String::from_utf8_lossy(&out.stderr).trim());
+            return Ok(());
+        }
         let all: Vec<&str> = text.lines().collect();
         match all.split_first() {
             Some((header, rest)) if rest.len() > lines => {
