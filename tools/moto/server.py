@@ -423,6 +423,38 @@ def patch_network_resource_deletion() -> None:
     classes["SubnetRouteTableAssociation"].delete = delete_subnet_association
 
 
+# --- 6. DependsOn honoured when a resource is created through a reference ----------------------
+
+
+def patch_depends_on_for_references() -> None:
+    """moto creates resources in DependsOn order, but a resource first reached through a ``Ref``
+    or ``GetAtt`` of another resource is created on the spot, before its own DependsOn targets
+    (``ResourceMap.__getitem__`` ignores them). A node-pool Auto Scaling group that lists subnets
+    created in a secondary VPC block then creates those subnets before the block exists, and
+    CloudFormation fails with ``InvalidSubnet.Range``. Create the DependsOn targets first, as
+    CloudFormation does."""
+    from moto.cloudformation import parsing
+
+    resource_map = getattr(parsing, "ResourceMap", None)
+    original = getattr(resource_map, "__getitem__", None) if resource_map else None
+    if original is None:
+        raise PatchError("moto internals changed: ResourceMap.__getitem__ not found")
+
+    def getitem(self, key):  # type: ignore[no-untyped-def]
+        parsed = getattr(self, "_parsed_resources", {})
+        json_map = getattr(self, "_resource_json_map", {}) or {}
+        if key not in parsed and isinstance(json_map.get(key), dict):
+            deps = json_map[key].get("DependsOn", [])
+            if isinstance(deps, str):
+                deps = [deps]
+            for dep in deps:
+                if dep in json_map and dep not in parsed and dep != key:
+                    original(self, dep)
+        return original(self, key)
+
+    resource_map.__getitem__ = getitem
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -430,6 +462,7 @@ def apply_patches() -> None:
     patch_bucket_policy_conditions()
     patch_vpc_cidr_block_cloudformation()
     patch_network_resource_deletion()
+    patch_depends_on_for_references()
 
 
 # --- serving -----------------------------------------------------------------------------------

@@ -170,7 +170,7 @@ pub fn tls_only_policy(bucket: &str) -> String {
         "Statement": [{
             "Sid": "DenyInsecureTransport",
             "Effect": "Deny",
-            "Principal": "*",
+            "Principal": {"AWS": "*"},
             "Action": "s3:*",
             "Resource": [format!("arn:aws:s3:::{bucket}"), format!("arn:aws:s3:::{bucket}/*")],
             "Condition": {"Bool": {"aws:SecureTransport": "false"}}
@@ -189,8 +189,19 @@ pub async fn ensure_buckets(
 ) -> Result<String, AwsError> {
     let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
     let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
+    // The last step of the sequence is the access logging of the config bucket: when it is in
+    // place, every earlier step completed (a crash in between repeats the idempotent sequence).
     if bucket_exists(aws, &bucket).await? && bucket_exists(aws, &logs).await? {
-        return Ok(bucket);
+        let logging = aws
+            .s3
+            .get_bucket_logging()
+            .bucket(&bucket)
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "GetBucketLogging", e))?;
+        if logging.logging_enabled().is_some() {
+            return Ok(bucket);
+        }
     }
     for name in [&logs, &bucket] {
         create_bucket(aws, name).await?;
@@ -247,6 +258,16 @@ pub async fn ensure_buckets(
             .await
             .map_err(|e| api_error("S3", "PutBucketPolicy", e))?;
     }
+    // S3 log delivery writes into the log bucket.
+    let log_delivery = "uri=\"http://acs.amazonaws.com/groups/s3/LogDelivery\"";
+    aws.s3
+        .put_bucket_acl()
+        .bucket(&logs)
+        .grant_write(log_delivery)
+        .grant_read_acp(log_delivery)
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketAcl", e))?;
     let expire = LifecycleRule::builder()
         .id("ExpirationLogs")
         .status(ExpirationStatus::Enabled)
