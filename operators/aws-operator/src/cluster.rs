@@ -496,7 +496,13 @@ impl Resource<AWSCluster, ClusterState> for Status {
 
     async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
         write_cluster_status(state, obj).await?;
-        Ok(Outcome::proceed())
+        // The control plane and node pools report through their own objects, which this
+        // controller does not watch: look again until the whole cluster is ready.
+        if operatorkit::conditions::is_status_condition_true(&state.status.conditions, READY) {
+            Ok(Outcome::proceed())
+        } else {
+            Ok(Outcome::proceed().requeue_after(state.shared.config.poll))
+        }
     }
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {

@@ -44,7 +44,8 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     let status = cluster.status.clone().unwrap_or_default();
     assert!(status.cluster.has_condition(apis::cluster_status::ClusterCondition::Created), "{status:?}");
     let cidr = status.provider.network.cidr.clone().expect("cluster CIDR");
-    assert_eq!(cidr, "10.1.0.0/24");
+    // Cluster and pools allocate concurrently from 10.1.0.0/16: three distinct /24s.
+    assert!(cidr.starts_with("10.1.") && cidr.ends_with(".0/24"), "{cidr}");
     let endpoint = status.control_plane_endpoint.clone().expect("controlPlaneEndpoint");
     assert_eq!(endpoint.host, format!("api.{id}.k8s.gauss.eu-central-1.aws.gigantic.io"));
 
@@ -94,8 +95,11 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         .send()
         .await?;
     let cidrs: Vec<&str> = subnets.subnets().iter().filter_map(|s| s.cidr_block()).collect();
-    for want in ["10.1.0.0/27", "10.1.0.32/27", "10.1.0.64/27", "10.1.0.96/27", "10.1.0.128/27", "10.1.0.160/27"] {
-        assert!(cidrs.contains(&want), "subnet {want} missing: {cidrs:?}");
+    // Reference §14.2: the /24 splits in four /26, each halved into public and private /27.
+    let third = cidr.split('.').nth(2).unwrap_or_default().to_string();
+    for last in ["0/27", "32/27", "64/27", "96/27", "128/27", "160/27"] {
+        let want = format!("10.1.{third}.{last}");
+        assert!(cidrs.contains(&want.as_str()), "subnet {want} missing: {cidrs:?}");
     }
     let asgs = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
     let groups = asgs.auto_scaling_groups();
@@ -105,7 +109,11 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     let pool_cidr =
         np1.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
     assert!(pool_cidr.is_some(), "node pool CIDR annotation");
+    let np2 = mds.get("np002").await?;
+    let pool2 = np2.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
     assert_ne!(pool_cidr.as_deref(), Some(cidr.as_str()));
+    assert_ne!(pool2.as_deref(), Some(cidr.as_str()));
+    assert_ne!(pool_cidr, pool2);
 
     // The bucket holds node configs whose secrets decrypt with the cluster key.
     let bucket = format!("{}-g8s-{id}", f.tenant_account);
