@@ -125,15 +125,16 @@ async fn find_tagged_key(aws: &AccountClients, cluster_id: &str) -> Result<Optio
     }
 }
 
-/// Schedule the deletion of the cluster key (7 days, the minimum) and remove its alias. Returns
-/// `true` once no usable key is left behind the alias.
+/// Schedule the deletion of the cluster key (7 days, the minimum) and remove its alias.
 pub async fn schedule_key_deletion(aws: &AccountClients, cluster_id: &str) -> Result<(), AwsError> {
     let alias = aws_stacks::names::kms_alias(cluster_id);
     if let Some((arn, usable)) = describe_key(aws, &alias).await? {
         if usable {
+            // The key id, not the ARN: the last path segment of the ARN.
+            let key_id = arn.rsplit('/').next().unwrap_or(&arn).to_string();
             aws.kms
                 .schedule_key_deletion()
-                .key_id(&arn)
+                .key_id(&key_id)
                 .pending_window_in_days(7)
                 .send()
                 .await

@@ -193,14 +193,17 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     cps.delete("cp001", &DeleteParams::default()).await?;
     mds.delete("np001", &DeleteParams::default()).await?;
     mds.delete("np002", &DeleteParams::default()).await?;
-    eventually(240, "every object to be gone", || async {
+    let gone = eventually(120, "every object to be gone", || async {
         let left = clusters.get_opt(id).await?.is_some() as usize
             + cps.get_opt("cp001").await?.is_some() as usize
             + mds.get_opt("np001").await?.is_some() as usize
             + mds.get_opt("np002").await?.is_some() as usize;
         Ok((left == 0).then_some(()))
     })
-    .await?;
+    .await;
+    if let Err(e) = gone {
+        anyhow::bail!("{e}\n{}\ntenant stacks: {:?}\ncp stacks: {:?}", dump(&f.client).await, stacks_of(&tenant).await.map(|m| m.into_iter().map(|(k, v)| (k, v.status)).collect::<Vec<_>>()), stacks_of(&cp).await.map(|m| m.keys().cloned().collect::<Vec<_>>()));
+    }
     assert!(stacks_of(&tenant).await?.is_empty(), "tenant stacks left");
     assert!(stacks_of(&cp).await?.is_empty(), "management stacks left");
     let buckets = tenant.s3.list_buckets().send().await?;
