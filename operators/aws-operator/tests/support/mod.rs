@@ -151,6 +151,11 @@ impl Fixture {
         self.shared = None;
     }
 
+    /// Whether the operator task is still running.
+    pub fn operator_alive(&self) -> bool {
+        self.running.as_ref().is_some_and(|(_, h)| !h.is_finished())
+    }
+
     pub async fn apply_basics(&self) -> anyhow::Result<()> {
         let nss: Api<Namespace> = Api::all(self.client.clone());
         for ns in ["giantswarm", NS] {
