@@ -36,6 +36,7 @@ pub async fn ensure_key(
     let alias = aws_stacks::names::kms_alias(cluster_id);
     if let Some((arn, usable)) = describe_key(aws, &alias).await? {
         if usable {
+            sweep_orphan_keys(aws, cluster_id, &arn).await?;
             return Ok(arn);
         }
         aws.kms.delete_alias().alias_name(&alias).send().await.map_err(|e| api_error("KMS", "DeleteAlias", e))?;
@@ -75,7 +76,10 @@ pub async fn ensure_key(
         }
     }
     match describe_key(aws, &alias).await? {
-        Some((arn, true)) => Ok(arn),
+        Some((arn, true)) => {
+            sweep_orphan_keys(aws, cluster_id, &arn).await?;
+            Ok(arn)
+        }
         _ => Err(AwsError::Setup(format!("the key behind {alias} is not usable after creation"))),
     }
 }
@@ -91,6 +95,54 @@ pub async fn describe_key(aws: &AccountClients, alias: &str) -> Result<Option<(S
         Err(e) => {
             let e = api_error("KMS", "DescribeKey", e);
             if e.code() == "NotFoundException" { Ok(None) } else { Err(e) }
+        }
+    }
+}
+
+/// Schedule the deletion of keys tagged for the cluster that are not behind its alias. KMS has no
+/// idempotency token: a `CreateKey` in flight when the operator stopped can complete after the
+/// next process looked for it and created its own. Called when the operator first sees the
+/// cluster's key in a process, so such an orphan lives at most until the next restart.
+async fn sweep_orphan_keys(aws: &AccountClients, cluster_id: &str, keep_arn: &str) -> Result<(), AwsError> {
+    let mut marker = None;
+    loop {
+        let page = aws
+            .kms
+            .list_keys()
+            .set_marker(marker.take())
+            .send()
+            .await
+            .map_err(|e| api_error("KMS", "ListKeys", e))?;
+        for key in page.keys() {
+            let (Some(id), Some(arn)) = (key.key_id(), key.key_arn()) else { continue };
+            if arn == keep_arn {
+                continue;
+            }
+            let tags = aws
+                .kms
+                .list_resource_tags()
+                .key_id(id)
+                .send()
+                .await
+                .map_err(|e| api_error("KMS", "ListResourceTags", e))?;
+            if !tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
+                continue;
+            }
+            let meta = aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
+            if meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()) {
+                tracing::warn!(cluster = cluster_id, key = id, "scheduling the deletion of an orphaned cluster key");
+                aws.kms
+                    .schedule_key_deletion()
+                    .key_id(id)
+                    .pending_window_in_days(7)
+                    .send()
+                    .await
+                    .map_err(|e| api_error("KMS", "ScheduleKeyDeletion", e))?;
+            }
+        }
+        match page.next_marker() {
+            Some(m) if page.truncated() => marker = Some(m.to_string()),
+            _ => return Ok(()),
         }
     }
 }

@@ -34,7 +34,7 @@ pub struct Fixture {
     pub cp_account: String,
     pub tenant_account: String,
     pub installation: String,
-    running: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    running: Option<(CancellationToken, tokio::task::JoinHandle<()>, tokio::runtime::Runtime)>,
     pub shared: Option<Arc<Shared>>,
     pub registry: Option<Registry>,
 }
@@ -106,54 +106,56 @@ impl Fixture {
             .expect("static AMI JSON")
     }
 
-    /// Start the operator (again).
+    /// Start the operator (again), on its own runtime, as its own "process": every task it
+    /// spawns lives on that runtime and dies with it.
     pub async fn start_operator(&mut self) -> anyhow::Result<()> {
-        let aws = AwsFactory::new(factory_settings(&self.moto, &self.cp_account)).await?;
-        let config = OperatorConfig {
-            installation: self.installation.clone(),
-            poll: Duration::from_millis(500),
-            route53_enabled: true,
-            ..OperatorConfig::default()
-        };
-        let mut registry = Registry::default();
-        let metrics = operatorkit::Metrics::new(&mut registry);
-        let shared = Shared::new(self.client.clone(), aws, config, Self::amis(), &mut registry);
-        let readiness = operatorkit::Readiness::new();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let settings = factory_settings(&self.moto, &self.cp_account);
+        let installation = self.installation.clone();
+        let kubeconfig = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(self.env.kubeconfig_path())?,
+            &Default::default(),
+        )
+        .await?;
         let token = CancellationToken::new();
         let t = token.clone();
-        let s = shared.clone();
-        let handle = tokio::spawn(async move {
-            if let Err(e) = operator::run(
-                s,
-                &metrics,
-                &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300) },
-                t,
-            )
-            .await
-            {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let handle = runtime.spawn(async move {
+            let client = match Client::try_from(kubeconfig) {
+                Ok(c) => c,
+                Err(e) => return eprintln!("operator client: {e}"),
+            };
+            let aws = match AwsFactory::new(settings).await {
+                Ok(a) => a,
+                Err(e) => return eprintln!("operator AWS: {e}"),
+            };
+            let config = OperatorConfig { installation, poll: Duration::from_millis(500), route53_enabled: true, ..OperatorConfig::default() };
+            let mut registry = Registry::default();
+            let metrics = operatorkit::Metrics::new(&mut registry);
+            let shared = Shared::new(client, aws, config, Fixture::amis(), &mut registry);
+            let _ = tx.send(shared.clone());
+            let readiness = operatorkit::Readiness::new();
+            if let Err(e) = operator::run(shared, &metrics, &readiness, RunSettings { concurrency: 4, resync: Duration::from_secs(300) }, t).await {
                 eprintln!("operator stopped: {e:#}");
             }
         });
-        self.running = Some((token, handle));
-        self.shared = Some(shared);
-        self.registry = Some(registry);
+        self.shared = rx.await.ok();
+        self.running = Some((token, handle, runtime));
         Ok(())
     }
 
-    /// Stop the operator abruptly: its task is aborted wherever it is.
+    /// Stop the operator abruptly: its runtime is dropped with every task wherever it is.
     pub async fn kill_operator(&mut self) {
-        if let Some((token, handle)) = self.running.take() {
-            handle.abort();
-            let _ = handle.await;
+        if let Some((token, _handle, runtime)) = self.running.take() {
             token.cancel();
+            runtime.shutdown_background();
         }
         self.shared = None;
     }
 
     /// Whether the operator task is still running.
     pub fn operator_alive(&self) -> bool {
-        self.running.as_ref().is_some_and(|(_, h)| !h.is_finished())
+        self.running.as_ref().is_some_and(|(_, h, _)| !h.is_finished())
     }
 
     pub async fn apply_basics(&self) -> anyhow::Result<()> {
