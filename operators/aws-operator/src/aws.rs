@@ -139,13 +139,16 @@ impl AccountClients {
     }
 }
 
+/// A role (`None`: the operator's own credentials) and a region.
+type ClientKey = (Option<String>, String);
+
 /// Builds and caches [`AccountClients`] per assumed role and region.
 pub struct AwsFactory {
     settings: AwsSettings,
     base: aws_config::SdkConfig,
-    clients: Mutex<HashMap<(Option<String>, String), Arc<AccountClients>>>,
+    clients: Mutex<HashMap<ClientKey, Arc<AccountClients>>>,
     // One in-flight setup per key, so that concurrent reconciles do not assume a role twice.
-    setup: Mutex<HashMap<(Option<String>, String), Arc<tokio::sync::Mutex<()>>>>,
+    setup: Mutex<HashMap<ClientKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for AwsFactory {

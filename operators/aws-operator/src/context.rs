@@ -176,6 +176,9 @@ impl StackMetrics {
     }
 }
 
+/// The management VPC: id, CIDR, and route tables as `(id, Name tag)`.
+pub type ControlPlaneNetwork = (String, String, Vec<(String, String)>);
+
 /// Process-lifetime memory of things that are expensive to look up and never change
 /// while they exist.
 #[derive(Debug, Default)]
@@ -185,7 +188,7 @@ pub struct Memo {
     /// Content hash per `bucket/key` of the node configs uploaded or verified by this process.
     pub uploads: HashMap<String, String>,
     /// Management VPC `(id, cidr)` and route tables per region.
-    pub control_plane_network: HashMap<String, (String, String, Vec<(String, String)>)>,
+    pub control_plane_network: HashMap<String, ControlPlaneNetwork>,
     /// When the master Endpoints of a cluster were last refreshed.
     pub endpoints_refreshed: HashMap<String, Instant>,
     /// Delete attempts per stack name (for backoff).

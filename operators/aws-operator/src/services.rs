@@ -106,13 +106,8 @@ pub async fn describe_key(aws: &AccountClients, alias: &str) -> Result<Option<(S
 async fn sweep_orphan_keys(aws: &AccountClients, cluster_id: &str, keep_arn: &str) -> Result<(), AwsError> {
     let mut marker = None;
     loop {
-        let page = aws
-            .kms
-            .list_keys()
-            .set_marker(marker.take())
-            .send()
-            .await
-            .map_err(|e| api_error("KMS", "ListKeys", e))?;
+        let page =
+            aws.kms.list_keys().set_marker(marker.take()).send().await.map_err(|e| api_error("KMS", "ListKeys", e))?;
         for key in page.keys() {
             let (Some(id), Some(arn)) = (key.key_id(), key.key_arn()) else { continue };
             if arn == keep_arn {
@@ -128,7 +123,8 @@ async fn sweep_orphan_keys(aws: &AccountClients, cluster_id: &str, keep_arn: &st
             if !tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
                 continue;
             }
-            let meta = aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
+            let meta =
+                aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
             if meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()) {
                 tracing::warn!(cluster = cluster_id, key = id, "scheduling the deletion of an orphaned cluster key");
                 aws.kms

@@ -42,11 +42,18 @@ async fn killed_ten_times_during_creation_the_cluster_still_converges_without_du
     let cp = f.control_plane_clients().await?;
     let mut tenant_stacks: Vec<String> = tenant.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
     tenant_stacks.sort();
-    assert_eq!(tenant_stacks, vec![format!("cluster-{id}-tccp"), format!("cluster-{id}-tccpn"), format!("cluster-{id}-tcnp-npc01")]);
+    assert_eq!(
+        tenant_stacks,
+        vec![format!("cluster-{id}-tccp"), format!("cluster-{id}-tccpn"), format!("cluster-{id}-tcnp-npc01")]
+    );
     let mut cp_stacks: Vec<String> = cp.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
     cp_stacks.sort();
-    assert_eq!(cp_stacks, vec![format!("cluster-{id}-tccpf"), format!("cluster-{id}-tccpi"), format!("cluster-{id}-tcnpf-npc01")]);
-    let buckets: Vec<String> = tenant.s3.list_buckets().send().await?.buckets().iter().filter_map(|b| b.name().map(str::to_string)).collect();
+    assert_eq!(
+        cp_stacks,
+        vec![format!("cluster-{id}-tccpf"), format!("cluster-{id}-tccpi"), format!("cluster-{id}-tcnpf-npc01")]
+    );
+    let buckets: Vec<String> =
+        tenant.s3.list_buckets().send().await?.buckets().iter().filter_map(|b| b.name().map(str::to_string)).collect();
     assert_eq!(buckets.len(), 2, "{buckets:?}");
     // A CreateKey in flight at a kill may complete after the next process looked; such orphans
     // are scheduled for deletion, so exactly one key is usable.
@@ -67,13 +74,22 @@ async fn killed_ten_times_during_creation_the_cluster_still_converges_without_du
         let id = k.key_id().unwrap_or_default();
         let tags = tenant.kms.list_resource_tags().key_id(id).send().await?;
         let meta = tenant.kms.describe_key().key_id(id).send().await?;
-        detail.push(format!("{id}: tags {:?} state {:?} deletion {:?}", tags.tags(), meta.key_metadata().and_then(|m| m.key_state()), meta.key_metadata().and_then(|m| m.deletion_date())));
+        detail.push(format!(
+            "{id}: tags {:?} state {:?} deletion {:?}",
+            tags.tags(),
+            meta.key_metadata().and_then(|m| m.key_state()),
+            meta.key_metadata().and_then(|m| m.deletion_date())
+        ));
     }
     assert_eq!(usable, 1, "exactly one usable key: {detail:#?}");
     let aliases = tenant.kms.list_aliases().send().await?;
     assert_eq!(aliases.aliases().iter().filter(|a| a.alias_name() == Some(&format!("alias/{id}"))).count(), 1);
     let vpcs = tenant.ec2.describe_vpcs().send().await?;
-    let ours = vpcs.vpcs().iter().filter(|v| v.tags().iter().any(|t| t.key() == Some("giantswarm.io/cluster") && t.value() == Some(id))).count();
+    let ours = vpcs
+        .vpcs()
+        .iter()
+        .filter(|v| v.tags().iter().any(|t| t.key() == Some("giantswarm.io/cluster") && t.value() == Some(id)))
+        .count();
     assert_eq!(ours, 1, "one VPC for the cluster");
     f.kill_operator().await;
     Ok(())

@@ -110,7 +110,8 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         np1.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
     assert!(pool_cidr.is_some(), "node pool CIDR annotation");
     let np2 = mds.get("np002").await?;
-    let pool2 = np2.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
+    let pool2 =
+        np2.metadata.annotations.as_ref().and_then(|a| a.get("machine-deployment.giantswarm.io/subnet")).cloned();
     assert_ne!(pool_cidr.as_deref(), Some(cidr.as_str()));
     assert_ne!(pool2.as_deref(), Some(cidr.as_str()));
     assert_ne!(pool_cidr, pool2);
@@ -202,7 +203,12 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     })
     .await;
     if let Err(e) = gone {
-        anyhow::bail!("{e}\n{}\ntenant stacks: {:?}\ncp stacks: {:?}", dump(&f.client).await, stacks_of(&tenant).await.map(|m| m.into_iter().map(|(k, v)| (k, v.status)).collect::<Vec<_>>()), stacks_of(&cp).await.map(|m| m.keys().cloned().collect::<Vec<_>>()));
+        anyhow::bail!(
+            "{e}\n{}\ntenant stacks: {:?}\ncp stacks: {:?}",
+            dump(&f.client).await,
+            stacks_of(&tenant).await.map(|m| m.into_iter().map(|(k, v)| (k, v.status)).collect::<Vec<_>>()),
+            stacks_of(&cp).await.map(|m| m.keys().cloned().collect::<Vec<_>>())
+        );
     }
     assert!(stacks_of(&tenant).await?.is_empty(), "tenant stacks left");
     assert!(stacks_of(&cp).await?.is_empty(), "management stacks left");

@@ -129,13 +129,26 @@ impl Fixture {
                 Ok(a) => a,
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
-            let config = OperatorConfig { installation, poll: Duration::from_millis(500), route53_enabled: true, ..OperatorConfig::default() };
+            let config = OperatorConfig {
+                installation,
+                poll: Duration::from_millis(500),
+                route53_enabled: true,
+                ..OperatorConfig::default()
+            };
             let mut registry = Registry::default();
             let metrics = operatorkit::Metrics::new(&mut registry);
             let shared = Shared::new(client, aws, config, Fixture::amis(), &mut registry);
             let _ = tx.send(shared.clone());
             let readiness = operatorkit::Readiness::new();
-            if let Err(e) = operator::run(shared, &metrics, &readiness, RunSettings { concurrency: 4, resync: Duration::from_secs(300) }, t).await {
+            if let Err(e) = operator::run(
+                shared,
+                &metrics,
+                &readiness,
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300) },
+                t,
+            )
+            .await
+            {
                 eprintln!("operator stopped: {e:#}");
             }
         });
@@ -291,22 +304,41 @@ pub async fn dump(client: &Client) -> String {
     let mut out = String::new();
     if let Ok(l) = Api::<AWSCluster>::namespaced(client.clone(), NS).list(&Default::default()).await {
         for o in l.items {
-            out.push_str(&format!("AWSCluster {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+            out.push_str(&format!(
+                "AWSCluster {}: {}\n",
+                o.metadata.name.clone().unwrap_or_default(),
+                serde_json::to_string(&o.status).unwrap_or_default()
+            ));
         }
     }
     if let Ok(l) = Api::<AWSControlPlane>::namespaced(client.clone(), NS).list(&Default::default()).await {
         for o in l.items {
-            out.push_str(&format!("AWSControlPlane {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+            out.push_str(&format!(
+                "AWSControlPlane {}: {}\n",
+                o.metadata.name.clone().unwrap_or_default(),
+                serde_json::to_string(&o.status).unwrap_or_default()
+            ));
         }
     }
     if let Ok(l) = Api::<AWSMachineDeployment>::namespaced(client.clone(), NS).list(&Default::default()).await {
         for o in l.items {
-            out.push_str(&format!("AWSMachineDeployment {}: {}\n", o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o.status).unwrap_or_default()));
+            out.push_str(&format!(
+                "AWSMachineDeployment {}: {}\n",
+                o.metadata.name.clone().unwrap_or_default(),
+                serde_json::to_string(&o.status).unwrap_or_default()
+            ));
         }
     }
-    if let Ok(l) = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS).list(&Default::default()).await {
+    if let Ok(l) =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS).list(&Default::default()).await
+    {
         for e in l.items.iter().filter(|e| e.type_.as_deref() == Some("Warning")) {
-            out.push_str(&format!("Warning {:?} {:?}: {:?}\n", e.regarding.as_ref().and_then(|r| r.name.clone()), e.reason, e.note));
+            out.push_str(&format!(
+                "Warning {:?} {:?}: {:?}\n",
+                e.regarding.as_ref().and_then(|r| r.name.clone()),
+                e.reason,
+                e.note
+            ));
         }
     }
     out
