@@ -401,7 +401,11 @@ pub fn render(p: &Params) -> Template {
     t.output("InstanceImage", json!(p.instance.image_id), None);
     t.output("InstanceType", json!(p.instance.instance_type), None);
     t.output("SecurityGroupID", cfn::r#ref(SECURITY_GROUP), Some("The pool's security group, for peer-pool rules"));
-    t.output("AutoScalingGroupName", cfn::r#ref(ASG), Some("The pool's Auto Scaling group, for its live desired capacity"));
+    t.output(
+        "AutoScalingGroupName",
+        cfn::r#ref(ASG),
+        Some("The pool's Auto Scaling group, for its live desired capacity"),
+    );
     t
 }
 
