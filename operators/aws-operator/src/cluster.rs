@@ -300,7 +300,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let Some(release) = state.release.clone() else {
             return Err(ResourceError::msg("Internal", "the Release was not resolved"));
         };
-        let common = common::common(&shared, obj, &release);
+        let common = common::common(&shared.config, obj, &release);
         let recorded = |name: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
         let bucket = names::bucket(&tenant.account_id, &id);
 

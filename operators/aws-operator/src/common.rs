@@ -244,19 +244,23 @@ pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<St
 }
 
 /// The `stacks::Common` inputs of a cluster's templates.
-pub fn common(shared: &Shared, cluster: &AWSCluster, release: &Release) -> aws_stacks::stacks::Common {
+pub fn common(
+    config: &crate::context::OperatorConfig,
+    cluster: &AWSCluster,
+    release: &Release,
+) -> aws_stacks::stacks::Common {
     let id = cluster.name_any();
     let region = cluster.spec.provider.region.clone();
     aws_stacks::stacks::Common {
-        cluster_id: id.clone(),
-        installation: shared.config.installation.clone(),
+        cluster_id: id,
+        installation: config.installation.clone(),
         organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
-        operator_version: shared.config.version.clone(),
+        operator_version: config.version.clone(),
         release_version: release.name_any().trim_start_matches('v').to_string(),
         partition: if region.starts_with("cn-") { "aws-cn".into() } else { "aws".into() },
         region,
         base_domain: cluster.spec.cluster.dns.domain.clone(),
-        route53_enabled: shared.config.route53_enabled,
+        route53_enabled: config.route53_enabled,
         cloud_tags: BTreeMap::new(),
     }
 }

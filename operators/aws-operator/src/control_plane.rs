@@ -260,7 +260,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         }
 
         // The stack.
-        let common = common::common(&shared, &cluster, &release);
+        let common = common::common(&shared.config, &cluster, &release);
         let name = names::stack_name(&id, StackKind::Tccpn, None);
         let recorded = obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
         let exists = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?.is_some();

@@ -289,7 +289,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         }
 
         // TCNP.
-        let common = common::common(&shared, &cluster, &release);
+        let common = common::common(&shared.config, &cluster, &release);
         let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
             .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
         let (_, cp_cidr, cp_tables) = crate::cluster::control_plane_network(&shared, &cp).await?;

@@ -46,7 +46,7 @@ use apis::release::Release;
 use aws_stacks::cfn::{MAX_TEMPLATE_BODY_BYTES, Template};
 use aws_stacks::ipam::{self, Ipv4Net};
 use aws_stacks::names::{self, Account, StackKind};
-use aws_stacks::stacks::{self, Common, CpRouteTable, tccp, tccpf, tccpi, tccpn, tcnp, tcnpf};
+use aws_stacks::stacks::{self, CpRouteTable, tccp, tccpf, tccpi, tccpn, tcnp, tcnpf};
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
@@ -580,24 +580,6 @@ pub fn plan(objects: &Objects, settings: &Settings) -> Result<Vec<ClusterPlan>, 
     Ok(plans)
 }
 
-/// The `stacks::Common` of a cluster: what `common::common` builds from the operator's
-/// settings, which it reads from `Shared`; rendering has only the settings.
-fn stack_common(config: &OperatorConfig, cluster: &AWSCluster, release: &Release) -> Common {
-    let region = cluster.spec.provider.region.clone();
-    Common {
-        cluster_id: cluster.name_any(),
-        installation: config.installation.clone(),
-        organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
-        operator_version: config.version.clone(),
-        release_version: release.name_any().trim_start_matches('v').to_string(),
-        partition: if region.starts_with("cn-") { "aws-cn".into() } else { "aws".into() },
-        region,
-        base_domain: cluster.spec.cluster.dns.domain.clone(),
-        route53_enabled: config.route53_enabled,
-        cloud_tags: BTreeMap::new(),
-    }
-}
-
 /// The outputs a stack would have once created: literal values as rendered, everything AWS
 /// assigns as `<output KEY of STACK>`.
 fn expected_outputs(template: &Template, stack: &str) -> BTreeMap<String, String> {
@@ -676,7 +658,7 @@ fn plan_cluster(
 
     let tenant = settings.tenant_account_id.as_str();
     let cp_account = settings.control_plane_account_id.as_str();
-    let common = stack_common(&settings.config, cluster, release);
+    let common = crate::common::common(&settings.config, cluster, release);
     let bucket = names::bucket(tenant, &id);
     let key_arn = format!("<ARN of KMS key {}>", names::kms_alias(&id));
     let (cp_vpc, cp_cidr, cp_tables) = settings.control_plane_network();
@@ -798,7 +780,7 @@ fn plan_masters(
         .collect();
     let replicas = u32::try_from(cp.spec.master_replicas()).unwrap_or(0);
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
-    let common = stack_common(&settings.config, cluster, release);
+    let common = crate::common::common(&settings.config, cluster, release);
     let params = |is_update: bool| tccpn::Params {
         common: common.clone(),
         masters: masters.clone(),
@@ -859,7 +841,7 @@ fn plan_node_pool(
         .filter(|v| newer(v, release_flatcar))
         .map_or(release_flatcar, String::as_str);
     let ami = settings.ami(flatcar, region)?;
-    let common = stack_common(&settings.config, cluster, release);
+    let common = crate::common::common(&settings.config, cluster, release);
     let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
         .map_err(|e| invalid(obj, "InvalidSpec", e.to_string()))?;
     let scaling = &obj.spec.node_pool.scaling;
