@@ -225,11 +225,7 @@ impl Resource<AWSCluster, ClusterState> for Encryption {
         let tags = common::base_tags(&shared, obj, &id);
         let arn = crate::services::ensure_key(tenant, &id, &tags).await?;
         crate::services::ensure_buckets(tenant, &id, &tags).await?;
-        // Until the cluster is ready the key is checked on every reconcile, which also sweeps
-        // keys orphaned by a CreateKey in flight when an earlier process stopped.
-        if operatorkit::conditions::is_status_condition_true(&state.status.conditions, READY) {
-            shared.memo.lock().keys.insert(memo_key, arn);
-        }
+        shared.memo.lock().keys.insert(memo_key, arn);
         Ok(Outcome::proceed())
     }
 

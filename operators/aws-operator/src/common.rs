@@ -264,3 +264,20 @@ pub fn common(
         cloud_tags: BTreeMap::new(),
     }
 }
+
+/// The ARN of the cluster key, remembered for the life of the process once seen usable, so that
+/// steady-state reconciles of control planes and node pools make no KMS call.
+pub async fn cluster_key(
+    shared: &Shared,
+    tenant: &AccountClients,
+    cluster_id: &str,
+) -> Result<Option<String>, crate::aws::AwsError> {
+    let memo_key = format!("{}/{cluster_id}", tenant.cache_key());
+    if let Some(arn) = shared.memo.lock().keys.get(&memo_key) {
+        return Ok(Some(arn.clone()));
+    }
+    match crate::services::describe_key(tenant, &aws_stacks::names::kms_alias(cluster_id)).await? {
+        Some((arn, true)) => Ok(Some(arn)),
+        _ => Ok(None),
+    }
+}

@@ -198,7 +198,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             write_status(state, obj).await?;
             return Ok(out);
         }
-        let Some((key_arn, true)) = crate::services::describe_key(&tenant, &names::kms_alias(&id)).await? else {
+        let Some(key_arn) = common::cluster_key(&shared, &tenant, &id).await? else {
             let out = wait(state, format!("waiting for the key {}", names::kms_alias(&id)));
             write_status(state, obj).await?;
             return Ok(out);

@@ -246,7 +246,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if let Some(missing) = obj.spec.provider.availability_zones.iter().find(|az| outputs.az(az).is_none()) {
             wait!("waiting for stack {tccp_name} to cover zone {missing} (the cluster adds it on its next reconcile)");
         }
-        let Some((key_arn, true)) = crate::services::describe_key(&tenant, &names::kms_alias(&id)).await? else {
+        let Some(key_arn) = common::cluster_key(&shared, &tenant, &id).await? else {
             wait!("waiting for the key {}", names::kms_alias(&id));
         };
         let bucket = names::bucket(&tenant.account_id, &id);

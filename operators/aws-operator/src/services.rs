@@ -101,76 +101,80 @@ pub async fn describe_key(aws: &AccountClients, alias: &str) -> Result<Option<(S
 
 /// Schedule the deletion of keys tagged for the cluster that are not behind its alias. KMS has no
 /// idempotency token: a `CreateKey` in flight when the operator stopped can complete after the
-/// next process looked for it and created its own. Called when the operator first sees the
-/// cluster's key in a process, so such an orphan lives at most until the next restart.
+/// next process looked for it and created its own. Called when a process first sees the cluster's
+/// key, so such an orphan lives at most until the next restart.
 async fn sweep_orphan_keys(aws: &AccountClients, cluster_id: &str, keep_arn: &str) -> Result<(), AwsError> {
+    for (id, arn) in unaliased_keys(aws).await? {
+        if arn != keep_arn && is_live_cluster_key(aws, &id, cluster_id).await? {
+            tracing::warn!(cluster = cluster_id, key = id, "scheduling the deletion of an orphaned cluster key");
+            aws.kms
+                .schedule_key_deletion()
+                .key_id(&id)
+                .pending_window_in_days(7)
+                .send()
+                .await
+                .map_err(|e| api_error("KMS", "ScheduleKeyDeletion", e))?;
+        }
+    }
+    Ok(())
+}
+
+async fn find_tagged_key(aws: &AccountClients, cluster_id: &str) -> Result<Option<String>, AwsError> {
+    for (id, _) in unaliased_keys(aws).await? {
+        if is_live_cluster_key(aws, &id, cluster_id).await? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// Keys without an alias, as `(id, arn)`: candidates for a cluster key whose alias was never
+/// created. Keys behind an alias belong to a cluster (or to AWS) and need no tag lookup.
+async fn unaliased_keys(aws: &AccountClients) -> Result<Vec<(String, String)>, AwsError> {
+    let mut aliased = std::collections::HashSet::new();
+    let mut marker = None;
+    loop {
+        let page = aws
+            .kms
+            .list_aliases()
+            .set_marker(marker.take())
+            .send()
+            .await
+            .map_err(|e| api_error("KMS", "ListAliases", e))?;
+        aliased.extend(page.aliases().iter().filter_map(|a| a.target_key_id().map(str::to_string)));
+        match page.next_marker() {
+            Some(m) if page.truncated() => marker = Some(m.to_string()),
+            _ => break,
+        }
+    }
+    let mut out = Vec::new();
     let mut marker = None;
     loop {
         let page =
             aws.kms.list_keys().set_marker(marker.take()).send().await.map_err(|e| api_error("KMS", "ListKeys", e))?;
         for key in page.keys() {
-            let (Some(id), Some(arn)) = (key.key_id(), key.key_arn()) else { continue };
-            if arn == keep_arn {
-                continue;
-            }
-            let tags = aws
-                .kms
-                .list_resource_tags()
-                .key_id(id)
-                .send()
-                .await
-                .map_err(|e| api_error("KMS", "ListResourceTags", e))?;
-            if !tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
-                continue;
-            }
-            let meta =
-                aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
-            if meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()) {
-                tracing::warn!(cluster = cluster_id, key = id, "scheduling the deletion of an orphaned cluster key");
-                aws.kms
-                    .schedule_key_deletion()
-                    .key_id(id)
-                    .pending_window_in_days(7)
-                    .send()
-                    .await
-                    .map_err(|e| api_error("KMS", "ScheduleKeyDeletion", e))?;
+            if let (Some(id), Some(arn)) = (key.key_id(), key.key_arn())
+                && !aliased.contains(id)
+            {
+                out.push((id.to_string(), arn.to_string()));
             }
         }
         match page.next_marker() {
             Some(m) if page.truncated() => marker = Some(m.to_string()),
-            _ => return Ok(()),
+            _ => return Ok(out),
         }
     }
 }
 
-async fn find_tagged_key(aws: &AccountClients, cluster_id: &str) -> Result<Option<String>, AwsError> {
-    let mut marker = None;
-    loop {
-        let page =
-            aws.kms.list_keys().set_marker(marker.take()).send().await.map_err(|e| api_error("KMS", "ListKeys", e))?;
-        for key in page.keys() {
-            let Some(id) = key.key_id() else { continue };
-            let tags = aws
-                .kms
-                .list_resource_tags()
-                .key_id(id)
-                .send()
-                .await
-                .map_err(|e| api_error("KMS", "ListResourceTags", e))?;
-            if tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
-                let meta =
-                    aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
-                let pending = meta.key_metadata().is_some_and(|m| m.deletion_date().is_some());
-                if !pending {
-                    return Ok(Some(id.to_string()));
-                }
-            }
-        }
-        match page.next_marker() {
-            Some(m) if page.truncated() => marker = Some(m.to_string()),
-            _ => return Ok(None),
-        }
+/// Whether key `id` carries the cluster tag of `cluster_id` and is not pending deletion.
+async fn is_live_cluster_key(aws: &AccountClients, id: &str, cluster_id: &str) -> Result<bool, AwsError> {
+    let tags =
+        aws.kms.list_resource_tags().key_id(id).send().await.map_err(|e| api_error("KMS", "ListResourceTags", e))?;
+    if !tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
+        return Ok(false);
     }
+    let meta = aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
+    Ok(meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()))
 }
 
 /// Schedule the deletion of the cluster key (7 days, the minimum) and remove its alias.

@@ -1,0 +1,219 @@
+//! `make bench`: 100 clusters with one master and one node pool each, against moto.
+//!
+//! The operator runs as its own process (`aws-operator daemon`), so its peak RSS is its own
+//! (`VmHWM`). AWS calls are counted by a loopback proxy in front of moto: moto closes every
+//! connection after one response, so one accepted connection is one call. Prints:
+//! - the time from the first create until every AWSCluster is Ready (all stacks of the cluster,
+//!   its control plane and node pool usable);
+//! - the operator's peak RSS;
+//! - AWS calls per cluster per idle resync, measured over two resync periods after everything
+//!   settled (target: at most 1).
+//!
+//! `BENCH_CLUSTERS` changes the cluster count.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use apis::aws::AWSCluster;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use tokio::io::copy_bidirectional;
+use tokio::net::{TcpListener, TcpStream};
+
+const REGION: &str = "eu-central-1";
+const FLATCAR: &str = "4230.2.4";
+const RESYNC_SECONDS: u64 = 20;
+
+fn create<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("bench object")
+}
+
+/// A TCP proxy to moto that counts connections.
+async fn counting_proxy(upstream: u16, counter: Arc<AtomicU64>) -> std::io::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                if let Ok(mut out) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                    let _ = copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    Ok(port)
+}
+
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let clusters: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
+    let calls = Arc::new(AtomicU64::new(0));
+    let proxy = counting_proxy(moto.port(), calls.clone()).await?;
+    let endpoint = format!("http://127.0.0.1:{proxy}");
+    let env = testenv::TestEnv::start().await?;
+    let client = env.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in apis::all_crds() {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let cp_account = motoenv::fresh_account_id();
+    let tenant_account = motoenv::fresh_account_id();
+    let installation = "bench";
+
+    // The management VPC, through the operator's own client code.
+    let settings = aws_operator::aws::AwsSettings {
+        default_region: REGION.into(),
+        endpoint_url: Some(moto.endpoint()),
+        ca_bundle: None,
+        control_plane_role_arn: Some(format!("arn:aws:iam::{cp_account}:role/aws-operator")),
+        credentials: Some(aws_credential_types::Credentials::new("AKIABENCH", "secret", None, None, "bench")),
+        operation_timeout: None,
+    };
+    let factory = aws_operator::aws::AwsFactory::new(settings).await?;
+    let cp = factory.control_plane(REGION).await?;
+    let vpc = cp.ec2.create_vpc().cidr_block("10.0.0.0/16").send().await?;
+    let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
+    cp.ec2
+        .create_tags()
+        .resources(&vpc_id)
+        .tags(aws_sdk_ec2::types::Tag::builder().key("Name").value(installation).build())
+        .send()
+        .await?;
+    cp.ec2.create_route_table().vpc_id(&vpc_id).send().await?;
+
+    // Namespaces, Release, credentials, certificates, clusters.
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for ns in ["giantswarm", "org-bench"] {
+        nss.create(&PostParams::default(), &create(serde_json::json!({"metadata": {"name": ns}}))).await?;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    let releases: Api<apis::release::Release> = Api::all(client.clone());
+    releases
+        .create(
+            &PostParams::default(),
+            &create(serde_json::json!({
+                "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release", "metadata": {"name": "v20.0.0"},
+                "spec": {"state": "active", "date": "2026-10-01T12:00:00Z", "components": [
+                    {"name": "kubernetes", "version": "1.34.2"}, {"name": "containerlinux", "version": FLATCAR},
+                    {"name": "aws-operator", "version": version}]}
+            })),
+        )
+        .await?;
+    let ami = tempfile::NamedTempFile::new()?;
+    std::fs::write(ami.path(), format!(r#"{{"{FLATCAR}": {{"{REGION}": "ami-0a1b2c3d4e5f60001"}}}}"#))?;
+
+    let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_aws-operator"))
+        .args(["daemon", "--listen", "127.0.0.1:0", "--installation", installation, "--region", REGION])
+        .args(["--control-plane-role-arn", &format!("arn:aws:iam::{cp_account}:role/aws-operator")])
+        .args(["--aws-endpoint-url", &endpoint, "--ami-file"])
+        .arg(ami.path())
+        .args(["--resync-seconds", &RESYNC_SECONDS.to_string(), "--poll-seconds", "2", "--concurrency", "8"])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("AWS_ACCESS_KEY_ID", "AKIABENCH")
+        .env("AWS_SECRET_ACCESS_KEY", "secret")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = daemon.id().unwrap_or_default();
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "org-bench");
+    let creds: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "giantswarm");
+    let aws_clusters: Api<AWSCluster> = Api::namespaced(client.clone(), "org-bench");
+    let start = Instant::now();
+    for i in 0..clusters {
+        let id = format!("b{i:04}");
+        let labels = serde_json::json!({"giantswarm.io/cluster": id, "release.giantswarm.io/version": "20.0.0", "giantswarm.io/organization": "bench"});
+        creds
+            .create(
+                &PostParams::default(),
+                &create(serde_json::json!({"metadata": {"name": format!("credential-{id}")},
+                    "stringData": {"aws.awsoperator.arn": format!("arn:aws:iam::{tenant_account}:role/GiantSwarmAWSOperator")}})),
+            )
+            .await?;
+        for cert in ["api", "etcd", "worker", "service-account"] {
+            secrets
+                .create(
+                    &PostParams::default(),
+                    &create(serde_json::json!({"metadata": {"name": format!("{id}-{cert}"), "labels": {"giantswarm.io/cluster": id, "giantswarm.io/certificate": cert}},
+                        "stringData": {"ca": "ca", "crt": "crt", "key": "key"}})),
+                )
+                .await?;
+        }
+        aws_clusters
+            .create(
+                &PostParams::default(),
+                &create(serde_json::json!({"apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+                    "metadata": {"name": id, "labels": labels},
+                    "spec": {"cluster": {"dns": {"domain": "bench.example.com"}},
+                             "provider": {"credentialSecret": {"name": format!("credential-{id}"), "namespace": "giantswarm"}, "region": REGION}}})),
+            )
+            .await?;
+        Api::<apis::aws::AWSControlPlane>::namespaced(client.clone(), "org-bench")
+            .create(
+                &PostParams::default(),
+                &create(
+                    serde_json::json!({"apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
+                    "metadata": {"name": format!("{id}cp"), "labels": labels},
+                    "spec": {"availabilityZones": ["eu-central-1a"], "instanceType": "m5.xlarge", "replicas": 1}}),
+                ),
+            )
+            .await?;
+        Api::<apis::aws::AWSMachineDeployment>::namespaced(client.clone(), "org-bench")
+            .create(
+                &PostParams::default(),
+                &create(serde_json::json!({"apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSMachineDeployment",
+                    "metadata": {"name": format!("{id}np"), "labels": labels},
+                    "spec": {"nodePool": {"description": "bench", "machine": {"dockerVolumeSizeGB": 50, "kubeletVolumeSizeGB": 50}, "scaling": {"min": 1, "max": 2}},
+                             "provider": {"availabilityZones": ["eu-central-1a"], "worker": {"instanceType": "m5.large", "useAlikeInstanceTypes": false}}}})),
+            )
+            .await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let created = loop {
+        let list = aws_clusters.list(&ListParams::default()).await?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        if ready == clusters {
+            break start.elapsed();
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("only {ready} of {clusters} clusters became Ready within 30 minutes");
+        }
+        if let Some(status) = daemon.try_wait()? {
+            anyhow::bail!("the operator exited with {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Idle: let requeues drain, then count AWS calls over two resync periods.
+    tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS)).await;
+    let before = calls.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(2 * RESYNC_SECONDS)).await;
+    let idle_calls = calls.load(Ordering::Relaxed) - before;
+    let rss = peak_rss_mib(pid).unwrap_or(f64::NAN);
+    println!("aws-operator, {clusters} clusters (1 master, 1 node pool each) against moto:");
+    println!("  all Ready after            {:.1} s", created.as_secs_f64());
+    println!("  operator peak RSS          {rss:.1} MiB");
+    println!(
+        "  AWS calls per idle resync  {:.3} per cluster ({idle_calls} calls in 2 resyncs of {RESYNC_SECONDS} s)",
+        idle_calls as f64 / clusters as f64 / 2.0
+    );
+    println!("  AWS calls in total         {}", calls.load(Ordering::Relaxed));
+    let _ = daemon.kill().await;
+    Ok(())
+}
