@@ -207,6 +207,72 @@ pub fn set_condition(
     )
 }
 
+/// A status with upstream `metav1.Condition`s.
+pub trait WithConditions: Default + Clone + Serialize + PartialEq {
+    /// The conditions.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+}
+
+impl WithConditions for apis::aws::AWSClusterStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+impl WithConditions for apis::aws::AWSControlPlaneStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+impl WithConditions for apis::aws::AWSMachineDeploymentStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+/// Set `Ready=False` with `reason` and `message` on the object's current status, write it, and
+/// return the status written.
+pub async fn mark_not_ready<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    reason: &str,
+    message: String,
+) -> Result<St, kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    St: WithConditions,
+{
+    let mut status = current.cloned().unwrap_or_default();
+    set_condition(status.conditions_mut(), READY, false, reason, message, obj.meta().generation);
+    write_status(shared, obj, current, &status).await?;
+    Ok(status)
+}
+
+/// Record invalid input as `Ready=False` (reason = the error's kind) and hand the error back: it
+/// becomes the Warning event. A failed status write is logged, never returned, so the input error
+/// is what the user sees.
+pub async fn reject<K, St>(shared: &Shared, obj: &K, current: Option<&St>, err: ResourceError) -> (St, ResourceError)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    St: WithConditions,
+{
+    match mark_not_ready(shared, obj, current, err.kind(), err.inner().to_string()).await {
+        Ok(status) => (status, err),
+        Err(e) => {
+            tracing::warn!(error = %e, object = describe(obj), "writing the status of an invalid object failed");
+            (current.cloned().unwrap_or_default(), err)
+        }
+    }
+}
+
 /// Merge-patch `.status` of an object when it differs from what the object carries.
 pub async fn write_status<K, St>(
     shared: &Shared,

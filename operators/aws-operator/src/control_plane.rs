@@ -80,19 +80,9 @@ pub fn merge_stacks(recorded: &mut Vec<StatusEntry>, seen: &[StatusEntry]) {
     recorded.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
+/// Record invalid input in the status; the returned error becomes the Warning event.
 async fn reject(state: &mut ControlPlaneState, obj: &AWSControlPlane, err: ResourceError) -> ResourceError {
-    let mut status = obj.status.clone().unwrap_or_default();
-    common::set_condition(
-        &mut status.conditions,
-        READY,
-        false,
-        err.kind(),
-        err.inner().to_string(),
-        obj.metadata.generation,
-    );
-    if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
-        tracing::warn!(error = %e, "writing the status of an invalid AWSControlPlane failed");
-    }
+    let (status, err) = common::reject(&state.shared, obj, obj.status.as_ref(), err).await;
     state.status = status;
     err
 }
@@ -329,16 +319,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             Deletion::Gone => Ok(Outcome::proceed()),
             Deletion::Pending => Ok(keep("deleting")),
             Deletion::Failed { message, retry_after } => {
-                let mut status = obj.status.clone().unwrap_or_default();
-                common::set_condition(
-                    &mut status.conditions,
-                    READY,
-                    false,
-                    "StackDeleteFailed",
-                    message,
-                    obj.metadata.generation,
-                );
-                common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
+                common::mark_not_ready(&shared, obj, obj.status.as_ref(), "StackDeleteFailed", message).await?;
                 Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after))
             }
         }

@@ -71,19 +71,9 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
     Ok(())
 }
 
+/// Record invalid input in the status; the returned error becomes the Warning event.
 async fn reject(state: &mut PoolState, obj: &AWSMachineDeployment, err: ResourceError) -> ResourceError {
-    let mut status = obj.status.clone().unwrap_or_default();
-    common::set_condition(
-        &mut status.conditions,
-        READY,
-        false,
-        err.kind(),
-        err.inner().to_string(),
-        obj.metadata.generation,
-    );
-    if let Err(e) = common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await {
-        tracing::warn!(error = %e, "writing the status of an invalid AWSMachineDeployment failed");
-    }
+    let (status, err) = common::reject(&state.shared, obj, obj.status.as_ref(), err).await;
     state.status = status;
     err
 }
@@ -445,16 +435,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                     return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll));
                 }
                 Deletion::Failed { message, retry_after } => {
-                    let mut status = obj.status.clone().unwrap_or_default();
-                    common::set_condition(
-                        &mut status.conditions,
-                        READY,
-                        false,
-                        "StackDeleteFailed",
-                        message,
-                        obj.metadata.generation,
-                    );
-                    common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
+                    common::mark_not_ready(&shared, obj, obj.status.as_ref(), "StackDeleteFailed", message).await?;
                     return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
                 }
             }

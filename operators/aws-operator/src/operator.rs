@@ -39,6 +39,37 @@ fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
     Ok(VersionReq::parse(&format!("={}", shared.config.version))?)
 }
 
+/// One controller of this operator: routed by Release to `set`, reporting routing problems in a
+/// `ReleaseResolved` condition.
+fn controller<K>(
+    name: &str,
+    set: ResourceSet<K>,
+    client: &kube::Client,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: &RunSettings,
+) -> anyhow::Result<Controller<K>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Ok(Controller::<K>::builder(client.clone(), name)
+        .operator(COMPONENT)
+        .resource_set(set)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(ReleaseCondition::new(client.clone()))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .build()?)
+}
+
 /// Build and run the three controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
@@ -64,15 +95,7 @@ pub async fn run(
     .resource(cluster::Status)
     .resource(cluster::Teardown)
     .build();
-    let cluster_controller = Controller::<AWSCluster>::builder(client.clone(), cluster::CONTROLLER)
-        .operator(COMPONENT)
-        .resource_set(clusters)
-        .metrics(metrics)
-        .readiness(readiness)
-        .status_hook(ReleaseCondition::new(client.clone()))
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .build()?;
+    let cluster_controller = controller(cluster::CONTROLLER, clusters, &client, metrics, readiness, &settings)?;
 
     let s = shared.clone();
     let cps = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSControlPlane>, _| {
@@ -82,15 +105,7 @@ pub async fn run(
     .resource(control_plane::Inputs)
     .resource(control_plane::Masters)
     .build();
-    let cp_controller = Controller::<AWSControlPlane>::builder(client.clone(), control_plane::CONTROLLER)
-        .operator(COMPONENT)
-        .resource_set(cps)
-        .metrics(metrics)
-        .readiness(readiness)
-        .status_hook(ReleaseCondition::new(client.clone()))
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .build()?;
+    let cp_controller = controller(control_plane::CONTROLLER, cps, &client, metrics, readiness, &settings)?;
 
     let s = shared.clone();
     let mds = ResourceSet::builder(set_name, req, move |obj: Arc<AWSMachineDeployment>, _| {
@@ -101,15 +116,7 @@ pub async fn run(
     .resource(machine_deployment::Ipam)
     .resource(machine_deployment::Pool)
     .build();
-    let md_controller = Controller::<AWSMachineDeployment>::builder(client.clone(), machine_deployment::CONTROLLER)
-        .operator(COMPONENT)
-        .resource_set(mds)
-        .metrics(metrics)
-        .readiness(readiness)
-        .status_hook(ReleaseCondition::new(client.clone()))
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .build()?;
+    let md_controller = controller(machine_deployment::CONTROLLER, mds, &client, metrics, readiness, &settings)?;
 
     tokio::join!(
         cluster_controller.run(shutdown.clone()),
