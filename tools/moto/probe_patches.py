@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -348,12 +349,81 @@ def probe_network_stack_delete(port: int) -> None:
     check(all(lb["LoadBalancerName"] != elb_name for lb in lbs), "the load balancer survived")
 
 
+def probe_describe_during_create(port: int) -> None:
+    """DescribeStacks while CreateStack runs must not create a second copy of a resource that an
+    output references. Racy by nature: plain moto duplicates some groups on most runs."""
+    tenant = account()
+    cfn = client(port, "cloudformation", tenant)
+    autoscaling = client(port, "autoscaling", tenant)
+    groups = 12
+    template: dict[str, Any] = {
+        "Resources": {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.9.0.0/24"}},
+            "Subnet": {
+                "Type": "AWS::EC2::Subnet",
+                "Properties": {
+                    "VpcId": {"Ref": "Vpc"},
+                    "CidrBlock": "10.9.0.0/26",
+                    "AvailabilityZone": f"{REGION}a",
+                },
+            },
+            "LaunchTemplate": {
+                "Type": "AWS::EC2::LaunchTemplate",
+                "Properties": {"LaunchTemplateData": {"ImageId": "ami-12c6146b", "InstanceType": "m5.large"}},
+            },
+            **{
+                f"Group{n}": {
+                    "Type": "AWS::AutoScaling::AutoScalingGroup",
+                    "Properties": {
+                        "MinSize": "1",
+                        "MaxSize": "2",
+                        "DesiredCapacity": "1",
+                        "VPCZoneIdentifier": [{"Ref": "Subnet"}],
+                        "LaunchTemplate": {
+                            "LaunchTemplateId": {"Ref": "LaunchTemplate"},
+                            "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]},
+                        },
+                    },
+                }
+                for n in range(groups)
+            },
+        },
+        "Outputs": {f"Group{n}": {"Value": {"Ref": f"Group{n}"}} for n in range(groups)},
+    }
+    done = threading.Event()
+
+    def describe() -> None:
+        reader = client(port, "cloudformation", tenant)
+        while not done.is_set():
+            try:
+                reader.describe_stacks(StackName="probe-outputs")
+            except ClientError:
+                pass
+
+    readers = [threading.Thread(target=describe) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        cfn.create_stack(StackName="probe-outputs", TemplateBody=json.dumps(template))
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+    names = [
+        g["AutoScalingGroupName"]
+        for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate()
+        for g in page["AutoScalingGroups"]
+    ]
+    check(len(names) == groups, f"{len(names)} Auto Scaling groups for {groups} in the template")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
     ("conditional bucket-policy statements", probe_conditional_bucket_policy),
     ("AWS::EC2::VPCCidrBlock in a template", probe_vpc_cidr_block),
     ("stack delete removes the network", probe_network_stack_delete),
+    ("DescribeStacks during CreateStack", probe_describe_during_create),
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with five behaviours corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with seven behaviours corrected.
 
 Usage::
 
@@ -12,7 +12,7 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Five of them are corrected here, each by a
+reason or pass without exercising the real code path. Seven of them are corrected here, each by a
 small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
@@ -29,6 +29,10 @@ small monkeypatch that names the moto behaviour it replaces:
    gateways (detached first) and subnet route-table associations, which moto leaves behind; the
    leftover route tables made every VPC stack delete fail with ``DependencyViolation`` while the
    stack record vanished and its resources leaked.
+6. A resource first reached through a ``Ref`` or ``GetAtt`` is created after its ``DependsOn``
+   targets, as CloudFormation does.
+7. CloudFormation requests are served one at a time: a DescribeStacks during a CreateStack no
+   longer creates a second copy of every resource an output references.
 
 Every patch first checks that the moto internals it replaces still exist and raises at start-up
 otherwise (``PatchError``): a moto upgrade that moves them breaks the launcher loudly instead of
@@ -455,6 +459,31 @@ def patch_depends_on_for_references() -> None:
     resource_map.__getitem__ = getitem
 
 
+# --- 7. CloudFormation requests one at a time ------------------------------------------------
+
+
+def patch_serial_cloudformation() -> None:
+    """moto's CloudFormation backend is not safe for concurrent requests. CreateStack makes the
+    stack visible before it creates the resources, and a DescribeStacks arriving meanwhile
+    evaluates the stack's outputs: an output that references a resource not created yet creates
+    it on the spot (``ResourceMap.__getitem__``) while the creating thread creates it too. A node
+    pool stack whose outputs name its Auto Scaling group then owns two groups, one of them
+    orphaned. AWS never does this. Serve CloudFormation requests one at a time (one lock per
+    server; moto holds the interpreter lock for its work anyway), so a DescribeStacks waits for
+    the creation it would have raced."""
+    from moto.cloudformation import responses as cfn_responses
+
+    response_cls = _require(cfn_responses, "CloudFormationResponse")
+    original = _require(response_cls, "call_action")
+    lock = threading.RLock()
+
+    def call_action(self: Any) -> Any:
+        with lock:
+            return original(self)
+
+    response_cls.call_action = call_action
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -463,6 +492,7 @@ def apply_patches() -> None:
     patch_vpc_cidr_block_cloudformation()
     patch_network_resource_deletion()
     patch_depends_on_for_references()
+    patch_serial_cloudformation()
 
 
 # --- serving -----------------------------------------------------------------------------------

@@ -103,7 +103,22 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     }
     let asgs = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
     let groups = asgs.auto_scaling_groups();
-    assert_eq!(groups.len(), 5, "three masters and two pools");
+    let names: Vec<(&str, Option<&str>)> = groups
+        .iter()
+        .map(|g| {
+            let stack =
+                g.tags().iter().find(|t| t.key() == Some("aws:cloudformation:stack-name")).and_then(|t| t.value());
+            (g.auto_scaling_group_name().unwrap_or_default(), stack)
+        })
+        .collect();
+    if groups.len() != 5 {
+        let listed: Vec<(String, String)> =
+            tenant.cfn.describe_all().await?.into_iter().map(|s| (s.name, s.status.as_str().to_string())).collect();
+        panic!(
+            "want 5 groups for three masters and two pools: {names:?}\nstacks: {listed:?}\n{}",
+            dump(&f.client).await
+        );
+    }
     let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
     let np1 = mds.get("np001").await?;
     let pool_cidr =
