@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-/// The largest `TemplateBody` the CloudFormation API accepts, in bytes. Templates are always sent
-/// inline (upstream never uploads them to S3), so every rendered template must stay below it.
+/// The largest `TemplateBody` the CloudFormation API accepts, in bytes. A larger template has to
+/// be uploaded to S3 and passed by `TemplateURL` (up to 1 MB); the operator does that through the
+/// cluster bucket.
 pub const MAX_TEMPLATE_BODY_BYTES: usize = 51_200;
 
 /// The only template format version CloudFormation knows.

@@ -44,6 +44,10 @@ pub struct OperatorConfig {
     pub endpoints_refresh: Duration,
     /// The requeue interval while a stack or a prerequisite is pending.
     pub poll: Duration,
+    /// Templates larger than this many bytes are uploaded to the cluster bucket and passed to
+    /// CloudFormation by URL. CloudFormation's own inline limit; only tests lower it, to send
+    /// templates of ordinary size down that path.
+    pub template_body_limit: usize,
 }
 
 impl Default for OperatorConfig {
@@ -59,6 +63,7 @@ impl Default for OperatorConfig {
             registry: "gsoci.azurecr.io".into(),
             endpoints_refresh: Duration::from_secs(900),
             poll: Duration::from_secs(10),
+            template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use apis::aws::{StackAccount, StackStatus as StatusEntry};
-use aws_stacks::cfn::{MAX_TEMPLATE_BODY_BYTES, Template};
+use aws_stacks::cfn::Template;
 use aws_stacks::names::{Account, StackKind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use operatorkit::ResourceError;
@@ -158,17 +158,18 @@ where
     let step = plan_ensure(observed.as_ref(), &hash, may_update);
     let request = || async {
         let body = template.to_json();
-        let (template_body, template_url) = if body.len() > MAX_TEMPLATE_BODY_BYTES {
+        let limit = shared.config.template_body_limit;
+        let (template_body, template_url) = if body.len() > limit {
             let Some(bucket) = bucket else {
                 return Err(ResourceError::msg(
                     "TemplateTooLarge",
-                    format!("the template of stack {name} is {} bytes, over CloudFormation's {MAX_TEMPLATE_BODY_BYTES}, and no bucket can hold it", body.len()),
+                    format!("the template of stack {name} is {} bytes, over the {limit} CloudFormation accepts inline, and no bucket can hold it", body.len()),
                 )
                 .permanent());
             };
             let key = format!("cloudformation/{name}/{hash}.json");
             crate::services::put_object(aws, bucket, &key, body.into_bytes(), &hash, "application/json").await?;
-            (None, Some(template_url(shared, aws, bucket, &key)))
+            (None, Some(template_url(&aws.region, bucket, &key)))
         } else {
             (Some(body), None)
         };
@@ -274,11 +275,12 @@ fn aws_invalidate(shared: &Shared, aws: &AccountClients) {
     shared.stacks.invalidate(&aws.cache_key());
 }
 
-fn template_url(shared: &Shared, aws: &AccountClients, bucket: &str, key: &str) -> String {
-    match &shared.aws.settings().endpoint_url {
-        Some(endpoint) => format!("{}/{bucket}/{key}", endpoint.trim_end_matches('/')),
-        None => format!("https://{bucket}.s3.{}.amazonaws.com/{key}", aws.region),
-    }
+/// The S3 URL CloudFormation fetches an uploaded template from. CloudFormation reads it itself,
+/// so it is always the public virtual-hosted form of the bucket's region, whatever endpoint this
+/// process talks to (bucket names are `<account>-g8s-<id>`: no dots, valid as a host label).
+fn template_url(region: &str, bucket: &str, key: &str) -> String {
+    let suffix = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
+    format!("https://{bucket}.s3.{region}.{suffix}/{key}")
 }
 
 /// Where a deletion stands.
@@ -372,4 +374,18 @@ where
 /// Whether a stack status string counts as settled and usable.
 pub fn usable(status: &str) -> bool {
     StackStatus::parse(status).is_usable()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_url;
+
+    #[test]
+    fn template_urls_are_virtual_hosted_in_the_bucket_region_and_partition() {
+        assert_eq!(
+            template_url("eu-central-1", "123456789012-g8s-a1b2c", "cloudformation/cluster-a1b2c-tccp/ab.json"),
+            "https://123456789012-g8s-a1b2c.s3.eu-central-1.amazonaws.com/cloudformation/cluster-a1b2c-tccp/ab.json"
+        );
+        assert_eq!(template_url("cn-north-1", "b", "k"), "https://b.s3.cn-north-1.amazonaws.com.cn/k");
+    }
 }

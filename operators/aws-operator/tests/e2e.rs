@@ -139,6 +139,18 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         let k = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tccpn-{n}");
         assert!(keys.contains(&k), "{k} missing: {keys:?}");
     }
+    // TCCP is larger than the fixture's inline limit: it went to the bucket and by URL.
+    let tccp_template = format!(
+        "cloudformation/cluster-{id}-tccp/{}.json",
+        tenant_stacks[&want_tenant[0]].template_hash().unwrap_or_default()
+    );
+    assert!(keys.contains(&tccp_template), "{tccp_template} missing: {keys:?}");
+    let uploaded = tenant.s3.get_object().bucket(&bucket).key(&tccp_template).send().await?.body.collect().await?;
+    assert!(uploaded.into_bytes().len() > TEMPLATE_BODY_LIMIT, "the uploaded TCCP template is over the inline limit");
+    assert!(
+        !keys.iter().any(|k| k.starts_with(&format!("cloudformation/cluster-{id}-tccpn/"))),
+        "TCCPN is sent inline: {keys:?}"
+    );
     let worker_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tcnp-np001");
     assert!(keys.contains(&worker_key), "{worker_key} missing: {keys:?}");
     let body = tenant.s3.get_object().bucket(&bucket).key(&worker_key).send().await?.body.collect().await?.into_bytes();

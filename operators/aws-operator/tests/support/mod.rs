@@ -133,6 +133,9 @@ impl Fixture {
                 installation,
                 poll: Duration::from_millis(500),
                 route53_enabled: true,
+                // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
+                // templates over CloudFormation's 51,200 bytes take; the others stay inline.
+                template_body_limit: TEMPLATE_BODY_LIMIT,
                 ..OperatorConfig::default()
             };
             let mut registry = Registry::default();
@@ -268,6 +271,9 @@ impl Fixture {
 }
 
 /// Poll `f` until it returns `Some`, for at most `secs` seconds.
+/// The inline template limit the fixture's operator runs with.
+pub const TEMPLATE_BODY_LIMIT: usize = 20_000;
+
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
