@@ -240,13 +240,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             wait!("waiting for the key {}", names::kms_alias(&id));
         };
         let bucket = names::bucket(&tenant.account_id, &id);
-        let flatcar = obj
-            .annotations()
-            .get(labels::FLATCAR_RELEASE_VERSION)
-            .filter(|v| newer(v, common::component(&release, "containerlinux").unwrap_or_default()))
-            .cloned()
-            .unwrap_or_else(|| common::component(&release, "containerlinux").unwrap_or_default().to_string());
-        let ami = shared.amis.lookup(&flatcar, &region)?;
+        let ami = shared.amis.lookup(pool_flatcar(obj, &release), &region)?;
 
         // The node config.
         let certs = crate::node_config::certificates(&shared, &id).await?;
@@ -286,72 +280,23 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let name = names::stack_name(&id, StackKind::Tcnp, Some(&md));
         let recorded = |n: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == n).cloned());
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
-        let scaling = &obj.spec.node_pool.scaling;
-        let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
-        let batch = obj
-            .annotations()
-            .get(labels::AWS_UPDATE_MAX_BATCH_SIZE)
-            .or_else(|| cluster.annotations().get(labels::AWS_UPDATE_MAX_BATCH_SIZE))
-            .cloned();
-        let pause = obj
-            .annotations()
-            .get(labels::AWS_UPDATE_PAUSE_TIME)
-            .or_else(|| cluster.annotations().get(labels::AWS_UPDATE_PAUSE_TIME))
-            .cloned();
-        let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
-        let params = |current_desired: u32| tcnp::Params {
-            common: common.clone(),
-            node_pool_id: md.clone(),
-            pool_cidr: pool_cidr.clone(),
-            azs: layout
-                .iter()
-                .filter_map(|(az, net)| {
-                    Some(tcnp::TcnpAz {
-                        name: az.clone(),
-                        subnet_cidr: net.to_string(),
-                        nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone(),
-                    })
-                })
-                .collect(),
-            vpc_id: outputs.vpc_id.clone(),
-            vpc_cidr: cluster_cidr.clone(),
-            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-            cp_vpc_cidr: cp_cidr.clone(),
-            tccp_security_groups: tcnp::TccpSecurityGroups {
-                master: outputs.master_security_group_id.clone(),
-                api_internal_elb: outputs.api_internal_elb_security_group_id.clone(),
-                aws_cni: None,
-            },
-            other_pool_security_groups: Vec::new(),
-            instance: tcnp::NodeInstance {
-                image_id: ami.clone(),
-                instance_type: obj.spec.provider.worker.instance_type.clone(),
-                docker_volume_gb: obj.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32,
-                kubelet_volume_gb: obj.spec.node_pool.machine.kubelet_volume_size_gb.max(1) as u32,
-                log_volume_gb: 15,
-                containerd_volume_gb: obj.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32,
-                imds_http_tokens: obj
-                    .annotations()
-                    .get(labels::AWS_METADATA_V2)
-                    .cloned()
-                    .unwrap_or_else(|| "optional".into()),
-            },
-            min_size: min,
-            max_size: max,
-            rolling_update: tcnp::rolling_update(min, max, current_desired, batch.as_deref(), pause.as_deref()),
-            distribution: tcnp::InstanceDistribution {
-                on_demand_base_capacity: dist.on_demand_base_capacity.max(0) as u32,
-                on_demand_percentage_above_base_capacity: dist
-                    .on_demand_percentage_above_base_capacity
-                    .unwrap_or(100)
-                    .clamp(0, 100) as u32,
-                overrides: Vec::new(),
-            },
-            internal_elb_subnets: false,
-            cilium_eni: false,
-            bucket: bucket.clone(),
-            kms_key_arn: key_arn.clone(),
+        let cp_tables: Vec<stacks::CpRouteTable> =
+            cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect();
+        let inputs = PoolStacks {
+            cluster: &cluster,
+            pool: obj,
+            common: &common,
+            layout: &layout,
+            pool_cidr: &pool_cidr,
+            outputs: &outputs,
+            cluster_cidr: &cluster_cidr,
+            cp_cidr: &cp_cidr,
+            cp_tables: &cp_tables,
+            ami: &ami,
+            bucket: &bucket,
+            key_arn: &key_arn,
         };
+        let params = |current_desired: u32| inputs.tcnp(current_desired);
         // The hash ignores the live desired capacity (an autoscaled pool must not be updated
         // because it scaled); the template sent keeps it.
         let canonical = tcnp::render(&params(0)).hash();
@@ -387,19 +332,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
         let name = names::stack_name(&id, StackKind::Tcnpf, Some(&md));
-        let params = tcnpf::Params {
-            common: common.clone(),
-            node_pool_id: md.clone(),
-            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-            route_tables: cp_tables
-                .iter()
-                .map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() })
-                .collect(),
-            subnets: layout
-                .iter()
-                .map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() })
-                .collect(),
-        };
+        let params = inputs.tcnpf();
         let desired = DesiredStack {
             kind: StackKind::Tcnpf,
             name: name.clone(),
@@ -442,6 +375,122 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         }
         shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
         Ok(Outcome::proceed())
+    }
+}
+
+/// The Flatcar version a node pool runs: its `FLATCAR_RELEASE_VERSION` annotation when that is
+/// newer than its Release's `containerlinux`, else the Release's.
+pub fn pool_flatcar<'a>(pool: &'a AWSMachineDeployment, release: &'a Release) -> &'a str {
+    let release_flatcar = common::component(release, "containerlinux").unwrap_or_default();
+    pool.annotations()
+        .get(labels::FLATCAR_RELEASE_VERSION)
+        .filter(|v| newer(v, release_flatcar))
+        .map_or(release_flatcar, String::as_str)
+}
+
+/// What a node pool's two stacks are rendered from: the controller fills it from AWS and the
+/// cluster's stacks, `aws-operator render` from the CR files; both render through it.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStacks<'a> {
+    pub cluster: &'a AWSCluster,
+    pub pool: &'a AWSMachineDeployment,
+    pub common: &'a stacks::Common,
+    /// The pool's per-zone subnets (`ipam::node_pool_layout`).
+    pub layout: &'a [(String, Ipv4Net)],
+    pub pool_cidr: &'a str,
+    /// The cluster's TCCP outputs.
+    pub outputs: &'a tccp::Outputs,
+    pub cluster_cidr: &'a str,
+    /// The management VPC's CIDR and the route tables that route into the pool.
+    pub cp_cidr: &'a str,
+    pub cp_tables: &'a [stacks::CpRouteTable],
+    pub ami: &'a str,
+    pub bucket: &'a str,
+    pub key_arn: &'a str,
+}
+
+impl PoolStacks<'_> {
+    /// TCNP's parameters, with the Auto Scaling group's live desired capacity (0 for a new
+    /// group; it only shapes the rolling update, never the template hash).
+    pub fn tcnp(&self, current_desired: u32) -> tcnp::Params {
+        let obj = self.pool;
+        let annotation =
+            |key: &str| obj.annotations().get(key).or_else(|| self.cluster.annotations().get(key)).cloned();
+        let (batch, pause) = (annotation(labels::AWS_UPDATE_MAX_BATCH_SIZE), annotation(labels::AWS_UPDATE_PAUSE_TIME));
+        let scaling = &obj.spec.node_pool.scaling;
+        let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
+        let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
+        let machine = &obj.spec.node_pool.machine;
+        let outputs = self.outputs;
+        tcnp::Params {
+            common: self.common.clone(),
+            node_pool_id: obj.name_any(),
+            pool_cidr: self.pool_cidr.to_string(),
+            azs: self
+                .layout
+                .iter()
+                .filter_map(|(az, net)| {
+                    Some(tcnp::TcnpAz {
+                        name: az.clone(),
+                        subnet_cidr: net.to_string(),
+                        nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone(),
+                    })
+                })
+                .collect(),
+            vpc_id: outputs.vpc_id.clone(),
+            vpc_cidr: self.cluster_cidr.to_string(),
+            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
+            cp_vpc_cidr: self.cp_cidr.to_string(),
+            tccp_security_groups: tcnp::TccpSecurityGroups {
+                master: outputs.master_security_group_id.clone(),
+                api_internal_elb: outputs.api_internal_elb_security_group_id.clone(),
+                aws_cni: None,
+            },
+            other_pool_security_groups: Vec::new(),
+            instance: tcnp::NodeInstance {
+                image_id: self.ami.to_string(),
+                instance_type: obj.spec.provider.worker.instance_type.clone(),
+                docker_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
+                kubelet_volume_gb: machine.kubelet_volume_size_gb.max(1) as u32,
+                log_volume_gb: 15,
+                containerd_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
+                imds_http_tokens: obj
+                    .annotations()
+                    .get(labels::AWS_METADATA_V2)
+                    .cloned()
+                    .unwrap_or_else(|| "optional".into()),
+            },
+            min_size: min,
+            max_size: max,
+            rolling_update: tcnp::rolling_update(min, max, current_desired, batch.as_deref(), pause.as_deref()),
+            distribution: tcnp::InstanceDistribution {
+                on_demand_base_capacity: dist.on_demand_base_capacity.max(0) as u32,
+                on_demand_percentage_above_base_capacity: dist
+                    .on_demand_percentage_above_base_capacity
+                    .unwrap_or(100)
+                    .clamp(0, 100) as u32,
+                overrides: Vec::new(),
+            },
+            internal_elb_subnets: false,
+            cilium_eni: false,
+            bucket: self.bucket.to_string(),
+            kms_key_arn: self.key_arn.to_string(),
+        }
+    }
+
+    /// TCNPF's parameters: routes from the management VPC to the pool's subnets.
+    pub fn tcnpf(&self) -> tcnpf::Params {
+        tcnpf::Params {
+            common: self.common.clone(),
+            node_pool_id: self.pool.name_any(),
+            peering_connection_id: self.outputs.vpc_peering_connection_id.clone(),
+            route_tables: self.cp_tables.to_vec(),
+            subnets: self
+                .layout
+                .iter()
+                .map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() })
+                .collect(),
+        }
     }
 }
 

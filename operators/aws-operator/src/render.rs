@@ -832,103 +832,38 @@ fn plan_node_pool(
     let id = cluster.name_any();
     let md = obj.name_any();
     let region = &cluster.spec.provider.region;
-    let outputs = inputs.outputs;
-    // A node pool may run a newer Flatcar than its Release (as the node-pool controller).
-    let release_flatcar = common::component(release, "containerlinux").unwrap_or_default();
-    let flatcar = obj
-        .annotations()
-        .get(labels::FLATCAR_RELEASE_VERSION)
-        .filter(|v| newer(v, release_flatcar))
-        .map_or(release_flatcar, String::as_str);
-    let ami = settings.ami(flatcar, region)?;
+    let ami = settings.ami(crate::machine_deployment::pool_flatcar(obj, release), region)?;
     let common = crate::common::common(&settings.config, cluster, release);
     let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
         .map_err(|e| invalid(obj, "InvalidSpec", e.to_string()))?;
-    let scaling = &obj.spec.node_pool.scaling;
-    let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
-    let annotation = |key: &str| obj.annotations().get(key).or_else(|| cluster.annotations().get(key)).cloned();
-    let (batch, pause) = (annotation(labels::AWS_UPDATE_MAX_BATCH_SIZE), annotation(labels::AWS_UPDATE_PAUSE_TIME));
-    let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
-    let machine = &obj.spec.node_pool.machine;
-    // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
-    let params = tcnp::Params {
-        common: common.clone(),
-        node_pool_id: md.clone(),
-        pool_cidr: pool_net.to_string(),
-        azs: layout
-            .iter()
-            .filter_map(|(az, net)| {
-                Some(tcnp::TcnpAz {
-                    name: az.clone(),
-                    subnet_cidr: net.to_string(),
-                    nat_gateway_id: outputs.az(az)?.nat_gateway_id.clone(),
-                })
-            })
-            .collect(),
-        vpc_id: outputs.vpc_id.clone(),
-        vpc_cidr: inputs.cluster_cidr.to_string(),
-        peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-        cp_vpc_cidr: inputs.cp_cidr.to_string(),
-        tccp_security_groups: tcnp::TccpSecurityGroups {
-            master: outputs.master_security_group_id.clone(),
-            api_internal_elb: outputs.api_internal_elb_security_group_id.clone(),
-            aws_cni: None,
-        },
-        other_pool_security_groups: Vec::new(),
-        instance: tcnp::NodeInstance {
-            image_id: ami,
-            instance_type: obj.spec.provider.worker.instance_type.clone(),
-            docker_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
-            kubelet_volume_gb: machine.kubelet_volume_size_gb.max(1) as u32,
-            log_volume_gb: 15,
-            containerd_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
-            imds_http_tokens: obj
-                .annotations()
-                .get(labels::AWS_METADATA_V2)
-                .cloned()
-                .unwrap_or_else(|| "optional".into()),
-        },
-        min_size: min,
-        max_size: max,
-        rolling_update: tcnp::rolling_update(min, max, 0, batch.as_deref(), pause.as_deref()),
-        distribution: tcnp::InstanceDistribution {
-            on_demand_base_capacity: dist.on_demand_base_capacity.max(0) as u32,
-            on_demand_percentage_above_base_capacity: dist
-                .on_demand_percentage_above_base_capacity
-                .unwrap_or(100)
-                .clamp(0, 100) as u32,
-            overrides: Vec::new(),
-        },
-        internal_elb_subnets: false,
-        cilium_eni: false,
-        bucket: inputs.bucket.to_string(),
-        kms_key_arn: inputs.key_arn.to_string(),
+    let (pool_cidr, cluster_cidr) = (pool_net.to_string(), inputs.cluster_cidr.to_string());
+    let pool = crate::machine_deployment::PoolStacks {
+        cluster,
+        pool: obj,
+        common: &common,
+        layout: &layout,
+        pool_cidr: &pool_cidr,
+        outputs: inputs.outputs,
+        cluster_cidr: &cluster_cidr,
+        cp_cidr: inputs.cp_cidr,
+        cp_tables: inputs.cp_tables,
+        ami: &ami,
+        bucket: inputs.bucket,
+        key_arn: inputs.key_arn,
     };
+    // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
+    let params = pool.tcnp(0);
     let tenant = &settings.tenant_account_id;
     let name = names::stack_name(&id, StackKind::Tcnp, Some(&md));
     let tags = stacks::stack_tags(&common, StackKind::Tcnp, Some(&md));
     let tcnp = PlannedStack::new(StackKind::Tcnp, name, tenant, tags, tcnp::render(&params), None, Some(inputs.bucket));
 
     let name = names::stack_name(&id, StackKind::Tcnpf, Some(&md));
-    let template = tcnpf::render(&tcnpf::Params {
-        common: common.clone(),
-        node_pool_id: md.clone(),
-        peering_connection_id: outputs.vpc_peering_connection_id.clone(),
-        route_tables: inputs.cp_tables.to_vec(),
-        subnets: layout.iter().map(|(az, net)| tcnpf::PoolSubnet { az: az.clone(), cidr: net.to_string() }).collect(),
-    });
+    let template = tcnpf::render(&pool.tcnpf());
     let tags = stacks::stack_tags(&common, StackKind::Tcnpf, None);
     let tcnpf =
         PlannedStack::new(StackKind::Tcnpf, name, &settings.control_plane_account_id, tags, template, None, None);
     Ok([tcnp, tcnpf])
-}
-
-/// Whether version `a` is semver-greater than `b` (unparsable versions never are).
-fn newer(a: &str, b: &str) -> bool {
-    match (semver::Version::parse(a), semver::Version::parse(b)) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => false,
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
