@@ -36,6 +36,9 @@ pub const STATUS_FALSE: &str = "False";
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusCluster {
+    /// The workload cluster's ID (the name of its cluster object).
+    #[serde(default)]
+    pub id: String,
     /// Lifecycle conditions, newest first: `Creating`/`Created`, `Updating`/`Updated`,
     /// `Deleting`/`Deleted`.
     #[serde(default, deserialize_with = "null_as_default")]
@@ -439,6 +442,7 @@ mod tests {
         assert_eq!(
             value,
             json!({
+                "id": "",
                 "conditions": [{"lastTransitionTime": "2026-01-01T00:00:00Z", "status": "True", "type": "Creating"}],
                 "network": {"cidr": ""},
                 "nodes": [],
@@ -467,7 +471,9 @@ mod tests {
         });
         assert_eq!(
             properties,
-            Some(["conditions", "network", "nodes", "resources", "scaling", "versions"].map(String::from).to_vec())
+            Some(
+                ["conditions", "id", "network", "nodes", "resources", "scaling", "versions"].map(String::from).to_vec()
+            )
         );
     }
 

@@ -551,6 +551,10 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     common::set_condition(&mut status.conditions, READY, ready, reason, message, obj.metadata.generation);
     // The Giant Swarm lifecycle conditions.
     let lifecycle = &mut status.cluster;
+    lifecycle.id.clone_from(&id);
+    if let Some(cidr) = &status.provider.network.cidr {
+        lifecycle.network.cidr.clone_from(cidr);
+    }
     if lifecycle.conditions.is_empty() {
         lifecycle.set_condition(ClusterCondition::Creating, now);
     }

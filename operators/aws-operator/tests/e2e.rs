@@ -44,6 +44,7 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     let status = cluster.status.clone().unwrap_or_default();
     assert!(status.cluster.has_condition(apis::cluster_status::ClusterCondition::Created), "{status:?}");
     let cidr = status.provider.network.cidr.clone().expect("cluster CIDR");
+    assert_eq!((status.cluster.id.as_str(), status.cluster.network.cidr.as_str()), (id, cidr.as_str()));
     // Cluster and pools allocate concurrently from 10.1.0.0/16: three distinct /24s.
     assert!(cidr.starts_with("10.1.") && cidr.ends_with(".0/24"), "{cidr}");
     let endpoint = status.control_plane_endpoint.clone().expect("controlPlaneEndpoint");
