@@ -30,7 +30,9 @@
 //! mode, `<operator>.giantswarm.io/version=<own version>`), then by the change predicate of
 //! [`crate::predicate`]. In release mode the controller also caches all Releases; a Release
 //! whose spec changes (or that appears late, or is deleted) requeues every cached object whose
-//! `release.giantswarm.io/version` label names it.
+//! `release.giantswarm.io/version` label names it. [`ControllerBuilder::watches`] adds watches
+//! on related kinds (a cluster's node pools, say) whose every change requeues the objects a
+//! mapping function names, so a parent follows its children without polling them.
 //!
 //! # Concurrency, shutdown, leadership
 //!
@@ -139,7 +141,11 @@ pub struct ControllerBuilder<K: Watched> {
     status_hook: Option<Arc<dyn StatusHook<K>>>,
     backoff: ErrorBackoff,
     instance: Option<String>,
+    related: Vec<RelatedWatch<K>>,
 }
+
+/// A watch on another kind whose changes name objects of `K` to reconcile.
+type RelatedWatch<K> = Box<dyn FnOnce() -> stream::BoxStream<'static, ObjectRef<K>> + Send>;
 
 impl<K: Watched> Debug for ControllerBuilder<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,11 +157,33 @@ impl<K: Watched> Debug for ControllerBuilder<K> {
             .field("selector", &self.selector)
             .field("concurrency", &self.concurrency)
             .field("resync", &self.resync)
+            .field("related", &self.related.len())
             .finish_non_exhaustive()
     }
 }
 
 impl<K: Watched> ControllerBuilder<K> {
+    /// Also reconcile objects of `K` when an object of kind `C` changes (is created, updated,
+    /// including its status, or deleted): `map` names the objects to reconcile, for example the
+    /// cluster a node pool belongs to by its label. An object named that does not exist is
+    /// skipped. The related objects are watched, not cached.
+    pub fn watches<C, F>(mut self, api: Api<C>, map: F) -> Self
+    where
+        C: Watched,
+        F: Fn(&C) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+    {
+        self.related.push(Box::new(move || {
+            watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .touched_objects()
+                // Watch errors are retried by the backoff; only objects reach the mapper.
+                .filter_map(|result| std::future::ready(result.ok()))
+                .flat_map(move |obj: C| stream::iter(map(&obj)))
+                .boxed()
+        }));
+        self
+    }
+
     /// The operator (Release component) whose version selects the resource set, e.g.
     /// `aws-operator`. Required.
     pub fn operator(mut self, component: impl Into<String>) -> Self {
@@ -315,6 +343,7 @@ impl<K: Watched> ControllerBuilder<K> {
             release,
             concurrency: self.concurrency,
             readiness,
+            related: self.related,
         })
     }
 }
@@ -357,6 +386,7 @@ pub struct Controller<K: Watched> {
     release: Option<(Api<Release>, reflector::store::Writer<Release>)>,
     concurrency: u16,
     readiness: Option<(ReadyFlag, Option<ReadyFlag>)>,
+    related: Vec<RelatedWatch<K>>,
 }
 
 impl<K: Watched> Debug for Controller<K> {
@@ -391,6 +421,7 @@ impl<K: Watched> Controller<K> {
             status_hook: None,
             backoff: ErrorBackoff::default(),
             instance: None,
+            related: Vec::new(),
         }
     }
 
@@ -421,7 +452,7 @@ impl<K: Watched> Controller<K> {
 
     /// Run until `shutdown` resolves, then let the reconciles already running finish.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let Controller { shared, api, watch, writer, release, concurrency, readiness } = self;
+        let Controller { shared, api, watch, writer, release, concurrency, readiness, related } = self;
         // kube-runtime wants a Sync shutdown future; a oneshot receiver is one whatever the
         // caller's future is.
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
@@ -487,6 +518,19 @@ impl<K: Watched> Controller<K> {
             let mapper = shared.clone();
             controller = controller
                 .watches_stream(release_changes(events), move |release: Release| mapper.objects_of_release(&release));
+        }
+        for watch in related {
+            let marking = shared.clone();
+            // Only objects in the cache are queued: a name that maps to nothing is dropped here
+            // rather than counted as pending forever.
+            let known = watch().filter(move |oref| {
+                let exists = marking.objects.get(oref).is_some();
+                if exists {
+                    marking.mark_pending([oref.clone()]);
+                }
+                std::future::ready(exists)
+            });
+            controller = controller.reconcile_on(known);
         }
         let bulk = shared.clone();
         controller = controller

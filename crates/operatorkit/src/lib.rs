@@ -1,7 +1,8 @@
 //! # operatorkit
 //!
 //! A provider-agnostic controller library on kube-rs, the Rust successor of Giant Swarm's Go
-//! `operatorkit`. A controller watches one kind; each object is routed, through the `Release`
+//! `operatorkit`. A controller reconciles one kind (related kinds it watches only requeue those
+//! objects); each object is routed, through the `Release`
 //! its `release.giantswarm.io/version` label names, to the one [`ResourceSet`] that handles this
 //! operator's version; the set's [`Resource`]s then run in order, sharing a typed
 //! per-reconcile state and steering the reconcile with explicit [`Outcome`]s.

@@ -301,3 +301,51 @@ async fn shutdown_before_the_first_list_completes_stops_at_once() {
     running.stop().await;
     assert!(script.calls_for("early").is_empty(), "nothing reconciled: {:?}", script.calls());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_related_object_changing_requeues_the_object_it_names() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::runtime::reflector::ObjectRef;
+
+    let (h, script) = with_release().await;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(h.client.clone(), NS);
+    let controller = controller(&h, "related-test", vec![set(&h, &script, "v1", "^1", &STEPS)])
+        .watches(secrets.clone(), |s: &Secret| {
+            let parent = s.metadata.labels.as_ref().and_then(|l| l.get("test.giantswarm.io/parent"));
+            parent.map(|p| ObjectRef::new(p).within(NS)).into_iter().collect()
+        })
+        .build()
+        .unwrap();
+    let running = spawn(controller);
+    h.create_cluster("parent", Some("20.0.0")).await;
+    h.create_cluster("other", Some("20.0.0")).await;
+    eventually("both reconciled", || async {
+        script.count("parent", "c", Phase::Create) >= 1 && script.count("other", "c", Phase::Create) >= 1
+    })
+    .await;
+    settle().await;
+    let (parent, other) = (script.count("parent", "c", Phase::Create), script.count("other", "c", Phase::Create));
+
+    let child = |name: &str, parent: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("test.giantswarm.io/parent".to_string(), parent.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // A child of an object that does not exist is dropped without harm.
+    secrets.create(&Default::default(), &child("orphan", "missing")).await.unwrap();
+    secrets.create(&Default::default(), &child("child", "parent")).await.unwrap();
+    eventually("the parent reconciled again", || async { script.count("parent", "c", Phase::Create) > parent }).await;
+    let after_create = script.count("parent", "c", Phase::Create);
+    // Deleting the child requeues the parent too.
+    secrets.delete("child", &Default::default()).await.unwrap();
+    eventually("the parent reconciled on the deletion", || async {
+        script.count("parent", "c", Phase::Create) > after_create
+    })
+    .await;
+    settle().await;
+    assert_eq!(script.count("other", "c", Phase::Create), other, "an unrelated object is not requeued");
+    running.stop().await;
+}

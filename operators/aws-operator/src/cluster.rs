@@ -474,6 +474,10 @@ impl Resource<AWSCluster, ClusterState> for Master {
     }
 }
 
+/// The `Ready` reason while the cluster's own stacks are ready and its control plane or node
+/// pools are not.
+const WAITING_FOR_NODES: &str = "WaitingForNodes";
+
 /// Writes the status: conditions, stacks, endpoint.
 #[derive(Debug)]
 pub struct Status;
@@ -485,12 +489,13 @@ impl Resource<AWSCluster, ClusterState> for Status {
 
     async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
         write_cluster_status(state, obj).await?;
-        // The control plane and node pools report through their own objects, which this
-        // controller does not watch: look again until the whole cluster is ready.
-        if operatorkit::conditions::is_status_condition_true(&state.status.conditions, READY) {
-            Ok(Outcome::proceed())
-        } else {
-            Ok(Outcome::proceed().requeue_after(state.shared.config.poll))
+        // Waiting only for the control plane and node pools needs no polling: every change of
+        // theirs requeues the cluster (the controller watches them). Anything else of its own
+        // that is not ready yet is looked at again after the poll interval.
+        let ready = &state.status.conditions.iter().find(|c| c.type_ == READY);
+        match ready {
+            Some(c) if c.status == "True" || c.reason == WAITING_FOR_NODES => Ok(Outcome::proceed()),
+            _ => Ok(Outcome::proceed().requeue_after(state.shared.config.poll)),
         }
     }
 
@@ -540,7 +545,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     } else if own_ready {
         (
             false,
-            "WaitingForNodes",
+            WAITING_FOR_NODES,
             "the cluster network is ready; waiting for the control plane and node pools".to_string(),
         )
     } else if updating {

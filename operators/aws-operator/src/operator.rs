@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
-use operatorkit::{Controller, Metrics, Readiness, ReleaseCondition, ResourceSet};
+use kube::Api;
+use kube::runtime::reflector::ObjectRef;
+use operatorkit::{Controller, ControllerBuilder, Metrics, Readiness, ReleaseCondition, ResourceSet};
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
@@ -41,14 +43,14 @@ fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
 
 /// One controller of this operator: routed by Release to `set`, reporting routing problems in a
 /// `ReleaseResolved` condition.
-fn controller<K>(
+fn builder<K>(
     name: &str,
     set: ResourceSet<K>,
     client: &kube::Client,
     metrics: &Metrics,
     readiness: &Readiness,
     settings: &RunSettings,
-) -> anyhow::Result<Controller<K>>
+) -> ControllerBuilder<K>
 where
     K: kube::Resource<DynamicType = ()>
         + serde::Serialize
@@ -59,7 +61,7 @@ where
         + Sync
         + 'static,
 {
-    Ok(Controller::<K>::builder(client.clone(), name)
+    Controller::<K>::builder(client.clone(), name)
         .operator(COMPONENT)
         .resource_set(set)
         .metrics(metrics)
@@ -67,7 +69,13 @@ where
         .status_hook(ReleaseCondition::new(client.clone()))
         .concurrency(settings.concurrency)
         .resync(settings.resync)
-        .build()?)
+}
+
+/// The AWSCluster a control plane or node pool belongs to: its `giantswarm.io/cluster` label, in
+/// its namespace.
+fn owning_cluster<C: kube::ResourceExt>(child: &C) -> Vec<ObjectRef<AWSCluster>> {
+    let cluster = child.labels().get(apis::labels::CLUSTER);
+    cluster.map(|id| ObjectRef::new(id).within(&child.namespace().unwrap_or_default())).into_iter().collect()
 }
 
 /// Build and run the three controllers until `shutdown`.
@@ -95,7 +103,12 @@ pub async fn run(
     .resource(cluster::Status)
     .resource(cluster::Teardown)
     .build();
-    let cluster_controller = controller(cluster::CONTROLLER, clusters, &client, metrics, readiness, &settings)?;
+    // The cluster's Ready condition summarises its control plane and node pools: their changes
+    // requeue it.
+    let cluster_controller = builder(cluster::CONTROLLER, clusters, &client, metrics, readiness, &settings)
+        .watches(Api::<AWSControlPlane>::all(client.clone()), owning_cluster)
+        .watches(Api::<AWSMachineDeployment>::all(client.clone()), owning_cluster)
+        .build()?;
 
     let s = shared.clone();
     let cps = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSControlPlane>, _| {
@@ -105,7 +118,7 @@ pub async fn run(
     .resource(control_plane::Inputs)
     .resource(control_plane::Masters)
     .build();
-    let cp_controller = controller(control_plane::CONTROLLER, cps, &client, metrics, readiness, &settings)?;
+    let cp_controller = builder(control_plane::CONTROLLER, cps, &client, metrics, readiness, &settings).build()?;
 
     let s = shared.clone();
     let mds = ResourceSet::builder(set_name, req, move |obj: Arc<AWSMachineDeployment>, _| {
@@ -116,7 +129,7 @@ pub async fn run(
     .resource(machine_deployment::Ipam)
     .resource(machine_deployment::Pool)
     .build();
-    let md_controller = controller(machine_deployment::CONTROLLER, mds, &client, metrics, readiness, &settings)?;
+    let md_controller = builder(machine_deployment::CONTROLLER, mds, &client, metrics, readiness, &settings).build()?;
 
     tokio::join!(
         cluster_controller.run(shutdown.clone()),
