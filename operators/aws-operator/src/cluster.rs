@@ -330,27 +330,13 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             ResourceError::msg("InvalidAvailabilityZones", format!("{}: {e}", common::describe(obj))).permanent()
         })?;
         let (cp_vpc, cp_cidr, cp_tables) = control_plane_network(&shared, &cp).await?;
-        let params = tccp::Params {
-            common: common.clone(),
-            vpc_cidr: cluster_cidr.to_string(),
-            pod_cidr: None,
-            azs: layout
-                .iter()
-                .map(|a| tccp::TccpAz {
-                    name: a.name.clone(),
-                    public_cidr: a.public.to_string(),
-                    private_cidr: a.private.to_string(),
-                    aws_cni_cidr: a.aws_cni.map(|c| c.to_string()),
-                })
-                .collect(),
-            control_plane: tccp::ControlPlaneVpc {
-                account_id: cp.account_id.clone(),
-                vpc_id: cp_vpc,
-                cidr: cp_cidr,
-                peer_role_arn: peer_role,
-            },
-            whitelist: Default::default(),
+        let control_plane = tccp::ControlPlaneVpc {
+            account_id: cp.account_id.clone(),
+            vpc_id: cp_vpc,
+            cidr: cp_cidr,
+            peer_role_arn: peer_role,
         };
+        let params = tccp_params(&common, cluster_cidr, &layout, control_plane);
         let desired = DesiredStack {
             kind: StackKind::Tccp,
             name: name.clone(),
@@ -471,6 +457,33 @@ impl Resource<AWSCluster, ClusterState> for Master {
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
+    }
+}
+
+/// TCCP's parameters from the cluster CIDR and its zone layout (`ipam::tccp_layout`), for the
+/// controller and `aws-operator render` alike. No AWS-CNI pod block: releases from 19 on run
+/// Cilium.
+pub fn tccp_params(
+    common: &stacks::Common,
+    cluster_cidr: Ipv4Net,
+    layout: &[ipam::TccpAz],
+    control_plane: tccp::ControlPlaneVpc,
+) -> tccp::Params {
+    tccp::Params {
+        common: common.clone(),
+        vpc_cidr: cluster_cidr.to_string(),
+        pod_cidr: None,
+        azs: layout
+            .iter()
+            .map(|a| tccp::TccpAz {
+                name: a.name.clone(),
+                public_cidr: a.public.to_string(),
+                private_cidr: a.private.to_string(),
+                aws_cni_cidr: a.aws_cni.map(|c| c.to_string()),
+            })
+            .collect(),
+        control_plane,
+        whitelist: Default::default(),
     }
 }
 

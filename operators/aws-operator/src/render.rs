@@ -692,27 +692,13 @@ fn plan_cluster(
             format!("the control plane and node pools name zones {}: {e}", azs.join(", ")),
         )
     })?;
-    let params = tccp::Params {
-        common: common.clone(),
-        vpc_cidr: cidr.cidr.to_string(),
-        pod_cidr: None,
-        azs: layout
-            .iter()
-            .map(|a| tccp::TccpAz {
-                name: a.name.clone(),
-                public_cidr: a.public.to_string(),
-                private_cidr: a.private.to_string(),
-                aws_cni_cidr: a.aws_cni.map(|c| c.to_string()),
-            })
-            .collect(),
-        control_plane: tccp::ControlPlaneVpc {
-            account_id: cp_account.to_string(),
-            vpc_id: cp_vpc.clone(),
-            cidr: cp_cidr.clone(),
-            peer_role_arn: peer_role,
-        },
-        whitelist: Default::default(),
+    let peer = tccp::ControlPlaneVpc {
+        account_id: cp_account.to_string(),
+        vpc_id: cp_vpc.clone(),
+        cidr: cp_cidr.clone(),
+        peer_role_arn: peer_role,
     };
+    let params = crate::cluster::tccp_params(&common, cidr.cidr, &layout, peer);
     let template = tccp::render(&params);
     let outputs = tccp::Outputs::from_outputs(&expected_outputs(&template, &name), &azs).map_err(|e| {
         invalid(
