@@ -86,6 +86,36 @@ pub struct CpRouteTable {
     pub name: String,
 }
 
+/// Routes from every management route table to every `(az, cidr)` subnet through the peering,
+/// named by `route_id(az, table)`; or, without any, a placeholder resource, as a template needs
+/// one. TCCPF (the cluster's private subnets) and TCNPF (a pool's) are made of these.
+pub(crate) fn add_peering_routes<'a>(
+    t: &mut crate::cfn::Template,
+    subnets: impl IntoIterator<Item = (&'a str, &'a str)>,
+    route_tables: &[CpRouteTable],
+    peering_connection_id: &str,
+    route_id: impl Fn(&str, &CpRouteTable) -> String,
+) {
+    for (az, cidr) in subnets {
+        for rt in route_tables {
+            t.add(
+                route_id(az, rt),
+                crate::cfn::Resource::new(
+                    "AWS::EC2::Route",
+                    json!({
+                        "RouteTableId": rt.id,
+                        "DestinationCidrBlock": cidr,
+                        "VpcPeeringConnectionId": peering_connection_id,
+                    }),
+                ),
+            );
+        }
+    }
+    if t.resources.is_empty() {
+        tccpf::add_placeholder(t);
+    }
+}
+
 /// The tags of a stack (§5.1). CloudFormation copies stack tags onto every resource it creates
 /// (EC2 instances included, through their auto scaling groups), and the operator finds resources
 /// again by them.

@@ -12,7 +12,7 @@
 
 use serde_json::json;
 
-use super::{Common, CpRouteTable, version_outputs};
+use super::{Common, CpRouteTable, add_peering_routes, version_outputs};
 use crate::cfn::{Resource, Template};
 use crate::names;
 
@@ -50,24 +50,8 @@ pub fn route_id(az: &str, route_table: &CpRouteTable) -> String {
 /// Renders the full TCCPF template.
 pub fn render(p: &Params) -> Template {
     let mut t = base(p);
-    for subnet in &p.private_subnets {
-        for rt in &p.route_tables {
-            t.add(
-                route_id(&subnet.az, rt),
-                Resource::new(
-                    "AWS::EC2::Route",
-                    json!({
-                        "RouteTableId": rt.id,
-                        "DestinationCidrBlock": subnet.cidr,
-                        "VpcPeeringConnectionId": p.peering_connection_id,
-                    }),
-                ),
-            );
-        }
-    }
-    if t.resources.is_empty() {
-        add_placeholder(&mut t);
-    }
+    let subnets = p.private_subnets.iter().map(|s| (s.az.as_str(), s.cidr.as_str()));
+    add_peering_routes(&mut t, subnets, &p.route_tables, &p.peering_connection_id, route_id);
     t
 }
 
@@ -85,7 +69,7 @@ fn base(p: &Params) -> Template {
     t
 }
 
-fn add_placeholder(t: &mut Template) {
+pub(super) fn add_placeholder(t: &mut Template) {
     t.add(PLACEHOLDER, Resource::new("AWS::CloudFormation::WaitConditionHandle", json!({})));
 }
 

@@ -5,10 +5,8 @@
 //! are `VPCPeeringRoute-<az>-<route table>` sanitised; upstream used the route table's `Name`
 //! tag, which need not be unique, so the route table ID is used instead.
 
-use serde_json::json;
-
-use super::{Common, CpRouteTable, version_outputs};
-use crate::cfn::{Resource, Template};
+use super::{Common, CpRouteTable, add_peering_routes, version_outputs};
+use crate::cfn::Template;
 use crate::names;
 
 /// One private subnet of the pool.
@@ -46,25 +44,9 @@ pub fn render(p: &Params) -> Template {
         "Tenant cluster {} node pool {} routes from the management VPC (tcnpf).",
         p.common.cluster_id, p.node_pool_id
     ));
-    for subnet in &p.subnets {
-        for rt in &p.route_tables {
-            t.add(
-                route_id(&subnet.az, rt),
-                Resource::new(
-                    "AWS::EC2::Route",
-                    json!({
-                        "RouteTableId": rt.id,
-                        "DestinationCidrBlock": subnet.cidr,
-                        "VpcPeeringConnectionId": p.peering_connection_id,
-                    }),
-                ),
-            );
-        }
-    }
-    if t.resources.is_empty() {
-        // A pool always has at least one AZ; this only keeps a degenerate input valid.
-        t.add(super::tccpf::PLACEHOLDER, Resource::new("AWS::CloudFormation::WaitConditionHandle", json!({})));
-    }
+    // A pool always has at least one zone; the placeholder only keeps a degenerate input valid.
+    let subnets = p.subnets.iter().map(|s| (s.az.as_str(), s.cidr.as_str()));
+    add_peering_routes(&mut t, subnets, &p.route_tables, &p.peering_connection_id, route_id);
     version_outputs(&mut t, &p.common);
     t
 }
