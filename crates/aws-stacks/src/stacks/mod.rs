@@ -77,6 +77,16 @@ impl Common {
     }
 }
 
+/// What a node's instance role needs to pull images from ECR (masters and workers alike).
+pub(crate) const ECR_PULL_ACTIONS: &[&str] = &[
+    "ecr:GetAuthorizationToken",
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:BatchGetImage",
+    "ecr:DescribeRepositories",
+    "ecr:ListImages",
+];
+
 /// A route table of the management cluster's VPC, target of the TCCPF and TCNPF routes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpRouteTable {

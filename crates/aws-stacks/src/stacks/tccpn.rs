@@ -407,17 +407,7 @@ fn add_iam(t: &mut Template, p: &Params) {
             "Resource": "*",
             "Condition": { "StringEquals": { "autoscaling:ResourceTag/giantswarm.io/cluster": cid } },
         }),
-        cfn::allow(
-            &[
-                "ecr:GetAuthorizationToken",
-                "ecr:BatchCheckLayerAvailability",
-                "ecr:GetDownloadUrlForLayer",
-                "ecr:BatchGetImage",
-                "ecr:DescribeRepositories",
-                "ecr:ListImages",
-            ],
-            any.clone(),
-        ),
+        cfn::allow(super::ECR_PULL_ACTIONS, any.clone()),
         cfn::allow(
             &[
                 "elasticfilesystem:DescribeAccessPoints",

@@ -614,17 +614,7 @@ fn add_iam(t: &mut Template, p: &Params) {
         cfn::allow(&["s3:GetBucketLocation", "s3:ListAllMyBuckets"], any.clone()),
         cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(&p.bucket))),
         cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{}/*", p.bucket)))),
-        cfn::allow(
-            &[
-                "ecr:GetAuthorizationToken",
-                "ecr:BatchCheckLayerAvailability",
-                "ecr:GetDownloadUrlForLayer",
-                "ecr:BatchGetImage",
-                "ecr:DescribeRepositories",
-                "ecr:ListImages",
-            ],
-            any.clone(),
-        ),
+        cfn::allow(super::ECR_PULL_ACTIONS, any.clone()),
         cfn::allow(
             &[
                 "ec2:CreateSnapshot",
