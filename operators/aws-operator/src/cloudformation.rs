@@ -703,18 +703,22 @@ mod tests {
         assert_eq!(delete_retry_backoff(40), Duration::from_secs(600));
     }
 
-    #[tokio::test]
-    async fn the_cache_lists_an_account_once_until_invalidated() {
-        let fake = FakeCloudFormation::new();
-        let req = StackRequest {
-            name: "s1".into(),
+    /// A request for an empty stack called `name`.
+    fn request(name: &str, termination_protection: bool) -> StackRequest {
+        StackRequest {
+            name: name.into(),
             template_body: Some("{}".into()),
             template_url: None,
             tags: BTreeMap::new(),
             named_iam: false,
-            termination_protection: true,
-        };
-        fake.create(&req).await.unwrap();
+            termination_protection,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_cache_lists_an_account_once_until_invalidated() {
+        let fake = FakeCloudFormation::new();
+        fake.create(&request("s1", true)).await.unwrap();
         let cache = StackCache::new(Duration::from_secs(600), Duration::from_secs(5));
         for _ in 0..10 {
             assert!(cache.get("acct/eu-central-1", &fake, "s1").await.unwrap().is_some());
@@ -732,15 +736,7 @@ mod tests {
     #[tokio::test]
     async fn a_transitioning_stack_shortens_the_cache_lifetime() {
         let fake = FakeCloudFormation::new();
-        let req = StackRequest {
-            name: "s1".into(),
-            template_body: Some("{}".into()),
-            template_url: None,
-            tags: BTreeMap::new(),
-            named_iam: false,
-            termination_protection: false,
-        };
-        fake.create(&req).await.unwrap();
+        fake.create(&request("s1", false)).await.unwrap();
         fake.set_status("s1", "CREATE_IN_PROGRESS", None);
         let cache = StackCache::new(Duration::from_secs(600), Duration::ZERO);
         cache.get("a", &fake, "s1").await.unwrap();
