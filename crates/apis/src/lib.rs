@@ -36,6 +36,28 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The CRDs each operator's Helm chart ships in its `crds/` directory (`make chart-crds` writes
+/// them; a test fails when a chart's files differ from the Rust types): the kinds the operator
+/// reads or writes. Kinds shared by operators (`Release`) ship in each chart; Helm installs a CRD
+/// only when it does not exist yet.
+pub fn chart_crds() -> Vec<(&'static str, Vec<CustomResourceDefinition>)> {
+    vec![(
+        "aws-operator",
+        vec![
+            release::Release::crd(),
+            aws::AWSCluster::crd(),
+            aws::AWSControlPlane::crd(),
+            aws::AWSMachineDeployment::crd(),
+            aws::NetworkPool::crd(),
+        ],
+    )]
+}
+
+/// The file of `crd` in a chart's `crds/` directory: `<plural>.<group>.yaml`.
+pub fn chart_crd_file(crd: &CustomResourceDefinition) -> String {
+    format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("unnamed"))
+}
+
 /// Render CRDs as one multi-document YAML stream.
 pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, String> {
     let mut out = String::new();

@@ -1,0 +1,135 @@
+{{/*
+What the shared templates (charts/operator-lib) ask of this chart: the daemon's arguments,
+environment, volumes, pod annotations, RBAC rules and alerts.
+*/}}
+
+{{- define "aws-operator.credentialsSecret" -}}
+{{- if .Values.aws.credentials.existingSecret -}}
+{{- .Values.aws.credentials.existingSecret -}}
+{{- else if .Values.aws.credentials.create -}}
+{{- printf "%s-aws-credentials" (include "operator-lib.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "operator.args" -}}
+- daemon
+- --listen=0.0.0.0:{{ .Values.metrics.port }}
+- --installation={{ required "operator.installation is required: the management cluster's name (its VPC's Name tag)" .Values.operator.installation }}
+- --region={{ .Values.operator.region }}
+- --ami-file=/etc/aws-operator/ami.json
+- --ipam-range={{ .Values.operator.ipamRange }}
+- --subnet-mask-bits={{ .Values.operator.subnetMaskBits }}
+- --route53-enabled={{ .Values.operator.route53Enabled }}
+- --registry={{ .Values.operator.registry }}
+- --concurrency={{ .Values.operator.concurrency }}
+- --resync-seconds={{ .Values.operator.resyncSeconds }}
+- --poll-seconds={{ .Values.operator.pollSeconds }}
+{{- with .Values.operator.routeTables }}
+- --route-tables={{ join "," . }}
+{{- end }}
+{{- with .Values.operator.controlPlaneRoleArn }}
+- --control-plane-role-arn={{ . }}
+{{- end }}
+{{- with .Values.operator.awsEndpointUrl }}
+- --aws-endpoint-url={{ . }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- range .Values.leaderElection.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "operator.env" -}}
+{{- with (include "aws-operator.credentialsSecret" .) }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_ACCESS_KEY_ID
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_SECRET_ACCESS_KEY
+{{- end }}
+{{- end -}}
+
+{{- define "operator.volumes" -}}
+- name: amis
+  configMap:
+    name: {{ include "operator-lib.fullname" . }}
+{{- end -}}
+
+{{- define "operator.volumeMounts" -}}
+- name: amis
+  mountPath: /etc/aws-operator
+  readOnly: true
+{{- end -}}
+
+{{- define "operator.podAnnotations" -}}
+checksum/amis: {{ toJson .Values.amis | sha256sum }}
+{{- end -}}
+
+{{/*
+What aws-operator calls, and nothing more (operators/aws-operator/src; the install test checks
+every rule against the request log of an end-to-end run):
+- its three kinds: watched by the controllers, finalizers by JSON patch, status by merge patch;
+  node pools also get their subnet annotation by merge patch;
+- NetworkPools and Releases: read (Releases are watched by the router);
+- per cluster, a namespace (created, locked by annotation with get/update, applied, deleted)
+  with the master Service and Endpoints (server-side apply: create and patch);
+- Secrets: the credential Secret an AWSCluster names, and the certificate Secrets of a cluster,
+  listed by label across namespaces (the node configs carry them);
+- Events about the objects, in their namespaces.
+*/}}
+{{- define "operator.clusterRules" -}}
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["awsclusters", "awscontrolplanes", "awsmachinedeployments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["awsclusters/status", "awscontrolplanes/status", "awsmachinedeployments/status"]
+  verbs: ["patch"]
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["networkpools"]
+  verbs: ["get", "list"]
+- apiGroups: ["release.giantswarm.io"]
+  resources: ["releases"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "create", "update", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services", "endpoints"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{- define "operator.alertRules" -}}
+{{ include "operator-lib.commonAlertRules" . }}
+- alert: {{ .Values.metrics.prometheusRule.alertPrefix }}StackFailed
+  expr: sum by (stack, operation) (increase(aws_operator_stack_transitions_total{ {{- include "operator-lib.jobSelector" . -}} ,operation=~".*_FAILED|.*ROLLBACK_COMPLETE"}[15m])) > 0
+  labels:
+    severity: {{ .Values.metrics.prometheusRule.severity }}
+  annotations:
+    summary: "aws-operator {{ .Chart.AppVersion }}: a {{ "{{" }} $labels.stack {{ "}}" }} stack went to {{ "{{" }} $labels.operation {{ "}}" }}"
+    description: "Read the stack's events in CloudFormation and the Warning events of the cluster object."
+- alert: {{ .Values.metrics.prometheusRule.alertPrefix }}StackCallsFailing
+  expr: sum by (stack, operation) (rate(aws_operator_stack_operations_total{ {{- include "operator-lib.jobSelector" . -}} ,result="error"}[10m])) > 0
+  for: 30m
+  labels:
+    severity: {{ .Values.metrics.prometheusRule.severity }}
+  annotations:
+    summary: "aws-operator {{ .Chart.AppVersion }}: CloudFormation {{ "{{" }} $labels.operation {{ "}}" }} calls on {{ "{{" }} $labels.stack {{ "}}" }} stacks keep failing"
+{{- end -}}
+
+{{- define "operator.serviceAccountAnnotations" -}}
+{{- with .Values.aws.irsaRoleArn }}
+eks.amazonaws.com/role-arn: {{ . }}
+{{- end }}
+{{- end -}}

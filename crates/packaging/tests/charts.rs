@@ -1,0 +1,359 @@
+//! The charts, rendered by the real Helm binary: lint, restricted pods, least-privilege RBAC,
+//! credentials, configuration from values, monitoring only where its CRDs exist, and names that
+//! let two operator versions share a namespace.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use packaging::{chart_dir, helm, helm_template, operator_version, parse_objects};
+use serde_json::Value;
+
+const CHART: &str = "aws-operator";
+const MONITORING: [&str; 2] = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"];
+
+fn values_sets() -> Result<Vec<String>> {
+    let mut sets: Vec<String> = std::fs::read_dir(chart_dir(CHART).join("ci"))?
+        .map(|e| Ok(format!("ci/{}", e?.file_name().to_string_lossy())))
+        .collect::<Result<_>>()?;
+    sets.sort();
+    assert!(sets.len() >= 4, "expected several values sets in charts/{CHART}/ci, found {sets:?}");
+    Ok(sets)
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(objects, kind);
+    assert_eq!(found.len(), 1, "expected one {kind}, found {}", found.len());
+    found[0]
+}
+
+fn name(o: &Value) -> &str {
+    o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn lint_strict_passes_with_every_values_set() -> Result<()> {
+    for set in values_sets()? {
+        helm(CHART, &["lint", "--strict", ".", "--values", &set]).with_context(|| set.clone())?;
+    }
+    Ok(())
+}
+
+#[test]
+fn chart_version_app_version_and_crate_version_agree() -> Result<()> {
+    let chart: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart_dir(CHART).join("Chart.yaml"))?)?;
+    let version = operator_version(CHART)?;
+    assert_eq!(chart["version"], version.as_str(), "Chart.yaml version differs from the crate's");
+    assert_eq!(chart["appVersion"], version.as_str(), "Chart.yaml appVersion differs from the crate's");
+    Ok(())
+}
+
+#[test]
+fn the_installation_is_required_and_bad_values_are_rejected_by_the_schema() {
+    let err = helm_template(CHART, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("operator.installation is required"), "{err}");
+    let err = helm(
+        CHART,
+        &["template", CHART, ".", "--set", "operator.installation=x", "--set", "operator.region=Frankfurt"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("region"), "{err}");
+    let err = helm(CHART, &["template", CHART, ".", "--set", "operator.installation=x", "--set", "replica=3"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("replica"), "a misspelt key must be rejected: {err}");
+}
+
+#[test]
+fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
+    for set in values_sets()? {
+        let objects = helm_template(CHART, &[&set], &[])?;
+        let deploy = one(&objects, "Deployment");
+        let pod = &deploy["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{set}");
+        assert_eq!(pod["securityContext"]["runAsUser"], 65532, "{set}");
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{set}");
+        assert!(pod["hostNetwork"].is_null() && pod["hostPID"].is_null(), "{set}");
+        for c in pod["containers"].as_array().unwrap() {
+            let sc = &c["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{set}");
+            assert_eq!(sc["readOnlyRootFilesystem"], true, "{set}");
+            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "{set}");
+            assert!(sc["capabilities"]["add"].is_null(), "{set}");
+            assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{set}");
+            assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{set}");
+            assert!(c["resources"]["requests"]["memory"].is_string(), "{set}: memory request");
+            assert!(c["resources"]["limits"]["memory"].is_string(), "{set}: memory limit");
+        }
+        for v in pod["volumes"].as_array().unwrap() {
+            assert!(v["hostPath"].is_null(), "{set}: hostPath volume {v}");
+        }
+        assert!(!pod["topologySpreadConstraints"].as_array().unwrap().is_empty(), "{set}");
+    }
+    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    assert_eq!(one(&objects, "Deployment")["spec"]["replicas"], 2, "two replicas by default");
+    let pdb = one(&objects, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["selector"], one(&objects, "Deployment")["spec"]["selector"]);
+    Ok(())
+}
+
+#[test]
+fn rbac_is_least_privilege() -> Result<()> {
+    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    let mut secret_verbs = BTreeSet::new();
+    for role in of_kind(&objects, "ClusterRole").into_iter().chain(of_kind(&objects, "Role")) {
+        for rule in role["rules"].as_array().unwrap() {
+            for field in ["apiGroups", "resources", "verbs"] {
+                for item in rule[field].as_array().unwrap() {
+                    let item = item.as_str().unwrap();
+                    assert!(!item.contains('*'), "{} {}: wildcard in {field}: {rule}", role["kind"], name(role));
+                }
+            }
+            for verb in rule["verbs"].as_array().unwrap() {
+                assert!(
+                    !["escalate", "bind", "impersonate"].contains(&verb.as_str().unwrap()),
+                    "{}: {verb} is never needed",
+                    name(role)
+                );
+            }
+            if rule["resources"].as_array().unwrap().iter().any(|r| r == "secrets") {
+                assert_eq!(rule["resources"].as_array().unwrap().len(), 1, "secrets get a rule of their own: {rule}");
+                secret_verbs.extend(rule["verbs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()));
+            }
+        }
+    }
+    // The operator reads credential and certificate Secrets; it never writes one.
+    assert_eq!(secret_verbs, BTreeSet::from(["get".to_string(), "list".to_string()]));
+    // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
+    // for everything but create.
+    let lease = format!("{CHART}-{}", operator_version(CHART)?);
+    let role = one(&objects, "Role");
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!(rule["resources"], serde_json::json!(["leases"]));
+        if rule["verbs"] != serde_json::json!(["create"]) {
+            assert_eq!(rule["resourceNames"], serde_json::json!([lease]));
+        }
+    }
+    // Every binding names the chart's ServiceAccount and role.
+    let sa = name(one(&objects, "ServiceAccount")).to_string();
+    for b in of_kind(&objects, "ClusterRoleBinding").into_iter().chain(of_kind(&objects, "RoleBinding")) {
+        assert_eq!(b["subjects"][0]["name"], sa.as_str());
+        assert_eq!(b["roleRef"]["name"], name(b));
+    }
+    Ok(())
+}
+
+#[test]
+fn credentials_are_irsa_or_a_secret_and_never_in_plain_sight() -> Result<()> {
+    let irsa = helm_template(CHART, &["ci/irsa-values.yaml"], &[])?;
+    assert_eq!(
+        one(&irsa, "ServiceAccount")["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+        "arn:aws:iam::123456789012:role/aws-operator"
+    );
+    assert!(of_kind(&irsa, "Secret").is_empty());
+
+    let yaml = packaging::helm_template_yaml(CHART, &["ci/secret-values.yaml"], &[])?;
+    let objects = parse_objects(&yaml)?;
+    let secret = one(&objects, "Secret");
+    let container = &one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let env = container["env"].as_array().unwrap();
+    for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+        let e = env.iter().find(|e| e["name"] == key).with_context(|| format!("{key} in env"))?;
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["name"], name(secret));
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["key"], key);
+    }
+    // The secret key appears in the Secret and nowhere else.
+    for o in objects.iter().filter(|o| o["kind"] != "Secret") {
+        assert!(!o.to_string().contains("ci-secret-access-key-not-real"), "{} {} holds the key", o["kind"], name(o));
+    }
+
+    let existing = helm_template(CHART, &["ci/minimal-footprint-values.yaml"], &[])?;
+    assert!(of_kind(&existing, "Secret").is_empty());
+    assert!(existing.iter().any(|o| o.to_string().contains("\"aws-operator-credentials\"")));
+    Ok(())
+}
+
+#[test]
+fn operator_configuration_comes_from_values() -> Result<()> {
+    let objects = helm_template(CHART, &["ci/irsa-values.yaml"], &[])?;
+    let deploy = one(&objects, "Deployment");
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for want in [
+        "daemon",
+        "--installation=ci",
+        "--region=eu-west-1",
+        "--control-plane-role-arn=arn:aws:iam::123456789012:role/aws-operator-control-plane",
+        "--ipam-range=10.2.0.0/16",
+        "--subnet-mask-bits=25",
+        "--route-tables=ci-private-0,ci-private-1",
+        "--ami-file=/etc/aws-operator/ami.json",
+    ] {
+        assert!(args.contains(&want), "{want} missing from {args:?}");
+    }
+    assert_eq!(
+        container["image"],
+        "ghcr.io/giantswarm-rs/aws-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+    );
+    let cm = one(&objects, "ConfigMap");
+    let amis: Value = serde_json::from_str(cm["data"]["ami.json"].as_str().unwrap())?;
+    assert_eq!(amis["3815.2.0"]["eu-west-1"], "ami-0123456789abcdef0");
+    let mount = container["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "amis").unwrap();
+    assert_eq!(mount["mountPath"], "/etc/aws-operator");
+    // A changed AMI map rolls the pods.
+    let other = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    let annotation = |objs: &[Value]| {
+        one(objs, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/amis"].clone()
+    };
+    assert_ne!(annotation(&objects), annotation(&other));
+    let version = operator_version(CHART)?;
+    let plain = one(&other, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(
+        plain,
+        format!("ghcr.io/giantswarm-rs/aws-operator:{version}").as_str(),
+        "the image tag is the crate version"
+    );
+    Ok(())
+}
+
+#[test]
+fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
+    let without = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    assert!(of_kind(&without, "ServiceMonitor").is_empty() && of_kind(&without, "PrometheusRule").is_empty());
+    assert_eq!(one(&without, "Service")["spec"]["ports"][0]["name"], "metrics");
+
+    let with = helm_template(CHART, &["ci/minimal-values.yaml"], &MONITORING)?;
+    one(&with, "ServiceMonitor");
+    let rule = one(&with, "PrometheusRule");
+    let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
+    let alerts: BTreeSet<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+    for want in ["AWSOperatorReconcileErrors", "AWSOperatorStackFailed", "AWSOperatorNoLeader"] {
+        assert!(alerts.contains(want), "{want} missing from {alerts:?}");
+    }
+    // Every metric an alert reads is one the operator registers.
+    let sources = [
+        std::fs::read_to_string(packaging::repo_root().join("crates/operatorkit/src/metrics.rs"))?,
+        std::fs::read_to_string(packaging::repo_root().join("operators/aws-operator/src/context.rs"))?,
+    ]
+    .join("\n");
+    for r in rules {
+        let expr = r["expr"].as_str().unwrap();
+        for metric in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("operatorkit_") || w.starts_with("aws_operator_"))
+        {
+            let registered = metric.trim_end_matches("_total");
+            let short = registered.trim_start_matches("operatorkit_");
+            assert!(
+                sources.contains(&format!("\"{registered}\"")) || sources.contains(&format!("\"{short}\"")),
+                "alert {} reads {metric}, which the operator does not register",
+                r["alert"]
+            );
+        }
+        // Each alert only sees this version's series.
+        assert!(expr.contains(&format!("service=\"{}\"", name(rule))), "{expr}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_crds_ship_with_the_chart() -> Result<()> {
+    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    let crds: BTreeSet<&str> = of_kind(&objects, "CustomResourceDefinition").into_iter().map(name).collect();
+    for want in [
+        "awsclusters.infrastructure.giantswarm.io",
+        "awscontrolplanes.infrastructure.giantswarm.io",
+        "awsmachinedeployments.infrastructure.giantswarm.io",
+        "networkpools.infrastructure.giantswarm.io",
+        "releases.release.giantswarm.io",
+    ] {
+        assert!(crds.contains(want), "{want} missing from {crds:?}");
+    }
+    Ok(())
+}
+
+/// A copy of the chart with another appVersion, as the next release would be.
+fn chart_copy_with_version(dir: &Path, version: &str) -> Result<()> {
+    let status = std::process::Command::new("cp").arg("-rL").arg(chart_dir(CHART)).arg(dir).status()?;
+    assert!(status.success());
+    let chart = dir.join(CHART).join("Chart.yaml");
+    let text = std::fs::read_to_string(&chart)?;
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("version:") {
+                format!("version: {version}")
+            } else if l.starts_with("appVersion:") {
+                format!("appVersion: \"{version}\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(chart, text)?;
+    Ok(())
+}
+
+#[test]
+fn two_versions_install_side_by_side_without_sharing_a_name_or_a_pod() -> Result<()> {
+    // The CRDs are the one thing versions share (Helm installs them once and never replaces them).
+    let current: Vec<Value> = helm_template(CHART, &["ci/minimal-values.yaml"], &MONITORING)?
+        .into_iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition")
+        .collect();
+    let tmp = std::env::temp_dir().join(format!("chart-side-by-side-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    chart_copy_with_version(&tmp, "99.0.0")?;
+    let other_chart = tmp.join(CHART);
+    let other = packaging::helm_in(
+        &other_chart,
+        &[
+            "template",
+            "aws-operator-next",
+            ".",
+            "--namespace",
+            "giantswarm",
+            "--values",
+            "ci/minimal-values.yaml",
+            "--api-versions",
+            MONITORING[0],
+            "--api-versions",
+            MONITORING[1],
+        ],
+    )?;
+    let other = parse_objects(&other)?;
+    std::fs::remove_dir_all(&tmp)?;
+    let key = |o: &Value| format!("{}/{}", o["kind"].as_str().unwrap(), name(o));
+    let a: BTreeSet<String> = current.iter().map(key).collect();
+    let b: BTreeSet<String> = other.iter().map(key).collect();
+    let shared: Vec<&String> = a.intersection(&b).collect();
+    assert!(shared.is_empty(), "objects both versions would own: {shared:?}");
+    let version = operator_version(CHART)?.replace('.', "-");
+    for o in &current {
+        assert!(name(o).ends_with(&version), "{} lacks the version in its name", key(o));
+    }
+    // Neither version's selectors pick the other's pods.
+    let pod_labels = |objs: &[Value]| one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"].clone();
+    let selects =
+        |selector: &Value, labels: &Value| selector.as_object().unwrap().iter().all(|(k, v)| labels.get(k) == Some(v));
+    for (mine, theirs) in [(&current, &other), (&other, &current)] {
+        let labels = pod_labels(theirs);
+        for o in mine.iter() {
+            let selector = match o["kind"].as_str().unwrap() {
+                "Deployment" | "PodDisruptionBudget" => &o["spec"]["selector"]["matchLabels"],
+                "Service" => &o["spec"]["selector"],
+                "NetworkPolicy" => &o["spec"]["podSelector"]["matchLabels"],
+                _ => continue,
+            };
+            assert!(!selects(selector, &labels), "{} selects the other version's pods", key(o));
+        }
+    }
+    Ok(())
+}
