@@ -41,6 +41,9 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- end -}}
 
 {{- define "operator.env" -}}
+# Leader election among the replicas (the Lease "aws-operator-<version>" in POD_NAMESPACE).
+- name: AWS_OPERATOR_LEADER_ELECTION
+  value: {{ .Values.leaderElection.enabled | quote }}
 {{- with (include "aws-operator.credentialsSecret" .) }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:

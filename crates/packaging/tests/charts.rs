@@ -97,6 +97,18 @@ fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
     }
     let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
     assert_eq!(one(&objects, "Deployment")["spec"]["replicas"], 2, "two replicas by default");
+    let env = |objs: &[Value], name: &str| {
+        one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(env(&objects, "AWS_OPERATOR_LEADER_ELECTION"), Some(Value::from("true")), "two replicas elect a leader");
+    let single = helm_template(CHART, &["ci/minimal-footprint-values.yaml"], &[])?;
+    assert_eq!(env(&single, "AWS_OPERATOR_LEADER_ELECTION"), Some(Value::from("false")));
+    assert!(of_kind(&single, "Role").is_empty(), "no Lease Role without leader election");
     let pdb = one(&objects, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], one(&objects, "Deployment")["spec"]["selector"]);
     Ok(())
