@@ -94,13 +94,69 @@ pub struct DrainerConfigSpecVersionBundle {
     pub version: String,
 }
 
-/// The observed state of a `DrainerConfig`, written by node-operator.
+/// The condition the drain executor keeps while it works: `True` while draining progresses,
+/// `False` with a reason (`WorkloadClusterUnreachable`, `KubeconfigInvalid`, `DuplicateDrain`, …)
+/// while it cannot, and `False` with reason `Finished` once `Drained` or `Timeout` is set.
+pub const CONDITION_DRAINING: &str = "Draining";
+/// The `status` of a condition that does not hold.
+pub const STATUS_FALSE: &str = "False";
+/// Annotation on a DrainerConfig: the drain timeout as a duration (`90s`, `10m`, `1h`),
+/// replacing the default of 60 minutes for this drain.
+pub const TIMEOUT_ANNOTATION: &str = "drainer.giantswarm.io/timeout";
+
+/// The observed state of a `DrainerConfig`, written by the drain executor (node-operator wrote
+/// only `conditions`; the other fields are this project's progress record, so that a drain
+/// survives restarts without any waiting inside a worker).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainerConfigStatus {
-    /// `Drained` or `Timeout` once draining ended.
+    /// `Drained` or `Timeout` once draining ended; `Draining` while it runs.
     #[serde(default, deserialize_with = "null_as_default")]
     pub conditions: Vec<DrainerConfigStatusCondition>,
+    /// Whether the drain executor cordoned the node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
+    /// How many pods were evicted so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evicted_pods: u32,
+    /// Pods whose eviction was accepted, until no pod with their UID exists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terminating_pods: Vec<DrainPod>,
+    /// Pods whose eviction was refused (a PodDisruptionBudget, a server error) and when they
+    /// are tried again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_pods: Vec<BlockedPod>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A workload-cluster pod, identified by UID.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainPod {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID: a new pod of the same name is another pod.
+    pub uid: String,
+}
+
+/// A pod whose eviction was refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedPod {
+    /// The pod.
+    #[serde(flatten)]
+    pub pod: DrainPod,
+    /// Why the eviction was refused, e.g. the PodDisruptionBudget's message.
+    pub reason: String,
+    /// Refused attempts so far.
+    pub attempts: u32,
+    /// Not tried again before this time.
+    pub retry_at: Time,
 }
 
 /// One condition of a `DrainerConfigStatus`.
@@ -113,9 +169,15 @@ pub struct DrainerConfigStatusCondition {
     pub last_transition_time: Time,
     /// `True` when the condition holds.
     pub status: String,
-    /// `Drained` or `Timeout`.
+    /// `Drained`, `Timeout` or `Draining`.
     #[serde(rename = "type")]
     pub type_: String,
+    /// A CamelCase reason for the condition's last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message: what happened and, for problems, what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl DrainerConfigStatusCondition {
@@ -126,6 +188,8 @@ impl DrainerConfigStatusCondition {
             last_transition_time: Time(now),
             status: STATUS_TRUE.to_string(),
             type_: type_.to_string(),
+            reason: None,
+            message: None,
         }
     }
 }
@@ -144,6 +208,11 @@ impl DrainerConfigStatus {
     /// Whether draining timed out (upstream `HasTimeoutCondition`).
     pub fn timed_out(&self) -> bool {
         self.has_condition(CONDITION_TIMEOUT)
+    }
+
+    /// The condition of `type_`, if present.
+    pub fn condition(&self, type_: &str) -> Option<&DrainerConfigStatusCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
     }
 }
 

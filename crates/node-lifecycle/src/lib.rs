@@ -1,0 +1,42 @@
+//! # node-lifecycle
+//!
+//! What both cluster operators need inside a *workload* cluster (WC), shared so that neither
+//! copies the other and a platform needs no node-operator:
+//!
+//! * [`clients`]: a cached `kube::Client` per workload cluster, resolved from the management
+//!   cluster's Secrets (the Cluster API `<id>-kubeconfig` Secret, else cert-operator
+//!   certificates), rebuilt when its Secret changes, with timeouts and typed errors that tell
+//!   "not reachable yet" from real failures, and no key material in any message;
+//! * [`drain`]: the `DrainerConfig` executor, an operatorkit controller that cordons a node,
+//!   evicts its pods under their PodDisruptionBudgets and sets `Drained` or `Timeout`, one
+//!   short step per reconcile;
+//! * `testing` (feature `testing`): a simulated workload cluster on a second `testenv`, with
+//!   nodes for the machines a test declares and workloads under disruption budgets.
+//!
+//! An operator wires the executor with one call:
+//!
+//! ```no_run
+//! use node_lifecycle::drain::{Drainer, DrainerSettings};
+//! use prometheus_client::registry::Registry;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut registry = Registry::default();
+//! let settings = DrainerSettings::new("aws-operator", semver::Version::new(16, 2, 0));
+//! // Drains every DrainerConfig labelled aws-operator.giantswarm.io/version=16.2.0.
+//! let drainer = Drainer::builder(client, settings, &mut registry).build()?;
+//! drainer.run(CancellationToken::new()).await;
+//! # Ok(()) }
+//! ```
+//!
+//! `docs/node-lifecycle.md` describes the behaviour for users: conditions, events, metrics,
+//! settings and how to test against a simulated workload cluster.
+#![forbid(unsafe_code)]
+
+pub mod clients;
+pub mod drain;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use clients::{ClientOptions, ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
+pub use drain::{Drainer, DrainerSettings};
