@@ -8,6 +8,11 @@
 //! Reported: writes per second, watch event latency p50/p99 (over all watchers), the server's
 //! resident and peak resident memory, the size of the stored JSON, and the memory target
 //! (2 × stored JSON + 50 MiB).
+//!
+//! With `--auth` (`cargo bench -p testenv --bench apiserver -- --auth`) the server runs with
+//! authentication and RBAC, and writers and watchers present a ServiceAccount token from
+//! TokenRequest that a RoleBinding authorizes, so every request is authenticated and
+//! authorized as in a production cluster.
 
 mod support;
 
@@ -20,12 +25,31 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use support::{post, start_server, status_kib};
+use support::{post_as, start_server, status_kib};
 
 const OBJECTS: usize = 10_000;
 const WRITERS: usize = 10;
 const WATCHERS: usize = 10;
 const PAYLOAD: usize = 512;
+const ADMIN_TOKEN: &str = "bench-admin-token";
+
+/// As the administrator: a ServiceAccount, a Role to write and watch ConfigMaps in `bench`
+/// and its binding; then the account's token from TokenRequest.
+async fn bench_token(client: &Client<HttpConnector, Full<Bytes>>, base: &str) -> String {
+    let admin = Some(ADMIN_TOKEN);
+    let ns = format!("{base}/api/v1/namespaces/bench");
+    let rbac = format!("{base}/apis/rbac.authorization.k8s.io/v1/namespaces/bench");
+    post_as(client, &format!("{ns}/serviceaccounts"), &json!({"metadata": {"name": "writer"}}), admin).await;
+    let role = json!({"metadata": {"name": "writer"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "list", "watch"]}]});
+    post_as(client, &format!("{rbac}/roles"), &role, admin).await;
+    let binding = json!({"metadata": {"name": "writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer"}]});
+    post_as(client, &format!("{rbac}/rolebindings"), &binding, admin).await;
+    let tr = post_as(client, &format!("{ns}/serviceaccounts/writer/token"), &json!({}), admin).await;
+    tr["status"]["token"].as_str().expect("a token").to_string()
+}
 
 fn now_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -46,12 +70,15 @@ fn percentile(sorted: &[u128], p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let server = start_server(&[]);
+    let auth = std::env::args().any(|a| a == "--auth");
+    let server = if auth { start_server(&["--rbac", "--admin-token", ADMIN_TOKEN]) } else { start_server(&[]) };
     let base = server.url.clone();
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let ns_path = format!("{base}/api/v1/namespaces/bench/configmaps");
+    let admin = auth.then_some(ADMIN_TOKEN);
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
-    post(&client, &format!("{base}/api/v1/namespaces"), &ns).await;
+    post_as(&client, &format!("{base}/api/v1/namespaces"), &ns, admin).await;
+    let token: Option<Arc<str>> = if auth { Some(bench_token(&client, &base).await.into()) } else { None };
 
     // Watchers: each counts events and records latencies until it has seen every object.
     let ready = Arc::new(tokio::sync::Barrier::new(WATCHERS + 1));
@@ -59,9 +86,15 @@ async fn main() {
     for _ in 0..WATCHERS {
         let url = format!("{ns_path}?watch=true&resourceVersion=1&timeoutSeconds=600");
         let ready = ready.clone();
+        let token = token.clone();
         watchers.push(tokio::spawn(async move {
             let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-            let resp = client.get(url.parse().expect("url")).await.expect("watch");
+            let mut req = http::Request::get(url);
+            if let Some(t) = &token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let resp = client.request(req.body(Full::new(Bytes::new())).expect("request")).await.expect("watch");
+            assert!(resp.status().is_success(), "watch: {}", resp.status());
             ready.wait().await;
             let mut body = resp.into_body();
             let mut buf = Vec::<u8>::new();
@@ -95,6 +128,7 @@ async fn main() {
         let client = client.clone();
         let path = ns_path.clone();
         let payload = payload.clone();
+        let token = token.clone();
         writers.push(tokio::spawn(async move {
             for i in (w..OBJECTS).step_by(WRITERS) {
                 let body = json!({
@@ -102,7 +136,7 @@ async fn main() {
                     "metadata": {"name": format!("cm-{i:05}"), "labels": {"bench": "apiserver", "writer": w.to_string()}},
                     "data": {"payload": payload, "sent": now_nanos().to_string()},
                 });
-                post(&client, &path, &body).await;
+                post_as(&client, &path, &body, token.as_deref()).await;
             }
         }));
     }
@@ -118,8 +152,12 @@ async fn main() {
     }
     all.sort_unstable();
     let (rss, hwm) = rss_kib(server.child.id());
+    let mut list_req = http::Request::get(ns_path.as_str());
+    if let Some(t) = admin {
+        list_req = list_req.header("authorization", format!("Bearer {t}"));
+    }
     let list = client
-        .get(ns_path.parse().expect("url"))
+        .request(list_req.body(Full::new(Bytes::new())).expect("request"))
         .await
         .expect("list")
         .into_body()
@@ -130,8 +168,9 @@ async fn main() {
     let stored = list.len() as u64;
     let target_kib = 2 * stored / 1024 + 50 * 1024;
 
+    let mode = if auth { ", authentication + RBAC" } else { "" };
     println!(
-        "testenv API server benchmark ({OBJECTS} ConfigMaps of ~{PAYLOAD} B, {WRITERS} writers, {WATCHERS} watchers)"
+        "testenv API server benchmark ({OBJECTS} ConfigMaps of ~{PAYLOAD} B, {WRITERS} writers, {WATCHERS} watchers{mode})"
     );
     println!("  writes/s                  {:>10.0}   (target >= 5000)", OBJECTS as f64 / write_secs);
     println!("  watch latency p50         {:>10.2} ms", percentile(&all, 0.50));

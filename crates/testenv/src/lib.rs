@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod auth;
 pub mod builtin_shapes;
 mod controllers;
 pub mod error;
@@ -60,6 +61,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use api::ApiConfig;
+pub use auth::{AccessRecord, GrantedRule, InClusterFiles, RuleRef, SecurityConfig, StaticToken, UserInfo};
 pub use faults::{Faults, RequestMatch};
 pub use metrics::{RequestCounts, Verb};
 pub use server::ServerConfig;
@@ -91,6 +93,27 @@ pub enum Error {
     /// The cluster simulation could not start (its initial nodes could not be created).
     #[error("cannot start the cluster simulation: {0}")]
     Simulation(#[from] SimError),
+    /// TLS or token signing could not be set up.
+    #[error(transparent)]
+    Security(#[from] auth::SecurityError),
+    /// A ServiceAccount token could not be issued.
+    #[error("cannot issue a token for {namespace}/{name}: {source}")]
+    Token {
+        /// The ServiceAccount's namespace.
+        namespace: String,
+        /// The ServiceAccount's name.
+        name: String,
+        /// What the API answered.
+        source: Box<error::ApiError>,
+    },
+    /// In-cluster files could not be written.
+    #[error("cannot write the in-cluster files under {path}: {source}")]
+    InClusterFiles {
+        /// The root directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
 }
 
 /// Configures and starts a [`TestEnv`].
@@ -102,6 +125,7 @@ pub struct TestEnvBuilder {
     server: ServerConfig,
     kubeconfig: Option<PathBuf>,
     simulation: Option<SimConfig>,
+    security: SecurityConfig,
 }
 
 impl TestEnvBuilder {
@@ -144,6 +168,61 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Behave like a production kube-apiserver: serve HTTPS with a generated CA (written to
+    /// the kubeconfig), require bearer tokens, authorize with RBAC, and admit pods under Pod
+    /// Security. The kubeconfig and [`TestEnv::client`] act as an administrator in
+    /// `system:masters`; ServiceAccounts get tokens from TokenRequest. See [`auth`].
+    pub fn secure(self) -> Self {
+        self.tls(true).rbac(true).pod_security(true)
+    }
+
+    /// Serve HTTPS with a generated CA (default: off).
+    pub fn tls(mut self, on: bool) -> Self {
+        self.security.tls = on;
+        self
+    }
+
+    /// Require bearer tokens; requests without valid ones get `401 Unauthorized` (default:
+    /// off). Without RBAC every authenticated user may do everything.
+    pub fn authentication(mut self, on: bool) -> Self {
+        self.security.authentication = on;
+        self
+    }
+
+    /// Authorize requests with RBAC; implies authentication (default: off). The bootstrap
+    /// ClusterRoles and bindings (`cluster-admin`, `admin`, `edit`, `view`, discovery, basic
+    /// user) are created at start.
+    pub fn rbac(mut self, on: bool) -> Self {
+        self.security.rbac = on;
+        self
+    }
+
+    /// With authentication on, treat requests without credentials as `system:anonymous`
+    /// instead of answering 401 (kube-apiserver's `--anonymous-auth`; default: off).
+    pub fn anonymous(mut self, on: bool) -> Self {
+        self.security.anonymous = on;
+        self
+    }
+
+    /// A static bearer token for `user` (kube-apiserver's `--token-auth-file`).
+    pub fn static_token(mut self, token: impl Into<String>, user: UserInfo) -> Self {
+        self.security.static_tokens.push(StaticToken { token: token.into(), user });
+        self
+    }
+
+    /// The administrator's bearer token (default: random).
+    pub fn admin_token(mut self, token: impl Into<String>) -> Self {
+        self.security.admin_token = Some(token.into());
+        self
+    }
+
+    /// Admit pods under Pod Security from their namespace's `pod-security.kubernetes.io/*`
+    /// labels (default: off). See [`auth::podsecurity`].
+    pub fn pod_security(mut self, on: bool) -> Self {
+        self.api.pod_security = on;
+        self
+    }
+
     /// Write the kubeconfig here instead of a temporary file.
     pub fn kubeconfig(mut self, path: impl Into<PathBuf>) -> Self {
         self.kubeconfig = Some(path.into());
@@ -156,10 +235,11 @@ impl TestEnvBuilder {
             .await
             .map_err(|source| Error::Bind { port: self.port, source })?;
         let addr = listener.local_addr().map_err(|source| Error::Bind { port: self.port, source })?;
-        let handle = Handle::serve(listener, addr, self.retention, self.api, self.server, self.simulation)?;
+        let security = Arc::new(auth::Security::new(&self.security)?);
+        let handle = Handle::serve(listener, addr, self.retention, self.api, self.server, self.simulation, security)?;
         let (kubeconfig_file, kubeconfig_path) = match self.kubeconfig {
             Some(path) => {
-                std::fs::write(&path, kubeconfig_yaml(&handle.base_url()))
+                std::fs::write(&path, handle.kubeconfig())
                     .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
                 (None, path)
             }
@@ -169,7 +249,7 @@ impl TestEnvBuilder {
                     .suffix(".yaml")
                     .tempfile()
                     .map_err(|source| Error::Kubeconfig { path: std::env::temp_dir(), source })?;
-                std::fs::write(file.path(), kubeconfig_yaml(&handle.base_url()))
+                std::fs::write(file.path(), handle.kubeconfig())
                     .map_err(|source| Error::Kubeconfig { path: file.path().to_path_buf(), source })?;
                 let path = file.path().to_path_buf();
                 (Some(file), path)
@@ -204,7 +284,7 @@ impl TestEnv {
         self.client.clone()
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub fn base_url(&self) -> String {
         self.handle.base_url()
     }
@@ -260,6 +340,7 @@ impl Handle {
         api_config: ApiConfig,
         server_config: ServerConfig,
         simulation: Option<SimConfig>,
+        security: Arc<auth::Security>,
     ) -> Result<Handle, Error> {
         let stop = CancellationToken::new();
         let store = Arc::new(store::Store::new(retention));
@@ -273,6 +354,11 @@ impl Handle {
         }
         let core = Arc::new(core);
         bootstrap(&core);
+        if security.rbac().is_some() {
+            bootstrap_rbac(&core);
+            auth::rbac::aggregate(&core);
+            tokio::spawn(auth::rbac::run_aggregation(core.clone(), stop.clone()));
+        }
         tokio::spawn(controllers::run(core.clone(), hints_rx, stop.clone()));
         tokio::spawn(controllers::run_reaper(core.clone(), reap_rx, stop.clone()));
         let sim = match simulation {
@@ -292,14 +378,22 @@ impl Handle {
             config: server_config,
             addr,
             stop,
+            security,
         });
         tokio::spawn(server::serve(listener, state.clone()));
         Ok(Handle { state, sim })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.state.addr)
+        let scheme = if self.state.security.tls().is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.state.addr)
+    }
+
+    /// A kubeconfig for this server: its CA and the administrator's token when secure.
+    pub fn kubeconfig(&self) -> String {
+        let security = &self.state.security;
+        kubeconfig_yaml_with(&self.base_url(), security.tls().map(|t| t.ca_pem()), security.admin_token())
     }
 
     /// The socket address served.
@@ -307,12 +401,87 @@ impl Handle {
         self.state.addr
     }
 
-    /// A new kube client for this server.
+    /// A new kube client for this server (as the administrator when authentication is on).
     pub fn client(&self) -> Result<kube::Client, Error> {
+        self.client_with_token(self.state.security.admin_token())
+    }
+
+    /// A new kube client that presents `token` (none: no credentials) and trusts the
+    /// server's CA.
+    pub fn client_with_token(&self, token: Option<&str>) -> Result<kube::Client, Error> {
         let url = self.base_url().parse().map_err(|e: http::uri::InvalidUri| Error::Client(e.to_string()))?;
         let mut config = kube::Config::new(url);
         config.default_namespace = "default".into();
+        if let Some(tls) = self.state.security.tls() {
+            config.root_cert = Some(vec![tls.ca_der().to_vec()]);
+        }
+        if let Some(token) = token {
+            config.auth_info =
+                serde_json::from_value(json!({"token": token})).map_err(|e| Error::Client(e.to_string()))?;
+        }
         kube::Client::try_from(config).map_err(|e| Error::Client(e.to_string()))
+    }
+
+    /// The administrator's bearer token, when authentication is on.
+    pub fn admin_token(&self) -> Option<String> {
+        self.state.security.admin_token().map(str::to_string)
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate, when serving TLS.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.state.security.tls().map(|t| t.ca_pem().to_string())
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, as TokenRequest issues it (the
+    /// account must exist; the token stops working when it expires on the server's clock or
+    /// when the account is deleted).
+    pub fn service_account_token(&self, namespace: &str, name: &str, lifetime: Duration) -> Result<String, Error> {
+        let request = json!({"spec": {"expirationSeconds": lifetime.as_secs()}});
+        let err = |source| Error::Token { namespace: namespace.into(), name: name.into(), source: Box::new(source) };
+        let out =
+            auth::tokenrequest::create(&self.state.api, &self.state.security, namespace, name, request).map_err(err)?;
+        Ok(out.pointer("/status/token").and_then(serde_json::Value::as_str).unwrap_or_default().to_string())
+    }
+
+    /// Write what a pod of the ServiceAccount `namespace/name` gets from the kubelet under
+    /// `root` (`var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt,namespace}`), with a
+    /// one-hour token, and return the environment to run it with. With `root` = `/` (or a
+    /// chroot, or a private mount namespace), `kube::Config::incluster()` connects here.
+    pub fn write_incluster_files(&self, root: &Path, namespace: &str, name: &str) -> Result<InClusterFiles, Error> {
+        let token = self.service_account_token(namespace, name, Duration::from_secs(3600))?;
+        let ca = self.ca_pem().unwrap_or_default();
+        let dir = auth::incluster::write(root, &token, &ca, namespace)
+            .map_err(|source| Error::InClusterFiles { path: root.to_path_buf(), source })?;
+        Ok(InClusterFiles {
+            dir,
+            host: self.addr().ip().to_string(),
+            port: self.addr().port(),
+            namespace: namespace.into(),
+        })
+    }
+
+    /// TLS, authentication and authorization state.
+    pub fn security(&self) -> &auth::Security {
+        &self.state.security
+    }
+
+    /// Who made which requests, and which RBAC rule allowed each (authentication on).
+    pub fn access_log(&self) -> Vec<AccessRecord> {
+        self.state.security.access_log().records()
+    }
+
+    /// The requests of one user (e.g. `system:serviceaccount:ns:name`).
+    pub fn access_log_of(&self, user: &str) -> Vec<AccessRecord> {
+        self.state.security.access_log().records_of(user)
+    }
+
+    /// The RBAC rules granted to `user` that allowed none of its requests so far: what a
+    /// least-privilege review would remove. Empty without RBAC.
+    pub fn unused_rules(&self, user: &UserInfo) -> Vec<GrantedRule> {
+        match self.state.security.rbac() {
+            Some(rbac) => rbac.unused_rules(&self.state.api, user, self.state.security.access_log()),
+            None => Vec::new(),
+        }
     }
 
     /// Fault injection: failures, delays, closing watches.
@@ -383,6 +552,33 @@ fn bootstrap(core: &api::Api) {
             tracing::error!(namespace = name, error = %e, "cannot create a bootstrap namespace");
         }
     }
+}
+
+/// The bootstrap RBAC policy kube-apiserver creates at start.
+fn bootstrap_rbac(core: &api::Api) {
+    let opts = api::WriteOptions { manager: "kube-apiserver".into(), ..Default::default() };
+    for obj in auth::rbac::bootstrap_policy() {
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let plural = if kind == "ClusterRole" { "clusterroles" } else { "clusterrolebindings" };
+        let Some(def) = core.registry.get("rbac.authorization.k8s.io", "v1", plural) else { continue };
+        if let Err(e) = core.create(&def, "", obj.clone(), &opts) {
+            tracing::error!(kind, name = %obj["metadata"]["name"], error = %e, "cannot create the bootstrap RBAC policy");
+        }
+    }
+}
+
+/// A kubeconfig for a server at `url`, trusting `ca_pem` and presenting `token` when given.
+pub fn kubeconfig_yaml_with(url: &str, ca_pem: Option<&str>, token: Option<&str>) -> String {
+    use base64::Engine;
+    let ca = ca_pem
+        .map(|pem| {
+            format!("\n    certificate-authority-data: {}", base64::engine::general_purpose::STANDARD.encode(pem))
+        })
+        .unwrap_or_default();
+    let user = token.map(|t| format!("\n    token: {t}")).unwrap_or_else(|| " {}".into());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {url}{ca}\nusers:\n- name: testenv\n  user:{user}\ncontexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: testenv\n    namespace: default\ncurrent-context: testenv\n"
+    )
 }
 
 /// A kubeconfig for a server at `url`.

@@ -38,6 +38,24 @@ enum Command {
         /// Simulated nodes to start with, named node-1 … node-N (implies --simulate; default 1).
         #[arg(long, value_name = "N")]
         nodes: Option<usize>,
+        /// Behave like a production cluster: TLS, bearer tokens, RBAC and Pod Security.
+        #[arg(long)]
+        secure: bool,
+        /// Serve HTTPS with a generated CA (written to the kubeconfig).
+        #[arg(long)]
+        tls: bool,
+        /// Require bearer tokens (the kubeconfig carries the administrator's).
+        #[arg(long)]
+        authentication: bool,
+        /// Authorize with RBAC (implies --authentication).
+        #[arg(long)]
+        rbac: bool,
+        /// Admit pods under Pod Security from namespace labels.
+        #[arg(long)]
+        pod_security: bool,
+        /// The administrator's bearer token (default: random).
+        #[arg(long, env = "TESTENV_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
         /// Log filter (tracing `EnvFilter` syntax); `debug` logs every request.
         #[arg(long, env = "TESTENV_LOG", default_value = "info")]
         log: String,
@@ -56,6 +74,12 @@ async fn main() -> anyhow::Result<()> {
             no_namespace_controller,
             simulate,
             nodes,
+            secure,
+            tls,
+            authentication,
+            rbac,
+            pod_security,
+            admin_token,
             log,
         } => {
             tracing_subscriber::fmt()
@@ -68,6 +92,14 @@ async fn main() -> anyhow::Result<()> {
                 .history(Duration::from_secs(history_seconds), 1_000_000)
                 .garbage_collector(!no_garbage_collector)
                 .namespace_controller(!no_namespace_controller);
+            builder = builder
+                .tls(secure || tls)
+                .authentication(authentication)
+                .rbac(secure || rbac)
+                .pod_security(secure || pod_security);
+            if let Some(token) = admin_token {
+                builder = builder.admin_token(token);
+            }
             if simulate || nodes.is_some() {
                 builder = builder.simulation(testenv::SimConfig::with_nodes(nodes.unwrap_or(1)));
             }

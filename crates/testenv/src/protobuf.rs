@@ -244,6 +244,92 @@ static PDB: Desc = Desc(
     "PodDisruptionBudget",
     &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "spec", Ty::Msg(&PDB_SPEC)), (3, "status", Ty::Msg(&EMPTY_STATUS))],
 );
+static BOUND_OBJECT_REFERENCE: Desc = Desc(
+    "BoundObjectReference",
+    &[(1, "kind", Ty::Str), (2, "apiVersion", Ty::Str), (3, "name", Ty::Str), (4, "uid", Ty::Str)],
+);
+static TOKEN_REQUEST_SPEC: Desc = Desc(
+    "TokenRequestSpec",
+    &[
+        (1, "audiences", Ty::RepeatedStr),
+        (4, "expirationSeconds", Ty::Int64),
+        (3, "boundObjectRef", Ty::Msg(&BOUND_OBJECT_REFERENCE)),
+    ],
+);
+static TOKEN_REQUEST: Desc = Desc(
+    "TokenRequest",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&TOKEN_REQUEST_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+static TOKEN_REVIEW_SPEC: Desc = Desc("TokenReviewSpec", &[(1, "token", Ty::Str), (2, "audiences", Ty::RepeatedStr)]);
+static TOKEN_REVIEW: Desc = Desc(
+    "TokenReview",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&TOKEN_REVIEW_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+static SELF_SUBJECT_REVIEW: Desc =
+    Desc("SelfSubjectReview", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "status", Ty::Msg(&EMPTY_STATUS))]);
+static RESOURCE_ATTRIBUTES: Desc = Desc(
+    "ResourceAttributes",
+    &[
+        (1, "namespace", Ty::Str),
+        (2, "verb", Ty::Str),
+        (3, "group", Ty::Str),
+        (4, "version", Ty::Str),
+        (5, "resource", Ty::Str),
+        (6, "subresource", Ty::Str),
+        (7, "name", Ty::Str),
+    ],
+);
+static NON_RESOURCE_ATTRIBUTES: Desc = Desc("NonResourceAttributes", &[(1, "path", Ty::Str), (2, "verb", Ty::Str)]);
+static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Desc = Desc(
+    "SelfSubjectAccessReviewSpec",
+    &[
+        (1, "resourceAttributes", Ty::Msg(&RESOURCE_ATTRIBUTES)),
+        (2, "nonResourceAttributes", Ty::Msg(&NON_RESOURCE_ATTRIBUTES)),
+    ],
+);
+static SELF_SUBJECT_ACCESS_REVIEW: Desc = Desc(
+    "SelfSubjectAccessReview",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+static SUBJECT_ACCESS_REVIEW_SPEC: Desc = Desc(
+    "SubjectAccessReviewSpec",
+    &[
+        (1, "resourceAttributes", Ty::Msg(&RESOURCE_ATTRIBUTES)),
+        (2, "nonResourceAttributes", Ty::Msg(&NON_RESOURCE_ATTRIBUTES)),
+        (3, "user", Ty::Str),
+        (4, "groups", Ty::RepeatedStr),
+        (6, "uid", Ty::Str),
+    ],
+);
+static SUBJECT_ACCESS_REVIEW: Desc = Desc(
+    "SubjectAccessReview",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&SUBJECT_ACCESS_REVIEW_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+static SELF_SUBJECT_RULES_REVIEW_SPEC: Desc = Desc("SelfSubjectRulesReviewSpec", &[(1, "namespace", Ty::Str)]);
+static SELF_SUBJECT_RULES_REVIEW: Desc = Desc(
+    "SelfSubjectRulesReview",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&SELF_SUBJECT_RULES_REVIEW_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
 static TYPE_META: Desc = Desc("TypeMeta", &[(1, "apiVersion", Ty::Str), (2, "kind", Ty::Str)]);
 
 /// The kinds whose protobuf bodies are understood.
@@ -262,6 +348,13 @@ const SUPPORTED: &[(&str, &str, &Desc)] = &[
     ("policy/v1", "PodDisruptionBudget", &PDB),
     ("meta.k8s.io/v1", "DeleteOptions", &DELETE_OPTIONS),
     ("v1", "DeleteOptions", &DELETE_OPTIONS),
+    ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
+    ("authentication.k8s.io/v1", "TokenReview", &TOKEN_REVIEW),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", &SELF_SUBJECT_REVIEW),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", &SELF_SUBJECT_ACCESS_REVIEW),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", &SUBJECT_ACCESS_REVIEW),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", &SUBJECT_ACCESS_REVIEW),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &SELF_SUBJECT_RULES_REVIEW),
 ];
 
 /// Whether a Content-Type is Kubernetes protobuf.

@@ -49,6 +49,9 @@ pub enum BuiltinKind {
     Service,
     /// secrets
     Secret,
+    /// The access and identity reviews (`selfsubjectaccessreviews`, `tokenreviews`, …):
+    /// create-only, answered by the authorizer and authenticator, never stored.
+    Review,
     /// Every other built-in kind: stored as decoded, no special rules.
     Plain,
 }
@@ -204,6 +207,9 @@ impl ResourceDef {
         let mut verbs = vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
         if self.builtin_kind() == BuiltinKind::Namespace {
             verbs.retain(|v| *v != "deletecollection");
+        }
+        if self.builtin_kind() == BuiltinKind::Review {
+            verbs = vec!["create"];
         }
         verbs
     }
@@ -361,6 +367,11 @@ pub enum NameUse {
 fn roundtrip<T: DeserializeOwned + Serialize>(value: Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(value).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+/// Reviews are answered, not stored: their bodies pass as sent.
+fn review_body(value: Value) -> Result<Value, String> {
+    Ok(value)
 }
 
 /// One row of the built-in table.
@@ -580,7 +591,7 @@ fn builtin_defs() -> Vec<ResourceDef> {
             all: false,
             status: false,
             scale: false,
-            extra: none,
+            extra: &["token"],
             bkind: K::Plain,
             generation: false,
             return_deleted: true,
@@ -890,6 +901,120 @@ fn builtin_defs() -> Vec<ResourceDef> {
             return_deleted: true,
             create_on_update: false,
             decode: roundtrip::<apiext::CustomResourceDefinition>,
+            fields: none,
+        },
+        B {
+            group: "authorization.k8s.io",
+            version: "v1",
+            plural: "selfsubjectaccessreviews",
+            singular: "selfsubjectaccessreview",
+            kind: "SelfSubjectAccessReview",
+            namespaced: false,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
+            fields: none,
+        },
+        B {
+            group: "authorization.k8s.io",
+            version: "v1",
+            plural: "selfsubjectrulesreviews",
+            singular: "selfsubjectrulesreview",
+            kind: "SelfSubjectRulesReview",
+            namespaced: false,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
+            fields: none,
+        },
+        B {
+            group: "authorization.k8s.io",
+            version: "v1",
+            plural: "subjectaccessreviews",
+            singular: "subjectaccessreview",
+            kind: "SubjectAccessReview",
+            namespaced: false,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
+            fields: none,
+        },
+        B {
+            group: "authorization.k8s.io",
+            version: "v1",
+            plural: "localsubjectaccessreviews",
+            singular: "localsubjectaccessreview",
+            kind: "LocalSubjectAccessReview",
+            namespaced: true,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
+            fields: none,
+        },
+        B {
+            group: "authentication.k8s.io",
+            version: "v1",
+            plural: "selfsubjectreviews",
+            singular: "selfsubjectreview",
+            kind: "SelfSubjectReview",
+            namespaced: false,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
+            fields: none,
+        },
+        B {
+            group: "authentication.k8s.io",
+            version: "v1",
+            plural: "tokenreviews",
+            singular: "tokenreview",
+            kind: "TokenReview",
+            namespaced: false,
+            short: none,
+            all: false,
+            status: false,
+            scale: false,
+            extra: none,
+            bkind: K::Review,
+            generation: false,
+            return_deleted: false,
+            create_on_update: false,
+            decode: review_body,
             fields: none,
         },
     ];

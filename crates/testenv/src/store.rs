@@ -341,6 +341,12 @@ impl Store {
         self.inner.read().rv
     }
 
+    /// The RV of the latest change to one resource (0 if it never changed): caches derived
+    /// from a resource (the RBAC policy) rebuild only when it moves.
+    pub fn last_change(&self, resource: &str) -> u64 {
+        self.inner.read().tables.get(resource).map_or(0, |t| *t.notify.borrow())
+    }
+
     /// The oldest RV a watch or an exact read can start from.
     pub fn compacted_rv(&self) -> u64 {
         self.inner.read().compacted

@@ -61,12 +61,19 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
 
 /// POST `body` as JSON and fail the benchmark unless the server accepts it.
 pub async fn post(client: &HttpClient, url: &str, body: &Value) {
-    let req = http::Request::post(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
+    post_as(client, url, body, None).await;
+}
+
+/// POST `body` as JSON with a bearer token, fail unless accepted, and return the response.
+pub async fn post_as(client: &HttpClient, url: &str, body: &Value, token: Option<&str>) -> Value {
+    let mut req = http::Request::post(url).header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_string()))).expect("request");
     let resp = client.request(req).await.expect("POST");
     let status = resp.status();
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();
     assert!(status.is_success(), "POST {url}: {status} {}", String::from_utf8_lossy(&bytes));
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }

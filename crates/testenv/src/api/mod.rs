@@ -42,11 +42,13 @@ pub struct ApiConfig {
     /// Delete gracefully-deleted pods when their grace period ends (stands in for a kubelet
     /// when no cluster simulation runs).
     pub pod_grace_reaper: bool,
+    /// Admit pods under Pod Security from their namespace's labels.
+    pub pod_security: bool,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { garbage_collector: true, namespace_controller: true, pod_grace_reaper: true }
+        ApiConfig { garbage_collector: true, namespace_controller: true, pod_grace_reaper: true, pod_security: false }
     }
 }
 

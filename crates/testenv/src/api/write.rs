@@ -639,6 +639,9 @@ impl Api {
             if !errors.is_empty() {
                 return Err(ApiError::invalid(def, &name, &errors));
             }
+            if attempt == 0 {
+                crate::auth::podsecurity::admit_write(self, def, namespace, &name, &body, &mut warnings)?;
+            }
             let storage_form = self.to_storage(def, body.clone());
             let meta = self.meta_of(def, &storage_form);
             let key = obj_key(def, namespace, &name);
@@ -792,6 +795,11 @@ impl Api {
         );
         if !errors.is_empty() {
             return Err(ApiError::invalid(def, name, &errors));
+        }
+        // Pod templates of workloads are checked on update too (warnings only); pods are
+        // checked when created, their specs being all but immutable.
+        if part == Part::Main && def.kind != "Pod" && spec_changed(def, old, &merged) {
+            crate::auth::podsecurity::admit_write(self, def, namespace, name, &merged, warnings)?;
         }
         Ok(merged)
     }

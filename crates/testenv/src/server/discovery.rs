@@ -164,6 +164,7 @@ pub(super) fn api_resources(state: &ServerState, group: &str, version: &str) -> 
                 "scale" => ("Scale", "autoscaling", "v1"),
                 "eviction" => ("Eviction", "policy", "v1"),
                 "binding" => ("Binding", "", "v1"),
+                "token" => ("TokenRequest", "authentication.k8s.io", "v1"),
                 _ => (def.kind.as_str(), def.group.as_str(), def.version.as_str()),
             };
             let mut e = json!({
@@ -236,6 +237,7 @@ fn aggregated_resource(def: &ResourceDef) -> Value {
                 "scale" => json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
                 "eviction" => json!({"group": "policy", "version": "v1", "kind": "Eviction"}),
                 "binding" => json!({"group": "", "version": "v1", "kind": "Binding"}),
+                "token" => json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}),
                 _ => json!({"group": def.group, "version": def.version, "kind": def.kind}),
             };
             json!({"subresource": sub, "responseKind": rk, "verbs": verbs})

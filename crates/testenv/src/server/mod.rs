@@ -1,5 +1,6 @@
-//! The HTTP face of the API server: plain HTTP/1.1 on loopback, no TLS, no authentication
-//! (checklist A1), JSON everywhere.
+//! The HTTP face of the API server: HTTP/1.1 on loopback, JSON everywhere. Plain HTTP without
+//! authentication by default (checklist A1); TLS, authentication and RBAC when the builder asks
+//! for them ([`crate::auth`]).
 
 mod discovery;
 mod duplicates;
@@ -85,6 +86,8 @@ pub struct ServerState {
     pub addr: SocketAddr,
     /// Fires on shutdown.
     pub stop: CancellationToken,
+    /// TLS, authentication and authorization (all off by default).
+    pub security: Arc<crate::auth::Security>,
 }
 
 /// Serve connections from `listener` until `state.stop` fires.
@@ -105,23 +108,37 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>) {
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         tokio::spawn(async move {
-            let stop = state.stop.clone();
-            let service = hyper::service::service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(state.handle(req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                res = conn => {
-                    if let Err(e) = res {
-                        debug!(error = %e, "connection ended with an error");
-                    }
-                }
+            let Some(acceptor) = state.security.tls().map(|t| t.acceptor().clone()) else {
+                return serve_connection(TokioIo::new(stream), state).await;
+            };
+            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
+            match handshake.await {
+                Ok(Ok(stream)) => serve_connection(TokioIo::new(stream), state).await,
+                Ok(Err(e)) => debug!(error = %e, "TLS handshake failed"),
+                Err(_) => debug!("TLS handshake timed out"),
             }
         });
+    }
+}
+
+/// Serve HTTP/1.1 on one connection until it ends or the server stops.
+async fn serve_connection<I>(io: I, state: Arc<ServerState>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let stop = state.stop.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(state.handle(req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, service);
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        res = conn => {
+            if let Err(e) = res {
+                debug!(error = %e, "connection ended with an error");
+            }
+        }
     }
 }
 
@@ -195,13 +212,25 @@ pub(crate) fn decode_body(bytes: &[u8], content_type: &str) -> Result<Value, Api
 }
 
 impl ServerState {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         let started = Instant::now();
         let method = req.method().clone();
         let raw_path = req.uri().path().to_string();
         let path = decode_path(&raw_path);
         let query = Query::parse(req.uri().query());
-        let resp = match route(&path) {
+        let route = route(&path);
+        if self.security.authenticating() {
+            match self.security.check(&self.api, req.headers(), &method, &path, &route, &query) {
+                Ok(user) => {
+                    req.extensions_mut().insert(user);
+                }
+                Err(e) => {
+                    debug!(method = %method, path = %raw_path, status = e.code, "request refused");
+                    return error_response(&e);
+                }
+            }
+        }
+        let resp = match route {
             Route::Resource(rp) => match self.clone().resource(req, rp, query).await {
                 Ok(r) => r,
                 Err(e) => error_response(&e),
@@ -325,6 +354,7 @@ impl ServerState {
         let manager = manager_of(&req, &query);
         let ns = rp.namespace.clone().unwrap_or_default();
         let name = rp.name.clone().unwrap_or_default();
+        let req_user = req.extensions().get::<Arc<crate::auth::UserInfo>>().cloned();
         let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
             match Limited::new(req.into_body(), MAX_BODY).collect().await {
                 Ok(b) => b.to_bytes(),
@@ -333,6 +363,16 @@ impl ServerState {
         } else {
             Bytes::new()
         };
+        if def.builtin_kind() == crate::registry::BuiltinKind::Review {
+            // Reviews are create-only and answered, never stored.
+            if verb != Verb::Create {
+                return Err(ApiError::method_not_supported());
+            }
+            let user = req_user.unwrap_or_else(|| Arc::new(crate::auth::UserInfo::unsecured()));
+            let value = decode_body(&body, &content_type)?;
+            let out = crate::auth::review::create(&self.api, &self.security, &def, &ns, &user, value)?;
+            return Ok(respond_value(201, &out, &warnings));
+        }
         match verb {
             Verb::Get => self.get(&def, &rp, &ns, &name, accept.as_deref(), &query, warnings),
             Verb::List => self.list(&def, rp.namespace.as_deref(), accept.as_deref(), &query, warnings),
@@ -351,6 +391,11 @@ impl ServerState {
             Verb::Create => {
                 let opts = self.write_options(&query, manager, false, "CreateOptions")?;
                 match rp.subresource.as_deref() {
+                    Some("token") => {
+                        let value = decode_body(&body, &content_type)?;
+                        let out = crate::auth::tokenrequest::create(&self.api, &self.security, &ns, &name, value)?;
+                        Ok(respond_value(201, &out, &warnings))
+                    }
                     Some("eviction") => self.evict(&def, &ns, &name, &body, &content_type),
                     Some("binding") => self.bind(&def, &ns, &name, &body, &content_type, &opts),
                     _ => {
@@ -715,6 +760,16 @@ impl ServerState {
 }
 
 impl ApiError {
+    /// 405 for a verb a resource does not serve at all (go-restful's answer).
+    fn method_not_supported() -> ApiError {
+        ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".into(),
+            details: Some(json!({})),
+        }
+    }
+
     fn new_too_large() -> ApiError {
         ApiError {
             code: 413,
