@@ -15,6 +15,7 @@ import json
 import random
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -417,6 +418,38 @@ def probe_describe_during_create(port: int) -> None:
     check(len(names) == groups, f"{len(names)} Auto Scaling groups for {groups} in the template")
 
 
+def probe_request_log(port: int) -> None:
+    """Every request is logged with its caller; keys issued by AssumeRole trace back to the key
+    that assumed the role, and the Query action is read from the body without losing it."""
+    import urllib.request
+
+    tenant = account()
+    role = f"arn:aws:iam::{tenant}:role/probe"
+    sts = boto3.client(
+        "sts", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="AKIAPROBELOG", aws_secret_access_key="probe",
+    )
+    creds = sts.assume_role(RoleArn=role, RoleSessionName="probe")["Credentials"]
+    ec2 = boto3.client(
+        "ec2", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    )
+    before = time.time()
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    check(vpc.startswith("vpc-"), f"CreateVpc answered {vpc!r}: the body reached moto intact")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/request-log") as answer:
+        log = json.loads(answer.read())
+    mine = [e for e in log if e["key"] == creds["AccessKeyId"]]
+    check([e["action"] for e in mine] == ["CreateVpc"], f"entries of the assumed key: {mine}")
+    entry = mine[0]
+    check(entry["principal"] == "AKIAPROBELOG", f"principal {entry['principal']!r}")
+    check(entry["service"] == "ec2" and entry["method"] == "POST", f"entry {entry}")
+    check(before - 1 <= entry["time"] <= time.time(), f"time {entry['time']} not within the call")
+    assumed = [e for e in log if e["key"] == "AKIAPROBELOG"]
+    check([e["action"] for e in assumed] == ["AssumeRole"], f"entries of the long-term key: {assumed}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -424,6 +457,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("AWS::EC2::VPCCidrBlock in a template", probe_vpc_cidr_block),
     ("stack delete removes the network", probe_network_stack_delete),
     ("DescribeStacks during CreateStack", probe_describe_during_create),
+    ("request log", probe_request_log),
 ]
 
 

@@ -34,6 +34,9 @@ small monkeypatch that names the moto behaviour it replaces:
 7. CloudFormation requests are served one at a time: a DescribeStacks during a CreateStack no
    longer creates a second copy of every resource an output references.
 
+Besides the corrections, the server keeps a log of every request with the access key that sent
+it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
+
 Every patch first checks that the moto internals it replaces still exist and raises at start-up
 otherwise (``PatchError``): a moto upgrade that moves them breaks the launcher loudly instead of
 silently dropping a correction.
@@ -495,6 +498,94 @@ def apply_patches() -> None:
     patch_serial_cloudformation()
 
 
+# --- request log ------------------------------------------------------------------------------
+
+
+REQUEST_LOG_PATH = "/moto-api/request-log"
+"""Where the request log is served (``GET``), as a JSON list, oldest first."""
+
+REQUEST_LOG_LIMIT = 200_000
+"""The log keeps the most recent requests only, so a long-running server stays bounded."""
+
+
+class RequestLog:
+    """A WSGI middleware that records every AWS request before moto handles it, so that a test
+    can tell *who* called *what* and *when*: two operator replicas given distinct access key ids
+    show up as distinct callers. Not a correction of moto; AWS's equivalent is CloudTrail.
+
+    Each entry holds ``time`` (seconds since the epoch, taken on arrival, before moto's own
+    locks), ``key`` (the access key id of the SigV4 ``Authorization`` header), ``principal``
+    (the long-term key behind it: keys issued by ``sts:AssumeRole`` are traced back to the key
+    that assumed the role), ``service`` (from the credential scope), ``action`` (the Query
+    ``Action``, the JSON ``X-Amz-Target`` operation, or for REST services such as S3 the HTTP
+    method) and ``method``. ``GET /moto-api/request-log`` returns the entries; the request log's
+    own requests and moto's ``/moto-api/`` are not logged."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+        self.entries: list[dict[str, Any]] = []
+        self.issued_by: dict[str, str] = {}
+
+    def principal(self, key: str) -> str:
+        seen = set()
+        while key in self.issued_by and key not in seen:
+            seen.add(key)
+            key = self.issued_by[key]
+        return key
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        import io
+        import re
+        from urllib.parse import parse_qs
+
+        path = environ.get("PATH_INFO", "")
+        if path == REQUEST_LOG_PATH:
+            with self.lock:
+                body = json.dumps(self.entries).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        if path.startswith("/moto-api/"):
+            return self.app(environ, start_response)
+
+        arrived = time.time()
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        scope = re.search(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/", auth)
+        key, service = (scope.group(1), scope.group(2)) if scope else ("", "")
+        method = environ.get("REQUEST_METHOD", "")
+        action = ""
+        params = parse_qs(environ.get("QUERY_STRING", ""))
+        if "Action" in params:
+            action = params["Action"][0]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target:
+            action = target.rsplit(".", 1)[-1]
+        if not action and environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+            # Query protocol (EC2, CloudFormation, Auto Scaling, STS): the action is in the body.
+            # Read it and hand moto an identical stream.
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            raw = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(raw)
+            action = parse_qs(raw.decode("utf-8", "replace")).get("Action", [""])[0]
+        if not action:
+            action = method
+        entry = {"time": arrived, "key": key, "principal": "", "service": service, "action": action, "method": method}
+        with self.lock:
+            entry["principal"] = self.principal(key)
+            self.entries.append(entry)
+            if len(self.entries) > REQUEST_LOG_LIMIT:
+                del self.entries[: len(self.entries) - REQUEST_LOG_LIMIT]
+        if action != "AssumeRole":
+            return self.app(environ, start_response)
+        # Remember which key assumed the role, to trace the issued key back to it.
+        chunks = list(self.app(environ, start_response))
+        issued = re.search(rb"<AccessKeyId>([^<]+)</AccessKeyId>", b"".join(chunks))
+        if issued and key:
+            with self.lock:
+                self.issued_by[issued.group(1).decode()] = key
+        return chunks
+
+
 # --- serving -----------------------------------------------------------------------------------
 
 
@@ -554,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     # What moto's ThreadedMotoServer does, but binding here in the main thread, so that a bind
     # failure ends the process with the error instead of leaving a server thread that never
     # signals readiness.
-    app = DomainDispatcherApplication(create_backend_app)
+    app = RequestLog(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
     host, port = server.server_address[:2]
     threading.Thread(target=server.serve_forever, daemon=True).start()

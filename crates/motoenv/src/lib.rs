@@ -224,7 +224,7 @@ fn read_port(path: &Path) -> Option<u16> {
 ///
 /// moto's dev server closes every connection after one response, so reading to EOF is the whole
 /// protocol; a client library would add nothing here.
-fn http(port: u16, method: &'static str, path: &'static str) -> Result<(), Error> {
+fn http(port: u16, method: &'static str, path: &'static str) -> Result<Vec<u8>, Error> {
     let fail = |reason: String| Error::Http { request: method, path, reason };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, HTTP_TIMEOUT).map_err(|e| fail(e.to_string()))?;
@@ -238,9 +238,42 @@ fn http(port: u16, method: &'static str, path: &'static str) -> Result<(), Error
     let status_line = response.split(|b| *b == b'\n').next().unwrap_or_default();
     let status_line = String::from_utf8_lossy(status_line);
     match status_line.split_whitespace().nth(1) {
-        Some("200") => Ok(()),
+        Some("200") => {
+            // `Connection: close` and a `Content-Length`: the body is what follows the headers.
+            let start = response.windows(4).position(|w| w == b"\r\n\r\n").map_or(response.len(), |i| i + 4);
+            Ok(response.split_off(start))
+        }
         Some(code) => Err(fail(format!("status {code}"))),
         None => Err(fail(format!("malformed status line {:?}", status_line.trim()))),
+    }
+}
+
+/// One AWS request as the server received it (see [`MotoServer::request_log`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct LoggedRequest {
+    /// Arrival, in seconds since the Unix epoch (the machine's clock, shared with the tests).
+    pub time: f64,
+    /// The access key id that signed the request.
+    pub key: String,
+    /// The long-term access key behind `key`: keys issued by `sts:AssumeRole` are traced back
+    /// to the key that assumed the role, so one operator's calls in every account share it.
+    pub principal: String,
+    /// The service of the signature's credential scope (`ec2`, `cloudformation`, `s3`, …).
+    pub service: String,
+    /// The operation (`CreateStack`, `CreateKey`, …); for REST services such as S3, the HTTP
+    /// method.
+    pub action: String,
+    /// The HTTP method.
+    pub method: String,
+}
+
+impl LoggedRequest {
+    /// Whether the request may change something: anything but reads (`Describe*`, `Get*`,
+    /// `List*`, S3 `GET`/`HEAD`) and the STS calls that only hand out identities.
+    pub fn is_write(&self) -> bool {
+        let reads = ["Describe", "Get", "List", "Head", "GET", "HEAD"];
+        let sts = ["AssumeRole", "GetCallerIdentity"];
+        !(reads.iter().any(|r| self.action.starts_with(r)) || sts.contains(&self.action.as_str()))
     }
 }
 
@@ -281,7 +314,15 @@ impl MotoServer {
     /// Wipes every account and region (`POST /moto-api/reset`). Tests sharing a server should
     /// prefer fresh accounts: a reset also wipes what concurrent tests created.
     pub fn reset(&self) -> Result<(), Error> {
-        http(self.port, "POST", "/moto-api/reset")
+        http(self.port, "POST", "/moto-api/reset").map(drop)
+    }
+
+    /// Every AWS request the server received so far, oldest first (`GET /moto-api/request-log`,
+    /// kept by `tools/moto/server.py`): who sent it, when, and which action it was.
+    pub fn request_log(&self) -> Result<Vec<LoggedRequest>, Error> {
+        const PATH: &str = "/moto-api/request-log";
+        let body = http(self.port, "GET", PATH)?;
+        serde_json::from_slice(&body).map_err(|e| Error::Http { request: "GET", path: PATH, reason: e.to_string() })
     }
 
     /// The directory holding the server's log (`server.log`), for a failing test to inspect.

@@ -9,7 +9,8 @@
 //!    process removed moments ago (the cache may lag), is left alone: the delete logic runs only
 //!    while the finalizer is present, so at least once per object and normally exactly once.
 //! 4. The [`Router`] picks the resource set. No set: another operator version owns the object,
-//!    nothing is written. Unroutable: a Warning event and the status hook, nothing else. Both
+//!    nothing is written (logged once per object at info level, so that an object no running
+//!    version handles can be found). Unroutable: a Warning event and the status hook, nothing else. Both
 //!    hold for deleting objects too: the finalizer stays until the object is routable again (the
 //!    Release is restored, or another operator version finishes the deletion), because deleting
 //!    cloud resources with the logic of a guessed version is worse than waiting.
@@ -40,7 +41,11 @@
 //! bounds the total. The controller stops on the shutdown signal after the reconciles already
 //! running finish. All replicas watch (their caches stay warm), only the leader reconciles, and
 //! every write path re-checks [`Leadership::is_leader`] so a replica that lost the lease stops
-//! writing at once. When a replica becomes leader it reconciles every cached object.
+//! writing at once. Resources that write many times should write through
+//! [`Leadership::gate`]d clients (and check [`Leadership::check`] before other writes, such as
+//! cloud calls), so that the check happens at each request. A reconcile that fails after this
+//! replica lost the lease ends as [`ReconcileError::LeadershipLost`]: no error event, no failure
+//! metric, no backoff. When a replica becomes leader it reconciles every cached object.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
@@ -333,6 +338,7 @@ impl<K: Watched> ControllerBuilder<K> {
             failures: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashSet::new()),
+            left_to_others: Mutex::new(HashSet::new()),
             loops: AtomicU64::new(0),
         };
         Ok(Controller {
@@ -679,6 +685,8 @@ struct Shared<K: Watched> {
     finalized: Mutex<HashMap<String, Instant>>,
     /// Objects with a reconcile request that has not started: the queue depth.
     pending: Mutex<HashSet<ObjectRef<K>>>,
+    /// Objects routed to another operator version, logged once at info when they became so.
+    left_to_others: Mutex<HashSet<ObjectRef<K>>>,
     loops: AtomicU64,
 }
 
@@ -793,11 +801,20 @@ impl<K: Watched> Shared<K> {
         let (set_index, version, release) = match route {
             Route::Matched { set, version, release } => (set, version, release),
             Route::NoMatch { version, release } => {
-                tracing::debug!(
-                    version = version.as_ref().map(|v| v.to_string()),
-                    release,
-                    "no resource set handles this version; another version of the operator owns the object"
-                );
+                let version = version.as_ref().map(|v| v.to_string());
+                if self.left_to_others.lock().insert(oref.clone()) {
+                    // Once per object (again after it was ours for a while): with several
+                    // versions side by side this is normal, but an object that no running
+                    // version reconciles must be findable in the logs.
+                    tracing::info!(
+                        operator = %self.router.component(),
+                        version,
+                        release,
+                        "leaving the object to the operator version its Release names; no resource set of this process handles it"
+                    );
+                } else {
+                    tracing::debug!(version, release, "another version of the operator owns the object");
+                }
                 if let Some(m) = &self.metrics {
                     m.no_resource_set(&self.name);
                 }
@@ -821,6 +838,7 @@ impl<K: Watched> Shared<K> {
         };
 
         let set = &self.sets[set_index];
+        self.left_to_others.lock().remove(oref);
         if let Some(hook) = &self.status_hook {
             self.may_write()?;
             if let Err(error) = hook.routed(&obj, set.name(), &version).await {
@@ -969,7 +987,16 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
         version = meta.resource_version.as_deref().unwrap_or_default(),
         event = if meta.deletion_timestamp.is_some() { "delete" } else { "update" },
     );
-    let result = shared.reconcile(obj.clone(), &oref, loop_id).instrument(span.clone()).await;
+    let result = match shared.reconcile(obj.clone(), &oref, loop_id).instrument(span.clone()).await {
+        // A replica that lost the lease mid-reconcile has its writes refused (gated clients) or
+        // cut short; whatever failed is the new leader's to redo, not an error of this object.
+        Err(error) if !matches!(error, ReconcileError::LeadershipLost) && !shared.leadership.is_leader() => {
+            let _enter = span.enter();
+            tracing::debug!(%error, "the reconcile failed after leadership was lost");
+            Err(ReconcileError::LeadershipLost)
+        }
+        result => result,
+    };
     if let Err(error) = &result {
         let _enter = span.enter();
         match error {

@@ -71,8 +71,9 @@ pub fn is_stale(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
-/// Send a JSON patch to the object `K` named by `meta`.
-pub(crate) async fn json_patch<K>(client: &Client, meta: &ObjectMeta, patch: &Value) -> Result<K, kube::Error>
+/// Send a JSON patch (such as [`add_patch`] or [`remove_patch`] made) to the object `K` named by
+/// `meta`: for holding objects other than the controller's own with a finalizer.
+pub async fn json_patch<K>(client: &Client, meta: &ObjectMeta, patch: &Value) -> Result<K, kube::Error>
 where
     K: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + std::fmt::Debug,
 {

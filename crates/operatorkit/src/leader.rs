@@ -120,6 +120,68 @@ impl Leadership {
             std::future::pending::<()>().await;
         }
     }
+
+    /// `Ok` while this replica leads, else [`NotLeader`]. Make this check immediately before a
+    /// write that does not go through a [gated client](Self::gate), for example in an AWS SDK
+    /// interceptor, so that the write is refused on a replica that lost the lease mid-reconcile.
+    pub fn check(&self) -> Result<(), NotLeader> {
+        if self.is_leader() { Ok(()) } else { Err(NotLeader) }
+    }
+
+    /// A client that sends writes (`POST`, `PUT`, `PATCH`, `DELETE`) only while this replica
+    /// leads, and refuses them with [`NotLeader`] (as `kube::Error::Service`) otherwise. Reads
+    /// and watches always pass, so a standby keeps its caches warm.
+    ///
+    /// The controller checks leadership before each resource; a resource may write many times
+    /// and wait in between, and the lease can be lost meanwhile. Handing resources a gated
+    /// client moves the check to the moment each request is sent, so a replica that lost the
+    /// lease makes no further write, whatever the resource is doing. The elector itself must use
+    /// the ungated client, or it could never take the lease.
+    pub fn gate(&self, client: kube::Client) -> kube::Client {
+        let namespace = client.default_namespace().to_string();
+        kube::Client::new(GatedClient { inner: client, leadership: self.clone() }, namespace)
+    }
+}
+
+/// A write refused because this replica does not hold the leader election lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("this replica does not hold the leader election lease: write refused")]
+pub struct NotLeader;
+
+/// The service behind [`Leadership::gate`].
+#[derive(Clone)]
+struct GatedClient {
+    inner: kube::Client,
+    leadership: Leadership,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<http::Request<kube::client::Body>> for GatedClient {
+    type Response = http::Response<kube::client::Body>;
+    type Error = BoxError;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let write = matches!(
+            *request.method(),
+            http::Method::POST | http::Method::PUT | http::Method::PATCH | http::Method::DELETE
+        );
+        // Checked when the request is dispatched, not when it was built.
+        let refused = write && !self.leadership.is_leader();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            if refused {
+                tracing::debug!(method = %request.method(), uri = %request.uri(), "write refused: not the leader");
+                return Err(Box::new(NotLeader) as BoxError);
+            }
+            inner.send(request).await.map_err(|e| Box::new(e) as BoxError)
+        })
+    }
 }
 
 /// client-go's `LeaseDuration` default.

@@ -219,6 +219,34 @@ async fn losing_leadership_mid_reconcile_stops_before_the_next_resource() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_writing_through_a_gated_client_writes_nothing_after_the_lease_is_lost() {
+    let (h, script) = with_release().await;
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(true);
+    let leadership = Leadership::from_receiver(leader_rx);
+    script.set("a", Phase::Create, Behaviour::Slow);
+    let steps = set_writing_through(leadership.gate(h.client.clone()), &script, "v1", "^1", &STEPS);
+    let controller = controller(&h, "gated-test", vec![steps]).leadership(leadership).build().unwrap();
+    let running = spawn(controller);
+    h.create_cluster("c", Some("20.0.0")).await;
+    // Resource a is running (its write still ahead) when the lease goes.
+    script.wait_for_hang().await;
+    leader_tx.send(false).unwrap();
+    eventually("resource a to try its write", || async { !script.writes_of("c", "a").is_empty() }).await;
+    assert_eq!(script.writes_of("c", "a"), [false], "the write after the lease was lost is refused");
+    settle().await;
+    assert!(h.side_effect("c", "a").await.is_none());
+    assert_eq!(script.count("c", "b", Phase::Create), 0, "no resource runs after the lease is lost");
+    assert!(h.warnings("c").await.is_empty(), "a refused write is no failure of the object");
+
+    // The next term redoes the write.
+    script.clear();
+    leader_tx.send(true).unwrap();
+    eventually("the new term to finish the reconcile", || async { h.side_effect("c", "c").await.is_some() }).await;
+    assert!(h.side_effect("c", "a").await.is_some());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_running_reconciles_finish() {
     let (h, script) = with_release().await;
     script.set("b", Phase::Create, Behaviour::Slow);

@@ -2,7 +2,6 @@
 //! renewals fail, and the core promise — two replicas never lead at the same time.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -10,8 +9,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector, Leadership};
-use testenv::{RequestMatch, TestEnv, Verb};
-use tokio::net::{TcpListener, TcpStream};
+use testenv::{Link, RequestMatch, TestEnv, Verb};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
@@ -375,59 +373,6 @@ async fn a_leader_whose_renewals_fail_steps_down_before_its_lease_expires() -> T
     Ok(())
 }
 
-/// A TCP link between one replica and the API server that the test can cut: open connections
-/// drop, new ones hang without an answer, as behind a broken network. The API server itself
-/// stays up for everyone else.
-struct Link {
-    url: String,
-    cut: watch::Sender<bool>,
-    acceptor: JoinHandle<()>,
-}
-
-impl Link {
-    async fn start(upstream: SocketAddr) -> anyhow::Result<Link> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let (cut, _) = watch::channel(false);
-        let state = cut.subscribe();
-        let acceptor = tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                tokio::spawn(forward(inbound, upstream, state.clone()));
-            }
-        });
-        Ok(Link { url, cut, acceptor })
-    }
-
-    fn client(&self) -> anyhow::Result<kube::Client> {
-        let mut config = kube::Config::new(self.url.parse()?);
-        config.default_namespace = NAMESPACE.into();
-        Ok(kube::Client::try_from(config)?)
-    }
-
-    fn set_cut(&self, cut: bool) {
-        self.cut.send_replace(cut);
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-    }
-}
-
-async fn forward(mut inbound: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<bool>) {
-    if *cut.borrow() {
-        // Hold the connection unanswered until the link heals.
-        let _ = cut.wait_for(|cut| !*cut).await;
-        return;
-    }
-    let Ok(mut outbound) = TcpStream::connect(upstream).await else { return };
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-        _ = cut.wait_for(|cut| *cut) => {}
-    }
-}
-
 const LOG: &str = "leader-log";
 
 /// What a controller of one replica does: while it leads, append its identity to a ConfigMap,
@@ -470,12 +415,19 @@ async fn two_replicas_never_both_lead_across_takeovers() -> TestResult {
     let ids = ["replica-a", "replica-b"];
     let links = [Link::start(env.handle().addr()).await?, Link::start(env.handle().addr()).await?];
     let config = |id: &str| LeaderElectionConfig { lease_duration: Duration::from_secs(3), ..fast(id) };
-    let replicas =
-        [Replica::start(links[0].client()?, config(ids[0]))?, Replica::start(links[1].client()?, config(ids[1]))?];
+    let replicas = [
+        Replica::start(links[0].client(NAMESPACE)?, config(ids[0]))?,
+        Replica::start(links[1].client(NAMESPACE)?, config(ids[1]))?,
+    ];
     let stop = CancellationToken::new();
     let mut writers = Vec::new();
     for i in 0..2 {
-        writers.push(tokio::spawn(writer(links[i].client()?, replicas[i].leadership.clone(), ids[i], stop.clone())));
+        writers.push(tokio::spawn(writer(
+            links[i].client(NAMESPACE)?,
+            replicas[i].leadership.clone(),
+            ids[i],
+            stop.clone(),
+        )));
     }
     let sampler = {
         let (a, b) = (replicas[0].leadership.clone(), replicas[1].leadership.clone());
@@ -537,5 +489,41 @@ async fn two_replicas_never_both_lead_across_takeovers() -> TestResult {
     for replica in replicas {
         replica.stop().await??;
     }
+    Ok(())
+}
+
+/// A gated client sends writes only while its replica leads; reads and watches always pass, and
+/// a refused write names the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_client_refuses_writes_while_not_leading() -> TestResult {
+    let env = TestEnv::start().await?;
+    let (leading, rx) = watch::channel(true);
+    let gated = Leadership::from_receiver(rx).gate(env.client());
+    assert_eq!(gated.default_namespace(), env.client().default_namespace());
+    let api: Api<ConfigMap> = Api::namespaced(gated, NAMESPACE);
+    let cm = |name: &str| ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &cm("while-leading")).await?;
+
+    leading.send_replace(false);
+    let refused = api.create(&PostParams::default(), &cm("after-losing")).await;
+    match refused {
+        Err(kube::Error::Service(source)) => {
+            assert!(source.downcast_ref::<operatorkit::leader::NotLeader>().is_some(), "{source}")
+        }
+        other => bail!("a write after losing leadership was not refused: {other:?}"),
+    }
+    let deleted = api.delete("while-leading", &Default::default()).await;
+    assert!(matches!(deleted, Err(kube::Error::Service(_))), "{deleted:?}");
+    // Reads pass, and show that nothing was written.
+    let names: Vec<String> =
+        api.list(&Default::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(names, ["while-leading"]);
+    // API errors still come back as API errors.
+    leading.send_replace(true);
+    let conflict = api.create(&PostParams::default(), &cm("while-leading")).await;
+    assert!(matches!(conflict, Err(kube::Error::Api(ref s)) if s.code == 409), "{conflict:?}");
     Ok(())
 }

@@ -209,6 +209,8 @@ pub struct Script {
     behaviours: Mutex<HashMap<(String, Phase), Behaviour>>,
     /// The objects whose calls reached a hang or slow point since the last `clear`.
     hung: Mutex<Vec<String>>,
+    /// Side-effect writes attempted: (object, resource, whether the write succeeded).
+    written: Mutex<Vec<(String, String, bool)>>,
 }
 
 impl Script {
@@ -239,6 +241,11 @@ impl Script {
 
     pub fn count(&self, object: &str, resource: &str, phase: Phase) -> usize {
         self.calls().iter().filter(|c| c.object == object && c.resource == resource && c.phase == phase).count()
+    }
+
+    /// Whether each side-effect write of `resource` on `object` succeeded, in order.
+    pub fn writes_of(&self, object: &str, resource: &str) -> Vec<bool> {
+        self.written.lock().iter().filter(|(o, r, _)| o == object && r == resource).map(|(_, _, ok)| *ok).collect()
     }
 
     pub fn created(&self, object: &str, resource: &str) -> usize {
@@ -309,7 +316,9 @@ impl Step {
             _ => {}
         }
         if self.side_effects {
-            self.side_effect(&object, phase).await?;
+            let written = self.side_effect(&object, phase).await;
+            self.script.written.lock().push((object.clone(), self.name.clone(), written.is_ok()));
+            written?;
         }
         Ok(match behaviour {
             Behaviour::Proceed | Behaviour::Fail | Behaviour::HangBefore | Behaviour::Slow => Outcome::proceed(),
@@ -366,6 +375,17 @@ impl Resource<ConfigMap, Vec<String>> for Step {
 
 /// A set named `name` for `requirement` with the given steps.
 pub fn set(h: &Harness, script: &Arc<Script>, name: &str, requirement: &str, steps: &[&str]) -> ResourceSet<ConfigMap> {
+    set_writing_through(h.client.clone(), script, name, requirement, steps)
+}
+
+/// [`set`] whose steps write their side effects through `client`.
+pub fn set_writing_through(
+    client: Client,
+    script: &Arc<Script>,
+    name: &str,
+    requirement: &str,
+    steps: &[&str],
+) -> ResourceSet<ConfigMap> {
     let mut builder =
         ResourceSet::with_default_state(name, VersionReq::parse(requirement).expect("a valid requirement"));
     for step in steps {
@@ -373,7 +393,7 @@ pub fn set(h: &Harness, script: &Arc<Script>, name: &str, requirement: &str, ste
             name: step.to_string(),
             set: name.to_string(),
             script: script.clone(),
-            client: h.client.clone(),
+            client: client.clone(),
             side_effects: true,
         });
     }
