@@ -127,7 +127,7 @@ impl RunningOperator {
         tokio::spawn(server.serve(token.clone()));
         let t = token.clone();
         let handle = tokio::spawn(async move {
-            let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(300) };
+            let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(300), ..RunSettings::default() };
             operator::run(shared, &metrics, &readiness, settings, t).await
         });
         Ok(Self { token, handle, metrics_addr })

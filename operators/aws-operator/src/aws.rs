@@ -142,10 +142,33 @@ impl AccountClients {
 /// A role (`None`: the operator's own credentials) and a region.
 type ClientKey = (Option<String>, String);
 
+/// Refuses every AWS call of a replica that does not hold the leader election lease, checked
+/// just before each attempt is sent (retries included), so that a replica that lost the lease
+/// mid-reconcile sends nothing more to AWS. STS calls (the role assumptions behind the
+/// clients' credentials) are not gated: they change nothing in an account.
+#[derive(Clone, Debug)]
+struct LeaderGate(operatorkit::Leadership);
+
+impl aws_sdk_ec2::config::Intercept for LeaderGate {
+    fn name(&self) -> &'static str {
+        "LeaderGate"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _: &aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _: &aws_sdk_ec2::config::RuntimeComponents,
+        _: &mut aws_sdk_ec2::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.0.check()?)
+    }
+}
+
 /// Builds and caches [`AccountClients`] per assumed role and region.
 pub struct AwsFactory {
     settings: AwsSettings,
     base: aws_config::SdkConfig,
+    gate: LeaderGate,
     clients: Mutex<HashMap<ClientKey, Arc<AccountClients>>>,
     // One in-flight setup per key, so that concurrent reconciles do not assume a role twice.
     setup: Mutex<HashMap<ClientKey, Arc<tokio::sync::Mutex<()>>>>,
@@ -190,7 +213,20 @@ impl AwsFactory {
             loader = loader.credentials_provider(creds.clone());
         }
         let base = loader.load().await;
-        Ok(Self { settings, base, clients: Mutex::new(HashMap::new()), setup: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            settings,
+            base,
+            gate: LeaderGate(operatorkit::Leadership::always()),
+            clients: Mutex::new(HashMap::new()),
+            setup: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Send AWS calls only while `leadership` holds (checked before every attempt). Call before
+    /// the first client is built; the default is to always send.
+    pub fn gated_by(mut self, leadership: operatorkit::Leadership) -> Self {
+        self.gate = LeaderGate(leadership);
+        self
     }
 
     /// The settings.
@@ -236,16 +272,23 @@ impl AwsFactory {
             .account()
             .map(str::to_string)
             .ok_or_else(|| AwsError::Setup("STS GetCallerIdentity returned no account".into()))?;
-        let s3_conf =
-            aws_sdk_s3::config::Builder::from(&conf).force_path_style(self.settings.endpoint_url.is_some()).build();
+        let gate = &self.gate;
+        let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
+            .force_path_style(self.settings.endpoint_url.is_some())
+            .interceptor(gate.clone())
+            .build();
+        let cfn_conf = aws_sdk_cloudformation::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let ec2_conf = aws_sdk_ec2::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let kms_conf = aws_sdk_kms::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let asg_conf = aws_sdk_autoscaling::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
-            cfn: Arc::new(SdkCloudFormation { client: aws_sdk_cloudformation::Client::new(&conf) }),
-            ec2: aws_sdk_ec2::Client::new(&conf),
+            cfn: Arc::new(SdkCloudFormation { client: aws_sdk_cloudformation::Client::from_conf(cfn_conf) }),
+            ec2: aws_sdk_ec2::Client::from_conf(ec2_conf),
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
-            kms: aws_sdk_kms::Client::new(&conf),
-            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+            kms: aws_sdk_kms::Client::from_conf(kms_conf),
+            autoscaling: aws_sdk_autoscaling::Client::from_conf(asg_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

@@ -14,15 +14,19 @@
 //! 5. `master` — namespace `<id>`, Service and Endpoints `master`.
 //! 6. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
 //!
-//! Deletion (`teardown`, last): waits until no AWSControlPlane or AWSMachineDeployment of the
-//! cluster is left, then deletes TCCP (tenant) and after it TCCPF and TCCPI (management
-//! account), empties and deletes the buckets, schedules the key for deletion and removes the
-//! namespace; the finalizer is held until all of that is done.
+//! Deletion (`teardown`, last): deletes the cluster's AWSControlPlanes and
+//! AWSMachineDeployments and waits until they are gone, then deletes TCCP (tenant) and after it
+//! TCCPF and TCCPI (management account), empties and deletes the buckets, schedules the key for
+//! deletion, removes the namespace and releases the credential and certificate Secrets (held
+//! since creation, see `held_secrets`); the finalizer is held until all of that is done.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use apis::aws::{AWSCluster, AWSClusterStatus, ControlPlaneEndpoint, StackStatus as StatusEntry};
+use apis::aws::{
+    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment, ControlPlaneEndpoint,
+    StackStatus as StatusEntry,
+};
 use apis::cluster_status::ClusterCondition;
 use apis::release::Release;
 use aws_stacks::ipam::{self, Ipv4Net};
@@ -36,8 +40,8 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 use crate::aws::AccountClients;
 use crate::common::{self, READY};
 use crate::context::Shared;
-use crate::ipam_lock;
 use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
+use crate::{held_secrets, ipam_lock};
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-cluster-controller";
@@ -120,6 +124,9 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
         .await;
         match checked {
             Ok((release, tenant, cp)) => {
+                // The credential Secret stays until the teardown no longer needs it.
+                let cs = &obj.spec.provider.credential_secret;
+                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, held_secrets::FINALIZER).await?;
                 state.release = Some(release);
                 state.tenant = Some(tenant);
                 state.cp = Some(cp);
@@ -619,10 +626,14 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)
         };
         mark_deleting(&shared, obj).await?;
-        // Node pools and the control plane go first.
+        // Node pools and the control plane go first. Deleting the AWSCluster deletes them:
+        // explicitly, not through owner references, since Kubernetes' default (background)
+        // deletion would wait for the cluster to be gone before deleting them, while the
+        // cluster's teardown waits for them.
         let mds = common::node_pools(&shared, &ns, &id).await?;
         let cps = common::control_planes(&shared, &ns, &id).await?;
         if !mds.is_empty() || !cps.is_empty() {
+            delete_children(&shared, obj, &mds, &cps).await?;
             return Ok(keep(
                 state,
                 format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len()),
@@ -644,13 +655,16 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             return Ok(keep(state, "emptying the cluster bucket".into()));
         }
         crate::services::schedule_key_deletion(&tenant, &id).await?;
-        shared.memo.lock().keys.remove(&format!("{}/{id}", tenant.cache_key()));
+        // A cluster re-created with the same id in this process starts from nothing: its new
+        // bucket gets every node config again.
+        shared.memo.lock().forget_cluster(&tenant.cache_key(), &names::bucket(&tenant.account_id, &id), &id);
         let nsapi: Api<Namespace> = Api::all(shared.client.clone());
         match nsapi.delete(&id, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
+        release_secrets(&shared, obj).await?;
         shared
             .event(
                 obj,
@@ -660,6 +674,56 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             .await;
         Ok(Outcome::proceed())
     }
+}
+
+/// Delete the cluster's control planes and node pools that are not being deleted yet.
+async fn delete_children(
+    shared: &Shared,
+    obj: &AWSCluster,
+    mds: &[AWSMachineDeployment],
+    cps: &[AWSControlPlane],
+) -> Result<(), ResourceError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let deleted = |r: Result<_, kube::Error>| match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    };
+    let mut names = Vec::new();
+    let md_api: Api<AWSMachineDeployment> = Api::namespaced(shared.client.clone(), &ns);
+    for md in mds.iter().filter(|m| m.metadata.deletion_timestamp.is_none()) {
+        deleted(md_api.delete(&md.name_any(), &DeleteParams::default()).await.map(drop))?;
+        names.push(format!("AWSMachineDeployment {}", md.name_any()));
+    }
+    let cp_api: Api<AWSControlPlane> = Api::namespaced(shared.client.clone(), &ns);
+    for cp in cps.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+        deleted(cp_api.delete(&cp.name_any(), &DeleteParams::default()).await.map(drop))?;
+        names.push(format!("AWSControlPlane {}", cp.name_any()));
+    }
+    if !names.is_empty() {
+        shared.event(obj, "DeletingChildren", format!("deleting {} with the cluster", names.join(", "))).await;
+    }
+    Ok(())
+}
+
+/// Release the credential Secret (unless another cluster uses it) and the certificate Secrets.
+async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
+    let cs = &obj.spec.provider.credential_secret;
+    let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
+    let shared_with_others = clusters.list(&Default::default()).await?.items.iter().any(|c| {
+        c.metadata.uid != obj.metadata.uid
+            && c.spec.provider.credential_secret.name == cs.name
+            && c.spec.provider.credential_secret.namespace == cs.namespace
+    });
+    if !shared_with_others {
+        held_secrets::release(&shared.client, &cs.namespace, &cs.name, held_secrets::FINALIZER).await?;
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let certs_ns = crate::node_config::certificates_namespace(shared, &ns);
+    for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
+        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), held_secrets::FINALIZER).await?;
+    }
+    Ok(())
 }
 
 async fn mark_deleting(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {

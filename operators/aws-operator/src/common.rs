@@ -153,10 +153,119 @@ pub async fn clients(
     cluster: &AWSCluster,
 ) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
     let role = tenant_role(shared, cluster).await?;
-    let region = &cluster.spec.provider.region;
-    let tenant = shared.aws.tenant(&role, region).await?;
+    clients_of_role(shared, &role, &cluster.spec.provider.region).await
+}
+
+/// The tenant (reached through `role`) and management-account clients in `region`.
+pub async fn clients_of_role(
+    shared: &Shared,
+    role: &str,
+    region: &str,
+) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
+    let tenant = shared.aws.tenant(role, region).await?;
     let cp = shared.aws.control_plane(region).await?;
     Ok((tenant, cp))
+}
+
+/// Annotation on an AWSControlPlane or AWSMachineDeployment: the role ARN of the tenant account
+/// its stacks are created in (an ARN, not a credential).
+pub const TENANT_ROLE_ANNOTATION: &str = "aws-operator.giantswarm.io/tenant-role-arn";
+/// Annotation on an AWSControlPlane or AWSMachineDeployment: the region of its stacks.
+pub const REGION_ANNOTATION: &str = "aws-operator.giantswarm.io/region";
+
+/// Record on a control plane or node pool where its stacks live (role and region), before it
+/// creates any, so that it can still find and delete them if its AWSCluster disappears.
+pub async fn remember_account<K>(shared: &Shared, obj: &K, role: &str, region: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let annotations = obj.annotations();
+    let recorded = |key: &str, value: &str| annotations.get(key).is_some_and(|v| v == value);
+    if recorded(TENANT_ROLE_ANNOTATION, role) && recorded(REGION_ANNOTATION, region) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {TENANT_ROLE_ANNOTATION: role, REGION_ANNOTATION: region}}});
+    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// In which account a stack of a control plane or node pool lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Account {
+    /// The tenant account.
+    Tenant,
+    /// The management-cluster account.
+    ControlPlane,
+}
+
+/// Delete the stacks of a control plane or node pool whose AWSCluster is gone, in order. They
+/// are looked up in the accounts it recorded ([`remember_account`]) by name and tags (cluster
+/// id and stack kind), so nothing but its own stacks is touched. Returns `proceed` once none is
+/// left, and an outcome that keeps the finalizer while any exists.
+///
+/// Without recorded accounts the object never created anything, unless its status lists stacks
+/// (an object of an older version): then the finalizer stays, with `Ready=False` saying how to
+/// go on, since dropping it would leak what those stacks hold.
+pub async fn delete_orphaned_stacks<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    cluster_id: &str,
+    stacks: &[(Account, aws_stacks::names::StackKind, String)],
+    recorded_stacks: &[String],
+) -> Result<operatorkit::Outcome, ResourceError>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    St: WithConditions,
+{
+    use crate::stack_ops::{self, Deletion};
+    let keep = || operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll);
+    let annotations = obj.annotations();
+    let (Some(role), Some(region)) = (annotations.get(TENANT_ROLE_ANNOTATION), annotations.get(REGION_ANNOTATION))
+    else {
+        if recorded_stacks.is_empty() {
+            return Ok(operatorkit::Outcome::proceed());
+        }
+        let message = format!(
+            "AWSCluster {cluster_id} is gone and the account of stacks {} is unknown: restore the AWSCluster (and its credential Secret) so they can be deleted, or delete them by hand and then remove the finalizers",
+            recorded_stacks.join(", ")
+        );
+        mark_not_ready(shared, obj, current, "ClusterNotFound", message).await?;
+        return Ok(keep());
+    };
+    let (tenant, cp) = clients_of_role(shared, role, region).await?;
+    for (account, kind, name) in stacks {
+        let aws = match account {
+            Account::Tenant => &tenant,
+            Account::ControlPlane => &cp,
+        };
+        let tags = aws_stacks::names::tags::CLUSTER;
+        let ours = aws.cfn.describe_all().await?.into_iter().any(|v| {
+            &v.name == name
+                && v.tags.get(tags).map(String::as_str) == Some(cluster_id)
+                && v.tags.get(aws_stacks::names::tags::STACK).map(String::as_str) == Some(kind.as_str())
+        });
+        if !ours {
+            continue;
+        }
+        match stack_ops::delete(shared, aws, obj, *kind, name).await? {
+            Deletion::Gone => {}
+            Deletion::Pending => return Ok(keep()),
+            Deletion::Failed { message, retry_after } => {
+                mark_not_ready(shared, obj, current, "StackDeleteFailed", message).await?;
+                return Ok(operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
+            }
+        }
+    }
+    Ok(operatorkit::Outcome::proceed())
 }
 
 /// The AWSCluster of a control plane or node pool (same namespace, named by the cluster label).

@@ -48,6 +48,8 @@ pub struct OperatorConfig {
     /// CloudFormation by URL. CloudFormation's own inline limit; only tests lower it, to send
     /// templates of ordinary size down that path.
     pub template_body_limit: usize,
+    /// The namespace of every cluster's certificate Secrets; `None`: each cluster's own.
+    pub certificates_namespace: Option<String>,
 }
 
 impl Default for OperatorConfig {
@@ -64,14 +66,21 @@ impl Default for OperatorConfig {
             endpoints_refresh: Duration::from_secs(900),
             poll: Duration::from_secs(10),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
+            certificates_namespace: None,
         }
     }
 }
 
 /// AMIs by Flatcar version and region, from the mounted `ami.json`
 /// (`{"<flatcarVersion>": {"<region>": "ami-…"}}`, reference §7.5).
+///
+/// The file is a ConfigMap mounted into the pod, which Kubernetes updates in place when the
+/// ConfigMap changes: [`AmiMap::watch`] reloads it while the operator runs. Clones share the
+/// content, so every controller sees a reload at once.
 #[derive(Clone, Debug, Default)]
-pub struct AmiMap(BTreeMap<String, BTreeMap<String, String>>);
+pub struct AmiMap(Arc<parking_lot::RwLock<AmiTable>>);
+
+type AmiTable = BTreeMap<String, BTreeMap<String, String>>;
 
 /// A missing AMI.
 #[derive(Debug, thiserror::Error)]
@@ -109,27 +118,70 @@ impl AmiMap {
     /// Parse the JSON document.
     pub fn from_json(json: &str) -> Result<Self, AmiError> {
         serde_json::from_str(json)
-            .map(AmiMap)
+            .map(|table| AmiMap(Arc::new(parking_lot::RwLock::new(table))))
             .map_err(|e| AmiError::File { path: "<inline>".into(), message: e.to_string() })
     }
 
     /// Read the mounted file.
     pub fn load(path: &Path) -> Result<Self, AmiError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })?;
-        serde_json::from_str(&text)
-            .map(AmiMap)
-            .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })
+        Ok(AmiMap(Arc::new(parking_lot::RwLock::new(read_table(path)?))))
     }
 
     /// The AMI of `version` in `region`.
     pub fn lookup(&self, version: &str, region: &str) -> Result<String, AmiError> {
         self.0
+            .read()
             .get(version)
             .and_then(|r| r.get(region))
             .cloned()
             .ok_or_else(|| AmiError::Missing { version: version.into(), region: region.into() })
     }
+
+    /// Read `path` again; replace the content if it parses and differs. Returns whether it
+    /// changed. An unreadable or invalid file leaves the content as it was.
+    pub fn reload(&self, path: &Path) -> Result<bool, AmiError> {
+        let table = read_table(path)?;
+        let mut current = self.0.write();
+        if *current == table {
+            return Ok(false);
+        }
+        *current = table;
+        Ok(true)
+    }
+
+    /// Reload from `path` every `every` until `shutdown`: a changed file is used from the next
+    /// reconcile on (logged at info); a broken one is logged once as a warning and the last good
+    /// content kept. Polling rather than file events, because a mounted ConfigMap changes by an
+    /// atomic swap of a symlinked directory, which file watches on the file itself miss.
+    pub async fn watch(self, path: std::path::PathBuf, every: Duration, shutdown: tokio_util::sync::CancellationToken) {
+        let mut last_error: Option<String> = None;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self.reload(&path) {
+                Ok(true) => {
+                    last_error = None;
+                    tracing::info!(path = %path.display(), "the AMI file changed; using its new content");
+                }
+                Ok(false) => last_error = None,
+                Err(e) => {
+                    let message = e.to_string();
+                    if last_error.as_ref() != Some(&message) {
+                        tracing::warn!(error = %message, "cannot reload the AMI file; keeping its last good content");
+                        last_error = Some(message);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn read_table(path: &Path) -> Result<AmiTable, AmiError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })?;
+    serde_json::from_str(&text).map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })
 }
 
 /// Labels of the per-stack-operation metrics.
@@ -200,6 +252,19 @@ pub struct Memo {
     pub delete_attempts: HashMap<String, u32>,
     /// Last observed status per stack name (for transition events).
     pub stack_status: HashMap<String, String>,
+}
+
+impl Memo {
+    /// Forget what this process remembers of cluster `id` (tenant account `account`, bucket
+    /// `bucket`) once it is deleted, so that a cluster re-created with the same id is built
+    /// from scratch: its key looked up again, its node configs uploaded again.
+    pub fn forget_cluster(&mut self, account: &str, bucket: &str, id: &str) {
+        let cluster = format!("{account}/{id}");
+        self.keys.remove(&cluster);
+        self.endpoints_refreshed.remove(&cluster);
+        let prefix = format!("{bucket}/");
+        self.uploads.retain(|key, _| !key.starts_with(&prefix));
+    }
 }
 
 /// Everything the controllers share.
@@ -284,5 +349,57 @@ impl Shared {
     pub async fn release(&self, version: &str) -> Result<Option<Release>, kube::Error> {
         let api: kube::Api<Release> = kube::Api::all(self.client.clone());
         api.get_opt(&format!("v{version}")).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_a_cluster_clears_its_uploads_key_and_endpoints_only() {
+        let mut memo = Memo::default();
+        memo.keys.insert("111/eu-central-1/a1b2c".into(), "arn:key".into());
+        memo.keys.insert("111/eu-central-1/other".into(), "arn:other".into());
+        memo.endpoints_refreshed.insert("111/eu-central-1/a1b2c".into(), Instant::now());
+        memo.uploads.insert("111-g8s-a1b2c/version/16.2.0/cloudconfig/master-0".into(), "h1".into());
+        memo.uploads.insert("111-g8s-a1b2c/version/16.2.0/cloudconfig/worker".into(), "h2".into());
+        memo.uploads.insert("111-g8s-a1b2cd/version/16.2.0/cloudconfig/worker".into(), "h3".into());
+        memo.forget_cluster("111/eu-central-1", "111-g8s-a1b2c", "a1b2c");
+        assert_eq!(memo.keys.keys().collect::<Vec<_>>(), ["111/eu-central-1/other"]);
+        assert!(memo.endpoints_refreshed.is_empty());
+        assert_eq!(memo.uploads.keys().collect::<Vec<_>>(), ["111-g8s-a1b2cd/version/16.2.0/cloudconfig/worker"]);
+    }
+
+    #[tokio::test]
+    async fn the_ami_file_is_reloaded_while_running_and_a_broken_one_is_ignored() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("ami.json");
+        let write = |json: &str| {
+            // As Kubernetes updates a mounted ConfigMap: a new file swapped in atomically.
+            let tmp = dir.path().join("ami.json.tmp");
+            std::fs::write(&tmp, json).expect("writable");
+            std::fs::rename(&tmp, &path).expect("renamable");
+        };
+        write(r#"{"4230.2.4": {"eu-central-1": "ami-0000000000000000a"}}"#);
+        let amis = AmiMap::load(&path).expect("a valid file");
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let watching = tokio::spawn(amis.clone().watch(path.clone(), Duration::from_millis(20), shutdown.clone()));
+        assert!(matches!(amis.lookup("4230.2.5", "eu-central-1"), Err(AmiError::Missing { .. })));
+
+        write(r#"{"4230.2.5": {"eu-central-1": "ami-0000000000000000b"}}"#);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while amis.lookup("4230.2.5", "eu-central-1").is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "the new AMI file was never read");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(amis.lookup("4230.2.4", "eu-central-1").is_err(), "the old content is replaced");
+
+        write("{ not json");
+        assert!(amis.reload(&path).is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(amis.lookup("4230.2.5", "eu-central-1").ok().as_deref(), Some("ami-0000000000000000b"));
+        shutdown.cancel();
+        watching.await.expect("the watch stops on shutdown");
     }
 }

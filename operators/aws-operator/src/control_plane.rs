@@ -69,6 +69,11 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
     Ok(())
 }
 
+/// The stacks a status lists that are not known to be deleted.
+pub fn recorded_stacks(entries: Option<&[StatusEntry]>) -> Vec<String> {
+    entries.unwrap_or_default().iter().filter(|e| e.status != "DELETE_COMPLETE").map(|e| e.name.clone()).collect()
+}
+
 /// Merge this reconcile's stack entries into the recorded ones.
 pub fn merge_stacks(recorded: &mut Vec<StatusEntry>, seen: &[StatusEntry]) {
     for s in seen {
@@ -108,6 +113,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
             let release = common::release_of(&shared, obj).await?;
             let role = common::tenant_role(&shared, &cluster).await?;
             let tenant = shared.aws.tenant(&role, &cluster.spec.provider.region).await?;
+            common::remember_account(&shared, obj, &role, &cluster.spec.provider.region).await?;
             Ok::<_, ResourceError>(Some((cluster, release, tenant)))
         }
         .await;
@@ -131,9 +137,13 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
     async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let Some(cluster) = common::cluster_of(&shared, obj).await? else {
-            // Without its cluster there is no account to delete in: nothing of ours can exist
-            // that the cluster's own deletion does not wait for.
-            return Ok(Outcome::proceed());
+            // The cluster went first (its finalizer removed by hand, say): TCCPN may still
+            // exist in the tenant account.
+            let id = common::cluster_id(obj)?;
+            let name = names::stack_name(&id, StackKind::Tccpn, None);
+            let stacks = [(common::Account::Tenant, StackKind::Tccpn, name)];
+            let recorded = recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
+            return common::delete_orphaned_stacks(&shared, obj, obj.status.as_ref(), &id, &stacks, &recorded).await;
         };
         let role = common::tenant_role(&shared, &cluster).await?;
         state.tenant = Some(shared.aws.tenant(&role, &cluster.spec.provider.region).await?);
@@ -207,14 +217,16 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             .collect();
         let masters = tccpn::masters(replicas, &subnets)
             .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
-        let certs = crate::node_config::certificates(&shared, &id).await?;
+        let cluster_ns = cluster.namespace().unwrap_or_default();
+        let certs_ns = crate::node_config::certificates_namespace(&shared, &cluster_ns);
+        let certs = crate::node_config::certificates(&shared, certs_ns, &id).await?;
         let secrets = match crate::node_config::secrets_for(true, &certs) {
             Ok(s) => s,
             Err(missing) => {
                 let out = wait(
                     state,
                     format!(
-                        "waiting for certificate Secrets labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
+                        "waiting for certificate Secrets in namespace {certs_ns} labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
                         missing.join(", ")
                     ),
                 );

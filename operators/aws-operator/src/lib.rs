@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod common;
 pub mod context;
 pub mod control_plane;
+pub mod held_secrets;
 pub mod ipam_lock;
 pub mod machine_deployment;
 pub mod node_config;

@@ -97,7 +97,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
                 return Err(common::field_errors(obj, errors).into());
             }
             let release = common::release_of(&shared, obj).await?;
-            let (tenant, cp) = common::clients(&shared, &cluster).await?;
+            let role = common::tenant_role(&shared, &cluster).await?;
+            let region = &cluster.spec.provider.region;
+            let (tenant, cp) = common::clients_of_role(&shared, &role, region).await?;
+            common::remember_account(&shared, obj, &role, region).await?;
             Ok::<_, ResourceError>(Some((cluster, release, tenant, cp)))
         }
         .await;
@@ -122,7 +125,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
     async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let Some(cluster) = common::cluster_of(&shared, obj).await? else {
-            return Ok(Outcome::proceed());
+            // The cluster went first (its finalizer removed by hand, say): TCNP and TCNPF may
+            // still exist.
+            let id = common::cluster_id(obj)?;
+            let md = obj.name_any();
+            let stacks = [
+                (common::Account::Tenant, StackKind::Tcnp, names::stack_name(&id, StackKind::Tcnp, Some(&md))),
+                (common::Account::ControlPlane, StackKind::Tcnpf, names::stack_name(&id, StackKind::Tcnpf, Some(&md))),
+            ];
+            let recorded = crate::control_plane::recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
+            return common::delete_orphaned_stacks(&shared, obj, obj.status.as_ref(), &id, &stacks, &recorded).await;
         };
         let (tenant, cp) = common::clients(&shared, &cluster).await?;
         state.tenant = Some(tenant);
@@ -243,11 +255,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let ami = shared.amis.lookup(pool_flatcar(obj, &release), &region)?;
 
         // The node config.
-        let certs = crate::node_config::certificates(&shared, &id).await?;
+        let cluster_ns = cluster.namespace().unwrap_or_default();
+        let certs_ns = crate::node_config::certificates_namespace(&shared, &cluster_ns);
+        let certs = crate::node_config::certificates(&shared, certs_ns, &id).await?;
         let secrets = match crate::node_config::secrets_for(false, &certs) {
             Ok(s) => s,
             Err(missing) => wait!(
-                "waiting for certificate Secrets labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
+                "waiting for certificate Secrets in namespace {certs_ns} labelled giantswarm.io/cluster={id},giantswarm.io/certificate=<name>: missing {}",
                 missing.join(", ")
             ),
         };

@@ -11,7 +11,8 @@ use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::context::{AmiMap, OperatorConfig, Shared};
 use aws_operator::operator::{self, RunSettings};
 use clap::{Parser, Subcommand};
-use operatorkit::{Metrics, Readiness, Server};
+use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::{Leadership, Metrics, Readiness, Server};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +54,9 @@ struct DaemonArgs {
     /// The AMI file: `{"<flatcarVersion>": {"<region>": "ami-…"}}`.
     #[arg(long, env = "AWS_OPERATOR_AMI_FILE")]
     ami_file: PathBuf,
+    /// How often the AMI file is read again, in seconds (a mounted ConfigMap changes in place).
+    #[arg(long, default_value_t = 30)]
+    ami_reload_seconds: u64,
     /// IPAM range for cluster and node-pool CIDRs.
     #[arg(long, default_value = "10.1.0.0/16")]
     ipam_range: String,
@@ -78,6 +82,18 @@ struct DaemonArgs {
     /// Requeue interval while stacks transition, in seconds.
     #[arg(long, default_value_t = 10)]
     poll_seconds: u64,
+    /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
+    #[arg(long)]
+    certificates_namespace: Option<String>,
+    /// Elect a leader among the replicas of this operator version; only the leader writes.
+    #[arg(long, env = "AWS_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "giantswarm")]
+    leader_election_namespace: String,
+    /// Name of the leader election Lease (default: `aws-operator-<version>`, one per version).
+    #[arg(long)]
+    leader_election_name: Option<String>,
 }
 
 #[tokio::main]
@@ -95,6 +111,20 @@ async fn main() -> anyhow::Result<()> {
 async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
     let amis = AmiMap::load(&args.ami_file)?;
+    let version = OperatorConfig::default().version;
+    let elector = if args.leader_election {
+        let lease = args.leader_election_name.clone().unwrap_or_else(|| operator::lease_name(&version));
+        let config = LeaderElectionConfig {
+            // The controllers have stopped (and with them every write) when the lease is
+            // released, so a standby may start at once.
+            release_on_cancel: true,
+            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
+        };
+        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
+    } else {
+        None
+    };
+    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
     let aws = AwsFactory::new(AwsSettings {
         default_region: args.region.clone(),
         endpoint_url: args.aws_endpoint_url.clone(),
@@ -103,7 +133,8 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         credentials: None,
         operation_timeout: None,
     })
-    .await?;
+    .await?
+    .gated_by(leadership.clone());
     let config = OperatorConfig {
         installation: args.installation.clone(),
         ipam_range: args.ipam_range.clone(),
@@ -112,16 +143,28 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         control_plane_route_tables: args.route_tables.clone(),
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
+        certificates_namespace: args.certificates_namespace.clone(),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
-    let shared = Shared::new(client, aws, config, amis, &mut registry);
+    if let Some(elector) = &elector {
+        elector.register_metrics(&mut registry);
+    }
+    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
     let readiness = Readiness::new();
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
     let serving = tokio::spawn(server.serve(shutdown.clone()));
+    tokio::spawn(shared.amis.clone().watch(
+        args.ami_file.clone(),
+        Duration::from_secs(args.ami_reload_seconds.max(1)),
+        shutdown.clone(),
+    ));
+    // The election stops after the controllers, so that releasing the lease comes last.
+    let stop_election = CancellationToken::new();
+    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
     let stop = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
@@ -131,11 +174,19 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         shared,
         &metrics,
         &readiness,
-        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds) },
+        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
         shutdown.clone(),
     )
     .await?;
     shutdown.cancel();
+    stop_election.cancel();
+    if let Some(election) = election {
+        match election.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
+            Err(error) => tracing::warn!(%error, "leader election task failed"),
+        }
+    }
     let _ = serving.await;
     Ok(())
 }

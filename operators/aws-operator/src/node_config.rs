@@ -7,7 +7,11 @@
 //! or verified: an unchanged config costs nothing after the first check.
 //!
 //! Secrets are the cluster's certificate Secrets, found by label (`giantswarm.io/cluster=<id>`,
-//! `giantswarm.io/certificate=<name>`, keys `ca`, `crt`, `key`, as cert-operator writes them).
+//! `giantswarm.io/certificate=<name>`, keys `ca`, `crt`, `key`, as cert-operator writes them) in
+//! one namespace only: the cluster's own, or the one `--certificates-namespace` names. A label is
+//! no proof of ownership: anyone who may create a Secret in some namespace could otherwise put
+//! certificates into another cluster's nodes. They are held by a finalizer until the cluster is
+//! gone (`held_secrets`).
 
 use std::collections::BTreeMap;
 
@@ -25,20 +29,39 @@ use crate::context::Shared;
 /// The certificate label.
 pub const CERTIFICATE_LABEL: &str = "giantswarm.io/certificate";
 
-/// The certificate Secrets of a cluster: certificate name → (key → bytes).
+/// The namespace of a cluster's certificate Secrets: the configured one, else the cluster's.
+pub fn certificates_namespace<'a>(shared: &'a Shared, cluster_namespace: &'a str) -> &'a str {
+    shared.config.certificates_namespace.as_deref().unwrap_or(cluster_namespace)
+}
+
+/// The certificate Secrets of a cluster in `namespace` ([`certificates_namespace`]), held by the
+/// [`held_secrets::FINALIZER`](crate::held_secrets::FINALIZER) from now on: certificate name →
+/// (key → bytes).
 pub async fn certificates(
     shared: &Shared,
+    namespace: &str,
     cluster_id: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
-    let api: Api<Secret> = Api::all(shared.client.clone());
-    let selector = format!("{}={cluster_id},{CERTIFICATE_LABEL}", apis::labels::CLUSTER);
+    let secrets = certificate_secrets(shared, namespace, cluster_id).await?;
+    crate::held_secrets::hold_all(&shared.client, &secrets, crate::held_secrets::FINALIZER).await?;
     let mut out = BTreeMap::new();
-    for s in api.list(&ListParams::default().labels(&selector)).await?.items {
+    for s in secrets {
         let Some(name) = s.metadata.labels.as_ref().and_then(|l| l.get(CERTIFICATE_LABEL)).cloned() else { continue };
         let data = s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
         out.insert(name, data);
     }
     Ok(out)
+}
+
+/// The certificate Secrets of cluster `cluster_id` in `namespace`, and only there.
+pub async fn certificate_secrets(
+    shared: &Shared,
+    namespace: &str,
+    cluster_id: &str,
+) -> Result<Vec<Secret>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let selector = format!("{}={cluster_id},{CERTIFICATE_LABEL}", apis::labels::CLUSTER);
+    Ok(api.list(&ListParams::default().labels(&selector)).await?.items)
 }
 
 /// The secrets a node of `role` needs, or the names of the missing certificates.

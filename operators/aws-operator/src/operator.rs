@@ -12,7 +12,7 @@ use std::time::Duration;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use kube::Api;
 use kube::runtime::reflector::ObjectRef;
-use operatorkit::{Controller, ControllerBuilder, Metrics, Readiness, ReleaseCondition, ResourceSet};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ReleaseCondition, ResourceSet};
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
@@ -29,12 +29,31 @@ pub struct RunSettings {
     pub concurrency: u16,
     /// Resync period.
     pub resync: Duration,
+    /// Whether this replica leads ([`Leadership::always`] without leader election). The same
+    /// leadership must gate the Kubernetes client and the AWS clients of [`Shared`] (see
+    /// [`lease_name`]).
+    pub leadership: Leadership,
 }
 
 impl Default for RunSettings {
     fn default() -> Self {
-        Self { concurrency: 8, resync: Duration::from_secs(300) }
+        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
     }
+}
+
+/// The Lease the replicas of one operator version compete for: `aws-operator-<version>`.
+///
+/// One lease per version, because versions run side by side and each reconciles only the
+/// clusters of its own Releases: the replicas of 16.2.0 elect a leader among themselves, while
+/// the leader of 16.1.0 goes on with its clusters.
+pub fn lease_name(version: &str) -> String {
+    // A Lease name is a DNS subdomain: semver's `+` and upper case are not allowed in one.
+    let version: String = version
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    format!("{COMPONENT}-{version}")
 }
 
 fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
@@ -69,6 +88,7 @@ where
         .status_hook(ReleaseCondition::new(client.clone()))
         .concurrency(settings.concurrency)
         .resync(settings.resync)
+        .leadership(settings.leadership.clone())
 }
 
 /// The AWSCluster a control plane or node pool belongs to: its `giantswarm.io/cluster` label, in
@@ -137,4 +157,16 @@ pub async fn run(
         md_controller.run(shutdown.clone()),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_lease_per_version_with_a_valid_name() {
+        assert_eq!(lease_name("16.2.0"), "aws-operator-16.2.0");
+        assert_eq!(lease_name("16.2.0-Beta.1+build.7"), "aws-operator-16.2.0-beta.1-build.7");
+        assert_ne!(lease_name("16.2.0"), lease_name("16.1.0"));
+    }
 }

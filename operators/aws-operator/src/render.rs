@@ -35,6 +35,10 @@
 //! The same checks the controllers make before touching AWS — the objects' `validate()`, the
 //! cluster label, the Release and its `containerlinux` and `aws-operator` components, the
 //! NetworkPool — fail the command with a message naming the object, the field and the fix.
+//!
+//! A Release that names another `aws-operator` version than this binary's is rendered, with a
+//! warning (on stderr and as a `# WARNING:` line of the output): the daemon of this version
+//! would leave that cluster to the daemon of the version the Release names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -549,6 +553,8 @@ pub struct ClusterPlan {
     pub region: String,
     /// The Release name, `vX.Y.Z`.
     pub release: String,
+    /// The `aws-operator` version the Release names.
+    pub operator: String,
     /// The CIDRs of the cluster and its node pools.
     pub cidrs: Vec<Allocation>,
     /// The stacks, in creation order.
@@ -742,7 +748,27 @@ fn plan_cluster(
         stacks.extend(plan_node_pool(settings, cluster, md, md_release, pool_cidr.cidr, &pool)?);
         cidrs.push(pool_cidr);
     }
-    Ok(ClusterPlan { cluster: common::describe(cluster), region, release: release.name_any(), cidrs, stacks })
+    Ok(ClusterPlan {
+        cluster: common::describe(cluster),
+        region,
+        release: release.name_any(),
+        operator: common::component(release, crate::operator::COMPONENT).unwrap_or_default().to_string(),
+        cidrs,
+        stacks,
+    })
+}
+
+impl ClusterPlan {
+    /// Why the daemon of version `own` would not create this plan: the Release names another
+    /// `aws-operator` version, whose daemon reconciles the cluster (with its own templates).
+    pub fn version_warning(&self, own: &str) -> Option<String> {
+        (self.operator != own).then(|| {
+            format!(
+                "{}: Release {} names aws-operator {}, this is aws-operator {own}: its daemon leaves the cluster to aws-operator {}, whose stacks may differ from these; render with that version",
+                self.cluster, self.release, self.operator, self.operator
+            )
+        })
+    }
 }
 
 fn plan_masters(
@@ -1022,6 +1048,11 @@ fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     let objects = Objects::load(&args.files)?;
     let plans = plan(&objects, &settings)?;
+    let warnings: Vec<String> = plans.iter().filter_map(|p| p.version_warning(&settings.config.version)).collect();
+    for warning in &warnings {
+        // On stderr too: a warning only in the output would vanish into a pipe.
+        eprintln!("warning: {warning}");
+    }
 
     if let Some(wanted) = &args.stack {
         let Some(stack) = plans.iter().flat_map(|p| &p.stacks).find(|s| &s.name == wanted) else {
@@ -1046,6 +1077,9 @@ fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
             "# {}: region {}, Release {}, operator {}, installation {}",
             cluster.cluster, cluster.region, cluster.release, settings.config.version, settings.config.installation
         )?;
+        if let Some(warning) = cluster.version_warning(&settings.config.version) {
+            writeln!(out, "# WARNING: {warning}")?;
+        }
         for cidr in &cluster.cidrs {
             writeln!(out, "# {cidr}")?;
         }

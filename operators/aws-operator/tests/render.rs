@@ -313,3 +313,34 @@ fn the_binary_renders_and_fails_with_a_message() -> anyhow::Result<()> {
     assert!(stderr.contains("AWSControlPlane org-acme/a2wax: spec.availabilityZones[2]"), "{stderr}");
     Ok(())
 }
+
+#[test]
+fn a_release_of_another_operator_version_renders_with_a_warning() -> anyhow::Result<()> {
+    let own = env!("CARGO_PKG_VERSION");
+    let out = render(&[], &[&cluster_yaml(), &release_yaml()])?;
+    assert!(!out.contains("WARNING"), "the example's Release names this version:\n{out}");
+
+    let dir = tempfile::tempdir()?;
+    let text = std::fs::read_to_string(release_yaml())?;
+    let from = format!("    - name: aws-operator\n      version: {own}\n");
+    assert!(text.contains(&from), "the example Release no longer names aws-operator {own}");
+    let release = dir.path().join("release.yaml");
+    std::fs::write(&release, text.replacen(&from, "    - name: aws-operator\n      version: 16.1.0\n", 1))?;
+    let out = render(&["--summary"], &[&cluster_yaml(), &release])?;
+    let warning = format!(
+        "# WARNING: AWSCluster org-acme/al9qy: Release v20.0.0 names aws-operator 16.1.0, this is aws-operator {own}"
+    );
+    assert!(out.contains(&warning), "{out}");
+    // Still rendered: the warning is no error.
+    assert!(out.contains("cluster-al9qy-tccpn"), "{out}");
+
+    let bin = env!("CARGO_BIN_EXE_aws-operator");
+    let run = Command::new(bin).arg("render").arg("--summary").arg(cluster_yaml()).arg(&release).output()?;
+    assert!(run.status.success());
+    let stderr = String::from_utf8(run.stderr)?;
+    assert!(
+        stderr.contains("warning: AWSCluster org-acme/al9qy: Release v20.0.0 names aws-operator 16.1.0"),
+        "{stderr}"
+    );
+    Ok(())
+}

@@ -129,15 +129,7 @@ impl Fixture {
                 Ok(a) => a,
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
-            let config = OperatorConfig {
-                installation,
-                poll: Duration::from_millis(500),
-                route53_enabled: true,
-                // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
-                // templates over CloudFormation's 51,200 bytes take; the others stay inline.
-                template_body_limit: TEMPLATE_BODY_LIMIT,
-                ..OperatorConfig::default()
-            };
+            let config = operator_config(installation);
             let mut registry = Registry::default();
             let metrics = operatorkit::Metrics::new(&mut registry);
             let shared = Shared::new(client, aws, config, Fixture::amis(), &mut registry);
@@ -147,7 +139,7 @@ impl Fixture {
                 shared,
                 &metrics,
                 &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300) },
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300), ..RunSettings::default() },
                 t,
             )
             .await
@@ -267,6 +259,19 @@ impl Fixture {
         }))?;
         Api::<AWSMachineDeployment>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &obj).await?;
         Ok(())
+    }
+}
+
+/// The settings every test operator runs with.
+pub fn operator_config(installation: String) -> OperatorConfig {
+    OperatorConfig {
+        installation,
+        poll: Duration::from_millis(500),
+        route53_enabled: true,
+        // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
+        // templates over CloudFormation's 51,200 bytes take; the others stay inline.
+        template_body_limit: TEMPLATE_BODY_LIMIT,
+        ..OperatorConfig::default()
     }
 }
 
