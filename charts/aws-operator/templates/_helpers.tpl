@@ -37,6 +37,8 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- range .Values.leaderElection.extraArgs }}
 - {{ . | quote }}
 {{- end }}
+{{- else }}
+- --leader-election=false
 {{- end }}
 {{- end -}}
 
@@ -83,7 +85,8 @@ every rule against the request log of an end-to-end run):
 - per cluster, a namespace (created, locked by annotation with get/update, applied, deleted)
   with the master Service and Endpoints (server-side apply: create and patch);
 - Secrets: the credential Secret an AWSCluster names, and the certificate Secrets of a cluster,
-  listed by label across namespaces (the node configs carry them);
+  listed by label in the cluster's namespace (the node configs carry them); both held by the
+  finalizer aws-operator.giantswarm.io/secret-in-use until the cluster is gone (JSON patch);
 - Events about the objects, in their namespaces.
 */}}
 {{- define "operator.clusterRules" -}}
@@ -107,7 +110,7 @@ every rule against the request log of an end-to-end run):
   verbs: ["create", "patch"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list"]
+  verbs: ["get", "list", "patch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

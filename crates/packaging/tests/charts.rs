@@ -139,8 +139,9 @@ fn rbac_is_least_privilege() -> Result<()> {
             }
         }
     }
-    // The operator reads credential and certificate Secrets; it never writes one.
-    assert_eq!(secret_verbs, BTreeSet::from(["get".to_string(), "list".to_string()]));
+    // The operator reads credential and certificate Secrets and holds them with a finalizer
+    // (patch); it never creates, updates or deletes one.
+    assert_eq!(secret_verbs, BTreeSet::from(["get".to_string(), "list".to_string(), "patch".to_string()]));
     // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
     // for everything but create.
     let lease = format!("{CHART}-{}", operator_version(CHART)?);
