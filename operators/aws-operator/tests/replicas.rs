@@ -235,7 +235,10 @@ async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyho
     }
     assert_eq!(live_keys.len(), 1, "one live KMS key: {live_keys:?}");
     let buckets = tenant.s3.list_buckets().send().await?;
-    assert_eq!(buckets.buckets().len(), 1, "one bucket: {:?}", buckets.buckets());
+    let mut names: Vec<&str> = buckets.buckets().iter().filter_map(|b| b.name()).collect();
+    names.sort_unstable();
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
+    assert_eq!(names, [bucket.clone(), format!("{bucket}-access-logs")], "the cluster bucket and its log bucket");
     let cidr = clusters.get(id).await?.status.and_then(|s| s.provider.network.cidr).unwrap_or_default();
     let vpcs = tenant
         .ec2
