@@ -37,8 +37,6 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- range .Values.leaderElection.extraArgs }}
 - {{ . | quote }}
 {{- end }}
-{{- else }}
-- --leader-election=false
 {{- end }}
 {{- end -}}
 
