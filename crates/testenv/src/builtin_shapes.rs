@@ -383,6 +383,18 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
         ]),
     );
 
+    // autoscaling/v2: metrics and currentMetrics are atomic
+    shapes.insert(
+        ("autoscaling", "HorizontalPodAutoscaler"),
+        root([
+            (
+                "spec",
+                st([("scaleTargetRef", plain()), ("behavior", st([("scaleUp", plain()), ("scaleDown", plain())]))]),
+            ),
+            ("status", st([("conditions", conditions())])),
+        ]),
+    );
+
     // events.k8s.io/v1
     shapes.insert(("events.k8s.io", "Event"), events_v1_event());
 

@@ -67,7 +67,10 @@ pub use faults::{Faults, RequestMatch};
 pub use link::Link;
 pub use metrics::{RequestCounts, Verb};
 pub use server::ServerConfig;
-pub use sim::{NodeSpec, ReadinessPolicy, SimConfig, SimError, Simulation};
+pub use sim::{
+    COMPLETION_ANNOTATION, CompletionPolicy, EXIT_CODE_ANNOTATION, NodeSpec, READINESS_ANNOTATION, ReadinessPolicy,
+    SimConfig, SimError, Simulation, TerminationPolicy,
+};
 pub use store::Retention;
 
 /// Errors starting a test environment.

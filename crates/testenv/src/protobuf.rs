@@ -3,7 +3,8 @@
 //!
 //! client-go's generated clients send protobuf for built-in kinds: `kubectl drain` posts
 //! Evictions that way, and `kubectl create namespace|configmap|secret|serviceaccount|service|
-//! role|clusterrole|rolebinding|clusterrolebinding|poddisruptionbudget` the objects they build.
+//! role|clusterrole|rolebinding|clusterrolebinding|poddisruptionbudget|deployment` the objects
+//! they build; Helm and `kubectl drain --disable-eviction` send DeleteOptions with their DELETEs.
 //! Everything else kubectl does (apply, patch, label, delete, create -f) uses JSON.
 //! This module decodes the envelope (`k8s\0` + `runtime.Unknown`) and, driven by small field
 //! tables transcribed from the upstream `generated.proto` files, the messages of those kinds into
@@ -25,6 +26,8 @@ enum Ty {
     Str,
     Int64,
     Int32,
+    /// A `*int32` in Go: present means set, so `0` is kept.
+    OptInt32,
     /// A `*bool` in Go: present means set, so `false` is kept.
     Bool,
     /// A plain `bool` with `omitempty` in Go: `false` is the zero value and is dropped.
@@ -94,6 +97,7 @@ static DELETE_OPTIONS: Desc = Desc(
         (3, "orphanDependents", Ty::Bool),
         (4, "propagationPolicy", Ty::Str),
         (5, "dryRun", Ty::RepeatedStr),
+        (6, "ignoreStoreReadErrorWithClusterBreakingPotential", Ty::Bool),
     ],
 );
 static EVICTION: Desc =
@@ -332,6 +336,78 @@ static SELF_SUBJECT_RULES_REVIEW: Desc = Desc(
 );
 static TYPE_META: Desc = Desc("TypeMeta", &[(1, "apiVersion", Ty::Str), (2, "kind", Ty::Str)]);
 
+static CONTAINER_PORT: Desc = Desc(
+    "ContainerPort",
+    &[
+        (1, "name", Ty::Str),
+        (2, "hostPort", Ty::Int32),
+        (3, "containerPort", Ty::Int32),
+        (4, "protocol", Ty::Str),
+        (5, "hostIP", Ty::Str),
+    ],
+);
+static ENV_VAR: Desc = Desc("EnvVar", &[(1, "name", Ty::Str), (2, "value", Ty::Str)]);
+/// What `kubectl create deployment|job` put into a container; anything else is refused.
+static CONTAINER: Desc = Desc(
+    "Container",
+    &[
+        (1, "name", Ty::Str),
+        (2, "image", Ty::Str),
+        (3, "command", Ty::RepeatedStr),
+        (4, "args", Ty::RepeatedStr),
+        (5, "workingDir", Ty::Str),
+        (6, "ports", Ty::RepeatedMsg(&CONTAINER_PORT)),
+        (7, "env", Ty::RepeatedMsg(&ENV_VAR)),
+        (13, "terminationMessagePath", Ty::Str),
+        (14, "imagePullPolicy", Ty::Str),
+        (16, "stdin", Ty::Flag),
+        (17, "stdinOnce", Ty::Flag),
+        (18, "tty", Ty::Flag),
+        (20, "terminationMessagePolicy", Ty::Str),
+    ],
+);
+static POD_SPEC: Desc = Desc(
+    "PodSpec",
+    &[
+        (2, "containers", Ty::RepeatedMsg(&CONTAINER)),
+        (3, "restartPolicy", Ty::Str),
+        (6, "dnsPolicy", Ty::Str),
+        (7, "nodeSelector", Ty::MapStr),
+        (8, "serviceAccountName", Ty::Str),
+        (10, "nodeName", Ty::Str),
+        (11, "hostNetwork", Ty::Flag),
+        (19, "schedulerName", Ty::Str),
+        (20, "initContainers", Ty::RepeatedMsg(&CONTAINER)),
+    ],
+);
+static POD_TEMPLATE_SPEC: Desc =
+    Desc("PodTemplateSpec", &[(1, "metadata", Ty::Msg(&OBJECT_META)), (2, "spec", Ty::Msg(&POD_SPEC))]);
+static ROLLING_UPDATE_DEPLOYMENT: Desc =
+    Desc("RollingUpdateDeployment", &[(1, "maxUnavailable", Ty::IntOrString), (2, "maxSurge", Ty::IntOrString)]);
+static DEPLOYMENT_STRATEGY: Desc =
+    Desc("DeploymentStrategy", &[(1, "type", Ty::Str), (2, "rollingUpdate", Ty::Msg(&ROLLING_UPDATE_DEPLOYMENT))]);
+static DEPLOYMENT_SPEC: Desc = Desc(
+    "DeploymentSpec",
+    &[
+        (1, "replicas", Ty::OptInt32),
+        (2, "selector", Ty::Msg(&LABEL_SELECTOR)),
+        (3, "template", Ty::Msg(&POD_TEMPLATE_SPEC)),
+        (4, "strategy", Ty::Msg(&DEPLOYMENT_STRATEGY)),
+        (5, "minReadySeconds", Ty::Int32),
+        (6, "revisionHistoryLimit", Ty::OptInt32),
+        (7, "paused", Ty::Flag),
+        (9, "progressDeadlineSeconds", Ty::OptInt32),
+    ],
+);
+static DEPLOYMENT: Desc = Desc(
+    "Deployment",
+    &[
+        (1, "metadata", Ty::Msg(&OBJECT_META)),
+        (2, "spec", Ty::Msg(&DEPLOYMENT_SPEC)),
+        (3, "status", Ty::Msg(&EMPTY_STATUS)),
+    ],
+);
+
 /// The kinds whose protobuf bodies are understood.
 const SUPPORTED: &[(&str, &str, &Desc)] = &[
     ("policy/v1", "Eviction", &EVICTION),
@@ -346,6 +422,7 @@ const SUPPORTED: &[(&str, &str, &Desc)] = &[
     ("rbac.authorization.k8s.io/v1", "RoleBinding", &ROLE_BINDING),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &ROLE_BINDING),
     ("policy/v1", "PodDisruptionBudget", &PDB),
+    ("apps/v1", "Deployment", &DEPLOYMENT),
     ("meta.k8s.io/v1", "DeleteOptions", &DELETE_OPTIONS),
     ("v1", "DeleteOptions", &DELETE_OPTIONS),
     ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
@@ -511,6 +588,9 @@ fn decode_message(buf: &[u8], desc: &Desc, depth: usize) -> Result<Value, ApiErr
                 if n != 0 {
                     out.insert(name, json!(n));
                 }
+            }
+            (Ty::OptInt32, 0) => {
+                out.insert(name, json!(r.varint()? as i64 as i32));
             }
             (Ty::Bool, 0) => {
                 out.insert(name, json!(r.varint()? != 0));
@@ -723,8 +803,35 @@ mod tests {
     }
 
     #[test]
+    fn decodes_a_deployment_as_kubectl_create_builds_it() {
+        let mut container = Vec::new();
+        field_bytes(1, b"nginx", &mut container);
+        field_bytes(2, b"nginx:1.27", &mut container);
+        let mut port = Vec::new();
+        field_varint(3, 8080, &mut port);
+        field_bytes(6, &port, &mut container);
+        field_bytes(8, &[], &mut container); // an empty ResourceRequirements
+        let mut pod_spec = Vec::new();
+        field_bytes(2, &container, &mut pod_spec);
+        field_bytes(3, b"", &mut pod_spec);
+        let mut template = Vec::new();
+        field_bytes(2, &pod_spec, &mut template);
+        let mut spec = Vec::new();
+        field_varint(1, 0, &mut spec); // replicas: 0, set explicitly
+        field_bytes(3, &template, &mut spec);
+        field_bytes(4, &[], &mut spec);
+        let mut raw = Vec::new();
+        field_bytes(2, &spec, &mut raw);
+        let v = decode(&envelope("apps/v1", "Deployment", &raw)).unwrap();
+        assert_eq!(v["spec"]["replicas"], 0, "an explicit zero is kept");
+        let c = &v["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c, &json!({"name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 8080}]}));
+        assert_eq!(v["spec"]["strategy"], json!({}));
+    }
+
+    #[test]
     fn unsupported_kinds_and_garbage_are_refused() {
-        let e = decode(&envelope("apps/v1", "Deployment", &[])).unwrap_err();
+        let e = decode(&envelope("batch/v1", "Job", &[])).unwrap_err();
         assert_eq!(e.code, 415);
         assert!(e.message.contains("policy/v1 Eviction"));
         assert_eq!(decode(b"nope").unwrap_err().code, 400);

@@ -208,10 +208,26 @@ async fn k4_openapi_hash_changes_when_the_crd_changes() {
 }
 
 #[tokio::test]
-async fn k5_openapi_v2_is_404() {
+async fn k5_openapi_v2_is_served_as_json_with_definitions() {
     let (_env, http) = start().await;
+    // client-go asks for protobuf: a document without definitions.
     let r = http.get_accept("/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf").await;
-    assert_eq!(r.status, 404);
+    r.expect(200);
+    assert_eq!(r.content_type(), "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    assert_eq!(&r.body[..], b"\x0a\x032.0");
+    assert_eq!(http.get_accept("/openapi/v2", "application/yaml").await.status, 406);
+    let r = http.get_accept("/openapi/v2", "application/json").await;
+    r.expect(200);
+    let doc = r.json();
+    assert_eq!(doc["swagger"], "2.0");
+    let deployment = &doc["definitions"]["io.k8s.api.apps.v1.Deployment"];
+    assert_eq!(
+        deployment["x-kubernetes-group-version-kind"],
+        json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+    );
+    let spec_ref =
+        deployment["properties"]["spec"]["allOf"][0]["$ref"].as_str().expect("spec refers to DeploymentSpec");
+    assert_eq!(spec_ref, "#/definitions/io.k8s.api.apps.v1.DeploymentSpec");
 }
 
 #[tokio::test]

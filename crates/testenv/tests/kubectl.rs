@@ -493,6 +493,46 @@ async fn flow_explain(k: Kubectl, _env: TestEnv) {
     let out = k.ok(&["explain", "widgets.spec"]).await;
     assert!(out.contains("What the widget should be."), "{out}");
     assert!(out.contains("size") && out.contains("How big the widget is."), "{out}");
+    // Built-in kinds are explained from their OpenAPI schemas.
+    let out = k.ok(&["explain", "deployment.spec"]).await;
+    assert!(out.contains("GROUP:      apps") && out.contains("KIND:       Deployment"), "{out}");
+    assert!(out.contains("DeploymentSpec is the specification of the desired behavior of the"), "{out}");
+    assert!(out.contains("<LabelSelector> -required-") && out.contains("replicas"), "{out}");
+    let out = k.ok(&["explain", "pods.spec.containers.image"]).await;
+    assert!(out.contains("Container image name."), "{out}");
+    let out = k.ok(&["explain", "hpa.spec.maxReplicas"]).await;
+    assert!(out.contains("upper limit for the number of replicas"), "{out}");
+}
+
+async fn flow_create_deployment(k: Kubectl, _env: TestEnv) {
+    let out = k.ok(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2", "--port=8080"]).await;
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let d = k.get_json(&["get", "deployment", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(d["spec"]["selector"], json!({"matchLabels": {"app": "web"}}));
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"], json!({"app": "web"}));
+    let container = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!((container["name"].clone(), container["image"].clone()), (json!("nginx"), json!("nginx:1.27")));
+    assert_eq!(container["ports"], json!([{"containerPort": 8080, "protocol": "TCP"}]));
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate", "defaulted by the server");
+    // A dry run on the server answers without storing anything.
+    let out = k.ok(&["create", "deployment", "shadow", "--image=nginx:1.27", "--dry-run=server"]).await;
+    assert!(out.contains("deployment.apps/shadow created (server dry run)"), "{out}");
+    let err = k.fails(&["get", "deployment", "shadow"], "").await;
+    assert!(err.contains("deployments.apps \"shadow\" not found"), "{err}");
+    let err = k.fails(&["create", "deployment", "web", "--image=nginx:1.27"], "").await;
+    assert!(err.contains("deployments.apps \"web\" already exists"), "{err}");
+}
+
+async fn flow_unserved_kind(k: Kubectl, _env: TestEnv) {
+    let manifest = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n";
+    let err = k.fails(&["apply", "-f", "-"], manifest).await;
+    assert!(err.contains(r#"no matches for kind "Gadget" in version "example.com/v1""#), "{err}");
+    assert!(err.contains("ensure CRDs are installed first"), "{err}");
+    // A kind missing from a served group reads the same.
+    let manifest = "apiVersion: apps/v1\nkind: Gadget\nmetadata:\n  name: g1\n";
+    let err = k.fails(&["apply", "-f", "-"], manifest).await;
+    assert!(err.contains(r#"no matches for kind "Gadget" in version "apps/v1""#), "{err}");
 }
 
 /// Run a flow with one kubectl, or say why it is skipped.
@@ -542,4 +582,6 @@ flows!(
     flow_label_and_patch,
     flow_create_and_edit_builtins,
     flow_explain,
+    flow_create_deployment,
+    flow_unserved_kind,
 );

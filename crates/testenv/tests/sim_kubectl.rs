@@ -118,3 +118,39 @@ async fn cordon_and_uncordon_toggle_scheduling() {
     let node = nodes.get("node-1").await.unwrap();
     assert!(node.spec.unwrap().taints.is_none());
 }
+
+/// `kubectl drain --disable-eviction` deletes pods directly, with a protobuf DeleteOptions body,
+/// and waits for them to go; deleted pods stop at once, so it returns long before their
+/// ten-minute grace period would end.
+async fn drain_without_eviction(client: Client) {
+    let Some(bin) = client.binary() else {
+        eprintln!("skipped: KUBECTL_NEW is not set (make test sets it after `make venv`)");
+        return;
+    };
+    let env = start(SimConfig::with_nodes(1)).await;
+    let deployments: Api<Deployment> = Api::default_namespaced(env.client());
+    let graceful = json!({"template": {"spec": {"terminationGracePeriodSeconds": 600}}});
+    deployments.create(&PostParams::default(), &deployment("web", 2, graceful)).await.unwrap();
+    rolled_out(&env, "web").await;
+    let before: Vec<String> = pods(&env, "app=web").await.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    env.sim().unwrap().add_node(NodeSpec::new("node-2")).unwrap();
+
+    let kubectl = Kubectl::new(bin, &env);
+    let out = kubectl.ok(&["drain", "node-1", "--disable-eviction", "--ignore-daemonsets", "--timeout=80s"]).await;
+    for name in &before {
+        assert!(out.contains(&format!("pod/{name} deleted")), "{name} is deleted:\n{out}");
+    }
+    assert!(out.contains("node/node-1 drained"), "{out}");
+    rolled_out(&env, "web").await;
+    assert!(pods(&env, "app=web").await.iter().all(|p| node_of(p) == "node-2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_with_eviction_disabled_deletes_pods_kubectl_1_32() {
+    drain_without_eviction(Client::System).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_with_eviction_disabled_deletes_pods_kubectl_new() {
+    drain_without_eviction(Client::New).await;
+}

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sim_support::{condition, deployment, eventually, pod, pods, ready, rolled_out, start};
-use testenv::{NodeSpec, ReadinessPolicy, SimConfig};
+use testenv::{NodeSpec, ReadinessPolicy, SimConfig, TerminationPolicy};
 
 fn scheduled_on(p: &Pod) -> Option<String> {
     p.spec.as_ref()?.node_name.clone()
@@ -196,7 +196,8 @@ async fn host_network_pods_share_the_node_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_with_a_finalizer_stays_terminating_until_the_finalizer_goes() {
-    let env = start(SimConfig::with_nodes(1)).await;
+    // Containers that ignore SIGTERM: they are killed when the grace period ends.
+    let env = start(SimConfig::with_nodes(1).termination(TerminationPolicy::FullGracePeriod)).await;
     let api: Api<Pod> = Api::default_namespaced(env.client());
     let held = json!({"metadata": {"finalizers": ["example.com/drain"]}, "spec": {"terminationGracePeriodSeconds": 1}});
     api.create(&PostParams::default(), &pod("held", held)).await.unwrap();

@@ -11,6 +11,7 @@ mod binding;
 mod crd;
 mod delete;
 pub mod eviction;
+mod log;
 mod strategy;
 mod write;
 
@@ -24,6 +25,7 @@ pub use delete::{
     CRD_CLEANUP_FINALIZER, DeleteOptions, DeleteOutcome, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, PropagationPolicy,
     parse_policy,
 };
+pub use log::pod_log_container;
 pub(crate) use write::Mutation;
 pub use write::{FieldValidation, Part, PatchKind, WriteOptions, WriteOutcome, set_path};
 

@@ -102,6 +102,16 @@ impl Api {
             ("policy", "PodDisruptionBudget") | ("networking.k8s.io", "Ingress") => {
                 obj.remove("status");
             }
+            ("batch", "Job") => {
+                prepare_job(obj);
+                obj.remove("status");
+            }
+            ("autoscaling", "HorizontalPodAutoscaler") => {
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    default_hpa_spec(spec);
+                }
+                obj.remove("status");
+            }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 self.prepare_crd(body, None)?;
             }
@@ -175,6 +185,8 @@ impl Api {
                     errors.push(FieldError::invalid("spec.leaseDurationSeconds", json!(d), "must be greater than 0"));
                 }
             }
+            ("batch", "Job") => validate_job(value, &mut errors),
+            ("autoscaling", "HorizontalPodAutoscaler") => validate_hpa(value, &mut errors),
             ("apps", "Deployment") | ("apps", "ReplicaSet") => {
                 if let Some(r) = value.get("spec").and_then(|s| s.get("replicas")).and_then(Value::as_i64)
                     && r < 0
@@ -257,6 +269,139 @@ fn fold_string_data(obj: &mut Map<String, Value>) -> Result<(), ApiError> {
 fn default_template(spec: &mut Map<String, Value>) {
     if let Some(pod_spec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
         default_pod_spec(pod_spec);
+    }
+}
+
+/// The labels the Job controller selects its pods by (`batch.kubernetes.io/controller-uid`),
+/// with the legacy `controller-uid`/`job-name` pair kube-apiserver still writes.
+pub(crate) const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+
+/// Job defaults (`pkg/apis/batch/v1/defaults.go`) and the generated selector
+/// (`generateSelectorIfNeeded` in `pkg/registry/batch/job/strategy.go`).
+fn prepare_job(obj: &mut Map<String, Value>) {
+    let meta =
+        |key: &str| obj.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or("").to_string();
+    let (uid, name) = (meta("uid"), meta("name"));
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    if spec.get("completions").is_none_or(Value::is_null) && spec.get("parallelism").is_none_or(Value::is_null) {
+        spec.insert("completions".into(), json!(1));
+        spec.insert("parallelism".into(), json!(1));
+    }
+    spec.entry("parallelism").or_insert_with(|| json!(1));
+    spec.entry("backoffLimit").or_insert_with(|| json!(6));
+    spec.entry("completionMode").or_insert_with(|| json!("NonIndexed"));
+    spec.entry("suspend").or_insert_with(|| json!(false));
+    spec.entry("podReplacementPolicy").or_insert_with(|| json!("TerminatingOrFailed"));
+    if spec.get("manualSelector").and_then(Value::as_bool) != Some(true) && !uid.is_empty() {
+        spec.insert("selector".into(), json!({"matchLabels": {JOB_UID_LABEL: uid}}));
+        let template = spec.entry("template").or_insert_with(|| json!({}));
+        let mut labels = vec![(JOB_UID_LABEL, uid.clone()), ("controller-uid", uid.clone())];
+        if !name.is_empty() {
+            labels.push((JOB_NAME_LABEL, name.clone()));
+            labels.push(("job-name", name));
+        }
+        for (key, value) in labels {
+            set_path(template, &["metadata", "labels", key], Some(json!(value)));
+        }
+    }
+    default_template(spec);
+}
+
+/// `ValidateJobSpec` for what clients commonly get wrong.
+fn validate_job(job: &Value, errors: &mut Vec<FieldError>) {
+    let spec = job.get("spec").cloned().unwrap_or(Value::Null);
+    for field in ["parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] {
+        if let Some(n) = spec.get(field).and_then(Value::as_i64)
+            && n < 0
+        {
+            errors.push(FieldError::invalid(format!("spec.{field}"), json!(n), "must be greater than or equal to 0"));
+        }
+    }
+    let restart = spec.pointer("/template/spec/restartPolicy").and_then(Value::as_str).unwrap_or("");
+    if restart != "OnFailure" && restart != "Never" {
+        errors.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            json!(restart),
+            &["OnFailure", "Never"],
+        ));
+    }
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        None => errors.push(FieldError::required("spec.selector", "")),
+        Some(sel) => {
+            if let Ok(selector) = crate::selector::LabelSelector::from_label_selector(sel) {
+                let labels = spec
+                    .pointer("/template/metadata/labels")
+                    .and_then(Value::as_object)
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+                    .unwrap_or_default();
+                if !selector.matches(&labels) {
+                    errors.push(FieldError::invalid(
+                        "spec.template.metadata.labels",
+                        spec.pointer("/template/metadata/labels").cloned().unwrap_or(Value::Null),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// HorizontalPodAutoscaler defaults (`pkg/apis/autoscaling/v2/defaults.go`).
+fn default_hpa_spec(spec: &mut Map<String, Value>) {
+    spec.entry("minReplicas").or_insert_with(|| json!(1));
+    if spec.get("metrics").is_none_or(Value::is_null) {
+        spec.insert(
+            "metrics".into(),
+            json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+    if let Some(behavior) = spec.get_mut("behavior").and_then(Value::as_object_mut) {
+        let up = behavior.entry("scaleUp").or_insert_with(|| json!({}));
+        if let Some(up) = up.as_object_mut() {
+            up.entry("stabilizationWindowSeconds").or_insert_with(|| json!(0));
+            up.entry("selectPolicy").or_insert_with(|| json!("Max"));
+            up.entry("policies").or_insert_with(|| {
+                json!([{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}])
+            });
+        }
+        let down = behavior.entry("scaleDown").or_insert_with(|| json!({}));
+        if let Some(down) = down.as_object_mut() {
+            down.entry("stabilizationWindowSeconds").or_insert_with(|| json!(300));
+            down.entry("selectPolicy").or_insert_with(|| json!("Max"));
+            down.entry("policies").or_insert_with(|| json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]));
+        }
+    }
+}
+
+/// `ValidateHorizontalPodAutoscalerSpec` for the replica bounds and the target.
+fn validate_hpa(hpa: &Value, errors: &mut Vec<FieldError>) {
+    let spec = hpa.get("spec").cloned().unwrap_or(Value::Null);
+    let min = spec.get("minReplicas").and_then(Value::as_i64);
+    let max = spec.get("maxReplicas").and_then(Value::as_i64).unwrap_or(0);
+    if let Some(min) = min
+        && min < 1
+    {
+        errors.push(FieldError::invalid("spec.minReplicas", json!(min), "must be greater than or equal to 1"));
+    }
+    if max < 1 {
+        errors.push(FieldError::invalid("spec.maxReplicas", json!(max), "must be greater than or equal to 1"));
+    }
+    if let Some(min) = min
+        && max >= 1
+        && min > max
+    {
+        errors.push(FieldError::invalid(
+            "spec.maxReplicas",
+            json!(max),
+            "must be greater than or equal to `minReplicas`",
+        ));
+    }
+    for field in ["kind", "name"] {
+        let value = spec.pointer(&format!("/scaleTargetRef/{field}")).and_then(Value::as_str).unwrap_or("");
+        if value.is_empty() {
+            errors.push(FieldError::required(format!("spec.scaleTargetRef.{field}"), ""));
+        }
     }
 }
 

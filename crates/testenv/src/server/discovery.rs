@@ -130,6 +130,7 @@ fn subresources(def: &ResourceDef) -> Vec<(&'static str, Vec<&'static str>)> {
     for s in &def.extra_subresources {
         match *s {
             "finalize" => out.push(("finalize", vec!["update"])),
+            "log" => out.push(("log", vec!["get"])),
             other => out.push((other, vec!["create"])),
         }
     }

@@ -2,6 +2,7 @@
 //! authentication by default (checklist A1); TLS, authentication and RBAC when the builder asks
 //! for them ([`crate::auth`]).
 
+mod builtin_schemas;
 mod discovery;
 mod duplicates;
 mod openapi;
@@ -255,7 +256,8 @@ impl ServerState {
             Route::ApiResources { group, version } => discovery::api_resources(self, &group, &version),
             Route::OpenApiV3Root => Ok(openapi::root(self)),
             Route::OpenApiV3 { group, version } => openapi::group_version(self, &group, &version),
-            Route::OpenApiV2 | Route::Unknown | Route::Resource(_) => Err(ApiError::unknown_path()),
+            Route::OpenApiV2 => openapi::v2(self, accept),
+            Route::Unknown | Route::Resource(_) => Err(ApiError::unknown_path()),
         };
         result.unwrap_or_else(|e| error_response(&e))
     }
@@ -322,6 +324,9 @@ impl ServerState {
             };
             if !ok {
                 return Err(ApiError::unknown_path());
+            }
+            if sub == "log" && verb != Verb::Get {
+                return Err(ApiError::method_not_allowed(&method.as_str().to_lowercase(), &def));
             }
         }
         let qualified = def.qualified();
@@ -449,7 +454,7 @@ impl ServerState {
                 Ok(write_response(if out.created { 201 } else { 200 }, out, warnings))
             }
             Verb::Delete => {
-                let opts = delete_options(&body, &query)?;
+                let opts = delete_options(&body, &content_type, &query)?;
                 match self.api.delete(&def, &ns, &name, &opts)? {
                     DeleteOutcome::Pending(obj) => {
                         let code = if opts.orphan_dependents == Some(false) { 202 } else { 200 };
@@ -466,7 +471,7 @@ impl ServerState {
                 }
             }
             Verb::DeleteCollection => {
-                let opts = delete_options(&body, &query)?;
+                let opts = delete_options(&body, &content_type, &query)?;
                 let lo = ListOptions::parse(&query, false)?;
                 self.check_field_selector(&def, &lo.fields)?;
                 let items = self.api.delete_collection(&def, rp.namespace.as_deref(), &lo.labels, &lo.fields, &opts)?;
@@ -531,6 +536,12 @@ impl ServerState {
         if rp.subresource.as_deref() == Some("scale") {
             let obj = self.api.get(def, ns, name)?;
             return Ok(respond_value(200, &scale_of(def, &obj), &warnings));
+        }
+        if rp.subresource.as_deref() == Some("log") {
+            let pod = self.api.get(def, ns, name)?;
+            crate::api::pod_log_container(&pod, name, query.get("container"))?;
+            // Simulated containers write nothing: their log is empty.
+            return Ok(respond(200, Bytes::new(), "text/plain", &warnings));
         }
         let format = negotiate(accept, false, false, query)?;
         let stored = self.api.get_stored(def, ns, name)?;
@@ -844,9 +855,21 @@ fn list_meta(rv: &str, continue_token: &Option<String>, remaining: Option<usize>
     Value::Object(md)
 }
 
-fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError> {
+/// DeleteOptions of a DELETE or deletecollection: a JSON body, or a protobuf one as client-go's
+/// typed clients send for built-in kinds (Helm's release Secrets, `kubectl drain`), then the query.
+fn delete_options(body: &[u8], content_type: &str, query: &Query) -> Result<DeleteOptions, ApiError> {
     let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
+    } else if crate::protobuf::is_protobuf(content_type) {
+        let v = crate::protobuf::decode(body)?;
+        if v.get("kind").and_then(Value::as_str) != Some("DeleteOptions") {
+            return Err(ApiError::bad_request(format!(
+                "couldn't decode DeleteOptions: the protobuf body holds {} {}",
+                v.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+                v.get("kind").and_then(Value::as_str).unwrap_or("")
+            )));
+        }
+        DeleteOptions::from_json(&v)?
     } else {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;

@@ -1,15 +1,18 @@
-//! OpenAPI v3 (checklist K4, K5).
+//! OpenAPI v3 and v2 (checklist K4, K5).
 //!
 //! kubectl's default `--validate=strict` needs, for every group/version it writes to, a document
 //! whose paths carry `x-kubernetes-group-version-kind` and a `fieldValidation` parameter: it then
-//! leaves validation to the server. Custom resources also get their schemas under
-//! `components.schemas`, so `kubectl explain` works for them.
+//! leaves validation to the server. Every kind also gets its schema under `components.schemas`,
+//! so `kubectl explain` works: custom resources from their CRD, built-in kinds from
+//! k8s-openapi ([`super::builtin_schemas`]).
 //!
-//! Built-in kinds deliberately get paths but no schemas: kubectl computes the strategic merge
-//! patch of a client-side apply from the schema's `x-kubernetes-patch-merge-key` extensions when
-//! a schema is present, and from its compiled-in types otherwise; the latter is exactly right,
-//! whereas a schema without those extensions would make it replace keyed lists wholesale.
-//! `/openapi/v2` answers 404, which kubectl tolerates when v3 is served.
+//! kubectl's client-side apply computes the strategic merge patch of a built-in kind from that
+//! schema (because its PATCH operation lists the strategic merge patch media type, as
+//! kube-apiserver's does); the built-in schemas therefore carry the patch extensions
+//! (`x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`) that the server's own
+//! strategic merge patch follows. Custom resources accept JSON, merge and apply patches only.
+//!
+//! `/openapi/v2` holds definitions as JSON only (see [`v2`]).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +22,65 @@ use serde_json::{Map, Value, json};
 use super::{Body, ServerState, respond_value};
 use crate::error::ApiError;
 use crate::registry::{Flavor, ResourceDef};
+
+/// The protobuf form of `/openapi/v2` that client-go asks for.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The same, as kube-openapi names it in its answers (Go's `mime` refuses the `@`).
+const V2_PROTOBUF_ANSWER: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `/openapi/v2`: the Swagger 2.0 document. As JSON it holds the definitions of every served
+/// kind. client-go asks for the protobuf form only, to validate manifests of kinds whose
+/// group/version does not declare server-side field validation in OpenAPI v3 (kinds that are not
+/// served, above all); that form is a document without definitions, so clients skip their own
+/// validation and go on to report `no matches for kind`, as against kube-apiserver.
+pub(super) fn v2(state: &ServerState, accept: Option<&str>) -> Result<Response<Body>, ApiError> {
+    let wanted = accept
+        .unwrap_or("application/json")
+        .split(',')
+        .map(|t| t.split(';').next().unwrap_or("").trim())
+        .find(|t| matches!(*t, "application/json" | "*/*" | "application/*" | "") || *t == V2_PROTOBUF);
+    match wanted {
+        Some(V2_PROTOBUF | V2_PROTOBUF_ANSWER) => {
+            // openapi_v2.Document { swagger = 1 }.
+            let mut doc = vec![0x0a, 3];
+            doc.extend_from_slice(b"2.0");
+            return Ok(super::respond(200, bytes::Bytes::from(doc), V2_PROTOBUF_ANSWER, &[]));
+        }
+        Some(_) => {}
+        None => {
+            return Err(ApiError {
+                code: 406,
+                reason: "NotAcceptable",
+                message: format!(
+                    "only the following media types are accepted: application/json, {V2_PROTOBUF} (not {})",
+                    accept.unwrap_or("")
+                ),
+                details: None,
+            });
+        }
+    }
+    let mut roots = Vec::new();
+    let mut definitions = Map::new();
+    for def in state.api.registry.all() {
+        if def.is_custom() {
+            if let Some(schema) = crd_schema(state, &def) {
+                definitions.insert(schema_name(&def), schema);
+                definitions.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(), object_meta_schema());
+            }
+        } else if let Some(name) = super::builtin_schemas::V3.name(&def.group, &def.version, &def.kind) {
+            roots.push(name.to_string());
+        }
+    }
+    definitions.extend(super::builtin_schemas::V3.closure(roots.iter().map(String::as_str)));
+    let mut doc = json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": state.config.git_version},
+        "paths": {},
+        "definitions": definitions,
+    });
+    super::builtin_schemas::to_swagger(&mut doc);
+    Ok(respond_value(200, &doc, &[]))
+}
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
@@ -64,6 +126,7 @@ pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> 
     }
     let mut paths = Map::new();
     let mut schemas = Map::new();
+    let mut builtin_roots: Vec<&str> = Vec::new();
     for def in &defs {
         let gvk = json!({"group": def.group, "version": def.version, "kind": def.kind});
         let prefix = format!("/{}", gv_path(&def.group, &def.version));
@@ -75,10 +138,13 @@ pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> 
         } else {
             (format!("{prefix}/{}", def.plural), format!("{prefix}/{}/{{name}}", def.plural))
         };
-        let schema_ref = schema_name(def);
+        let builtin_schema =
+            if def.is_custom() { None } else { super::builtin_schemas::V3.name(&def.group, &def.version, &def.kind) };
+        let schema_ref = builtin_schema.map(str::to_string).unwrap_or_else(|| schema_name(def));
         let body_ref = json!({"$ref": format!("#/components/schemas/{schema_ref}")});
-        let has_schema = matches!(def.flavor, Flavor::Custom(_));
+        let has_schema = def.is_custom() || builtin_schema.is_some();
         let body_schema = if has_schema { body_ref.clone() } else { json!({"type": "object"}) };
+        builtin_roots.extend(builtin_schema);
         let write_params = json!([
             {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
             {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
@@ -103,7 +169,7 @@ pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> 
         // resources accept JSON, merge and apply patches, as kube-apiserver documents them.
         let mut patch_types = Map::new();
         for media_type in PATCH_MEDIA_TYPES {
-            if has_schema && *media_type == "application/strategic-merge-patch+json" {
+            if def.is_custom() && *media_type == "application/strategic-merge-patch+json" {
                 continue;
             }
             patch_types.insert((*media_type).into(), json!({"schema": {"type": "object"}}));
@@ -139,6 +205,7 @@ pub(super) fn group_version(state: &ServerState, group: &str, version: &str) -> 
     if !schemas.is_empty() {
         schemas.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(), object_meta_schema());
     }
+    schemas.extend(super::builtin_schemas::V3.closure(builtin_roots));
     Ok(respond_value(
         200,
         &json!({

@@ -9,9 +9,13 @@
 //!   (`GeneratePodReadyCondition`, with its `ContainersNotReady` and `ReadinessGatesNotReady`
 //!   reasons and messages). A NotReady node makes its pods unready, as the node lifecycle
 //!   controller's `MarkPodsNotReady` does.
-//! * Deletion: the API layer's grace reaper deletes the pod with grace 0 when its grace
-//!   period ends. If finalizers keep it, the kubelet reports what a kubelet reports after
-//!   killing the containers: terminated (exit code 137), unready, phase `Failed`.
+//! * Pods with `restartPolicy` `Never` or `OnFailure` complete by their [`CompletionPolicy`]:
+//!   containers terminated with the exit code, phase `Succeeded` (all 0) or `Failed`; an
+//!   `OnFailure` pod that exits non-zero is restarted in place after a back-off instead.
+//! * Deletion: the containers stop by the [`TerminationPolicy`] (exit code 143) and the kubelet
+//!   deletes the pod with grace 0. With `FullGracePeriod` the API layer's grace reaper deletes
+//!   it when its grace period ends; if finalizers keep it, the kubelet reports what a kubelet
+//!   reports after killing the containers: terminated (exit code 137), unready, phase `Failed`.
 //! * Pods on a node with a `NoExecute` taint they do not tolerate are deleted, at once or
 //!   after the shortest matching `tolerationSeconds` (the taint eviction controller).
 
@@ -27,7 +31,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::runtime::{Runtime, Work};
-use super::{READINESS_ANNOTATION, ReadinessPolicy, SimNode};
+use super::{
+    COMPLETION_ANNOTATION, CompletionPolicy, EXIT_CODE_ANNOTATION, READINESS_ANNOTATION, ReadinessPolicy, SimNode,
+    TerminationPolicy,
+};
 use crate::api::Part;
 use crate::api::eviction::pod_phase;
 use crate::store::ObjKey;
@@ -35,6 +42,8 @@ use crate::store::ObjKey;
 const MANAGER: &str = "kubelet";
 /// The exit code of a container killed at the end of its grace period (SIGKILL).
 const KILLED: i32 = 137;
+/// The exit code of a container that stopped on SIGTERM.
+const STOPPED: i32 = 143;
 /// Conditions the kubelet owns, in the order it reports them.
 const KUBELET_CONDITIONS: [&str; 4] = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"];
 
@@ -187,9 +196,8 @@ pub(super) fn running_status(
         .iter()
         .map(|c| {
             let image = c.image.clone().unwrap_or_default();
-            let since = previous(&old.container_statuses, &c.name)
-                .and_then(|s| s.state?.running?.started_at)
-                .unwrap_or_else(|| started.clone());
+            let before = previous(&old.container_statuses, &c.name);
+            let since = before.clone().and_then(|s| s.state?.running?.started_at).unwrap_or_else(|| started.clone());
             ContainerStatus {
                 name: c.name.clone(),
                 image_id: image_id(&image),
@@ -197,12 +205,12 @@ pub(super) fn running_status(
                 container_id: Some(format!("containerd://{}", hex_id(&[uid, &c.name]))),
                 ready: containers_ready,
                 started: Some(true),
-                restart_count: 0,
+                restart_count: before.as_ref().map_or(0, |s| s.restart_count),
                 state: Some(ContainerState {
                     running: Some(ContainerStateRunning { started_at: Some(since) }),
                     ..ContainerState::default()
                 }),
-                last_state: Some(ContainerState::default()),
+                last_state: Some(before.and_then(|s| s.last_state).unwrap_or_default()),
                 ..ContainerStatus::default()
             }
         })
@@ -272,10 +280,89 @@ pub(super) fn running_status(
     }
 }
 
-/// The status after the containers were killed at the end of the grace period.
-fn terminated_status(pod: &Pod, now: &Time) -> PodStatus {
+/// The restart policy of a pod (`Always` when unset).
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+}
+
+/// The pod's own completion policy (annotation), else the default.
+fn completion_policy_of(pod: &Pod, default: CompletionPolicy) -> CompletionPolicy {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(COMPLETION_ANNOTATION))
+        .and_then(|v| CompletionPolicy::parse(v))
+        .unwrap_or(default)
+}
+
+/// When a running pod's containers exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exit {
+    /// Now, with this exit code.
+    Now(i32),
+    /// Later.
+    At(jiff::Timestamp),
+}
+
+/// Whether the containers of a pod that is not restarted have exited (by the
+/// [`CompletionPolicy`] and [`EXIT_CODE_ANNOTATION`]); `None` for pods that run on.
+fn completion_of(pod: &Pod, policy: CompletionPolicy, started: jiff::Timestamp, now: jiff::Timestamp) -> Option<Exit> {
+    if restart_policy(pod) == "Always" {
+        return None;
+    }
+    let at = match policy {
+        CompletionPolicy::Never => return None,
+        CompletionPolicy::Immediate => started,
+        CompletionPolicy::After(delay) => {
+            started.checked_add(jiff::SignedDuration::try_from(delay).ok()?).unwrap_or(jiff::Timestamp::MAX)
+        }
+    };
+    if at > now {
+        return Some(Exit::At(at));
+    }
+    let code = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXIT_CODE_ANNOTATION))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    Some(Exit::Now(code))
+}
+
+/// The status after an `OnFailure` pod's containers exited with `code` and were restarted.
+fn restarted_status(pod: &Pod, code: i32, now: &Time) -> PodStatus {
+    let mut status = pod.status.clone().unwrap_or_default();
+    if let Some(list) = status.container_statuses.as_mut() {
+        for s in list.iter_mut() {
+            let started_at = s.state.as_ref().and_then(|st| st.running.as_ref()).and_then(|r| r.started_at.clone());
+            s.last_state = Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    container_id: s.container_id.clone(),
+                    exit_code: code,
+                    reason: Some("Error".into()),
+                    started_at,
+                    finished_at: Some(now.clone()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            });
+            s.restart_count += 1;
+            s.state = Some(ContainerState {
+                running: Some(ContainerStateRunning { started_at: Some(now.clone()) }),
+                ..ContainerState::default()
+            });
+        }
+    }
+    status
+}
+
+/// The status after the containers stopped with `code`: killed at the end of the grace
+/// period ([`KILLED`]), stopped on SIGTERM ([`STOPPED`]), or exited by themselves. The pod is
+/// `Succeeded` when every container exited with 0, else `Failed`.
+fn terminated_status(pod: &Pod, code: i32, now: &Time) -> PodStatus {
     let old = pod.status.clone().unwrap_or_default();
-    let containers = old.container_statuses.clone().map(|list| {
+    let containers: Option<Vec<ContainerStatus>> = old.container_statuses.clone().map(|list| {
         list.into_iter()
             .map(|s| {
                 let started_at = s.state.as_ref().and_then(|st| st.running.as_ref()).and_then(|r| r.started_at.clone());
@@ -283,8 +370,8 @@ fn terminated_status(pod: &Pod, now: &Time) -> PodStatus {
                     Some(t) => t,
                     None => ContainerStateTerminated {
                         container_id: s.container_id.clone(),
-                        exit_code: KILLED,
-                        reason: Some("Error".into()),
+                        exit_code: code,
+                        reason: Some(if code == 0 { "Completed" } else { "Error" }.into()),
                         started_at,
                         finished_at: Some(now.clone()),
                         ..ContainerStateTerminated::default()
@@ -305,7 +392,13 @@ fn terminated_status(pod: &Pod, now: &Time) -> PodStatus {
     }
     set_pod_condition(&mut conditions, condition("PodReadyToStartContainers", false, None, None, now));
     order_conditions(&mut conditions);
-    PodStatus { phase: Some("Failed".into()), conditions: Some(conditions), container_statuses: containers, ..old }
+    let succeeded = containers.as_ref().is_some_and(|l| !l.is_empty())
+        && containers
+            .iter()
+            .flatten()
+            .all(|s| s.state.as_ref().and_then(|st| st.terminated.as_ref()).is_some_and(|t| t.exit_code == 0));
+    let phase = if succeeded { "Succeeded" } else { "Failed" };
+    PodStatus { phase: Some(phase.into()), conditions: Some(conditions), container_statuses: containers, ..old }
 }
 
 /// Whether a toleration tolerates a taint (`Toleration.ToleratesTaint`).
@@ -368,14 +461,12 @@ impl Runtime {
             let overridden = pod.metadata.uid.as_ref().and_then(|u| control.pod_ready.get(u)).copied();
             (sim, policy_of(&pod, control.readiness), overridden)
         };
+        let completion = completion_policy_of(&pod, self.shared.config.completion);
         let Some(node) = self.cache.nodes.get(&(String::new(), node_name.clone())).cloned() else { return };
         let uid = pod.metadata.uid.clone();
         let now = self.now();
         if pod.metadata.deletion_timestamp.is_some() {
-            // A zero grace period means the grace period is over: the containers are gone.
-            if pod.metadata.deletion_grace_period_seconds == Some(0) && pod_phase(&pod) != "Failed" {
-                self.write_pod_status(key, uid.as_deref(), |p| terminated_status(p, &now));
-            }
+            self.stop_pod(key, &pod, uid.as_deref(), &now);
             return;
         }
         if matches!(pod_phase(&pod), "Succeeded" | "Failed") {
@@ -411,10 +502,85 @@ impl Runtime {
         let fallback = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0).unwrap_or(clock);
         let started = *self.started.entry(uid.clone().unwrap_or_default()).or_insert(fallback);
         let readiness = readiness(policy, overridden, sim.ready, started, clock);
+        match completion_of(&pod, completion, started, clock) {
+            Some(Exit::Now(code)) => {
+                let restart = code != 0 && restart_policy(&pod) == "OnFailure";
+                let run = |p: &Pod| {
+                    let mut running = p.clone();
+                    running.status = Some(running_status(p, sim.address, pod_ip, readiness.ready, &now));
+                    running
+                };
+                if restart {
+                    // The containers are restarted after a back-off (1 s, doubling per restart,
+                    // at most 5 minutes) and run again for as long as the first time.
+                    let restarts = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|l| l.first())
+                        .map_or(0, |c| c.restart_count);
+                    let backoff = jiff::SignedDuration::from_secs((1i64 << restarts.clamp(0, 9)).min(300));
+                    let next = clock.checked_add(backoff).unwrap_or(clock);
+                    self.started.insert(uid.clone().unwrap_or_default(), next);
+                    self.write_pod_status(key, uid.as_deref(), |p| restarted_status(&run(p), code, &now));
+                    if let Some(Exit::At(at)) = completion_of(&pod, completion, next, clock) {
+                        self.at(at, Work::Kubelet(key.clone()));
+                    }
+                } else {
+                    self.write_pod_status(key, uid.as_deref(), |p| terminated_status(&run(p), code, &now));
+                }
+                return;
+            }
+            Some(Exit::At(at)) => self.at(at, Work::Kubelet(key.clone())),
+            None => {}
+        }
         if let Some(at) = readiness.at {
             self.at(at, Work::Kubelet(key.clone()));
         }
         self.write_pod_status(key, uid.as_deref(), |p| running_status(p, sim.address, pod_ip, readiness.ready, &now));
+    }
+
+    /// A pod being deleted: its containers stop by the [`TerminationPolicy`], the kubelet
+    /// reports them terminated and deletes the pod (grace 0). With the full grace period, the
+    /// API layer's grace reaper deletes it when the period ends.
+    fn stop_pod(&mut self, key: &ObjKey, pod: &Pod, uid: Option<&str>, now: &Time) {
+        let terminal = matches!(pod_phase(pod), "Succeeded" | "Failed");
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+        if grace == 0 {
+            // A zero grace period means the grace period is over: the containers were killed.
+            if !terminal {
+                self.write_pod_status(key, uid, |p| terminated_status(p, KILLED, now));
+            }
+            return;
+        }
+        let stop_after = match self.shared.config.termination {
+            TerminationPolicy::FullGracePeriod => return,
+            TerminationPolicy::Immediate => std::time::Duration::ZERO,
+            TerminationPolicy::After(delay) => delay,
+        };
+        let deleted_at = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .and_then(|t| t.checked_sub(jiff::SignedDuration::from_secs(grace)).ok())
+            .unwrap_or(now.0);
+        let stop_at = deleted_at
+            .checked_add(jiff::SignedDuration::try_from(stop_after).unwrap_or(jiff::SignedDuration::MAX))
+            .unwrap_or(jiff::Timestamp::MAX);
+        if pod.metadata.deletion_timestamp.as_ref().is_some_and(|end| stop_at >= end.0) {
+            return;
+        }
+        if stop_at > self.api.clock.now() {
+            self.at(stop_at, Work::Kubelet(key.clone()));
+            return;
+        }
+        if !terminal {
+            self.write_pod_status(key, uid, |p| terminated_status(p, STOPPED, now));
+        }
+        if let Err(e) = self.delete(&self.defs.pods.clone(), key, uid, Some(0)) {
+            self.retry(Work::Kubelet(key.clone()), &e);
+        }
     }
 
     /// Write the status `compute` derives from the pod, unless the cached pod has it already.
@@ -529,7 +695,7 @@ mod tests {
         let running = running_status(&p, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, true, &Time(ts(1)));
         let mut p2 = p.clone();
         p2.status = Some(running);
-        let done = terminated_status(&p2, &Time(ts(9)));
+        let done = terminated_status(&p2, KILLED, &Time(ts(9)));
         assert_eq!(done.phase.as_deref(), Some("Failed"));
         let t = done.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
         assert_eq!(t.exit_code, 137);

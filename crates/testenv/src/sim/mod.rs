@@ -13,8 +13,9 @@
 //! | Deployment controller: RollingUpdate and Recreate, proportional scaling, revisions, history cleanup, status and conditions | `pkg/controller/deployment` | `deployment` |
 //! | ReplicaSet controller: pods from the template, deletion ranking, status with `minReadySeconds` | `pkg/controller/replicaset` | `replicaset` |
 //! | Scheduler: node selectors and required node affinity, taints and tolerations, cordon, resources, required pod (anti-)affinity; binding through `pods/binding` | kube-scheduler's default filter plugins | `scheduler` |
-//! | Kubelet: pod start, IPs from the node's pod CIDR, container statuses, readiness by policy and readiness gates, terminated containers at the end of the grace period | `pkg/kubelet/status` | `kubelet` |
+//! | Kubelet: pod start, IPs from the node's pod CIDR, container statuses, readiness by policy and readiness gates, pods that run to completion, containers that stop when their pod is deleted | `pkg/kubelet/status` | `kubelet` |
 //! | Nodes: registration, Leases in `kube-node-lease`, Ready heartbeats, `not-ready` and `unschedulable` taints, NoExecute taint eviction, pods of removed nodes | kubelet, node lifecycle, taint eviction and pod GC controllers | `nodes` |
+//! | Job controller: completions, parallelism, backoff limit, deadline, conditions; deletion of finished Jobs after `ttlSecondsAfterFinished` | `pkg/controller/job`, `pkg/controller/ttlafterfinished` | `job` |
 //! | Disruption controller: PodDisruptionBudget status | `pkg/controller/disruption` (the arithmetic is shared with the eviction API in [`crate::api::eviction`]) | `disruption` |
 //! | Endpoints controller: Endpoints of Services with a selector | `pkg/controller/endpoint` | `endpoints` |
 //!
@@ -30,15 +31,22 @@
 //! ([`Simulation::set_readiness`]), overridden per pod by the annotation
 //! [`READINESS_ANNOTATION`] and, above both, by [`Simulation::set_pod_ready`].
 //!
-//! Graceful pod deletion cooperates with the API layer's pod grace reaper: the reaper deletes
-//! a pod with grace 0 when its grace period ends (with or without the simulation); the
-//! simulated kubelet then reports its containers terminated, which is what remains visible
+//! Pods that are not restarted (`restartPolicy` `Never` or `OnFailure`) run to completion by a
+//! [`CompletionPolicy`]: the simulation's default ([`SimConfig::completion`]), overridden per
+//! pod by [`COMPLETION_ANNOTATION`], with the exit code of [`EXIT_CODE_ANNOTATION`].
+//!
+//! A deleted pod's containers stop by the [`TerminationPolicy`] ([`SimConfig::termination`]):
+//! at once by default, after a delay, or not before the grace period ends. The kubelet then
+//! reports them terminated and deletes the pod with grace 0. With the full grace period, the API
+//! layer's pod grace reaper deletes the pod when the period ends (as it does without the
+//! simulation), and the kubelet reports the containers killed, which is what remains visible
 //! when finalizers keep the pod. preStop hooks are not run.
 
 mod cache;
 mod deployment;
 mod disruption;
 mod endpoints;
+mod job;
 mod kubelet;
 mod nodes;
 mod replicaset;
@@ -62,6 +70,56 @@ use crate::store::ObjKey;
 /// The pod annotation that overrides the readiness policy for one pod: `Immediate`,
 /// `Never`, `Manual`, or a delay after container start such as `500ms`, `5s` or `2m`.
 pub const READINESS_ANNOTATION: &str = "sim.testenv.giantswarm.io/readiness";
+
+/// The pod annotation that overrides, for one pod whose `restartPolicy` is `Never` or
+/// `OnFailure`, when its containers exit: `Immediate`, `Never`, or a delay after container start
+/// such as `500ms`, `5s` or `2m` (the syntax of [`READINESS_ANNOTATION`]).
+pub const COMPLETION_ANNOTATION: &str = "sim.testenv.giantswarm.io/completion";
+
+/// The pod annotation that sets the exit code the containers of a completing pod report
+/// (default `0`). Non-zero: a `Never` pod fails, an `OnFailure` pod's containers restart.
+pub const EXIT_CODE_ANNOTATION: &str = "sim.testenv.giantswarm.io/exit-code";
+
+/// When the containers of a pod that is not restarted (`restartPolicy` `Never` or `OnFailure`)
+/// run to completion. Pods with `restartPolicy: Always` run until deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompletionPolicy {
+    /// As soon as the containers start.
+    #[default]
+    Immediate,
+    /// This long after the containers start.
+    After(Duration),
+    /// Never: the containers run until the pod is deleted.
+    Never,
+}
+
+impl CompletionPolicy {
+    /// Parse the value of [`COMPLETION_ANNOTATION`] (keywords are case-insensitive).
+    pub fn parse(value: &str) -> Option<CompletionPolicy> {
+        let value = value.trim();
+        match value.to_ascii_lowercase().as_str() {
+            "immediate" => Some(CompletionPolicy::Immediate),
+            "never" => Some(CompletionPolicy::Never),
+            _ => parse_duration(value).map(CompletionPolicy::After),
+        }
+    }
+}
+
+/// How long the simulated containers of a pod being deleted take to stop. The kubelet then
+/// reports them terminated and deletes the pod, as a real kubelet does when its containers
+/// exit before the grace period ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TerminationPolicy {
+    /// The containers stop at once on SIGTERM (exit code 143).
+    #[default]
+    Immediate,
+    /// The containers stop this long after the deletion, or at the end of the grace period if
+    /// that comes first.
+    After(Duration),
+    /// The containers ignore SIGTERM and are killed at the end of the grace period (exit code
+    /// 137), which is when the pod goes.
+    FullGracePeriod,
+}
 
 /// When the simulated kubelet reports a running pod's containers Ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,6 +252,11 @@ pub struct SimConfig {
     /// How often an unchanged node status is re-reported with a new `lastHeartbeatTime`
     /// (kubelet's `nodeStatusReportFrequency`: 5 minutes).
     pub node_status_interval: Duration,
+    /// When pods with `restartPolicy` `Never` or `OnFailure` run to completion, unless the
+    /// pod's [`COMPLETION_ANNOTATION`] says otherwise (default: at once).
+    pub completion: CompletionPolicy,
+    /// How long containers of deleted pods take to stop (default: at once).
+    pub termination: TerminationPolicy,
 }
 
 impl Default for SimConfig {
@@ -204,11 +267,25 @@ impl Default for SimConfig {
             lease_renew_interval: Duration::from_secs(10),
             lease_duration_seconds: 40,
             node_status_interval: Duration::from_secs(300),
+            completion: CompletionPolicy::Immediate,
+            termination: TerminationPolicy::Immediate,
         }
     }
 }
 
 impl SimConfig {
+    /// Set when pods that are not restarted run to completion.
+    pub fn completion(mut self, policy: CompletionPolicy) -> SimConfig {
+        self.completion = policy;
+        self
+    }
+
+    /// Set how long containers of deleted pods take to stop.
+    pub fn termination(mut self, policy: TerminationPolicy) -> SimConfig {
+        self.termination = policy;
+        self
+    }
+
     /// `n` default nodes named `node-1` … `node-<n>`.
     pub fn with_nodes(n: usize) -> SimConfig {
         SimConfig { nodes: (1..=n).map(|i| NodeSpec::new(format!("node-{i}"))).collect(), ..SimConfig::default() }
@@ -435,5 +512,13 @@ mod tests {
         assert_eq!(ReadinessPolicy::parse("soon"), None);
         assert_eq!(ReadinessPolicy::parse("5"), None);
         assert_eq!(ReadinessPolicy::parse("5d"), None);
+    }
+
+    #[test]
+    fn completion_annotation_values_parse() {
+        assert_eq!(CompletionPolicy::parse("never"), Some(CompletionPolicy::Never));
+        assert_eq!(CompletionPolicy::parse("Immediate"), Some(CompletionPolicy::Immediate));
+        assert_eq!(CompletionPolicy::parse("2s"), Some(CompletionPolicy::After(Duration::from_secs(2))));
+        assert_eq!(CompletionPolicy::parse("later"), None);
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -35,6 +36,7 @@ use crate::store::ObjKey;
 pub(super) enum Work {
     Deployment(ObjKey),
     ReplicaSet(ObjKey),
+    Job(ObjKey),
     Schedule(ObjKey),
     Kubelet(ObjKey),
     Node(String),
@@ -75,6 +77,7 @@ pub(super) struct Defs {
     pub services: Arc<ResourceDef>,
     pub endpoints: Arc<ResourceDef>,
     pub leases: Arc<ResourceDef>,
+    pub jobs: Arc<ResourceDef>,
 }
 
 impl Defs {
@@ -88,6 +91,7 @@ impl Defs {
             services: get("", "v1", "services")?,
             endpoints: get("", "v1", "endpoints")?,
             leases: get("coordination.k8s.io", "v1", "leases")?,
+            jobs: get("batch", "v1", "jobs")?,
         })
     }
 }
@@ -102,6 +106,7 @@ pub(super) struct Cache {
     pub services: Informer<Service>,
     pub endpoints: Informer<Endpoints>,
     pub budgets: Informer<PodDisruptionBudget>,
+    pub jobs: Informer<Job>,
     /// Pods by `spec.nodeName`.
     pub pods_by_node: Index,
     /// Pods by the uid of their controller.
@@ -127,6 +132,8 @@ pub(super) struct Runtime {
     pub unschedulable: BTreeSet<ObjKey>,
     /// When the kubelet started each pod it runs, by pod uid.
     pub started: HashMap<String, jiff::Timestamp>,
+    /// Finished pods that their Job's status counts, by pod uid.
+    pub counted: HashSet<String>,
 }
 
 /// How long a failed write waits before it is retried.
@@ -153,6 +160,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
         services: Informer::new(defs.services.storage.clone()),
         endpoints: Informer::new(defs.endpoints.storage.clone()),
         budgets: Informer::new(budgets_storage),
+        jobs: Informer::new(defs.jobs.storage.clone()),
         pods_by_node: Index::default(),
         pods_by_controller: Index::default(),
         replicasets_by_controller: Index::default(),
@@ -166,6 +174,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
         cache.services.storage(),
         cache.endpoints.storage(),
         cache.budgets.storage(),
+        cache.jobs.storage(),
     ] {
         spawn_waker(&api, storage, wake.clone(), stop.clone());
     }
@@ -180,6 +189,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
         armed: HashMap::new(),
         unschedulable: BTreeSet::new(),
         started: HashMap::new(),
+        counted: HashSet::new(),
     };
     rt.after(shared.config.lease_renew_interval, Work::RenewLeases);
     rt.after(shared.config.node_status_interval, Work::NodeHeartbeat);
@@ -305,6 +315,7 @@ impl Runtime {
         match work {
             Work::Deployment(key) => self.sync_deployment(&key),
             Work::ReplicaSet(key) => self.sync_replicaset(&key),
+            Work::Job(key) => self.sync_job(&key),
             Work::Schedule(key) => self.schedule(&key),
             Work::Kubelet(key) => self.sync_pod(&key),
             Work::Node(name) => self.sync_node(&name),
@@ -358,6 +369,11 @@ impl Runtime {
                 self.queue.push(Work::Endpoints(change.key));
             }
         }
+        let mut jobs = Vec::new();
+        self.cache.jobs.poll(&store, &mut jobs);
+        for change in jobs {
+            self.queue.push(Work::Job(change.key));
+        }
         let mut budgets = Vec::new();
         self.cache.budgets.poll(&store, &mut budgets);
         for change in budgets {
@@ -394,6 +410,11 @@ impl Runtime {
                 }
                 self.queue.push(Work::ReplicaSet(rs_key));
             }
+            if let Some(owner) = controller_of(pod.metadata.owner_references.as_ref())
+                && owner.kind == "Job"
+            {
+                self.queue.push(Work::Job((key.0.clone(), owner.name.clone())));
+            }
         }
         match &new {
             Some(pod) if new_node.is_none() => {
@@ -407,6 +428,7 @@ impl Runtime {
                 if let Some(uid) = old.as_ref().and_then(|p| p.metadata.uid.as_deref()) {
                     self.shared.control.lock().pod_ready.remove(uid);
                     self.started.remove(uid);
+                    self.counted.remove(uid);
                 }
             }
         }
