@@ -349,14 +349,14 @@ async fn a6_nothing_acceptable_is_406() {
 #[tokio::test]
 async fn a6_protobuf_and_cbor_request_bodies_of_unsupported_kinds_are_415() {
     let (_env, http) = start_with_foo().await;
-    // runtime.Unknown envelope naming apps/v1 Deployment, empty raw.
-    let type_meta = [&[0x0a, 7][..], b"apps/v1", &[0x12, 10], b"Deployment"].concat();
+    // runtime.Unknown envelope naming batch/v1 Job, empty raw.
+    let type_meta = [&[0x0a, 8][..], b"batch/v1", &[0x12, 3], b"Job"].concat();
     let unknown = [&[0x0a, type_meta.len() as u8][..], &type_meta, &[0x12, 0]].concat();
     let body = [b"k8s\0".as_slice(), &unknown].concat();
     let r = http
         .send(
             Method::POST,
-            "/apis/apps/v1/namespaces/default/deployments",
+            "/apis/batch/v1/namespaces/default/jobs",
             &[("content-type", "application/vnd.kubernetes.protobuf")],
             Some(body),
         )
