@@ -13,8 +13,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
-    core::v1 as core, events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+    autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -56,6 +57,12 @@ const TYPES: &[(&str, &str, &str, SchemaFn)] = &[
     ("policy", "v1", "PodDisruptionBudget", of::<policy::PodDisruptionBudget>),
     ("events.k8s.io", "v1", "Event", of::<events::Event>),
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", of::<apiext::CustomResourceDefinition>),
+    ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", of::<authorization::SelfSubjectAccessReview>),
+    ("authorization.k8s.io", "v1", "SelfSubjectRulesReview", of::<authorization::SelfSubjectRulesReview>),
+    ("authorization.k8s.io", "v1", "SubjectAccessReview", of::<authorization::SubjectAccessReview>),
+    ("authorization.k8s.io", "v1", "LocalSubjectAccessReview", of::<authorization::LocalSubjectAccessReview>),
+    ("authentication.k8s.io", "v1", "SelfSubjectReview", of::<authentication::SelfSubjectReview>),
+    ("authentication.k8s.io", "v1", "TokenReview", of::<authentication::TokenReview>),
 ];
 
 /// Fields whose strategic merge patch strategy includes `retainKeys` (upstream struct tags).
