@@ -450,6 +450,110 @@ def probe_request_log(port: int) -> None:
     check([e["action"] for e in assumed] == ["AssumeRole"], f"entries of the long-term key: {assumed}")
 
 
+def probe_route_and_peering_delete(port: int) -> None:
+    # A stack adding a peering and a route through it to a route table it does not own, as
+    # TCCP and TCCPF do; created, deleted, created again.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    peer = ec2.create_vpc(CidrBlock="10.1.0.0/24")["Vpc"]["VpcId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    template = json.dumps({"Resources": {
+        "Peering": {"Type": "AWS::EC2::VPCPeeringConnection",
+                    "Properties": {"VpcId": peer, "PeerVpcId": vpc}},
+        "PeeringRoute": {"Type": "AWS::EC2::Route", "Properties": {
+            "RouteTableId": table, "DestinationCidrBlock": "10.1.0.32/27",
+            "VpcPeeringConnectionId": {"Ref": "Peering"}}},
+    }})
+
+    def routes() -> list[str]:
+        found = ec2.describe_route_tables(RouteTableIds=[table])["RouteTables"][0]["Routes"]
+        return [r.get("DestinationCidrBlock", "") for r in found]
+
+    cfn.create_stack(StackName="probe-routes", TemplateBody=template)
+    ids = {
+        r["LogicalResourceId"]: r.get("PhysicalResourceId")
+        for r in cfn.describe_stack_resources(StackName="probe-routes")["StackResources"]
+    }
+    check("10.1.0.32/27" in routes(), f"the route was not created: {routes()}")
+    cfn.delete_stack(StackName="probe-routes")
+    check("10.1.0.32/27" not in routes(), f"the route survived the stack delete: {routes()}")
+    pcxs = ec2.describe_vpc_peering_connections(VpcPeeringConnectionIds=[ids["Peering"]])
+    states = [p["Status"]["Code"] for p in pcxs["VpcPeeringConnections"]]
+    check(states in ([], ["deleted"]), f"the peering survived the stack delete: {states}")
+    cfn.create_stack(StackName="probe-routes", TemplateBody=template)  # RouteAlreadyExists before
+    stack = cfn.describe_stacks(StackName="probe-routes")["Stacks"][0]
+    check(stack["StackStatus"] == "CREATE_COMPLETE", f"re-created stack is {stack['StackStatus']}")
+    check(routes().count("10.1.0.32/27") == 1, f"routes after re-creation: {routes()}")
+
+
+def probe_ingress_rule_removed_by_update(port: int) -> None:
+    # A stack adding a rule to a group it does not own, as a node pool's peer rule; then updated
+    # without the rule, then deleted.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.3.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="probe-pool-a", Description="a", VpcId=vpc)["GroupId"]
+    peer = ec2.create_security_group(GroupName="probe-pool-b", Description="b", VpcId=vpc)["GroupId"]
+    rule = {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {
+        "GroupId": group, "SourceSecurityGroupId": peer, "IpProtocol": "-1",
+        "Description": f"All traffic from node pool security group {peer}"}}
+    marker = {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": "m", "VpcId": vpc}}
+
+    def sources() -> list[str]:
+        g = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"][0]
+        return [p["GroupId"] for perm in g["IpPermissions"] for p in perm.get("UserIdGroupPairs", [])]
+
+    cfn.create_stack(StackName="probe-rules",
+                     TemplateBody=json.dumps({"Resources": {"Marker": marker, "PeerRule": rule}}))
+    check(sources() == [peer], f"the rule was not created: {sources()}")
+    cfn.update_stack(StackName="probe-rules", TemplateBody=json.dumps({"Resources": {"Marker": marker}}))
+    check(sources() == [], f"the rule survived the update that dropped it: {sources()}")
+    cfn.delete_stack(StackName="probe-rules")
+
+    cfn.create_stack(StackName="probe-rules-2",
+                     TemplateBody=json.dumps({"Resources": {"Marker": marker, "PeerRule": rule}}))
+    check(sources() == [peer], f"the rule was not created: {sources()}")
+    cfn.delete_stack(StackName="probe-rules-2")
+    check(sources() == [], f"the rule survived the stack delete: {sources()}")
+
+
+def probe_interface_and_volume_properties(port: int) -> None:
+    # A master's etcd interface and volume, as TCCPN declares them: found by their Name tag,
+    # with the interface's security group and the volume's type, encryption and size. They are
+    # not attached by the stack, so terminating the instance that used them leaves them.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.4.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.4.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="probe-master", Description="m", VpcId=vpc)["GroupId"]
+    template = json.dumps({"Resources": {
+        "MasterEni": {"Type": "AWS::EC2::NetworkInterface", "Properties": {
+            "SubnetId": subnet, "GroupSet": [group], "Description": "etcd interface",
+            "Tags": [{"Key": "Name", "Value": "probe-master0-eni"}]}},
+        "EtcdVolume": {"Type": "AWS::EC2::Volume", "Properties": {
+            "AvailabilityZone": f"{REGION}a", "Size": 100, "VolumeType": "gp3", "Encrypted": True,
+            "Iops": 4000, "Throughput": 250, "Tags": [{"Key": "Name", "Value": "probe-master0-etcd"}]}},
+    }})
+    cfn.create_stack(StackName="probe-etcd", TemplateBody=template)
+    enis = ec2.describe_network_interfaces(
+        Filters=[{"Name": "tag:Name", "Values": ["probe-master0-eni"]}])["NetworkInterfaces"]
+    check(len(enis) == 1, f"the interface is not found by its Name tag: {enis}")
+    groups = [g["GroupId"] for g in enis[0]["Groups"]]
+    check(groups == [group], f"the interface's GroupSet was dropped: {groups}")
+    volumes = ec2.describe_volumes(Filters=[{"Name": "tag:Name", "Values": ["probe-master0-etcd"]}])["Volumes"]
+    check(len(volumes) == 1, f"the volume is not found by its Name tag: {volumes}")
+    v = volumes[0]
+    got = (v["Size"], v["VolumeType"], v["Encrypted"], v.get("Iops"), v.get("Throughput"))
+    check(got == (100, "gp3", True, 4000, 250), f"the volume's properties were dropped: {got}")
+    cfn.delete_stack(StackName="probe-etcd")
+    left = ec2.describe_volumes(Filters=[{"Name": "tag:Name", "Values": ["probe-master0-etcd"]}])["Volumes"]
+    check(left == [], f"the volume survived its stack: {left}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -458,6 +562,9 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("stack delete removes the network", probe_network_stack_delete),
     ("DescribeStacks during CreateStack", probe_describe_during_create),
     ("request log", probe_request_log),
+    ("stack delete removes routes and peerings", probe_route_and_peering_delete),
+    ("stack update and delete revoke ingress rules", probe_ingress_rule_removed_by_update),
+    ("etcd interface and volume keep their template properties", probe_interface_and_volume_properties),
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with seven behaviours corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with nine behaviours corrected.
 
 Usage::
 
@@ -12,7 +12,7 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Seven of them are corrected here, each by a
+reason or pass without exercising the real code path. Nine of them are corrected here, each by a
 small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
@@ -33,6 +33,13 @@ small monkeypatch that names the moto behaviour it replaces:
    targets, as CloudFormation does.
 7. CloudFormation requests are served one at a time: a DescribeStacks during a CreateStack no
    longer creates a second copy of every resource an output references.
+8. Stack deletion (and an update dropping the resource) removes ``AWS::EC2::Route`` from its
+   route table, deletes ``AWS::EC2::VPCPeeringConnection`` and revokes
+   ``AWS::EC2::SecurityGroupIngress``; left behind, a re-created cluster's routes failed with
+   ``RouteAlreadyExists``, and a removed node pool's peer rules stayed.
+9. ``AWS::EC2::NetworkInterface`` and ``AWS::EC2::Volume`` keep their template's tags, security
+   groups and volume settings, so a master's etcd interface and volume can be found by tag,
+   and the volume is deleted with its stack.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -58,6 +65,17 @@ from typing import Any
 
 class PatchError(RuntimeError):
     """moto's internals no longer look the way a patch expects."""
+
+
+def _require_no_stack_delete(classes: dict[str, Any]) -> None:
+    """Refuse to patch a resource type that moto itself now deletes with its stack."""
+    for name, cls in classes.items():
+        abstract = getattr(cls.delete_from_cloudformation_json, "__isabstractmethod__", False)
+        if hasattr(cls, "delete") or not abstract:
+            raise PatchError(
+                f"moto now deletes {name} with its stack; review tools/moto/server.py "
+                "against the installed moto version"
+            )
 
 
 def _require(owner: Any, name: str) -> Any:
@@ -355,13 +373,7 @@ def patch_network_resource_deletion() -> None:
         "VPCGatewayAttachment": _require(vpn_gateway, "VPCGatewayAttachment"),
         "SubnetRouteTableAssociation": _require(subnets, "SubnetRouteTableAssociation"),
     }
-    for name, cls in classes.items():
-        abstract = getattr(cls.delete_from_cloudformation_json, "__isabstractmethod__", False)
-        if hasattr(cls, "delete") or not abstract:
-            raise PatchError(
-                f"moto now deletes {name} with its stack; review tools/moto/server.py "
-                "against the installed moto version"
-            )
+    _require_no_stack_delete(classes)
 
     def delete_route_table(self: Any, account_id: str, region_name: str) -> None:
         backend = ec2_backends[account_id][region_name]
@@ -487,6 +499,137 @@ def patch_serial_cloudformation() -> None:
     response_cls.call_action = call_action
 
 
+# --- 8. Routes, peerings and ingress rules deleted with their stack -----------------------------
+
+
+def patch_route_and_peering_deletion() -> None:
+    """moto 5.2.5 has no delete for ``AWS::EC2::Route``, ``AWS::EC2::VPCPeeringConnection`` and
+    ``AWS::EC2::SecurityGroupIngress``: the stack delete, and a stack update that drops one of
+    them, skip them silently. A route added by a stack to a route table the stack does not own
+    (TCCPF's and TCNPF's routes in the management VPC) outlives the stack, and creating the same
+    stack again fails with ``RouteAlreadyExists``; the peering stays ``active``; an ingress rule
+    added to a group the stack does not own (a node pool's rule for a removed peer pool) stays.
+    AWS removes the route from its table, deletes the peering (state ``deleted``) and revokes the
+    rule. The three types now get the ``delete(account_id, region_name)`` moto calls on stack
+    delete and on update removal, doing what ``DeleteRoute``, ``DeleteVpcPeeringConnection`` and
+    ``RevokeSecurityGroupIngress`` do. What is already gone counts as deleted, as in
+    CloudFormation."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models import route_tables, security_groups, vpc_peering_connections
+    from moto.ec2.exceptions import EC2ClientError
+
+    classes = {
+        "Route": _require(route_tables, "Route"),
+        "VPCPeeringConnection": _require(vpc_peering_connections, "VPCPeeringConnection"),
+        "SecurityGroupIngress": _require(security_groups, "SecurityGroupIngress"),
+    }
+    _require_no_stack_delete(classes)
+
+    def delete_route(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        table = backend.route_tables.get(self.route_table.id)
+        if table is not None:
+            table._routes.pop(self.id, None)
+
+    def delete_peering(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self.id in backend.vpc_pcxs and self._status.code != "deleted":
+            backend.delete_vpc_peering_connection(self.id)
+
+    def delete_ingress(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        p = self.properties
+        source = {}
+        if p.get("SourceSecurityGroupId"):
+            source["GroupId"] = p["SourceSecurityGroupId"]
+        if p.get("SourceSecurityGroupName"):
+            source["GroupName"] = p["SourceSecurityGroupName"]
+        ip_ranges = [{"CidrIp": p["CidrIp"], "Description": p.get("Description")}] if p.get("CidrIp") else []
+        try:
+            backend.revoke_security_group_ingress(
+                group_name_or_id=self.security_group.id,
+                ip_protocol=p.get("IpProtocol"),
+                from_port=p.get("FromPort"),
+                to_port=p.get("ToPort"),
+                ip_ranges=ip_ranges,
+                source_groups=[source] if source else [],
+            )
+        except EC2ClientError:
+            pass  # the group or the rule is already gone
+
+    classes["Route"].delete = delete_route
+    classes["VPCPeeringConnection"].delete = delete_peering
+    classes["SecurityGroupIngress"].delete = delete_ingress
+
+
+# --- 9. The etcd interface and volume as the template declares them -----------------------------
+
+
+def patch_interface_and_volume_cloudformation() -> None:
+    """moto 5.2.5 creates ``AWS::EC2::NetworkInterface`` and ``AWS::EC2::Volume`` from a template
+    with almost none of their properties: the interface gets no ``Tags`` and no ``GroupSet``
+    (moto reads ``SecurityGroups``, which the resource type does not have), the volume no
+    ``Tags``, ``VolumeType``, ``Encrypted``, ``Iops``, ``Throughput`` or ``SnapshotId``. A master
+    finds its etcd interface and volume by their ``Name`` tag at boot, so without the tags they
+    cannot be found through ``DescribeNetworkInterfaces``/``DescribeVolumes`` filters, as they can
+    in AWS. Both are now created with the properties the AWS resource reference documents. And
+    the volume, which moto left behind, is deleted with its stack (its default deletion policy
+    is ``Delete``); an attached volume fails the delete with ``VolumeInUse``, as in AWS."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models import elastic_block_store, elastic_network_interfaces
+
+    eni_cls = _require(elastic_network_interfaces, "NetworkInterface")
+    volume_cls = _require(elastic_block_store, "Volume")
+    _require(eni_cls, "create_from_cloudformation_json")
+    _require(volume_cls, "create_from_cloudformation_json")
+
+    def tags_of(properties: dict[str, Any]) -> dict[str, str]:
+        return {t["Key"]: t["Value"] for t in properties.get("Tags", []) or []}
+
+    def create_interface(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        backend = ec2_backends[account_id][region_name]
+        subnet = backend.get_subnet(properties["SubnetId"]) if properties.get("SubnetId") else None
+        return backend.create_network_interface(
+            subnet,
+            properties.get("PrivateIpAddress"),
+            group_ids=list(properties.get("GroupSet", []) or []),
+            description=properties.get("Description"),
+            tags=tags_of(properties),
+        )
+
+    def create_volume(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        backend = ec2_backends[account_id][region_name]
+        encrypted = str(properties.get("Encrypted", False)).lower() == "true"
+        volume = backend.create_volume(
+            size=int(properties["Size"]) if properties.get("Size") is not None else None,
+            zone_name=properties["AvailabilityZone"],
+            snapshot_id=properties.get("SnapshotId"),
+            encrypted=encrypted,
+            kms_key_id=properties.get("KmsKeyId"),
+            volume_type=properties.get("VolumeType"),
+            iops=int(properties["Iops"]) if properties.get("Iops") is not None else None,
+            throughput=int(properties["Throughput"]) if properties.get("Throughput") is not None else None,
+        )
+        volume.add_tags(tags_of(properties))
+        return volume
+
+    def delete_volume(self: Any, account_id: str, region_name: str) -> None:
+        backend = ec2_backends[account_id][region_name]
+        if self.id in backend.volumes:
+            backend.delete_volume(self.id)  # VolumeInUse while attached, as in AWS
+
+    _require_no_stack_delete({"Volume": volume_cls})
+    eni_cls.create_from_cloudformation_json = classmethod(create_interface)
+    volume_cls.create_from_cloudformation_json = classmethod(create_volume)
+    volume_cls.delete = delete_volume
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -496,6 +639,8 @@ def apply_patches() -> None:
     patch_network_resource_deletion()
     patch_depends_on_for_references()
     patch_serial_cloudformation()
+    patch_route_and_peering_deletion()
+    patch_interface_and_volume_cloudformation()
 
 
 # --- request log ------------------------------------------------------------------------------

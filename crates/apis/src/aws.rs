@@ -83,6 +83,11 @@ pub struct StackStatus {
     /// When the status last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+    /// Failed attempts since the stack was last usable and current: updates rolled back,
+    /// creates rolled back, deletes failed. Kept here so that the backoff between retries
+    /// survives a restart of the operator; absent when nothing failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// A problem with one field that a schema cannot express, with a message that says how to fix it.
@@ -941,6 +946,7 @@ mod tests {
             status: "CREATE_COMPLETE".into(),
             reason: None,
             last_transition_time: None,
+            attempts: None,
         };
         assert_eq!(
             serde_json::to_value(&stack).unwrap_or_default(),

@@ -224,6 +224,26 @@ impl Template {
     }
 }
 
+/// The change hash of a stack: its template's hash ([`Template::hash`], or a canonical one the
+/// caller chose) together with its stack tags. CloudFormation copies stack tags onto every
+/// resource that takes tags, so a changed tag is a change to deploy; the order of the tags does
+/// not matter.
+pub fn stack_hash(template_hash: &str, tags: &[(String, String)]) -> String {
+    let mut sorted: Vec<&(String, String)> = tags.iter().collect();
+    sorted.sort();
+    let mut hasher = Sha256::new();
+    hasher.update(b"stack/v1\n");
+    hasher.update(template_hash.as_bytes());
+    for (key, value) in sorted {
+        // Length prefixes keep ("ab","c") and ("a","bc") apart.
+        hasher.update((key.len() as u64).to_be_bytes());
+        hasher.update(key.as_bytes());
+        hasher.update((value.len() as u64).to_be_bytes());
+        hasher.update(value.as_bytes());
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Rebuilds every object with its keys in sorted order. With `serde_json`'s default map this is
 /// a no-op; with `preserve_order` (which another crate in the same binary may switch on) it is
 /// what keeps [`Template::hash`] independent of the order properties were written in.
@@ -285,6 +305,20 @@ pub fn allow(actions: &[&str], resource: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stack_hash_follows_tags_but_not_their_order() {
+        let tags = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        let base = stack_hash("abc", &tags(&[("giantswarm.io/cluster", "al9qy"), ("cost-center", "blue")]));
+        assert_eq!(base.len(), 64);
+        assert_eq!(base, stack_hash("abc", &tags(&[("cost-center", "blue"), ("giantswarm.io/cluster", "al9qy")])));
+        assert_ne!(base, stack_hash("abd", &tags(&[("giantswarm.io/cluster", "al9qy"), ("cost-center", "blue")])));
+        assert_ne!(base, stack_hash("abc", &tags(&[("giantswarm.io/cluster", "al9qy"), ("cost-center", "red")])));
+        assert_ne!(base, stack_hash("abc", &tags(&[("giantswarm.io/cluster", "al9qy")])));
+        assert_ne!(stack_hash("abc", &tags(&[("ab", "c")])), stack_hash("abc", &tags(&[("a", "bc")])));
+    }
 
     fn sample() -> Template {
         let mut t = Template::new("sample");

@@ -49,6 +49,19 @@ pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
 /// The cluster domain of the workload cluster's DNS.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
+/// The unit that attaches a master's etcd network interface and data volume at boot.
+pub const ETCD_ATTACH_UNIT: &str = "etcd3-attach-dependencies.service";
+/// The script [`ETCD_ATTACH_UNIT`] runs.
+pub const ETCD_ATTACH_SCRIPT: &str = "/opt/bin/etcd3-attach-dependencies";
+/// The mount unit of the etcd data volume on `/var/lib/etcd`.
+pub const ETCD_MOUNT_UNIT: &str = "var-lib-etcd.mount";
+/// Where [`ETCD_ATTACH_SCRIPT`] writes `ETCD_ENI_IP` and `ETCD_HOST_IP` for etcd's unit.
+pub const ETCD_NETWORK_ENV: &str = "/run/etcd3/network.env";
+/// The device the etcd volume is attached as (upstream's `/dev/xvdh`).
+pub const ETCD_VOLUME_DEVICE: &str = "/dev/xvdh";
+/// The filesystem label of the etcd volume.
+pub const ETCD_VOLUME_LABEL: &str = "etcd";
+
 /// Where the units expect the TLS assets and other secrets. The operator places its
 /// [`NodeSecret`]s at these paths; the config references them whether or not they are present.
 pub mod paths {
@@ -301,7 +314,10 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         unit("decrypt-tls-assets.service", &decrypt_unit(input)),
         unit("kubelet.service", &kubelet_unit(input)),
     ];
-    if let Role::Master { etcd_name, etcd_initial_cluster, initial_cluster_state, .. } = &input.role {
+    if let Role::Master { id, etcd_name, etcd_initial_cluster, initial_cluster_state } = &input.role {
+        files.push(script(ETCD_ATTACH_SCRIPT, &etcd_attach_script(input, *id)));
+        units.push(unit(ETCD_ATTACH_UNIT, &etcd_attach_unit()));
+        units.push(unit(ETCD_MOUNT_UNIT, &etcd_mount_unit()));
         units.push(unit("etcd3.service", &etcd_unit(input, etcd_name, etcd_initial_cluster, *initial_cluster_state)));
         // Control-plane components talk to the API server on the same host.
         let local_api = "https://127.0.0.1:443";
@@ -622,12 +638,13 @@ fn etcd_unit(input: &NodeConfigInput, name: &str, initial_cluster: &str, state: 
     format!(
         "[Unit]
 Description=etcd member {name}
-Requires=docker.service decrypt-tls-assets.service
-After=docker.service decrypt-tls-assets.service
+Requires=docker.service decrypt-tls-assets.service {ETCD_ATTACH_UNIT} {ETCD_MOUNT_UNIT}
+After=docker.service decrypt-tls-assets.service {ETCD_ATTACH_UNIT} {ETCD_MOUNT_UNIT}
 
 [Service]
 Restart=always
 RestartSec=10
+EnvironmentFile={ETCD_NETWORK_ENV}
 ExecStartPre=-/usr/bin/docker rm -f etcd
 ExecStart=/usr/bin/docker run --rm --name etcd --net=host \\
   -v /var/lib/etcd:/var/lib/etcd -v /etc/kubernetes/ssl/etcd:/etc/kubernetes/ssl/etcd:ro \\
@@ -639,11 +656,179 @@ ExecStart=/usr/bin/docker run --rm --name etcd --net=host \\
   --initial-cluster-token=k8s-etcd-cluster \\
   --initial-advertise-peer-urls={peer}:2380 \\
   --advertise-client-urls={peer}:2379 \\
-  --listen-peer-urls=https://0.0.0.0:2380 \\
-  --listen-client-urls=https://0.0.0.0:2379 \\
+  --listen-peer-urls=https://${{ETCD_ENI_IP}}:2380 \\
+  --listen-client-urls=https://${{ETCD_ENI_IP}}:2379,https://${{ETCD_HOST_IP}}:2379,https://127.0.0.1:2379 \\
   --cert-file={crt} --key-file={key} --trusted-ca-file={ca} --client-cert-auth=true \\
   --peer-cert-file={crt} --peer-key-file={key} --peer-trusted-ca-file={ca} --peer-client-cert-auth=true
 ExecStop=-/usr/bin/docker stop etcd
+
+[Install]
+WantedBy=multi-user.target
+"
+    )
+}
+
+/// The etcd member's network interface and data volume live outside the instance (TCCPN creates
+/// them, reference §6.1–6.2), so that a replaced master takes over the old one's etcd address
+/// and data. This script finds both by their `Name` tags, attaches the interface as device 1 and
+/// the volume as [`ETCD_VOLUME_DEVICE`], creates the filesystem only on a volume that has none,
+/// routes the interface's address out of the interface itself, and writes the addresses etcd
+/// listens on. Each step retries every 5 s until it succeeds: the interface and the volume stay
+/// attached to the instance being replaced until EC2 has detached them.
+fn etcd_attach_script(input: &NodeConfigInput, master_id: u8) -> String {
+    let awscli = format!("{}/{AWSCLI_IMAGE}", input.registry);
+    let region = &input.region;
+    let eni = crate::names::master_eni(&input.cluster_id, master_id);
+    let volume = crate::names::master_etcd_volume(&input.cluster_id, master_id);
+    format!(
+        r#"#!/bin/bash
+# Attaches this master's etcd network interface and data volume, found by their Name tags.
+set -uo pipefail
+
+eni_name={eni}
+volume_name={volume}
+device={ETCD_VOLUME_DEVICE}
+env_file={ETCD_NETWORK_ENV}
+imds=http://169.254.169.254/latest
+
+aws() {{
+  docker run --rm --net=host {awscli} --region {region} --output text "$@"
+}}
+
+metadata() {{
+  local token
+  token="$(curl -sf -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" || return 1
+  curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/$1"
+}}
+
+# Runs "$@" until it succeeds, every 5s.
+retry() {{
+  until "$@"; do
+    echo "$1 failed, retrying in 5s" >&2
+    sleep 5
+  done
+}}
+
+find_instance() {{
+  instance="$(metadata instance-id)" && [ -n "$instance" ] &&
+    host_ip="$(metadata local-ipv4)" && [ -n "$host_ip" ]
+}}
+
+attach_eni() {{
+  local found attached_to
+  found="$(aws ec2 describe-network-interfaces --filters "Name=tag:Name,Values=$eni_name" \
+    --query 'NetworkInterfaces[0].[NetworkInterfaceId,Attachment.InstanceId,PrivateIpAddress,MacAddress]')" || return 1
+  read -r eni_id attached_to eni_ip eni_mac <<<"$found"
+  if [ -z "${{eni_id:-}}" ] || [ "$eni_id" = None ]; then
+    echo "no network interface tagged Name=$eni_name" >&2
+    return 1
+  fi
+  if [ "$attached_to" = "$instance" ]; then
+    return 0
+  fi
+  if [ "$attached_to" != None ]; then
+    echo "$eni_id is still attached to $attached_to" >&2
+    return 1
+  fi
+  aws ec2 attach-network-interface --network-interface-id "$eni_id" --instance-id "$instance" --device-index 1 >/dev/null
+}}
+
+attach_volume() {{
+  local found volume_id state attached_to
+  found="$(aws ec2 describe-volumes --filters "Name=tag:Name,Values=$volume_name" \
+    --query 'Volumes[0].[VolumeId,State,Attachments[0].InstanceId]')" || return 1
+  read -r volume_id state attached_to <<<"$found"
+  if [ -z "${{volume_id:-}}" ] || [ "$volume_id" = None ]; then
+    echo "no volume tagged Name=$volume_name" >&2
+    return 1
+  fi
+  if [ "$attached_to" = "$instance" ]; then
+    return 0
+  fi
+  if [ "$state" != available ]; then
+    echo "$volume_id is $state, attached to $attached_to" >&2
+    return 1
+  fi
+  aws ec2 attach-volume --volume-id "$volume_id" --instance-id "$instance" --device "$device" >/dev/null
+}}
+
+wait_for_device() {{
+  [ -b "$device" ]
+}}
+
+# The filesystem is created only where blkid finds none (exit 2), never over etcd's data.
+prepare_filesystem() {{
+  blkid -p "$device" >/dev/null
+  case $? in
+    0) return 0 ;;
+    2) mkfs.ext4 -L {ETCD_VOLUME_LABEL} "$device" ;;
+    *) return 1 ;;
+  esac
+}}
+
+# The interface's address answers on the interface and leaves through it.
+configure_eni() {{
+  mkdir -p /etc/systemd/network &&
+    printf '%s\n' '[Match]' "MACAddress=$eni_mac" '' '[Network]' 'DHCP=ipv4' '' \
+      '[DHCPv4]' 'RouteTable=100' 'RouteMetric=2048' '' \
+      '[RoutingPolicyRule]' "From=$eni_ip/32" 'Table=100' >/etc/systemd/network/10-etcd-eni.network &&
+    networkctl reload
+}}
+
+wait_for_eni_address() {{
+  ip -4 -o addr show | grep -q " inet $eni_ip/"
+}}
+
+write_env() {{
+  mkdir -p "$(dirname "$env_file")" &&
+    printf 'ETCD_ENI_IP=%s\nETCD_HOST_IP=%s\n' "$eni_ip" "$host_ip" >"$env_file.tmp" &&
+    mv "$env_file.tmp" "$env_file"
+}}
+
+retry find_instance
+retry attach_eni
+retry attach_volume
+retry wait_for_device
+retry prepare_filesystem
+retry configure_eni
+retry wait_for_eni_address
+retry write_env
+"#
+    )
+}
+
+fn etcd_attach_unit() -> String {
+    format!(
+        "[Unit]
+Description=Attach the etcd network interface and data volume
+Requires=docker.service
+After=docker.service network-online.target
+Wants=network-online.target
+Before={ETCD_MOUNT_UNIT} etcd3.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart={ETCD_ATTACH_SCRIPT}
+
+[Install]
+WantedBy=multi-user.target
+"
+    )
+}
+
+fn etcd_mount_unit() -> String {
+    format!(
+        "[Unit]
+Description=etcd data volume
+Requires={ETCD_ATTACH_UNIT}
+After={ETCD_ATTACH_UNIT}
+Before=etcd3.service
+
+[Mount]
+What=/dev/disk/by-label/{ETCD_VOLUME_LABEL}
+Where=/var/lib/etcd
+Type=ext4
 
 [Install]
 WantedBy=multi-user.target
@@ -987,6 +1172,82 @@ mod tests {
         assert!(ha.contains("--initial-cluster-state=existing "), "{ha}");
     }
 
+    /// The `After=` units of `unit`.
+    fn after(unit: &str) -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix("After="))
+            .flat_map(|l| l.split_whitespace().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn masters_attach_their_etcd_interface_and_volume_before_etcd_starts() {
+        let doc = sealed(&master(2, 3));
+        let units = units(&doc);
+        let files = files(&doc);
+        let attach = units.get("etcd3-attach-dependencies.service").expect("attach unit");
+        let mount = units.get("var-lib-etcd.mount").expect("etcd volume mount unit");
+        let etcd = &units["etcd3.service"];
+
+        // Order: network and docker, then the attachment, then the mount, then etcd.
+        for dep in ["docker.service", "network-online.target"] {
+            assert!(after(attach).contains(&dep.to_owned()), "{attach}");
+        }
+        assert!(attach.contains("ExecStart=/opt/bin/etcd3-attach-dependencies\n"), "{attach}");
+        assert!(attach.contains("Type=oneshot"), "{attach}");
+        assert!(mount.contains("Requires=etcd3-attach-dependencies.service\n"), "{mount}");
+        assert_eq!(after(mount), ["etcd3-attach-dependencies.service"], "{mount}");
+        assert!(mount.contains("What=/dev/disk/by-label/etcd\nWhere=/var/lib/etcd\n"), "{mount}");
+        for dep in ["decrypt-tls-assets.service", "etcd3-attach-dependencies.service", "var-lib-etcd.mount"] {
+            assert!(after(etcd).contains(&dep.to_owned()), "etcd does not start after {dep}: {etcd}");
+            let requires = etcd.lines().find(|l| l.starts_with("Requires=")).unwrap_or_default();
+            assert!(requires.contains(dep), "etcd does not require {dep}: {etcd}");
+        }
+
+        // The names looked up are the ones TCCPN tags master 2's interface and volume with.
+        let script = String::from_utf8(files["/opt/bin/etcd3-attach-dependencies"].clone()).expect("utf-8");
+        assert!(script.contains("eni_name=al9qy-master2-eni\n"), "{script}");
+        assert!(script.contains("volume_name=al9qy-master2-etcd\n"), "{script}");
+        assert!(script.contains(r#"--filters "Name=tag:Name,Values=$eni_name""#), "{script}");
+        assert!(script.contains(r#"--filters "Name=tag:Name,Values=$volume_name""#), "{script}");
+        assert!(script.contains("attach-network-interface") && script.contains("--device-index 1"), "{script}");
+        assert!(script.contains("attach-volume") && script.contains("device=/dev/xvdh\n"), "{script}");
+        assert!(script.contains("quay.io/giantswarm/awscli:1.18.3 --region eu-central-1"), "{script}");
+        // Every step retries; the attachments come before the device is used.
+        let steps: Vec<&str> = script.lines().filter_map(|l| l.strip_prefix("retry ")).collect();
+        assert_eq!(
+            steps,
+            [
+                "find_instance",
+                "attach_eni",
+                "attach_volume",
+                "wait_for_device",
+                "prepare_filesystem",
+                "configure_eni",
+                "wait_for_eni_address",
+                "write_env"
+            ],
+            "{script}"
+        );
+        assert!(script.contains("sleep 5"), "{script}");
+        // The volume is formatted only when it has no filesystem: never over etcd's data.
+        assert!(script.contains("2) mkfs.ext4 -L etcd \"$device\" ;;"), "{script}");
+        assert_eq!(script.matches("mkfs").count(), 1, "{script}");
+
+        // etcd listens on the interface's address, whatever instance it runs on.
+        assert!(etcd.contains("EnvironmentFile=/run/etcd3/network.env\n"), "{etcd}");
+        assert!(etcd.contains("--listen-peer-urls=https://${ETCD_ENI_IP}:2380 "), "{etcd}");
+        assert!(etcd.contains("--listen-client-urls=https://${ETCD_ENI_IP}:2379,"), "{etcd}");
+        assert!(!etcd.contains("0.0.0.0"), "{etcd}");
+        assert!(script.contains("ETCD_ENI_IP=%s"), "{script}");
+
+        // Workers have none of it.
+        let worker_doc = sealed(&worker());
+        assert!(!self::units(&worker_doc).contains_key("etcd3-attach-dependencies.service"));
+        assert!(!self::units(&worker_doc).contains_key("var-lib-etcd.mount"));
+        assert!(!self::files(&worker_doc).contains_key("/opt/bin/etcd3-attach-dependencies"));
+    }
+
     #[test]
     fn debug_output_never_shows_secrets() {
         let input = master(1, 3);
@@ -1006,6 +1267,7 @@ mod tests {
             (master(0, 1), "/opt/bin/decrypt-tls-assets"),
             (no_secrets, "/opt/bin/decrypt-tls-assets"),
             (worker(), "/opt/bin/set-hostname"),
+            (master(1, 3), "/opt/bin/etcd3-attach-dependencies"),
         ] {
             let files = files(&sealed(&input));
             let dir = tempfile::tempdir().expect("tempdir");

@@ -110,6 +110,30 @@ pub fn node_pool_config_key(operator_version: &str, cluster_id: &str, md_id: &st
     format!("version/{operator_version}/cloudconfig/{CLOUD_CONFIG_VERSION}/cluster-{cluster_id}-tcnp-{md_id}")
 }
 
+/// The `Name` tag of master `master_id`'s etcd network interface: `<id>-master<n>-eni`. TCCPN
+/// creates it; the master's node config finds it by this tag at boot and attaches it.
+pub fn master_eni(cluster_id: &str, master_id: u8) -> String {
+    format!("{cluster_id}-master{master_id}-eni")
+}
+
+/// The `Name` tag of master `master_id`'s etcd data volume: `<id>-master<n>-etcd`. TCCPN creates
+/// it; the master's node config finds it by this tag at boot and attaches it.
+pub fn master_etcd_volume(cluster_id: &str, master_id: u8) -> String {
+    format!("{cluster_id}-master{master_id}-etcd")
+}
+
+/// The AWS partition of a region, the second field of every ARN there: `aws-cn` for the China
+/// regions (`cn-…`), `aws-us-gov` for GovCloud (`us-gov-…`), else `aws`.
+pub fn partition(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else {
+        "aws"
+    }
+}
+
 /// The tenant cluster's base domain: `<id>.k8s.<domain>`.
 pub fn tenant_base_domain(cluster_id: &str, domain: &str) -> String {
     format!("{cluster_id}.k8s.{domain}")
@@ -208,6 +232,15 @@ mod tests {
             "api.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io"
         );
         assert_eq!(peer_access_role("al9qy"), "al9qy-vpc-peer-access");
+    }
+
+    #[test]
+    fn partitions_follow_the_region() {
+        assert_eq!(partition("eu-central-1"), "aws");
+        assert_eq!(partition("cn-north-1"), "aws-cn");
+        assert_eq!(partition("cn-northwest-1"), "aws-cn");
+        assert_eq!(partition("us-gov-west-1"), "aws-us-gov");
+        assert_eq!(partition("us-east-1"), "aws");
     }
 
     #[test]

@@ -223,12 +223,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let progress = Progress::new(env.client(), &m.namespace, &m.cluster_id);
     if let Err(e) = progress.follow(&mut operator).await {
         // What the operator said about the objects is the first thing to look at.
-        let _ = k.run_tail(&["get", "events", "-n", &m.namespace, "--sort-by=.lastTimestamp"], 30).await;
+        let _ = k.run_tail(&events_listing(&m.namespace), 30).await;
         return Err(e);
     }
 
     k.run(&["get", "awsclusters,awscontrolplanes,awsmachinedeployments", "-A"]).await?;
-    k.run_tail(&["get", "events", "-n", &m.namespace, "--sort-by=.lastTimestamp"], 15).await?;
+    k.run_tail(&events_listing(&m.namespace), 15).await?;
 
     step("What the operator built, account by account");
     inventory::print_account("Management account", &management).await?;
@@ -398,5 +398,65 @@ impl Progress {
             }
             tokio::time::sleep(PROGRESS_EVERY).await;
         }
+    }
+}
+
+/// The kubectl arguments that list a namespace's events, oldest first. `kubectl events` orders
+/// them by when they were last seen whichever API wrote them; `get events
+/// --sort-by=.lastTimestamp` printed nothing for the operator's events, which are written through
+/// `events.k8s.io/v1` and carry `eventTime` and `series` instead of `lastTimestamp`.
+pub fn events_listing(namespace: &str) -> [&str; 3] {
+    ["events", "-n", namespace]
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::Api;
+    use kube::api::PostParams;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    use super::events_listing;
+    use crate::kubectl::Kubectl;
+
+    /// `$KUBECTL`, else the kubectl of `make venv`, else the one on the PATH.
+    fn kubectl() -> String {
+        let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/kubectl");
+        std::env::var("KUBECTL")
+            .unwrap_or_else(|_| if std::path::Path::new(venv).exists() { venv.into() } else { "kubectl".into() })
+    }
+
+    #[tokio::test]
+    async fn the_event_listing_shows_the_operators_events() -> anyhow::Result<()> {
+        let env = testenv::TestEnv::start().await?;
+        let client = env.client();
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "org-demo"}}))?;
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+        let cm: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a1b2c", "namespace": "org-demo"}}))?;
+        let cm = Api::<ConfigMap>::namespaced(client.clone(), "org-demo").create(&PostParams::default(), &cm).await?;
+        // Published as the operator publishes: events.k8s.io/v1, with eventTime and no
+        // lastTimestamp.
+        let recorder = Recorder::new(client, Reporter { controller: "aws-operator".into(), instance: None });
+        for (reason, note) in [
+            ("CFCreateRequested", "creating stack cluster-a1b2c-tccpi"),
+            ("CFCompleted", "stack cluster-a1b2c-tccpi: CREATE_COMPLETE"),
+        ] {
+            let event = Event {
+                type_: EventType::Normal,
+                reason: reason.into(),
+                note: Some(note.into()),
+                action: "CreateStack".into(),
+                secondary: None,
+            };
+            recorder.publish(&event, &kube::Resource::object_ref(&cm, &())).await?;
+        }
+        let k = Kubectl::new(kubectl(), env.kubeconfig_path());
+        let shown = k.tail(&events_listing("org-demo"), 15).await?;
+        assert!(shown.contains("CFCreateRequested") && shown.contains("CFCompleted"), "{shown}");
+        assert!(shown.contains("creating stack cluster-a1b2c-tccpi"), "{shown}");
+        // Oldest first.
+        assert!(shown.find("CFCreateRequested") < shown.find("CFCompleted"), "{shown}");
+        Ok(())
     }
 }

@@ -62,6 +62,12 @@ impl Kubectl {
     /// noting how many were left out (event lists grow long).
     pub async fn run_tail(&self, args: &[&str], lines: usize) -> anyhow::Result<()> {
         println!("$ kubectl {}", args.join(" "));
+        print!("{}", self.tail(args, lines).await?);
+        Ok(())
+    }
+
+    /// What [`Kubectl::run_tail`] prints after the command line.
+    pub async fn tail(&self, args: &[&str], lines: usize) -> anyhow::Result<String> {
         let out = self.command(args).output().await.with_context(|| format!("cannot run {}", self.bin))?;
         if !out.status.success() {
             bail!(
@@ -74,20 +80,19 @@ impl Kubectl {
         let text = String::from_utf8_lossy(&out.stdout);
         if text.trim().is_empty() {
             // "No resources found …" is written to stderr.
-            println!("{}", String::from_utf8_lossy(&out.stderr).trim());
-            return Ok(());
+            return Ok(format!("{}\n", String::from_utf8_lossy(&out.stderr).trim()));
         }
         let all: Vec<&str> = text.lines().collect();
-        match all.split_first() {
+        Ok(match all.split_first() {
             Some((header, rest)) if rest.len() > lines => {
-                println!("{header}");
-                println!("… {} earlier lines left out", rest.len() - lines);
+                let mut shown = format!("{header}\n… {} earlier lines left out\n", rest.len() - lines);
                 for line in &rest[rest.len() - lines..] {
-                    println!("{line}");
+                    shown.push_str(line);
+                    shown.push('\n');
                 }
+                shown
             }
-            _ => print!("{text}"),
-        }
-        Ok(())
+            _ => text.into_owned(),
+        })
     }
 }

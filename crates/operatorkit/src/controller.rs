@@ -1010,7 +1010,15 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
                 tracing::error!(kind = %error.kind(), error = %error, "failed to reconcile");
                 if shared.leadership.is_leader() {
                     let action = if obj.meta().deletion_timestamp.is_some() { "Delete" } else { "Update" };
-                    shared.warnings.warn(&*obj, action, &error.kind(), &error.to_string()).await;
+                    let (kind, message) = (error.kind(), error.to_string());
+                    shared.warnings.warn(&*obj, action, &kind, &message).await;
+                    if let Some(hook) = &shared.status_hook {
+                        // This failure is counted by the error policy right after.
+                        let consecutive = shared.failures.lock().get(&oref).copied().unwrap_or(0).saturating_add(1);
+                        if let Err(error) = hook.failed(&obj, &kind, &message, consecutive).await {
+                            tracing::warn!(%error, "the status hook failed to record the failure");
+                        }
+                    }
                 }
             }
         }

@@ -9,6 +9,11 @@
 //! leader; implementations should skip writes that would change nothing (the object passed in is
 //! the cached one, so comparing against its current status is free).
 //!
+//! When a reconcile fails, the controller calls [`StatusHook::failed`] with the error and the
+//! number of consecutive failures of that object, so that an operator can show a failure that
+//! persists (denied credentials, throttling beyond the client's retries) in the status without
+//! making it flap on one transient error.
+//!
 //! [`ReleaseCondition`] is a ready-made hook for kinds with `metav1.Condition`s in their status.
 
 use std::marker::PhantomData;
@@ -37,6 +42,20 @@ pub trait StatusHook<K>: Send + Sync {
         version: &'a Version,
     ) -> BoxFuture<'a, Result<(), ResourceError>> {
         let _ = (obj, set, version);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// A reconcile of `obj` failed with an error of `kind` described by `message`, the
+    /// `consecutive`-th failure in a row (a successful reconcile resets the count). Called on
+    /// the leader after the Warning event. Default: nothing.
+    fn failed<'a>(
+        &'a self,
+        obj: &'a K,
+        kind: &'a str,
+        message: &'a str,
+        consecutive: u32,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
+        let _ = (obj, kind, message, consecutive);
         Box::pin(async { Ok(()) })
     }
 }

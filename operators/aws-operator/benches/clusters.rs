@@ -2,12 +2,16 @@
 //!
 //! The operator runs as its own process (`aws-operator daemon`), so its peak RSS is its own
 //! (`VmHWM`). AWS calls are counted by a loopback proxy in front of moto: moto closes every
-//! connection after one response, so one accepted connection is one call. Prints:
+//! connection after one response, so one accepted connection is one call, and the proxy reads
+//! each request to count `DescribeStacks` apart. Prints:
 //! - the time from the first create until every AWSCluster is Ready (all stacks of the cluster,
 //!   its control plane and node pool usable);
+//! - `DescribeStacks` calls until then (target: linear in the cluster count);
 //! - the operator's peak RSS;
-//! - AWS calls per cluster per idle resync, measured over two resync periods after everything
-//!   settled (target: at most 1).
+//! - idle AWS calls per cluster per hour. The operator's periods (resync, stack listing expiry,
+//!   Endpoints refresh) are all shortened by [`TIME_SCALE`], and the idle window with them: it
+//!   lasts 20 minutes of simulated time, longer than every period, so that every cache expires
+//!   in it at least once.
 //!
 //! `BENCH_CLUSTERS` changes the cluster count.
 
@@ -19,26 +23,81 @@ use apis::aws::AWSCluster;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use tokio::io::copy_bidirectional;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, copy_bidirectional};
 use tokio::net::{TcpListener, TcpStream};
 
 const REGION: &str = "eu-central-1";
 const FLATCAR: &str = "4230.2.4";
-const RESYNC_SECONDS: u64 = 20;
+/// The operator's periods and the idle window are this many times shorter than in production.
+const TIME_SCALE: u64 = 10;
+/// Production periods, in seconds: resync, stack listing expiry, master Endpoints refresh.
+const RESYNC_SECONDS: u64 = 300;
+const LISTING_TTL_SECONDS: u64 = 600;
+const ENDPOINTS_REFRESH_SECONDS: u64 = 900;
+/// The idle window in simulated seconds: longer than every period above.
+const IDLE_WINDOW_SECONDS: u64 = 1200;
 
 fn create<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("bench object")
 }
 
-/// A TCP proxy to moto that counts connections.
-async fn counting_proxy(upstream: u16, counter: Arc<AtomicU64>) -> std::io::Result<u16> {
+/// AWS calls seen by the proxy.
+#[derive(Default)]
+struct Calls {
+    all: AtomicU64,
+    describe_stacks: AtomicU64,
+}
+
+/// Read the request's head and as much of its body as `Content-Length` announces (requests
+/// here are small), so that its action can be told.
+async fn read_request(inbound: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let n = inbound.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length || buf.len() > 256 * 1024 {
+                return Ok(buf);
+            }
+        }
+    }
+}
+
+/// Whether a request is CloudFormation's `DescribeStacks` (query protocol: the action is a form
+/// field of the body; JSON protocols name it in `X-Amz-Target`).
+fn is_describe_stacks(request: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(request);
+    text.contains("Action=DescribeStacks&")
+        || text.ends_with("Action=DescribeStacks")
+        || text.contains(".DescribeStacks\r\n")
+}
+
+/// A TCP proxy to moto that counts calls.
+async fn counting_proxy(upstream: u16, calls: Arc<Calls>) -> std::io::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {
         while let Ok((mut inbound, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::Relaxed);
+            calls.all.fetch_add(1, Ordering::Relaxed);
+            let calls = calls.clone();
             tokio::spawn(async move {
-                if let Ok(mut out) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                let Ok(request) = read_request(&mut inbound).await else { return };
+                if is_describe_stacks(&request) {
+                    calls.describe_stacks.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Ok(mut out) = TcpStream::connect(("127.0.0.1", upstream)).await
+                    && out.write_all(&request).await.is_ok()
+                {
                     let _ = copy_bidirectional(&mut inbound, &mut out).await;
                 }
             });
@@ -58,7 +117,7 @@ fn peak_rss_mib(pid: u32) -> Option<f64> {
 async fn main() -> anyhow::Result<()> {
     let clusters: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
-    let calls = Arc::new(AtomicU64::new(0));
+    let calls = Arc::new(Calls::default());
     let proxy = counting_proxy(moto.port(), calls.clone()).await?;
     let endpoint = format!("http://127.0.0.1:{proxy}");
     let env = testenv::TestEnv::start().await?;
@@ -118,7 +177,16 @@ async fn main() -> anyhow::Result<()> {
         .args(["--control-plane-role-arn", &format!("arn:aws:iam::{cp_account}:role/aws-operator")])
         .args(["--aws-endpoint-url", &endpoint, "--ami-file"])
         .arg(ami.path())
-        .args(["--resync-seconds", &RESYNC_SECONDS.to_string(), "--poll-seconds", "2", "--concurrency", "8"])
+        .args([
+            "--resync-seconds",
+            &(RESYNC_SECONDS / TIME_SCALE).to_string(),
+            "--poll-seconds",
+            "2",
+            "--concurrency",
+            "8",
+        ])
+        .args(["--stack-listing-ttl-seconds", &(LISTING_TTL_SECONDS / TIME_SCALE).to_string()])
+        .args(["--endpoints-refresh-seconds", &(ENDPOINTS_REFRESH_SECONDS / TIME_SCALE).to_string()])
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("AWS_ACCESS_KEY_ID", "AKIABENCH")
         .env("AWS_SECRET_ACCESS_KEY", "secret")
@@ -200,20 +268,30 @@ async fn main() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    // Idle: let requeues drain, then count AWS calls over two resync periods.
-    tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS)).await;
-    let before = calls.load(Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_secs(2 * RESYNC_SECONDS)).await;
-    let idle_calls = calls.load(Ordering::Relaxed) - before;
+    let describe_during_creation = calls.describe_stacks.load(Ordering::Relaxed);
+    let calls_during_creation = calls.all.load(Ordering::Relaxed);
+    // Idle: let requeues drain for one resync, then count AWS calls over the idle window.
+    tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS / TIME_SCALE)).await;
+    let before = calls.all.load(Ordering::Relaxed);
+    let window = Duration::from_secs(IDLE_WINDOW_SECONDS / TIME_SCALE);
+    tokio::time::sleep(window).await;
+    let idle_calls = calls.all.load(Ordering::Relaxed) - before;
+    let simulated_hours = (IDLE_WINDOW_SECONDS as f64) / 3600.0;
     let rss = peak_rss_mib(pid).unwrap_or(f64::NAN);
     println!("aws-operator, {clusters} clusters (1 master, 1 node pool each) against moto:");
-    println!("  all Ready after            {:.1} s", created.as_secs_f64());
-    println!("  operator peak RSS          {rss:.1} MiB");
+    println!("  all Ready after                 {:.1} s", created.as_secs_f64());
     println!(
-        "  AWS calls per idle resync  {:.3} per cluster ({idle_calls} calls in 2 resyncs of {RESYNC_SECONDS} s)",
-        idle_calls as f64 / clusters as f64 / 2.0
+        "  DescribeStacks until then       {describe_during_creation} ({:.1} per cluster; {calls_during_creation} AWS calls in all)",
+        describe_during_creation as f64 / clusters as f64
     );
-    println!("  AWS calls in total         {}", calls.load(Ordering::Relaxed));
+    println!("  operator peak RSS               {rss:.1} MiB");
+    println!(
+        "  idle AWS calls                  {:.2} per cluster per hour ({idle_calls} calls in {} s, = {} min simulated with periods shortened {TIME_SCALE}x)",
+        idle_calls as f64 / clusters as f64 / simulated_hours,
+        window.as_secs(),
+        IDLE_WINDOW_SECONDS / 60
+    );
+    println!("  AWS calls in total              {}", calls.all.load(Ordering::Relaxed));
     let _ = daemon.kill().await;
     Ok(())
 }

@@ -244,6 +244,22 @@ impl AwsFactory {
         self.clients_for(Some(role_arn.to_string()), region).await
     }
 
+    /// Clients of account `account_id` in `region` with the operator's own credentials and
+    /// `cfn` as their CloudFormation: for tests and benchmarks that drive the stack operations
+    /// against [`crate::cloudformation::FakeCloudFormation`]. Builds no connection.
+    pub fn with_cloudformation(&self, account_id: &str, region: &str, cfn: Arc<dyn CloudFormation>) -> AccountClients {
+        let conf = self.base.to_builder().region(aws_config::Region::new(region.to_string())).build();
+        AccountClients {
+            account_id: account_id.to_string(),
+            region: region.to_string(),
+            cfn,
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            s3: aws_sdk_s3::Client::new(&conf),
+            kms: aws_sdk_kms::Client::new(&conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+        }
+    }
+
     async fn clients_for(&self, role: Option<String>, region: &str) -> Result<Arc<AccountClients>, AwsError> {
         let key = (role.clone(), region.to_string());
         if let Some(c) = self.clients.lock().get(&key) {

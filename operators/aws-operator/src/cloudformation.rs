@@ -13,17 +13,18 @@
 //! | --- | --- | --- |
 //! | missing | create | done |
 //! | `*_IN_PROGRESS` | wait (requeue) | wait (requeue) |
-//! | `CREATE_COMPLETE`, `UPDATE_COMPLETE`, `UPDATE_ROLLBACK_COMPLETE`, `IMPORT_*_COMPLETE` | update if the template hash differs, else ready | lift termination protection, delete |
-//! | `ROLLBACK_COMPLETE` (a failed create) | delete, then create again | delete |
+//! | `CREATE_COMPLETE`, `UPDATE_COMPLETE`, `IMPORT_*_COMPLETE` | update if the template hash differs, else ready | lift termination protection, delete |
+//! | `UPDATE_ROLLBACK_COMPLETE` | ready if the template hash matches; else our update failed: update again after a backoff | lift termination protection, delete |
+//! | `ROLLBACK_COMPLETE` (a failed create) | delete after a backoff, then create again | delete |
 //! | `UPDATE_ROLLBACK_FAILED` | continue the update rollback | continue the rollback, then delete |
-//! | `CREATE_FAILED`, `ROLLBACK_FAILED`, `DELETE_FAILED`, `IMPORT_ROLLBACK_FAILED` | failed: needs the delete path or a human | delete again, with backoff, naming the failed resources |
+//! | `CREATE_FAILED`, `ROLLBACK_FAILED`, `DELETE_FAILED`, `IMPORT_ROLLBACK_FAILED` | failed: needs the delete path or a human | delete again after a backoff, naming the failed resources |
 //!
 //! Change detection compares the hash of the desired template with the `TemplateHash` output of
 //! the deployed one: any difference in the rendered template (and therefore in any input that
 //! reaches it) updates the stack, not only a version bump (upstream compared a handful of
 //! outputs, reference §5.9).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -237,6 +238,12 @@ pub enum EnsureStep {
         /// The deployed hash (`None` when the stack has no `TemplateHash` output).
         deployed: Option<String>,
     },
+    /// An update failed and was rolled back (`UPDATE_ROLLBACK_COMPLETE`), and the template still
+    /// differs: report the failure and update again after a backoff.
+    RetryRolledBackUpdate {
+        /// The deployed hash.
+        deployed: Option<String>,
+    },
     /// It is usable and current.
     Ready,
     /// A create failed and was rolled back: delete it so that it can be created again.
@@ -271,10 +278,13 @@ pub fn plan_ensure(observed: Option<&StackView>, desired_hash: &str, may_update:
             EnsureStep::Failed { status: stack.status.as_str().to_string(), reason: stack.status_reason.clone() }
         }
         status if status.is_usable() => {
+            let deployed = stack.template_hash().map(str::to_string);
             if stack.template_hash() == Some(desired_hash) || !may_update {
                 EnsureStep::Ready
+            } else if *status == StackStatus::UpdateRollbackComplete {
+                EnsureStep::RetryRolledBackUpdate { deployed }
             } else {
-                EnsureStep::Update { deployed: stack.template_hash().map(str::to_string) }
+                EnsureStep::Update { deployed }
             }
         }
         _ => EnsureStep::Wait { status: stack.status.as_str().to_string() },
@@ -322,17 +332,24 @@ pub fn plan_delete(observed: Option<&StackView>) -> DeleteStep {
 /// The requeue interval while a stack transitions.
 pub const TRANSITION_POLL: Duration = Duration::from_secs(10);
 
-/// Backoff for retrying failed deletes: 30 s doubling per attempt, capped at 10 minutes.
-pub fn delete_retry_backoff(attempt: u32) -> Duration {
+/// Backoff between attempts at a failure the operator repairs by itself (a rolled-back update,
+/// a rolled-back create, a failed delete): 30 s doubling per attempt, capped at 10 minutes.
+/// `attempt` counts from 0.
+pub fn retry_backoff(attempt: u32) -> Duration {
     let secs = 30u64.saturating_mul(1u64 << attempt.min(5));
     Duration::from_secs(secs.min(600))
 }
 
 /// A per-account cache of `DescribeStacks`: all stacks of an account and region are read with one
-/// paginated call and shared by every cluster in that account until the entry expires or a write
-/// to the account invalidates it. While any stack of the account transitions the entry expires
-/// after [`StackCache::busy_ttl`], otherwise after [`StackCache::idle_ttl`], so idle clusters cost
-/// one listing per account per idle period instead of one `DescribeStacks` per stack per resync.
+/// paginated call and shared by every cluster in that account until the listing expires after
+/// [`StackCache::idle_ttl`], so idle clusters cost one listing per account per idle period
+/// instead of one `DescribeStacks` per stack per resync.
+///
+/// What changes is read alone, by name: a stack written since it was read
+/// ([`StackCache::invalidate`]), and a transitioning stack whose view is older than
+/// [`StackCache::busy_ttl`]. Creating N clusters in one account therefore costs calls linear in
+/// N; forgetting the whole listing on every write made the next read of every cluster list all
+/// N clusters' stacks again, N² pages in all.
 #[derive(Debug)]
 pub struct StackCache {
     idle_ttl: Duration,
@@ -342,25 +359,26 @@ pub struct StackCache {
 
 #[derive(Debug, Default)]
 struct Entry {
-    fetched: Option<Instant>,
-    busy: bool,
-    dirty: bool,
-    stacks: HashMap<String, StackView>,
+    listed: Option<Instant>,
+    /// Each stack with the time it was read.
+    stacks: HashMap<String, (StackView, Instant)>,
+    /// Stacks written since they were last read.
+    stale: HashSet<String>,
 }
 
 impl StackCache {
-    /// A cache whose entries live `idle_ttl` while every stack is settled and `busy_ttl` while
-    /// one transitions.
+    /// A cache whose listings live `idle_ttl`, and whose views of transitioning stacks live
+    /// `busy_ttl`.
     pub fn new(idle_ttl: Duration, busy_ttl: Duration) -> Self {
         Self { idle_ttl, busy_ttl, entries: Mutex::new(HashMap::new()) }
     }
 
-    /// The idle expiry.
+    /// The expiry of an account's listing.
     pub fn idle_ttl(&self) -> Duration {
         self.idle_ttl
     }
 
-    /// The expiry while a stack transitions.
+    /// The expiry of a transitioning stack's view.
     pub fn busy_ttl(&self) -> Duration {
         self.busy_ttl
     }
@@ -369,9 +387,10 @@ impl StackCache {
         self.entries.lock().entry(account.to_string()).or_default().clone()
     }
 
-    /// The stack `name` of `account` (a key naming account and region), listing the account
-    /// through `cfn` when the cached listing is missing, expired or invalidated. Concurrent
-    /// callers for one account share one listing.
+    /// The stack `name` of `account` (a key naming account and region): from the account's
+    /// listing, listed again through `cfn` when missing or expired; a stack written since it
+    /// was read, or transitioning and read longer than [`StackCache::busy_ttl`] ago, is
+    /// described alone. Concurrent callers for one account share one listing.
     pub async fn get(
         &self,
         account: &str,
@@ -380,36 +399,52 @@ impl StackCache {
     ) -> Result<Option<StackView>, CfnError> {
         let entry = self.entry(account);
         let mut e = entry.lock().await;
-        let ttl = if e.busy { self.busy_ttl } else { self.idle_ttl };
-        let fresh = e.fetched.is_some_and(|t| t.elapsed() < ttl) && !e.dirty;
-        if !fresh {
+        let listed = e.listed.is_some_and(|t| t.elapsed() < self.idle_ttl);
+        if !listed {
             let stacks = cfn.describe_all().await?;
-            e.busy = stacks.iter().any(|s| matches!(s.status, StackStatus::InProgress(_)));
-            e.stacks = stacks.into_iter().map(|s| (s.name.clone(), s)).collect();
-            e.fetched = Some(Instant::now());
-            e.dirty = false;
+            let now = Instant::now();
+            e.stacks = stacks.into_iter().map(|s| (s.name.clone(), (s, now))).collect();
+            e.listed = Some(now);
+            e.stale.clear();
+        } else {
+            let moving = e.stacks.get(name).is_some_and(|(view, read)| {
+                matches!(view.status, StackStatus::InProgress(_)) && read.elapsed() >= self.busy_ttl
+            });
+            if e.stale.contains(name) || moving {
+                match cfn.describe(name).await? {
+                    Some(view) => e.stacks.insert(name.to_string(), (view, Instant::now())),
+                    None => e.stacks.remove(name),
+                };
+                e.stale.remove(name);
+            }
         }
-        Ok(e.stacks.get(name).cloned())
+        Ok(e.stacks.get(name).map(|(view, _)| view.clone()))
     }
 
-    /// Forget the listing of `account`: the next read lists it again. Called after every write.
-    pub fn invalidate(&self, account: &str) {
+    /// Mark stack `name` of `account` stale: its next read describes it. Called after every
+    /// write to it.
+    pub fn invalidate(&self, account: &str, name: &str) {
         let entry = self.entry(account);
-        // A reader holds the lock only across one listing; mark dirty without waiting when
-        // possible, and otherwise after it.
+        // A reader holds the lock only across one call; mark without waiting when possible,
+        // and otherwise after it.
         if let Ok(mut e) = entry.try_lock() {
-            e.dirty = true;
+            e.stale.insert(name.to_string());
             return;
         }
+        let name = name.to_string();
         tokio::spawn(async move {
-            entry.lock().await.dirty = true;
+            entry.lock().await.stale.insert(name);
         });
     }
 }
 
+/// How many stacks one page of the fake's listing holds (each page counts as one
+/// `DescribeStacks` call).
+pub const FAKE_PAGE_SIZE: usize = 100;
+
 /// An in-memory CloudFormation for tests of the state machine and of resources: it keeps stacks
 /// in a map, lets a test force any status (including the ones moto cannot produce), and counts
-/// calls.
+/// calls (a listing counts one call per page of [`FAKE_PAGE_SIZE`] stacks).
 #[derive(Debug, Default)]
 pub struct FakeCloudFormation {
     state: Mutex<FakeState>,
@@ -421,6 +456,9 @@ struct FakeState {
     calls: BTreeMap<&'static str, usize>,
     fail_next: Vec<(&'static str, CfnErrorSpec)>,
     failed_resources: BTreeMap<String, Vec<(String, String)>>,
+    /// Outputs and request before the last update, for [`FakeCloudFormation::roll_back`].
+    before_update: BTreeMap<String, (BTreeMap<String, String>, StackRequest)>,
+    hold_deletes: bool,
 }
 
 /// An error a [`FakeCloudFormation`] returns for the next call of an operation.
@@ -444,6 +482,24 @@ impl FakeCloudFormation {
             view.status = StackStatus::parse(status);
             view.status_reason = reason.map(str::to_string);
         }
+    }
+
+    /// Undo the last update of `name` as CloudFormation's rollback does: the outputs and
+    /// template of before come back (set the status with [`FakeCloudFormation::set_status`]).
+    pub fn roll_back(&self, name: &str) {
+        let mut s = self.state.lock();
+        if let Some((outputs, request)) = s.before_update.remove(name)
+            && let Some((view, req)) = s.stacks.get_mut(name)
+        {
+            view.outputs = outputs;
+            *req = request;
+        }
+    }
+
+    /// While `on`, a delete leaves the stack in `DELETE_IN_PROGRESS` instead of removing it,
+    /// so that a test can fail it with [`FakeCloudFormation::set_status`].
+    pub fn hold_deletes(&self, on: bool) {
+        self.state.lock().hold_deletes = on;
     }
 
     /// Record resources whose deletion failed.
@@ -502,7 +558,11 @@ impl FakeCloudFormation {
 impl CloudFormation for FakeCloudFormation {
     fn describe_all(&self) -> BoxFuture<'_, Result<Vec<StackView>, CfnError>> {
         Box::pin(async move {
-            self.begin("DescribeStacks", "")?;
+            // One call per page of [`FAKE_PAGE_SIZE`] stacks, as a paginated listing costs.
+            let pages = self.state.lock().stacks.len().div_ceil(FAKE_PAGE_SIZE).max(1);
+            for _ in 0..pages {
+                self.begin("DescribeStacks", "")?;
+            }
             Ok(self.state.lock().stacks.values().map(|(v, _)| v.clone()).collect())
         })
     }
@@ -546,10 +606,12 @@ impl CloudFormation for FakeCloudFormation {
             if req.template_body == request.template_body && req.tags == request.tags {
                 return Err(CfnError::NoUpdates(request.name.clone()));
             }
+            let before = (view.outputs.clone(), req.clone());
             view.status = StackStatus::UpdateComplete;
             view.outputs = Self::outputs_of(request);
             view.tags = request.tags.clone();
             *req = request.clone();
+            s.before_update.insert(request.name.clone(), before);
             Ok(())
         })
     }
@@ -581,7 +643,13 @@ impl CloudFormation for FakeCloudFormation {
                     message: format!("Stack [{name}] cannot be deleted while TerminationProtection is enabled"),
                 });
             }
-            s.stacks.remove(name);
+            if s.hold_deletes {
+                if let Some((view, _)) = s.stacks.get_mut(name) {
+                    view.status = StackStatus::InProgress("DELETE_IN_PROGRESS".into());
+                }
+            } else {
+                s.stacks.remove(name);
+            }
             Ok(())
         })
     }
@@ -645,11 +713,13 @@ mod tests {
         }
         for s in ["CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"] {
             assert_eq!(plan_ensure(Some(&view(s, Some("h"), true)), "h", true), EnsureStep::Ready, "{s}");
-            assert_eq!(
-                plan_ensure(Some(&view(s, Some("old"), true)), "h", true),
-                EnsureStep::Update { deployed: Some("old".into()) },
-                "{s}"
-            );
+            let update = if s == "UPDATE_ROLLBACK_COMPLETE" {
+                // Our last update failed: retried after a backoff, not at once.
+                EnsureStep::RetryRolledBackUpdate { deployed: Some("old".into()) }
+            } else {
+                EnsureStep::Update { deployed: Some("old".into()) }
+            };
+            assert_eq!(plan_ensure(Some(&view(s, Some("old"), true)), "h", true), update, "{s}");
             assert_eq!(plan_ensure(Some(&view(s, Some("old"), true)), "h", false), EnsureStep::Ready, "{s}");
         }
         // A stack without the hash output (made by an older operator) is updated.
@@ -696,11 +766,11 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        assert_eq!(delete_retry_backoff(0), Duration::from_secs(30));
-        assert_eq!(delete_retry_backoff(1), Duration::from_secs(60));
-        assert_eq!(delete_retry_backoff(4), Duration::from_secs(480));
-        assert_eq!(delete_retry_backoff(5), Duration::from_secs(600));
-        assert_eq!(delete_retry_backoff(40), Duration::from_secs(600));
+        assert_eq!(retry_backoff(0), Duration::from_secs(30));
+        assert_eq!(retry_backoff(1), Duration::from_secs(60));
+        assert_eq!(retry_backoff(4), Duration::from_secs(480));
+        assert_eq!(retry_backoff(5), Duration::from_secs(600));
+        assert_eq!(retry_backoff(40), Duration::from_secs(600));
     }
 
     /// A request for an empty stack called `name`.
@@ -716,33 +786,73 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_cache_lists_an_account_once_until_invalidated() {
+    async fn the_cache_lists_an_account_once_and_describes_only_what_was_written() {
         let fake = FakeCloudFormation::new();
         fake.create(&request("s1", true)).await.unwrap();
+        fake.create(&request("s2", true)).await.unwrap();
         let cache = StackCache::new(Duration::from_secs(600), Duration::from_secs(5));
         for _ in 0..10 {
             assert!(cache.get("acct/eu-central-1", &fake, "s1").await.unwrap().is_some());
-            assert!(cache.get("acct/eu-central-1", &fake, "s2").await.unwrap().is_none());
+            assert!(cache.get("acct/eu-central-1", &fake, "s3").await.unwrap().is_none());
         }
         assert_eq!(fake.calls("DescribeStacks"), 1);
-        cache.invalidate("acct/eu-central-1");
+        // A write to s3 makes s3 alone stale: one describe of s3, the listing stays.
+        fake.create(&request("s3", true)).await.unwrap();
+        cache.invalidate("acct/eu-central-1", "s3");
         assert!(cache.get("acct/eu-central-1", &fake, "s1").await.unwrap().is_some());
+        assert_eq!(fake.calls("DescribeStacks"), 1, "s1 was not written: served from the listing");
+        assert!(cache.get("acct/eu-central-1", &fake, "s3").await.unwrap().is_some());
         assert_eq!(fake.calls("DescribeStacks"), 2);
+        assert!(cache.get("acct/eu-central-1", &fake, "s3").await.unwrap().is_some());
+        assert_eq!(fake.calls("DescribeStacks"), 2, "described once per write");
+        // A deleted stack is forgotten.
+        fake.set_termination_protection("s2", false).await.unwrap();
+        fake.delete("s2").await.unwrap();
+        cache.invalidate("acct/eu-central-1", "s2");
+        assert!(cache.get("acct/eu-central-1", &fake, "s2").await.unwrap().is_none());
         // Another account is listed separately.
         cache.get("other/eu-central-1", &fake, "s1").await.unwrap();
-        assert_eq!(fake.calls("DescribeStacks"), 3);
+        assert_eq!(fake.calls("DescribeStacks"), 4);
     }
 
     #[tokio::test]
-    async fn a_transitioning_stack_shortens_the_cache_lifetime() {
+    async fn creating_many_stacks_in_one_account_costs_calls_linear_in_their_number() {
+        // `n` clusters of three stacks in one account, created round by round as concurrent
+        // reconciles do: each reads its next stack, creates it and reads it back.
+        let calls = |n: usize| async move {
+            let fake = FakeCloudFormation::new();
+            let cache = StackCache::new(Duration::from_secs(600), Duration::from_secs(5));
+            for kind in ["tccpi", "tccp", "tccpf"] {
+                for i in 0..n {
+                    let name = format!("cluster-{i}-{kind}");
+                    assert!(cache.get("acct", &fake, &name).await.unwrap().is_none());
+                    fake.create(&request(&name, true)).await.unwrap();
+                    cache.invalidate("acct", &name);
+                    assert!(cache.get("acct", &fake, &name).await.unwrap().is_some());
+                }
+            }
+            fake.calls("DescribeStacks")
+        };
+        let (ten, hundred) = (calls(10).await, calls(100).await);
+        assert_eq!(ten, 1 + 30, "one listing, then one describe per write");
+        assert_eq!(hundred, 1 + 300);
+    }
+
+    #[tokio::test]
+    async fn a_transitioning_stack_is_read_again_after_the_busy_lifetime() {
         let fake = FakeCloudFormation::new();
         fake.create(&request("s1", false)).await.unwrap();
+        fake.create(&request("s2", false)).await.unwrap();
         fake.set_status("s1", "CREATE_IN_PROGRESS", None);
         let cache = StackCache::new(Duration::from_secs(600), Duration::ZERO);
         cache.get("a", &fake, "s1").await.unwrap();
         fake.set_status("s1", "CREATE_COMPLETE", None);
         let seen = cache.get("a", &fake, "s1").await.unwrap().unwrap();
         assert_eq!(seen.status, StackStatus::CreateComplete);
+        assert_eq!(fake.calls("DescribeStacks"), 2);
+        // Settled stacks are served from the listing.
+        cache.get("a", &fake, "s1").await.unwrap();
+        cache.get("a", &fake, "s2").await.unwrap();
         assert_eq!(fake.calls("DescribeStacks"), 2);
     }
 }

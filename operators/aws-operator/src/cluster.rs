@@ -56,7 +56,11 @@ pub struct ClusterState {
     status: AWSClusterStatus,
     stacks: Vec<StatusEntry>,
     waiting: Option<String>,
+    /// A failure being retried: the `Ready` reason and message.
+    failure: Option<(&'static str, String)>,
     tccp: Option<tccp::Outputs>,
+    /// The teardown completed in an earlier reconcile ([`TEARDOWN_COMPLETE`]).
+    torn_down: bool,
 }
 
 impl ClusterState {
@@ -70,7 +74,9 @@ impl ClusterState {
             status: obj.status.clone().unwrap_or_default(),
             stacks: Vec::new(),
             waiting: None,
+            failure: None,
             tccp: None,
+            torn_down: false,
         }
     }
 
@@ -81,9 +87,26 @@ impl ClusterState {
         }
     }
 
-    fn wait(&mut self, why: impl Into<String>) -> Outcome {
+    /// Stop the reconcile to wait for `why`, after writing the status: what the cluster waits
+    /// for and the stacks seen so far are visible while it waits (the `status` resource does
+    /// not run after a stop).
+    async fn wait(&mut self, obj: &AWSCluster, why: impl Into<String>) -> resource::Result<Outcome> {
         self.waiting.get_or_insert_with(|| why.into());
-        Outcome::cancel_reconciliation().requeue_after(self.shared.config.poll)
+        write_cluster_status(self, obj).await?;
+        Ok(Outcome::cancel_reconciliation().requeue_after(self.shared.config.poll))
+    }
+
+    /// Stop the reconcile at stack `name`, which is not ready.
+    async fn stack_not_ready(&mut self, obj: &AWSCluster, name: &str, progress: Progress) -> resource::Result<Outcome> {
+        match progress {
+            Progress::Retrying { reason, message, retry_after } => {
+                self.waiting = Some(message.clone());
+                self.failure = Some((reason, message));
+                write_cluster_status(self, obj).await?;
+                Ok(Outcome::cancel_reconciliation().requeue_after(retry_after))
+            }
+            Progress::Ready(_) | Progress::Pending => self.wait(obj, format!("stack {name} is not ready")).await,
+        }
     }
 }
 
@@ -138,6 +161,12 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
     }
 
     async fn ensure_deleted(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        // A teardown that completed needs nothing more from AWS: its Secrets may be gone already
+        // (released just before the finalizer could be removed, by a crash or a conflict).
+        if torn_down(obj) {
+            state.torn_down = true;
+            return Ok(Outcome::proceed());
+        }
         // Deleting needs the accounts but not a valid spec or Release.
         match common::clients(&state.shared, obj).await {
             Ok((tenant, cp)) => {
@@ -145,7 +174,17 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
                 state.cp = Some(cp);
                 Ok(Outcome::proceed())
             }
-            Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
+            Err(e) if !e.is_retryable() => {
+                // The cache may not show the completed teardown yet: its credential Secret is
+                // gone because this process released it. Ask the API server before reporting.
+                let api: Api<AWSCluster> =
+                    Api::namespaced(state.shared.client.clone(), &obj.namespace().unwrap_or_default());
+                if api.get_opt(&obj.name_any()).await?.is_some_and(|fresh| torn_down(&fresh)) {
+                    state.torn_down = true;
+                    return Ok(Outcome::proceed());
+                }
+                Err(reject(state, obj, e).await)
+            }
             Err(e) => Err(e),
         }
     }
@@ -172,27 +211,15 @@ impl Resource<AWSCluster, ClusterState> for Ipam {
         };
         let (tenant, _) = state.accounts()?;
         let mask = ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
-        let Some(lock) = ipam_lock::acquire(&shared).await? else {
-            return Ok(state.wait("waiting for the IPAM lock"));
+        let cidr = match ipam_lock::allocate(&shared, tenant, ipam_lock::Owner::Cluster(obj), range, mask).await? {
+            ipam_lock::Allocation::Busy => return state.wait(obj, "waiting for the IPAM lock").await,
+            ipam_lock::Allocation::Existing(cidr) => cidr,
+            ipam_lock::Allocation::Allocated(cidr) => {
+                shared.event(obj, "CIDRAllocated", format!("cluster CIDR {cidr} allocated from {range}")).await;
+                cidr.to_string()
+            }
         };
-        let result = async {
-            let reserved = ipam_lock::reserved(&shared, tenant).await?;
-            let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
-                ResourceError::msg(
-                    "IpamExhausted",
-                    format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)),
-                )
-            })?;
-            let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
-            let patch = serde_json::json!({"status": {"provider": {"network": {"cidr": cidr.to_string()}}}});
-            api.patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            Ok::<_, ResourceError>(cidr)
-        }
-        .await;
-        lock.release(&shared).await;
-        let cidr = result?;
-        shared.event(obj, "CIDRAllocated", format!("cluster CIDR {cidr} allocated from {range}")).await;
-        state.status.provider.network.cidr = Some(cidr.to_string());
+        state.status.provider.network.cidr = Some(cidr);
         Ok(Outcome::proceed())
     }
 
@@ -285,7 +312,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let shared = state.shared.clone();
         let id = obj.name_any();
         let Some(cidr) = state.status.provider.network.cidr.clone() else {
-            return Ok(state.wait("waiting for the cluster CIDR"));
+            return state.wait(obj, "waiting for the cluster CIDR").await;
         };
         let (tenant, cp) = state.accounts()?;
         let (tenant, cp) = (Arc::new(tenant.clone()), Arc::new(cp.clone()));
@@ -311,7 +338,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(tccpi_view) = progress else {
-            return Ok(state.wait(format!("stack {name} is not ready")));
+            return state.stack_not_ready(obj, &name, progress).await;
         };
         let Some(peer_role) = tccpi_view.outputs.get("PeerRoleARN").cloned() else {
             return Err(ResourceError::msg("MissingOutput", format!("stack {name} has no PeerRoleARN output")));
@@ -328,12 +355,19 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             .unwrap_or(deployed);
         let azs = desired_azs(&shared, obj, &deployed_azs).await?;
         if azs.is_empty() {
-            return Ok(state.wait("waiting for an AWSControlPlane naming the availability zones"));
+            return state.wait(obj, "waiting for an AWSControlPlane naming the availability zones").await;
         }
         let cluster_cidr: Ipv4Net = cidr
             .parse()
             .map_err(|e| ResourceError::msg("InvalidStatus", format!("status.provider.network.cidr {cidr}: {e}")))?;
-        let layout = ipam::tccp_layout(cluster_cidr, None, &azs).map_err(|e| {
+        // The deployed layout is the anchor: a new zone takes a free block and no existing
+        // subnet moves, whatever the zone's name sorts as.
+        let deployed_layout = match &observed {
+            Some(view) => tccp::deployed_layout(&view.outputs, cluster_cidr, None)
+                .map_err(|e| ResourceError::msg("InvalidOutput", format!("stack {name}: {e}")))?,
+            None => Vec::new(),
+        };
+        let layout = ipam::tccp_layout_preserving(cluster_cidr, None, &azs, &deployed_layout).map_err(|e| {
             ResourceError::msg("InvalidAvailabilityZones", format!("{}: {e}", common::describe(obj))).permanent()
         })?;
         let (cp_vpc, cp_cidr, cp_tables) = control_plane_network(&shared, &cp).await?;
@@ -356,7 +390,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(view) = progress else {
-            return Ok(state.wait(format!("stack {name} is not ready")));
+            return state.stack_not_ready(obj, &name, progress).await;
         };
         let outputs = tccp::Outputs::from_outputs(&view.outputs, &azs)
             .map_err(|e| ResourceError::msg("MissingOutput", format!("stack {name}: {e}")))?;
@@ -388,7 +422,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
-            return Ok(state.wait(format!("stack {name} is not ready")));
+            return state.stack_not_ready(obj, &name, progress).await;
         }
         Ok(Outcome::proceed())
     }
@@ -512,9 +546,11 @@ impl Resource<AWSCluster, ClusterState> for Status {
         // Waiting only for the control plane and node pools needs no polling: every change of
         // theirs requeues the cluster (the controller watches them). Anything else of its own
         // that is not ready yet is looked at again after the poll interval.
+        // A lifecycle `Updating` set after the fact is closed by the next reconcile.
         let ready = &state.status.conditions.iter().find(|c| c.type_ == READY);
+        let updating = state.status.cluster.has_condition(ClusterCondition::Updating);
         match ready {
-            Some(c) if c.status == "True" || c.reason == WAITING_FOR_NODES => Ok(Outcome::proceed()),
+            Some(c) if (c.status == "True" && !updating) || c.reason == WAITING_FOR_NODES => Ok(Outcome::proceed()),
             _ => Ok(Outcome::proceed().requeue_after(state.shared.config.poll)),
         }
     }
@@ -522,6 +558,68 @@ impl Resource<AWSCluster, ClusterState> for Status {
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
     }
+}
+
+/// Whether a recorded stack status is an update under way (requested, in progress, or rolled
+/// back and waiting to be tried again).
+fn update_under_way(entry: &StatusEntry) -> bool {
+    entry.status == stack_ops::UPDATE_REQUESTED
+        || (entry.status.starts_with("UPDATE_") && entry.status.ends_with("_IN_PROGRESS"))
+        || (entry.status == "UPDATE_ROLLBACK_COMPLETE" && entry.attempts.is_some())
+}
+
+/// Advance the Giant Swarm lifecycle of a cluster that is `ready` (or not) from the stack
+/// entries of the cluster, its control plane and its node pools, and return the condition set,
+/// if any.
+///
+/// `Creating` until the first time the cluster is ready, then `Created`. After that, any stack
+/// update, whether caused by a new operator version or by a change of the spec (a node pool
+/// scaled, a zone added), sets `Updating`, and the cluster being ready again with no update
+/// under way sets `Updated` and records the operator version. An update that began and ended
+/// between two looks at the cluster (its stack `UPDATE_COMPLETE` after the last lifecycle
+/// change) still sets `Updating`, closed on the next reconcile.
+pub fn advance_lifecycle<'a>(
+    lifecycle: &mut apis::cluster_status::StatusCluster,
+    ready: bool,
+    stacks: impl IntoIterator<Item = &'a StatusEntry>,
+    version: &str,
+    now: jiff::Timestamp,
+) -> Option<ClusterCondition> {
+    if lifecycle.conditions.is_empty() {
+        lifecycle.set_condition(ClusterCondition::Creating, now);
+        return Some(ClusterCondition::Creating);
+    }
+    if !lifecycle.has_condition(ClusterCondition::Created) {
+        if ready {
+            lifecycle.set_condition(ClusterCondition::Created, now);
+            lifecycle.add_version(version, now);
+            return Some(ClusterCondition::Created);
+        }
+        return None;
+    }
+    let last_change = [ClusterCondition::Created, ClusterCondition::Updating, ClusterCondition::Updated]
+        .into_iter()
+        .filter_map(|c| lifecycle.condition(c).map(|c| c.last_transition_time.0))
+        .max();
+    let (mut under_way, mut completed_since) = (false, false);
+    for entry in stacks {
+        under_way |= update_under_way(entry);
+        completed_since |= entry.status == "UPDATE_COMPLETE"
+            && entry.last_transition_time.as_ref().is_some_and(|t| last_change.is_none_or(|l| t.0 > l));
+    }
+    if lifecycle.has_condition(ClusterCondition::Updating) {
+        if ready && !under_way {
+            lifecycle.set_condition(ClusterCondition::Updated, now);
+            lifecycle.add_version(version, now);
+            return Some(ClusterCondition::Updated);
+        }
+        return None;
+    }
+    if under_way || completed_since {
+        lifecycle.set_condition(ClusterCondition::Updating, now);
+        return Some(ClusterCondition::Updating);
+    }
+    None
 }
 
 /// Compute and write the cluster status. Also called when a resource stopped the reconcile to
@@ -533,17 +631,8 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     let mut status = state.status.clone();
     status.control_plane_endpoint =
         Some(ControlPlaneEndpoint { host: names::api_host(&id, &obj.spec.cluster.dns.domain), port: 443 });
-    if !state.stacks.is_empty() {
-        let mut stacks = state.stacks.clone();
-        // Keep the entries of stacks this reconcile did not reach.
-        for old in &status.stacks {
-            if !stacks.iter().any(|s| s.name == old.name) {
-                stacks.push(old.clone());
-            }
-        }
-        stacks.sort_by(|a, b| a.name.cmp(&b.name));
-        status.stacks = stacks;
-    }
+    // Keeps the entries of stacks this reconcile did not reach.
+    common::merge_stacks(&mut status.stacks, &state.stacks);
     // The whole cluster is created when its own stacks and those of its control plane and node
     // pools are usable.
     let ns = obj.namespace().unwrap_or_default();
@@ -559,9 +648,11 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     let own_ready = state.waiting.is_none()
         && status.stacks.len() >= 3
         && status.stacks.iter().all(|s| stack_ops::usable(&s.status));
-    let updating = status.stacks.iter().any(|s| s.status.starts_with("UPDATE_") && s.status.ends_with("_IN_PROGRESS"));
+    let updating = status.stacks.iter().any(update_under_way);
     let (ready, reason, message) = if own_ready && children_ready {
         (true, "ClusterReady", "every stack of the cluster, its control plane and its node pools is ready".to_string())
+    } else if let Some((reason, message)) = &state.failure {
+        (false, *reason, message.clone())
     } else if own_ready {
         (
             false,
@@ -580,24 +671,23 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     if let Some(cidr) = &status.provider.network.cidr {
         lifecycle.network.cidr.clone_from(cidr);
     }
-    if lifecycle.conditions.is_empty() {
-        lifecycle.set_condition(ClusterCondition::Creating, now);
-    }
-    if ready && !lifecycle.has_condition(ClusterCondition::Created) {
-        lifecycle.set_condition(ClusterCondition::Created, now);
-        lifecycle.add_version(&shared.config.version, now);
-    } else if lifecycle.has_condition(ClusterCondition::Created) {
-        let latest = lifecycle.latest_version().map(str::to_string);
-        if updating || latest.as_deref() != Some(shared.config.version.as_str()) {
-            if !ready {
-                lifecycle.set_condition(ClusterCondition::Updating, now);
-            } else {
-                lifecycle.set_condition(ClusterCondition::Updated, now);
-                lifecycle.add_version(&shared.config.version, now);
-            }
-        }
-    }
+    let children_stacks = cps
+        .iter()
+        .filter_map(|c| c.status.as_ref())
+        .flat_map(|s| &s.stacks)
+        .chain(mds.iter().filter_map(|m| m.status.as_ref()).flat_map(|s| &s.stacks));
+    let changed =
+        advance_lifecycle(lifecycle, ready, status.stacks.iter().chain(children_stacks), &shared.config.version, now);
     common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
+    if let Some(condition) = changed {
+        shared
+            .event(
+                obj,
+                &format!("Cluster{condition}"),
+                format!("cluster {id} is {}", condition.as_str().to_lowercase()),
+            )
+            .await;
+    }
     state.status = status;
     Ok(())
 }
@@ -617,6 +707,10 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
 
     async fn ensure_deleted(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
+        if state.torn_down {
+            release_secrets(&shared, obj).await?;
+            return Ok(Outcome::proceed());
+        }
         let id = obj.name_any();
         let ns = obj.namespace().unwrap_or_default();
         let (tenant, cp) = state.accounts()?;
@@ -625,7 +719,7 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             state.waiting = Some(why);
             Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)
         };
-        mark_deleting(&shared, obj).await?;
+        let mut status = deleting_status(obj);
         // Node pools and the control plane go first. Deleting the AWSCluster deletes them:
         // explicitly, not through owner references, since Kubernetes' default (background)
         // deletion would wait for the cluster to be gone before deleting them, while the
@@ -634,6 +728,7 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         let cps = common::control_planes(&shared, &ns, &id).await?;
         if !mds.is_empty() || !cps.is_empty() {
             delete_children(&shared, obj, &mds, &cps).await?;
+            common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
             return Ok(keep(
                 state,
                 format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len()),
@@ -642,13 +737,18 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         // Tenant stacks before management-account stacks.
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
             let name = names::stack_name(&id, kind, None);
-            match stack_ops::delete(&shared, aws, obj, kind, &name).await? {
-                Deletion::Gone => {}
-                Deletion::Pending => return Ok(keep(state, format!("deleting stack {name}"))),
+            let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
+            let (deletion, entry) = stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (out, failed) = match deletion {
+                Deletion::Gone => (None, None),
+                Deletion::Pending => (Some(keep(state, format!("deleting stack {name}"))), None),
                 Deletion::Failed { message, retry_after } => {
-                    common::mark_not_ready(&shared, obj, obj.status.as_ref(), "StackDeleteFailed", message).await?;
-                    return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
+                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
                 }
+            };
+            common::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed).await?;
+            if let Some(out) = out {
+                return Ok(out);
             }
         }
         if !crate::services::delete_buckets(&tenant, &id).await? {
@@ -664,6 +764,17 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
+        // Recorded before the Secrets go, so that a later reconcile (the finalizer removal lost a
+        // race, or the process stopped here) finishes without them.
+        common::set_condition(
+            &mut status.conditions,
+            common::READY,
+            false,
+            TEARDOWN_COMPLETE,
+            "every AWS resource of the cluster is deleted or scheduled for deletion; releasing its Secrets",
+            obj.metadata.generation,
+        );
+        common::write_status(&shared, obj, obj.status.as_ref(), &status).await?;
         release_secrets(&shared, obj).await?;
         shared
             .event(
@@ -674,6 +785,18 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             .await;
         Ok(Outcome::proceed())
     }
+}
+
+/// The `Ready` reason of a cluster whose teardown is complete and whose Secrets are released.
+pub const TEARDOWN_COMPLETE: &str = "TeardownComplete";
+
+/// Whether the cluster's teardown completed (see [`TEARDOWN_COMPLETE`]).
+fn torn_down(obj: &AWSCluster) -> bool {
+    obj.metadata.deletion_timestamp.is_some()
+        && obj
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == common::READY && c.reason == TEARDOWN_COMPLETE))
 }
 
 /// Delete the cluster's control planes and node pools that are not being deleted yet.
@@ -726,7 +849,9 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
     Ok(())
 }
 
-async fn mark_deleting(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
+/// The status of a cluster being deleted: lifecycle `Deleting`, `Ready=False` (reason
+/// `Deleting`). Written with the first stack entry, or alone while the children go first.
+fn deleting_status(obj: &AWSCluster) -> AWSClusterStatus {
     let mut status = obj.status.clone().unwrap_or_default();
     let now = jiff::Timestamp::now();
     operatorkit::conditions::mark_cluster_deleting(&mut status.cluster, now);
@@ -738,8 +863,7 @@ async fn mark_deleting(shared: &Shared, obj: &AWSCluster) -> Result<(), Resource
         "the cluster is being deleted",
         obj.metadata.generation,
     );
-    common::write_status(shared, obj, obj.status.as_ref(), &status).await?;
-    Ok(())
+    status
 }
 
 /// Stack name → status of a cluster's own stacks, for tests and the CLI.
@@ -748,4 +872,73 @@ pub fn stack_states(obj: &AWSCluster) -> BTreeMap<String, String> {
         .as_ref()
         .map(|s| s.stacks.iter().map(|e| (e.name.clone(), e.status.clone())).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use apis::aws::StackAccount;
+    use apis::cluster_status::StatusCluster;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    fn t(secs: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap_or_default()
+    }
+
+    fn stack(name: &str, status: &str, at: i64) -> StatusEntry {
+        StatusEntry {
+            name: name.into(),
+            kind: "tcnp".into(),
+            account: StackAccount::Tenant,
+            status: status.into(),
+            reason: None,
+            last_transition_time: Some(Time(t(at))),
+            attempts: None,
+        }
+    }
+
+    fn latest(l: &StatusCluster) -> Vec<&str> {
+        l.conditions.iter().map(|c| c.type_.as_str()).collect()
+    }
+
+    #[test]
+    fn every_stack_update_is_updating_then_updated() {
+        let mut l = StatusCluster::default();
+        let created = [stack("tccp", "CREATE_COMPLETE", 5)];
+        assert_eq!(advance_lifecycle(&mut l, false, &created, "16.2.0", t(0)), Some(ClusterCondition::Creating));
+        assert_eq!(advance_lifecycle(&mut l, false, &created, "16.2.0", t(5)), None);
+        assert_eq!(advance_lifecycle(&mut l, true, &created, "16.2.0", t(10)), Some(ClusterCondition::Created));
+        assert_eq!(l.latest_version(), Some("16.2.0"));
+        assert_eq!(advance_lifecycle(&mut l, true, &created, "16.2.0", t(20)), None, "nothing changed");
+
+        // A node pool's stack is updated (no version change): Updating while it runs, Updated
+        // once the cluster is ready again.
+        let updating = [created[0].clone(), stack("tcnp-np1", crate::stack_ops::UPDATE_REQUESTED, 30)];
+        assert_eq!(advance_lifecycle(&mut l, false, &updating, "16.2.0", t(30)), Some(ClusterCondition::Updating));
+        let in_progress = [created[0].clone(), stack("tcnp-np1", "UPDATE_IN_PROGRESS", 35)];
+        assert_eq!(advance_lifecycle(&mut l, true, &in_progress, "16.2.0", t(35)), None, "still under way");
+        let done = [created[0].clone(), stack("tcnp-np1", "UPDATE_COMPLETE", 40)];
+        assert_eq!(advance_lifecycle(&mut l, false, &done, "16.2.0", t(40)), None, "not ready yet");
+        assert_eq!(advance_lifecycle(&mut l, true, &done, "16.2.0", t(45)), Some(ClusterCondition::Updated));
+        assert_eq!(latest(&l), ["Updated", "Created"]);
+        assert_eq!(advance_lifecycle(&mut l, true, &done, "16.2.0", t(50)), None, "the same update counts once");
+
+        // An update that began and ended between two looks still shows, then closes.
+        let unseen = [created[0].clone(), stack("tcnp-np1", "UPDATE_COMPLETE", 60)];
+        assert_eq!(advance_lifecycle(&mut l, true, &unseen, "16.2.0", t(61)), Some(ClusterCondition::Updating));
+        assert_eq!(advance_lifecycle(&mut l, true, &unseen, "16.2.0", t(62)), Some(ClusterCondition::Updated));
+
+        // A new operator version updates the stacks: its version is recorded when done.
+        let upgrade = [stack("tccp", "UPDATE_IN_PROGRESS", 70)];
+        assert_eq!(advance_lifecycle(&mut l, false, &upgrade, "16.3.0", t(70)), Some(ClusterCondition::Updating));
+        let upgraded = [stack("tccp", "UPDATE_COMPLETE", 80)];
+        assert_eq!(advance_lifecycle(&mut l, true, &upgraded, "16.3.0", t(81)), Some(ClusterCondition::Updated));
+        assert_eq!(l.latest_version(), Some("16.3.0"));
+
+        // A rolled-back update being retried is still an update under way.
+        let mut failed = stack("tccp", "UPDATE_ROLLBACK_COMPLETE", 90);
+        failed.attempts = Some(1);
+        assert_eq!(advance_lifecycle(&mut l, false, &[failed], "16.3.0", t(90)), Some(ClusterCondition::Updating));
+    }
 }

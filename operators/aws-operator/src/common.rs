@@ -3,17 +3,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, FieldError};
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, FieldError, StackStatus};
 use apis::labels;
 use apis::release::Release;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use operatorkit::ResourceError;
 use operatorkit::conditions::{ConditionStatus, DesiredCondition, set_status_condition};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use operatorkit::{ReleaseCondition, ResourceError, StatusHook, Unroutable};
 
 use crate::aws::AccountClients;
 use crate::context::Shared;
@@ -242,6 +244,10 @@ where
         return Ok(keep());
     };
     let (tenant, cp) = clients_of_role(shared, role, region).await?;
+    // One status across the stacks: a stack found gone keeps its entry's update when the next
+    // stack's deletion writes the status again.
+    let mut status = current.cloned().unwrap_or_default();
+    let mut written = current.cloned();
     for (account, kind, name) in stacks {
         let aws = match account {
             Account::Tenant => &tenant,
@@ -256,13 +262,20 @@ where
         if !ours {
             continue;
         }
-        match stack_ops::delete(shared, aws, obj, *kind, name).await? {
-            Deletion::Gone => {}
-            Deletion::Pending => return Ok(keep()),
-            Deletion::Failed { message, retry_after } => {
-                mark_not_ready(shared, obj, current, "StackDeleteFailed", message).await?;
-                return Ok(operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
-            }
+        let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
+        let (deletion, entry) = stack_ops::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;
+        let (out, failed) = match deletion {
+            Deletion::Gone => (None, None),
+            Deletion::Pending => (Some(keep()), None),
+            Deletion::Failed { message, retry_after } => (
+                Some(operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)),
+                Some(message),
+            ),
+        };
+        record_deletion(shared, obj, written.as_ref(), &mut status, entry, failed).await?;
+        written = Some(status.clone());
+        if let Some(out) = out {
+            return Ok(out);
         }
     }
     Ok(operatorkit::Outcome::proceed())
@@ -316,28 +329,62 @@ pub fn set_condition(
     )
 }
 
-/// A status with upstream `metav1.Condition`s.
+/// A status with upstream `metav1.Condition`s and stack entries.
 pub trait WithConditions: Default + Clone + Serialize + PartialEq {
     /// The conditions.
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// The stack entries.
+    fn stacks_mut(&mut self) -> &mut Vec<StackStatus>;
 }
 
-impl WithConditions for apis::aws::AWSClusterStatus {
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self.conditions
-    }
+macro_rules! with_conditions {
+    ($($status:ty),*) => {$(
+        impl WithConditions for $status {
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+            fn stacks_mut(&mut self) -> &mut Vec<StackStatus> {
+                &mut self.stacks
+            }
+        }
+    )*};
 }
 
-impl WithConditions for apis::aws::AWSControlPlaneStatus {
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self.conditions
+with_conditions!(apis::aws::AWSClusterStatus, apis::aws::AWSControlPlaneStatus, apis::aws::AWSMachineDeploymentStatus);
+
+/// Merge one reconcile's stack entries into the recorded ones, by name.
+pub fn merge_stacks(recorded: &mut Vec<StackStatus>, seen: &[StackStatus]) {
+    for s in seen {
+        match recorded.iter_mut().find(|r| r.name == s.name) {
+            Some(r) => *r = s.clone(),
+            None => recorded.push(s.clone()),
+        }
     }
+    recorded.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
-impl WithConditions for apis::aws::AWSMachineDeploymentStatus {
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self.conditions
+/// Record a stack entry of the delete path in `status` and write it; while a delete failed,
+/// also `Ready=False` (reason `StackDeleteFailed`) with `failed` as the message.
+pub async fn record_deletion<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    status: &mut St,
+    entry: StackStatus,
+    failed: Option<String>,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    St: WithConditions,
+{
+    merge_stacks(status.stacks_mut(), &[entry]);
+    if let Some(message) = failed {
+        set_condition(status.conditions_mut(), READY, false, "StackDeleteFailed", message, obj.meta().generation);
     }
+    write_status(shared, obj, current, status).await
 }
 
 /// Set `Ready=False` with `reason` and `message` on the object's current status, write it, and
@@ -432,12 +479,26 @@ pub fn common(
         organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
         operator_version: config.version.clone(),
         release_version: release.name_any().trim_start_matches('v').to_string(),
-        partition: if region.starts_with("cn-") { "aws-cn".into() } else { "aws".into() },
+        partition: aws_stacks::names::partition(&region).into(),
         region,
         base_domain: cluster.spec.cluster.dns.domain.clone(),
         route53_enabled: config.route53_enabled,
-        cloud_tags: BTreeMap::new(),
+        cloud_tags: cloud_tags(cluster),
     }
+}
+
+/// The label prefix of cloud tags: `tag.provider.giantswarm.io/<key>: <value>` on the AWSCluster
+/// becomes the tag `<key>=<value>` on the cluster's tenant stacks (and so on their resources).
+pub const CLOUD_TAG_PREFIX: &str = "tag.provider.giantswarm.io/";
+
+/// The cloud tags of a cluster, from its labels.
+pub fn cloud_tags(cluster: &AWSCluster) -> BTreeMap<String, String> {
+    cluster
+        .labels()
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(CLOUD_TAG_PREFIX)?.to_owned(), v.clone())))
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
 }
 
 /// The ARN of the cluster key, remembered for the life of the process once seen usable, so that
@@ -454,5 +515,127 @@ pub async fn cluster_key(
     match crate::services::describe_key(tenant, &aws_stacks::names::kms_alias(cluster_id)).await? {
         Some((arn, true)) => Ok(Some(arn)),
         _ => Ok(None),
+    }
+}
+
+/// How many failed reconciles in a row make an error persistent enough for `Ready`: one
+/// transient failure (a throttled call, a dropped connection) must not make `Ready` flap, an
+/// error that stays (a denied AssumeRole, throttling beyond the client's retries, a missing AMI)
+/// must show. With operatorkit's backoff and the AWS client's own retries, five attempts span
+/// from a few seconds to minutes.
+pub const PERSISTENT_AFTER: u32 = 5;
+
+/// An object of one of the operator's kinds, with its status.
+pub trait WithStatus:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status type.
+    type Status: WithConditions + Send + Sync;
+    /// The status, if any.
+    fn status(&self) -> Option<&Self::Status>;
+}
+
+macro_rules! with_status {
+    ($($kind:ty => $status:ty),*) => {$(
+        impl WithStatus for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+with_status!(
+    AWSCluster => apis::aws::AWSClusterStatus,
+    AWSControlPlane => apis::aws::AWSControlPlaneStatus,
+    AWSMachineDeployment => apis::aws::AWSMachineDeploymentStatus
+);
+
+/// The operator's status hook: routing problems go to `ReleaseResolved` (operatorkit's
+/// [`ReleaseCondition`]); an error that fails [`PERSISTENT_AFTER`] reconciles in a row goes to
+/// `Ready=False`, with the error's kind as the reason and its message. The next reconcile that
+/// gets through writes `Ready` from what it finds again.
+pub struct StatusReport<K> {
+    shared: Arc<Shared>,
+    release: ReleaseCondition<K>,
+}
+
+impl<K> StatusReport<K> {
+    /// The hook of one controller.
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let release = ReleaseCondition::new(shared.client.clone());
+        Self { shared, release }
+    }
+}
+
+impl<K> std::fmt::Debug for StatusReport<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusReport").finish_non_exhaustive()
+    }
+}
+
+/// Whether the `consecutive`-th failure in a row is reported in `Ready`.
+pub fn persistent(consecutive: u32) -> bool {
+    consecutive >= PERSISTENT_AFTER
+}
+
+impl<K: WithStatus> StatusHook<K> for StatusReport<K> {
+    fn unroutable<'a>(&'a self, obj: &'a K, problem: &'a Unroutable) -> BoxFuture<'a, Result<(), ResourceError>> {
+        self.release.unroutable(obj, problem)
+    }
+
+    fn routed<'a>(
+        &'a self,
+        obj: &'a K,
+        set: &'a str,
+        version: &'a semver::Version,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
+        self.release.routed(obj, set, version)
+    }
+
+    fn failed<'a>(
+        &'a self,
+        obj: &'a K,
+        kind: &'a str,
+        message: &'a str,
+        consecutive: u32,
+    ) -> BoxFuture<'a, Result<(), ResourceError>> {
+        Box::pin(async move {
+            if persistent(consecutive) {
+                mark_not_ready(&self.shared, obj, obj.status(), kind, message.to_string()).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_tags_come_from_the_cluster_labels_with_the_prefix() {
+        let cluster: AWSCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "al9qy", "namespace": "org-acme", "labels": {
+                "tag.provider.giantswarm.io/cost-center": "blue",
+                "tag.provider.giantswarm.io/": "no key",
+                "giantswarm.io/organization": "acme"
+            }},
+            "spec": {
+                "cluster": {"description": "d", "dns": {"domain": "example.com"}},
+                "provider": {"credentialSecret": {"name": "c", "namespace": "giantswarm"}, "region": "eu-central-1"}
+            }
+        }))
+        .expect("AWSCluster");
+        assert_eq!(cloud_tags(&cluster), BTreeMap::from([("cost-center".to_owned(), "blue".to_owned())]));
     }
 }

@@ -42,6 +42,10 @@ pub struct OperatorConfig {
     pub registry: String,
     /// How often the master Endpoints are refreshed from EC2.
     pub endpoints_refresh: Duration,
+    /// How long an account's stack listing is used before it is listed again.
+    pub stack_listing_ttl: Duration,
+    /// How long the view of a transitioning stack is used before it is described again.
+    pub stack_busy_ttl: Duration,
     /// The requeue interval while a stack or a prerequisite is pending.
     pub poll: Duration,
     /// Templates larger than this many bytes are uploaded to the cluster bucket and passed to
@@ -64,6 +68,8 @@ impl Default for OperatorConfig {
             lock_namespace: "giantswarm".into(),
             registry: "gsoci.azurecr.io".into(),
             endpoints_refresh: Duration::from_secs(900),
+            stack_listing_ttl: Duration::from_secs(600),
+            stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
@@ -248,9 +254,8 @@ pub struct Memo {
     pub control_plane_network: HashMap<String, ControlPlaneNetwork>,
     /// When the master Endpoints of a cluster were last refreshed.
     pub endpoints_refreshed: HashMap<String, Instant>,
-    /// Delete attempts per stack name (for backoff).
-    pub delete_attempts: HashMap<String, u32>,
-    /// Last observed status per stack name (for transition events).
+    /// The last stack status announced by an event, per `account/region/stack`: a status write
+    /// that the cache does not show yet must not announce the same transition twice.
     pub stack_status: HashMap<String, String>,
 }
 
@@ -308,7 +313,7 @@ impl Shared {
         Arc::new(Self {
             client,
             aws,
-            stacks: StackCache::new(Duration::from_secs(600), Duration::from_secs(5)),
+            stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
             config,
             amis,
             metrics: StackMetrics::new(registry),
@@ -322,7 +327,7 @@ impl Shared {
     where
         K: kube::Resource<DynamicType = ()>,
     {
-        self.publish(obj, EventType::Normal, reason, note).await;
+        self.publish(obj, EventType::Normal, reason, "Reconcile", None, note).await;
     }
 
     /// Publish a Warning event on `obj`.
@@ -330,16 +335,32 @@ impl Shared {
     where
         K: kube::Resource<DynamicType = ()>,
     {
-        self.publish(obj, EventType::Warning, reason, note).await;
+        self.publish(obj, EventType::Warning, reason, "Reconcile", None, note).await;
     }
 
-    async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: String)
-    where
+    /// Publish an event on `obj` with its `action` and `related` object. The recorder folds an
+    /// event into an earlier one with the same type, reason, action, object and related object
+    /// (only its count grows, its note stays the first one), so whatever tells two events apart
+    /// must be in one of those fields.
+    pub async fn publish<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+        note: String,
+    ) where
         K: kube::Resource<DynamicType = ()>,
     {
         let reference = obj.object_ref(&());
-        let event =
-            Event { type_, reason: reason.to_string(), note: Some(note), action: "Reconcile".into(), secondary: None };
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: action.to_string(),
+            secondary: related,
+        };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, reason, "publishing an event failed");
         }

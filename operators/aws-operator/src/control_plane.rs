@@ -35,6 +35,8 @@ pub struct ControlPlaneState {
     status: AWSControlPlaneStatus,
     stacks: Vec<StatusEntry>,
     waiting: Option<String>,
+    /// The `Ready` reason of a failure being retried; `waiting` holds its message.
+    failure: Option<&'static str>,
     ready: bool,
 }
 
@@ -49,6 +51,7 @@ impl ControlPlaneState {
             status: obj.status.clone().unwrap_or_default(),
             stacks: Vec::new(),
             waiting: None,
+            failure: None,
             ready: false,
         }
     }
@@ -57,10 +60,10 @@ impl ControlPlaneState {
 /// Write the status; on the create path also when a resource stopped early.
 pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) -> Result<(), ResourceError> {
     let mut status = state.status.clone();
-    merge_stacks(&mut status.stacks, &state.stacks);
+    common::merge_stacks(&mut status.stacks, &state.stacks);
     let (ok, reason, message) = match (&state.waiting, state.ready) {
         (_, true) => (true, "StackReady", "the masters' stack is ready".to_string()),
-        (Some(w), _) => (false, "Waiting", w.clone()),
+        (Some(w), _) => (false, state.failure.unwrap_or("Waiting"), w.clone()),
         (None, false) => (false, "StacksCreating", "the masters' stack is being created".to_string()),
     };
     common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
@@ -72,17 +75,6 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
 /// The stacks a status lists that are not known to be deleted.
 pub fn recorded_stacks(entries: Option<&[StatusEntry]>) -> Vec<String> {
     entries.unwrap_or_default().iter().filter(|e| e.status != "DELETE_COMPLETE").map(|e| e.name.clone()).collect()
-}
-
-/// Merge this reconcile's stack entries into the recorded ones.
-pub fn merge_stacks(recorded: &mut Vec<StatusEntry>, seen: &[StatusEntry]) {
-    for s in seen {
-        match recorded.iter_mut().find(|r| r.name == s.name) {
-            Some(r) => *r = s.clone(),
-            None => recorded.push(s.clone()),
-        }
-    }
-    recorded.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 /// Record invalid input in the status; the returned error becomes the Warning event.
@@ -302,12 +294,25 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             Progress::Ready(_) => {
                 state.ready = true;
                 write_status(state, obj).await?;
-                Ok(Outcome::proceed())
+                if created {
+                    Ok(Outcome::proceed())
+                } else {
+                    // Nothing watches the cluster's `Created` condition from here: look again
+                    // until it is set, so that a master replaced after that joins etcd with
+                    // `initial-cluster-state=existing` instead of founding a new cluster.
+                    Ok(Outcome::proceed().requeue_after(shared.config.poll))
+                }
             }
             Progress::Pending => {
                 let out = wait(state, format!("stack {name} is not ready"));
                 write_status(state, obj).await?;
                 Ok(out)
+            }
+            Progress::Retrying { reason, message, retry_after } => {
+                state.failure = Some(reason);
+                state.waiting = Some(message);
+                write_status(state, obj).await?;
+                Ok(Outcome::cancel_reconciliation().requeue_after(retry_after))
             }
         }
     }
@@ -327,13 +332,18 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             return Ok(keep("node pools first"));
         }
         let name = names::stack_name(&id, StackKind::Tccpn, None);
-        match stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name).await? {
-            Deletion::Gone => Ok(Outcome::proceed()),
-            Deletion::Pending => Ok(keep("deleting")),
+        let mut status = obj.status.clone().unwrap_or_default();
+        let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
+        let (deletion, entry) =
+            stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
+        let (out, failed) = match deletion {
+            Deletion::Gone => (Outcome::proceed(), None),
+            Deletion::Pending => (keep("deleting"), None),
             Deletion::Failed { message, retry_after } => {
-                common::mark_not_ready(&shared, obj, obj.status.as_ref(), "StackDeleteFailed", message).await?;
-                Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after))
+                (Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after), Some(message))
             }
-        }
+        };
+        common::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed).await?;
+        Ok(out)
     }
 }

@@ -9,12 +9,26 @@
 //! never blocks allocation for longer than 30 seconds. Allocations are persisted (status or
 //! annotation) before the lock is released, and every allocation reads the persisted ones fresh
 //! from the API server, never from a cache.
+//!
+//! [`allocate`] is the one way to allocate, for clusters and node pools alike:
+//!
+//! - The tenant account's subnets are read *before* the lock: that AWS call may take up to a
+//!   minute, longer than the lock lives. Nothing of ours creates a subnet between that read and
+//!   the lock, since every range is persisted in Kubernetes before a stack uses it.
+//! - Under the lock, the object itself is read again from the API server: a cache that has not
+//!   yet seen the object's own allocation must not cause a second one.
+//! - The write is fenced: right before it, the lock is renewed with an update that carries the
+//!   Namespace's `resourceVersion` and requires the annotation to still hold this taker's token
+//!   ([`Lock::fence`]). A holder whose lock expired and was taken over writes nothing.
+//! - Data that cannot be read counts as taken: an unreadable lock annotation is a held lock, and
+//!   an unreadable reservation stops allocation. Both come back as errors (so Warning events)
+//!   that name the object and the fix.
 
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSMachineDeployment, NetworkPool};
 use apis::labels;
-use aws_stacks::ipam::Ipv4Net;
+use aws_stacks::ipam::{self, Ipv4Net};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -49,8 +63,41 @@ fn owner(shared: &Shared) -> String {
     format!("aws-operator@{}", shared.config.version)
 }
 
+/// An unreadable lock annotation: treated as a held lock.
+fn unreadable_lock(ns_name: &str, raw: &str, why: impl std::fmt::Display) -> ResourceError {
+    ResourceError::msg(
+        "IpamLockUnreadable",
+        format!(
+            "annotation {LOCK_ANNOTATION} on Namespace {ns_name} cannot be read ({why}): {raw:?}; it counts as a held \
+             lock, so no range is allocated until it is fixed: remove the annotation once no allocation is running"
+        ),
+    )
+}
+
+/// The lock's holder, and whether it has expired, at `now`. Unreadable data is an error: a lock
+/// that cannot be read could be held.
+fn lock_state(ns_name: &str, raw: &str, now: jiff::Timestamp) -> Result<(LockData, bool), ResourceError> {
+    let data = serde_json::from_str::<LockData>(raw).map_err(|e| unreadable_lock(ns_name, raw, e))?;
+    let created: jiff::Timestamp =
+        data.created_at.parse().map_err(|e| unreadable_lock(ns_name, raw, format!("createdAt: {e}")))?;
+    let ttl = data
+        .ttl
+        .strip_suffix('s')
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| unreadable_lock(ns_name, raw, "ttl is not a number of seconds like \"30s\""))?;
+    let expired = now.duration_since(created).as_secs() >= i64::try_from(ttl).unwrap_or(i64::MAX);
+    Ok((data, expired))
+}
+
+/// The lock annotation's value for `token`, valid from `now` for [`LOCK_TTL`].
+fn lock_value(token: &str, now: jiff::Timestamp) -> String {
+    let data =
+        LockData { owner: token.to_owned(), created_at: now.to_string(), ttl: format!("{}s", LOCK_TTL.as_secs()) };
+    serde_json::to_string(&data).unwrap_or_default()
+}
+
 /// Try to take the lock: `Ok(None)` while someone else holds an unexpired lock or when another
-/// taker won the race.
+/// taker won the race; an error when the annotation cannot be read (it counts as held).
 pub async fn acquire(shared: &Shared) -> Result<Option<Lock>, ResourceError> {
     let api: Api<Namespace> = Api::all(shared.client.clone());
     let ns_name = &shared.config.lock_namespace;
@@ -67,24 +114,19 @@ pub async fn acquire(shared: &Shared) -> Result<Option<Lock>, ResourceError> {
         }
     };
     let now = jiff::Timestamp::now();
-    if let Some(raw) = ns.annotations().get(LOCK_ANNOTATION)
-        && let Ok(data) = serde_json::from_str::<LockData>(raw)
-    {
-        let created: Option<jiff::Timestamp> = data.created_at.parse().ok();
-        let ttl = data.ttl.trim_end_matches('s').parse::<u64>().unwrap_or(30);
-        let expired = created.is_none_or(|c| now.duration_since(c).as_secs() >= ttl as i64);
+    if let Some(raw) = ns.annotations().get(LOCK_ANNOTATION) {
+        let (_, expired) = lock_state(ns_name, raw, now)?;
         if !expired {
             return Ok(None);
         }
     }
     let token = format!("{}#{}", owner(shared), uuid_like());
-    let data = LockData { owner: token.clone(), created_at: now.to_string(), ttl: format!("{}s", LOCK_TTL.as_secs()) };
     let mut updated = ns.clone();
     updated
         .metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert(LOCK_ANNOTATION.to_string(), serde_json::to_string(&data).unwrap_or_default());
+        .insert(LOCK_ANNOTATION.to_string(), lock_value(&token, now));
     // The replace carries the resourceVersion read above: a concurrent taker makes it fail.
     match api.replace(ns_name, &PostParams::default(), &updated).await {
         Ok(_) => Ok(Some(Lock { token })),
@@ -99,6 +141,33 @@ fn uuid_like() -> String {
 }
 
 impl Lock {
+    /// Proves, right before a write, that the lock is still ours and renews it for another
+    /// [`LOCK_TTL`]: `false` when it expired or someone else holds it now. The renewal carries
+    /// the resourceVersion of the read that found our token, so a takeover between the two
+    /// makes it fail rather than be overwritten.
+    pub async fn fence(&self, shared: &Shared) -> Result<bool, ResourceError> {
+        let api: Api<Namespace> = Api::all(shared.client.clone());
+        let ns_name = &shared.config.lock_namespace;
+        let ns = api.get(ns_name).await?;
+        let now = jiff::Timestamp::now();
+        let Some(raw) = ns.annotations().get(LOCK_ANNOTATION) else { return Ok(false) };
+        let (data, expired) = lock_state(ns_name, raw, now)?;
+        if data.owner != self.token || expired {
+            return Ok(false);
+        }
+        let mut updated = ns.clone();
+        updated
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(LOCK_ANNOTATION.to_string(), lock_value(&self.token, now));
+        match api.replace(ns_name, &PostParams::default(), &updated).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Remove the annotation if it is still ours. Failures are logged: the lock expires anyway.
     pub async fn release(self, shared: &Shared) {
         let api: Api<Namespace> = Api::all(shared.client.clone());
@@ -129,34 +198,152 @@ impl Lock {
     }
 }
 
-/// Every range already taken: all clusters' CIDRs, all node pools' subnets (every namespace)
-/// and every subnet of the tenant account.
-pub async fn reserved(shared: &Shared, tenant: &AccountClients) -> Result<Vec<Ipv4Net>, ResourceError> {
+/// A reservation that cannot be read: its range is unknown, so nothing may be allocated.
+fn unreadable_reservation(object: String, field: &str, value: &str, why: impl std::fmt::Display) -> ResourceError {
+    ResourceError::msg(
+        "IpamReservationUnreadable",
+        format!(
+            "{object}: {field} {value:?} is not a CIDR block ({why}); it counts as taken, so no range is allocated \
+             until it is fixed: write it as a.b.c.d/prefix"
+        ),
+    )
+}
+
+/// Every range already allocated in the management cluster: all clusters' CIDRs and all node
+/// pools' subnets, in every namespace, read from the API server. `except` is the object being
+/// allocated for, whose own value is not a reservation against itself.
+pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Result<Vec<Ipv4Net>, ResourceError> {
     let mut out = Vec::new();
     let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
     for c in clusters.list(&ListParams::default()).await?.items {
-        if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref())
-            && let Ok(net) = cidr.parse()
-        {
+        if c.uid().is_some() && c.uid().as_deref() == except {
+            continue;
+        }
+        if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref()) {
+            let net: Ipv4Net = cidr
+                .parse()
+                .map_err(|e| unreadable_reservation(common::describe(&c), "status.provider.network.cidr", cidr, e))?;
             out.push(net);
         }
     }
     let mds: Api<AWSMachineDeployment> = Api::all(shared.client.clone());
     for md in mds.list(&ListParams::default()).await?.items {
-        if let Some(cidr) = md.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)
-            && let Ok(net) = cidr.parse()
-        {
+        if md.uid().is_some() && md.uid().as_deref() == except {
+            continue;
+        }
+        if let Some(cidr) = md.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET) {
+            let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
+            let net: Ipv4Net =
+                cidr.parse().map_err(|e| unreadable_reservation(common::describe(&md), &field, cidr, e))?;
             out.push(net);
         }
     }
-    for cidr in crate::services::subnet_cidrs(tenant).await? {
-        if let Ok(net) = cidr.parse() {
-            out.push(net);
-        }
-    }
-    out.sort_by_key(|n: &Ipv4Net| (u32::from(n.network()), n.prefix()));
-    out.dedup();
     Ok(out)
+}
+
+/// Every subnet of the tenant account.
+async fn tenant_subnets(tenant: &AccountClients) -> Result<Vec<Ipv4Net>, ResourceError> {
+    let mut out = Vec::new();
+    for cidr in crate::services::subnet_cidrs(tenant).await? {
+        let net: Ipv4Net = cidr
+            .parse()
+            .map_err(|e| unreadable_reservation(format!("account {}", tenant.account_id), "subnet CIDR", &cidr, e))?;
+        out.push(net);
+    }
+    Ok(out)
+}
+
+/// What a range is allocated for.
+#[derive(Debug, Clone, Copy)]
+pub enum Owner<'a> {
+    /// A cluster's CIDR, persisted in `status.provider.network.cidr`.
+    Cluster(&'a AWSCluster),
+    /// A node pool's CIDR, persisted in its annotation [`labels::MACHINE_DEPLOYMENT_SUBNET`].
+    NodePool(&'a AWSMachineDeployment),
+}
+
+impl Owner<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Owner::Cluster(c) => common::describe(*c),
+            Owner::NodePool(md) => common::describe(*md),
+        }
+    }
+
+    /// The allocation the API server holds for the object now (not the cache's copy).
+    async fn persisted(&self, shared: &Shared) -> Result<Option<String>, ResourceError> {
+        Ok(match self {
+            Owner::Cluster(c) => {
+                let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &c.namespace().unwrap_or_default());
+                api.get(&c.name_any()).await?.status.and_then(|s| s.provider.network.cidr)
+            }
+            Owner::NodePool(md) => {
+                let api: Api<AWSMachineDeployment> =
+                    Api::namespaced(shared.client.clone(), &md.namespace().unwrap_or_default());
+                api.get(&md.name_any()).await?.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET).cloned()
+            }
+        })
+    }
+
+    async fn persist(&self, shared: &Shared, cidr: &Ipv4Net) -> Result<(), ResourceError> {
+        match self {
+            Owner::Cluster(c) => {
+                let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &c.namespace().unwrap_or_default());
+                let patch = serde_json::json!({"status": {"provider": {"network": {"cidr": cidr.to_string()}}}});
+                api.patch_status(&c.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            }
+            Owner::NodePool(md) => annotate_node_pool(shared, md, cidr).await?,
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`allocate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allocation {
+    /// A new range, persisted.
+    Allocated(Ipv4Net),
+    /// The object already had this range (the cache had not seen it yet).
+    Existing(String),
+    /// The lock is held by someone else, or was lost before the write: try again later.
+    Busy,
+}
+
+/// Allocates a `/mask` from `range` for `owner`, as the [module docs](self) describe.
+pub async fn allocate(
+    shared: &Shared,
+    tenant: &AccountClients,
+    owner: Owner<'_>,
+    range: Ipv4Net,
+    mask: u8,
+) -> Result<Allocation, ResourceError> {
+    let subnets = tenant_subnets(tenant).await?;
+    let Some(lock) = acquire(shared).await? else { return Ok(Allocation::Busy) };
+    let result: Result<Allocation, ResourceError> = async {
+        if let Some(existing) = owner.persisted(shared).await? {
+            return Ok(Allocation::Existing(existing));
+        }
+        let except = match owner {
+            Owner::Cluster(c) => c.uid(),
+            Owner::NodePool(md) => md.uid(),
+        };
+        let mut reserved = reserved_in_cluster(shared, except.as_deref()).await?;
+        reserved.extend(subnets);
+        reserved.sort_by_key(|n: &Ipv4Net| (u32::from(n.network()), n.prefix()));
+        reserved.dedup();
+        let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
+            ResourceError::msg("IpamExhausted", format!("{}: no free /{mask} in {range}: {e}", owner.describe()))
+        })?;
+        if !lock.fence(shared).await? {
+            tracing::info!(object = %owner.describe(), "the IPAM lock expired before the write; allocating again later");
+            return Ok(Allocation::Busy);
+        }
+        owner.persist(shared, &cidr).await?;
+        Ok(Allocation::Allocated(cidr))
+    }
+    .await;
+    lock.release(shared).await;
+    result
 }
 
 /// The range a cluster allocates from: its NetworkPool's, else the operator's.
@@ -232,6 +419,57 @@ pub fn mask_of<K: kube::Resource>(obj: &K, default: u8) -> u8 {
         .and_then(|v| v.parse::<u8>().ok())
         .filter(|m| (16..=28).contains(m))
         .unwrap_or(default)
+}
+
+/// A node pool's subnet annotation, whoever set it, must be a CIDR block that overlaps no other
+/// allocation: no cluster's CIDR (its own cluster's included) and no other node pool's subnet.
+/// Violations are [`InvalidInput`] naming the annotation, the other object and the fix.
+pub async fn check_node_pool_subnet(
+    shared: &Shared,
+    md: &AWSMachineDeployment,
+    subnet: &str,
+) -> Result<(), ResourceError> {
+    let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
+    let invalid = |reason: &'static str, message: String| -> ResourceError {
+        InvalidInput { object: common::describe(md), reason, message }.into()
+    };
+    let net: Ipv4Net = subnet.parse().map_err(|e| {
+        invalid("InvalidAnnotation", format!("{field} {subnet:?}: {e}; remove it to have a range allocated"))
+    })?;
+    let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
+    for c in clusters.list(&ListParams::default()).await?.items {
+        if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref())
+            && cidr.parse::<Ipv4Net>().is_ok_and(|other| other.overlaps(&net))
+        {
+            return Err(invalid(
+                "OverlappingSubnet",
+                format!(
+                    "{field} {net} overlaps {} ({cidr}): choose a range no cluster or node pool uses, or remove \
+                     the annotation to have one allocated",
+                    common::describe(&c)
+                ),
+            ));
+        }
+    }
+    let mds: Api<AWSMachineDeployment> = Api::all(shared.client.clone());
+    for other in mds.list(&ListParams::default()).await?.items {
+        if other.uid() == md.uid() {
+            continue;
+        }
+        if let Some(cidr) = other.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)
+            && cidr.parse::<Ipv4Net>().is_ok_and(|o| o.overlaps(&net))
+        {
+            return Err(invalid(
+                "OverlappingSubnet",
+                format!(
+                    "{field} {net} overlaps {} ({cidr}): choose a range no cluster or node pool uses, or remove \
+                     the annotation to have one allocated",
+                    common::describe(&other)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Persist a node pool's CIDR in its annotation.

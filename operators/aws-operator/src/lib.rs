@@ -9,6 +9,7 @@ pub mod context;
 pub mod control_plane;
 pub mod held_secrets;
 pub mod ipam_lock;
+pub mod logging;
 pub mod machine_deployment;
 pub mod node_config;
 pub mod operator;

@@ -20,7 +20,6 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 use crate::aws::AccountClients;
 use crate::common::{self, READY};
 use crate::context::Shared;
-use crate::control_plane::merge_stacks;
 use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
 
 /// The controller's name (and finalizer suffix).
@@ -37,6 +36,8 @@ pub struct PoolState {
     status: AWSMachineDeploymentStatus,
     stacks: Vec<StatusEntry>,
     waiting: Option<String>,
+    /// The `Ready` reason of a failure being retried; `waiting` holds its message.
+    failure: Option<&'static str>,
     ready: bool,
 }
 
@@ -52,6 +53,7 @@ impl PoolState {
             status: obj.status.clone().unwrap_or_default(),
             stacks: Vec::new(),
             waiting: None,
+            failure: None,
             ready: false,
         }
     }
@@ -59,10 +61,10 @@ impl PoolState {
 
 async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Result<(), ResourceError> {
     let mut status = state.status.clone();
-    merge_stacks(&mut status.stacks, &state.stacks);
+    common::merge_stacks(&mut status.stacks, &state.stacks);
     let (ok, reason, message) = match (&state.waiting, state.ready) {
         (_, true) => (true, "StacksReady", "the node pool's stacks are ready".to_string()),
-        (Some(w), _) => (false, "Waiting", w.clone()),
+        (Some(w), _) => (false, state.failure.unwrap_or("Waiting"), w.clone()),
         (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
     };
     common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
@@ -154,34 +156,33 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
     }
 
     async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
-        if obj.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET) {
-            return Ok(Outcome::proceed());
-        }
         let shared = state.shared.clone();
         let (Some(cluster), Some(tenant)) = (state.cluster.clone(), state.tenant.clone()) else {
             return Err(ResourceError::msg("Internal", "inputs were not resolved"));
         };
+        if let Some(subnet) = obj.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET) {
+            // A range set by hand (or by us) is checked until the pool's stack exists: after
+            // that, the range is in use and a later overlap is the other object's problem.
+            let tcnp = names::stack_name(&cluster.name_any(), StackKind::Tcnp, Some(&obj.name_any()));
+            let created = obj.status.as_ref().is_some_and(|s| s.stacks.iter().any(|e| e.name == tcnp));
+            if !created && let Err(e) = crate::ipam_lock::check_node_pool_subnet(&shared, obj, subnet).await {
+                return Err(if e.is_retryable() { e } else { reject(state, obj, e).await });
+            }
+            return Ok(Outcome::proceed());
+        }
         let range = crate::ipam_lock::range_for_cluster(&shared, &cluster).await?;
         let mask = crate::ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
-        let Some(lock) = crate::ipam_lock::acquire(&shared).await? else {
-            state.waiting = Some("waiting for the IPAM lock".into());
-            return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
-        };
-        let result = async {
-            let reserved = crate::ipam_lock::reserved(&shared, &tenant).await?;
-            let cidr = ipam::free(range, mask, &reserved).map_err(|e| {
-                ResourceError::msg(
-                    "IpamExhausted",
-                    format!("{}: no free /{mask} in {range}: {e}", common::describe(obj)),
-                )
-            })?;
-            crate::ipam_lock::annotate_node_pool(&shared, obj, &cidr).await?;
-            Ok::<_, ResourceError>(cidr)
+        let owner = crate::ipam_lock::Owner::NodePool(obj);
+        match crate::ipam_lock::allocate(&shared, &tenant, owner, range, mask).await? {
+            crate::ipam_lock::Allocation::Busy => {
+                state.waiting = Some("waiting for the IPAM lock".into());
+                return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
+            }
+            crate::ipam_lock::Allocation::Existing(_) => {}
+            crate::ipam_lock::Allocation::Allocated(cidr) => {
+                shared.event(obj, "CIDRAllocated", format!("node pool CIDR {cidr} allocated from {range}")).await;
+            }
         }
-        .await;
-        lock.release(&shared).await;
-        let cidr = result?;
-        shared.event(obj, "CIDRAllocated", format!("node pool CIDR {cidr} allocated from {range}")).await;
         // The annotation change triggers the next reconcile with the CIDR in place.
         Ok(Outcome::cancel_reconciliation().requeue_after(std::time::Duration::from_secs(1)))
     }
@@ -216,6 +217,19 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                 state.waiting = Some(format!($($why)*));
                 write_status(state, obj).await?;
                 return Ok(Outcome::cancel_reconciliation().requeue_after(poll));
+            }};
+        }
+        macro_rules! not_ready {
+            ($name:expr, $progress:expr) => {{
+                match $progress {
+                    Progress::Retrying { reason, message, retry_after } => {
+                        state.failure = Some(reason);
+                        state.waiting = Some(message);
+                        write_status(state, obj).await?;
+                        return Ok(Outcome::cancel_reconciliation().requeue_after(retry_after));
+                    }
+                    Progress::Ready(_) | Progress::Pending => wait!("stack {} is not ready", $name),
+                }
             }};
         }
         let Some(pool_cidr) = obj.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET).cloned() else {
@@ -296,6 +310,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
         let cp_tables: Vec<stacks::CpRouteTable> =
             cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect();
+        let peers = peer_security_groups(&shared, &tenant, obj, &id).await?;
         let inputs = PoolStacks {
             cluster: &cluster,
             pool: obj,
@@ -309,12 +324,15 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             ami: &ami,
             bucket: &bucket,
             key_arn: &key_arn,
+            peer_security_groups: &peers,
         };
         let params = |current_desired: u32| inputs.tcnp(current_desired);
         // The hash ignores the live desired capacity (an autoscaled pool must not be updated
         // because it scaled); the template sent keeps it.
         let canonical = tcnp::render(&params(0)).hash();
-        let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(canonical.as_str())) {
+        let tags = stacks::stack_tags(&common, StackKind::Tcnp, Some(&md));
+        let unchanged = aws_stacks::cfn::stack_hash(&canonical, &tags);
+        let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(unchanged.as_str())) {
             Some(view) => match view.outputs.get("AutoScalingGroupName") {
                 Some(asg) => crate::services::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
                 None => 0,
@@ -333,7 +351,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             kind: StackKind::Tcnp,
             name: name.clone(),
             template: tcnp::render(&params(live_desired)),
-            tags: stacks::stack_tags(&common, StackKind::Tcnp, Some(&md)),
+            tags,
             may_update: masters_current,
             canonical_hash: Some(canonical),
         };
@@ -341,7 +359,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
-            wait!("stack {name} is not ready");
+            not_ready!(name, progress);
         }
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
@@ -358,7 +376,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
-            wait!("stack {name} is not ready");
+            not_ready!(name, progress);
         }
         state.ready = true;
         state.waiting = None;
@@ -374,22 +392,100 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         };
         let id = cluster.name_any();
         let md = obj.name_any();
+        // AWS refuses to delete a security group another group's rule names: the other pools
+        // drop their rules for this one first (they leave a pool being deleted out).
+        let tcnp = names::stack_name(&id, StackKind::Tcnp, Some(&md));
+        let own_group = shared
+            .stacks
+            .get(&tenant.cache_key(), tenant.cfn.as_ref(), &tcnp)
+            .await?
+            .and_then(|v| v.outputs.get("SecurityGroupID").cloned());
+        if let Some(group) = own_group {
+            let holders = pools_admitting(&shared, &tenant, obj, &id, &group).await?;
+            if !holders.is_empty() {
+                tracing::debug!(pool = %md, ?holders, "waiting for the other pools to drop their rules for this pool");
+                return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll));
+            }
+        }
+        let mut status = obj.status.clone().unwrap_or_default();
         for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
             let name = names::stack_name(&id, kind, Some(&md));
-            match stack_ops::delete(&shared, aws, obj, kind, &name).await? {
-                Deletion::Gone => {}
+            let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
+            let (deletion, entry) = stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (out, failed) = match deletion {
+                Deletion::Gone => (None, None),
                 Deletion::Pending => {
-                    return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll));
+                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)), None)
                 }
                 Deletion::Failed { message, retry_after } => {
-                    common::mark_not_ready(&shared, obj, obj.status.as_ref(), "StackDeleteFailed", message).await?;
-                    return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after));
+                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
                 }
+            };
+            common::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed).await?;
+            if let Some(out) = out {
+                return Ok(out);
             }
         }
         shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
         Ok(Outcome::proceed())
     }
+}
+
+/// The cluster's other node pools that are not being deleted, with their TCNP stacks (from the
+/// shared stack listing, no extra AWS call).
+async fn sibling_stacks(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &AWSMachineDeployment,
+    cluster_id: &str,
+) -> Result<Vec<(String, crate::cloudformation::StackView)>, ResourceError> {
+    let mut out = Vec::new();
+    for other in common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id).await? {
+        if other.uid() == obj.uid() || other.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = names::stack_name(cluster_id, StackKind::Tcnp, Some(&other.name_any()));
+        if let Some(view) = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await? {
+            out.push((other.name_any(), view));
+        }
+    }
+    Ok(out)
+}
+
+/// The security groups of the cluster's other live node pools, sorted: each pool's group admits
+/// them all, as upstream's TCNP does (`NodePoolToNodePoolRule<group>`).
+async fn peer_security_groups(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &AWSMachineDeployment,
+    cluster_id: &str,
+) -> Result<Vec<String>, ResourceError> {
+    let mut groups: Vec<String> = sibling_stacks(shared, tenant, obj, cluster_id)
+        .await?
+        .into_iter()
+        .filter_map(|(_, view)| view.outputs.get("SecurityGroupID").cloned())
+        .collect();
+    groups.sort();
+    groups.dedup();
+    Ok(groups)
+}
+
+/// The other live pools whose stacks still admit `group`.
+async fn pools_admitting(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &AWSMachineDeployment,
+    cluster_id: &str,
+    group: &str,
+) -> Result<Vec<String>, ResourceError> {
+    Ok(sibling_stacks(shared, tenant, obj, cluster_id)
+        .await?
+        .into_iter()
+        .filter(|(_, view)| {
+            tcnp::Outputs::from_outputs(&view.outputs).is_ok_and(|o| o.peer_security_groups.iter().any(|g| g == group))
+        })
+        .map(|(name, _)| name)
+        .collect())
 }
 
 /// The Flatcar version a node pool runs: its `FLATCAR_RELEASE_VERSION` annotation when that is
@@ -421,6 +517,8 @@ pub struct PoolStacks<'a> {
     pub ami: &'a str,
     pub bucket: &'a str,
     pub key_arn: &'a str,
+    /// The security groups of the cluster's other node pools, which this pool's group admits.
+    pub peer_security_groups: &'a [String],
 }
 
 impl PoolStacks<'_> {
@@ -460,7 +558,7 @@ impl PoolStacks<'_> {
                 api_internal_elb: outputs.api_internal_elb_security_group_id.clone(),
                 aws_cni: None,
             },
-            other_pool_security_groups: Vec::new(),
+            other_pool_security_groups: self.peer_security_groups.to_vec(),
             instance: tcnp::NodeInstance {
                 image_id: self.ami.to_string(),
                 instance_type: obj.spec.provider.worker.instance_type.clone(),

@@ -94,13 +94,18 @@ struct DaemonArgs {
     /// Name of the leader election Lease (default: `aws-operator-<version>`, one per version).
     #[arg(long)]
     leader_election_name: Option<String>,
+    /// How long an account's stack listing (`DescribeStacks`) is used before it is listed again,
+    /// in seconds.
+    #[arg(long, default_value_t = 600)]
+    stack_listing_ttl_seconds: u64,
+    /// How often the master Endpoints are refreshed from EC2, in seconds.
+    #[arg(long, default_value_t = 900)]
+    endpoints_refresh_seconds: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    aws_operator::logging::init();
     let cli = Cli::parse();
     match cli.command {
         Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()),
@@ -144,6 +149,8 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         certificates_namespace: args.certificates_namespace.clone(),
+        stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
+        endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();

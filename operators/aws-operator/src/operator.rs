@@ -6,16 +6,18 @@
 //! of its releases (reference §1, §10). Objects whose Release does not exist or has no
 //! `aws-operator` component get a `ReleaseResolved=False` condition.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
-use kube::Api;
 use kube::runtime::reflector::ObjectRef;
-use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ReleaseCondition, ResourceSet};
+use kube::{Api, ResourceExt};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet};
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
+use crate::common::{StatusReport, WithStatus};
 use crate::context::Shared;
 use crate::{cluster, control_plane, machine_deployment};
 
@@ -61,31 +63,22 @@ fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
 }
 
 /// One controller of this operator: routed by Release to `set`, reporting routing problems in a
-/// `ReleaseResolved` condition.
-fn builder<K>(
+/// `ReleaseResolved` condition and persistent errors in `Ready` ([`StatusReport`]).
+fn builder<K: WithStatus>(
     name: &str,
     set: ResourceSet<K>,
-    client: &kube::Client,
+    shared: &Arc<Shared>,
     metrics: &Metrics,
     readiness: &Readiness,
     settings: &RunSettings,
-) -> ControllerBuilder<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + Clone
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> ControllerBuilder<K> {
+    let client = &shared.client;
     Controller::<K>::builder(client.clone(), name)
         .operator(COMPONENT)
         .resource_set(set)
         .metrics(metrics)
         .readiness(readiness)
-        .status_hook(ReleaseCondition::new(client.clone()))
+        .status_hook(StatusReport::new(shared.clone()))
         .concurrency(settings.concurrency)
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
@@ -96,6 +89,24 @@ where
 fn owning_cluster<C: kube::ResourceExt>(child: &C) -> Vec<ObjectRef<AWSCluster>> {
     let cluster = child.labels().get(apis::labels::CLUSTER);
     cluster.map(|id| ObjectRef::new(id).within(&child.namespace().unwrap_or_default())).into_iter().collect()
+}
+
+/// The other node pools of a changed pool's cluster. The index of pools per cluster is kept from
+/// the watch itself, which sees every pool (the initial listing included); a pool once seen stays
+/// in it, and naming one that is gone costs nothing (it is skipped).
+fn sibling_pools() -> impl Fn(&AWSMachineDeployment) -> Vec<ObjectRef<AWSMachineDeployment>> + Send + Sync + 'static {
+    type Index = BTreeMap<(String, String), BTreeSet<String>>;
+    let index: Arc<Mutex<Index>> = Arc::default();
+    move |pool: &AWSMachineDeployment| {
+        let (Some(cluster), ns) = (pool.labels().get(apis::labels::CLUSTER), pool.namespace().unwrap_or_default())
+        else {
+            return Vec::new();
+        };
+        let mut index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let members = index.entry((ns.clone(), cluster.clone())).or_default();
+        members.insert(pool.name_any());
+        members.iter().filter(|name| **name != pool.name_any()).map(|name| ObjectRef::new(name).within(&ns)).collect()
+    }
 }
 
 /// Build and run the three controllers until `shutdown`.
@@ -125,7 +136,7 @@ pub async fn run(
     .build();
     // The cluster's Ready condition summarises its control plane and node pools: their changes
     // requeue it.
-    let cluster_controller = builder(cluster::CONTROLLER, clusters, &client, metrics, readiness, &settings)
+    let cluster_controller = builder(cluster::CONTROLLER, clusters, &shared, metrics, readiness, &settings)
         .watches(Api::<AWSControlPlane>::all(client.clone()), owning_cluster)
         .watches(Api::<AWSMachineDeployment>::all(client.clone()), owning_cluster)
         .build()?;
@@ -138,7 +149,7 @@ pub async fn run(
     .resource(control_plane::Inputs)
     .resource(control_plane::Masters)
     .build();
-    let cp_controller = builder(control_plane::CONTROLLER, cps, &client, metrics, readiness, &settings).build()?;
+    let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings).build()?;
 
     let s = shared.clone();
     let mds = ResourceSet::builder(set_name, req, move |obj: Arc<AWSMachineDeployment>, _| {
@@ -149,7 +160,11 @@ pub async fn run(
     .resource(machine_deployment::Ipam)
     .resource(machine_deployment::Pool)
     .build();
-    let md_controller = builder(machine_deployment::CONTROLLER, mds, &client, metrics, readiness, &settings).build()?;
+    // A pool's security group admits its siblings': adding or removing a pool (or its stack
+    // getting its group) requeues the cluster's other pools.
+    let md_controller = builder(machine_deployment::CONTROLLER, mds, &shared, metrics, readiness, &settings)
+        .watches(Api::<AWSMachineDeployment>::all(client.clone()), sibling_pools())
+        .build()?;
 
     tokio::join!(
         cluster_controller.run(shutdown.clone()),

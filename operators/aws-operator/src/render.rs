@@ -500,11 +500,11 @@ impl PlannedStack {
     ) -> Self {
         // As `stack_ops::ensure`: the hash is recorded as an output of the template it describes.
         let mut template = template;
-        let hash = canonical_hash.unwrap_or_else(|| template.hash());
+        let hash = aws_stacks::cfn::stack_hash(&canonical_hash.unwrap_or_else(|| template.hash()), &tags);
         template.output(
             TEMPLATE_HASH_OUTPUT,
             serde_json::Value::String(hash.clone()),
-            Some("sha256 of this template without this output"),
+            Some("sha256 of this template without this output, and of the stack tags"),
         );
         Self {
             name,
@@ -735,7 +735,16 @@ fn plan_cluster(
 
     // TCNP and TCNPF per node pool.
     let mut cidrs = vec![cidr.clone()];
+    // Each pool admits the others' security groups, known only once their stacks exist.
+    let pool_stacks: Vec<String> =
+        pools.iter().map(|(md, _)| names::stack_name(&id, StackKind::Tcnp, Some(&md.name_any()))).collect();
     for (md, pool_cidr) in pools {
+        let own = names::stack_name(&id, StackKind::Tcnp, Some(&md.name_any()));
+        let peers: Vec<String> = pool_stacks
+            .iter()
+            .filter(|stack| **stack != own)
+            .map(|stack| format!("<output SecurityGroupID of {stack}>"))
+            .collect();
         let md_release = objects.release_of(md)?;
         let pool = PoolInputs {
             outputs: &outputs,
@@ -745,7 +754,7 @@ fn plan_cluster(
             bucket: &bucket,
             key_arn: &key_arn,
         };
-        stacks.extend(plan_node_pool(settings, cluster, md, md_release, pool_cidr.cidr, &pool)?);
+        stacks.extend(plan_node_pool(settings, cluster, md, md_release, pool_cidr.cidr, &pool, &peers)?);
         cidrs.push(pool_cidr);
     }
     Ok(ClusterPlan {
@@ -840,6 +849,7 @@ fn plan_node_pool(
     release: &Release,
     pool_net: Ipv4Net,
     inputs: &PoolInputs<'_>,
+    peers: &[String],
 ) -> Result<[PlannedStack; 2], RenderError> {
     let id = cluster.name_any();
     let md = obj.name_any();
@@ -862,6 +872,7 @@ fn plan_node_pool(
         ami: &ami,
         bucket: inputs.bucket,
         key_arn: inputs.key_arn,
+        peer_security_groups: peers,
     };
     // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
     let params = pool.tcnp(0);

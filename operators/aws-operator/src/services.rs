@@ -216,8 +216,10 @@ pub async fn encrypt(aws: &AccountClients, key_arn: &str, plaintext: &[u8]) -> R
 /// Days after which the access logs expire.
 pub const ACCESS_LOG_EXPIRATION_DAYS: i32 = 365;
 
-/// The bucket policy denying every request that does not use TLS.
-pub fn tls_only_policy(bucket: &str) -> String {
+/// The bucket policy denying every request that does not use TLS, with the ARNs of the
+/// region's partition (a policy naming `arn:aws:` is refused in `aws-cn` and `aws-us-gov`).
+pub fn tls_only_policy(bucket: &str, region: &str) -> String {
+    let arn = format!("arn:{}:s3:::{bucket}", aws_stacks::names::partition(region));
     serde_json::json!({
         "Version": "2012-10-17",
         "Statement": [{
@@ -225,7 +227,7 @@ pub fn tls_only_policy(bucket: &str) -> String {
             "Effect": "Deny",
             "Principal": {"AWS": "*"},
             "Action": "s3:*",
-            "Resource": [format!("arn:aws:s3:::{bucket}"), format!("arn:aws:s3:::{bucket}/*")],
+            "Resource": [arn.clone(), format!("{arn}/*")],
             "Condition": {"Bool": {"aws:SecureTransport": "false"}}
         }]
     })
@@ -306,7 +308,7 @@ pub async fn ensure_buckets(
         aws.s3
             .put_bucket_policy()
             .bucket(name)
-            .policy(tls_only_policy(name))
+            .policy(tls_only_policy(name, &aws.region))
             .send()
             .await
             .map_err(|e| api_error("S3", "PutBucketPolicy", e))?;
@@ -602,4 +604,23 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
     Ok(out.auto_scaling_groups().first().map(|g| {
         (g.desired_capacity().unwrap_or_default(), g.min_size().unwrap_or_default(), g.max_size().unwrap_or_default())
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tls_only_policy_names_the_bucket_in_the_region_partition() {
+        for (region, arn) in [
+            ("eu-central-1", "arn:aws:s3:::b1"),
+            ("cn-north-1", "arn:aws-cn:s3:::b1"),
+            ("us-gov-west-1", "arn:aws-us-gov:s3:::b1"),
+        ] {
+            let policy: serde_json::Value = serde_json::from_str(&tls_only_policy("b1", region)).expect("JSON");
+            let statement = &policy["Statement"][0];
+            assert_eq!(statement["Resource"], serde_json::json!([arn, format!("{arn}/*")]), "{region}");
+            assert_eq!(statement["Condition"]["Bool"]["aws:SecureTransport"], "false");
+        }
+    }
 }

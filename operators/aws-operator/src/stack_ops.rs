@@ -1,7 +1,18 @@
 //! Carries out the stack state machine's steps ([`crate::cloudformation::plan_ensure`],
 //! [`crate::cloudformation::plan_delete`]) against one account: every call is timed and counted
-//! per stack kind and operation, every status change the operator observes becomes a Kubernetes
+//! per stack kind and operation, every status change the operator observes becomes one Kubernetes
 //! event on the owning object, and every write invalidates the account's `DescribeStacks` cache.
+//!
+//! Failures the operator repairs by itself (an update rolled back, a create rolled back, a delete
+//! that failed) are retried with a backoff of 30 s doubling per attempt, capped at 10 minutes
+//! ([`crate::cloudformation::retry_backoff`]). The attempt count and the time of the last failure
+//! live in the stack's status entry, so a restarted operator keeps the pace instead of retrying
+//! at once.
+//!
+//! Every event about a stack names it as the event's related object (kind `Stack`): the event
+//! recorder folds repeats by type, reason, action, object and related object, so the events of
+//! two stacks never fold into one, and the action (the CloudFormation call, or the status
+//! observed) keeps two different steps of one stack apart.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -9,13 +20,15 @@ use std::time::{Duration, Instant};
 use apis::aws::{StackAccount, StackStatus as StatusEntry};
 use aws_stacks::cfn::Template;
 use aws_stacks::names::{Account, StackKind};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::events::EventType;
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
 use crate::cloudformation::{
-    CfnError, DeleteStep, EnsureStep, StackRequest, StackStatus, StackView, TEMPLATE_HASH_OUTPUT, delete_retry_backoff,
-    plan_delete, plan_ensure,
+    CfnError, DeleteStep, EnsureStep, StackRequest, StackStatus, StackView, TEMPLATE_HASH_OUTPUT, plan_delete,
+    plan_ensure, retry_backoff,
 };
 use crate::context::{Shared, StackOpLabels};
 
@@ -45,15 +58,35 @@ pub enum Progress {
     Ready(StackView),
     /// Being created, updated or recreated: look again after the poll interval.
     Pending,
+    /// An operation failed and is retried after `retry_after`; `Ready=False` with `reason` and
+    /// `message`, which name the stack and CloudFormation's reason.
+    Retrying {
+        /// The condition reason (`StackUpdateFailed`, `StackCreateFailed`).
+        reason: &'static str,
+        /// What failed and when it is tried again.
+        message: String,
+        /// How long until the next attempt.
+        retry_after: Duration,
+    },
 }
 
-/// The status entry recorded for a stack in the owning object's status.
+/// The status recorded for a stack the operator has just asked CloudFormation to change, until
+/// it observes the stack's own status.
+pub const CREATE_REQUESTED: &str = "CREATE_REQUESTED";
+/// See [`CREATE_REQUESTED`].
+pub const UPDATE_REQUESTED: &str = "UPDATE_REQUESTED";
+/// See [`CREATE_REQUESTED`].
+pub const DELETE_REQUESTED: &str = "DELETE_REQUESTED";
+
+/// The status entry recorded for a stack in the owning object's status. The transition time
+/// moves only when the status changes.
 pub fn status_entry(
     kind: StackKind,
     name: &str,
     status: &str,
     reason: Option<String>,
     previous: Option<&StatusEntry>,
+    attempts: Option<u32>,
 ) -> StatusEntry {
     let changed = previous.is_none_or(|p| p.status != status);
     StatusEntry {
@@ -70,18 +103,60 @@ pub fn status_entry(
         } else {
             previous.and_then(|p| p.last_transition_time.clone())
         },
+        attempts: attempts.filter(|a| *a > 0),
     }
+}
+
+/// Where a failure the operator retries stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pace {
+    /// How many times it failed, this time included.
+    pub attempts: u32,
+    /// Whether this reconcile is the first to see this failure.
+    pub first_seen: bool,
+    /// When the next attempt is due (whole seconds, as the status records times).
+    pub due: jiff::Timestamp,
+    /// How long to wait before the next attempt; `None` when it is due.
+    pub wait: Option<Duration>,
+}
+
+/// Pace a retried failure: the stack is observed in `failed_status`; `recorded` is its status
+/// entry as last written. The failure counts once, when the entry did not show it yet; the next
+/// attempt is due [`retry_backoff`] after the entry's transition into it.
+pub fn pace(recorded: Option<&StatusEntry>, failed_status: &str, now: jiff::Timestamp) -> Pace {
+    let before = recorded.and_then(|r| r.attempts).unwrap_or(0);
+    let seen = recorded.filter(|r| r.status == failed_status);
+    let attempts = if seen.is_some() { before.max(1) } else { before + 1 };
+    let since = seen.and_then(|r| r.last_transition_time.as_ref()).map_or(now, |t| t.0);
+    let since = jiff::Timestamp::from_second(since.as_second()).unwrap_or(since);
+    let backoff = jiff::SignedDuration::try_from(retry_backoff(attempts - 1)).unwrap_or_default();
+    let due = since.checked_add(backoff).unwrap_or(since);
+    let wait = Duration::try_from(now.duration_until(due)).ok().filter(|w| !w.is_zero());
+    // The first sighting always waits: the failure has just been reported.
+    let wait = if seen.is_none() { Some(wait.unwrap_or(Duration::from_secs(1))) } else { wait };
+    Pace { attempts, first_seen: seen.is_none(), due, wait }
 }
 
 fn event_reason(status: &str) -> &'static str {
     if status.ends_with("_IN_PROGRESS") {
         "CFInProgress"
-    } else if status.ends_with("FAILED") || status == "ROLLBACK_COMPLETE" {
+    } else if status.ends_with("FAILED") || status == "ROLLBACK_COMPLETE" || status == "UPDATE_ROLLBACK_COMPLETE" {
         "CFFailed"
     } else if status == "DELETED" || status == "DELETE_COMPLETE" {
         "CFDeleted"
     } else {
         "CFCompleted"
+    }
+}
+
+/// The related object of every event about stack `name` (stack names are unique per
+/// installation: they hold the cluster id).
+pub fn stack_reference(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("cloudformation.amazonaws.com/v1".into()),
+        kind: Some("Stack".into()),
+        name: Some(name.to_string()),
+        ..ObjectReference::default()
     }
 }
 
@@ -103,29 +178,63 @@ async fn timed<T>(
     out
 }
 
-/// Emit an event when the observed status differs from the recorded one.
-async fn note_transition<K>(
-    shared: &Shared,
-    obj: &K,
-    kind: StackKind,
-    name: &str,
-    observed: &str,
-    recorded: Option<&StatusEntry>,
-) where
-    K: kube::Resource<DynamicType = ()>,
-{
-    let before = recorded.map(|r| r.status.as_str());
-    if before == Some(observed) {
-        return;
+/// One stack and the object it belongs to, for events.
+struct Subject<'a, K> {
+    shared: &'a Shared,
+    aws: &'a AccountClients,
+    obj: &'a K,
+    name: &'a str,
+}
+
+impl<K: kube::Resource<DynamicType = ()>> Subject<'_, K> {
+    async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let related = stack_reference(self.name);
+        self.shared.publish(self.obj, type_, reason, action, Some(related), note).await;
     }
-    let labels =
-        StackOpLabels { stack: kind.as_str().to_string(), operation: observed.to_string(), result: "observed".into() };
-    shared.metrics.transitions.get_or_create(&labels).inc();
-    let note = match before {
-        Some(b) => format!("stack {name}: {b} → {observed}"),
-        None => format!("stack {name}: {observed}"),
-    };
-    shared.event(obj, event_reason(observed), note).await;
+
+    /// Emit one Normal event (and count one transition) when the observed status differs from the one
+    /// recorded in the object's status and from the last one this process announced, so that
+    /// a status write the cache has not shown yet does not announce the same change twice.
+    async fn note_transition(&self, kind: StackKind, observed: &str, recorded: Option<&StatusEntry>) {
+        let before = recorded.map(|r| r.status.as_str());
+        if before == Some(observed) {
+            return;
+        }
+        let key = format!("{}/{}", self.aws.cache_key(), self.name);
+        {
+            let mut memo = self.shared.memo.lock();
+            if memo.stack_status.get(&key).is_some_and(|s| s == observed) {
+                return;
+            }
+            memo.stack_status.insert(key, observed.to_string());
+        }
+        let labels = StackOpLabels {
+            stack: kind.as_str().to_string(),
+            operation: observed.to_string(),
+            result: "observed".into(),
+        };
+        self.shared.metrics.transitions.get_or_create(&labels).inc();
+        let name = self.name;
+        let note = match before {
+            Some(b) => format!("stack {name}: {b} → {observed}"),
+            None => format!("stack {name}: {observed}"),
+        };
+        // A transition is narrated as Normal, failures included: the step that acts on a failed
+        // stack (a paced retry, a recreate, a continued rollback, or the error that stops the
+        // object) is the one Warning, so a failure is not announced twice.
+        self.event(EventType::Normal, event_reason(observed), observed, note).await;
+    }
+}
+
+/// CloudFormation's reason for a failure: the observed one, else the one recorded while the
+/// stack rolled back (the reason of `*_ROLLBACK_IN_PROGRESS` names the failed resources; the
+/// final status often has none).
+fn failure_reason(observed: Option<&StackView>, recorded: Option<&StatusEntry>) -> String {
+    observed
+        .and_then(|v| v.status_reason.clone())
+        .filter(|r| !r.is_empty())
+        .or_else(|| recorded.and_then(|r| r.reason.clone()).filter(|r| !r.is_empty()))
+        .unwrap_or_else(|| "CloudFormation gave no reason".into())
 }
 
 /// The stack must exist and match `desired`. Runs at most one write.
@@ -144,16 +253,18 @@ where
     K: kube::Resource<DynamicType = ()>,
 {
     let DesiredStack { kind, name, mut template, tags, may_update, canonical_hash } = desired;
-    let hash = canonical_hash.unwrap_or_else(|| template.hash());
+    let subject = Subject { shared, aws, obj, name: &name };
+    // Tags are part of the change: a new cloud tag updates the stack like a template change.
+    let hash = aws_stacks::cfn::stack_hash(&canonical_hash.unwrap_or_else(|| template.hash()), &tags);
     template.output(
         TEMPLATE_HASH_OUTPUT,
         serde_json::Value::String(hash.clone()),
-        Some("sha256 of this template without this output"),
+        Some("sha256 of this template without this output, and of the stack tags"),
     );
     let observed =
         timed(shared, kind, "describe", shared.stacks.get(&aws.cache_key(), aws.cfn.as_ref(), &name)).await?;
     if let Some(view) = &observed {
-        note_transition(shared, obj, kind, &name, view.status.as_str(), recorded).await;
+        subject.note_transition(kind, view.status.as_str(), recorded).await;
     }
     let step = plan_ensure(observed.as_ref(), &hash, may_update);
     let request = || async {
@@ -184,7 +295,38 @@ where
     };
     let current = observed.as_ref().map(|v| v.status.as_str().to_string());
     let reason = observed.as_ref().and_then(|v| v.status_reason.clone());
-    let progress = match step {
+    let mut attempts = recorded.and_then(|r| r.attempts);
+    let entry = |status: &str, reason: Option<String>, attempts: Option<u32>| {
+        status_entry(kind, &name, status, reason, recorded, attempts)
+    };
+    let now = jiff::Timestamp::now();
+    // A rolled-back update is reported once and updated again when its backoff is over.
+    let step = match step {
+        EnsureStep::RetryRolledBackUpdate { deployed } => {
+            let status = "UPDATE_ROLLBACK_COMPLETE";
+            let why = failure_reason(observed.as_ref(), recorded);
+            let pace = pace(recorded, status, now);
+            if pace.first_seen {
+                let note = format!(
+                    "the update of stack {name} failed and was rolled back: {why}; attempt {} failed, next attempt at {}",
+                    pace.attempts, pace.due
+                );
+                subject.event(EventType::Warning, "CFUpdateFailed", "UpdateStack", note).await;
+            }
+            if let Some(wait) = pace.wait {
+                let message = format!(
+                    "the update of stack {name} failed and was rolled back: {why}; attempt {} failed, next attempt at {}",
+                    pace.attempts, pace.due
+                );
+                let retrying = Progress::Retrying { reason: "StackUpdateFailed", message, retry_after: wait };
+                return Ok((retrying, entry(status, Some(why), Some(pace.attempts))));
+            }
+            attempts = Some(pace.attempts);
+            EnsureStep::Update { deployed }
+        }
+        step => step,
+    };
+    Ok(match step {
         EnsureStep::Ready => {
             let Some(view) = observed else {
                 return Err(ResourceError::msg(
@@ -192,20 +334,20 @@ where
                     format!("stack {name} planned ready without being observed"),
                 ));
             };
-            Progress::Ready(view)
+            // Usable and current: whatever failed before is over.
+            (Progress::Ready(view), entry(view_status(&current), reason, None))
         }
-        EnsureStep::Wait { .. } => Progress::Pending,
+        EnsureStep::Wait { status } => (Progress::Pending, entry(&status, reason, attempts)),
         EnsureStep::Create => {
             let req = request().await?;
             match timed(shared, kind, "create", aws.cfn.create(&req)).await {
                 Ok(()) | Err(CfnError::AlreadyExists(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-            aws_invalidate(shared, aws);
-            shared
-                .event(obj, "CFCreateRequested", format!("creating stack {name} in account {}", aws.account_id))
-                .await;
-            Progress::Pending
+            aws_invalidate(shared, aws, &name);
+            let note = format!("creating stack {name} in account {}", aws.account_id);
+            subject.event(EventType::Normal, "CFCreateRequested", "CreateStack", note).await;
+            (Progress::Pending, entry(CREATE_REQUESTED, None, attempts))
         }
         EnsureStep::Update { deployed } => {
             let req = request().await?;
@@ -213,49 +355,60 @@ where
                 Ok(()) | Err(CfnError::NoUpdates(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-            aws_invalidate(shared, aws);
-            shared
-                .event(
-                    obj,
-                    "CFUpdateRequested",
-                    format!(
-                        "updating stack {name}: template {} → {}",
-                        deployed.as_deref().map_or("(no hash)", |d| &d[..d.len().min(12)]),
-                        &hash[..12]
-                    ),
-                )
-                .await;
-            Progress::Pending
+            aws_invalidate(shared, aws, &name);
+            let note = format!(
+                "updating stack {name}: template {} → {}",
+                deployed.as_deref().map_or("(no hash)", |d| &d[..d.len().min(12)]),
+                &hash[..12]
+            );
+            subject.event(EventType::Normal, "CFUpdateRequested", "UpdateStack", note).await;
+            (Progress::Pending, entry(UPDATE_REQUESTED, None, attempts))
         }
-        EnsureStep::DeleteFailedCreate { reason } => {
-            if observed.as_ref().is_some_and(|v| v.termination_protection) {
-                timed(shared, kind, "lift_protection", aws.cfn.set_termination_protection(&name, false)).await?;
+        EnsureStep::RetryRolledBackUpdate { .. } => {
+            return Err(ResourceError::msg("Internal", format!("stack {name}: a retried update was not paced")));
+        }
+        EnsureStep::DeleteFailedCreate { .. } => {
+            let status = "ROLLBACK_COMPLETE";
+            let why = failure_reason(observed.as_ref(), recorded);
+            let pace = pace(recorded, status, now);
+            if pace.first_seen {
+                let note = format!(
+                    "stack {name} failed to create ({why}); attempt {} failed, deleting it to create it again at {}",
+                    pace.attempts, pace.due
+                );
+                subject.event(EventType::Warning, "CFCreateFailed", "CreateStack", note).await;
             }
-            timed(shared, kind, "delete", aws.cfn.delete(&name)).await?;
-            aws_invalidate(shared, aws);
-            shared
-                .warning(
-                    obj,
-                    "CFRecreate",
-                    format!(
-                        "stack {name} failed to create ({}); deleting it to create it again",
-                        reason.as_deref().unwrap_or("no reason given")
-                    ),
-                )
-                .await;
-            Progress::Pending
+            match pace.wait {
+                Some(wait) => (
+                    Progress::Retrying {
+                        reason: "StackCreateFailed",
+                        message: format!(
+                            "stack {name} failed to create: {why}; attempt {} failed, creating it again at {}",
+                            pace.attempts, pace.due
+                        ),
+                        retry_after: wait,
+                    },
+                    entry(status, Some(why), Some(pace.attempts)),
+                ),
+                None => {
+                    if observed.as_ref().is_some_and(|v| v.termination_protection) {
+                        timed(shared, kind, "lift_protection", aws.cfn.set_termination_protection(&name, false))
+                            .await?;
+                    }
+                    timed(shared, kind, "delete", aws.cfn.delete(&name)).await?;
+                    aws_invalidate(shared, aws, &name);
+                    let note = format!("stack {name} failed to create ({why}); deleting it to create it again");
+                    subject.event(EventType::Warning, "CFRecreate", "DeleteStack", note).await;
+                    (Progress::Pending, entry(DELETE_REQUESTED, Some(why), Some(pace.attempts)))
+                }
+            }
         }
         EnsureStep::ContinueRollback => {
             timed(shared, kind, "continue_rollback", aws.cfn.continue_update_rollback(&name)).await?;
-            aws_invalidate(shared, aws);
-            shared
-                .warning(
-                    obj,
-                    "CFContinueRollback",
-                    format!("stack {name} is UPDATE_ROLLBACK_FAILED; continuing the rollback"),
-                )
-                .await;
-            Progress::Pending
+            aws_invalidate(shared, aws, &name);
+            let note = format!("stack {name} is UPDATE_ROLLBACK_FAILED; continuing the rollback");
+            subject.event(EventType::Warning, "CFContinueRollback", "ContinueUpdateRollback", note).await;
+            (Progress::Pending, entry(view_status(&current), reason, attempts))
         }
         EnsureStep::Failed { status, reason } => {
             return Err(ResourceError::msg(
@@ -266,13 +419,15 @@ where
                 ),
             ));
         }
-    };
-    let entry = status_entry(kind, &name, current.as_deref().unwrap_or("CREATE_REQUESTED"), reason, recorded);
-    Ok((progress, entry))
+    })
 }
 
-fn aws_invalidate(shared: &Shared, aws: &AccountClients) {
-    shared.stacks.invalidate(&aws.cache_key());
+fn view_status(current: &Option<String>) -> &str {
+    current.as_deref().unwrap_or(CREATE_REQUESTED)
+}
+
+fn aws_invalidate(shared: &Shared, aws: &AccountClients, name: &str) {
+    shared.stacks.invalidate(&aws.cache_key(), name);
 }
 
 /// The S3 URL CloudFormation fetches an uploaded template from. CloudFormation reads it itself,
@@ -299,76 +454,107 @@ pub enum Deletion {
     },
 }
 
-/// The stack must be gone: lift termination protection, delete, wait; a failed delete is retried
-/// with backoff and reported naming the resources that failed.
+/// The stack must be gone: lift termination protection, delete, wait; a failed delete is
+/// reported naming the resources that failed and retried with backoff. Returns the stack's
+/// status entry to record (`DELETE_COMPLETE` once gone).
 pub async fn delete<K>(
     shared: &Shared,
     aws: &AccountClients,
     obj: &K,
     kind: StackKind,
     name: &str,
-) -> Result<Deletion, ResourceError>
+    recorded: Option<&StatusEntry>,
+) -> Result<(Deletion, StatusEntry), ResourceError>
 where
     K: kube::Resource<DynamicType = ()>,
 {
+    let subject = Subject { shared, aws, obj, name };
     let observed = timed(shared, kind, "describe", shared.stacks.get(&aws.cache_key(), aws.cfn.as_ref(), name)).await?;
+    if let Some(view) = &observed {
+        subject.note_transition(kind, view.status.as_str(), recorded).await;
+    }
     let step = plan_delete(observed.as_ref());
-    let memo_key = format!("{}/{name}", aws.cache_key());
-    match step {
+    let attempts = recorded.and_then(|r| r.attempts);
+    let current = observed.as_ref().map(|v| v.status.as_str().to_string());
+    let reason = observed.as_ref().and_then(|v| v.status_reason.clone());
+    let entry = |status: &str, reason: Option<String>, attempts: Option<u32>| {
+        status_entry(kind, name, status, reason, recorded, attempts)
+    };
+    Ok(match step {
         DeleteStep::Gone => {
-            if shared.memo.lock().delete_attempts.remove(&memo_key).is_some() || observed.is_some() {
-                shared.event(obj, "CFDeleted", format!("stack {name} is deleted")).await;
+            let announced = recorded.is_some_and(|r| r.status != "DELETE_COMPLETE");
+            if observed.is_some() || announced {
+                let note = format!("stack {name} is deleted");
+                subject.event(EventType::Normal, "CFDeleted", "DELETE_COMPLETE", note).await;
             }
-            Ok(Deletion::Gone)
+            (Deletion::Gone, entry("DELETE_COMPLETE", None, None))
         }
-        DeleteStep::Wait { .. } => Ok(Deletion::Pending),
+        DeleteStep::Wait { status } => (Deletion::Pending, entry(&status, reason, attempts)),
         DeleteStep::LiftProtection => {
             timed(shared, kind, "lift_protection", aws.cfn.set_termination_protection(name, false)).await?;
-            aws_invalidate(shared, aws);
-            shared.event(obj, "CFDelete", format!("termination protection of stack {name} lifted")).await;
-            Ok(Deletion::Pending)
+            aws_invalidate(shared, aws, name);
+            let note = format!("termination protection of stack {name} lifted");
+            subject.event(EventType::Normal, "CFDelete", "UpdateTerminationProtection", note).await;
+            (Deletion::Pending, entry(view_status(&current), reason, attempts))
         }
         DeleteStep::Delete => {
-            shared.memo.lock().delete_attempts.entry(memo_key).or_insert(0);
             match timed(shared, kind, "delete", aws.cfn.delete(name)).await {
                 Ok(()) | Err(CfnError::NotFound(_)) => {}
                 Err(e) => {
-                    aws_invalidate(shared, aws);
+                    aws_invalidate(shared, aws, name);
                     return Err(e.into());
                 }
             }
-            aws_invalidate(shared, aws);
-            shared
-                .event(obj, "CFDeleteRequested", format!("deleting stack {name} in account {}", aws.account_id))
-                .await;
-            Ok(Deletion::Pending)
+            aws_invalidate(shared, aws, name);
+            let note = format!("deleting stack {name} in account {}", aws.account_id);
+            subject.event(EventType::Normal, "CFDeleteRequested", "DeleteStack", note).await;
+            (Deletion::Pending, entry(DELETE_REQUESTED, None, attempts))
         }
         DeleteStep::RetryFailedDelete { reason } => {
-            let failed =
-                timed(shared, kind, "describe_resources", aws.cfn.failed_resources(name)).await.unwrap_or_default();
-            let names = if failed.is_empty() {
-                reason.clone().unwrap_or_else(|| "no reason given".into())
+            let status = "DELETE_FAILED";
+            let pace = pace(recorded, status, jiff::Timestamp::now());
+            // The failed resources are looked up once per failure and kept in the entry.
+            let names = if pace.first_seen {
+                let failed =
+                    timed(shared, kind, "describe_resources", aws.cfn.failed_resources(name)).await.unwrap_or_default();
+                if failed.is_empty() {
+                    reason.clone().unwrap_or_else(|| "no reason given".into())
+                } else {
+                    failed.iter().map(|(id, why)| format!("{id} ({why})")).collect::<Vec<_>>().join(", ")
+                }
             } else {
-                failed.iter().map(|(id, why)| format!("{id} ({why})")).collect::<Vec<_>>().join(", ")
+                failure_reason(None, recorded)
             };
             let message = format!("deleting stack {name} failed: {names}");
-            let attempt = {
-                let mut memo = shared.memo.lock();
-                let a = memo.delete_attempts.entry(memo_key).or_insert(0);
-                *a += 1;
-                *a
-            };
-            shared.warning(obj, "CFDeleteFailed", message.clone()).await;
-            timed(shared, kind, "delete", aws.cfn.delete(name)).await?;
-            aws_invalidate(shared, aws);
-            Ok(Deletion::Failed { message, retry_after: delete_retry_backoff(attempt.saturating_sub(1)) })
+            if pace.first_seen {
+                let note = format!("{message}; attempt {} failed, deleting again at {}", pace.attempts, pace.due);
+                subject.event(EventType::Warning, "CFDeleteFailed", "DeleteStack", note).await;
+            }
+            match pace.wait {
+                Some(wait) => (
+                    Deletion::Failed {
+                        message: format!("{message}; attempt {} failed, deleting again at {}", pace.attempts, pace.due),
+                        retry_after: wait,
+                    },
+                    entry(status, Some(names), Some(pace.attempts)),
+                ),
+                None => {
+                    timed(shared, kind, "delete", aws.cfn.delete(name)).await?;
+                    aws_invalidate(shared, aws, name);
+                    let note = format!("deleting stack {name} again (attempt {})", pace.attempts + 1);
+                    subject.event(EventType::Normal, "CFDeleteRequested", "DeleteStack", note).await;
+                    (Deletion::Pending, entry(DELETE_REQUESTED, Some(names), Some(pace.attempts)))
+                }
+            }
         }
         DeleteStep::ContinueRollback => {
             timed(shared, kind, "continue_rollback", aws.cfn.continue_update_rollback(name)).await?;
-            aws_invalidate(shared, aws);
-            Ok(Deletion::Pending)
+            aws_invalidate(shared, aws, name);
+            let note = format!("stack {name} is UPDATE_ROLLBACK_FAILED; continuing the rollback before deleting it");
+            subject.event(EventType::Warning, "CFContinueRollback", "ContinueUpdateRollback", note).await;
+            (Deletion::Pending, entry(view_status(&current), reason, attempts))
         }
-    }
+    })
 }
 
 /// Whether a stack status string counts as settled and usable.

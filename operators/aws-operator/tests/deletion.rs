@@ -57,7 +57,6 @@ async fn node_configs(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: on a loaded machine the teardown did not finish and the test then panicked dropping the operator runtime inside the async context; run with --ignored"]
 async fn deleting_the_secrets_then_the_cluster_tears_everything_down_and_a_recreated_cluster_is_complete()
 -> anyhow::Result<()> {
     let mut f = Fixture::start().await?;

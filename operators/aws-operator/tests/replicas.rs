@@ -124,7 +124,6 @@ fn record_terms(client: kube::Client, terms: Arc<Mutex<Vec<Term>>>) -> tokio::ta
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known defect: a takeover during the key step can leave a second live KMS key (the last assertion); run with --ignored"]
 async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyhow::Result<()> {
     let f = Fixture::start().await?;
     f.apply_basics().await?;
@@ -209,7 +208,9 @@ async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyho
     assert_eq!(takeovers, ROUNDS);
     let holders: std::collections::BTreeSet<&str> = terms.iter().map(|t| t.holder.as_str()).collect();
     assert_eq!(holders.len(), 2, "both replicas led: {terms:?}");
-    assert!(created_by.iter().all(|n| *n > 0), "both replicas wrote to AWS: {created_by:?}");
+    // The first leader always writes; whether a later one finds anything left to write depends on
+    // how far creation got within the first term, so it is not asserted.
+    assert!(created_by[0] + created_by[1] > 0, "the replicas wrote to AWS: {created_by:?}");
 
     // No duplicates: one of everything the cluster needs, in each account.
     let tenant = f.tenant_clients().await?;
@@ -233,15 +234,31 @@ async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyho
     assert_eq!(aliases.len(), 1, "{aliases:?}");
     // Keys pending deletion are not the cluster's: KMS has no idempotency token, so a key whose
     // creation was cut short is swept (scheduled for deletion) once the cluster key is known.
+    // The key AWS manages for EBS (`alias/aws/ebs`, made when the first encrypted volume is) is
+    // not the operator's.
+    let aws_managed: Vec<&str> = keys
+        .aliases()
+        .iter()
+        .filter(|a| a.alias_name().is_some_and(|n| n.starts_with("alias/aws/")))
+        .filter_map(|a| a.target_key_id())
+        .collect();
     let mut live_keys = Vec::new();
     for key in tenant.kms.list_keys().send().await?.keys() {
         let id = key.key_id().unwrap_or_default();
+        if aws_managed.contains(&id) {
+            continue;
+        }
         let described = tenant.kms.describe_key().key_id(id).send().await?;
         if described.key_metadata().is_some_and(|m| m.deletion_date().is_none()) {
             live_keys.push(id.to_string());
         }
     }
-    assert_eq!(live_keys.len(), 1, "one live KMS key: {live_keys:?}");
+    let kms_calls: Vec<String> = log
+        .iter()
+        .filter(|r| r.service == "kms")
+        .map(|r| format!("{:.3} {} {}", r.time, r.principal, r.action))
+        .collect();
+    assert_eq!(live_keys.len(), 1, "one live KMS key: {live_keys:?}\nKMS calls: {kms_calls:#?}\nterms: {terms:#?}");
     let buckets = tenant.s3.list_buckets().send().await?;
     let mut names: Vec<&str> = buckets.buckets().iter().filter_map(|b| b.name()).collect();
     names.sort_unstable();

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::{Common, MissingOutput, az_suffix, required, version_outputs};
 use crate::cfn::{self, Resource, Template};
-use crate::names;
+use crate::{ipam, names};
 
 /// Logical ID of the VPC.
 pub const VPC: &str = "VPC";
@@ -136,6 +136,60 @@ pub fn private_subnet_output(az: &str) -> String {
 /// Output key of an AZ's AWS-CNI subnet ID: `AWSCNISubnetID<Az>`.
 pub fn aws_cni_subnet_output(az: &str) -> String {
     format!("AWSCNISubnetID{}", az_suffix(az))
+}
+
+/// Output key of an AZ's public subnet CIDR: `PublicSubnetCIDR<Az>`.
+pub fn public_subnet_cidr_output(az: &str) -> String {
+    format!("PublicSubnetCIDR{}", az_suffix(az))
+}
+
+/// Output key of an AZ's private subnet CIDR: `PrivateSubnetCIDR<Az>`.
+pub fn private_subnet_cidr_output(az: &str) -> String {
+    format!("PrivateSubnetCIDR{}", az_suffix(az))
+}
+
+/// Output key of an AZ's AWS-CNI subnet CIDR: `AWSCNISubnetCIDR<Az>`.
+pub fn aws_cni_subnet_cidr_output(az: &str) -> String {
+    format!("AWSCNISubnetCIDR{}", az_suffix(az))
+}
+
+/// The zone layout a deployed TCCP stack was rendered with, read from its outputs: the anchor
+/// for [`ipam::tccp_layout_preserving`], so that adding a zone never moves a subnet. The
+/// `AvailabilityZones` output lists the zones, and the `*SubnetCIDR<Az>` outputs their blocks. A
+/// stack rendered before those outputs existed was laid out by [`ipam::tccp_layout`] over
+/// exactly the zones it lists, which is computed again here. No zones: an empty layout.
+pub fn deployed_layout(
+    outputs: &BTreeMap<String, String>,
+    cluster_cidr: ipam::Ipv4Net,
+    pod_cidr: Option<ipam::Ipv4Net>,
+) -> Result<Vec<ipam::TccpAz>, ipam::IpamError> {
+    let zones: Vec<String> = outputs
+        .get("AvailabilityZones")
+        .map(|s| s.split(',').filter(|a| !a.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    if zones.is_empty() {
+        return Ok(Vec::new());
+    }
+    let recorded = |zone: &String| {
+        let public = outputs.get(&public_subnet_cidr_output(zone))?;
+        let private = outputs.get(&private_subnet_cidr_output(zone))?;
+        Some((public, private, outputs.get(&aws_cni_subnet_cidr_output(zone))))
+    };
+    if !zones.iter().all(|z| recorded(z).is_some()) {
+        return ipam::tccp_layout(cluster_cidr, pod_cidr, &zones);
+    }
+    zones
+        .iter()
+        .filter_map(|zone| recorded(zone).map(|r| (zone, r)))
+        .map(|(zone, (public, private, aws_cni))| {
+            Ok(ipam::TccpAz {
+                name: zone.clone(),
+                public: public.parse()?,
+                private: private.parse()?,
+                aws_cni: aws_cni.map(|c| c.parse()).transpose()?,
+            })
+        })
+        .collect()
 }
 
 /// Output key of an AZ's NAT gateway ID: `NATGatewayID<Az>`.
@@ -346,9 +400,13 @@ pub fn render(p: &Params) -> Template {
             t.add(format!("AWSCNINATRoute{s}"), nat_route(&cni_rt, &nat));
             endpoint_route_tables.push(cfn::r#ref(&cni_rt));
             t.output(aws_cni_subnet_output(&az.name), cfn::r#ref(&cni_subnet), None);
+            t.output(aws_cni_subnet_cidr_output(&az.name), json!(cni_cidr), None);
         }
         t.output(public_subnet_output(&az.name), cfn::r#ref(&public_subnet), None);
         t.output(private_subnet_output(&az.name), cfn::r#ref(&private_subnet), None);
+        // The blocks as rendered: the next render keeps them (`deployed_layout`).
+        t.output(public_subnet_cidr_output(&az.name), json!(az.public_cidr), None);
+        t.output(private_subnet_cidr_output(&az.name), json!(az.private_cidr), None);
         t.output(nat_gateway_output(&az.name), cfn::r#ref(&nat), None);
         public_subnets.push(cfn::r#ref(&public_subnet));
         private_subnets.push(cfn::r#ref(&private_subnet));
@@ -941,6 +999,59 @@ pub(crate) mod tests {
         assert_eq!(o.hosted_zone_id.as_deref(), Some("Z1"));
         assert_eq!(o.internal_hosted_zone_id, None, "tolerated when missing");
         assert_eq!(o.availability_zones, vec!["eu-central-1a"]);
+    }
+
+    /// The outputs CloudFormation reports for a rendered template: literal values only.
+    fn literal_outputs(t: &Template) -> BTreeMap<String, String> {
+        t.outputs.iter().filter_map(|(k, o)| Some((k.clone(), o.value.as_str()?.to_owned()))).collect()
+    }
+
+    #[test]
+    fn adding_a_zone_that_sorts_first_keeps_the_deployed_subnets() {
+        let cluster: ipam::Ipv4Net = "10.1.5.0/24".parse().expect("cidr");
+        let zones = |z: &[&str]| z.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let params_for = |layout: &[ipam::TccpAz]| Params {
+            azs: layout
+                .iter()
+                .map(|a| TccpAz {
+                    name: a.name.clone(),
+                    public_cidr: a.public.to_string(),
+                    private_cidr: a.private.to_string(),
+                    aws_cni_cidr: None,
+                })
+                .collect(),
+            pod_cidr: None,
+            ..params()
+        };
+        let first = ipam::tccp_layout(cluster, None, &zones(&["eu-central-1b", "eu-central-1c"])).expect("layout");
+        let deployed = literal_outputs(&render(&params_for(&first)));
+        assert_eq!(deployed["PublicSubnetCIDREuCentral1b"], "10.1.5.0/27");
+        assert_eq!(deployed["PrivateSubnetCIDREuCentral1c"], "10.1.5.96/27");
+        assert_eq!(deployed_layout(&deployed, cluster, None), Ok(first.clone()));
+
+        let wanted = zones(&["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
+        let anchor = deployed_layout(&deployed, cluster, None).expect("deployed layout");
+        let second = ipam::tccp_layout_preserving(cluster, None, &wanted, &anchor).expect("layout");
+        for old in &first {
+            assert_eq!(second.iter().find(|a| a.name == old.name), Some(old), "{} moved", old.name);
+        }
+        let new = second.iter().find(|a| a.name == "eu-central-1a").expect("new zone");
+        assert_eq!((new.public.to_string(), new.private.to_string()), ("10.1.5.128/27".into(), "10.1.5.160/27".into()));
+
+        // The next render reads the mixed layout back as it is.
+        let again = literal_outputs(&render(&params_for(&second)));
+        assert_eq!(deployed_layout(&again, cluster, None), Ok(second));
+    }
+
+    #[test]
+    fn a_stack_without_cidr_outputs_was_laid_out_by_sorted_zones() {
+        let cluster: ipam::Ipv4Net = "10.1.0.0/24".parse().expect("cidr");
+        let mut outputs = describe_stacks_outputs();
+        outputs.insert("AvailabilityZones".into(), "eu-central-1c,eu-central-1b".into());
+        let zones = vec!["eu-central-1b".to_owned(), "eu-central-1c".to_owned()];
+        assert_eq!(deployed_layout(&outputs, cluster, None), ipam::tccp_layout(cluster, None, &zones));
+        outputs.remove("AvailabilityZones");
+        assert_eq!(deployed_layout(&outputs, cluster, None), Ok(Vec::new()));
     }
 
     #[test]

@@ -217,7 +217,7 @@ pub fn render(p: &Params) -> Template {
                     "GroupSet": [p.master_security_group_id],
                     "Description": format!("{cid} master{n} etcd interface"),
                     "Tags": cfn::tags(&[
-                        ("Name", format!("{cid}-master{n}-eni").as_str()),
+                        ("Name", names::master_eni(cid, n).as_str()),
                         // AWS-CNI must not manage the etcd interface.
                         ("node.k8s.amazonaws.com/no_manage", "true"),
                     ]),
@@ -230,7 +230,7 @@ pub fn render(p: &Params) -> Template {
             "Size": VOLUME_GIB,
             "VolumeType": "gp3",
             "Encrypted": true,
-            "Tags": cfn::tags(&[("Name", format!("{cid}-master{n}-etcd"))]),
+            "Tags": cfn::tags(&[("Name", names::master_etcd_volume(cid, n))]),
         });
         if let Some(snapshot) = &m.etcd_snapshot_id {
             vol["SnapshotId"] = json!(snapshot);

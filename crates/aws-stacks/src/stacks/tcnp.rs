@@ -26,6 +26,9 @@ pub const VPC_CIDR_BLOCK: &str = "VpcCidrBlock";
 pub const S3_ENDPOINT: &str = "VPCS3Endpoint";
 /// Logical ID of the pool's security group.
 pub const SECURITY_GROUP: &str = "GeneralSecurityGroup";
+/// Output listing the peer pools' security groups the pool's group admits: a pool being deleted
+/// waits until no other pool lists its group (AWS refuses to delete a referenced group).
+pub const PEER_SECURITY_GROUPS_OUTPUT: &str = "PeerSecurityGroups";
 /// Logical ID of the launch template.
 pub const LAUNCH_TEMPLATE: &str = "NodePoolLaunchTemplate";
 /// Logical ID of the auto scaling group.
@@ -402,6 +405,11 @@ pub fn render(p: &Params) -> Template {
     t.output("InstanceType", json!(p.instance.instance_type), None);
     t.output("SecurityGroupID", cfn::r#ref(SECURITY_GROUP), Some("The pool's security group, for peer-pool rules"));
     t.output(
+        PEER_SECURITY_GROUPS_OUTPUT,
+        json!(p.other_pool_security_groups.join(",")),
+        Some("The peer pools' security groups this pool admits, comma-separated"),
+    );
+    t.output(
         "AutoScalingGroupName",
         cfn::r#ref(ASG),
         Some("The pool's Auto Scaling group, for its live desired capacity"),
@@ -676,6 +684,8 @@ pub struct Outputs {
     pub release_version: String,
     /// `SecurityGroupID`, the pool's security group (absent on stacks rendered before it existed).
     pub security_group_id: Option<String>,
+    /// `PeerSecurityGroups`: the other pools' groups this pool admits (empty when absent).
+    pub peer_security_groups: Vec<String>,
 }
 
 impl Outputs {
@@ -688,6 +698,10 @@ impl Outputs {
             operator_version: required(outputs, "OperatorVersion")?,
             release_version: required(outputs, "ReleaseVersion")?,
             security_group_id: outputs.get("SecurityGroupID").cloned(),
+            peer_security_groups: outputs
+                .get(PEER_SECURITY_GROUPS_OUTPUT)
+                .map(|s| s.split(',').filter(|g| !g.is_empty()).map(str::to_owned).collect())
+                .unwrap_or_default(),
         })
     }
 }
@@ -831,6 +845,7 @@ pub(crate) mod tests {
         assert_eq!(peer["SourceSecurityGroupId"], "sg-0other");
         assert_eq!(peer["GroupId"], cfn::r#ref(SECURITY_GROUP));
         assert!(peer["Description"].as_str().is_some_and(|d| d.contains("sg-0other")));
+        assert_eq!(t.outputs[PEER_SECURITY_GROUPS_OUTPUT].value, "sg-0other");
         assert_eq!(t.resources["PoolToInternalAPIRule"].properties["GroupId"], "sg-internal-api");
         assert_eq!(t.resources["PoolToInternalAPIRule"].properties["FromPort"], 443);
 

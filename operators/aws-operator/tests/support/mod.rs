@@ -39,6 +39,18 @@ pub struct Fixture {
     pub registry: Option<Registry>,
 }
 
+/// A test that fails with the operator still running drops the fixture inside its async body,
+/// where a runtime may not be dropped: stop the operator's runtime in the background instead, so
+/// that the test reports its own failure rather than a panic in `Drop`.
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some((token, _handle, runtime)) = self.running.take() {
+            token.cancel();
+            runtime.shutdown_background();
+        }
+    }
+}
+
 pub fn factory_settings(moto: &MotoServer, cp_account: &str) -> AwsSettings {
     AwsSettings {
         default_region: REGION.into(),

@@ -1,0 +1,363 @@
+//! The stack operations against the in-memory CloudFormation, driven by its fault knobs: every
+//! recovery path (a create rolled back, an update rolled back, a rollback that failed, a delete
+//! that failed, an API error), the backoff between attempts and its count kept in the status
+//! entry, and the events each step publishes (one per transition, one per stack).
+//!
+//! testenv stands in for the management cluster, which receives the events; no AWS call leaves
+//! the process.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::aws::StackStatus as StatusEntry;
+use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
+use aws_operator::cloudformation::FakeCloudFormation;
+use aws_operator::context::{AmiMap, OperatorConfig, Shared};
+use aws_operator::stack_ops::{self, Deletion, DesiredStack, Progress};
+use aws_stacks::cfn::Template;
+use aws_stacks::names::StackKind;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use testenv::TestEnv;
+
+const NS: &str = "org-stacks";
+const REGION: &str = "eu-central-1";
+
+struct Bench {
+    _env: TestEnv,
+    client: kube::Client,
+    shared: Arc<Shared>,
+    fake: Arc<FakeCloudFormation>,
+    aws: AccountClients,
+    owner: ConfigMap,
+}
+
+impl Bench {
+    async fn start() -> anyhow::Result<Bench> {
+        let env = TestEnv::start().await?;
+        let client = env.client();
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+        let owner: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "owner", "namespace": NS}}))?;
+        let owner = Api::<ConfigMap>::namespaced(client.clone(), NS).create(&PostParams::default(), &owner).await?;
+        // Nothing below calls AWS: the factory only provides configuration for the clients the
+        // stack operations never use.
+        let settings = AwsSettings {
+            default_region: REGION.into(),
+            endpoint_url: Some("http://127.0.0.1:9".into()),
+            credentials: Some(aws_credential_types::Credentials::new("AKIATEST", "secret", None, None, "test")),
+            ..AwsSettings::default()
+        };
+        let factory = AwsFactory::new(settings).await?;
+        let fake = Arc::new(FakeCloudFormation::new());
+        let aws = factory.with_cloudformation("123456789012", REGION, fake.clone());
+        let mut registry = prometheus_client::registry::Registry::default();
+        let shared = Shared::new(client.clone(), factory, OperatorConfig::default(), AmiMap::default(), &mut registry);
+        Ok(Bench { _env: env, client, shared, fake, aws, owner })
+    }
+
+    async fn ensure(
+        &self,
+        name: &str,
+        version: &str,
+        recorded: Option<&StatusEntry>,
+    ) -> anyhow::Result<(Progress, StatusEntry)> {
+        Ok(stack_ops::ensure(&self.shared, &self.aws, &self.owner, desired(name, version), None, recorded).await?)
+    }
+
+    async fn delete(&self, name: &str, recorded: Option<&StatusEntry>) -> anyhow::Result<(Deletion, StatusEntry)> {
+        Ok(stack_ops::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded).await?)
+    }
+
+    /// The events on the owner, as (type, reason, related stack, note, count).
+    async fn events(&self) -> anyhow::Result<Vec<(String, String, String, String, i32)>> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.related.and_then(|r| r.name).unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                    e.series.map_or(1, |s| s.count),
+                )
+            })
+            .collect())
+    }
+
+    /// Force a status, as CloudFormation would reach it on its own, and forget the cached
+    /// listing (as its expiry would).
+    fn set_status(&self, name: &str, status: &str, reason: Option<&str>) {
+        self.fake.set_status(name, status, reason);
+        self.shared.stacks.invalidate(&self.aws.cache_key(), name);
+    }
+
+    fn roll_back(&self, name: &str) {
+        self.fake.roll_back(name);
+        self.shared.stacks.invalidate(&self.aws.cache_key(), name);
+    }
+
+    async fn events_with(&self, reason: &str) -> anyhow::Result<Vec<(String, String, String, String, i32)>> {
+        Ok(self.events().await?.into_iter().filter(|e| e.1 == reason).collect())
+    }
+}
+
+/// A stack whose template differs by `version`.
+fn desired(name: &str, version: &str) -> DesiredStack {
+    let mut template = Template::new("test stack");
+    template.output("OperatorVersion", serde_json::Value::String(version.into()), None);
+    DesiredStack {
+        kind: StackKind::Tccp,
+        name: name.into(),
+        template,
+        tags: vec![("giantswarm.io/cluster".into(), "a1b2c".into())],
+        may_update: true,
+        canonical_hash: None,
+    }
+}
+
+/// The entry as if it had been recorded `secs` seconds ago.
+fn aged(entry: &StatusEntry, secs: i64) -> StatusEntry {
+    let mut e = entry.clone();
+    let t = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs);
+    e.last_transition_time = Some(Time(t));
+    e
+}
+
+fn retrying(p: &Progress) -> Option<(&'static str, String, Duration)> {
+    match p {
+        Progress::Retrying { reason, message, retry_after } => Some((reason, message.clone(), *retry_after)),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn each_stack_gets_its_own_events_and_each_transition_one_event() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let (first, second) = ("cluster-a1b2c-tccpi", "cluster-a1b2c-tccp");
+    // Two creates in a row: two events, one per stack, each with its own note.
+    let (_, e1) = b.ensure(first, "1", None).await?;
+    let (_, e2) = b.ensure(second, "1", None).await?;
+    let created = b.events_with("CFCreateRequested").await?;
+    assert_eq!(created.len(), 2, "one CFCreateRequested per stack: {created:?}");
+    for stack in [first, second] {
+        let e =
+            created.iter().find(|e| e.2 == stack).unwrap_or_else(|| panic!("no event related to {stack}: {created:?}"));
+        assert!(e.3.contains(stack), "{e:?}");
+        assert_eq!(e.4, 1, "{e:?}");
+    }
+
+    // The stacks complete: one transition event each, with the recorded status kept as the
+    // caller writes it.
+    let (p1, e1) = b.ensure(first, "1", Some(&e1)).await?;
+    let (p2, e2) = b.ensure(second, "1", Some(&e2)).await?;
+    assert!(matches!(p1, Progress::Ready(_)) && matches!(p2, Progress::Ready(_)));
+    assert_eq!((e1.status.as_str(), e2.status.as_str()), ("CREATE_COMPLETE", "CREATE_COMPLETE"));
+    // Polling again, also with a status the cache has not caught up with (the entry of before
+    // the transition), announces nothing more.
+    for _ in 0..3 {
+        b.ensure(first, "1", Some(&e1)).await?;
+        b.ensure(second, "1", None).await?;
+    }
+    let completed = b.events_with("CFCompleted").await?;
+    assert_eq!(completed.len(), 2, "one CFCompleted per stack: {completed:?}");
+    assert!(completed.iter().all(|e| e.4 == 1), "no repeats: {completed:?}");
+    assert!(completed.iter().any(|e| e.2 == first && e.3.contains("CREATE_REQUESTED → CREATE_COMPLETE")));
+    assert!(completed.iter().any(|e| e.2 == second && e.3.contains(second)));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rolled_back_update_is_reported_and_retried_with_backoff() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let name = "cluster-r0llb-tccp";
+    let (_, entry) = b.ensure(name, "1", None).await?;
+    let (_, entry) = b.ensure(name, "1", Some(&entry)).await?;
+    assert_eq!(entry.status, "CREATE_COMPLETE");
+
+    // Version 2 is requested; CloudFormation fails it and rolls back to version 1.
+    let (p, entry) = b.ensure(name, "2", Some(&entry)).await?;
+    assert!(matches!(p, Progress::Pending));
+    assert_eq!(entry.status, stack_ops::UPDATE_REQUESTED);
+    assert_eq!(b.fake.calls("UpdateStack"), 1);
+    b.set_status(name, "UPDATE_ROLLBACK_IN_PROGRESS", Some("The following resource(s) failed to update: [VPC]."));
+    let (_, entry) = b.ensure(name, "2", Some(&entry)).await?;
+    b.roll_back(name);
+    b.set_status(name, "UPDATE_ROLLBACK_COMPLETE", None);
+
+    let (p, failed) = b.ensure(name, "2", Some(&entry)).await?;
+    let (reason, message, wait) = retrying(&p).expect("a failed update is not a success");
+    assert_eq!(reason, "StackUpdateFailed");
+    assert!(message.contains(name) && message.contains("failed to update: [VPC]"), "{message}");
+    assert!(wait > Duration::ZERO && wait <= Duration::from_secs(30), "{wait:?}");
+    assert_eq!((failed.status.as_str(), failed.attempts), ("UPDATE_ROLLBACK_COMPLETE", Some(1)));
+    let warnings = b.events_with("CFUpdateFailed").await?;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].0, "Warning");
+    assert!(warnings[0].3.contains("[VPC]"), "{warnings:?}");
+    let transitions = b.events_with("CFFailed").await?;
+    assert!(
+        !transitions.is_empty() && transitions.iter().all(|e| e.0 == "Normal"),
+        "the failure's one Warning is CFUpdateFailed; its transition is narrated: {transitions:?}"
+    );
+    assert_eq!(b.fake.calls("UpdateStack"), 1, "no update before the backoff elapsed");
+
+    // Polled again before the backoff elapsed (a restarted operator reads the same entry from
+    // the status): still waiting, no second warning, no update.
+    let (p, again) = b.ensure(name, "2", Some(&failed)).await?;
+    assert!(retrying(&p).is_some());
+    assert_eq!(again.attempts, Some(1));
+    assert_eq!(b.fake.calls("UpdateStack"), 1);
+    assert_eq!(b.events_with("CFUpdateFailed").await?.len(), 1);
+
+    // After the backoff: updated again, the attempt count kept.
+    let (p, retried) = b.ensure(name, "2", Some(&aged(&failed, 31))).await?;
+    assert!(matches!(p, Progress::Pending));
+    assert_eq!((retried.status.as_str(), retried.attempts), (stack_ops::UPDATE_REQUESTED, Some(1)));
+    assert_eq!(b.fake.calls("UpdateStack"), 2);
+
+    // It fails again: the second attempt waits twice as long.
+    b.roll_back(name);
+    b.set_status(name, "UPDATE_ROLLBACK_COMPLETE", Some("Resource handler returned message: throttled"));
+    let (p, failed) = b.ensure(name, "2", Some(&retried)).await?;
+    let (_, _, wait) = retrying(&p).expect("second failure");
+    assert_eq!(failed.attempts, Some(2));
+    assert!(wait > Duration::from_secs(30) && wait <= Duration::from_secs(60), "{wait:?}");
+    let (p, _) = b.ensure(name, "2", Some(&aged(&failed, 45))).await?;
+    assert!(retrying(&p).is_some(), "45 s is within the second backoff");
+    assert_eq!(b.fake.calls("UpdateStack"), 2);
+
+    // The third attempt succeeds: ready, and the count is gone.
+    let (_, retried) = b.ensure(name, "2", Some(&aged(&failed, 61))).await?;
+    assert_eq!(b.fake.calls("UpdateStack"), 3);
+    let (p, done) = b.ensure(name, "2", Some(&retried)).await?;
+    assert!(matches!(p, Progress::Ready(_)));
+    assert_eq!((done.status.as_str(), done.attempts), ("UPDATE_COMPLETE", None));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rolled_back_create_is_deleted_and_created_again_with_backoff() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let name = "cluster-rbc01-tccp";
+    let (_, entry) = b.ensure(name, "1", None).await?;
+    b.set_status(name, "ROLLBACK_COMPLETE", Some("The following resource(s) failed to create: [NATGateway]."));
+    let (p, failed) = b.ensure(name, "1", Some(&entry)).await?;
+    let (reason, message, _) = retrying(&p).expect("a failed create is reported");
+    assert_eq!(reason, "StackCreateFailed");
+    assert!(message.contains("[NATGateway]") && message.contains(name), "{message}");
+    assert_eq!(failed.attempts, Some(1));
+    assert_eq!(b.fake.calls("DeleteStack"), 0, "not deleted before the backoff");
+    assert_eq!(b.events_with("CFCreateFailed").await?.len(), 1);
+
+    // After the backoff: protection lifted, deleted, then created again.
+    let (p, deleting) = b.ensure(name, "1", Some(&aged(&failed, 31))).await?;
+    assert!(matches!(p, Progress::Pending));
+    assert_eq!((deleting.status.as_str(), deleting.attempts), (stack_ops::DELETE_REQUESTED, Some(1)));
+    assert_eq!((b.fake.calls("UpdateTerminationProtection"), b.fake.calls("DeleteStack")), (1, 1));
+    assert!(b.fake.stack(name).is_none());
+    assert_eq!(b.events_with("CFRecreate").await?.len(), 1);
+    let (_, creating) = b.ensure(name, "1", Some(&deleting)).await?;
+    assert_eq!((creating.status.as_str(), creating.attempts), (stack_ops::CREATE_REQUESTED, Some(1)));
+    assert_eq!(b.fake.calls("CreateStack"), 2);
+
+    // The second create fails too: counted as attempt 2.
+    b.set_status(name, "ROLLBACK_COMPLETE", None);
+    let (p, failed) = b.ensure(name, "1", Some(&creating)).await?;
+    let (_, message, wait) = retrying(&p).expect("second failure");
+    assert_eq!(failed.attempts, Some(2));
+    assert!(message.contains("CloudFormation gave no reason"), "{message}");
+    assert!(wait > Duration::from_secs(30), "{wait:?}");
+
+    // A create that is refused is an error, and the next reconcile creates again.
+    let (_, deleting) = b.ensure(name, "1", Some(&aged(&failed, 61))).await?;
+    b.fake.fail_next("CreateStack", "LimitExceededException", "too many stacks");
+    let err = b.ensure(name, "1", Some(&deleting)).await.expect_err("the create fails");
+    assert!(err.to_string().contains("LimitExceededException"), "{err}");
+    let (_, creating) = b.ensure(name, "1", Some(&deleting)).await?;
+    let (p, done) = b.ensure(name, "1", Some(&creating)).await?;
+    assert!(matches!(p, Progress::Ready(_)));
+    assert_eq!((done.status.as_str(), done.attempts), ("CREATE_COMPLETE", None));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_rollback_is_continued() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let name = "cluster-urf01-tccp";
+    let (_, entry) = b.ensure(name, "1", None).await?;
+    b.set_status(name, "UPDATE_ROLLBACK_FAILED", Some("Subnet in use"));
+    let (p, entry) = b.ensure(name, "2", Some(&entry)).await?;
+    assert!(matches!(p, Progress::Pending));
+    assert_eq!(b.fake.calls("ContinueUpdateRollback"), 1);
+    assert_eq!(b.events_with("CFContinueRollback").await?.len(), 1);
+    // The rolled-back stack runs the old template: our update failed.
+    let (p, _) = b.ensure(name, "2", Some(&entry)).await?;
+    assert_eq!(retrying(&p).map(|r| r.0), Some("StackUpdateFailed"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_delete_names_the_resources_and_is_retried_with_backoff() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let name = "cluster-df001-tccp";
+    let (_, entry) = b.ensure(name, "1", None).await?;
+    let (_, entry) = b.ensure(name, "1", Some(&entry)).await?;
+
+    // Protected: lifted first, then deleted.
+    let (d, entry) = b.delete(name, Some(&entry)).await?;
+    assert!(matches!(d, Deletion::Pending));
+    assert_eq!(b.fake.calls("UpdateTerminationProtection"), 1);
+    // The delete is refused once (throttled): an error, retried by the next reconcile.
+    b.fake.fail_next("DeleteStack", "Throttling", "Rate exceeded");
+    let err = b.delete(name, Some(&entry)).await.expect_err("throttled");
+    assert!(err.to_string().contains("Throttling"), "{err}");
+    assert!(b.fake.stack(name).is_some());
+
+    // CloudFormation cannot delete a subnet: DELETE_FAILED.
+    b.fake.hold_deletes(true);
+    let (d, entry) = b.delete(name, Some(&entry)).await?;
+    assert!(matches!(d, Deletion::Pending));
+    assert_eq!(entry.status, stack_ops::DELETE_REQUESTED);
+    b.set_status(name, "DELETE_FAILED", Some("The following resource(s) failed to delete: [PrivateSubnet]."));
+    b.fake.set_failed_resources(name, vec![("PrivateSubnet".into(), "has dependencies and cannot be deleted".into())]);
+    let deletes = b.fake.calls("DeleteStack");
+    let (d, failed) = b.delete(name, Some(&entry)).await?;
+    let Deletion::Failed { message, retry_after } = d else { panic!("want Failed, got {d:?}") };
+    assert!(
+        message.contains("PrivateSubnet (has dependencies and cannot be deleted)") && message.contains(name),
+        "{message}"
+    );
+    assert!(retry_after > Duration::ZERO && retry_after <= Duration::from_secs(30), "{retry_after:?}");
+    assert_eq!((failed.status.as_str(), failed.attempts), ("DELETE_FAILED", Some(1)));
+    assert_eq!(b.fake.calls("DeleteStack"), deletes, "not deleted again before the backoff");
+    let warnings = b.events_with("CFDeleteFailed").await?;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+
+    // Within the backoff (also after a restart): the same message, no lookups, no delete.
+    let lookups = b.fake.calls("DescribeStackResources");
+    let (d, again) = b.delete(name, Some(&failed)).await?;
+    let Deletion::Failed { message: again_message, .. } = d else { panic!("want Failed") };
+    assert_eq!(again_message, message, "a stable message keeps the condition from changing on every look");
+    assert_eq!(again, failed);
+    assert_eq!((b.fake.calls("DeleteStack"), b.fake.calls("DescribeStackResources")), (deletes, lookups));
+
+    // After it: deleted again; this time it goes.
+    b.fake.hold_deletes(false);
+    let (d, entry) = b.delete(name, Some(&aged(&failed, 31))).await?;
+    assert!(matches!(d, Deletion::Pending));
+    assert_eq!(entry.attempts, Some(1));
+    let (d, gone) = b.delete(name, Some(&entry)).await?;
+    assert!(matches!(d, Deletion::Gone));
+    assert_eq!((gone.status.as_str(), gone.attempts), ("DELETE_COMPLETE", None));
+    assert_eq!(b.events_with("CFDeleted").await?.len(), 1);
+    Ok(())
+}
