@@ -766,6 +766,9 @@ def _watch_stdin(stop: threading.Event) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The parent as it was at start: read before the slow start-up (imports, patches, binding),
+    # so that a parent that dies meanwhile is noticed too, not taken for the parent.
+    parent = os.getppid()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one")
@@ -804,7 +807,6 @@ def main(argv: list[str] | None = None) -> int:
     # at once), so for those the parent-pid check alone applies.
     if stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode):
         threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
-    parent = os.getppid()
     while not stop.wait(0.5):
         if os.getppid() != parent:
             break

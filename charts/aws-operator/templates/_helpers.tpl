@@ -33,6 +33,9 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- with .Values.operator.awsEndpointUrl }}
 - --aws-endpoint-url={{ . }}
 {{- end }}
+{{- with .Values.operator.alikeInstances }}
+- --alike-instances={{ toJson . }}
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 {{- range .Values.leaderElection.extraArgs }}
 - {{ . | quote }}

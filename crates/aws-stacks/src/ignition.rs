@@ -172,10 +172,25 @@ pub struct NodeConfigInput {
     pub cluster_dns_ip: String,
     /// The pod CIDR.
     pub pod_cidr: String,
+    /// OpenID Connect for the API server (masters), from the cluster's `spec.cluster.oidc`.
+    pub oidc: Option<Oidc>,
     /// The registry images are pulled from, e.g. `quay.io`.
     pub registry: String,
     /// The secret files, shipped encrypted.
     pub secrets: Vec<NodeSecret>,
+}
+
+/// The API server's OpenID Connect flags (`--oidc-*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oidc {
+    /// `--oidc-issuer-url`.
+    pub issuer_url: String,
+    /// `--oidc-client-id`.
+    pub client_id: String,
+    /// `--oidc-username-claim`; omitted when empty (the API server's default, `sub`).
+    pub username_claim: String,
+    /// `--oidc-groups-claim`; omitted when empty (no groups).
+    pub groups_claim: String,
 }
 
 /// Why a node config cannot be rendered or sealed.
@@ -891,6 +906,17 @@ fn apiserver_manifest(input: &NodeConfigInput) -> String {
         "--allow-privileged=true".to_owned(),
         "--cloud-provider=external".to_owned(),
     ];
+    let mut args = args.to_vec();
+    if let Some(oidc) = &input.oidc {
+        args.push(format!("--oidc-issuer-url={}", oidc.issuer_url));
+        args.push(format!("--oidc-client-id={}", oidc.client_id));
+        if !oidc.username_claim.is_empty() {
+            args.push(format!("--oidc-username-claim={}", oidc.username_claim));
+        }
+        if !oidc.groups_claim.is_empty() {
+            args.push(format!("--oidc-groups-claim={}", oidc.groups_claim));
+        }
+    }
     static_pod(input, "kube-apiserver", &args)
 }
 
@@ -941,6 +967,7 @@ mod tests {
             service_cidr: "172.31.0.0/16".into(),
             cluster_dns_ip: "172.31.0.10".into(),
             pod_cidr: "10.2.0.0/16".into(),
+            oidc: None,
             registry: "quay.io".into(),
             secrets: vec![
                 NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
@@ -1097,6 +1124,34 @@ mod tests {
             change(&mut input);
             assert_ne!(render(&input).expect("render").content_hash(), base, "{what} did not change the hash");
         }
+    }
+
+    #[test]
+    fn oidc_becomes_the_api_servers_flags() {
+        let apiserver = |input: &NodeConfigInput| {
+            let files = files(&sealed(input));
+            String::from_utf8(files["/etc/kubernetes/manifests/k8s-api-server.yaml"].clone()).expect("utf-8")
+        };
+        let plain = apiserver(&master(0, 1));
+        assert!(!plain.contains("--oidc-"), "no OIDC without spec.cluster.oidc");
+        let mut input = master(0, 1);
+        input.oidc = Some(Oidc {
+            issuer_url: "https://dex.example.com".into(),
+            client_id: "dex-k8s".into(),
+            username_claim: "email".into(),
+            groups_claim: String::new(),
+        });
+        let with = apiserver(&input);
+        for flag in
+            ["--oidc-issuer-url=https://dex.example.com", "--oidc-client-id=dex-k8s", "--oidc-username-claim=email"]
+        {
+            assert!(with.contains(&format!("        - {flag}\n")), "{flag} missing:\n{with}");
+        }
+        assert!(!with.contains("--oidc-groups-claim"), "an empty claim is left to the API server's default");
+        assert_ne!(
+            render(&input).expect("render").content_hash(),
+            render(&master(0, 1)).expect("render").content_hash()
+        );
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Builds what the demo applies with `kubectl apply -f -` from the sample in
 //! `docs/examples/aws-cluster.yaml`: the same objects, with the credential Secret naming the
-//! demo's tenant account, one node pool, and the certificate Secrets that aws-operator reads
-//! to render the nodes' configuration.
+//! demo's tenant account, one node pool, and the certificate and encryption-provider config
+//! Secrets that aws-operator reads to render the nodes' configuration.
 //!
 //! In an installation the certificate Secrets come from cert-operator (one per certificate
 //! kind, labelled `giantswarm.io/cluster` and `giantswarm.io/certificate`, keys `ca`, `crt`,
-//! `key`); the operator only copies them, encrypted with the cluster's KMS key, into the node
-//! configs, so placeholder PEM text is enough here.
+//! `key`) and the encryption-provider config from the encryption-provider operator
+//! (`<id>-encryption-provider-config`, key `encryption`); the operator only copies them,
+//! encrypted with the cluster's KMS key, into the node configs, so placeholders are enough here.
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -33,7 +34,8 @@ fn kind(doc: &Value) -> &str {
 
 /// Rewrite the sample `example_yaml` for the demo: the AWSCluster's credential Secret names
 /// `tenant_role_arn`, only the first AWSMachineDeployment is kept, and one certificate Secret
-/// per [`CERTIFICATES`] entry is added next to the cluster.
+/// per [`CERTIFICATES`] entry and the encryption-provider config Secret are added next to the
+/// cluster.
 pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Result<ClusterManifest> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(example_yaml).context("parsing the sample cluster YAML")?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
@@ -50,7 +52,7 @@ pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Re
         secret_ref["namespace"].as_str().unwrap_or("default").to_string(),
     );
 
-    let mut out = Vec::with_capacity(docs.len() + CERTIFICATES.len());
+    let mut out = Vec::with_capacity(docs.len() + CERTIFICATES.len() + 1);
     let mut node_pools = Vec::new();
     let mut credential_found = false;
     for mut doc in docs {
@@ -86,6 +88,7 @@ pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Re
     for cert in CERTIFICATES {
         out.push(certificate_secret(&cluster_id, &namespace, cert));
     }
+    out.push(encryption_config_secret(&cluster_id, &namespace));
 
     let mut yaml = String::new();
     for doc in &out {
@@ -111,6 +114,20 @@ fn certificate_secret(cluster_id: &str, namespace: &str, cert: &str) -> Value {
             "crt": pem("CERTIFICATE", "crt"),
             "key": pem("PRIVATE KEY", "key")
         }
+    })
+}
+
+/// A placeholder of the API server's encryption-provider config Secret, as the
+/// encryption-provider operator would write it (`<id>-encryption-provider-config`, key
+/// `encryption`).
+fn encryption_config_secret(cluster_id: &str, namespace: &str) -> Value {
+    let config = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources: [secrets]\n    providers:\n      - aescbc:\n          keys:\n            - name: key1\n              secret: placeholder-key-of-{cluster_id}\n      - identity: {{}}\n"
+    );
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": format!("{cluster_id}-encryption-provider-config"), "namespace": namespace},
+        "stringData": {"encryption": config}
     })
 }
 
@@ -160,6 +177,13 @@ mod tests {
                 assert!(d["stringData"][key].as_str().is_some_and(|v| v.starts_with("-----BEGIN")), "{key} of {d}");
             }
         }
+        let encryption = docs
+            .iter()
+            .find(|d| kind(d) == "Secret" && d["metadata"]["name"] == "al9qy-encryption-provider-config")
+            .expect("the encryption-provider config Secret");
+        assert_eq!(encryption["metadata"]["namespace"], "org-acme");
+        let config = encryption["stringData"]["encryption"].as_str().unwrap_or_default();
+        assert!(config.contains("kind: EncryptionConfiguration"), "{config}");
         assert!(docs.iter().any(|d| kind(d) == "AWSControlPlane"));
     }
 

@@ -141,10 +141,10 @@ async fn finished_jobs_go_after_their_ttl_with_their_pods() {
     let deleted = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(event) = events.try_next().await.unwrap() {
             match event {
-                WatchEvent::Added(j) | WatchEvent::Modified(j) => {
-                    if done.is_none() && condition(&j, "Complete").is_some() {
-                        done = Some(j);
-                    }
+                WatchEvent::Added(j) | WatchEvent::Modified(j)
+                    if done.is_none() && condition(&j, "Complete").is_some() =>
+                {
+                    done = Some(j);
                 }
                 WatchEvent::Deleted(j) => return Some(j),
                 _ => {}

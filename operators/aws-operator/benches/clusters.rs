@@ -164,8 +164,8 @@ async fn main() -> anyhow::Result<()> {
             &create(serde_json::json!({
                 "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release", "metadata": {"name": "v20.0.0"},
                 "spec": {"state": "active", "date": "2026-10-01T12:00:00Z", "components": [
-                    {"name": "kubernetes", "version": "1.34.2"}, {"name": "containerlinux", "version": FLATCAR},
-                    {"name": "aws-operator", "version": version}]}
+                    {"name": "kubernetes", "version": "1.34.2"}, {"name": "etcd", "version": "3.5.21"},
+                    {"name": "containerlinux", "version": FLATCAR}, {"name": "aws-operator", "version": version}]}
             })),
         )
         .await?;
@@ -218,6 +218,13 @@ async fn main() -> anyhow::Result<()> {
                 )
                 .await?;
         }
+        secrets
+            .create(
+                &PostParams::default(),
+                &create(serde_json::json!({"metadata": {"name": format!("{id}-encryption-provider-config")},
+                    "stringData": {"encryption": "kind: EncryptionConfiguration"}})),
+            )
+            .await?;
         aws_clusters
             .create(
                 &PostParams::default(),

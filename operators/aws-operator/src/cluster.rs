@@ -829,7 +829,8 @@ async fn delete_children(
     Ok(())
 }
 
-/// Release the credential Secret (unless another cluster uses it) and the certificate Secrets.
+/// Release the credential Secret (unless another cluster uses it), the certificate Secrets and
+/// the encryption-provider config Secret.
 async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
     let cs = &obj.spec.provider.credential_secret;
     let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
@@ -846,6 +847,8 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
     for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
         held_secrets::release(&shared.client, certs_ns, &secret.name_any(), held_secrets::FINALIZER).await?;
     }
+    let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
+    held_secrets::release(&shared.client, certs_ns, &encryption, held_secrets::FINALIZER).await?;
     Ok(())
 }
 

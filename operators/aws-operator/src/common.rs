@@ -72,8 +72,8 @@ pub fn cluster_id<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Result<String
     })
 }
 
-/// The Release of an object, with the components the operator needs: `containerlinux` and
-/// `aws-operator`.
+/// The Release of an object, with the components the operator needs
+/// ([`REQUIRED_COMPONENTS`]).
 pub async fn release_of<K: kube::Resource<DynamicType = ()>>(
     shared: &Shared,
     obj: &K,
@@ -94,19 +94,31 @@ pub async fn release_of<K: kube::Resource<DynamicType = ()>>(
         }
         .into());
     };
-    for needed in ["containerlinux", "aws-operator"] {
-        if component(&release, needed).is_none() {
-            return Err(InvalidInput {
-                object: describe(obj),
-                reason: "InvalidRelease",
-                message: format!(
-                    "Release v{version} has no {needed} component (spec.components): add it to the Release or use another release"
-                ),
-            }
-            .into());
-        }
-    }
+    check_components(obj, version, &release)?;
     Ok(release)
+}
+
+/// The Release components every node config is built from. None has a fallback version: a
+/// Release without one is bad input, not a cluster on some version the operator picked.
+pub const REQUIRED_COMPONENTS: [&str; 4] = ["containerlinux", "aws-operator", "kubernetes", "etcd"];
+
+/// Every [`REQUIRED_COMPONENTS`] is in Release v`version`, else an [`InvalidInput`] naming the
+/// first one missing.
+pub fn check_components<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    version: &str,
+    release: &Release,
+) -> Result<(), InvalidInput> {
+    match REQUIRED_COMPONENTS.into_iter().find(|needed| component(release, needed).is_none()) {
+        None => Ok(()),
+        Some(needed) => Err(InvalidInput {
+            object: describe(obj),
+            reason: "InvalidRelease",
+            message: format!(
+                "Release v{version} has no {needed} component (spec.components): add it to the Release or use another release"
+            ),
+        }),
+    }
 }
 
 /// A component version of a Release.

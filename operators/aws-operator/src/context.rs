@@ -54,6 +54,60 @@ pub struct OperatorConfig {
     pub template_body_limit: usize,
     /// The namespace of every cluster's certificate Secrets; `None`: each cluster's own.
     pub certificates_namespace: Option<String>,
+    /// The instance types a node pool with `useAlikeInstanceTypes` may also run on.
+    pub alike_instances: AlikeInstances,
+}
+
+/// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
+/// primary type, the types its node pools' Auto Scaling groups may launch instead, with their
+/// capacity weights. A node pool with `spec.provider.worker.useAlikeInstanceTypes` gets its
+/// type's list as the group's overrides; a type without a list runs on itself alone.
+///
+/// The format is the original's: `{"m5.xlarge": [{"InstanceType": "m5.xlarge",
+/// "WeightedCapacity": 1}, {"InstanceType": "m4.xlarge", "WeightedCapacity": 1}]}`; a list
+/// names the primary type too, as the group's overrides replace it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlikeInstances(BTreeMap<String, Vec<aws_stacks::stacks::tcnp::InstanceOverride>>);
+
+impl AlikeInstances {
+    /// Parse the flag's JSON; the error names the entry that is wrong.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "PascalCase", deny_unknown_fields)]
+        struct Entry {
+            instance_type: String,
+            weighted_capacity: Option<u32>,
+        }
+        if json.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let map: BTreeMap<String, Vec<Entry>> = serde_json::from_str(json).map_err(|e| {
+            format!("--alike-instances must be a JSON object of instance type to [{{\"InstanceType\", \"WeightedCapacity\"}}]: {e}")
+        })?;
+        let mut out = BTreeMap::new();
+        for (primary, entries) in map {
+            if entries.is_empty() || entries.len() > 20 {
+                return Err(format!(
+                    "--alike-instances: {primary} lists {} instance types; an Auto Scaling group takes 1 to 20",
+                    entries.len()
+                ));
+            }
+            let overrides = entries
+                .into_iter()
+                .map(|e| aws_stacks::stacks::tcnp::InstanceOverride {
+                    instance_type: e.instance_type,
+                    weighted_capacity: e.weighted_capacity,
+                })
+                .collect();
+            out.insert(primary, overrides);
+        }
+        Ok(Self(out))
+    }
+
+    /// The overrides of a node pool of `instance_type` that asks for alike types.
+    pub fn overrides(&self, instance_type: &str) -> Vec<aws_stacks::stacks::tcnp::InstanceOverride> {
+        self.0.get(instance_type).cloned().unwrap_or_default()
+    }
 }
 
 impl Default for OperatorConfig {
@@ -73,6 +127,7 @@ impl Default for OperatorConfig {
             poll: Duration::from_secs(10),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
+            alike_instances: AlikeInstances::default(),
         }
     }
 }

@@ -212,7 +212,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let cluster_ns = cluster.namespace().unwrap_or_default();
         let certs_ns = crate::node_config::certificates_namespace(&shared, &cluster_ns);
         let certs = crate::node_config::certificates(&shared, certs_ns, &id).await?;
-        let secrets = match crate::node_config::secrets_for(true, &certs) {
+        let mut secrets = match crate::node_config::secrets_for(true, &certs) {
             Ok(s) => s,
             Err(missing) => {
                 let out = wait(
@@ -226,6 +226,23 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 return Ok(out);
             }
         };
+        // The API server's --encryption-provider-config points at this file: without it, the
+        // API server would not start.
+        match crate::node_config::encryption_config(&shared, certs_ns, &id).await? {
+            Some(config) => secrets.push(config),
+            None => {
+                let out = wait(
+                    state,
+                    format!(
+                        "waiting for Secret {certs_ns}/{} with key {} (the API server's encryption-provider config)",
+                        crate::node_config::encryption_config_secret(&id),
+                        crate::node_config::ENCRYPTION_CONFIG_KEY
+                    ),
+                );
+                write_status(state, obj).await?;
+                return Ok(out);
+            }
+        }
         let created = cluster
             .status
             .as_ref()
@@ -245,8 +262,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
                 initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
             };
-            let input =
-                crate::node_config::input(&shared, &release, &id, domain, &region, role, labels, secrets.clone());
+            let input = crate::node_config::input(&shared, &release, &cluster, role, labels, secrets.clone());
             let key = names::master_config_key(&shared.config.version, &id, m.id);
             if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
                 shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;

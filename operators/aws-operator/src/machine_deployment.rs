@@ -284,13 +284,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             (labels::AWS_OPERATOR_VERSION.to_string(), shared.config.version.clone()),
             (labels::MACHINE_DEPLOYMENT.to_string(), md.clone()),
         ]);
-        let domain = &cluster.spec.cluster.dns.domain;
         let input = crate::node_config::input(
             &shared,
             &release,
-            &id,
-            domain,
-            &region,
+            &cluster,
             Role::Worker { md_id: md.clone() },
             node_labels,
             secrets,
@@ -325,6 +322,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             bucket: &bucket,
             key_arn: &key_arn,
             peer_security_groups: &peers,
+            alike: &shared.config.alike_instances,
         };
         let params = |current_desired: u32| inputs.tcnp(current_desired);
         // The hash ignores the live desired capacity (an autoscaled pool must not be updated
@@ -519,6 +517,8 @@ pub struct PoolStacks<'a> {
     pub key_arn: &'a str,
     /// The security groups of the cluster's other node pools, which this pool's group admits.
     pub peer_security_groups: &'a [String],
+    /// The operator's alike instance types (`--alike-instances`).
+    pub alike: &'a crate::context::AlikeInstances,
 }
 
 impl PoolStacks<'_> {
@@ -581,7 +581,11 @@ impl PoolStacks<'_> {
                     .on_demand_percentage_above_base_capacity
                     .unwrap_or(100)
                     .clamp(0, 100) as u32,
-                overrides: Vec::new(),
+                overrides: if obj.spec.provider.worker.use_alike_instance_types {
+                    self.alike.overrides(&obj.spec.provider.worker.instance_type)
+                } else {
+                    Vec::new()
+                },
             },
             internal_elb_subnets: false,
             cilium_eni: false,

@@ -82,6 +82,11 @@ struct DaemonArgs {
     /// Requeue interval while stacks transition, in seconds.
     #[arg(long, default_value_t = 10)]
     poll_seconds: u64,
+    /// Instance types alike to each instance type, as JSON: `{"m5.xlarge": [{"InstanceType":
+    /// "m5.xlarge", "WeightedCapacity": 1}, …]}`; used by node pools with
+    /// `useAlikeInstanceTypes`.
+    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = aws_operator::context::AlikeInstances::parse)]
+    alike_instances: aws_operator::context::AlikeInstances,
     /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
     #[arg(long)]
     certificates_namespace: Option<String>,
@@ -149,6 +154,7 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         certificates_namespace: args.certificates_namespace.clone(),
+        alike_instances: args.alike_instances.clone(),
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
         endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
         ..OperatorConfig::default()

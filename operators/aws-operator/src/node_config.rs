@@ -10,16 +10,19 @@
 //! `giantswarm.io/certificate=<name>`, keys `ca`, `crt`, `key`, as cert-operator writes them) in
 //! one namespace only: the cluster's own, or the one `--certificates-namespace` names. A label is
 //! no proof of ownership: anyone who may create a Secret in some namespace could otherwise put
-//! certificates into another cluster's nodes. They are held by a finalizer until the cluster is
-//! gone (`held_secrets`).
+//! certificates into another cluster's nodes. Masters also get the API server's
+//! encryption-provider config, from Secret `<id>-encryption-provider-config` in the same
+//! namespace. Every one of these Secrets is held by a finalizer until the cluster is gone
+//! (`held_secrets`).
 
 use std::collections::BTreeMap;
 
+use apis::aws::AWSCluster;
 use apis::release::Release;
-use aws_stacks::ignition::{self, NodeConfigInput, NodeSecret, Role, paths};
+use aws_stacks::ignition::{self, NodeConfigInput, NodeSecret, Oidc, Role, paths};
 use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
@@ -51,6 +54,35 @@ pub async fn certificates(
         out.insert(name, data);
     }
     Ok(out)
+}
+
+/// The Secret holding a cluster's API server encryption-provider config, in the certificates'
+/// namespace: `<id>-encryption-provider-config`, key [`ENCRYPTION_CONFIG_KEY`], as the
+/// encryption-provider operator writes it (reference §7.3).
+pub fn encryption_config_secret(cluster_id: &str) -> String {
+    format!("{cluster_id}-encryption-provider-config")
+}
+
+/// The key of the encryption-provider config in its Secret.
+pub const ENCRYPTION_CONFIG_KEY: &str = "encryption";
+
+/// The masters' encryption-provider config (an `EncryptionConfiguration` document), held by the
+/// finalizer like the certificates; `None` while its Secret or key is missing.
+pub async fn encryption_config(
+    shared: &Shared,
+    namespace: &str,
+    cluster_id: &str,
+) -> Result<Option<NodeSecret>, kube::Error> {
+    let name = encryption_config_secret(cluster_id);
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let Some(secret) = api.get_opt(&name).await? else { return Ok(None) };
+    crate::held_secrets::hold_all(&shared.client, std::slice::from_ref(&secret), crate::held_secrets::FINALIZER)
+        .await?;
+    Ok(secret
+        .data
+        .and_then(|mut d| d.remove(ENCRYPTION_CONFIG_KEY))
+        .filter(|v| !v.0.is_empty())
+        .map(|v| NodeSecret { path: paths::ENCRYPTION_CONFIG.to_string(), plaintext: v.0 }))
 }
 
 /// The certificate Secrets of cluster `cluster_id` in `namespace`, and only there.
@@ -99,31 +131,42 @@ pub fn secrets_for(
     if missing.is_empty() { Ok(out) } else { Err(missing) }
 }
 
-/// The common inputs of a node config.
-#[allow(clippy::too_many_arguments)]
+/// The pod CIDR of a cluster without `spec.provider.pods.cidrBlock`.
+pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
+
+/// The common inputs of a node config of `cluster`: its id, domain and region, the Release's
+/// versions, the pod CIDR of `spec.provider.pods.cidrBlock` ([`DEFAULT_POD_CIDR`] without one),
+/// and the API server's OIDC flags of `spec.cluster.oidc`.
 pub fn input(
     shared: &Shared,
     release: &Release,
-    cluster_id: &str,
-    domain: &str,
-    region: &str,
+    cluster: &AWSCluster,
     role: Role,
     node_labels: BTreeMap<String, String>,
     secrets: Vec<NodeSecret>,
 ) -> NodeConfigInput {
+    let cluster_id = cluster.name_any();
+    let domain = &cluster.spec.cluster.dns.domain;
     NodeConfigInput {
         role,
-        cluster_id: cluster_id.to_string(),
-        base_domain: aws_stacks::names::tenant_base_domain(cluster_id, domain),
-        api_domain: aws_stacks::names::api_host(cluster_id, domain),
-        etcd_domain: aws_stacks::names::etcd_host(cluster_id, domain),
-        region: region.to_string(),
-        kubernetes_version: component(release, "kubernetes").unwrap_or("1.31.0").to_string(),
-        etcd_version: component(release, "etcd").unwrap_or("3.5.16").to_string(),
+        base_domain: aws_stacks::names::tenant_base_domain(&cluster_id, domain),
+        api_domain: aws_stacks::names::api_host(&cluster_id, domain),
+        etcd_domain: aws_stacks::names::etcd_host(&cluster_id, domain),
+        cluster_id,
+        region: cluster.spec.provider.region.clone(),
+        // Both are checked when the Release is read (`common::check_components`).
+        kubernetes_version: component(release, "kubernetes").unwrap_or_default().to_string(),
+        etcd_version: component(release, "etcd").unwrap_or_default().to_string(),
         node_labels,
         service_cidr: "172.31.0.0/16".into(),
         cluster_dns_ip: "172.31.0.10".into(),
-        pod_cidr: "100.64.0.0/12".into(),
+        pod_cidr: cluster.pod_cidr().unwrap_or(DEFAULT_POD_CIDR).to_string(),
+        oidc: cluster.spec.cluster.oidc.as_ref().map(|o| Oidc {
+            issuer_url: o.issuer_url.clone(),
+            client_id: o.client_id.clone(),
+            username_claim: o.claims.username.clone(),
+            groups_claim: o.claims.groups.clone(),
+        }),
         registry: shared.config.registry.clone(),
         secrets,
     }

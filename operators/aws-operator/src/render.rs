@@ -33,8 +33,9 @@
 //! # Validation
 //!
 //! The same checks the controllers make before touching AWS — the objects' `validate()`, the
-//! cluster label, the Release and its `containerlinux` and `aws-operator` components, the
-//! NetworkPool — fail the command with a message naming the object, the field and the fix.
+//! cluster label, the Release and its `kubernetes`, `etcd`, `containerlinux` and `aws-operator`
+//! components, the NetworkPool — fail the command with a message naming the object, the field and
+//! the fix.
 //!
 //! A Release that names another `aws-operator` version than this binary's is rendered, with a
 //! warning (on stderr and as a `# WARNING:` line of the output): the daemon of this version
@@ -87,6 +88,11 @@ pub struct RenderArgs {
     /// Whether hosted zones and records are managed.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub route53_enabled: bool,
+    /// Instance types alike to each instance type, as JSON: `{"m5.xlarge": [{"InstanceType":
+    /// "m5.xlarge", "WeightedCapacity": 1}, …]}`; used by node pools with
+    /// `useAlikeInstanceTypes`.
+    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = crate::context::AlikeInstances::parse)]
+    pub alike_instances: crate::context::AlikeInstances,
     /// Print only the stack with this name.
     #[arg(long, value_name = "NAME")]
     pub stack: Option<String>,
@@ -282,17 +288,7 @@ impl Objects {
                 ),
             });
         };
-        for needed in ["containerlinux", "aws-operator"] {
-            if common::component(release, needed).is_none() {
-                return Err(InvalidInput {
-                    object: common::describe(obj),
-                    reason: "InvalidRelease",
-                    message: format!(
-                        "Release v{version} has no {needed} component (spec.components): add it to the Release or use another release"
-                    ),
-                });
-            }
-        }
+        common::check_components(obj, version, release)?;
         Ok(release)
     }
 }
@@ -388,6 +384,7 @@ impl Settings {
                 ipam_range: args.ipam_range.clone(),
                 subnet_mask_bits: args.subnet_mask_bits,
                 route53_enabled: args.route53_enabled,
+                alike_instances: args.alike_instances.clone(),
                 ..OperatorConfig::default()
             },
             tenant_account_id: args.aws.tenant_account_id.clone(),
@@ -873,6 +870,7 @@ fn plan_node_pool(
         bucket: inputs.bucket,
         key_arn: inputs.key_arn,
         peer_security_groups: peers,
+        alike: &settings.config.alike_instances,
     };
     // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
     let params = pool.tcnp(0);

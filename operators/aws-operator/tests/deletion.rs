@@ -39,12 +39,14 @@ async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The Secrets of cluster `id` the fixture creates: the credential and the certificates.
+/// The Secrets of cluster `id` the fixture creates: the credential, the certificates and the
+/// encryption-provider config.
 fn secrets_of(id: &str) -> Vec<(&'static str, String)> {
     let mut out = vec![("giantswarm", format!("credential-{id}"))];
     for cert in ["api", "etcd", "worker", "service-account"] {
         out.push((NS, format!("{id}-{cert}")));
     }
+    out.push((NS, format!("{id}-encryption-provider-config")));
     out
 }
 

@@ -131,6 +131,36 @@ fn flags_reach_the_templates() -> anyhow::Result<()> {
 }
 
 #[test]
+fn alike_instance_types_reach_the_node_pool_group_only_when_asked_for() -> anyhow::Result<()> {
+    let alike = r#"{"m5.2xlarge": [{"InstanceType": "m5.2xlarge", "WeightedCapacity": 1}, {"InstanceType": "m5a.2xlarge", "WeightedCapacity": 1}]}"#;
+    let flags = ["--alike-instances", alike, "--stack", "cluster-al9qy-tcnp-g3j50"];
+    // The example pool does not ask for them: no overrides.
+    let out = render(&flags, &[&cluster_yaml(), &release_yaml()])?;
+    assert!(!out.contains("m5a.2xlarge"), "overrides without useAlikeInstanceTypes:\n{out}");
+    let dir = tempfile::tempdir()?;
+    let path = edited_cluster(&dir, "useAlikeInstanceTypes: false", "useAlikeInstanceTypes: true");
+    let out = render(&flags, &[&path, &release_yaml()])?;
+    let json_start = out.find('{').expect("a template");
+    let template: serde_json::Value = serde_json::from_str(&out[json_start..])?;
+    let group = template["Resources"]
+        .as_object()
+        .and_then(|r| r.values().find(|v| v["Type"] == "AWS::AutoScaling::AutoScalingGroup"))
+        .expect("the node pool's group");
+    let overrides = &group["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"];
+    let types: Vec<&str> =
+        overrides.as_array().into_iter().flatten().filter_map(|o| o["InstanceType"].as_str()).collect();
+    assert_eq!(types, ["m5.2xlarge", "m5a.2xlarge"], "{overrides}");
+    assert_eq!(group["Properties"]["MixedInstancesPolicy"]["InstancesDistribution"]["SpotInstancePools"], 2);
+
+    // A malformed list is refused naming the flag.
+    let cluster = cluster_yaml().display().to_string();
+    let err = Cli::try_parse_from(["render", "--alike-instances", r#"{"m5.2xlarge": "m5a"}"#, &cluster])
+        .expect_err("a malformed list");
+    assert!(err.to_string().contains("--alike-instances"), "{err}");
+    Ok(())
+}
+
+#[test]
 fn summary_lists_names_accounts_counts_and_sizes() -> anyhow::Result<()> {
     let out = render(&["--summary"], &[&cluster_yaml(), &release_yaml()])?;
     assert!(!out.contains('{'), "no template in the summary:\n{out}");
@@ -256,6 +286,18 @@ fn release_problems_are_reported() -> anyhow::Result<()> {
     std::fs::write(&release, text)?;
     let err = render(&[], &[&cluster_yaml(), &release]).unwrap_err().to_string();
     assert!(err.contains("Release v20.0.0 has no containerlinux component (spec.components)"), "{err}");
+
+    // Without kubernetes or etcd: no fallback version, the same error.
+    let original = std::fs::read_to_string(release_yaml())?;
+    for (component, lines) in [
+        ("kubernetes", "    - name: kubernetes\n      version: 1.34.2\n"),
+        ("etcd", "    - name: etcd\n      version: 3.5.21\n"),
+    ] {
+        assert!(original.contains(lines), "the example Release has {component}");
+        std::fs::write(&release, original.replacen(lines, "", 1))?;
+        let err = render(&[], &[&cluster_yaml(), &release]).unwrap_err().to_string();
+        assert!(err.contains(&format!("Release v20.0.0 has no {component} component (spec.components)")), "{err}");
+    }
     Ok(())
 }
 

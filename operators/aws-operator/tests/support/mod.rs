@@ -221,6 +221,15 @@ impl Fixture {
             }))?;
             secrets.create(&PostParams::default(), &s).await?;
         }
+        // The API server's encryption-provider config, as the encryption-provider operator
+        // writes it.
+        let s: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{id}-encryption-provider-config")},
+            "stringData": {"encryption": format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources: [secrets]\n    providers:\n      - aescbc:\n          keys:\n            - name: key1\n              secret: {id}-aescbc-key\n      - identity: {{}}\n"
+            )}
+        }))?;
+        secrets.create(&PostParams::default(), &s).await?;
         Ok(())
     }
 
