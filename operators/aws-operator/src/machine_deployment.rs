@@ -170,6 +170,33 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
             }
             return Ok(Outcome::proceed());
         }
+        // One order, the one `aws-operator render` shows: the cluster's CIDR first, then its
+        // pools in name order.
+        if cluster.cidr().is_none() {
+            state.waiting = Some(format!("waiting for AWSCluster {} to get its CIDR", cluster.name_any()));
+            return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
+        }
+        let name = obj.name_any();
+        let ns = obj.namespace().unwrap_or_default();
+        let earlier: Vec<String> = common::node_pools(&shared, &ns, &cluster.name_any())
+            .await?
+            .into_iter()
+            .filter(|p| {
+                // A pool with an invalid spec never gets a range; it holds nobody up.
+                p.name_any() < name
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !p.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET)
+                    && p.validate(&cluster.spec.provider.region).is_ok()
+            })
+            .map(|p| p.name_any())
+            .collect();
+        if !earlier.is_empty() {
+            state.waiting = Some(format!(
+                "waiting for node pools {} to get their CIDRs first (a cluster's pools are allocated in name order)",
+                earlier.join(", ")
+            ));
+            return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
+        }
         let range = crate::ipam_lock::range_for_cluster(&shared, &cluster).await?;
         let mask = crate::ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
         let owner = crate::ipam_lock::Owner::NodePool(obj);
@@ -307,7 +334,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
         let cp_tables: Vec<stacks::CpRouteTable> =
             cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect();
-        let peers = peer_security_groups(&shared, &tenant, obj, &id).await?;
+        let (peers, peers_pending) = peer_security_groups(&shared, &tenant, obj, &id).await?;
         let inputs = PoolStacks {
             cluster: &cluster,
             pool: obj,
@@ -379,6 +406,11 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         state.ready = true;
         state.waiting = None;
         write_status(state, obj).await?;
+        // A sibling pool whose group is not known yet (its stack is still being created) is
+        // admitted once it is: nothing else would wake this pool when that stack completes.
+        if peers_pending {
+            return Ok(Outcome::proceed().requeue_after(shared.config.poll));
+        }
         Ok(Outcome::proceed())
     }
 
@@ -451,21 +483,34 @@ async fn sibling_stacks(
 }
 
 /// The security groups of the cluster's other live node pools, sorted: each pool's group admits
-/// them all, as upstream's TCNP does (`NodePoolToNodePoolRule<group>`).
+/// them all, as upstream's TCNP does (`NodePoolToNodePoolRule<group>`). And whether the group of
+/// a live sibling with a range is not known yet (no stack, or no `SecurityGroupID` output yet).
 async fn peer_security_groups(
     shared: &Shared,
     tenant: &AccountClients,
     obj: &AWSMachineDeployment,
     cluster_id: &str,
-) -> Result<Vec<String>, ResourceError> {
+) -> Result<(Vec<String>, bool), ResourceError> {
+    let live_siblings = common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id)
+        .await?
+        .into_iter()
+        // A sibling without a range has no stack coming yet; getting one changes the object,
+        // which wakes this pool through the watch.
+        .filter(|p| {
+            p.uid() != obj.uid()
+                && p.metadata.deletion_timestamp.is_none()
+                && p.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET)
+        })
+        .count();
     let mut groups: Vec<String> = sibling_stacks(shared, tenant, obj, cluster_id)
         .await?
         .into_iter()
         .filter_map(|(_, view)| view.outputs.get("SecurityGroupID").cloned())
         .collect();
+    let pending = groups.len() < live_siblings;
     groups.sort();
     groups.dedup();
-    Ok(groups)
+    Ok((groups, pending))
 }
 
 /// The other live pools whose stacks still admit `group`.

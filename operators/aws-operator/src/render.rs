@@ -26,8 +26,11 @@
 //! Cluster and node-pool CIDRs are allocated with [`aws_stacks::ipam::free`] over the objects
 //! given: a CIDR already recorded (`status.provider.network.cidr` of an AWSCluster, annotation
 //! `machine-deployment.giantswarm.io/subnet` of an AWSMachineDeployment) is kept and reserved,
-//! and the others are allocated in file order, clusters first, from the cluster's NetworkPool
-//! or `--ipam-range`. The subnets that already exist in the tenant account, which the operator
+//! and the others are allocated in the daemon's order: the clusters first (in file order), then
+//! each cluster's node pools in name order, from the cluster's NetworkPool or `--ipam-range`.
+//! The daemon allocates a node pool only once its cluster has its CIDR and every pool of the
+//! cluster whose name sorts before it has one, so for a cluster created from one file both give
+//! the same ranges. The subnets that already exist in the tenant account, which the operator
 //! reserves too, are unknown here.
 //!
 //! # Validation
@@ -574,8 +577,11 @@ pub fn plan(objects: &Objects, settings: &Settings) -> Result<Vec<ClusterPlan>, 
     let cluster_cidrs = objects.clusters.iter().map(|c| ipam.cluster(c)).collect::<Result<Vec<_>, _>>()?;
     let mut plans = Vec::new();
     for (cluster, cidr) in objects.clusters.iter().zip(cluster_cidrs) {
-        let pools = objects
-            .node_pools_of(cluster)
+        // In name order, as the daemon allocates them (`machine_deployment::Ipam`).
+        let mut pools: Vec<&AWSMachineDeployment> = objects.node_pools_of(cluster).collect();
+        pools.sort_by_key(|md| md.name_any());
+        let pools = pools
+            .into_iter()
             .map(|md| Ok((md, ipam.node_pool(md, cluster)?)))
             .collect::<Result<Vec<_>, RenderError>>()?;
         plans.push(plan_cluster(objects, settings, cluster, cidr, pools)?);

@@ -8,14 +8,54 @@ use std::collections::BTreeMap;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use base64::Engine;
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use support::*;
 
 async fn stacks_of(
     aws: &aws_operator::aws::AccountClients,
 ) -> anyhow::Result<BTreeMap<String, aws_operator::cloudformation::StackView>> {
     Ok(aws.cfn.describe_all().await?.into_iter().map(|s| (s.name.clone(), s)).collect())
+}
+
+/// The CIDR lines of `aws-operator render --summary` over the cluster's objects as they are in
+/// the API, without their status and recorded ranges (as the user's files would be).
+async fn render_summary(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
+    fn document<K: serde::Serialize>(obj: &K) -> anyhow::Result<String> {
+        let mut v = serde_json::to_value(obj)?;
+        v.as_object_mut().map(|o| o.remove("status"));
+        let meta = &mut v["metadata"];
+        for field in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "finalizers"] {
+            meta.as_object_mut().map(|m| m.remove(field));
+        }
+        meta["annotations"].as_object_mut().map(|a| a.remove("machine-deployment.giantswarm.io/subnet"));
+        Ok(format!("---\n{}\n", serde_json::to_string_pretty(&v)?))
+    }
+    let mut yaml = String::new();
+    let release = Api::<apis::release::Release>::all(f.client.clone()).get("v20.0.0").await?;
+    yaml.push_str(&document(&release)?);
+    yaml.push_str(&document(&Api::<AWSCluster>::namespaced(f.client.clone(), NS).get(id).await?)?);
+    for cp in Api::<AWSControlPlane>::namespaced(f.client.clone(), NS).list(&Default::default()).await? {
+        yaml.push_str(&document(&cp)?);
+    }
+    for md in Api::<AWSMachineDeployment>::namespaced(f.client.clone(), NS).list(&Default::default()).await? {
+        yaml.push_str(&document(&md)?);
+    }
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, yaml)?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aws-operator"))
+        .arg("render")
+        .arg("--summary")
+        .arg(&file)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "render failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.contains(": CIDR "))
+        .map(|l| l.split(" (allocated").next().unwrap_or(l).to_string())
+        .collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,8 +85,18 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     assert!(status.cluster.has_condition(apis::cluster_status::ClusterCondition::Created), "{status:?}");
     let cidr = status.provider.network.cidr.clone().expect("cluster CIDR");
     assert_eq!((status.cluster.id.as_str(), status.cluster.network.cidr.as_str()), (id, cidr.as_str()));
-    // Cluster and pools allocate concurrently from 10.1.0.0/16: three distinct /24s.
-    assert!(cidr.starts_with("10.1.") && cidr.ends_with(".0/24"), "{cidr}");
+    // `aws-operator render` of the same objects, with nothing recorded, plans the ranges the
+    // daemon allocated: the cluster's first, then its pools in name order.
+    let planned = render_summary(&f, id).await?;
+    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
+    let mut allocated = vec![format!("AWSCluster {NS}/{id}: CIDR {cidr}")];
+    for pool in ["np001", "np002"] {
+        let md = mds.get(pool).await?;
+        let subnet = md.annotations().get("machine-deployment.giantswarm.io/subnet").cloned().unwrap_or_default();
+        allocated.push(format!("AWSMachineDeployment {NS}/{pool}: CIDR {subnet}"));
+    }
+    assert_eq!(planned, allocated, "render's plan and the daemon's ranges differ");
+    assert_eq!(cidr, "10.1.0.0/24", "the cluster allocates before its pools");
     let endpoint = status.control_plane_endpoint.clone().expect("controlPlaneEndpoint");
     assert_eq!(endpoint.host, format!("api.{id}.k8s.gauss.eu-central-1.aws.gigantic.io"));
 
@@ -187,8 +237,17 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         |stacks: &BTreeMap<String, aws_operator::cloudformation::StackView>| -> BTreeMap<String, Option<String>> {
             stacks.iter().map(|(k, v)| (k.clone(), v.template_hash().map(str::to_string))).collect()
         };
-    let before_tenant = hashes(&tenant_stacks);
-    let before_cp = hashes(&cp_stacks);
+    // Ready is not the end of every update: each pool admits the other once both exist, which
+    // may update the first pool's stack after the cluster is Ready. Start from settled stacks.
+    let settled = eventually(90, "the stacks to settle", || async {
+        let (t1, c1) = (hashes(&stacks_of(&tenant).await?), hashes(&stacks_of(&cp).await?));
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let (t2, c2) = (hashes(&stacks_of(&tenant).await?), hashes(&stacks_of(&cp).await?));
+        let usable = stacks_of(&tenant).await?.values().all(|v| v.status.is_usable());
+        Ok((t1 == t2 && c1 == c2 && usable).then_some((t2, c2)))
+    })
+    .await?;
+    let (before_tenant, before_cp) = settled;
     mds.patch(
         "np001",
         &PatchParams::default(),
@@ -204,11 +263,17 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     .await?;
     // Let the operator settle, then compare.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let after_tenant = hashes(&stacks_of(&tenant).await?);
+    let after_views = stacks_of(&tenant).await?;
+    let after_tenant = hashes(&after_views);
     let after_cp = hashes(&stacks_of(&cp).await?);
     for (name, hash) in &before_tenant {
         if name != &np_stack {
-            assert_eq!(after_tenant.get(name), Some(hash), "{name} must not change when np001 scales");
+            assert_eq!(
+                after_tenant.get(name),
+                Some(hash),
+                "{name} must not change when np001 scales; its outputs now: {:?}",
+                after_views.get(name).map(|v| &v.outputs)
+            );
         }
     }
     assert_eq!(after_cp, before_cp, "management stacks must not change when np001 scales");
