@@ -153,7 +153,11 @@ pub fn plan(status: &DrainerConfigStatus, pods: &[NodePod], now: Timestamp, limi
         .filter(|p| retry_at(&p.pod.uid).is_none_or(|at| at <= now))
         .map(|p| &p.pod)
         .collect();
-    eligible.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    // Ordered by a hash of the pod's UID, not by name: drains of many nodes at once would all
+    // try the same workloads first (their pods share names' prefixes), use up those workloads'
+    // disruption budgets and leave the other budgets idle. A stable order per pod keeps each
+    // node's attempts deterministic.
+    eligible.sort_by_key(|p| (spread(&p.uid), p.namespace.clone(), p.name.clone()));
     let evict: Vec<DrainPod> = eligible.into_iter().take(limits.per_node).cloned().collect();
 
     let next_retry = blocked
@@ -167,6 +171,14 @@ pub fn plan(status: &DrainerConfigStatus, pods: &[NodePod], now: Timestamp, limi
         next_retry.unwrap_or(limits.poll)
     };
     Plan { done: false, terminating, blocked, evict, requeue: requeue.max(Duration::from_millis(50)) }
+}
+
+/// A stable, well-mixed rank of a pod UID (SipHash with fixed keys).
+fn spread(uid: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    uid.hash(&mut h);
+    h.finish()
 }
 
 /// How an eviction request ended.
@@ -312,6 +324,26 @@ mod tests {
     }
 
     #[test]
+    fn nodes_draining_at_once_start_with_different_workloads() {
+        // 20 nodes, each with one pod of each of 20 workloads named alike on every node: the
+        // first pod each node tries is spread over the workloads, not the same one everywhere.
+        let limits = Limits { per_node: 1, poll: Duration::from_secs(1) };
+        let mut first = HashSet::new();
+        for node in 0..20 {
+            let pods: Vec<DrainPod> = (0..20)
+                .map(|w| DrainPod {
+                    namespace: "web".into(),
+                    name: format!("workload-{w:02}-pod"),
+                    uid: format!("uid-node{node}-workload{w}"),
+                })
+                .collect();
+            let p = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
+            first.insert(p.evict[0].name.clone());
+        }
+        assert!(first.len() >= 8, "20 nodes start with only {} distinct workloads: {first:?}", first.len());
+    }
+
+    #[test]
     fn an_empty_node_is_drained() {
         let p = plan(&DrainerConfigStatus::default(), &[], at(0), Limits::default());
         assert!(p.done);
@@ -323,7 +355,11 @@ mod tests {
         let limits = Limits { per_node: 2, poll: Duration::from_secs(1) };
         let p = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
         assert!(!p.done);
-        assert_eq!(p.evict, [dp("api", "z"), dp("web", "a")]);
+        assert_eq!(p.evict.len(), 2, "{:?}", p.evict);
+        assert!(p.evict.iter().all(|e| e.namespace != "kube-system"), "{:?}", p.evict);
+        // The same pods are picked in the same order every time (a stable order per pod).
+        let again = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
+        assert_eq!(again.evict, p.evict);
         // Once only kube-system is left, it goes too.
         let p = plan(&DrainerConfigStatus::default(), &on_node(&pods[..1]), at(0), limits);
         assert_eq!(p.evict, [dp("kube-system", "coredns")]);
