@@ -158,7 +158,11 @@ pub fn plan(status: &DrainerConfigStatus, pods: &[NodePod], now: Timestamp, limi
     // disruption budgets and leave the other budgets idle. A stable order per pod keeps each
     // node's attempts deterministic.
     eligible.sort_by_key(|p| (spread(&p.uid), p.namespace.clone(), p.name.clone()));
-    let evict: Vec<DrainPod> = eligible.into_iter().take(limits.per_node).cloned().collect();
+    // Slow start: one eviction on a node's first step, then one more per pod evicted, up to
+    // the per-node limit. Many drains at once share the workloads' disruption budgets: a node
+    // reconciled early would otherwise take `per_node` of them before the others had one.
+    let cap = limits.per_node.min(1 + status.evicted_pods as usize).max(1);
+    let evict: Vec<DrainPod> = eligible.into_iter().take(cap).cloned().collect();
 
     let next_retry = blocked
         .iter()
@@ -353,12 +357,18 @@ mod tests {
     fn evicts_at_most_per_node_and_workloads_before_kube_system() {
         let pods = [dp("kube-system", "coredns"), dp("web", "b"), dp("web", "a"), dp("api", "z")];
         let limits = Limits { per_node: 2, poll: Duration::from_secs(1) };
-        let p = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
+        // Slow start: one on the first step, then up to the limit once a pod was evicted.
+        let first = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
+        assert_eq!(first.evict.len(), 1, "{:?}", first.evict);
+        let started = DrainerConfigStatus { evicted_pods: 1, ..Default::default() };
+        let p = plan(&started, &on_node(&pods), at(0), limits);
         assert!(!p.done);
         assert_eq!(p.evict.len(), 2, "{:?}", p.evict);
         assert!(p.evict.iter().all(|e| e.namespace != "kube-system"), "{:?}", p.evict);
+        let ramped = DrainerConfigStatus { evicted_pods: 7, ..Default::default() };
+        assert_eq!(plan(&ramped, &on_node(&pods), at(0), limits).evict.len(), 2, "never over the limit");
         // The same pods are picked in the same order every time (a stable order per pod).
-        let again = plan(&DrainerConfigStatus::default(), &on_node(&pods), at(0), limits);
+        let again = plan(&started, &on_node(&pods), at(0), limits);
         assert_eq!(again.evict, p.evict);
         // Once only kube-system is left, it goes too.
         let p = plan(&DrainerConfigStatus::default(), &on_node(&pods[..1]), at(0), limits);
