@@ -180,7 +180,8 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
     let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        terminated().await;
+        tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
     operator::run(
@@ -202,4 +203,24 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
     }
     let _ = serving.await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM: what the kubelet sends a container before it kills it, so that a pod's
+/// operator stops cleanly and hands its Lease over at once instead of after it expires.
+async fn terminated() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }
