@@ -191,10 +191,7 @@ pub const REGION_ANNOTATION: &str = "aws-operator.giantswarm.io/region";
 /// creates any, so that it can still find and delete them if its AWSCluster disappears.
 pub async fn remember_account<K>(shared: &Shared, obj: &K, role: &str, region: &str) -> Result<(), kube::Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
 {
     let annotations = obj.annotations();
     let recorded = |key: &str, value: &str| annotations.get(key).is_some_and(|v| v == value);
@@ -234,10 +231,7 @@ pub async fn delete_orphaned_stacks<K, St>(
     recorded_stacks: &[String],
 ) -> Result<operatorkit::Outcome, ResourceError>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
     St: WithConditions,
 {
     use crate::stack_ops::{self, Deletion};
@@ -341,6 +335,24 @@ pub fn set_condition(
     )
 }
 
+/// The objects the controllers write status, annotations and finalizers on: namespaced kinds
+/// that deserialize.
+pub trait NamespacedObject:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<T> NamespacedObject for T where
+    T: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
 /// A status with upstream `metav1.Condition`s and stack entries.
 pub trait WithConditions: Default + Clone + Serialize + PartialEq {
     /// The conditions.
@@ -386,10 +398,7 @@ pub async fn record_deletion<K, St>(
     failed: Option<String>,
 ) -> Result<(), kube::Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
     St: WithConditions,
 {
     merge_stacks(status.stacks_mut(), &[entry]);
@@ -409,10 +418,7 @@ pub async fn mark_not_ready<K, St>(
     message: String,
 ) -> Result<St, kube::Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
     St: WithConditions,
 {
     let mut status = current.cloned().unwrap_or_default();
@@ -426,10 +432,7 @@ where
 /// is what the user sees.
 pub async fn reject<K, St>(shared: &Shared, obj: &K, current: Option<&St>, err: ResourceError) -> (St, ResourceError)
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
     St: WithConditions,
 {
     match mark_not_ready(shared, obj, current, err.kind(), err.inner().to_string()).await {
@@ -449,10 +452,7 @@ pub async fn write_status<K, St>(
     desired: &St,
 ) -> Result<(), kube::Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: NamespacedObject,
     St: Serialize + PartialEq,
 {
     if current == Some(desired) {

@@ -306,18 +306,14 @@ where
             let status = "UPDATE_ROLLBACK_COMPLETE";
             let why = failure_reason(observed.as_ref(), recorded);
             let pace = pace(recorded, status, now);
+            let message = format!(
+                "the update of stack {name} failed and was rolled back: {why}; attempt {} failed, next attempt at {}",
+                pace.attempts, pace.due
+            );
             if pace.first_seen {
-                let note = format!(
-                    "the update of stack {name} failed and was rolled back: {why}; attempt {} failed, next attempt at {}",
-                    pace.attempts, pace.due
-                );
-                subject.event(EventType::Warning, "CFUpdateFailed", "UpdateStack", note).await;
+                subject.event(EventType::Warning, "CFUpdateFailed", "UpdateStack", message.clone()).await;
             }
             if let Some(wait) = pace.wait {
-                let message = format!(
-                    "the update of stack {name} failed and was rolled back: {why}; attempt {} failed, next attempt at {}",
-                    pace.attempts, pace.due
-                );
                 let retrying = Progress::Retrying { reason: "StackUpdateFailed", message, retry_after: wait };
                 return Ok((retrying, entry(status, Some(why), Some(pace.attempts))));
             }
