@@ -538,16 +538,7 @@ pub async fn cluster_key(
 pub const PERSISTENT_AFTER: u32 = 5;
 
 /// An object of one of the operator's kinds, with its status.
-pub trait WithStatus:
-    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Serialize
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
+pub trait WithStatus: NamespacedObject + Serialize + Send + Sync + 'static {
     /// The status type.
     type Status: WithConditions + Send + Sync;
     /// The status, if any.
