@@ -239,12 +239,26 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         };
     // Ready is not the end of every update: each pool admits the other once both exist, which
     // may update the first pool's stack after the cluster is Ready. Start from settled stacks.
-    let settled = eventually(90, "the stacks to settle", || async {
-        let (t1, c1) = (hashes(&stacks_of(&tenant).await?), hashes(&stacks_of(&cp).await?));
+    // Settled means converged: every pool's stack admits the other pool's group, and nothing
+    // changed over 3 s.
+    let admits_each_other = |stacks: &BTreeMap<String, aws_operator::cloudformation::StackView>| {
+        let pools: Vec<_> = stacks.iter().filter(|(n, _)| n.contains("-tcnp-")).collect();
+        pools.len() == 2
+            && pools.iter().all(|(name, view)| {
+                let peers = view.outputs.get("PeerSecurityGroups").cloned().unwrap_or_default();
+                pools.iter().filter(|(other, _)| other != name).all(|(_, other)| {
+                    other.outputs.get("SecurityGroupID").is_some_and(|g| peers.split(',').any(|p| p.trim() == g))
+                })
+            })
+    };
+    let settled = eventually(120, "the pools to admit each other and the stacks to settle", || async {
+        let before = stacks_of(&tenant).await?;
+        let (t1, c1) = (hashes(&before), hashes(&stacks_of(&cp).await?));
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-        let (t2, c2) = (hashes(&stacks_of(&tenant).await?), hashes(&stacks_of(&cp).await?));
-        let usable = stacks_of(&tenant).await?.values().all(|v| v.status.is_usable());
-        Ok((t1 == t2 && c1 == c2 && usable).then_some((t2, c2)))
+        let after = stacks_of(&tenant).await?;
+        let (t2, c2) = (hashes(&after), hashes(&stacks_of(&cp).await?));
+        let usable = after.values().all(|v| v.status.is_usable());
+        Ok((t1 == t2 && c1 == c2 && usable && admits_each_other(&after)).then_some((t2, c2)))
     })
     .await?;
     let (before_tenant, before_cp) = settled;
