@@ -436,40 +436,31 @@ pub async fn check_node_pool_subnet(
     let net: Ipv4Net = subnet.parse().map_err(|e| {
         invalid("InvalidAnnotation", format!("{field} {subnet:?}: {e}; remove it to have a range allocated"))
     })?;
+    // Every other allocation: each cluster's CIDR and each other pool's range, as (object, CIDR).
     let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
-    for c in clusters.list(&ListParams::default()).await?.items {
-        if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref())
-            && cidr.parse::<Ipv4Net>().is_ok_and(|other| other.overlaps(&net))
-        {
-            return Err(invalid(
-                "OverlappingSubnet",
-                format!(
-                    "{field} {net} overlaps {} ({cidr}): choose a range no cluster or node pool uses, or remove \
-                     the annotation to have one allocated",
-                    common::describe(&c)
-                ),
-            ));
-        }
-    }
+    let mut taken: Vec<(String, String)> = clusters
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter_map(|c| Some((common::describe(c), c.status.as_ref()?.provider.network.cidr.clone()?)))
+        .collect();
     let mds: Api<AWSMachineDeployment> = Api::all(shared.client.clone());
-    for other in mds.list(&ListParams::default()).await?.items {
-        if other.uid() == md.uid() {
-            continue;
-        }
-        if let Some(cidr) = other.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)
-            && cidr.parse::<Ipv4Net>().is_ok_and(|o| o.overlaps(&net))
-        {
-            return Err(invalid(
-                "OverlappingSubnet",
-                format!(
-                    "{field} {net} overlaps {} ({cidr}): choose a range no cluster or node pool uses, or remove \
-                     the annotation to have one allocated",
-                    common::describe(&other)
-                ),
-            ));
-        }
+    taken.extend(
+        mds.list(&ListParams::default()).await?.items.iter().filter(|o| o.uid() != md.uid()).filter_map(|o| {
+            Some((common::describe(o), o.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)?.clone()))
+        }),
+    );
+    match taken.iter().find(|(_, cidr)| cidr.parse::<Ipv4Net>().is_ok_and(|other| other.overlaps(&net))) {
+        Some((other, cidr)) => Err(invalid(
+            "OverlappingSubnet",
+            format!(
+                "{field} {net} overlaps {other} ({cidr}): choose a range no cluster or node pool uses, or remove \
+                 the annotation to have one allocated"
+            ),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Persist a node pool's CIDR in its annotation.
