@@ -372,6 +372,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let masters_current = tccpn
             .as_ref()
             .is_some_and(|v| v.status.is_usable() && v.outputs.get("OperatorVersion") == Some(&shared.config.version));
+        // An update held for the masters is Ready for now, and is retried at the poll interval:
+        // nothing else wakes the pool when the masters' stack becomes current.
+        let update_held =
+            !masters_current && observed.as_ref().is_some_and(|v| v.template_hash() != Some(unchanged.as_str()));
         let desired = DesiredStack {
             kind: StackKind::Tcnp,
             name: name.clone(),
@@ -408,7 +412,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         write_status(state, obj).await?;
         // A sibling pool whose group is not known yet (its stack is still being created) is
         // admitted once it is: nothing else would wake this pool when that stack completes.
-        if peers_pending {
+        if peers_pending || update_held {
+            tracing::debug!(pool = %md, peers_pending, update_held, "looking again at the poll interval");
             return Ok(Outcome::proceed().requeue_after(shared.config.poll));
         }
         Ok(Outcome::proceed())

@@ -257,8 +257,28 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         let after = stacks_of(&tenant).await?;
         let (t2, c2) = (hashes(&after), hashes(&stacks_of(&cp).await?));
-        let usable = after.values().all(|v| v.status.is_usable());
-        Ok((t1 == t2 && c1 == c2 && usable && admits_each_other(&after)).then_some((t2, c2)))
+        let unusable: Vec<_> =
+            after.iter().filter(|(_, v)| !v.status.is_usable()).map(|(n, v)| format!("{n} {:?}", v.status)).collect();
+        if t1 == t2 && c1 == c2 && unusable.is_empty() && admits_each_other(&after) {
+            return Ok(Some((t2, c2)));
+        }
+        // Why not yet, for the timeout's message.
+        let peers: Vec<_> = after
+            .iter()
+            .filter(|(n, _)| n.contains("-tcnp-"))
+            .map(|(n, v)| {
+                format!(
+                    "{n}: group {:?} admits {:?}",
+                    v.outputs.get("SecurityGroupID"),
+                    v.outputs.get("PeerSecurityGroups")
+                )
+            })
+            .collect();
+        anyhow::bail!(
+            "tenant stacks changed: {}, management stacks changed: {}, not usable: {unusable:?}, pools: {peers:?}",
+            t1 != t2,
+            c1 != c2
+        )
     })
     .await?;
     let (before_tenant, before_cp) = settled;

@@ -64,6 +64,13 @@ pub fn factory_settings(moto: &MotoServer, cp_account: &str) -> AwsSettings {
 
 impl Fixture {
     pub async fn start() -> anyhow::Result<Fixture> {
+        // The operator's log goes to the test's output, which the runner shows when it fails.
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "aws_operator=info".to_string());
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_ansi(false)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init();
         let moto = tokio::task::spawn_blocking(MotoServer::start).await??;
         let env = TestEnv::start().await?;
         let client = env.client();
