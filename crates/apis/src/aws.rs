@@ -673,10 +673,45 @@ impl AWSMachineDeploymentSpec {
     }
 }
 
+/// The log volume's size when a node pool does not set it (upstream's).
+pub const DEFAULT_LOG_VOLUME_GB: u32 = 15;
+/// The largest EBS gp3 volume, GiB.
+const MAX_VOLUME_GB: u32 = 16_384;
+
 impl AWSMachineDeployment {
-    /// See [`AWSMachineDeploymentSpec::validate`].
+    /// [`AWSMachineDeploymentSpec::validate`], and the volume size annotations.
     pub fn validate(&self, region: &str) -> Result<(), Vec<FieldError>> {
-        self.spec.validate(region)
+        let mut errors = self.spec.validate(region).err().unwrap_or_default();
+        errors.extend(self.log_volume_gb().err());
+        errors.extend(self.containerd_volume_gb().err());
+        into_result(errors)
+    }
+
+    /// The log volume's size in GiB: annotation `alpha.aws.giantswarm.io/logging-volume-size`,
+    /// else [`DEFAULT_LOG_VOLUME_GB`].
+    pub fn log_volume_gb(&self) -> Result<u32, FieldError> {
+        self.volume_annotation(crate::labels::AWS_LOGGING_VOLUME_SIZE, DEFAULT_LOG_VOLUME_GB)
+    }
+
+    /// Containerd's volume size in GiB: annotation
+    /// `alpha.aws.giantswarm.io/containerd-volume-size`, else the docker volume's size.
+    pub fn containerd_volume_gb(&self) -> Result<u32, FieldError> {
+        let docker = self.spec.node_pool.machine.docker_volume_size_gb.max(1) as u32;
+        self.volume_annotation(crate::labels::AWS_CONTAINERD_VOLUME_SIZE, docker)
+    }
+
+    fn volume_annotation(&self, key: &str, default: u32) -> Result<u32, FieldError> {
+        let Some(value) = self.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
+            return Ok(default);
+        };
+        match value.trim().parse::<u32>() {
+            Ok(gib) if (1..=MAX_VOLUME_GB).contains(&gib) => Ok(gib),
+            _ => Err(FieldError::new(
+                format!("metadata.annotations[{key}]"),
+                value,
+                format!("must be a whole number of GiB from 1 to {MAX_VOLUME_GB}; remove it for {default}"),
+            )),
+        }
     }
 }
 
@@ -850,6 +885,26 @@ mod tests {
         assert_eq!(fields, ["spec.provider.availabilityZones[0]", "spec.nodePool.scaling.min"]);
         assert_eq!(errors[1].value, "5");
         assert_eq!(errors[1].message, "must not exceed scaling.max (3); lower min or raise max");
+    }
+
+    #[test]
+    fn volume_size_annotations_default_and_are_checked() {
+        let mut md = AWSMachineDeployment::new("np001", machine_deployment(&["eu-central-1a"], 1, 3));
+        assert_eq!((md.log_volume_gb(), md.containerd_volume_gb()), (Ok(15), Ok(100)), "defaults: 15 and docker's");
+        let annotations = md.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(crate::labels::AWS_LOGGING_VOLUME_SIZE.into(), "30".into());
+        annotations.insert(crate::labels::AWS_CONTAINERD_VOLUME_SIZE.into(), "250".into());
+        assert_eq!((md.log_volume_gb(), md.containerd_volume_gb()), (Ok(30), Ok(250)));
+        assert_eq!(md.validate("eu-central-1"), Ok(()));
+        for bad in ["0", "-5", "15GB", "20000"] {
+            let annotations = md.metadata.annotations.get_or_insert_with(Default::default);
+            annotations.insert(crate::labels::AWS_LOGGING_VOLUME_SIZE.into(), bad.into());
+            let errors = md.validate("eu-central-1").unwrap_err();
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "metadata.annotations[alpha.aws.giantswarm.io/logging-volume-size]");
+            assert_eq!(errors[0].value, bad);
+            assert!(errors[0].message.contains("remove it for 15"), "{}", errors[0].message);
+        }
     }
 
     #[test]

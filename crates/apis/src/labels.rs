@@ -35,6 +35,10 @@ pub const AWS_UPDATE_MAX_BATCH_SIZE: &str = "alpha.aws.giantswarm.io/update-max-
 pub const AWS_UPDATE_PAUSE_TIME: &str = "alpha.aws.giantswarm.io/update-pause-time";
 /// Annotation: the instance metadata service's `HttpTokens` setting (`optional` or `required`).
 pub const AWS_METADATA_V2: &str = "alpha.aws.giantswarm.io/metadata-v2";
+/// Annotation: the size in GiB of a node pool's containerd volume (default: its docker volume's).
+pub const AWS_CONTAINERD_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/containerd-volume-size";
+/// Annotation: the size in GiB of a node pool's log volume (default 15).
+pub const AWS_LOGGING_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/logging-volume-size";
 /// Annotation: a Flatcar release for one node pool, used only when newer than the release's.
 pub const FLATCAR_RELEASE_VERSION: &str = "alpha.giantswarm.io/flatcar-release-version";
 /// Annotation: which aws-operator instance handles an object.

@@ -49,6 +49,8 @@ pub fn chart_crds() -> Vec<(&'static str, Vec<CustomResourceDefinition>)> {
             aws::AWSControlPlane::crd(),
             aws::AWSMachineDeployment::crd(),
             aws::NetworkPool::crd(),
+            // The drain executor runs in the operator: a platform needs no node-operator.
+            drainer::DrainerConfig::crd(),
         ],
     )]
 }

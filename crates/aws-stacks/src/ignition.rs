@@ -62,6 +62,35 @@ pub const ETCD_VOLUME_DEVICE: &str = "/dev/xvdh";
 /// The filesystem label of the etcd volume.
 pub const ETCD_VOLUME_LABEL: &str = "etcd";
 
+/// A data volume of a node-pool worker: its launch template attaches it as `device`, and its
+/// node config formats it (XFS, labelled `label`, on first boot) and mounts it on `mount` before
+/// docker, containerd and kubelet start (upstream's worker volumes, reference §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerVolume {
+    /// The block device the launch template attaches.
+    pub device: &'static str,
+    /// The filesystem label.
+    pub label: &'static str,
+    /// Where it is mounted.
+    pub mount: &'static str,
+}
+
+/// Docker's volume (`dockerVolumeSizeGB`).
+pub const DOCKER_VOLUME: WorkerVolume = WorkerVolume { device: "/dev/xvdh", label: "docker", mount: "/var/lib/docker" };
+/// Kubelet's volume (`kubeletVolumeSizeGB`).
+pub const KUBELET_VOLUME: WorkerVolume =
+    WorkerVolume { device: "/dev/xvdg", label: "kubelet", mount: "/var/lib/kubelet" };
+/// The log volume.
+pub const LOG_VOLUME: WorkerVolume = WorkerVolume { device: "/dev/xvdf", label: "log", mount: "/var/log" };
+/// Containerd's volume.
+pub const CONTAINERD_VOLUME: WorkerVolume =
+    WorkerVolume { device: "/dev/xvdi", label: "containerd", mount: "/var/lib/containerd" };
+/// Every worker volume, in the launch template's order.
+pub const WORKER_VOLUMES: [WorkerVolume; 4] = [DOCKER_VOLUME, KUBELET_VOLUME, LOG_VOLUME, CONTAINERD_VOLUME];
+
+/// kube-proxy's configuration file (`KubeProxyConfiguration`).
+pub const KUBE_PROXY_CONFIG: &str = "/etc/kubernetes/config/kube-proxy.yaml";
+
 /// Where the units expect the TLS assets and other secrets. The operator places its
 /// [`NodeSecret`]s at these paths; the config references them whether or not they are present.
 pub mod paths {
@@ -174,6 +203,10 @@ pub struct NodeConfigInput {
     pub pod_cidr: String,
     /// OpenID Connect for the API server (masters), from the cluster's `spec.cluster.oidc`.
     pub oidc: Option<Oidc>,
+    /// kube-proxy's `conntrack.maxPerCore`, from the cluster's
+    /// `spec.cluster.kubeProxy.conntrackMaxPerCore`; kube-proxy's default (32768) when `None`,
+    /// and `0` leaves the kernel's limit as it is.
+    pub conntrack_max_per_core: Option<u32>,
     /// The registry images are pulled from, e.g. `quay.io`.
     pub registry: String,
     /// The secret files, shipped encrypted.
@@ -323,12 +356,30 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
             "/etc/kubernetes/kubeconfig/kubelet.yaml",
             &kubeconfig("kubelet", &format!("https://{}", input.api_domain)),
         ),
+        text(
+            "/etc/kubernetes/kubeconfig/kube-proxy.yaml",
+            &kubeconfig("kube-proxy", &format!("https://{}", input.api_domain)),
+        ),
+        text(KUBE_PROXY_CONFIG, &kube_proxy_config(input)),
+        text("/etc/kubernetes/manifests/kube-proxy.yaml", &kube_proxy_manifest(input)),
     ];
     let mut units = vec![
         unit("set-hostname.service", SET_HOSTNAME_UNIT),
         unit("decrypt-tls-assets.service", &decrypt_unit(input)),
         unit("kubelet.service", &kubelet_unit(input)),
     ];
+    let mut filesystems = Vec::new();
+    if let Role::Worker { .. } = &input.role {
+        for volume in WORKER_VOLUMES {
+            filesystems.push(json!({
+                "device": volume.device,
+                "format": "xfs",
+                "label": volume.label,
+                "wipeFilesystem": true,
+            }));
+            units.push(unit(&mount_unit_name(volume.mount), &worker_mount_unit(volume)));
+        }
+    }
     if let Role::Master { id, etcd_name, etcd_initial_cluster, initial_cluster_state } = &input.role {
         files.push(script(ETCD_ATTACH_SCRIPT, &etcd_attach_script(input, *id)));
         units.push(unit(ETCD_ATTACH_UNIT, &etcd_attach_unit()));
@@ -357,9 +408,13 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         }
     }
 
+    let mut storage = json!({ "files": files });
+    if !filesystems.is_empty() {
+        storage["filesystems"] = Value::Array(filesystems);
+    }
     let document = json!({
         "ignition": { "version": IGNITION_VERSION },
-        "storage": { "files": files },
+        "storage": storage,
         "systemd": { "units": units },
     });
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
@@ -563,7 +618,7 @@ evictionHard:
 }
 
 fn kubeconfig(user: &str, server: &str) -> String {
-    let (crt, key, ca) = if user == "kubelet" {
+    let (crt, key, ca) = if user == "kubelet" || user == "kube-proxy" {
         (paths::WORKER_CRT, paths::WORKER_KEY, paths::WORKER_CA)
     } else {
         (paths::API_CRT, paths::API_KEY, paths::API_CA)
@@ -639,6 +694,94 @@ ExecStop=-/usr/bin/docker stop kubelet
 
 [Install]
 WantedBy=multi-user.target
+"
+    )
+}
+
+/// The systemd mount unit name of an absolute path without characters that need escaping
+/// (`/var/lib/docker` → `var-lib-docker.mount`).
+fn mount_unit_name(path: &str) -> String {
+    format!("{}.mount", path.trim_start_matches('/').replace('/', "-"))
+}
+
+fn worker_mount_unit(volume: WorkerVolume) -> String {
+    format!(
+        "[Unit]
+Description={label} volume
+Before=docker.service containerd.service kubelet.service
+
+[Mount]
+What=/dev/disk/by-label/{label}
+Where={mount}
+Type=xfs
+
+[Install]
+WantedBy=local-fs.target
+",
+        label = volume.label,
+        mount = volume.mount,
+    )
+}
+
+fn kube_proxy_config(input: &NodeConfigInput) -> String {
+    let conntrack = match input.conntrack_max_per_core {
+        Some(n) => format!("conntrack:\n  maxPerCore: {n}\n"),
+        None => String::new(),
+    };
+    format!(
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/kubeconfig/kube-proxy.yaml
+clusterCIDR: {cidr}
+mode: iptables
+{conntrack}",
+        cidr = input.pod_cidr,
+    )
+}
+
+/// kube-proxy as a static pod on every node, reading [`KUBE_PROXY_CONFIG`].
+fn kube_proxy_manifest(input: &NodeConfigInput) -> String {
+    let image = image(input, "kube-proxy", &input.kubernetes_version);
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+  labels:
+    k8s-app: kube-proxy
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  containers:
+    - name: kube-proxy
+      image: {image}
+      command:
+        - kube-proxy
+        - --config={KUBE_PROXY_CONFIG}
+      securityContext:
+        privileged: true
+      volumeMounts:
+        - name: k8s
+          mountPath: /etc/kubernetes
+          readOnly: true
+        - name: modules
+          mountPath: /lib/modules
+          readOnly: true
+        - name: xtables-lock
+          mountPath: /run/xtables.lock
+  volumes:
+    - name: k8s
+      hostPath:
+        path: /etc/kubernetes
+    - name: modules
+      hostPath:
+        path: /lib/modules
+    - name: xtables-lock
+      hostPath:
+        path: /run/xtables.lock
+        type: FileOrCreate
 "
     )
 }
@@ -968,6 +1111,7 @@ mod tests {
             cluster_dns_ip: "172.31.0.10".into(),
             pod_cidr: "10.2.0.0/16".into(),
             oidc: None,
+            conntrack_max_per_core: None,
             registry: "quay.io".into(),
             secrets: vec![
                 NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
@@ -1191,6 +1335,56 @@ mod tests {
         let kubelet_config =
             String::from_utf8(worker_files["/etc/kubernetes/config/kubelet.yaml"].clone()).expect("utf-8");
         assert!(kubelet_config.contains("  - 172.31.0.10\n"), "{kubelet_config}");
+    }
+
+    #[test]
+    fn workers_format_and_mount_their_volumes_before_the_runtimes_start() {
+        let worker_doc = sealed(&worker());
+        let master_doc = sealed(&master(0, 1));
+        let filesystems = worker_doc["storage"]["filesystems"].as_array().expect("worker filesystems");
+        let by_device: BTreeMap<&str, &Value> =
+            filesystems.iter().map(|f| (f["device"].as_str().expect("device"), f)).collect();
+        let units = units(&worker_doc);
+        for (volume, unit_name) in [
+            (DOCKER_VOLUME, "var-lib-docker.mount"),
+            (KUBELET_VOLUME, "var-lib-kubelet.mount"),
+            (LOG_VOLUME, "var-log.mount"),
+            (CONTAINERD_VOLUME, "var-lib-containerd.mount"),
+        ] {
+            let fs = by_device.get(volume.device).unwrap_or_else(|| panic!("{} is not formatted", volume.device));
+            assert_eq!((fs["format"].as_str(), fs["label"].as_str()), (Some("xfs"), Some(volume.label)));
+            let mount = units.get(unit_name).unwrap_or_else(|| panic!("{unit_name} missing"));
+            assert!(mount.contains(&format!("What=/dev/disk/by-label/{}\nWhere={}\n", volume.label, volume.mount)));
+            assert!(mount.contains("Before=docker.service containerd.service kubelet.service\n"), "{mount}");
+        }
+        assert_eq!(filesystems.len(), WORKER_VOLUMES.len());
+        // A master's only data volume is etcd's, attached and formatted by its own unit.
+        assert!(master_doc["storage"].get("filesystems").is_none());
+        assert!(!self::units(&master_doc).contains_key("var-lib-docker.mount"));
+    }
+
+    #[test]
+    fn kube_proxy_runs_on_every_node_with_the_clusters_conntrack_limit() {
+        let config = |input: &NodeConfigInput| {
+            String::from_utf8(files(&sealed(input))[KUBE_PROXY_CONFIG].clone()).expect("utf-8")
+        };
+        let default = config(&worker());
+        assert!(default.contains("clusterCIDR: 10.2.0.0/16\n"), "{default}");
+        assert!(!default.contains("conntrack"), "kube-proxy's own default when unset: {default}");
+        let mut input = worker();
+        input.conntrack_max_per_core = Some(131_072);
+        assert!(config(&input).contains("conntrack:\n  maxPerCore: 131072\n"));
+        input.conntrack_max_per_core = Some(0);
+        assert!(config(&input).contains("  maxPerCore: 0\n"), "0 leaves the kernel's limit");
+        for doc in [sealed(&worker()), sealed(&master(1, 3))] {
+            let manifest =
+                String::from_utf8(files(&doc)["/etc/kubernetes/manifests/kube-proxy.yaml"].clone()).expect("utf-8");
+            assert!(manifest.contains("image: quay.io/giantswarm/kube-proxy:v1.33.4"), "{manifest}");
+            assert!(manifest.contains(&format!("--config={KUBE_PROXY_CONFIG}")), "{manifest}");
+            let kubeconfig =
+                String::from_utf8(files(&doc)["/etc/kubernetes/kubeconfig/kube-proxy.yaml"].clone()).expect("utf-8");
+            assert!(kubeconfig.contains(paths::WORKER_KEY), "kube-proxy uses the node's own client key");
+        }
     }
 
     #[test]

@@ -139,9 +139,10 @@ fn rbac_is_least_privilege() -> Result<()> {
             }
         }
     }
-    // The operator reads credential and certificate Secrets and holds them with a finalizer
-    // (patch); it never creates, updates or deletes one.
-    assert_eq!(secret_verbs, BTreeSet::from(["get".to_string(), "list".to_string(), "patch".to_string()]));
+    // The operator reads credential and certificate Secrets, holds them with a finalizer
+    // (patch), and its drain executor watches their metadata to rebuild a workload-cluster
+    // client whose Secret changed; it never creates, updates or deletes one.
+    assert_eq!(secret_verbs, BTreeSet::from(["get", "list", "patch", "watch"].map(String::from)));
     // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
     // for everything but create.
     let lease = format!("{CHART}-{}", operator_version(CHART)?);
@@ -284,6 +285,7 @@ fn the_crds_ship_with_the_chart() -> Result<()> {
         "awsmachinedeployments.infrastructure.giantswarm.io",
         "networkpools.infrastructure.giantswarm.io",
         "releases.release.giantswarm.io",
+        "drainerconfigs.core.giantswarm.io",
     ] {
         assert!(crds.contains(want), "{want} missing from {crds:?}");
     }

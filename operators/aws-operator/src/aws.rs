@@ -124,6 +124,8 @@ pub struct AccountClients {
     pub kms: aws_sdk_kms::Client,
     /// Auto Scaling.
     pub autoscaling: aws_sdk_autoscaling::Client,
+    /// Route53 (a global service: the region only signs the requests).
+    pub route53: aws_sdk_route53::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -257,6 +259,7 @@ impl AwsFactory {
             s3: aws_sdk_s3::Client::new(&conf),
             kms: aws_sdk_kms::Client::new(&conf),
             autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+            route53: aws_sdk_route53::Client::new(&conf),
         }
     }
 
@@ -297,6 +300,7 @@ impl AwsFactory {
         let ec2_conf = aws_sdk_ec2::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let kms_conf = aws_sdk_kms::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let asg_conf = aws_sdk_autoscaling::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let route53_conf = aws_sdk_route53::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -305,6 +309,7 @@ impl AwsFactory {
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
             kms: aws_sdk_kms::Client::from_conf(kms_conf),
             autoscaling: aws_sdk_autoscaling::Client::from_conf(asg_conf),
+            route53: aws_sdk_route53::Client::from_conf(route53_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

@@ -11,11 +11,14 @@
 //!    `status.provider.network.cidr`.
 //! 3. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
 //! 4. `stacks` — TCCPI (management account), TCCP (tenant), TCCPF (management account).
-//! 5. `master` — namespace `<id>`, Service and Endpoints `master`.
-//! 6. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
+//! 5. `delegation` — the NS record of the cluster zone in the installation's intermediate zone
+//!    (management account), when Route53 is on.
+//! 6. `master` — namespace `<id>`, Service and Endpoints `master`.
+//! 7. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
 //!
 //! Deletion (`teardown`, last): deletes the cluster's AWSControlPlanes and
-//! AWSMachineDeployments and waits until they are gone, then deletes TCCP (tenant) and after it
+//! AWSMachineDeployments and waits until they are gone, removes the zone delegation, then deletes
+//! TCCP (tenant) and after it
 //! TCCPF and TCCPI (management account), empties and deletes the buckets, schedules the key for
 //! deletion, removes the namespace and releases the credential and certificate Secrets (held
 //! since creation, see `held_secrets`); the finalizer is held until all of that is done.
@@ -39,7 +42,7 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use crate::aws::AccountClients;
 use crate::common::{self, READY};
-use crate::context::Shared;
+use crate::context::{Delegated, Shared};
 use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
 use crate::{held_secrets, ipam_lock};
 
@@ -432,6 +435,96 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
     }
 }
 
+/// Delegates the cluster's zone `<id>.k8s.<domain>` from the installation's intermediate zone
+/// `k8s.<domain>` in the management account: an NS record naming the zone's name servers, TTL
+/// 300, upserted through the management account's credentials (upstream's `bridgezone`). An
+/// installation without an intermediate zone is skipped with an event, and looked at again after
+/// the stack listing's expiry. Done once per process and cluster zone; the teardown removes the
+/// record.
+#[derive(Debug)]
+pub struct Delegation;
+
+impl Resource<AWSCluster, ClusterState> for Delegation {
+    fn name(&self) -> &str {
+        "delegation"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let Some(zone_id) = state.tccp.as_ref().and_then(|o| o.hosted_zone_id.clone()) else {
+            // Route53 is off, or TCCP is not there yet.
+            return Ok(Outcome::proceed());
+        };
+        let (tenant, cp) = state.accounts()?;
+        let id = obj.name_any();
+        let memo_key = format!("{}/{id}", cp.cache_key());
+        let settled = match shared.memo.lock().delegations.get(&memo_key) {
+            Some(Delegated::Zone(z)) => *z == zone_id,
+            Some(Delegated::Skipped(at)) => at.elapsed() < shared.config.stack_listing_ttl,
+            None => false,
+        };
+        if settled {
+            return Ok(Outcome::proceed());
+        }
+        let domain = &obj.spec.cluster.dns.domain;
+        let (name, parent) = (names::tenant_base_domain(&id, domain), format!("k8s.{domain}"));
+        let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
+            shared.memo.lock().delegations.insert(memo_key, Delegated::Skipped(std::time::Instant::now()));
+            shared
+                .event(
+                    obj,
+                    "DelegationSkipped",
+                    format!(
+                        "the management account {} has no hosted zone {parent}: zone {name} is not delegated",
+                        cp.account_id
+                    ),
+                )
+                .await;
+            return Ok(Outcome::proceed());
+        };
+        let servers = crate::services::zone_name_servers(tenant, &zone_id).await?;
+        if servers.is_empty() {
+            return Err(ResourceError::msg(
+                "DelegationFailed",
+                format!("hosted zone {zone_id} ({name}) has no name servers to delegate to"),
+            ));
+        }
+        let sorted = |mut v: Vec<String>| {
+            v.iter_mut().for_each(|s| *s = s.trim_end_matches('.').to_string());
+            v.sort();
+            v
+        };
+        let current = crate::services::ns_record(cp, &parent_id, &name).await?;
+        if current.map(sorted) != Some(sorted(servers.clone())) {
+            crate::services::change_ns_record(cp, &parent_id, &name, &servers, false).await?;
+            shared.event(obj, "ZoneDelegated", format!("zone {name} delegated from {parent}")).await;
+        }
+        shared.memo.lock().delegations.insert(memo_key, Delegated::Zone(zone_id));
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        // The teardown removes the record, after the node pools and the control plane.
+        Ok(Outcome::proceed())
+    }
+}
+
+/// Remove the cluster zone's NS record from the intermediate zone, if both exist.
+async fn remove_delegation(shared: &Shared, cp: &AccountClients, obj: &AWSCluster) -> Result<(), ResourceError> {
+    let id = obj.name_any();
+    let domain = &obj.spec.cluster.dns.domain;
+    let (name, parent) = (names::tenant_base_domain(&id, domain), format!("k8s.{domain}"));
+    let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
+        return Ok(());
+    };
+    if let Some(values) = crate::services::ns_record(cp, &parent_id, &name).await? {
+        crate::services::change_ns_record(cp, &parent_id, &name, &values, true).await?;
+        shared.event(obj, "DelegationRemoved", format!("zone {name} is no longer delegated from {parent}")).await;
+    }
+    shared.memo.lock().delegations.remove(&format!("{}/{id}", cp.cache_key()));
+    Ok(())
+}
+
 /// Namespace `<id>`, Service and Endpoints `master` in the management cluster.
 #[derive(Debug)]
 pub struct Master;
@@ -733,6 +826,9 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
                 state,
                 format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len()),
             ));
+        }
+        if shared.config.route53_enabled {
+            remove_delegation(&shared, &cp, obj).await?;
         }
         // Tenant stacks before management-account stacks.
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {

@@ -312,6 +312,18 @@ pub struct Memo {
     /// The last stack status announced by an event, per `account/region/stack`: a status write
     /// that the cache does not show yet must not announce the same transition twice.
     pub stack_status: HashMap<String, String>,
+    /// Per `<management account/region>/<cluster id>`: the cluster zone whose delegation is in
+    /// place, or when the delegation was last skipped for want of an intermediate zone.
+    pub delegations: HashMap<String, Delegated>,
+}
+
+/// What [`Memo::delegations`] remembers of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delegated {
+    /// The NS record for this cluster zone id is in place.
+    Zone(String),
+    /// The installation has no intermediate zone; looked at this instant.
+    Skipped(Instant),
 }
 
 impl Memo {
@@ -322,6 +334,7 @@ impl Memo {
         let cluster = format!("{account}/{id}");
         self.keys.remove(&cluster);
         self.endpoints_refreshed.remove(&cluster);
+        self.delegations.retain(|key, _| !key.ends_with(&format!("/{id}")));
         let prefix = format!("{bucket}/");
         self.uploads.retain(|key, _| !key.starts_with(&prefix));
     }

@@ -614,8 +614,10 @@ impl PoolStacks<'_> {
                 instance_type: obj.spec.provider.worker.instance_type.clone(),
                 docker_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
                 kubelet_volume_gb: machine.kubelet_volume_size_gb.max(1) as u32,
-                log_volume_gb: 15,
-                containerd_volume_gb: machine.docker_volume_size_gb.max(1) as u32,
+                // Both were checked with the object (`validate`); the defaults stand in for
+                // values that check refused.
+                log_volume_gb: obj.log_volume_gb().unwrap_or(apis::aws::DEFAULT_LOG_VOLUME_GB),
+                containerd_volume_gb: obj.containerd_volume_gb().unwrap_or(machine.docker_volume_size_gb.max(1) as u32),
                 imds_http_tokens: obj
                     .annotations()
                     .get(labels::AWS_METADATA_V2)

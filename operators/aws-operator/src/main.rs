@@ -11,6 +11,7 @@ use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::context::{AmiMap, OperatorConfig, Shared};
 use aws_operator::operator::{self, RunSettings};
 use clap::{Parser, Subcommand};
+use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
 use operatorkit::{Leadership, Metrics, Readiness, Server};
 use prometheus_client::registry::Registry;
@@ -25,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Reconcile AWSCluster, AWSControlPlane and AWSMachineDeployment objects.
+    /// Reconcile AWSCluster, AWSControlPlane and AWSMachineDeployment objects, and drain the
+    /// nodes DrainerConfigs name.
     Daemon(Box<DaemonArgs>),
     /// Print the stacks and templates the given CR files would produce, without touching AWS.
     Render(aws_operator::render::RenderArgs),
@@ -106,6 +108,10 @@ struct DaemonArgs {
     /// How often the master Endpoints are refreshed from EC2, in seconds.
     #[arg(long, default_value_t = 900)]
     endpoints_refresh_seconds: u64,
+    /// How long a node drain may take before it ends with `Timeout`, in seconds, for
+    /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
+    #[arg(long, default_value_t = 3600)]
+    drain_timeout_seconds: u64,
 }
 
 #[tokio::main]
@@ -164,8 +170,20 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
     if let Some(elector) = &elector {
         elector.register_metrics(&mut registry);
     }
-    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
     let readiness = Readiness::new();
+    // The drain executor: the DrainerConfigs labelled with this version, so that a platform
+    // needs no node-operator.
+    let drain_settings = DrainerSettings {
+        timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
+        ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
+    };
+    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+        .metrics(&metrics)
+        .readiness(&readiness)
+        .leadership(leadership.clone())
+        .build()
+        .context("the drain executor")?;
+    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
@@ -184,14 +202,17 @@ async fn daemon(args: DaemonArgs) -> anyhow::Result<()> {
         tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
-    operator::run(
-        shared,
-        &metrics,
-        &readiness,
-        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
-        shutdown.clone(),
-    )
-    .await?;
+    let (controllers, ()) = tokio::join!(
+        operator::run(
+            shared,
+            &metrics,
+            &readiness,
+            RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
+            shutdown.clone(),
+        ),
+        drainer.run(shutdown.clone()),
+    );
+    controllers?;
     shutdown.cancel();
     stop_election.cancel();
     if let Some(election) = election {

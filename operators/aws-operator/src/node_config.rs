@@ -167,6 +167,8 @@ pub fn input(
             username_claim: o.claims.username.clone(),
             groups_claim: o.claims.groups.clone(),
         }),
+        // The schema keeps it at 0 or more.
+        conntrack_max_per_core: cluster.spec.cluster.kube_proxy.conntrack_max_per_core.map(|n| n.max(0) as u32),
         registry: shared.config.registry.clone(),
         secrets,
     }

@@ -130,6 +130,7 @@ pub async fn run(
     .resource(cluster::Ipam)
     .resource(cluster::Encryption)
     .resource(cluster::Stacks)
+    .resource(cluster::Delegation)
     .resource(cluster::Master)
     .resource(cluster::Status)
     .resource(cluster::Teardown)

@@ -69,6 +69,32 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     f.control_plane(id, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
     f.node_pool(id, "np001", &["eu-central-1a", "eu-central-1b"], 2, 5).await?;
     f.node_pool(id, "np002", &["eu-central-1c"], 1, 3).await?;
+    // The installation's intermediate zone, in the management account: the cluster zone is
+    // delegated from it.
+    let parent_zone = "k8s.gauss.eu-central-1.aws.gigantic.io";
+    let cp = f.control_plane_clients().await?;
+    let created = cp.route53.create_hosted_zone().name(parent_zone).caller_reference(id).send().await?;
+    let parent_id =
+        created.hosted_zone().map(|z| z.id().trim_start_matches("/hostedzone/").to_string()).unwrap_or_default();
+    let delegation = |parent_id: String| {
+        let cp = cp.clone();
+        async move {
+            let sets = cp.route53.list_resource_record_sets().hosted_zone_id(parent_id).send().await?;
+            Ok::<_, anyhow::Error>(
+                sets.resource_record_sets()
+                    .iter()
+                    .find(|r| {
+                        r.name().trim_end_matches('.') == format!("{id}.{parent_zone}") && r.r#type().as_str() == "NS"
+                    })
+                    .map(|r| {
+                        let mut values: Vec<String> =
+                            r.resource_records().iter().map(|v| v.value().to_string()).collect();
+                        values.sort();
+                        (r.ttl(), values)
+                    }),
+            )
+        }
+    };
     f.start_operator().await?;
 
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
@@ -102,7 +128,6 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
 
     // Every kind of stack, in the right account, with tags and outputs.
     let tenant = f.tenant_clients().await?;
-    let cp = f.control_plane_clients().await?;
     assert_eq!(tenant.account_id, f.tenant_account);
     assert_eq!(cp.account_id, f.cp_account);
     let tenant_stacks = stacks_of(&tenant).await?;
@@ -228,6 +253,14 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     let pab = tenant.s3.get_public_access_block().bucket(&bucket).send().await?;
     assert!(pab.public_access_block_configuration().is_some_and(|c| c.block_public_acls() == Some(true)));
 
+    // The cluster zone is delegated from the intermediate zone: NS with its name servers, TTL 300.
+    let zone_id = tenant_stacks[&want_tenant[0]].outputs.get("HostedZoneID").cloned().expect("HostedZoneID");
+    let zone = tenant.route53.get_hosted_zone().id(&zone_id).send().await?;
+    let mut servers: Vec<String> = zone.delegation_set().map(|d| d.name_servers().to_vec()).unwrap_or_default();
+    servers.sort();
+    assert!(!servers.is_empty(), "the cluster zone has name servers");
+    assert_eq!(delegation(parent_id.clone()).await?, Some((Some(300), servers)), "the NS delegation");
+
     // Management-cluster objects.
     let svc: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.client.clone(), id);
     assert!(svc.get_opt("master").await?.is_some(), "Service master");
@@ -337,6 +370,7 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
             stacks_of(&cp).await.map(|m| m.keys().cloned().collect::<Vec<_>>())
         );
     }
+    assert_eq!(delegation(parent_id).await?, None, "the delegation is removed with the cluster");
     assert!(stacks_of(&tenant).await?.is_empty(), "tenant stacks left");
     assert!(stacks_of(&cp).await?.is_empty(), "management stacks left");
     let buckets = tenant.s3.list_buckets().send().await?;

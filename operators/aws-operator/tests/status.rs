@@ -149,6 +149,11 @@ async fn the_status_shows_progress_and_every_transition_is_one_event() -> anyhow
     for lifecycle in ["ClusterCreating", "ClusterCreated", "ClusterUpdating", "ClusterUpdated"] {
         assert_eq!(reasons.get(lifecycle), Some(&1), "{lifecycle}:\n{}", describe(&events));
     }
+    // This installation has no intermediate zone: the delegation is skipped, said once.
+    let skipped: Vec<&Event> = events.iter().filter(|e| e.reason.as_deref() == Some("DelegationSkipped")).collect();
+    assert_eq!(skipped.len(), 1, "{}", describe(&events));
+    assert_eq!(skipped[0].type_.as_deref(), Some("Normal"));
+    assert!(skipped[0].note.as_deref().is_some_and(|n| n.contains("has no hosted zone k8s.")), "{}", describe(&events));
     f.kill_operator().await;
     Ok(())
 }

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Common, MissingOutput, az_suffix, required, user_data, version_outputs};
 use crate::cfn::{self, Resource, Template};
+use crate::ignition;
 use crate::names::{self, StackKind};
 
 /// Logical ID of the pool CIDR's association with the VPC.
@@ -78,13 +79,14 @@ pub struct NodeInstance {
     pub image_id: String,
     /// The primary instance type.
     pub instance_type: String,
-    /// Docker volume (`/dev/xvdh`), GiB.
+    /// Docker's volume ([`ignition::DOCKER_VOLUME`]), GiB.
     pub docker_volume_gb: u32,
-    /// Kubelet volume (`/dev/xvdg`), GiB.
+    /// Kubelet's volume ([`ignition::KUBELET_VOLUME`]), GiB.
     pub kubelet_volume_gb: u32,
-    /// Log volume (`/dev/xvdf`), GiB; upstream default 15.
+    /// The log volume ([`ignition::LOG_VOLUME`]), GiB; upstream's 15.
     pub log_volume_gb: u32,
-    /// Containerd volume (`/dev/xvdi`), GiB; upstream default the docker size.
+    /// Containerd's volume ([`ignition::CONTAINERD_VOLUME`]), GiB; upstream gives it the docker
+    /// size.
     pub containerd_volume_gb: u32,
     /// IMDS `HttpTokens`: `optional` or `required`.
     pub imds_http_tokens: String,
@@ -484,10 +486,10 @@ fn add_launch_template(t: &mut Template, p: &Params) {
                 "LaunchTemplateName": launch_template_name(cid, &p.node_pool_id),
                 "LaunchTemplateData": {
                     "BlockDeviceMappings": [
-                        ebs("/dev/xvdh", i.docker_volume_gb),
-                        ebs("/dev/xvdg", i.kubelet_volume_gb),
-                        ebs("/dev/xvdf", i.log_volume_gb),
-                        ebs("/dev/xvdi", i.containerd_volume_gb),
+                        ebs(ignition::DOCKER_VOLUME.device, i.docker_volume_gb),
+                        ebs(ignition::KUBELET_VOLUME.device, i.kubelet_volume_gb),
+                        ebs(ignition::LOG_VOLUME.device, i.log_volume_gb),
+                        ebs(ignition::CONTAINERD_VOLUME.device, i.containerd_volume_gb),
                     ],
                     "IamInstanceProfile": { "Name": cfn::r#ref(INSTANCE_PROFILE) },
                     "ImageId": i.image_id,
