@@ -72,6 +72,12 @@ fn settings() -> DrainerSettings {
 
 /// The child: the drain executor alone, until its stdin closes.
 async fn operator(url: String) -> anyhow::Result<()> {
+    // Warnings (failed reconciles, refused writes) go to stderr, shown with the figures.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
     let client = kube::Client::try_from(kube::Config::new(url.parse()?))?;
     let mut registry = Registry::default();
     let drainer = Drainer::builder(client, settings(), &mut registry).build()?;
@@ -279,6 +285,9 @@ async fn parent() -> anyhow::Result<()> {
     let mut breakdown: Vec<String> = wc_counts.by_resource.iter().map(|((v, r), n)| format!("{v} {r}: {n}")).collect();
     breakdown.extend(mc_counts.by_resource.iter().map(|((v, r), n)| format!("MC {v} {r}: {n}")));
     println!("    requests: {}", breakdown.join(", "));
+    let deciles: Vec<String> =
+        (1..=10).map(|d| format!("{:.1}", percentile(&reactions, d as f64 / 10.0).as_secs_f64())).collect();
+    println!("    cordon deciles (s): {}", deciles.join(" "));
     println!(
         "  DrainerConfig creation to cordon, the step that sends the first evictions: p50 {:.0} ms, p99 {:.0} ms ({} nodes observed)",
         percentile(&reactions, 0.5).as_secs_f64() * 1000.0,
