@@ -330,14 +330,13 @@ pub struct AWSClusterSpecProviderNodes {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AWSClusterSpecProviderPods {
-    /// The pod CIDR: the AWS-CNI secondary VPC CIDR, split in four for its subnets.
+    // Upstream's `externalSNAT` (AWS-CNI's external source NAT) is not part of this type: the
+    // clusters of this operator run Cilium, not AWS-CNI, so it could only be ignored. The API
+    // server prunes it, and `kubectl apply` with field validation names it as unknown.
+    /// The pod CIDR: the cluster CIDR of the controller manager and of kube-proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = CIDR_PATTERN))]
     pub cidr_block: Option<String>,
-    /// Whether AWS-CNI leaves source NAT to an external device; absent means the operator's
-    /// default.
-    #[serde(rename = "externalSNAT", default, skip_serializing_if = "Option::is_none")]
-    pub external_snat: Option<bool>,
 }
 
 /// The observed state of an `AWSCluster`.
@@ -938,8 +937,7 @@ mod tests {
             }
         }));
         assert_eq!(c.validate(), Ok(()));
-        c.spec.provider.pods =
-            Some(AWSClusterSpecProviderPods { cidr_block: Some("10.2.1.0/16".into()), external_snat: None });
+        c.spec.provider.pods = Some(AWSClusterSpecProviderPods { cidr_block: Some("10.2.1.0/16".into()) });
         c.spec.provider.master = Some(AWSClusterSpecProviderMaster {
             availability_zone: "eu-west-1a".into(),
             instance_type: "m5.xlarge".into(),
@@ -974,7 +972,6 @@ mod tests {
             }
         }));
         assert_eq!(c.spec.cluster.oidc.as_ref().map(|o| o.issuer_url.as_str()), Some("https://dex.example.com"));
-        assert_eq!(c.spec.provider.pods.as_ref().and_then(|p| p.external_snat), Some(true));
         assert_eq!(c.cidr(), Some("10.1.0.0/24"));
         assert_eq!(c.pod_cidr(), Some("10.2.0.0/16"));
         assert_eq!(c.network_pool(), Some("pool-a"));
@@ -985,7 +982,7 @@ mod tests {
         // And writes them back under the same names.
         let written = serde_json::to_value(&c.spec).unwrap_or_default();
         assert_eq!(written["cluster"]["oidc"]["clientID"], "dex-k8s");
-        assert_eq!(written["provider"]["pods"]["externalSNAT"], true);
+        assert_eq!(written["provider"]["pods"], json!({"cidrBlock": "10.2.0.0/16"}), "externalSNAT is not kept");
         let md = serde_json::to_value(machine_deployment(&["eu-central-1a"], 1, 2)).unwrap_or_default();
         assert_eq!(md["nodePool"]["machine"], json!({"dockerVolumeSizeGB": 100, "kubeletVolumeSizeGB": 100}));
         let network = AWSClusterStatusProviderNetwork { cidr: None, vpc_id: Some("vpc-1".into()) };
