@@ -37,6 +37,8 @@ use crate::step;
 const REGION: &str = "eu-central-1";
 /// The installation (management cluster) name: the management VPC's `Name` tag.
 const INSTALLATION: &str = "gauss";
+/// The installation's intermediate zone, `k8s.<base domain>` of the sample cluster.
+const INTERMEDIATE_ZONE: &str = "k8s.gauss.eu-central-1.aws.gigantic.io";
 /// How long the cluster may take to become `Created`.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long to keep following the masters and node pool once the cluster is `Created`.
@@ -170,6 +172,16 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     println!(
         "management VPC {vpc_id} (Name={INSTALLATION}, 10.0.0.0/16), route table {rt_id} (Name={INSTALLATION}_private_0)"
     );
+    // The installation's intermediate zone, which the cluster's zone is delegated from.
+    management
+        .route53
+        .create_hosted_zone()
+        .name(INTERMEDIATE_ZONE)
+        .caller_reference(INSTALLATION)
+        .send()
+        .await
+        .context("creating the intermediate hosted zone")?;
+    println!("intermediate hosted zone {INTERMEDIATE_ZONE}");
 
     step("Starting testenv as the management cluster and installing the CRDs");
     let env = testenv::TestEnv::start().await?;
