@@ -466,8 +466,7 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
         if settled {
             return Ok(Outcome::proceed());
         }
-        let domain = &obj.spec.cluster.dns.domain;
-        let (name, parent) = (names::tenant_base_domain(&id, domain), format!("k8s.{domain}"));
+        let (name, parent) = delegation_zones(obj);
         let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
             shared.memo.lock().delegations.insert(memo_key, Delegated::Skipped(std::time::Instant::now()));
             shared
@@ -509,11 +508,16 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
     }
 }
 
+/// The cluster's zone `<id>.k8s.<domain>` and the intermediate zone `k8s.<domain>` it is
+/// delegated from.
+fn delegation_zones(obj: &AWSCluster) -> (String, String) {
+    let domain = &obj.spec.cluster.dns.domain;
+    (names::tenant_base_domain(&obj.name_any(), domain), format!("k8s.{domain}"))
+}
+
 /// Remove the cluster zone's NS record from the intermediate zone, if both exist.
 async fn remove_delegation(shared: &Shared, cp: &AccountClients, obj: &AWSCluster) -> Result<(), ResourceError> {
-    let id = obj.name_any();
-    let domain = &obj.spec.cluster.dns.domain;
-    let (name, parent) = (names::tenant_base_domain(&id, domain), format!("k8s.{domain}"));
+    let (name, parent) = delegation_zones(obj);
     let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
         return Ok(());
     };
@@ -521,7 +525,7 @@ async fn remove_delegation(shared: &Shared, cp: &AccountClients, obj: &AWSCluste
         crate::services::change_ns_record(cp, &parent_id, &name, &values, true).await?;
         shared.event(obj, "DelegationRemoved", format!("zone {name} is no longer delegated from {parent}")).await;
     }
-    shared.memo.lock().delegations.remove(&format!("{}/{id}", cp.cache_key()));
+    shared.memo.lock().delegations.remove(&format!("{}/{}", cp.cache_key(), obj.name_any()));
     Ok(())
 }
 

@@ -466,19 +466,28 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
     }
 }
 
-/// The cluster's other node pools that are not being deleted, with their TCNP stacks (from the
-/// shared stack listing, no extra AWS call).
+/// The cluster's other node pools that are not being deleted (one LIST).
+async fn live_siblings(
+    shared: &Shared,
+    obj: &AWSMachineDeployment,
+    cluster_id: &str,
+) -> Result<Vec<AWSMachineDeployment>, ResourceError> {
+    Ok(common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id)
+        .await?
+        .into_iter()
+        .filter(|other| other.uid() != obj.uid() && other.metadata.deletion_timestamp.is_none())
+        .collect())
+}
+
+/// The TCNP stacks of `siblings` that exist (from the shared stack listing, no extra AWS call).
 async fn sibling_stacks(
     shared: &Shared,
     tenant: &AccountClients,
-    obj: &AWSMachineDeployment,
+    siblings: &[AWSMachineDeployment],
     cluster_id: &str,
 ) -> Result<Vec<(String, crate::cloudformation::StackView)>, ResourceError> {
     let mut out = Vec::new();
-    for other in common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id).await? {
-        if other.uid() == obj.uid() || other.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
+    for other in siblings {
         let name = names::stack_name(cluster_id, StackKind::Tcnp, Some(&other.name_any()));
         if let Some(view) = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await? {
             out.push((other.name_any(), view));
@@ -496,23 +505,17 @@ async fn peer_security_groups(
     obj: &AWSMachineDeployment,
     cluster_id: &str,
 ) -> Result<(Vec<String>, bool), ResourceError> {
-    let live_siblings = common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id)
-        .await?
-        .into_iter()
-        // A sibling without a range has no stack coming yet; getting one changes the object,
-        // which wakes this pool through the watch.
-        .filter(|p| {
-            p.uid() != obj.uid()
-                && p.metadata.deletion_timestamp.is_none()
-                && p.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET)
-        })
-        .count();
-    let mut groups: Vec<String> = sibling_stacks(shared, tenant, obj, cluster_id)
+    let siblings = live_siblings(shared, obj, cluster_id).await?;
+    // A sibling without a range has no stack coming yet; getting one changes the object, which
+    // wakes this pool through the watch.
+    let with_range =
+        siblings.iter().filter(|p| p.annotations().contains_key(labels::MACHINE_DEPLOYMENT_SUBNET)).count();
+    let mut groups: Vec<String> = sibling_stacks(shared, tenant, &siblings, cluster_id)
         .await?
         .into_iter()
         .filter_map(|(_, view)| view.outputs.get("SecurityGroupID").cloned())
         .collect();
-    let pending = groups.len() < live_siblings;
+    let pending = groups.len() < with_range;
     groups.sort();
     groups.dedup();
     Ok((groups, pending))
@@ -526,7 +529,8 @@ async fn pools_admitting(
     cluster_id: &str,
     group: &str,
 ) -> Result<Vec<String>, ResourceError> {
-    Ok(sibling_stacks(shared, tenant, obj, cluster_id)
+    let siblings = live_siblings(shared, obj, cluster_id).await?;
+    Ok(sibling_stacks(shared, tenant, &siblings, cluster_id)
         .await?
         .into_iter()
         .filter(|(_, view)| {

@@ -609,10 +609,15 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
 /// The TTL of a cluster's NS delegation record (upstream's).
 pub const DELEGATION_TTL: i64 = 300;
 
+/// `name` as Route53 writes it, fully qualified: with one trailing dot.
+fn fqdn(name: &str) -> String {
+    format!("{}.", name.trim_end_matches('.'))
+}
+
 /// The public hosted zone named `name` (with or without the trailing dot) in the account: its
 /// id without the `/hostedzone/` prefix, or `None`.
 pub async fn hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Option<String>, AwsError> {
-    let wanted = format!("{}.", name.trim_end_matches('.'));
+    let wanted = fqdn(name);
     let page = aws
         .route53
         .list_hosted_zones_by_name()
@@ -640,7 +645,7 @@ pub async fn zone_name_servers(aws: &AccountClients, zone_id: &str) -> Result<Ve
 /// The NS record `name` in zone `zone_id`: its values, or `None`.
 pub async fn ns_record(aws: &AccountClients, zone_id: &str, name: &str) -> Result<Option<Vec<String>>, AwsError> {
     use aws_sdk_route53::types::RrType;
-    let wanted = format!("{}.", name.trim_end_matches('.'));
+    let wanted = fqdn(name);
     let page = aws
         .route53
         .list_resource_record_sets()
@@ -654,7 +659,7 @@ pub async fn ns_record(aws: &AccountClients, zone_id: &str, name: &str) -> Resul
     Ok(page
         .resource_record_sets()
         .iter()
-        .find(|r| r.name().trim_end_matches('.') == name.trim_end_matches('.') && *r.r#type() == RrType::Ns)
+        .find(|r| fqdn(r.name()) == wanted && *r.r#type() == RrType::Ns)
         .map(|r| r.resource_records().iter().map(|v| v.value().to_string()).collect()))
 }
 
@@ -674,7 +679,7 @@ pub async fn change_ns_record(
         .map(|v| ResourceRecord::builder().value(v).build().map_err(|e| build(&e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     let set = ResourceRecordSet::builder()
-        .name(format!("{}.", name.trim_end_matches('.')))
+        .name(fqdn(name))
         .r#type(RrType::Ns)
         .ttl(DELEGATION_TTL)
         .set_resource_records(Some(records))
