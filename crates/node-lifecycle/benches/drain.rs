@@ -34,12 +34,12 @@ use kube::runtime::watcher;
 use kube::{CustomResourceExt, ResourceExt};
 use node_lifecycle::drain::plan::Backoff;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
-use node_lifecycle::testing::{Machine, Workload, WorkloadCluster};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use testenv::{NodeSpec, SimConfig, TestEnv, Verb};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
+use workload_sim::{Machine, Workload, WorkloadCluster};
 
 const MC_ENV: &str = "NODE_LIFECYCLE_BENCH_MC";
 const NODES_ENV: &str = "NODE_LIFECYCLE_BENCH_NODES";

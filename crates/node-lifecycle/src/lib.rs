@@ -9,9 +9,10 @@
 //!   "not reachable yet" from real failures, and no key material in any message;
 //! * [`drain`]: the `DrainerConfig` executor, an operatorkit controller that cordons a node,
 //!   evicts its pods under their PodDisruptionBudgets and sets `Drained` or `Timeout`, one
-//!   short step per reconcile;
-//! * `testing` (feature `testing`): a simulated workload cluster on a second `testenv`, with
-//!   nodes for the machines a test declares and workloads under disruption budgets.
+//!   short step per reconcile.
+//!
+//! Tests simulate a workload cluster with the `workload-sim` crate: a second `testenv` with
+//! nodes for the machines a test declares and workloads under disruption budgets.
 //!
 //! An operator wires the executor with one call:
 //!
@@ -35,8 +36,6 @@
 
 pub mod clients;
 pub mod drain;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use clients::{ClientOptions, ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
 pub use drain::{Drainer, DrainerSettings};

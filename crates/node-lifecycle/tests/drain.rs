@@ -17,12 +17,12 @@ use kube::runtime::watcher;
 use kube::{CustomResourceExt, ResourceExt};
 use node_lifecycle::drain::plan::Backoff;
 use node_lifecycle::drain::{CORDONED_BY_ANNOTATION, DrainMetrics, Drainer, DrainerSettings};
-use node_lifecycle::testing::{Machine, Workload, WorkloadCluster, is_ready, kubeconfig_secret};
 use node_lifecycle::{ClusterRef, WorkloadClients};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
+use workload_sim::{Machine, Workload, WorkloadCluster, is_ready, kubeconfig_secret};
 
 const OPERATOR: &str = "test-operator";
 const CLUSTER: &str = "al9qy";

@@ -12,8 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::api::PostParams;
-use node_lifecycle::testing::{Machine, Workload, WorkloadCluster};
 use support::*;
+use workload_sim::{Machine, Workload, WorkloadCluster};
 
 /// The daemon binary against the fixture's testenv and moto.
 fn daemon(f: &Fixture, ami: &std::path::Path) -> anyhow::Result<tokio::process::Child> {

@@ -1,4 +1,4 @@
-//! A simulated workload cluster for tests (feature `testing`).
+//! A simulated workload cluster for the tests of operators that reach into workload clusters.
 //!
 //! A second `testenv`, with its cluster simulation on, plays the workload cluster (WC); the
 //! management cluster (MC) is the test's usual testenv. The bridge here turns the machines a
@@ -10,7 +10,7 @@
 //! that the kubeconfig Secret points at.
 //!
 //! ```no_run
-//! use node_lifecycle::testing::{Machine, Workload, WorkloadCluster};
+//! use workload_sim::{Machine, Workload, WorkloadCluster};
 //!
 //! # async fn t() -> anyhow::Result<()> {
 //! let wc = WorkloadCluster::start().await?;
@@ -21,6 +21,11 @@
 //! wc.set_reachable(false); // the drainer now sees an unreachable WC
 //! # Ok(()) }
 //! ```
+//!
+//! It is a crate of its own rather than a feature of `node-lifecycle`: a feature that only tests
+//! turn on would compile `node-lifecycle`, and every crate above it, once for the tests and again
+//! for `cargo run`, because Cargo unifies features per build.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -419,7 +424,7 @@ pub fn kubeconfig_secret(namespace: &str, cluster: &str, kubeconfig: &str) -> Se
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": namespace,
                      "labels": {apis::labels::CLUSTER: cluster}},
-        "stringData": {crate::clients::KUBECONFIG_KEY: kubeconfig},
+        "stringData": {node_lifecycle::clients::KUBECONFIG_KEY: kubeconfig},
     }))
     .expect("a valid Secret")
 }
