@@ -283,6 +283,17 @@ async fn install_into_a_restricted_namespace_makes_the_deployment_available_with
         assert!(kinds.contains(want), "the values set renders no {want}: {kinds:?}");
     }
 
+    // The namespace does refuse what `restricted` forbids: the pods above were checked.
+    let root: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "root"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"runAsUser": 0}}]},
+    }))?;
+    let refused = Api::<Pod>::namespaced(env.client(), NAMESPACE).create(&PostParams::default(), &root).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("violates PodSecurity \"restricted:latest\"")),
+        "{refused:?}"
+    );
+
     // The budget counts the two replicas and lets one go at a time.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client(), NAMESPACE);
     let pdb = name(one(&rendered, "PodDisruptionBudget")?).to_string();
