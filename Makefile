@@ -51,7 +51,8 @@ else
 	cargo test --workspace --locked --no-fail-fast
 endif
 
-bench: ## Run the benchmarks and print their figures
+# The image benchmark builds the image (buildah) and installs the chart (Helm) into testenv.
+bench: venv image-tools ## Run the benchmarks and print their figures
 	cargo bench --workspace --locked
 
 lint: fmt clippy deny ## Format check, clippy and cargo-deny

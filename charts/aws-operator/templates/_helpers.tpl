@@ -78,8 +78,9 @@ checksum/amis: {{ toJson .Values.amis | sha256sum }}
 {{- end -}}
 
 {{/*
-What aws-operator calls, and nothing more (operators/aws-operator/src; the install test checks
-every rule against the request log of an end-to-end run):
+What aws-operator calls, and nothing more (operators/aws-operator/src; the image test runs the
+daemon with these rules and fails on a refusal; packaging::rbac::unused_grants lists the grants
+an end-to-end run leaves unused):
 - its three kinds: watched by the controllers, finalizers by JSON patch, status by merge patch;
   node pools also get their subnet annotation by merge patch;
 - NetworkPools and Releases: read (Releases are watched by the router);

@@ -71,6 +71,24 @@ impl OciImage {
         Ok(self.json(&self.blob(digest))?["config"].clone())
     }
 
+    /// The image configuration's `Env`, as name and value pairs.
+    pub fn env(&self) -> Result<Vec<(String, String)>, Error> {
+        Ok(self.config()?["Env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str()?.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect())
+    }
+
+    /// The image configuration's entrypoint program.
+    pub fn entrypoint(&self) -> Result<String, Error> {
+        self.config()?["Entrypoint"][0]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Error::Image("the image has no entrypoint".into()))
+    }
+
     /// Extract the layers, in order, into `dest` (created). Whiteouts are not applied: the
     /// images built here have none (a base and one COPY).
     pub fn unpack(&self, dest: &Path) -> Result<(), Error> {
@@ -95,19 +113,36 @@ impl OciImage {
     }
 }
 
-/// A process started from an unpacked root filesystem; killed when dropped.
+/// A process started from an unpacked root filesystem; killed when dropped. Its standard error
+/// goes to a file (a pipe nobody reads would stall a daemon that logs).
 #[derive(Debug)]
-pub struct RootfsProcess(pub std::process::Child);
+pub struct RootfsProcess {
+    child: std::process::Child,
+    log: PathBuf,
+}
 
 impl Drop for RootfsProcess {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
-/// Start `entrypoint args…` from the root filesystem `rootfs` with chroot as `uid:gid`, with
-/// only the environment `env` (a container's), standard error piped. Needs root.
+/// The absolute path of program `name` on this process's `PATH`.
+fn program(name: &str) -> Result<PathBuf, Error> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::Image(format!("{name} is not on PATH")))
+}
+
+/// Start `entrypoint args…` from the root filesystem `rootfs` as a pod with
+/// `readOnlyRootFilesystem` and an `emptyDir` on `/tmp` runs it: in a private mount namespace
+/// where `rootfs` is mounted read-only and `/tmp` is a fresh tmpfs, with chroot as `uid:gid`,
+/// with only the environment `env` (a container's), standard error to a file. The process keeps
+/// the id this returns (each step execs the next). Needs root.
 pub fn run_in_rootfs(
     rootfs: &Path,
     uid: u32,
@@ -116,7 +151,24 @@ pub fn run_in_rootfs(
     args: &[String],
     env: &[(String, String)],
 ) -> Result<RootfsProcess, Error> {
-    let child = Command::new("chroot")
+    // Programs by absolute path: the environment is the container's, without PATH.
+    let (mount, chroot) = (program("mount")?, program("chroot")?);
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = std::env::temp_dir().join(format!("rootfs-process-{}-{run}.log", std::process::id()));
+    let log_file = std::fs::File::create(&log).map_err(|e| Error::Io(log.display().to_string(), e))?;
+    let script = r#"set -e
+mount="$1" chroot="$2" root="$3"
+shift 3
+"$mount" --bind "$root" "$root"
+"$mount" -o remount,bind,ro "$root"
+"$mount" -t tmpfs -o size=64m,mode=1777 tmpfs "$root/tmp"
+exec "$chroot" "$@""#;
+    let child = Command::new(program("unshare")?)
+        .args(["--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh"])
+        .arg(&mount)
+        .arg(&chroot)
+        .arg(rootfs)
         .arg(format!("--userspec={uid}:{gid}"))
         .arg(rootfs)
         .arg(entrypoint)
@@ -125,10 +177,10 @@ pub fn run_in_rootfs(
         .envs(env.iter().cloned())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(log_file.try_clone().map_err(|e| Error::Io(log.display().to_string(), e))?)
         .spawn()
-        .map_err(|e| Error::Io("chroot".into(), e))?;
-    Ok(RootfsProcess(child))
+        .map_err(|e| Error::Io("unshare".into(), e))?;
+    Ok(RootfsProcess { child, log })
 }
 
 /// The status code of a plain HTTP/1.1 GET of `path` on 127.0.0.1:`port`, or None when nothing
@@ -144,34 +196,44 @@ pub fn http_status(port: u16, path: &str) -> Option<u16> {
 }
 
 impl RootfsProcess {
+    /// The process id (that of the entrypoint: each step before it execs the next).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the process wrote to standard error so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// Wait until `GET /readyz` on `port` answers 200; an error with the process's standard
     /// error when it exits first, or when `timeout` passes.
     pub fn wait_ready(&mut self, port: u16, timeout: std::time::Duration) -> Result<std::time::Duration, Error> {
-        use std::io::Read;
         let start = std::time::Instant::now();
         loop {
-            if let Some(status) = self.0.try_wait().map_err(|e| Error::Io("wait".into(), e))? {
-                let mut stderr = String::new();
-                if let Some(mut e) = self.0.stderr.take() {
-                    let _ = e.read_to_string(&mut stderr);
-                }
+            if let Some(status) = self.child.try_wait().map_err(|e| Error::Io("wait".into(), e))? {
                 return Err(Error::Image(format!(
-                    "the entrypoint exited with {status} before /readyz answered 200:\n{stderr}"
+                    "the entrypoint exited with {status} before /readyz answered 200:\n{}",
+                    self.log()
                 )));
             }
             if http_status(port, "/readyz") == Some(200) {
                 return Ok(start.elapsed());
             }
             if start.elapsed() > timeout {
-                return Err(Error::Image(format!("/readyz did not answer 200 within {timeout:?}")));
+                return Err(Error::Image(format!(
+                    "/readyz did not answer 200 within {timeout:?} (/readyz: {:?}); the entrypoint's log:\n{}",
+                    http_status(port, "/readyz"),
+                    self.log()
+                )));
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
-    /// The resident set size of the process (VmRSS of the chroot's exec'd program), in bytes.
+    /// The resident set size of the process (VmRSS of the entrypoint), in bytes.
     pub fn rss_bytes(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let kb: u64 = status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
         Some(kb * 1024)
     }

@@ -1,6 +1,7 @@
 //! What ships, and the tests that check it: the Helm charts (rendered by the real Helm binary
-//! that `make venv` installs), the container images, and the one version each operator carries
-//! in its crate, chart and image tag.
+//! that `make venv` installs, and installed by it into testenv), the container images and the
+//! chart's pod run from them (`pod`), the permissions a chart grants and a run never used
+//! (`rbac`), and the one version each operator carries in its crate, chart and image tag.
 //!
 //! ```no_run
 //! let objects = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[]).unwrap();
@@ -14,6 +15,8 @@ use std::process::Command;
 use serde_json::Value;
 
 pub mod image;
+pub mod pod;
+pub mod rbac;
 
 /// Why a chart could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +43,9 @@ pub enum Error {
     /// Building or reading an image failed.
     #[error("image: {0}")]
     Image(String),
+    /// A rendered role cannot be read.
+    #[error("RBAC: {0}")]
+    Rbac(String),
     /// Running a program failed.
     #[error("running {0}: {1}")]
     Io(String, std::io::Error),
@@ -68,24 +74,75 @@ pub fn helm(chart: &str, args: &[&str]) -> Result<String, Error> {
 
 /// Run Helm with `args` in directory `dir`; its standard output on success.
 pub fn helm_in(dir: &Path, args: &[&str]) -> Result<String, Error> {
+    run_helm(dir, args, None).map(|out| out.stdout)
+}
+
+/// What Helm printed: its result on standard output, warnings (the API server's among them)
+/// on standard error.
+#[derive(Debug, Clone)]
+pub struct HelmOutput {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Run Helm with `args` in directory `dir` against the cluster of `kubeconfig` (and only it:
+/// `$KUBECONFIG` is ignored).
+pub fn helm_against(kubeconfig: &Path, dir: &Path, args: &[&str]) -> Result<HelmOutput, Error> {
+    run_helm(dir, args, Some(kubeconfig))
+}
+
+fn run_helm(dir: &Path, args: &[&str], kubeconfig: Option<&Path>) -> Result<HelmOutput, Error> {
     let helm = helm_binary()?;
     // Helm writes caches and its config under $HOME; keep them out of the user's.
     let home = std::env::temp_dir().join("cluster-operators-helm");
-    let out = Command::new(&helm)
+    let mut command = Command::new(&helm);
+    command
         .args(args)
         .current_dir(dir)
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .map_err(|e| Error::Io(helm.display().to_string(), e))?;
-    if !out.status.success() {
-        return Err(Error::Helm {
-            args: args.join(" "),
-            stderr: format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
-        });
+        .env("HELM_DATA_HOME", home.join("data"));
+    if let Some(kubeconfig) = kubeconfig {
+        command.arg("--kubeconfig").arg(kubeconfig).env_remove("KUBECONFIG");
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = command.output().map_err(|e| Error::Io(helm.display().to_string(), e))?;
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    if !out.status.success() {
+        return Err(Error::Helm { args: args.join(" "), stderr: format!("{stdout}{stderr}") });
+    }
+    Ok(HelmOutput { stdout, stderr })
+}
+
+/// Copy chart `chart` into `dir` (as `dir/<chart>`, symlinks followed) with `version` as its
+/// `version` and `appVersion`: the chart of another release of the operator, for side-by-side
+/// proofs. Returns the copy's directory.
+pub fn chart_copy_with_version(chart: &str, dir: &Path, version: &str) -> Result<PathBuf, Error> {
+    let status =
+        Command::new("cp").arg("-rL").arg(chart_dir(chart)).arg(dir).status().map_err(|e| Error::Io("cp".into(), e))?;
+    if !status.success() {
+        return Err(Error::Io("cp".into(), std::io::Error::other(format!("copying chart {chart} failed"))));
+    }
+    let copy = dir.join(chart);
+    let chart_yaml = copy.join("Chart.yaml");
+    let text = std::fs::read_to_string(&chart_yaml).map_err(|e| Error::Io(chart_yaml.display().to_string(), e))?;
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("version:") {
+                format!("version: {version}")
+            } else if l.starts_with("appVersion:") {
+                format!("appVersion: \"{version}\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&chart_yaml, text).map_err(|e| Error::Io(chart_yaml.display().to_string(), e))?;
+    Ok(copy)
 }
 
 /// `helm template` of `chart` with the values files (relative to the chart) and the extra API

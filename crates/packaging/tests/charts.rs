@@ -3,7 +3,6 @@
 //! let two operator versions share a namespace.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use packaging::{chart_dir, helm, helm_template, operator_version, parse_objects};
@@ -292,29 +291,6 @@ fn the_crds_ship_with_the_chart() -> Result<()> {
     Ok(())
 }
 
-/// A copy of the chart with another appVersion, as the next release would be.
-fn chart_copy_with_version(dir: &Path, version: &str) -> Result<()> {
-    let status = std::process::Command::new("cp").arg("-rL").arg(chart_dir(CHART)).arg(dir).status()?;
-    assert!(status.success());
-    let chart = dir.join(CHART).join("Chart.yaml");
-    let text = std::fs::read_to_string(&chart)?;
-    let text: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("version:") {
-                format!("version: {version}")
-            } else if l.starts_with("appVersion:") {
-                format!("appVersion: \"{version}\"")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(chart, text)?;
-    Ok(())
-}
-
 #[test]
 fn two_versions_install_side_by_side_without_sharing_a_name_or_a_pod() -> Result<()> {
     // The CRDs are the one thing versions share (Helm installs them once and never replaces them).
@@ -325,8 +301,7 @@ fn two_versions_install_side_by_side_without_sharing_a_name_or_a_pod() -> Result
     let tmp = std::env::temp_dir().join(format!("chart-side-by-side-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
-    chart_copy_with_version(&tmp, "99.0.0")?;
-    let other_chart = tmp.join(CHART);
+    let other_chart = packaging::chart_copy_with_version(CHART, &tmp, "99.0.0")?;
     let other = packaging::helm_in(
         &other_chart,
         &[

@@ -364,6 +364,8 @@ fn build_shapes() -> HashMap<(&'static str, &'static str), Arc<Shape>> {
             ("status", st([("loadBalancer", plain())])),
         ]),
     );
+    // ingress, egress and policyTypes are atomic
+    shapes.insert(("networking.k8s.io", "NetworkPolicy"), root([("spec", st([("podSelector", label_selector())]))]));
 
     // rbac.authorization.k8s.io/v1: rules and subjects are atomic
     shapes.insert(("rbac.authorization.k8s.io", "ClusterRole"), root([("aggregationRule", plain())]));

@@ -1,7 +1,7 @@
 //! Conformance O: what Helm and kubectl need beyond the basics. Protobuf `DeleteOptions` on
 //! delete and deletecollection (Helm's uninstall, `kubectl drain --disable-eviction`),
 //! `autoscaling/v2` HorizontalPodAutoscalers, `pods/log`, Job defaulting and validation, and
-//! OpenAPI schemas of the built-in kinds.
+//! OpenAPI schemas of the built-in kinds, and NetworkPolicies (charts ship them).
 
 mod common;
 
@@ -260,4 +260,57 @@ async fn o7_openapi_v3_has_schemas_of_builtin_kinds() {
     for name in text.split("\"#/components/schemas/").skip(1).map(|s| s.split('"').next().unwrap()) {
         assert!(schemas.contains_key(name), "{name} is referred to but missing");
     }
+}
+
+#[tokio::test]
+async fn o8_network_policies_are_served_applied_and_versioned() {
+    let (_env, http) = start().await;
+    let resources = http.get("/apis/networking.k8s.io/v1").await.json();
+    let netpol = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "networkpolicies")
+        .cloned()
+        .expect("networking.k8s.io/v1 serves networkpolicies");
+    assert_eq!(netpol["kind"], "NetworkPolicy");
+    assert_eq!(netpol["namespaced"], true);
+    assert_eq!(netpol["shortNames"], json!(["netpol"]));
+
+    // Server-side apply, as Helm 4 writes a chart's objects.
+    let path = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/operator";
+    let policy = |port: u16| {
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "operator"},
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "operator"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"ports": [{"port": 8000, "protocol": "TCP"}]}],
+                "egress": [{"ports": [{"port": port, "protocol": "TCP"}]}],
+            },
+        })
+    };
+    let created = http.apply(path, "fieldManager=helm", &policy(443)).await;
+    created.expect(201);
+    let created = created.json();
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(created.get("status").is_none(), "networking.k8s.io/v1 NetworkPolicy has no status: {created}");
+    // A spec change moves the generation; the same spec again changes nothing.
+    let changed = http.apply(path, "fieldManager=helm", &policy(6443)).await.json();
+    assert_eq!(changed["metadata"]["generation"], 2);
+    assert_eq!(changed["spec"]["egress"], json!([{"ports": [{"port": 6443, "protocol": "TCP"}]}]));
+    let again = http.apply(path, "fieldManager=helm", &policy(6443)).await.json();
+    assert_eq!(again["metadata"]["resourceVersion"], changed["metadata"]["resourceVersion"]);
+    // Undecodable bodies are refused like any built-in kind's.
+    let mut bad = policy(443);
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["podSelector"] = json!("all");
+    let r = http.post("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", &bad).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let listed = http.get("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies").await.json();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    http.delete(path).await.expect(200);
+    assert_eq!(http.get(path).await.status, 404);
 }

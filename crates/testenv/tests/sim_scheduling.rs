@@ -297,3 +297,46 @@ async fn noexecute_taints_evict_pods_that_do_not_tolerate_them() {
     let kept = api.get("tolerant").await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none() && ready(&kept));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology_spread_constraints_bound_the_skew_and_steer_placement() {
+    let config = SimConfig::default()
+        .node(NodeSpec::new("a-1").label("zone", "a"))
+        .node(NodeSpec::new("a-2").label("zone", "a"))
+        .node(NodeSpec::new("b-1").label("zone", "b").cordoned())
+        .node(NodeSpec::new("x-1"));
+    let env = start(config).await;
+    let api: Api<Pod> = Api::default_namespaced(env.client());
+    let spread = |name: &str, app: &str, when: &str| {
+        pod(
+            name,
+            json!({"metadata": {"labels": {"app": app}}, "spec": {"topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": when,
+                "labelSelector": {"matchLabels": {"app": app}},
+            }]}}),
+        )
+    };
+
+    // DoNotSchedule: zone b counts (cordoned, but taints are ignored), x-1 has no zone.
+    api.create(&PostParams::default(), &spread("s1", "s", "DoNotSchedule")).await.unwrap();
+    assert_eq!(scheduled_on(&running_on(&api, "s1").await).as_deref(), Some("a-1"));
+    api.create(&PostParams::default(), &spread("s2", "s", "DoNotSchedule")).await.unwrap();
+    assert_eq!(
+        unschedulable_message(&api, "s2").await,
+        "0/4 nodes are available: 1 node(s) didn't match pod topology spread constraints (missing required label), 1 node(s) were unschedulable, 2 node(s) didn't match pod topology spread constraints."
+    );
+    let nodes: Api<Node> = Api::all(env.client());
+    nodes.patch("b-1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": null}}))).await.unwrap();
+    assert_eq!(scheduled_on(&running_on(&api, "s2").await).as_deref(), Some("b-1"));
+
+    // ScheduleAnyway: the zone with fewer such pods wins over the node with fewer pods; a node
+    // without the key comes last.
+    api.create(&PostParams::default(), &spread("t1", "t", "ScheduleAnyway")).await.unwrap();
+    assert_eq!(scheduled_on(&running_on(&api, "t1").await).as_deref(), Some("a-2"));
+    api.create(&PostParams::default(), &spread("t2", "t", "ScheduleAnyway")).await.unwrap();
+    assert_eq!(
+        scheduled_on(&running_on(&api, "t2").await).as_deref(),
+        Some("b-1"),
+        "zone b has no t pod; x-1, with no pod at all, has no zone"
+    );
+}

@@ -49,6 +49,7 @@ const TYPES: &[(&str, &str, &str, SchemaFn)] = &[
     ("batch", "v1", "Job", of::<batch::Job>),
     ("autoscaling", "v2", "HorizontalPodAutoscaler", of::<autoscaling::HorizontalPodAutoscaler>),
     ("networking.k8s.io", "v1", "Ingress", of::<networking::Ingress>),
+    ("networking.k8s.io", "v1", "NetworkPolicy", of::<networking::NetworkPolicy>),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", of::<rbac::ClusterRole>),
     ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", of::<rbac::ClusterRoleBinding>),
     ("rbac.authorization.k8s.io", "v1", "Role", of::<rbac::Role>),

@@ -7,10 +7,13 @@
 //! | TaintToleration | every `NoSchedule`/`NoExecute` taint tolerated (`Exists`/`Equal`) | `node(s) had untolerated taint {key: value}` |
 //! | NodeAffinity | `nodeSelector` and required node affinity | `node(s) didn't match Pod's node affinity/selector` |
 //! | NodeResourcesFit | cpu and memory requests and the pod count against allocatable | `Insufficient cpu`, `Insufficient memory`, `Too many pods` |
+//! | PodTopologySpread | `topologySpreadConstraints` with `whenUnsatisfiable: DoNotSchedule`: the skew (matching pods in the node's domain, plus the pod if it matches, minus the fewest in any domain) at most `maxSkew`; nodes counted that pass the pod's node affinity and carry every such constraint's key; `minDomains`, `matchLabelKeys` | `node(s) didn't match pod topology spread constraints`, `… (missing required label)` |
 //! | InterPodAffinity | required pod affinity and anti-affinity, both ways, per topology key | `node(s) didn't match pod affinity rules`, `node(s) didn't match pod anti-affinity rules`, `node(s) didn't satisfy existing pods anti-affinity rules` |
 //!
-//! Among the nodes that fit, the one with the fewest pods wins (ties by name), which spreads
-//! pods as the default scoring does for equal pods. A pod that fits nowhere gets
+//! Among the nodes that fit, the one with the fewest pods matching the pod's
+//! `ScheduleAnyway` spread constraints in its domains wins (PodTopologySpread's scoring, without
+//! its weights), then the one with the fewest pods (ties by name), which spreads pods as the
+//! default scoring does for equal pods. A pod that fits nowhere gets
 //! `PodScheduled=False`, reason `Unschedulable`, and the scheduler's message
 //! (`0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match pod
 //! anti-affinity rules.`, reasons sorted as `FitError.Error` sorts them); it is retried when
@@ -38,6 +41,8 @@ const NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
 const AFFINITY: &str = "node(s) didn't match pod affinity rules";
 const ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
 const EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+const SPREAD: &str = "node(s) didn't match pod topology spread constraints";
+const SPREAD_LABEL: &str = "node(s) didn't match pod topology spread constraints (missing required label)";
 
 /// A Kubernetes quantity in thousandths (`100m` → 100, `1Gi` → 1073741824000), rounded up.
 pub(super) fn milli(quantity: &str) -> Option<i128> {
@@ -255,13 +260,99 @@ struct AffinityCounts {
     existing_anti_affinity: HashMap<(String, String), usize>,
 }
 
+/// One topology spread constraint of the pod, resolved (`matchLabelKeys` merged into the
+/// selector with the pod's values).
+struct Spread {
+    max_skew: i32,
+    topology_key: String,
+    /// `DoNotSchedule` (a filter), else `ScheduleAnyway` (a score).
+    hard: bool,
+    min_domains: usize,
+    selector: LabelSelector,
+    /// Whether the pod itself matches the selector (it counts where it lands).
+    self_match: bool,
+}
+
+fn spreads_of(pod: &Pod) -> Vec<Spread> {
+    let pod_labels = labels(pod.metadata.labels.as_ref());
+    let constraints = pod.spec.as_ref().and_then(|s| s.topology_spread_constraints.as_deref()).unwrap_or_default();
+    constraints
+        .iter()
+        .map(|c| {
+            let mut selector = c.label_selector.clone();
+            for key in c.match_label_keys.iter().flatten() {
+                if let Some(value) = pod_labels.get(key) {
+                    let s = selector.get_or_insert_with(Default::default);
+                    s.match_labels.get_or_insert_with(Default::default).insert(key.clone(), value.clone());
+                }
+            }
+            let selector = selector_of(selector.as_ref());
+            Spread {
+                max_skew: c.max_skew,
+                topology_key: c.topology_key.clone(),
+                hard: c.when_unsatisfiable == "DoNotSchedule",
+                min_domains: c.min_domains.map_or(1, |m| m.max(1) as usize),
+                self_match: selector.matches(&pod_labels),
+                selector,
+            }
+        })
+        .collect()
+}
+
+/// What PodTopologySpread's PreFilter and PreScore count: matching pods per (topology key,
+/// value) over the nodes that count, and per hard constraint the fewest in any domain.
+#[derive(Default)]
+struct SpreadCounts {
+    /// Per constraint (by index), matching pods per topology value.
+    per_constraint: Vec<BTreeMap<String, usize>>,
+}
+
+impl SpreadCounts {
+    /// The fewest matching pods in a domain of constraint `i` (0 when there are fewer domains
+    /// than `minDomains`).
+    fn min(&self, i: usize, spread: &Spread) -> usize {
+        let domains = &self.per_constraint[i];
+        if domains.len() < spread.min_domains { 0 } else { domains.values().copied().min().unwrap_or(0) }
+    }
+}
+
 /// The view of the cluster one scheduling attempt needs.
 struct Attempt<'a> {
     pod: &'a Pod,
     affinity_terms: Vec<Term>,
     anti_affinity_terms: Vec<Term>,
     counts: AffinityCounts,
+    spreads: Vec<Spread>,
+    spread_counts: SpreadCounts,
     requests: Requests,
+}
+
+/// PodTopologySpread's Filter: the hard constraints' skew on `node`.
+fn spread_fits(attempt: &Attempt<'_>, node_labels: &BTreeMap<String, String>) -> Result<(), Vec<String>> {
+    for (i, spread) in attempt.spreads.iter().enumerate().filter(|(_, s)| s.hard) {
+        let Some(value) = node_labels.get(&spread.topology_key) else {
+            return Err(vec![SPREAD_LABEL.into()]);
+        };
+        let matching = attempt.spread_counts.per_constraint[i].get(value).copied().unwrap_or(0);
+        let skew = (matching + usize::from(spread.self_match)) as i64 - attempt.spread_counts.min(i, spread) as i64;
+        if skew > i64::from(spread.max_skew) {
+            return Err(vec![SPREAD.into()]);
+        }
+    }
+    Ok(())
+}
+
+/// PodTopologySpread's Score, unweighted: matching pods in the node's domains of the soft
+/// constraints (fewer is better); a node without one of their keys ranks last, as upstream
+/// scores it lowest.
+fn spread_score(attempt: &Attempt<'_>, node: &Node) -> usize {
+    let node_labels = labels(node.metadata.labels.as_ref());
+    let mut score = 0;
+    for (i, spread) in attempt.spreads.iter().enumerate().filter(|(_, s)| !s.hard) {
+        let Some(value) = node_labels.get(&spread.topology_key) else { return usize::MAX };
+        score += attempt.spread_counts.per_constraint[i].get(value).copied().unwrap_or(0);
+    }
+    score
 }
 
 /// Why a node does not fit, one or more reasons.
@@ -304,6 +395,7 @@ fn filter(attempt: &Attempt<'_>, node: &Node, used: &NodeUse) -> Result<(), Vec<
         return Err(insufficient);
     }
     let node_labels = labels(node.metadata.labels.as_ref());
+    spread_fits(attempt, &node_labels)?;
     // satisfyPodAffinity.
     let mut pods_exist = true;
     for term in &attempt.affinity_terms {
@@ -393,14 +485,15 @@ impl Runtime {
         }
         let attempt = self.attempt(&pod);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        let mut best: Option<(i128, String)> = None;
+        let mut best: Option<((usize, i128), String)> = None;
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
             let used = self.node_use(&name);
             match filter(&attempt, node, &used) {
                 Ok(()) => {
-                    if best.as_ref().is_none_or(|(load, _)| used.pods < *load) {
-                        best = Some((used.pods, name));
+                    let rank = (spread_score(&attempt, node), used.pods);
+                    if best.as_ref().is_none_or(|(best_rank, _)| rank < *best_rank) {
+                        best = Some((rank, name));
                     }
                 }
                 Err(why) => {
@@ -539,7 +632,56 @@ impl Runtime {
                 }
             }
         }
-        Attempt { pod, affinity_terms, anti_affinity_terms, counts, requests: pod_requests(pod) }
+        let spreads = spreads_of(pod);
+        let spread_counts = self.spread_counts(pod, &spreads);
+        Attempt {
+            pod,
+            affinity_terms,
+            anti_affinity_terms,
+            counts,
+            spreads,
+            spread_counts,
+            requests: pod_requests(pod),
+        }
+    }
+
+    /// PodTopologySpread's PreFilter and PreScore counts: for each constraint, the pods in the
+    /// pod's namespace, not terminating, matching its selector, per domain of the nodes that
+    /// pass the pod's node affinity (`nodeAffinityPolicy: Honor`; taints are ignored, as
+    /// `nodeTaintsPolicy` defaults) and carry the key (for hard constraints: every hard
+    /// constraint's key). A domain without such pods counts zero.
+    fn spread_counts(&self, pod: &Pod, spreads: &[Spread]) -> SpreadCounts {
+        let mut counts = SpreadCounts { per_constraint: vec![BTreeMap::new(); spreads.len()] };
+        if spreads.is_empty() {
+            return counts;
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+        for (_, node) in self.cache.nodes.iter() {
+            if !node_affinity_fits(pod, node) {
+                continue;
+            }
+            let node_labels = labels(node.metadata.labels.as_ref());
+            let has_hard_keys = spreads.iter().filter(|s| s.hard).all(|s| node_labels.contains_key(&s.topology_key));
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let pods: Vec<BTreeMap<String, String>> = self
+                .cache
+                .pods_by_node
+                .get(&name)
+                .filter_map(|key| self.cache.pods.get(key))
+                .filter(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.deletion_timestamp.is_none())
+                .filter(|p| !matches!(pod_phase(p), "Succeeded" | "Failed"))
+                .map(|p| labels(p.metadata.labels.as_ref()))
+                .collect();
+            for (i, spread) in spreads.iter().enumerate() {
+                let Some(value) = node_labels.get(&spread.topology_key) else { continue };
+                if spread.hard && !has_hard_keys {
+                    continue;
+                }
+                let matching = pods.iter().filter(|l| spread.selector.matches(l)).count();
+                *counts.per_constraint[i].entry(value.clone()).or_default() += matching;
+            }
+        }
+        counts
     }
 }
 
@@ -576,8 +718,45 @@ mod tests {
             affinity_terms: terms_of(p, false),
             anti_affinity_terms: terms_of(p, true),
             counts: AffinityCounts::default(),
+            spreads: spreads_of(p),
+            spread_counts: SpreadCounts { per_constraint: vec![BTreeMap::new(); spreads_of(p).len()] },
             requests: pod_requests(p),
         }
+    }
+
+    #[test]
+    fn a_hard_spread_constraint_bounds_the_skew_and_needs_its_key() {
+        let p = pod(json!({"metadata": {"name": "w", "namespace": "d", "labels": {"app": "w", "v": "2"}}, "spec": {
+            "containers": [{"name": "c"}],
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "w"}}, "matchLabelKeys": ["v"]},
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+                 "labelSelector": {"matchLabels": {"app": "w"}}},
+            ],
+        }}));
+        let mut a = attempt(&p);
+        assert!(a.spreads[0].hard && !a.spreads[1].hard);
+        assert!(a.spreads[0].self_match);
+        // matchLabelKeys: only pods of the same `v` count.
+        assert!(
+            !a.spreads[0].selector.matches(&BTreeMap::from([("app".into(), "w".into()), ("v".into(), "1".into())]))
+        );
+        a.spread_counts.per_constraint[0] = BTreeMap::from([("a".into(), 1), ("b".into(), 0)]);
+        let zone = |z: &str| BTreeMap::from([("zone".to_string(), z.to_string())]);
+        assert_eq!(spread_fits(&a, &zone("a")), Err(vec![SPREAD.to_string()]), "1 + 1 - 0 > 1");
+        assert_eq!(spread_fits(&a, &zone("b")), Ok(()));
+        assert_eq!(spread_fits(&a, &BTreeMap::new()), Err(vec![SPREAD_LABEL.to_string()]));
+        // minDomains above the domains counted makes the minimum zero.
+        a.spread_counts.per_constraint[0] = BTreeMap::from([("a".into(), 1), ("b".into(), 1)]);
+        assert_eq!(spread_fits(&a, &zone("a")), Ok(()));
+        a.spreads[0].min_domains = 3;
+        assert_eq!(spread_fits(&a, &zone("a")), Err(vec![SPREAD.to_string()]));
+        // The soft constraint scores the node's domain.
+        a.spread_counts.per_constraint[1] = BTreeMap::from([("n1".into(), 2), ("n2".into(), 0)]);
+        let n = |name: &str| node(json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}));
+        assert_eq!((spread_score(&a, &n("n1")), spread_score(&a, &n("n2"))), (2, 0));
+        assert_eq!(spread_score(&a, &node(json!({"metadata": {"name": "n3"}}))), usize::MAX);
     }
 
     #[test]
