@@ -463,8 +463,9 @@ pub struct KVMConfigSpecKVMNode {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KVMConfigSpecKVMNodeHostVolume {
-    /// The 9p mount tag; also selects the local PersistentVolume labelled `mount-tag=<tag>`.
-    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]+$"), length(min = 1, max = 31))]
+    /// The 9p mount tag; also selects the local PersistentVolume labelled `mount-tag=<tag>`, and
+    /// names the pod volume and the PVC, so it is a DNS label.
+    #[schemars(regex(pattern = NODE_ID_PATTERN), length(min = 1, max = 31))]
     pub mount_tag: String,
     /// The directory on the management-cluster host.
     #[schemars(regex(pattern = r"^/[A-Za-z0-9_./-]*$"))]
@@ -708,13 +709,11 @@ fn check_shape(field: &str, shape: &KVMConfigSpecKVMNode, errors: &mut Vec<Field
     }
     let mut tags = BTreeSet::new();
     for (i, volume) in shape.host_volumes.iter().enumerate() {
-        let ok_tag = (1..=31).contains(&volume.mount_tag.len())
-            && volume.mount_tag.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-        if !ok_tag {
+        if volume.mount_tag.len() > 31 || !is_dns_label(&volume.mount_tag) {
             errors.push(FieldError::new(
                 format!("{field}.hostVolumes[{i}].mountTag"),
                 &volume.mount_tag,
-                "must be 1 to 31 characters of A-Z a-z 0-9 _ . -",
+                "must be 1 to 31 lower-case letters, digits or '-' (it names a pod volume and a PVC)",
             ));
         } else if !tags.insert(volume.mount_tag.as_str()) {
             errors.push(FieldError::new(

@@ -1,0 +1,7 @@
+//! What kvm-operator puts into the management cluster, as pure functions: names, node indexes,
+//! Deployments, Services, Endpoints, Ingresses, node configs.
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod deployment;
+pub mod names;
