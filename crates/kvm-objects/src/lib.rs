@@ -4,4 +4,7 @@
 
 pub mod cluster;
 pub mod deployment;
+pub mod endpoints;
+pub mod ingress;
 pub mod names;
+pub mod services;
