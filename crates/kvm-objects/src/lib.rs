@@ -7,4 +7,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod ingress;
 pub mod names;
+pub mod node_index;
+pub mod rolling;
 pub mod services;
+pub mod unhealthy;
