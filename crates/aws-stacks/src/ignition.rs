@@ -415,7 +415,7 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         }
     }
 
-    let document = Config { files, filesystems, units }.to_value();
+    let document = Config { files, filesystems, units, users: Vec::new() }.to_value();
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
 }
 

@@ -206,7 +206,29 @@ impl Filesystem {
     }
 }
 
-/// An Ignition 3.3 config: files, filesystems and systemd units.
+/// A login user with SSH keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The user name.
+    pub name: String,
+    /// Public keys allowed to log in as the user.
+    pub ssh_authorized_keys: Vec<String>,
+    /// Supplementary groups, e.g. `sudo`, `docker`.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// The Ignition JSON of this user.
+    pub fn to_value(&self) -> Value {
+        let mut user = json!({ "name": self.name, "sshAuthorizedKeys": self.ssh_authorized_keys });
+        if !self.groups.is_empty() {
+            user["groups"] = json!(self.groups);
+        }
+        user
+    }
+}
+
+/// An Ignition 3.3 config: files, filesystems, systemd units and users.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     /// Files, in the order they are written.
@@ -215,6 +237,8 @@ pub struct Config {
     pub filesystems: Vec<Filesystem>,
     /// systemd units.
     pub units: Vec<Unit>,
+    /// Login users; `passwd` is omitted from the JSON when empty.
+    pub users: Vec<User>,
 }
 
 impl Config {
@@ -236,11 +260,15 @@ impl Config {
         if !self.filesystems.is_empty() {
             storage["filesystems"] = self.filesystems.iter().map(Filesystem::to_value).collect();
         }
-        json!({
+        let mut document = json!({
             "ignition": { "version": IGNITION_VERSION },
             "storage": storage,
             "systemd": { "units": self.units.iter().map(Unit::to_value).collect::<Vec<_>>() },
-        })
+        });
+        if !self.users.is_empty() {
+            document["passwd"] = json!({ "users": self.users.iter().map(User::to_value).collect::<Vec<_>>() });
+        }
+        document
     }
 
     /// The Ignition document as compact JSON with object keys sorted at every level, so the
@@ -420,6 +448,7 @@ mod tests {
                 File::private("/etc/kubernetes/ssl/key.pem", b"\x00\xffkey".to_vec()),
             ],
             filesystems: vec![],
+            users: vec![],
             units: vec![
                 Unit::new("var-lib-docker.mount", "[Mount]\nWhat=/dev/vdb\n"),
                 Unit::enabled("iscsid.service"),
@@ -433,6 +462,7 @@ mod tests {
         let doc = sample().to_value();
         assert_eq!(doc["ignition"]["version"], "3.3.0");
         assert!(doc["storage"].get("filesystems").is_none(), "no filesystems key without filesystems");
+        assert!(doc.get("passwd").is_none(), "no passwd key without users");
         assert_eq!(doc["storage"]["files"][0]["mode"], 0o644);
         assert_eq!(doc["storage"]["files"][1]["mode"], 0o755);
         assert_eq!(doc["storage"]["files"][2]["mode"], 0o600);
@@ -458,6 +488,22 @@ mod tests {
         assert_eq!(
             with_fs.to_value()["storage"]["filesystems"],
             json!([{"device": "/dev/xvdh", "format": "xfs", "label": "docker", "wipeFilesystem": true}])
+        );
+    }
+
+    #[test]
+    fn users_carry_their_keys_and_groups() {
+        let config = Config {
+            users: vec![User {
+                name: "ops".into(),
+                ssh_authorized_keys: vec!["ssh-ed25519 AAAA ops@example".into()],
+                groups: vec!["sudo".into()],
+            }],
+            ..sample()
+        };
+        assert_eq!(
+            config.to_value()["passwd"],
+            json!({"users": [{"name": "ops", "sshAuthorizedKeys": ["ssh-ed25519 AAAA ops@example"], "groups": ["sudo"]}]})
         );
     }
 

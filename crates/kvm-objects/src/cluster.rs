@@ -97,6 +97,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     /// The `worker` Service's port mappings, as in the spec.
     pub port_mappings: Vec<apis::kvm::KVMConfigSpecKVMPortMapping>,
+    /// Users who may log in to the nodes over SSH.
+    pub ssh_users: Vec<apis::kvm::ClusterKubernetesSSHUser>,
     /// The operator's settings.
     pub settings: Settings,
 }
@@ -184,6 +186,7 @@ impl Cluster {
             components: components.clone(),
             nodes,
             port_mappings: spec.kvm.port_mappings.clone(),
+            ssh_users: spec.cluster.kubernetes.ssh.user_list.clone(),
             settings: settings.clone(),
         })
     }

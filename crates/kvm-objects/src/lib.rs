@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod deployment;
 pub mod endpoints;
+pub mod ignition;
 pub mod ingress;
 pub mod names;
 pub mod node_index;
