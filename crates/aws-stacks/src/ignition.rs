@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ignition::{Config, File, Filesystem, Unit, mount_unit_name};
+use ignition::{Config, File, Filesystem, Mount, Unit, mount_unit_name};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -639,22 +639,20 @@ WantedBy=multi-user.target
 }
 
 fn worker_mount_unit(volume: WorkerVolume) -> String {
-    format!(
-        "[Unit]
-Description={label} volume
-Before=docker.service containerd.service kubelet.service
-
-[Mount]
-What=/dev/disk/by-label/{label}
-Where={mount}
-Type=xfs
-
-[Install]
-WantedBy=local-fs.target
-",
-        label = volume.label,
-        mount = volume.mount,
-    )
+    let description = format!("{} volume", volume.label);
+    let device = format!("/dev/disk/by-label/{}", volume.label);
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "containerd.service", "kubelet.service"],
+        what: &device,
+        path: volume.mount,
+        fs_type: "xfs",
+        options: None,
+        wanted_by: "local-fs.target",
+    }
+    .contents()
 }
 
 fn kube_proxy_config(input: &NodeConfigInput) -> String {
@@ -910,22 +908,19 @@ WantedBy=multi-user.target
 }
 
 fn etcd_mount_unit() -> String {
-    format!(
-        "[Unit]
-Description=etcd data volume
-Requires={ETCD_ATTACH_UNIT}
-After={ETCD_ATTACH_UNIT}
-Before=etcd3.service
-
-[Mount]
-What=/dev/disk/by-label/{ETCD_VOLUME_LABEL}
-Where=/var/lib/etcd
-Type=ext4
-
-[Install]
-WantedBy=multi-user.target
-"
-    )
+    let device = format!("/dev/disk/by-label/{ETCD_VOLUME_LABEL}");
+    Mount {
+        description: "etcd data volume",
+        requires: &[ETCD_ATTACH_UNIT],
+        after: &[ETCD_ATTACH_UNIT],
+        before: &["etcd3.service"],
+        what: &device,
+        path: "/var/lib/etcd",
+        fs_type: "ext4",
+        options: None,
+        wanted_by: "multi-user.target",
+    }
+    .contents()
 }
 
 /// A static pod on the host network running `component` with `args`.

@@ -165,6 +165,53 @@ impl Unit {
     }
 }
 
+/// A systemd mount unit's contents: both operators mount their nodes' data disks and shares
+/// with units of this one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mount<'a> {
+    /// `Description=`.
+    pub description: &'a str,
+    /// `Requires=`; omitted when empty.
+    pub requires: &'a [&'a str],
+    /// `After=`; omitted when empty.
+    pub after: &'a [&'a str],
+    /// `Before=`; omitted when empty.
+    pub before: &'a [&'a str],
+    /// `What=`: the device or 9p tag.
+    pub what: &'a str,
+    /// `Where=`: the mount point; it also names the unit ([`mount_unit_name`]).
+    pub path: &'a str,
+    /// `Type=`: the filesystem type.
+    pub fs_type: &'a str,
+    /// `Options=`; omitted when `None`.
+    pub options: Option<&'a str>,
+    /// `WantedBy=` of the `[Install]` section.
+    pub wanted_by: &'a str,
+}
+
+impl Mount<'_> {
+    /// The unit file.
+    pub fn contents(&self) -> String {
+        let mut unit = format!("[Unit]\nDescription={}\n", self.description);
+        for (key, units) in [("Requires", self.requires), ("After", self.after), ("Before", self.before)] {
+            if !units.is_empty() {
+                unit.push_str(&format!("{key}={}\n", units.join(" ")));
+            }
+        }
+        unit.push_str(&format!("\n[Mount]\nWhat={}\nWhere={}\nType={}\n", self.what, self.path, self.fs_type));
+        if let Some(options) = self.options {
+            unit.push_str(&format!("Options={options}\n"));
+        }
+        unit.push_str(&format!("\n[Install]\nWantedBy={}\n", self.wanted_by));
+        unit
+    }
+
+    /// The enabled unit, named after its mount point.
+    pub fn unit(&self) -> Unit {
+        Unit::new(mount_unit_name(self.path), self.contents())
+    }
+}
+
 /// A systemd drop-in of a [`Unit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropin {
@@ -488,6 +535,34 @@ mod tests {
         assert_eq!(
             with_fs.to_value()["storage"]["filesystems"],
             json!([{"device": "/dev/xvdh", "format": "xfs", "label": "docker", "wipeFilesystem": true}])
+        );
+    }
+
+    #[test]
+    fn mount_units_have_one_shape() {
+        let mount = Mount {
+            description: "etcd data",
+            requires: &["attach.service"],
+            after: &["attach.service"],
+            before: &["etcd.service"],
+            what: "etcdshare",
+            path: "/var/lib/etcd",
+            fs_type: "9p",
+            options: Some("trans=virtio"),
+            wanted_by: "local-fs.target",
+        };
+        assert_eq!(
+            mount.contents(),
+            "[Unit]\nDescription=etcd data\nRequires=attach.service\nAfter=attach.service\nBefore=etcd.service\n\n\
+             [Mount]\nWhat=etcdshare\nWhere=/var/lib/etcd\nType=9p\nOptions=trans=virtio\n\n\
+             [Install]\nWantedBy=local-fs.target\n"
+        );
+        assert_eq!(mount.unit().name, "var-lib-etcd.mount");
+        let bare = Mount { requires: &[], after: &[], before: &[], options: None, ..mount };
+        assert_eq!(
+            bare.contents(),
+            "[Unit]\nDescription=etcd data\n\n[Mount]\nWhat=etcdshare\nWhere=/var/lib/etcd\nType=9p\n\n\
+             [Install]\nWantedBy=local-fs.target\n"
         );
     }
 

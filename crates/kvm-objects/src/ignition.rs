@@ -28,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use ignition::{Config, Dropin, File, IgnitionError, Unit, User, automount_unit_name, mount_unit_name};
+use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
@@ -206,26 +206,21 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     }
 
     let mut units = vec![
-        Unit::new(mount_unit_name("/var/lib/docker"), virtio_mount("dockerfs", "/var/lib/docker")),
-        Unit::new(mount_unit_name("/var/lib/kubelet"), virtio_mount("kubeletfs", "/var/lib/kubelet")),
+        virtio_mount("dockerfs", "/var/lib/docker"),
+        virtio_mount("kubeletfs", "/var/lib/kubelet"),
         Unit::enabled("iscsid.service"),
         Unit::enabled("multipathd.service"),
     ];
     match node.role {
         Role::Master => {
             units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));
-            units.push(Unit {
-                enabled: None,
-                ..Unit::new(mount_unit_name(ETCD_DATA_DIR), nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data"))
-            });
+            // Started by its automount on first access, not at boot.
+            units.push(Unit { enabled: None, ..nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data") });
         }
         Role::Worker => {
             for volume in &node.shape.host_volumes {
                 let path = format!("/data/{}", volume.mount_tag);
-                units.push(Unit::new(
-                    mount_unit_name(&path),
-                    nine_p_mount(&volume.mount_tag, &path, &format!("host volume {}", volume.mount_tag)),
-                ));
+                units.push(nine_p_mount(&volume.mount_tag, &path, &format!("host volume {}", volume.mount_tag)));
             }
         }
     }
@@ -303,39 +298,37 @@ resources:
     )
 }
 
-fn virtio_mount(serial: &str, path: &str) -> String {
-    format!(
-        "[Unit]
-Description=The VM disk {serial} on {path}
-Before=docker.service containerd.service kubelet.service
-
-[Mount]
-What=/dev/disk/by-id/virtio-{serial}
-Where={path}
-Type=xfs
-
-[Install]
-WantedBy=local-fs.target
-"
-    )
+fn virtio_mount(serial: &str, path: &str) -> Unit {
+    let description = format!("The VM disk {serial} on {path}");
+    let device = format!("/dev/disk/by-id/virtio-{serial}");
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "containerd.service", "kubelet.service"],
+        what: &device,
+        path,
+        fs_type: "xfs",
+        options: None,
+        wanted_by: "local-fs.target",
+    }
+    .unit()
 }
 
-fn nine_p_mount(tag: &str, path: &str, what: &str) -> String {
-    format!(
-        "[Unit]
-Description={what} shared by the host (9p tag {tag})
-Before=docker.service kubelet.service
-
-[Mount]
-What={tag}
-Where={path}
-Type=9p
-Options={NINE_P_OPTIONS}
-
-[Install]
-WantedBy=local-fs.target
-"
-    )
+fn nine_p_mount(tag: &str, path: &str, what: &str) -> Unit {
+    let description = format!("{what} shared by the host (9p tag {tag})");
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "kubelet.service"],
+        what: tag,
+        path,
+        fs_type: "9p",
+        options: Some(NINE_P_OPTIONS),
+        wanted_by: "local-fs.target",
+    }
+    .unit()
 }
 
 fn etcd_automount() -> String {
