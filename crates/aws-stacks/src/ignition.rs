@@ -231,19 +231,9 @@ pub struct Oidc {
 /// Why a node config cannot be rendered or sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IgnitionError {
-    /// A path is not absolute or has characters outside `[A-Za-z0-9._/-]` (paths end up in a
-    /// shell script and in systemd units, which must not need quoting).
-    #[error("node-config path {path:?} must be absolute and use only A-Z a-z 0-9 . _ / -")]
-    InvalidPath {
-        /// The offending path.
-        path: String,
-    },
-    /// Two files would have the same path; Ignition refuses such a config at boot.
-    #[error("node-config path {path:?} is used twice")]
-    DuplicatePath {
-        /// The path used twice.
-        path: String,
-    },
+    /// A path is unusable or used twice (the shared document model's checks).
+    #[error(transparent)]
+    Config(#[from] ignition::IgnitionError),
     /// [`NodeConfig::seal_with`] got a different number of ciphertexts than there are secrets.
     #[error("{got} ciphertexts for {expected} secrets")]
     CiphertextCount {
@@ -406,21 +396,17 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     let mut seen = BTreeSet::new();
     let plain_paths = files.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
     for secret in &input.secrets {
-        check_path(&secret.path)?;
+        ignition::check_path(&secret.path)?;
         // The decrypted file lands at `path` too, so it may not clash with a plain file either.
         for path in [secret.path.clone(), format!("{}.enc", secret.path)] {
             if !seen.insert(path.clone()) || plain_paths.contains(&path) {
-                return Err(IgnitionError::DuplicatePath { path });
+                return Err(ignition::IgnitionError::DuplicatePath { path }.into());
             }
         }
     }
 
     let document = Config { files, filesystems, units, users: Vec::new() }.to_value();
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
-}
-
-fn check_path(path: &str) -> Result<(), IgnitionError> {
-    ignition::check_path(path).map_err(|_| IgnitionError::InvalidPath { path: path.to_owned() })
 }
 
 // --- Ignition building blocks ---------------------------------------------------------------
@@ -1463,15 +1449,22 @@ mod tests {
         for path in ["relative/key.pem", "/etc/kubernetes/ssl/my key.pem", "/etc/$(reboot).pem", "/", "/etc/ssl/"] {
             let mut input = worker();
             input.secrets[0].path = path.into();
-            assert_eq!(render(&input).map(drop), Err(IgnitionError::InvalidPath { path: path.into() }), "{path}");
+            assert_eq!(
+                render(&input).map(drop),
+                Err(ignition::IgnitionError::InvalidPath { path: path.into() }.into()),
+                "{path}"
+            );
         }
 
         let mut twice = worker();
         twice.secrets[1].path = twice.secrets[0].path.clone();
-        assert_eq!(render(&twice).map(drop), Err(IgnitionError::DuplicatePath { path: paths::WORKER_KEY.into() }));
+        assert_eq!(
+            render(&twice).map(drop),
+            Err(ignition::IgnitionError::DuplicatePath { path: paths::WORKER_KEY.into() }.into())
+        );
 
         let mut clash = worker();
         clash.secrets[0].path = "/opt/bin/decrypt-tls-assets".into();
-        assert!(matches!(render(&clash), Err(IgnitionError::DuplicatePath { .. })));
+        assert!(matches!(render(&clash), Err(IgnitionError::Config(ignition::IgnitionError::DuplicatePath { .. }))));
     }
 }
