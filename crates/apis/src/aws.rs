@@ -22,8 +22,6 @@
 //! `validate` functions, which return every problem at once as [`FieldError`]s.
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::net::Ipv4Addr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
@@ -32,10 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster_status::StatusCluster;
 use crate::go::null_as_default;
-
-/// An IPv4 CIDR block: four octets of 0–255 and a prefix length of 0–32, e.g. `10.1.0.0/16`.
-/// Whether the host bits are zero is checked by the `validate` functions, not the pattern.
-pub const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$";
+pub use crate::validation::{CIDR_PATTERN, FieldError};
+use crate::validation::{check_cidr, into_result};
 
 /// An EC2 instance type: a lower-case family with a generation digit, a dot and a size, e.g.
 /// `m5.xlarge`, `c6gn.16xlarge`, `u-6tb1.metal`.
@@ -88,59 +84,6 @@ pub struct StackStatus {
     /// survives a restart of the operator; absent when nothing failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
-}
-
-/// A problem with one field that a schema cannot express, with a message that says how to fix it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field path, e.g. `spec.provider.availabilityZones[1]`.
-    pub field: String,
-    /// The offending value, as written.
-    pub value: String,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
-
-impl FieldError {
-    fn new(field: impl Into<String>, value: impl fmt::Display, message: impl Into<String>) -> Self {
-        Self { field: field.into(), value: value.to_string(), message: message.into() }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: invalid value {:?}: {}", self.field, self.value, self.message)
-    }
-}
-
-impl std::error::Error for FieldError {}
-
-/// `Ok` when nothing was found, else every problem.
-fn into_result(errors: Vec<FieldError>) -> Result<(), Vec<FieldError>> {
-    if errors.is_empty() { Ok(()) } else { Err(errors) }
-}
-
-/// Check that a CIDR block parses and has no host bits set; the schema checks only the syntax,
-/// and a block like `10.1.0.1/16` is ambiguous (AWS rejects it for VPC CIDRs).
-fn check_cidr(field: &str, cidr: &str, errors: &mut Vec<FieldError>) {
-    let parsed = cidr.split_once('/').and_then(|(addr, prefix)| {
-        let addr: Ipv4Addr = addr.parse().ok()?;
-        let prefix: u32 = prefix.parse().ok().filter(|p| *p <= 32)?;
-        Some((u32::from(addr), prefix))
-    });
-    let Some((addr, prefix)) = parsed else {
-        errors.push(FieldError::new(field, cidr, "must be an IPv4 CIDR block such as 10.1.0.0/16"));
-        return;
-    };
-    let network_mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
-    if addr & !network_mask != 0 {
-        let network = Ipv4Addr::from(addr & network_mask);
-        errors.push(FieldError::new(
-            field,
-            cidr,
-            format!("host bits are set; use the network address {network}/{prefix}"),
-        ));
-    }
 }
 
 /// Check that every availability zone lies in `region` and none is listed twice.

@@ -23,6 +23,13 @@ pub const MACHINE_DEPLOYMENT: &str = "giantswarm.io/machine-deployment";
 /// own value (side-by-side upgrades).
 pub const AWS_OPERATOR_VERSION: &str = "aws-operator.giantswarm.io/version";
 
+/// The kvm-operator version that reconciles a `KVMConfig` and its node pods; each running
+/// version watches only its own value (side-by-side upgrades).
+pub const KVM_OPERATOR_VERSION: &str = "kvm-operator.giantswarm.io/version";
+/// Annotation (any value) on a `KVMConfig`: opts the cluster into the replacement of nodes that
+/// stay NotReady.
+pub const TERMINATE_UNHEALTHY: &str = "node.giantswarm.io/terminate-unhealthy";
+
 /// Annotation: the CIDR IPAM allocated to a node pool, written by aws-operator on the
 /// `AWSMachineDeployment`.
 pub const MACHINE_DEPLOYMENT_SUBNET: &str = "machine-deployment.giantswarm.io/subnet";

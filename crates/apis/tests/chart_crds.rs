@@ -12,6 +12,9 @@ fn charts_dir() -> PathBuf {
 fn chart_crds_match_the_rust_types() {
     let mut problems = Vec::new();
     for (chart, crds) in apis::chart_crds() {
+        if apis::OPTIONAL_CHARTS.contains(&chart) && !charts_dir().join(chart).is_dir() {
+            continue;
+        }
         let dir = charts_dir().join(chart).join("crds");
         let mut on_disk: BTreeMap<String, String> = BTreeMap::new();
         if let Ok(entries) = std::fs::read_dir(&dir) {

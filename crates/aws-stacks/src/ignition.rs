@@ -30,18 +30,20 @@
 //! cannot be used to confirm a guess about any part of the config; it says only "changed or not".
 //!
 //! No `Debug` output in this module ever shows secret plaintext.
+//!
+//! The Ignition document model (files, units, filesystems) and its JSON come from the shared
+//! `ignition` crate, which kvm-operator's node configs use too; this module decides what an AWS
+//! node runs.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::{Value, json};
+use ignition::{Config, File, Filesystem, Mount, Unit, mount_unit_name};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The Ignition specification version Flatcar reads.
-pub const IGNITION_VERSION: &str = "3.3.0";
+pub use ignition::IGNITION_VERSION;
 
 /// The awscli image that decrypts the TLS assets, below the registry (reference §6.1).
 pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
@@ -229,19 +231,9 @@ pub struct Oidc {
 /// Why a node config cannot be rendered or sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IgnitionError {
-    /// A path is not absolute or has characters outside `[A-Za-z0-9._/-]` (paths end up in a
-    /// shell script and in systemd units, which must not need quoting).
-    #[error("node-config path {path:?} must be absolute and use only A-Z a-z 0-9 . _ / -")]
-    InvalidPath {
-        /// The offending path.
-        path: String,
-    },
-    /// Two files would have the same path; Ignition refuses such a config at boot.
-    #[error("node-config path {path:?} is used twice")]
-    DuplicatePath {
-        /// The path used twice.
-        path: String,
-    },
+    /// A path is unusable or used twice (the shared document model's checks).
+    #[error(transparent)]
+    Config(#[from] ignition::IgnitionError),
     /// [`NodeConfig::seal_with`] got a different number of ciphertexts than there are secrets.
     #[error("{got} ciphertexts for {expected} secrets")]
     CiphertextCount {
@@ -301,8 +293,7 @@ impl NodeConfig {
     pub fn content_hash(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(b"node-config/v1\n");
-        let mut canonical = String::new();
-        write_canonical(&self.document, &mut canonical);
+        let canonical = ignition::canonical_json(&self.document);
         hasher.update((canonical.len() as u64).to_be_bytes());
         hasher.update(canonical.as_bytes());
         for secret in &self.secrets {
@@ -337,7 +328,7 @@ impl NodeConfig {
             .secrets
             .iter()
             .zip(ciphertexts)
-            .map(|(secret, ciphertext)| file(&format!("{}.enc", secret.path), 0o600, &ciphertext))
+            .map(|(secret, ciphertext)| File::private(format!("{}.enc", secret.path), ciphertext).to_value())
             .collect();
         if let Some(files) = document.pointer_mut("/storage/files").and_then(Value::as_array_mut) {
             files.splice(0..0, encrypted);
@@ -349,141 +340,76 @@ impl NodeConfig {
 /// Renders the node config for `input`.
 pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     let mut files = vec![
-        script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
-        script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
-        text("/etc/kubernetes/config/kubelet.yaml", &kubelet_config(input)),
-        text(
+        File::script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
+        File::script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
+        File::text("/etc/kubernetes/config/kubelet.yaml", &kubelet_config(input)),
+        File::text(
             "/etc/kubernetes/kubeconfig/kubelet.yaml",
             &kubeconfig("kubelet", &format!("https://{}", input.api_domain)),
         ),
-        text(
+        File::text(
             "/etc/kubernetes/kubeconfig/kube-proxy.yaml",
             &kubeconfig("kube-proxy", &format!("https://{}", input.api_domain)),
         ),
-        text(KUBE_PROXY_CONFIG, &kube_proxy_config(input)),
-        text("/etc/kubernetes/manifests/kube-proxy.yaml", &kube_proxy_manifest(input)),
+        File::text(KUBE_PROXY_CONFIG, &kube_proxy_config(input)),
+        File::text("/etc/kubernetes/manifests/kube-proxy.yaml", &kube_proxy_manifest(input)),
     ];
     let mut units = vec![
-        unit("set-hostname.service", SET_HOSTNAME_UNIT),
-        unit("decrypt-tls-assets.service", &decrypt_unit(input)),
-        unit("kubelet.service", &kubelet_unit(input)),
+        Unit::new("set-hostname.service", SET_HOSTNAME_UNIT),
+        Unit::new("decrypt-tls-assets.service", decrypt_unit(input)),
+        Unit::new("kubelet.service", kubelet_unit(input)),
     ];
     let mut filesystems = Vec::new();
     if let Role::Worker { .. } = &input.role {
         for volume in WORKER_VOLUMES {
-            filesystems.push(json!({
-                "device": volume.device,
-                "format": "xfs",
-                "label": volume.label,
-                "wipeFilesystem": true,
-            }));
-            units.push(unit(&mount_unit_name(volume.mount), &worker_mount_unit(volume)));
+            filesystems.push(Filesystem {
+                device: volume.device.into(),
+                format: "xfs".into(),
+                label: volume.label.into(),
+                wipe_filesystem: true,
+            });
+            units.push(Unit::new(mount_unit_name(volume.mount), worker_mount_unit(volume)));
         }
     }
     if let Role::Master { id, etcd_name, etcd_initial_cluster, initial_cluster_state } = &input.role {
-        files.push(script(ETCD_ATTACH_SCRIPT, &etcd_attach_script(input, *id)));
-        units.push(unit(ETCD_ATTACH_UNIT, &etcd_attach_unit()));
-        units.push(unit(ETCD_MOUNT_UNIT, &etcd_mount_unit()));
-        units.push(unit("etcd3.service", &etcd_unit(input, etcd_name, etcd_initial_cluster, *initial_cluster_state)));
+        files.push(File::script(ETCD_ATTACH_SCRIPT, &etcd_attach_script(input, *id)));
+        units.push(Unit::new(ETCD_ATTACH_UNIT, etcd_attach_unit()));
+        units.push(Unit::new(ETCD_MOUNT_UNIT, etcd_mount_unit()));
+        units.push(Unit::new(
+            "etcd3.service",
+            etcd_unit(input, etcd_name, etcd_initial_cluster, *initial_cluster_state),
+        ));
         // Control-plane components talk to the API server on the same host.
         let local_api = "https://127.0.0.1:443";
         files.extend([
-            text("/etc/kubernetes/kubeconfig/controller-manager.yaml", &kubeconfig("controller-manager", local_api)),
-            text("/etc/kubernetes/kubeconfig/scheduler.yaml", &kubeconfig("scheduler", local_api)),
-            text("/etc/kubernetes/manifests/k8s-api-server.yaml", &apiserver_manifest(input)),
-            text("/etc/kubernetes/manifests/k8s-controller-manager.yaml", &controller_manager_manifest(input)),
-            text("/etc/kubernetes/manifests/k8s-scheduler.yaml", &scheduler_manifest(input)),
+            File::text(
+                "/etc/kubernetes/kubeconfig/controller-manager.yaml",
+                &kubeconfig("controller-manager", local_api),
+            ),
+            File::text("/etc/kubernetes/kubeconfig/scheduler.yaml", &kubeconfig("scheduler", local_api)),
+            File::text("/etc/kubernetes/manifests/k8s-api-server.yaml", &apiserver_manifest(input)),
+            File::text("/etc/kubernetes/manifests/k8s-controller-manager.yaml", &controller_manager_manifest(input)),
+            File::text("/etc/kubernetes/manifests/k8s-scheduler.yaml", &scheduler_manifest(input)),
         ]);
     }
 
     let mut seen = BTreeSet::new();
-    let plain_paths = files.iter().filter_map(|f| f["path"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    let plain_paths = files.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
     for secret in &input.secrets {
-        check_path(&secret.path)?;
+        ignition::check_path(&secret.path)?;
         // The decrypted file lands at `path` too, so it may not clash with a plain file either.
         for path in [secret.path.clone(), format!("{}.enc", secret.path)] {
             if !seen.insert(path.clone()) || plain_paths.contains(&path) {
-                return Err(IgnitionError::DuplicatePath { path });
+                return Err(ignition::IgnitionError::DuplicatePath { path }.into());
             }
         }
     }
 
-    let mut storage = json!({ "files": files });
-    if !filesystems.is_empty() {
-        storage["filesystems"] = Value::Array(filesystems);
-    }
-    let document = json!({
-        "ignition": { "version": IGNITION_VERSION },
-        "storage": storage,
-        "systemd": { "units": units },
-    });
+    let document = Config { files, filesystems, units, users: Vec::new() }.to_value();
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
 }
 
-fn check_path(path: &str) -> Result<(), IgnitionError> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-');
-    if path.starts_with('/') && path.len() > 1 && !path.ends_with('/') && path.chars().all(allowed) {
-        Ok(())
-    } else {
-        Err(IgnitionError::InvalidPath { path: path.to_owned() })
-    }
-}
-
-/// JSON with object keys sorted at every level, so the hash does not depend on how
-/// `serde_json` orders maps in a given build.
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(value, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
 // --- Ignition building blocks ---------------------------------------------------------------
-
-/// A file entry with the content as a base64 data URL (RFC 2397), which carries any bytes.
-fn file(path: &str, mode: u32, content: &[u8]) -> Value {
-    json!({
-        "path": path,
-        "mode": mode,
-        "overwrite": true,
-        "contents": { "source": format!("data:;base64,{}", BASE64.encode(content)) },
-    })
-}
-
-fn text(path: &str, content: &str) -> Value {
-    file(path, 0o644, content.as_bytes())
-}
-
-fn script(path: &str, content: &str) -> Value {
-    file(path, 0o755, content.as_bytes())
-}
-
-fn unit(name: &str, contents: &str) -> Value {
-    json!({ "name": name, "enabled": true, "contents": contents })
-}
 
 /// `v1.2.3` whether or not the input carries the `v`.
 fn v(version: &str) -> String {
@@ -698,29 +624,21 @@ WantedBy=multi-user.target
     )
 }
 
-/// The systemd mount unit name of an absolute path without characters that need escaping
-/// (`/var/lib/docker` → `var-lib-docker.mount`).
-fn mount_unit_name(path: &str) -> String {
-    format!("{}.mount", path.trim_start_matches('/').replace('/', "-"))
-}
-
 fn worker_mount_unit(volume: WorkerVolume) -> String {
-    format!(
-        "[Unit]
-Description={label} volume
-Before=docker.service containerd.service kubelet.service
-
-[Mount]
-What=/dev/disk/by-label/{label}
-Where={mount}
-Type=xfs
-
-[Install]
-WantedBy=local-fs.target
-",
-        label = volume.label,
-        mount = volume.mount,
-    )
+    let description = format!("{} volume", volume.label);
+    let device = format!("/dev/disk/by-label/{}", volume.label);
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "containerd.service", "kubelet.service"],
+        what: &device,
+        path: volume.mount,
+        fs_type: "xfs",
+        options: None,
+        wanted_by: "local-fs.target",
+    }
+    .contents()
 }
 
 fn kube_proxy_config(input: &NodeConfigInput) -> String {
@@ -976,22 +894,19 @@ WantedBy=multi-user.target
 }
 
 fn etcd_mount_unit() -> String {
-    format!(
-        "[Unit]
-Description=etcd data volume
-Requires={ETCD_ATTACH_UNIT}
-After={ETCD_ATTACH_UNIT}
-Before=etcd3.service
-
-[Mount]
-What=/dev/disk/by-label/{ETCD_VOLUME_LABEL}
-Where=/var/lib/etcd
-Type=ext4
-
-[Install]
-WantedBy=multi-user.target
-"
-    )
+    let device = format!("/dev/disk/by-label/{ETCD_VOLUME_LABEL}");
+    Mount {
+        description: "etcd data volume",
+        requires: &[ETCD_ATTACH_UNIT],
+        after: &[ETCD_ATTACH_UNIT],
+        before: &["etcd3.service"],
+        what: &device,
+        path: "/var/lib/etcd",
+        fs_type: "ext4",
+        options: None,
+        wanted_by: "multi-user.target",
+    }
+    .contents()
 }
 
 /// A static pod on the host network running `component` with `args`.
@@ -1092,6 +1007,8 @@ fn scheduler_manifest(input: &NodeConfigInput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as BASE64;
 
     const API_KEY_PEM: &[u8] = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretapikey\n-----END RSA PRIVATE KEY-----\n";
     const WORKER_KEY_PEM: &[u8] = b"-----BEGIN EC PRIVATE KEY-----\nMHcworkerkeysecret\n-----END EC PRIVATE KEY-----\n";
@@ -1532,15 +1449,22 @@ mod tests {
         for path in ["relative/key.pem", "/etc/kubernetes/ssl/my key.pem", "/etc/$(reboot).pem", "/", "/etc/ssl/"] {
             let mut input = worker();
             input.secrets[0].path = path.into();
-            assert_eq!(render(&input).map(drop), Err(IgnitionError::InvalidPath { path: path.into() }), "{path}");
+            assert_eq!(
+                render(&input).map(drop),
+                Err(ignition::IgnitionError::InvalidPath { path: path.into() }.into()),
+                "{path}"
+            );
         }
 
         let mut twice = worker();
         twice.secrets[1].path = twice.secrets[0].path.clone();
-        assert_eq!(render(&twice).map(drop), Err(IgnitionError::DuplicatePath { path: paths::WORKER_KEY.into() }));
+        assert_eq!(
+            render(&twice).map(drop),
+            Err(ignition::IgnitionError::DuplicatePath { path: paths::WORKER_KEY.into() }.into())
+        );
 
         let mut clash = worker();
         clash.secrets[0].path = "/opt/bin/decrypt-tls-assets".into();
-        assert!(matches!(render(&clash), Err(IgnitionError::DuplicatePath { .. })));
+        assert!(matches!(render(&clash), Err(IgnitionError::Config(ignition::IgnitionError::DuplicatePath { .. }))));
     }
 }

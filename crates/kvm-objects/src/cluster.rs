@@ -1,0 +1,295 @@
+//! The typed input every builder reads: a validated [`KVMConfig`], the versions of its Release
+//! and the operator's own settings, checked once ([`Cluster::new`]) so that no builder has to
+//! deal with a half-valid object.
+//!
+//! The original zipped `spec.cluster.masters` with `spec.kvm.masters` by position and crashed on
+//! a length mismatch (reference §14.1); here a mismatch is a [`InputError::Invalid`] naming the
+//! field, and the pairing happens once, into [`Node`]s.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use apis::kvm::{KVMConfig, KVMConfigSpecKVMNode, StorageType};
+use apis::labels;
+use apis::validation::FieldError;
+
+/// A node's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// A control-plane node: etcd and the API server.
+    Master,
+    /// A worker node.
+    Worker,
+}
+
+impl Role {
+    /// `master` or `worker`: the `app` label, the name prefix, the MC node label `role`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Worker => "worker",
+        }
+    }
+
+    /// The role of a name or label value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "master" => Some(Role::Master),
+            "worker" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One workload-cluster node: its id and VM shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Master or worker.
+    pub role: Role,
+    /// The node id, stable across rollouts.
+    pub id: String,
+    /// The VM shape from `spec.kvm.<role>s[position]`.
+    pub shape: KVMConfigSpecKVMNode,
+}
+
+/// A release component version the node pods are annotated with (reference §5.2).
+pub const ANNOTATED_COMPONENTS: [&str; 4] = ["calico", "containerlinux", "etcd", "kubernetes"];
+
+/// The operator's settings that shape the node pods (its flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// DNS servers of the VMs (`DNS_SERVERS`); at least one.
+    pub dns_servers: Vec<String>,
+    /// NTP servers of the VMs (`NTP_SERVERS`).
+    pub ntp_servers: Vec<String>,
+}
+
+/// A validated cluster: everything the builders need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// The cluster id: namespace and name prefix.
+    pub id: String,
+    /// The customer (organization) id.
+    pub customer: String,
+    /// The workload cluster's API host.
+    pub api_domain: String,
+    /// The workload cluster's etcd host.
+    pub etcd_domain: String,
+    /// The API server's port.
+    pub api_port: i32,
+    /// The flannel VNI (it picks the node pods' host ports).
+    pub vni: i64,
+    /// Where masters keep etcd's data.
+    pub storage: StorageType,
+    /// The operator version (label `kvm-operator.giantswarm.io/version`).
+    pub operator_version: String,
+    /// The release version (label `release.giantswarm.io/version`).
+    pub release_version: String,
+    /// The Release's component versions by name; `containerlinux` is always present.
+    pub components: BTreeMap<String, String>,
+    /// Masters first, then workers, each in the order of the spec.
+    pub nodes: Vec<Node>,
+    /// The `worker` Service's port mappings, as in the spec.
+    pub port_mappings: Vec<apis::kvm::KVMConfigSpecKVMPortMapping>,
+    /// Users who may log in to the nodes over SSH.
+    pub ssh_users: Vec<apis::kvm::ClusterKubernetesSSHUser>,
+    /// The operator's settings.
+    pub settings: Settings,
+}
+
+/// Why a cluster's objects cannot be built. Every variant names what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// The spec has problems (see [`KVMConfig::validate`]).
+    #[error("KVMConfig {name} is invalid: {}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid {
+        /// The object's name.
+        name: String,
+        /// Every problem.
+        errors: Vec<FieldError>,
+    },
+    /// A required label is missing or empty.
+    #[error("KVMConfig {name} has no {label} label; set it to the {what}")]
+    MissingLabel {
+        /// The object's name.
+        name: String,
+        /// The label.
+        label: &'static str,
+        /// What its value is.
+        what: &'static str,
+    },
+    /// The Release does not name a component the nodes need.
+    #[error("Release {release} has no {component} component; add it to spec.components")]
+    MissingComponent {
+        /// The Release's name.
+        release: String,
+        /// The component.
+        component: &'static str,
+    },
+    /// The operator has no DNS servers for the VMs.
+    #[error("no DNS servers are configured for the VMs; set the operator's DNS servers")]
+    NoDnsServers,
+}
+
+impl Cluster {
+    /// Check `config` and pair its node lists. `components` are the component versions of the
+    /// Release its `release.giantswarm.io/version` label names (`release` is that Release's
+    /// name, for messages).
+    pub fn new(
+        config: &KVMConfig,
+        release: &str,
+        components: &BTreeMap<String, String>,
+        settings: &Settings,
+    ) -> Result<Self, InputError> {
+        let name = config.metadata.name.clone().unwrap_or_default();
+        config.validate().map_err(|errors| InputError::Invalid { name: name.clone(), errors })?;
+        let label = |label: &'static str, what: &'static str| {
+            config
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(label))
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .ok_or(InputError::MissingLabel { name: name.clone(), label, what })
+        };
+        let operator_version = label(labels::KVM_OPERATOR_VERSION, "kvm-operator version that reconciles it")?;
+        let release_version = label(labels::RELEASE_VERSION, "release the cluster runs")?;
+        if components.get("containerlinux").is_none_or(|v| v.is_empty()) {
+            return Err(InputError::MissingComponent { release: release.to_string(), component: "containerlinux" });
+        }
+        if settings.dns_servers.is_empty() {
+            return Err(InputError::NoDnsServers);
+        }
+        let spec = &config.spec;
+        let pair = |role, ids: &[apis::kvm::ClusterNode], shapes: &[KVMConfigSpecKVMNode]| -> Vec<Node> {
+            ids.iter().zip(shapes).map(|(n, s)| Node { role, id: n.id.clone(), shape: s.clone() }).collect()
+        };
+        let mut nodes = pair(Role::Master, &spec.cluster.masters, &spec.kvm.masters);
+        nodes.extend(pair(Role::Worker, &spec.cluster.workers, &spec.kvm.workers));
+        Ok(Self {
+            id: spec.cluster.id.clone(),
+            customer: spec.cluster.customer.id.clone(),
+            api_domain: spec.cluster.kubernetes.api.domain.clone(),
+            etcd_domain: spec.cluster.etcd.domain.clone(),
+            api_port: spec.cluster.kubernetes.api.secure_port as i32,
+            vni: spec.kvm.network.flannel.vni,
+            storage: spec.kvm.k8s_kvm.storage_type,
+            operator_version,
+            release_version,
+            components: components.clone(),
+            nodes,
+            port_mappings: spec.kvm.port_mappings.clone(),
+            ssh_users: spec.cluster.kubernetes.ssh.user_list.clone(),
+            settings: settings.clone(),
+        })
+    }
+
+    /// The nodes of one role.
+    pub fn nodes(&self, role: Role) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.role == role)
+    }
+
+    /// The Flatcar version of the VMs.
+    pub fn containerlinux_version(&self) -> &str {
+        self.components.get("containerlinux").map(String::as_str).unwrap_or_default()
+    }
+
+    /// The labels every object of the cluster carries (legacy and current spellings).
+    pub fn common_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("cluster".to_string(), self.id.clone()),
+            ("customer".to_string(), self.customer.clone()),
+            (labels::CLUSTER.to_string(), self.id.clone()),
+            (labels::ORGANIZATION.to_string(), self.customer.clone()),
+        ])
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Shared test fixtures: a cluster `qz7lt` of three masters and two workers, read from the
+    //! YAML fixture of `apis`' CRD tests (deliberately unlike any default).
+    use super::*;
+
+    pub(crate) const KVMCONFIG: &str = include_str!("../../apis/tests/fixtures/kvmconfig-qz7lt.yaml");
+
+    pub(crate) fn config() -> KVMConfig {
+        serde_saphyr::from_str(KVMCONFIG).expect("fixture parses")
+    }
+
+    pub(crate) fn components() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("calico".into(), "3.26.4".into()),
+            ("containerlinux".into(), "3815.2.5".into()),
+            ("etcd".into(), "3.5.13".into()),
+            ("kubernetes".into(), "1.29.9".into()),
+            ("cert-exporter".into(), "2.9.0".into()),
+        ])
+    }
+
+    pub(crate) fn settings() -> Settings {
+        Settings {
+            dns_servers: vec!["10.99.0.53".into(), "10.99.1.53".into()],
+            ntp_servers: vec!["10.99.0.123".into()],
+        }
+    }
+
+    pub(crate) fn cluster() -> Cluster {
+        Cluster::new(&config(), "v20.1.0", &components(), &settings()).expect("valid fixture")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn pairs_nodes_by_position_masters_first() {
+        let cluster = cluster();
+        let ids: Vec<_> = cluster.nodes.iter().map(|n| (n.role, n.id.as_str(), n.shape.cpus)).collect();
+        assert_eq!(
+            ids,
+            [
+                (Role::Master, "ma1", 2),
+                (Role::Master, "ma2", 2),
+                (Role::Master, "ma3", 2),
+                (Role::Worker, "wk1", 6),
+                (Role::Worker, "wk2", 4)
+            ]
+        );
+        assert_eq!((cluster.operator_version.as_str(), cluster.release_version.as_str()), ("4.0.0", "20.1.0"));
+        assert_eq!(cluster.containerlinux_version(), "3815.2.5");
+        assert_eq!(cluster.storage, StorageType::PersistentVolume);
+    }
+
+    #[test]
+    fn bad_input_names_the_fix_instead_of_crashing() {
+        let mut config = config();
+        config.spec.kvm.workers.pop();
+        let error = Cluster::new(&config, "v20.1.0", &components(), &settings()).unwrap_err();
+        assert!(error.to_string().starts_with("KVMConfig qz7lt is invalid: spec.kvm.workers: "), "{error}");
+
+        let mut components = components();
+        components.remove("containerlinux");
+        let error = Cluster::new(&super::fixtures::config(), "v20.1.0", &components, &settings()).unwrap_err();
+        assert_eq!(error.to_string(), "Release v20.1.0 has no containerlinux component; add it to spec.components");
+
+        let mut unlabelled = super::fixtures::config();
+        unlabelled.metadata.labels.as_mut().map(|l| l.remove(labels::RELEASE_VERSION));
+        let error = Cluster::new(&unlabelled, "v20.1.0", &super::fixtures::components(), &settings()).unwrap_err();
+        assert!(matches!(error, InputError::MissingLabel { label: labels::RELEASE_VERSION, .. }), "{error}");
+
+        let error =
+            Cluster::new(&super::fixtures::config(), "v20.1.0", &super::fixtures::components(), &Settings::default())
+                .unwrap_err();
+        assert_eq!(error, InputError::NoDnsServers);
+    }
+}

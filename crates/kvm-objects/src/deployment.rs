@@ -1,0 +1,649 @@
+//! The node Deployments (reference §5): one per workload-cluster node, replicas 1, `Recreate`,
+//! a privileged host-network pod whose `k8s-kvm` container runs the node as a qemu VM, with
+//! three sidecars: the endpoint updater (publishes the VM IP), the health checker (the probes'
+//! target) and the shutdown deferrer (holds the VM's power-off until the node is drained).
+//! Plus the PersistentVolumeClaims of etcd data (storage type `persistentVolume`) and of
+//! workers' host volumes.
+//!
+//! Departures from the original, each deliberate:
+//! - every Deployment carries [`keys::SPEC_HASH`], a digest of its pod template, so that a
+//!   change of CPU, memory, disks, host volumes or the operator's DNS/NTP settings rolls the
+//!   node (the original rolled only on version changes, §9.1, §14.5);
+//! - the etcd PVC and host directory are named after the node id, not its position (§14.2);
+//! - memory requests are in `Mi`, the unit qemu's `-m` uses: the original wrote the same
+//!   numbers with the decimal `M` suffix and so requested about 5 % less than the VM takes;
+//! - [`stale_pvcs`] names the PVCs of removed nodes, which the original kept until the cluster
+//!   was deleted (§14.3).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use apis::kvm::StorageType;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cluster::{ANNOTATED_COMPONENTS, Cluster, Node, Role};
+use crate::names::{self, keys};
+
+/// The endpoint-updater sidecar's image.
+pub const ENDPOINT_UPDATER_IMAGE: &str = "quay.io/giantswarm/k8s-endpoint-updater:0.1.0";
+/// The VM container's image.
+pub const K8S_KVM_IMAGE: &str = "quay.io/giantswarm/k8s-kvm:0.6.2";
+/// The health-check sidecar's image.
+pub const HEALTH_IMAGE: &str = "quay.io/giantswarm/k8s-kvm-health:0.1.0";
+/// The shutdown-deferrer sidecar's image.
+pub const SHUTDOWN_DEFERRER_IMAGE: &str = "quay.io/giantswarm/shutdown-deferrer:0.1.0";
+/// How long a node pod may take to stop: node-operator's drain timeout (10 min).
+pub const TERMINATION_GRACE_SECONDS: i64 = 600;
+/// The size of a master's etcd PVC.
+pub const ETCD_PVC_SIZE: &str = "15Gi";
+/// The storage class of etcd PVCs.
+pub const ETCD_STORAGE_CLASS: &str = "g8s-storage";
+/// The storage class of workers' host-volume PVCs.
+pub const HOST_VOLUME_STORAGE_CLASS: &str = "local-storage";
+/// The host directory caching Flatcar images.
+pub const IMAGES_HOST_PATH: &str = "/var/lib/flatcar-kvm-images";
+
+/// The labels of a node's Deployment and PVCs.
+fn node_labels(cluster: &Cluster, node: &Node) -> BTreeMap<String, String> {
+    let mut labels = cluster.common_labels();
+    labels.insert(keys::APP.into(), node.role.as_str().into());
+    labels.insert(keys::NODE.into(), node.id.clone());
+    labels
+}
+
+/// The memory the pod requests for a VM of `memory` (a `MEMORY_PATTERN` value), in MiB:
+/// masters the VM plus 1536 (qemu and the sidecars); workers the VM rounded up to whole GiB plus
+/// 512 plus 768 per started 12 GiB beyond the first two slots (reference §5.3; 8G → 10240).
+pub fn memory_request_mib(role: Role, memory: &str) -> u64 {
+    let vm = apis::kvm::memory_megabytes(memory).unwrap_or_default();
+    match role {
+        Role::Master => vm.ceil() as u64 + 1024 + 512,
+        Role::Worker => {
+            let gib = (vm / 1024.0).ceil() as u64;
+            gib * 1024 + 512 + 768 * (2 + gib / 12)
+        }
+    }
+}
+
+/// `DISK_DOCKER` and `DISK_KUBELET` of a node: masters 50G and 5G; workers their
+/// `dockerVolumeSizeGB`, else their `disk`, else the masters' sizes.
+pub fn disk_sizes(node: &Node) -> (String, String) {
+    let defaults = ("50G".to_string(), "5G".to_string());
+    if node.role == Role::Master {
+        return defaults;
+    }
+    if node.shape.docker_volume_size_gb > 0 {
+        let size = format!("{}G", node.shape.docker_volume_size_gb);
+        (size.clone(), size)
+    } else if node.shape.disk > 0.0 {
+        let size = format!("{}G", node.shape.disk);
+        (size.clone(), size)
+    } else {
+        defaults
+    }
+}
+
+/// The Deployment of `node`.
+pub fn deployment(cluster: &Cluster, node: &Node) -> Deployment {
+    let template = pod_template(cluster, node);
+    let mut labels = node_labels(cluster, node);
+    labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
+    let selector = BTreeMap::from([
+        (keys::APP.to_string(), node.role.as_str().to_string()),
+        ("cluster".to_string(), cluster.id.clone()),
+        (keys::NODE.to_string(), node.id.clone()),
+    ]);
+    let deployment = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": names::deployment(node.role, &node.id),
+            "namespace": names::namespace(&cluster.id),
+            "labels": labels,
+            "annotations": {
+                keys::RELEASE_VERSION: cluster.release_version,
+                keys::VERSION_BUNDLE_VERSION: cluster.operator_version,
+                keys::SPEC_HASH: spec_hash(&template),
+            },
+        },
+        "spec": {
+            "replicas": 1,
+            "strategy": { "type": "Recreate" },
+            "selector": { "matchLabels": selector },
+            "template": template,
+        },
+    });
+    serde_json::from_value(deployment).expect("the Deployment JSON has the Deployment shape")
+}
+
+/// SHA-256 (hex, first 16 bytes) of the canonical JSON of a pod template.
+pub fn spec_hash(template: &Value) -> String {
+    let digest = Sha256::digest(ignition::canonical_json(template).as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn env(name: &str, value: impl Into<String>) -> Value {
+    json!({ "name": name, "value": value.into() })
+}
+
+fn env_field(name: &str, path: &str) -> Value {
+    json!({ "name": name, "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": path } } })
+}
+
+fn pod_template(cluster: &Cluster, node: &Node) -> Value {
+    let role = node.role.as_str();
+    let mut labels = cluster.common_labels();
+    labels.insert(keys::APP.into(), role.into());
+    labels.insert(keys::NODE.into(), node.id.clone());
+    labels.insert(keys::POD_WATCHER.into(), names::OPERATOR.into());
+    labels.insert(apis::labels::KVM_OPERATOR_VERSION.into(), cluster.operator_version.clone());
+    let mut annotations = BTreeMap::from([
+        (keys::API_ENDPOINT.to_string(), cluster.api_domain.clone()),
+        (keys::VM_IP.to_string(), String::new()),
+        (keys::SERVICE.to_string(), role.to_string()),
+        (keys::DRAINED.to_string(), "False".to_string()),
+        (keys::VERSION_BUNDLE.to_string(), cluster.operator_version.clone()),
+    ]);
+    for component in ANNOTATED_COMPONENTS {
+        if let Some(version) = cluster.components.get(component) {
+            annotations.insert(format!("{}{component}", keys::COMPONENT_VERSION_PREFIX), version.clone());
+        }
+    }
+
+    let liveness_port = names::liveness_port(cluster.vni);
+    let deferrer_url = format!("http://127.0.0.1:{}", names::shutdown_deferrer_port(cluster.vni));
+    let (disk_docker, disk_kubelet) = disk_sizes(node);
+    let memory = format!("{}Mi", memory_request_mib(node.role, &node.shape.memory));
+    let cpus = node.shape.cpus.to_string();
+
+    let mut kvm_env = vec![
+        env("CLOUD_CONFIG_PATH", "/cloudconfig/user_data"),
+        env("CORES", cpus.clone()),
+        env("DISK_DOCKER", disk_docker),
+        env("DISK_KUBELET", disk_kubelet),
+        env("DISK_OS", "5G"),
+        env("DNS_SERVERS", cluster.settings.dns_servers.join(",")),
+        env("FLATCAR_CHANNEL", "stable"),
+        env("FLATCAR_VERSION", cluster.containerlinux_version()),
+        env_field("HOSTNAME", "metadata.name"),
+        env("MEMORY", node.shape.memory.clone()),
+        env("NETWORK_BRIDGE_NAME", names::bridge(&cluster.id)),
+        env("NETWORK_TAP_NAME", names::tap(&cluster.id)),
+        env("NTP_SERVERS", cluster.settings.ntp_servers.join(",")),
+        env("ROLE", role),
+    ];
+    let mut kvm_mounts = vec![
+        json!({ "name": "cloud-config", "mountPath": "/cloudconfig/" }),
+        json!({ "name": "images", "mountPath": "/usr/code/images/" }),
+        json!({ "name": "rootfs", "mountPath": "/usr/code/rootfs/" }),
+    ];
+    let mut volumes = vec![
+        json!({ "name": "cloud-config", "configMap": { "name": names::config_map(node.role, &cluster.id, &node.id) } }),
+        json!({ "name": "images", "hostPath": { "path": IMAGES_HOST_PATH } }),
+        json!({ "name": "rootfs", "emptyDir": {} }),
+        json!({ "name": "flannel", "hostPath": { "path": "/run/flannel" } }),
+    ];
+    let mut health_env = vec![
+        env("LISTEN_ADDRESS", format!("http://127.0.0.1:{liveness_port}")),
+        env("NETWORK_ENV_FILE_PATH", names::flannel_env_file(&cluster.id)),
+    ];
+    match node.role {
+        Role::Master => {
+            kvm_env.push(env("DEBUG", "true"));
+            health_env.push(env("CHECK_K8S_API", "true"));
+            kvm_mounts.push(json!({ "name": "etcd-data", "mountPath": "/etc/kubernetes/data/etcd/" }));
+            volumes.push(match cluster.storage {
+                StorageType::HostPath => json!({
+                    "name": "etcd-data",
+                    "hostPath": { "path": names::etcd_host_path(&cluster.id, &node.id) },
+                }),
+                StorageType::PersistentVolume => json!({
+                    "name": "etcd-data",
+                    "persistentVolumeClaim": { "claimName": names::etcd_pvc(&cluster.id, &node.id) },
+                }),
+            });
+        }
+        Role::Worker => {
+            let host_volumes = &node.shape.host_volumes;
+            if !host_volumes.is_empty() {
+                let paths: Vec<String> =
+                    host_volumes.iter().map(|v| format!("{}:{}", v.mount_tag, v.host_path)).collect();
+                kvm_env.push(env("HOST_DATA_VOLUME_PATHS", paths.join(",")));
+            }
+            for volume in host_volumes {
+                kvm_mounts.push(json!({ "name": volume.mount_tag, "mountPath": volume.host_path }));
+                volumes.push(json!({
+                    "name": volume.mount_tag,
+                    "persistentVolumeClaim": {
+                        "claimName": names::host_volume_pvc(&cluster.id, &node.id, &volume.mount_tag),
+                    },
+                }));
+            }
+        }
+    }
+    kvm_env.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+
+    let probe = |initial_delay: i32| {
+        json!({
+            "httpGet": { "host": "127.0.0.1", "path": "/healthz", "port": liveness_port },
+            "initialDelaySeconds": initial_delay,
+            "timeoutSeconds": 5,
+            "periodSeconds": 35,
+            "failureThreshold": 4,
+        })
+    };
+    let containers = json!([
+        {
+            "name": "k8s-endpoint-updater",
+            "image": ENDPOINT_UPDATER_IMAGE,
+            "args": [
+                "update",
+                format!("--provider.bridge.name={}", names::bridge(&cluster.id)),
+                format!("--service.kubernetes.cluster.namespace={}", cluster.id),
+                format!("--service.kubernetes.cluster.service={role}"),
+                "--service.kubernetes.inCluster=true",
+            ],
+            "env": [env_field("POD_NAME", "metadata.name")],
+            "securityContext": { "privileged": true },
+        },
+        {
+            "name": "k8s-kvm",
+            "image": K8S_KVM_IMAGE,
+            "args": [role],
+            "env": kvm_env,
+            "volumeMounts": kvm_mounts,
+            "securityContext": { "privileged": true },
+            "resources": {
+                "requests": { "cpu": cpus, "memory": memory },
+                "limits": { "cpu": cpus, "memory": memory },
+            },
+            "lifecycle": { "preStop": { "exec": { "command": ["/qemu-shutdown", format!("{deferrer_url}/v1/defer/")] } } },
+            "livenessProbe": probe(500),
+            "readinessProbe": probe(100),
+        },
+        {
+            "name": "k8s-kvm-health",
+            "image": HEALTH_IMAGE,
+            "imagePullPolicy": "Always",
+            "env": health_env,
+            "volumeMounts": [{ "name": "flannel", "mountPath": "/run/flannel" }],
+            "securityContext": { "privileged": true },
+        },
+        {
+            "name": "shutdown-deferrer",
+            "image": SHUTDOWN_DEFERRER_IMAGE,
+            "imagePullPolicy": "Always",
+            "args": ["daemon", format!("--server.listen.address={deferrer_url}")],
+            "env": [env_field("MY_POD_NAME", "metadata.name"), env_field("MY_POD_NAMESPACE", "metadata.namespace")],
+            "lifecycle": { "preStop": { "exec": { "command": ["/pre-shutdown-hook", format!("{deferrer_url}/v1/defer/")] } } },
+            "livenessProbe": {
+                "httpGet": { "host": "127.0.0.1", "path": "/healthz", "port": names::shutdown_deferrer_port(cluster.vni) },
+                "initialDelaySeconds": 15,
+                "periodSeconds": 10,
+            },
+        },
+    ]);
+
+    let mut spec = json!({
+        "hostNetwork": true,
+        "nodeSelector": { "role": role },
+        "serviceAccountName": names::namespace(&cluster.id),
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "affinity": { "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": { "matchExpressions": [{ "key": keys::APP, "operator": "In", "values": ["master", "worker"] }] },
+            "namespaces": [names::namespace(&cluster.id)],
+            "topologyKey": "kubernetes.io/hostname",
+        }] } },
+        "containers": containers,
+        "volumes": volumes,
+    });
+    if node.role == Role::Worker {
+        spec["readinessGates"] = json!([{ "conditionType": names::NODE_READY_CONDITION }]);
+    }
+    let template = json!({ "metadata": { "labels": labels, "annotations": annotations }, "spec": spec });
+    // Round-trip through the typed template so the hash covers exactly what the API stores.
+    let typed: PodTemplateSpec =
+        serde_json::from_value(template).expect("the pod template JSON has the PodTemplateSpec shape");
+    serde_json::to_value(typed).unwrap_or_default()
+}
+
+/// The etcd PVC of `node`, when the cluster keeps etcd data on PersistentVolumes and `node` is
+/// a master.
+pub fn etcd_pvc(cluster: &Cluster, node: &Node) -> Option<PersistentVolumeClaim> {
+    if node.role != Role::Master || cluster.storage != StorageType::PersistentVolume {
+        return None;
+    }
+    Some(pvc(cluster, node, &names::etcd_pvc(&cluster.id, &node.id), ETCD_STORAGE_CLASS, ETCD_PVC_SIZE, None))
+}
+
+/// The PVC of one host volume of worker `node`, bound to the local PersistentVolume labelled
+/// `mount-tag=<tag>` whose capacity is `capacity`.
+pub fn host_volume_pvc(cluster: &Cluster, node: &Node, mount_tag: &str, capacity: &Quantity) -> PersistentVolumeClaim {
+    let name = names::host_volume_pvc(&cluster.id, &node.id, mount_tag);
+    pvc(cluster, node, &name, HOST_VOLUME_STORAGE_CLASS, &capacity.0, Some(mount_tag))
+}
+
+fn pvc(
+    cluster: &Cluster,
+    node: &Node,
+    name: &str,
+    class: &str,
+    size: &str,
+    mount_tag: Option<&str>,
+) -> PersistentVolumeClaim {
+    let mut labels = node_labels(cluster, node);
+    labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
+    labels.insert(keys::VERSION_BUNDLE_LABEL.into(), cluster.operator_version.clone());
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": class,
+        "resources": { "requests": { "storage": size } },
+    });
+    if let Some(tag) = mount_tag {
+        spec["selector"] = json!({ "matchLabels": { keys::MOUNT_TAG: tag } });
+    }
+    let pvc = json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": { "name": name, "namespace": names::namespace(&cluster.id), "labels": labels },
+        "spec": spec,
+    });
+    serde_json::from_value(pvc).expect("the PVC JSON has the PVC shape")
+}
+
+/// The names of every PVC the cluster's nodes use.
+pub fn desired_pvc_names(cluster: &Cluster) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for node in &cluster.nodes {
+        if node.role == Role::Master && cluster.storage == StorageType::PersistentVolume {
+            names.insert(names::etcd_pvc(&cluster.id, &node.id));
+        }
+        if node.role == Role::Worker {
+            for volume in &node.shape.host_volumes {
+                names.insert(names::host_volume_pvc(&cluster.id, &node.id, &volume.mount_tag));
+            }
+        }
+    }
+    names
+}
+
+/// The operator's PVCs among `current` that no node uses any more: delete them once the
+/// Deployment that mounted them is gone.
+pub fn stale_pvcs(cluster: &Cluster, current: &[PersistentVolumeClaim]) -> Vec<String> {
+    let desired = desired_pvc_names(cluster);
+    let mut stale: Vec<String> = current
+        .iter()
+        .filter(|pvc| {
+            pvc.metadata.labels.as_ref().and_then(|l| l.get(apis::labels::MANAGED_BY)).map(String::as_str)
+                == Some(names::OPERATOR)
+        })
+        .filter_map(|pvc| pvc.metadata.name.clone())
+        .filter(|name| !desired.contains(name))
+        .collect();
+    stale.sort();
+    stale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixtures;
+    use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+
+    fn node<'a>(cluster: &'a Cluster, id: &str) -> &'a Node {
+        cluster.nodes.iter().find(|n| n.id == id).expect("fixture node")
+    }
+
+    fn spec(d: &Deployment) -> &PodSpec {
+        d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod spec")
+    }
+
+    fn container<'a>(d: &'a Deployment, name: &str) -> &'a Container {
+        spec(d).containers.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("container {name}"))
+    }
+
+    fn env_of(c: &Container) -> BTreeMap<String, String> {
+        c.env
+            .iter()
+            .flatten()
+            .map(|EnvVar { name, value, value_from }| {
+                let from =
+                    value_from.as_ref().and_then(|f| f.field_ref.as_ref()).map(|f| format!("<{}>", f.field_path));
+                (name.clone(), value.clone().or(from).unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_worker_deployment_is_section_5() {
+        let cluster = fixtures::cluster();
+        let d = deployment(&cluster, node(&cluster, "wk1"));
+        let meta = &d.metadata;
+        assert_eq!((meta.name.as_deref(), meta.namespace.as_deref()), (Some("worker-wk1"), Some("qz7lt")));
+        let labels = meta.labels.clone().unwrap_or_default();
+        assert_eq!(labels["app"], "worker");
+        assert_eq!(labels["node"], "wk1");
+        assert_eq!(labels["customer"], "globex");
+        assert_eq!(labels["giantswarm.io/organization"], "globex");
+        assert_eq!(labels["giantswarm.io/managed-by"], "kvm-operator");
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations["giantswarm.io/release-version"], "20.1.0");
+        assert_eq!(annotations["giantswarm.io/version-bundle-version"], "4.0.0");
+        assert_eq!(annotations[keys::SPEC_HASH].len(), 32);
+
+        let dspec = d.spec.as_ref().expect("spec");
+        assert_eq!(dspec.replicas, Some(1));
+        assert_eq!(dspec.strategy.as_ref().and_then(|s| s.type_.as_deref()), Some("Recreate"));
+        let selector = dspec.selector.match_labels.clone().unwrap_or_default();
+        assert_eq!(selector.keys().collect::<Vec<_>>(), ["app", "cluster", "node"]);
+
+        let template_meta = dspec.template.metadata.as_ref().expect("template metadata");
+        let pod_labels = template_meta.labels.clone().unwrap_or_default();
+        assert_eq!(pod_labels["kvm-operator.giantswarm.io/pod-watcher"], "kvm-operator");
+        assert_eq!(pod_labels["kvm-operator.giantswarm.io/version"], "4.0.0");
+        let pod_annotations = template_meta.annotations.clone().unwrap_or_default();
+        assert_eq!(pod_annotations["kvm-operator.giantswarm.io/api-endpoint"], "api.qz7lt.k8s.gollum.example.net");
+        assert_eq!(pod_annotations["endpoint.kvm.giantswarm.io/ip"], "");
+        assert_eq!(pod_annotations["endpoint.kvm.giantswarm.io/service"], "worker");
+        assert_eq!(pod_annotations["endpoint.kvm.giantswarm.io/drained"], "False");
+        assert_eq!(pod_annotations["kvm-operator.giantswarm.io/component-version-containerlinux"], "3815.2.5");
+        assert_eq!(pod_annotations["kvm-operator.giantswarm.io/component-version-calico"], "3.26.4");
+        assert!(!pod_annotations.keys().any(|k| k.ends_with("cert-exporter")), "only the four components");
+
+        let pod = spec(&d);
+        assert_eq!(pod.host_network, Some(true));
+        assert_eq!(pod.node_selector.clone().unwrap_or_default()["role"], "worker");
+        assert_eq!(pod.service_account_name.as_deref(), Some("qz7lt"));
+        assert_eq!(pod.termination_grace_period_seconds, Some(600));
+        let gates: Vec<_> = pod.readiness_gates.iter().flatten().map(|g| g.condition_type.as_str()).collect();
+        assert_eq!(gates, ["kvm-operator.giantswarm.io/workload-cluster-node-ready"]);
+        let anti = pod.affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref()).expect("anti-affinity");
+        let term = &anti.required_during_scheduling_ignored_during_execution.as_ref().expect("required")[0];
+        assert_eq!(term.topology_key, "kubernetes.io/hostname");
+        assert_eq!(term.namespaces.as_deref(), Some(&["qz7lt".to_string()][..]));
+        let expr = &term.label_selector.as_ref().and_then(|s| s.match_expressions.clone()).expect("expressions")[0];
+        assert_eq!((expr.key.as_str(), expr.operator.as_str()), ("app", "In"));
+        assert_eq!(expr.values.as_deref(), Some(&["master".to_string(), "worker".to_string()][..]));
+
+        let names: Vec<_> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["k8s-endpoint-updater", "k8s-kvm", "k8s-kvm-health", "shutdown-deferrer"]);
+
+        let kvm = container(&d, "k8s-kvm");
+        let env = env_of(kvm);
+        assert_eq!(env["CORES"], "6");
+        assert_eq!(env["MEMORY"], "12G");
+        assert_eq!((env["DISK_DOCKER"].as_str(), env["DISK_KUBELET"].as_str()), ("80G", "80G"));
+        assert_eq!(env["DISK_OS"], "5G");
+        assert_eq!(env["DNS_SERVERS"], "10.99.0.53,10.99.1.53");
+        assert_eq!(env["NTP_SERVERS"], "10.99.0.123");
+        assert_eq!(env["FLATCAR_VERSION"], "3815.2.5");
+        assert_eq!(env["FLATCAR_CHANNEL"], "stable");
+        assert_eq!(env["HOSTNAME"], "<metadata.name>");
+        assert_eq!((env["NETWORK_BRIDGE_NAME"].as_str(), env["NETWORK_TAP_NAME"].as_str()), ("br-qz7lt", "tap-qz7lt"));
+        assert_eq!(env["CLOUD_CONFIG_PATH"], "/cloudconfig/user_data");
+        assert_eq!(env["HOST_DATA_VOLUME_PATHS"], "scratch:/srv/scratch");
+        assert!(!env.contains_key("DEBUG"));
+        assert_eq!(kvm.args.as_deref(), Some(&["worker".to_string()][..]));
+        let resources = kvm.resources.as_ref().expect("resources");
+        assert_eq!(resources.requests, resources.limits, "requests equal limits");
+        let requests = resources.requests.clone().unwrap_or_default();
+        assert_eq!((requests["cpu"].0.as_str(), requests["memory"].0.as_str()), ("6", "15104Mi"));
+        let liveness = kvm.liveness_probe.as_ref().expect("liveness");
+        let get = liveness.http_get.as_ref().expect("httpGet");
+        assert_eq!((get.host.as_deref(), get.path.as_deref()), (Some("127.0.0.1"), Some("/healthz")));
+        assert_eq!(get.port, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(23041), "23000 + VNI 41");
+        assert_eq!(
+            (
+                liveness.initial_delay_seconds,
+                liveness.timeout_seconds,
+                liveness.period_seconds,
+                liveness.failure_threshold
+            ),
+            (Some(500), Some(5), Some(35), Some(4))
+        );
+        assert_eq!(kvm.readiness_probe.as_ref().and_then(|p| p.initial_delay_seconds), Some(100));
+        let pre_stop = kvm.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()).and_then(|h| h.exec.as_ref());
+        assert_eq!(
+            pre_stop.and_then(|e| e.command.clone()),
+            Some(vec!["/qemu-shutdown".to_string(), "http://127.0.0.1:47041/v1/defer/".to_string()])
+        );
+        let mounts: Vec<_> =
+            kvm.volume_mounts.iter().flatten().map(|m| (m.name.as_str(), m.mount_path.as_str())).collect();
+        assert!(mounts.contains(&("scratch", "/srv/scratch")), "{mounts:?}");
+        let volumes = pod.volumes.clone().unwrap_or_default();
+        let scratch = volumes.iter().find(|v| v.name == "scratch").expect("host volume");
+        assert_eq!(
+            scratch.persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()),
+            Some("local-pvc-worker-qz7lt-wk1-scratch")
+        );
+        let config = volumes.iter().find(|v| v.name == "cloud-config").and_then(|v| v.config_map.as_ref());
+        assert_eq!(config.map(|c| c.name.as_str()), Some("worker-qz7lt-wk1"));
+
+        let updater = container(&d, "k8s-endpoint-updater");
+        assert_eq!(updater.security_context.as_ref().and_then(|s| s.privileged), Some(true));
+        let args = updater.args.clone().unwrap_or_default();
+        assert!(args.contains(&"--provider.bridge.name=br-qz7lt".to_string()), "{args:?}");
+        assert!(args.contains(&"--service.kubernetes.cluster.service=worker".to_string()), "{args:?}");
+        assert_eq!(env_of(updater)["POD_NAME"], "<metadata.name>");
+
+        let health = env_of(container(&d, "k8s-kvm-health"));
+        assert_eq!(health["LISTEN_ADDRESS"], "http://127.0.0.1:23041");
+        assert_eq!(health["NETWORK_ENV_FILE_PATH"], "/run/flannel/networks/br-qz7lt.env");
+        assert!(!health.contains_key("CHECK_K8S_API"));
+
+        let deferrer = container(&d, "shutdown-deferrer");
+        assert_eq!(deferrer.image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            deferrer.args.clone().unwrap_or_default(),
+            ["daemon", "--server.listen.address=http://127.0.0.1:47041"]
+        );
+        assert_eq!(env_of(deferrer)["MY_POD_NAMESPACE"], "<metadata.namespace>");
+    }
+
+    #[test]
+    fn a_master_keeps_etcd_on_its_pvc_or_host_path() {
+        let mut cluster = fixtures::cluster();
+        let d = deployment(&cluster, node(&cluster, "ma2"));
+        let pod = spec(&d);
+        assert!(pod.readiness_gates.is_none(), "masters have no readiness gate");
+        assert_eq!(pod.node_selector.clone().unwrap_or_default()["role"], "master");
+        let kvm = container(&d, "k8s-kvm");
+        let env = env_of(kvm);
+        assert_eq!(env["DEBUG"], "true");
+        assert_eq!((env["DISK_DOCKER"].as_str(), env["DISK_KUBELET"].as_str()), ("50G", "5G"));
+        let requests = kvm.resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default();
+        assert_eq!(requests["memory"].0, "5632Mi", "4G + 1024 + 512");
+        assert_eq!(env_of(container(&d, "k8s-kvm-health"))["CHECK_K8S_API"], "true");
+        let etcd = pod.volumes.iter().flatten().find(|v| v.name == "etcd-data").expect("etcd volume");
+        assert_eq!(
+            etcd.persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()),
+            Some("pvc-master-etcd-qz7lt-ma2")
+        );
+        let pvc = etcd_pvc(&cluster, node(&cluster, "ma2")).expect("etcd PVC");
+        assert_eq!(pvc.metadata.name.as_deref(), Some("pvc-master-etcd-qz7lt-ma2"));
+        let pvc_spec = pvc.spec.expect("spec");
+        assert_eq!(pvc_spec.storage_class_name.as_deref(), Some("g8s-storage"));
+        assert_eq!(pvc_spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"].0, "15Gi");
+        assert_eq!(pvc.metadata.labels.unwrap_or_default()["node"], "ma2");
+        assert!(etcd_pvc(&cluster, node(&cluster, "wk1")).is_none());
+
+        cluster.storage = StorageType::HostPath;
+        let d = deployment(&cluster, node(&cluster, "ma2"));
+        let etcd = spec(&d).volumes.iter().flatten().find(|v| v.name == "etcd-data").expect("etcd volume");
+        assert_eq!(
+            etcd.host_path.as_ref().map(|h| h.path.as_str()),
+            Some("/home/core/volumes/qz7lt/k8s-master-ma2"),
+            "named by node id, not position"
+        );
+        assert!(etcd_pvc(&cluster, node(&cluster, "ma2")).is_none());
+    }
+
+    #[test]
+    fn memory_and_disk_formulas() {
+        assert_eq!(memory_request_mib(Role::Worker, "8G"), 10240, "the reference's example");
+        assert_eq!(memory_request_mib(Role::Worker, "12G"), 12 * 1024 + 512 + 768 * 3);
+        assert_eq!(memory_request_mib(Role::Worker, "1536M"), 2048 + 512 + 1536, "rounded up to whole GiB");
+        assert_eq!(memory_request_mib(Role::Master, "3G"), 3072 + 1536);
+        let cluster = fixtures::cluster();
+        assert_eq!(
+            disk_sizes(node(&cluster, "wk2")),
+            ("30G".to_string(), "30G".to_string()),
+            "disk when no docker size"
+        );
+        let mut bare = node(&cluster, "wk2").clone();
+        bare.shape.disk = 0.0;
+        assert_eq!(disk_sizes(&bare), ("50G".to_string(), "5G".to_string()));
+    }
+
+    #[test]
+    fn any_spec_change_changes_the_hash_and_nothing_else_does() {
+        let cluster = fixtures::cluster();
+        let hash = |c: &Cluster, id: &str| {
+            deployment(c, node(c, id)).metadata.annotations.unwrap_or_default()[keys::SPEC_HASH].clone()
+        };
+        let base = hash(&cluster, "wk1");
+        assert_eq!(hash(&fixtures::cluster(), "wk1"), base, "deterministic");
+        assert_ne!(hash(&cluster, "wk2"), base);
+        type Change = fn(&mut Cluster);
+        let changes: [(&str, Change); 5] = [
+            ("cpus", |c| c.nodes[3].shape.cpus = 8),
+            ("memory", |c| c.nodes[3].shape.memory = "16G".into()),
+            ("host volumes", |c| c.nodes[3].shape.host_volumes.clear()),
+            ("dns servers", |c| c.settings.dns_servers.push("10.99.2.53".into())),
+            ("containerlinux", |c| drop(c.components.insert("containerlinux".into(), "3815.2.6".into()))),
+        ];
+        for (what, change) in changes {
+            let mut changed = fixtures::cluster();
+            change(&mut changed);
+            assert_ne!(hash(&changed, "wk1"), base, "{what} did not change the hash");
+        }
+        let mut unrelated = fixtures::cluster();
+        unrelated.components.insert("cert-exporter".into(), "9.9.9".into());
+        assert_eq!(hash(&unrelated, "wk1"), base, "a component the pods do not use");
+    }
+
+    #[test]
+    fn pvcs_of_removed_nodes_are_stale() {
+        let cluster = fixtures::cluster();
+        let capacity = Quantity("100Gi".into());
+        let scratch = host_volume_pvc(&cluster, node(&cluster, "wk1"), "scratch", &capacity);
+        let spec = scratch.spec.clone().expect("spec");
+        assert_eq!(spec.storage_class_name.as_deref(), Some("local-storage"));
+        assert_eq!(spec.selector.and_then(|s| s.match_labels).unwrap_or_default()["mount-tag"], "scratch");
+        assert_eq!(spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"].0, "100Gi");
+
+        let mut current: Vec<PersistentVolumeClaim> =
+            cluster.nodes(Role::Master).filter_map(|n| etcd_pvc(&cluster, n)).collect();
+        current.push(scratch);
+        let mut removed = fixtures::cluster();
+        removed.nodes.retain(|n| n.id != "ma2" && n.id != "wk1");
+        let foreign: PersistentVolumeClaim =
+            serde_json::from_value(json!({"metadata": {"name": "someone-elses", "namespace": "qz7lt"}})).expect("pvc");
+        current.push(foreign);
+        assert_eq!(stale_pvcs(&removed, &current), ["local-pvc-worker-qz7lt-wk1-scratch", "pvc-master-etcd-qz7lt-ma2"]);
+        assert!(stale_pvcs(&cluster, &current).is_empty());
+    }
+}

@@ -1,0 +1,540 @@
+//! A KVM node's Ignition config and the ConfigMap that carries it to the VM (reference §4.1.6):
+//! `user_data` = base64(gzip(Ignition JSON)), which k8s-kvm decodes and hands to the VM at boot.
+//!
+//! Built on the shared `ignition` crate (the same document model and encodings as AWS nodes).
+//! Rendering is deterministic: the files are sorted by path and the gzip header is fixed, so
+//! equal inputs give byte-equal ConfigMaps and an unchanged cluster causes no write. The
+//! original appended certificate files in the order concurrent fetches completed, so the same
+//! inputs could render differently and rewrite ConfigMaps for nothing (§14.6).
+//!
+//! What a KVM node gets here:
+//! - its iSCSI initiator name from its node index, and iscsid's safe-logout setting; `iscsid`
+//!   and `multipathd` enabled;
+//! - the docker and kubelet disks (virtio, XFS, made by k8s-kvm) mounted before the runtimes;
+//! - masters: etcd's data directory over 9p (tag `etcdshare`, msize 512000), automounted;
+//!   workers: one 9p mount `/data/<tag>` per host volume;
+//! - the TLS assets of its role from the cert-operator Secrets (masters `api`, `etcd`,
+//!   `service-account`, `calico-etcd-client`; workers `worker`, `calico-etcd-client`), and on
+//!   masters the API server's encryption config with the cluster's key, all mode 0600;
+//! - SSH users from `spec.cluster.kubernetes.ssh.userList`, the SSO CA key, registry mirrors and
+//!   proxy settings as drop-ins of docker, containerd and kubelet.
+//!
+//! Not rendered yet: the Kubernetes components themselves (kubelet's unit and configuration,
+//! etcd, the control-plane static pods with the OIDC flags and
+//! `--enable-priority-and-fairness=false`, calico). They are the same for both providers and
+//! belong in the shared `ignition` crate beside the document model, moved from `aws-stacks`
+//! rather than written twice.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name};
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::json;
+
+use crate::cluster::{Cluster, Node, Role};
+use crate::names;
+
+/// The cert-operator certificates a master's config needs.
+pub const MASTER_CERTS: [&str; 4] = ["api", "calico-etcd-client", "etcd", "service-account"];
+/// The cert-operator certificates a worker's config needs.
+pub const WORKER_CERTS: [&str; 2] = ["calico-etcd-client", "worker"];
+/// Where the TLS assets go: `<dir>/<cert>-{ca,crt,key}.pem`.
+pub const TLS_DIR: &str = "/etc/kubernetes/ssl";
+/// The API server's encryption-provider config (masters).
+pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption/k8s-encryption-config.yaml";
+/// The 9p tag of a master's etcd share.
+pub const ETCD_SHARE_TAG: &str = "etcdshare";
+/// etcd's data directory in a master VM.
+pub const ETCD_DATA_DIR: &str = "/var/lib/etcd";
+/// The 9p options: virtio transport, 9p2000.L, and msize 512000 for etcd's I/O (PR #1250).
+pub const NINE_P_OPTIONS: &str = "trans=virtio,version=9p2000.L,cache=mmap,msize=512000";
+
+/// One certificate of a cert-operator Secret (data keys `ca`, `crt`, `key`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct TlsAsset {
+    /// The CA certificate (PEM).
+    pub ca: Vec<u8>,
+    /// The certificate (PEM).
+    pub crt: Vec<u8>,
+    /// The private key (PEM). Never printed.
+    pub key: Vec<u8>,
+}
+
+impl fmt::Debug for TlsAsset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsAsset").field("crt_bytes", &self.crt.len()).field("key", &"***").finish()
+    }
+}
+
+/// The cluster's API-server encryption key (the `encryption` randomkey Secret). Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncryptionKey(pub String);
+
+impl fmt::Debug for EncryptionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EncryptionKey(***)")
+    }
+}
+
+/// HTTP proxy settings of the nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Proxy {
+    /// `HTTP_PROXY`.
+    pub http: String,
+    /// `HTTPS_PROXY`.
+    pub https: String,
+    /// `NO_PROXY` entries.
+    pub no_proxy: Vec<String>,
+}
+
+/// The operator's settings that go into every node config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeConfigSettings {
+    /// Proxy for docker, containerd and kubelet; none when both URLs are empty.
+    pub proxy: Proxy,
+    /// Docker registry mirrors.
+    pub registry_mirrors: Vec<String>,
+    /// The SSO CA's public key, trusted for SSH user certificates; none when empty.
+    pub sso_public_key: String,
+}
+
+/// Everything one node's config is rendered from.
+#[derive(Debug, Clone)]
+pub struct NodeConfigInput<'a> {
+    /// The cluster.
+    pub cluster: &'a Cluster,
+    /// The node.
+    pub node: &'a Node,
+    /// The cluster's allocated node indexes (`status.kvm.nodeIndexes`).
+    pub node_indexes: &'a BTreeMap<String, i64>,
+    /// The cluster's cert-operator certificates by name.
+    pub certs: &'a BTreeMap<String, TlsAsset>,
+    /// The encryption key; required for masters.
+    pub encryption_key: Option<&'a EncryptionKey>,
+    /// The operator's settings.
+    pub settings: &'a NodeConfigSettings,
+}
+
+/// Why a node config cannot be rendered. Each names what is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeConfigError {
+    /// The node has no index in `status.kvm.nodeIndexes` yet.
+    #[error(
+        "node {node} has no index in status.kvm.nodeIndexes yet; indexes are allocated before configs are rendered"
+    )]
+    MissingIndex {
+        /// The node id.
+        node: String,
+    },
+    /// A certificate Secret is missing.
+    #[error(
+        "{role} node {node} needs the {cert:?} certificate: no Secret labelled giantswarm.io/certificate={cert} and giantswarm.io/cluster={cluster} was found"
+    )]
+    MissingCertificate {
+        /// The node id.
+        node: String,
+        /// Its role.
+        role: Role,
+        /// The certificate.
+        cert: &'static str,
+        /// The cluster id.
+        cluster: String,
+    },
+    /// The encryption key Secret is missing.
+    #[error(
+        "master {node} needs the API server's encryption key: no Secret labelled giantswarm.io/randomkey=encryption and giantswarm.io/cluster={cluster} was found"
+    )]
+    MissingEncryptionKey {
+        /// The node id.
+        node: String,
+        /// The cluster id.
+        cluster: String,
+    },
+    /// The config is not valid Ignition (a path the inputs produced).
+    #[error(transparent)]
+    Ignition(#[from] IgnitionError),
+}
+
+/// Render the node's Ignition config.
+pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
+    let (cluster, node) = (input.cluster, input.node);
+    let index =
+        *input.node_indexes.get(&node.id).ok_or_else(|| NodeConfigError::MissingIndex { node: node.id.clone() })?;
+    let mut files = vec![
+        File::text(
+            "/etc/iscsi/initiatorname.iscsi",
+            &format!("InitiatorName={}\n", names::iscsi_initiator(&cluster.id, node.role, index)),
+        ),
+        // Never log out of a session whose devices are still mounted (a node shutting down
+        // would otherwise lose its volumes under a running workload).
+        File::text("/etc/iscsi/iscsid.conf", "iscsid.safe_logout = Yes\nnode.startup = automatic\n"),
+    ];
+    let certs: &[&'static str] = match node.role {
+        Role::Master => &MASTER_CERTS,
+        Role::Worker => &WORKER_CERTS,
+    };
+    for cert in certs {
+        let asset = input.certs.get(*cert).ok_or_else(|| NodeConfigError::MissingCertificate {
+            node: node.id.clone(),
+            role: node.role,
+            cert,
+            cluster: cluster.id.clone(),
+        })?;
+        for (suffix, content) in [("ca", &asset.ca), ("crt", &asset.crt), ("key", &asset.key)] {
+            files.push(File::private(format!("{TLS_DIR}/{cert}-{suffix}.pem"), content.clone()));
+        }
+    }
+    if node.role == Role::Master {
+        let key = input.encryption_key.ok_or_else(|| NodeConfigError::MissingEncryptionKey {
+            node: node.id.clone(),
+            cluster: cluster.id.clone(),
+        })?;
+        files.push(File::private(ENCRYPTION_CONFIG, encryption_config(key)));
+    }
+    let settings = input.settings;
+    if !settings.registry_mirrors.is_empty() {
+        let daemon = json!({ "registry-mirrors": settings.registry_mirrors });
+        files.push(File::text("/etc/docker/daemon.json", &format!("{daemon}\n")));
+    }
+    if !settings.sso_public_key.is_empty() {
+        files.push(File::text("/etc/ssh/trusted-user-ca-keys.pem", &format!("{}\n", settings.sso_public_key.trim())));
+        files.push(File::text(
+            "/etc/ssh/sshd_config.d/10-trusted-user-ca-keys.conf",
+            "TrustedUserCAKeys /etc/ssh/trusted-user-ca-keys.pem\n",
+        ));
+    }
+
+    let mut units = vec![
+        virtio_mount("dockerfs", "/var/lib/docker"),
+        virtio_mount("kubeletfs", "/var/lib/kubelet"),
+        Unit::enabled("iscsid.service"),
+        Unit::enabled("multipathd.service"),
+    ];
+    match node.role {
+        Role::Master => {
+            units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));
+            // Started by its automount on first access, not at boot.
+            units.push(Unit { enabled: None, ..nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data") });
+        }
+        Role::Worker => {
+            for volume in &node.shape.host_volumes {
+                let path = format!("/data/{}", volume.mount_tag);
+                units.push(nine_p_mount(&volume.mount_tag, &path, &format!("host volume {}", volume.mount_tag)));
+            }
+        }
+    }
+    let proxy = &settings.proxy;
+    if !proxy.http.is_empty() || !proxy.https.is_empty() {
+        let mut environment = String::from("[Service]\n");
+        for (key, value) in [("HTTP_PROXY", &proxy.http), ("HTTPS_PROXY", &proxy.https)] {
+            if !value.is_empty() {
+                environment.push_str(&format!("Environment=\"{key}={value}\"\n"));
+            }
+        }
+        if !proxy.no_proxy.is_empty() {
+            environment.push_str(&format!("Environment=\"NO_PROXY={}\"\n", proxy.no_proxy.join(",")));
+        }
+        for service in ["containerd.service", "docker.service", "kubelet.service"] {
+            units.push(Unit::dropins(service, vec![Dropin::new("10-proxy.conf", environment.clone())]));
+        }
+    }
+
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let users = cluster
+        .ssh_users
+        .iter()
+        .map(|u| User {
+            name: u.name.clone(),
+            ssh_authorized_keys: vec![u.public_key.clone()],
+            groups: vec!["sudo".into(), "docker".into()],
+        })
+        .collect();
+    let config = Config { files, filesystems: Vec::new(), units, users };
+    config.validate()?;
+    Ok(config)
+}
+
+/// The node's ConfigMap: `user_data` = base64(gzip(the config's canonical JSON)).
+pub fn config_map(cluster: &Cluster, node: &Node, config: &Config) -> ConfigMap {
+    let mut labels = cluster.common_labels();
+    labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
+    let config_map = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names::config_map(node.role, &cluster.id, &node.id),
+            "namespace": names::namespace(&cluster.id),
+            "labels": labels,
+        },
+        "data": { names::USER_DATA_KEY: ignition::gzip_base64(config.to_json().as_bytes()) },
+    });
+    serde_json::from_value(config_map).expect("the ConfigMap JSON has the ConfigMap shape")
+}
+
+/// The Ignition config inside a node ConfigMap, for `render --decode` and tests.
+pub fn decode_config_map(config_map: &ConfigMap) -> Result<ignition::Parsed, IgnitionError> {
+    let data = config_map.data.as_ref().and_then(|d| d.get(names::USER_DATA_KEY)).ok_or_else(|| {
+        IgnitionError::Decode { reason: format!("the ConfigMap has no {} key", names::USER_DATA_KEY) }
+    })?;
+    ignition::parse(&ignition::gunzip_base64(data)?)
+}
+
+fn encryption_config(key: &EncryptionKey) -> String {
+    format!(
+        "kind: EncryptionConfiguration
+apiVersion: apiserver.config.k8s.io/v1
+resources:
+  - resources:
+      - secrets
+    providers:
+      - aescbc:
+          keys:
+            - name: key1
+              secret: {}
+      - identity: {{}}
+",
+        key.0
+    )
+}
+
+fn virtio_mount(serial: &str, path: &str) -> Unit {
+    let description = format!("The VM disk {serial} on {path}");
+    let device = format!("/dev/disk/by-id/virtio-{serial}");
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "containerd.service", "kubelet.service"],
+        what: &device,
+        path,
+        fs_type: "xfs",
+        options: None,
+        wanted_by: "local-fs.target",
+    }
+    .unit()
+}
+
+fn nine_p_mount(tag: &str, path: &str, what: &str) -> Unit {
+    let description = format!("{what} shared by the host (9p tag {tag})");
+    Mount {
+        description: &description,
+        requires: &[],
+        after: &[],
+        before: &["docker.service", "kubelet.service"],
+        what: tag,
+        path,
+        fs_type: "9p",
+        options: Some(NINE_P_OPTIONS),
+        wanted_by: "local-fs.target",
+    }
+    .unit()
+}
+
+fn etcd_automount() -> String {
+    format!(
+        "[Unit]
+Description=Mount etcd's data share on first access
+
+[Automount]
+Where={ETCD_DATA_DIR}
+
+[Install]
+WantedBy=local-fs.target
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixtures;
+
+    fn certs() -> BTreeMap<String, TlsAsset> {
+        ["api", "calico-etcd-client", "etcd", "service-account", "worker"]
+            .into_iter()
+            .map(|name| {
+                let asset = TlsAsset {
+                    ca: format!("{name} CA").into_bytes(),
+                    crt: format!("{name} CERT").into_bytes(),
+                    key: format!("{name} PRIVATE KEY").into_bytes(),
+                };
+                (name.to_string(), asset)
+            })
+            .collect()
+    }
+
+    fn indexes() -> BTreeMap<String, i64> {
+        BTreeMap::from([("ma1".into(), 3), ("ma2".into(), 1), ("ma3".into(), 2), ("wk1".into(), 5), ("wk2".into(), 4)])
+    }
+
+    fn render_node(id: &str, settings: &NodeConfigSettings) -> Result<Config, NodeConfigError> {
+        let cluster = fixtures::cluster();
+        let node = cluster.nodes.iter().find(|n| n.id == id).expect("node");
+        let key = EncryptionKey("c2VjcmV0LWVuY3J5cHRpb24ta2V5".into());
+        render(&NodeConfigInput {
+            cluster: &cluster,
+            node,
+            node_indexes: &indexes(),
+            certs: &certs(),
+            encryption_key: Some(&key),
+            settings,
+        })
+    }
+
+    fn parsed(config: &Config) -> ignition::Parsed {
+        ignition::parse(config.to_json().as_bytes()).expect("parses")
+    }
+
+    #[test]
+    fn a_master_gets_its_iqn_certs_encryption_and_etcd_share() {
+        let config = render_node("ma1", &NodeConfigSettings::default()).expect("render");
+        let doc = parsed(&config);
+        assert_eq!(
+            doc.text("/etc/iscsi/initiatorname.iscsi").as_deref(),
+            Some("InitiatorName=iqn.2016-04.com.coreos.iscsi:giantswarm-qz7lt-master-3\n"),
+            "ma1's allocated index, not its position"
+        );
+        for cert in MASTER_CERTS {
+            assert_eq!(doc.text(&format!("/etc/kubernetes/ssl/{cert}-key.pem")), Some(format!("{cert} PRIVATE KEY")));
+            assert_eq!(doc.modes[&format!("/etc/kubernetes/ssl/{cert}-key.pem")], 0o600);
+        }
+        assert!(doc.file("/etc/kubernetes/ssl/worker-key.pem").is_none());
+        let encryption = doc.text(ENCRYPTION_CONFIG).expect("encryption config");
+        assert!(encryption.contains("secret: c2VjcmV0LWVuY3J5cHRpb24ta2V5\n"), "{encryption}");
+        assert_eq!(doc.modes[ENCRYPTION_CONFIG], 0o600);
+        let mount = doc.unit("var-lib-etcd.mount").expect("etcd mount");
+        assert!(mount.contains("What=etcdshare\nWhere=/var/lib/etcd\nType=9p\n"), "{mount}");
+        assert!(mount.contains("msize=512000"), "{mount}");
+        assert!(doc.unit("var-lib-etcd.automount").is_some_and(|u| u.contains("Where=/var/lib/etcd")));
+        for disk in ["dockerfs", "kubeletfs"] {
+            let unit = format!("var-lib-{}.mount", disk.trim_end_matches("fs"));
+            let contents = doc.unit(&unit).unwrap_or_else(|| panic!("{unit}"));
+            assert!(contents.contains(&format!("What=/dev/disk/by-id/virtio-{disk}\n")), "{contents}");
+            assert!(contents.contains("Type=xfs\n"), "{contents}");
+        }
+        for enabled in ["iscsid.service", "multipathd.service"] {
+            assert_eq!(doc.units[enabled]["enabled"], true);
+        }
+        assert_eq!(doc.document["passwd"]["users"][0]["name"], "ops");
+    }
+
+    #[test]
+    fn a_worker_gets_its_host_volumes_and_only_its_certs() {
+        let doc = parsed(&render_node("wk1", &NodeConfigSettings::default()).expect("render"));
+        assert!(doc.text("/etc/iscsi/initiatorname.iscsi").is_some_and(|t| t.ends_with("giantswarm-qz7lt-worker-5\n")));
+        let files: Vec<&str> = doc.files.keys().map(String::as_str).filter(|p| p.starts_with(TLS_DIR)).collect();
+        assert_eq!(
+            files,
+            [
+                "/etc/kubernetes/ssl/calico-etcd-client-ca.pem",
+                "/etc/kubernetes/ssl/calico-etcd-client-crt.pem",
+                "/etc/kubernetes/ssl/calico-etcd-client-key.pem",
+                "/etc/kubernetes/ssl/worker-ca.pem",
+                "/etc/kubernetes/ssl/worker-crt.pem",
+                "/etc/kubernetes/ssl/worker-key.pem",
+            ]
+        );
+        assert!(doc.file(ENCRYPTION_CONFIG).is_none(), "workers never see the encryption key");
+        let scratch = doc.unit("data-scratch.mount").expect("host volume mount");
+        assert!(scratch.contains("What=scratch\nWhere=/data/scratch\nType=9p\n"), "{scratch}");
+        assert!(doc.unit("var-lib-etcd.mount").is_none());
+    }
+
+    #[test]
+    fn proxy_mirrors_and_sso_key() {
+        let settings = NodeConfigSettings {
+            proxy: Proxy {
+                http: "http://proxy.corp.example:3128".into(),
+                https: String::new(),
+                no_proxy: vec!["10.0.0.0/8".into(), ".svc".into()],
+            },
+            registry_mirrors: vec!["https://mirror.corp.example".into()],
+            sso_public_key: "ssh-ed25519 AAAAsso sso-ca\n".into(),
+        };
+        let doc = parsed(&render_node("wk2", &settings).expect("render"));
+        for service in ["containerd.service", "docker.service", "kubelet.service"] {
+            let dropin = &doc.units[service]["dropins"][0];
+            assert_eq!(dropin["name"], "10-proxy.conf");
+            assert_eq!(
+                dropin["contents"],
+                "[Service]\nEnvironment=\"HTTP_PROXY=http://proxy.corp.example:3128\"\nEnvironment=\"NO_PROXY=10.0.0.0/8,.svc\"\n"
+            );
+            assert!(doc.units[service].get("enabled").is_none(), "a drop-in leaves the unit as the image has it");
+        }
+        assert_eq!(
+            doc.text("/etc/docker/daemon.json").as_deref(),
+            Some("{\"registry-mirrors\":[\"https://mirror.corp.example\"]}\n")
+        );
+        assert_eq!(doc.text("/etc/ssh/trusted-user-ca-keys.pem").as_deref(), Some("ssh-ed25519 AAAAsso sso-ca\n"));
+        let plain = parsed(&render_node("wk2", &NodeConfigSettings::default()).expect("render"));
+        assert!(!plain.units.contains_key("docker.service") && plain.file("/etc/docker/daemon.json").is_none());
+    }
+
+    #[test]
+    fn missing_inputs_are_named() {
+        let cluster = fixtures::cluster();
+        let master = &cluster.nodes[0];
+        let settings = NodeConfigSettings::default();
+        let mut certs = certs();
+        certs.remove("service-account");
+        let input = NodeConfigInput {
+            cluster: &cluster,
+            node: master,
+            node_indexes: &indexes(),
+            certs: &certs,
+            encryption_key: None,
+            settings: &settings,
+        };
+        assert_eq!(
+            render(&input).unwrap_err().to_string(),
+            "master node ma1 needs the \"service-account\" certificate: no Secret labelled \
+             giantswarm.io/certificate=service-account and giantswarm.io/cluster=qz7lt was found"
+        );
+        let all = self::certs();
+        let input = NodeConfigInput { certs: &all, ..input };
+        assert!(matches!(render(&input), Err(NodeConfigError::MissingEncryptionKey { .. })));
+        let worker = NodeConfigInput { node: &cluster.nodes[3], ..input.clone() };
+        assert!(render(&worker).is_ok(), "workers need no encryption key");
+        let empty = BTreeMap::new();
+        let unindexed = NodeConfigInput { node_indexes: &empty, ..input };
+        assert_eq!(render(&unindexed).unwrap_err(), NodeConfigError::MissingIndex { node: "ma1".into() });
+    }
+
+    #[test]
+    fn the_config_map_is_byte_stable_and_decodes() {
+        let cluster = fixtures::cluster();
+        let node = &cluster.nodes[4];
+        let settings = NodeConfigSettings::default();
+        let config = render_node("wk2", &settings).expect("render");
+        let a = config_map(&cluster, node, &config);
+        let b = config_map(&cluster, node, &render_node("wk2", &settings).expect("render"));
+        assert_eq!(a, b, "same input, same bytes: no needless ConfigMap write");
+        assert_eq!(a.metadata.name.as_deref(), Some("worker-qz7lt-wk2"));
+        assert_eq!(a.metadata.labels.clone().unwrap_or_default()["giantswarm.io/managed-by"], "kvm-operator");
+        let decoded = decode_config_map(&a).expect("decodes");
+        assert_eq!(decoded, parsed(&config));
+        // Files are written in path order, whatever order the inputs came in (§14.6).
+        let paths: Vec<&str> = decoded.document["storage"]["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["path"].as_str())
+            .collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(paths, sorted);
+        let all = certs();
+        let key = EncryptionKey("k".into());
+        let input = NodeConfigInput {
+            cluster: &cluster,
+            node,
+            node_indexes: &indexes(),
+            certs: &all,
+            encryption_key: Some(&key),
+            settings: &settings,
+        };
+        let printed = format!("{input:?}");
+        assert!(!printed.contains("PRIVATE KEY") && printed.contains("***"), "{printed}");
+    }
+}
