@@ -41,10 +41,10 @@ use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use crate::aws::AccountClients;
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::common::{self, READY};
 use crate::context::{Delegated, Shared};
-use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
-use crate::{held_secrets, ipam_lock};
+use operatorkit::held_secrets;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-cluster-controller";
@@ -152,7 +152,7 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             Ok((release, tenant, cp)) => {
                 // The credential Secret stays until the teardown no longer needs it.
                 let cs = &obj.spec.provider.credential_secret;
-                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, held_secrets::FINALIZER).await?;
+                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, common::SECRET_FINALIZER).await?;
                 state.release = Some(release);
                 state.tenant = Some(tenant);
                 state.cp = Some(cp);
@@ -207,17 +207,17 @@ impl Resource<AWSCluster, ClusterState> for Ipam {
             return Ok(Outcome::proceed());
         }
         let shared = state.shared.clone();
-        let range = match ipam_lock::range_for_cluster(&shared, obj).await {
+        let range = match crate::ipam::range_for_cluster(&shared, obj).await {
             Ok(r) => r,
             Err(e) if !e.is_retryable() => return Err(reject(state, obj, e).await),
             Err(e) => return Err(e),
         };
         let (tenant, _) = state.accounts()?;
-        let mask = ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
-        let cidr = match ipam_lock::allocate(&shared, tenant, ipam_lock::Owner::Cluster(obj), range, mask).await? {
-            ipam_lock::Allocation::Busy => return state.wait(obj, "waiting for the IPAM lock").await,
-            ipam_lock::Allocation::Existing(cidr) => cidr,
-            ipam_lock::Allocation::Allocated(cidr) => {
+        let mask = crate::ipam::mask_of(obj, shared.config.subnet_mask_bits);
+        let cidr = match crate::ipam::allocate(&shared, tenant, crate::ipam::Owner::Cluster(obj), range, mask).await? {
+            crate::ipam::Allocation::Busy => return state.wait(obj, "waiting for the IPAM lock").await,
+            crate::ipam::Allocation::Existing(cidr) => cidr,
+            crate::ipam::Allocation::Allocated(cidr) => {
                 shared.event(obj, "CIDRAllocated", format!("cluster CIDR {cidr} allocated from {range}")).await;
                 cidr.to_string()
             }
@@ -249,8 +249,8 @@ impl Resource<AWSCluster, ClusterState> for Encryption {
             return Ok(Outcome::proceed());
         }
         let tags = common::base_tags(&shared, obj, &id);
-        let arn = crate::services::ensure_key(tenant, &id, &tags).await?;
-        crate::services::ensure_buckets(tenant, &id, &tags).await?;
+        let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
+        crate::aws::s3::ensure_buckets(tenant, &id, &tags).await?;
         shared.memo.lock().keys.insert(memo_key, arn);
         Ok(Outcome::proceed())
     }
@@ -286,7 +286,7 @@ pub async fn control_plane_network(
     if let Some(n) = shared.memo.lock().control_plane_network.get(&cp.cache_key()) {
         return Ok(n.clone());
     }
-    let Some((vpc, cidr)) = crate::services::control_plane_vpc(cp, &shared.config.installation).await? else {
+    let Some((vpc, cidr)) = crate::aws::ec2::control_plane_vpc(cp, &shared.config.installation).await? else {
         return Err(ResourceError::msg(
             "ControlPlaneVPCNotFound",
             format!(
@@ -296,7 +296,7 @@ pub async fn control_plane_network(
         ));
     };
     let tables =
-        crate::services::control_plane_route_tables(cp, &vpc, &shared.config.control_plane_route_tables).await?;
+        crate::aws::ec2::control_plane_route_tables(cp, &vpc, &shared.config.control_plane_route_tables).await?;
     let n = (vpc, cidr, tables);
     shared.memo.lock().control_plane_network.insert(cp.cache_key(), n.clone());
     Ok(n)
@@ -338,7 +338,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             may_update: false,
             canonical_hash: None,
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(tccpi_view) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -390,7 +391,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             canonical_hash: None,
         };
         let (progress, entry) =
-            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(view) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -422,7 +423,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             may_update: true,
             canonical_hash: None,
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -467,7 +469,7 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
             return Ok(Outcome::proceed());
         }
         let (name, parent) = delegation_zones(obj);
-        let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
+        let Some(parent_id) = crate::aws::route53::hosted_zone_by_name(cp, &parent).await? else {
             shared.memo.lock().delegations.insert(memo_key, Delegated::Skipped(std::time::Instant::now()));
             shared
                 .event(
@@ -481,7 +483,7 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
                 .await;
             return Ok(Outcome::proceed());
         };
-        let servers = crate::services::zone_name_servers(tenant, &zone_id).await?;
+        let servers = crate::aws::route53::zone_name_servers(tenant, &zone_id).await?;
         if servers.is_empty() {
             return Err(ResourceError::msg(
                 "DelegationFailed",
@@ -493,9 +495,9 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
             v.sort();
             v
         };
-        let current = crate::services::ns_record(cp, &parent_id, &name).await?;
+        let current = crate::aws::route53::ns_record(cp, &parent_id, &name).await?;
         if current.map(sorted) != Some(sorted(servers.clone())) {
-            crate::services::change_ns_record(cp, &parent_id, &name, &servers, false).await?;
+            crate::aws::route53::change_ns_record(cp, &parent_id, &name, &servers, false).await?;
             shared.event(obj, "ZoneDelegated", format!("zone {name} delegated from {parent}")).await;
         }
         shared.memo.lock().delegations.insert(memo_key, Delegated::Zone(zone_id));
@@ -518,11 +520,11 @@ fn delegation_zones(obj: &AWSCluster) -> (String, String) {
 /// Remove the cluster zone's NS record from the intermediate zone, if both exist.
 async fn remove_delegation(shared: &Shared, cp: &AccountClients, obj: &AWSCluster) -> Result<(), ResourceError> {
     let (name, parent) = delegation_zones(obj);
-    let Some(parent_id) = crate::services::hosted_zone_by_name(cp, &parent).await? else {
+    let Some(parent_id) = crate::aws::route53::hosted_zone_by_name(cp, &parent).await? else {
         return Ok(());
     };
-    if let Some(values) = crate::services::ns_record(cp, &parent_id, &name).await? {
-        crate::services::change_ns_record(cp, &parent_id, &name, &values, true).await?;
+    if let Some(values) = crate::aws::route53::ns_record(cp, &parent_id, &name).await? {
+        crate::aws::route53::change_ns_record(cp, &parent_id, &name, &values, true).await?;
         shared.event(obj, "DelegationRemoved", format!("zone {name} is no longer delegated from {parent}")).await;
     }
     shared.memo.lock().delegations.remove(&format!("{}/{}", cp.cache_key(), obj.name_any()));
@@ -575,7 +577,7 @@ impl Resource<AWSCluster, ClusterState> for Master {
             .get(&memo_key)
             .is_none_or(|t| t.elapsed() >= shared.config.endpoints_refresh);
         if due {
-            let ips = crate::services::master_ips(tenant, &id).await?;
+            let ips = crate::aws::ec2::master_ips(tenant, &id).await?;
             if !ips.is_empty() {
                 let ep: Api<Endpoints> = Api::namespaced(shared.client.clone(), &id);
                 let ep_obj = serde_json::json!({
@@ -660,7 +662,7 @@ impl Resource<AWSCluster, ClusterState> for Status {
 /// Whether a recorded stack status is an update under way (requested, in progress, or rolled
 /// back and waiting to be tried again).
 fn update_under_way(entry: &StatusEntry) -> bool {
-    entry.status == stack_ops::UPDATE_REQUESTED
+    entry.status == crate::aws::stacks::UPDATE_REQUESTED
         || (entry.status.starts_with("UPDATE_") && entry.status.ends_with("_IN_PROGRESS"))
         || (entry.status == "UPDATE_ROLLBACK_COMPLETE" && entry.attempts.is_some())
 }
@@ -744,7 +746,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
         });
     let own_ready = state.waiting.is_none()
         && status.stacks.len() >= 3
-        && status.stacks.iter().all(|s| stack_ops::usable(&s.status));
+        && status.stacks.iter().all(|s| crate::aws::stacks::usable(&s.status));
     let updating = status.stacks.iter().any(update_under_way);
     let (ready, reason, message) = if own_ready && children_ready {
         (true, "ClusterReady", "every stack of the cluster, its control plane and its node pools is ready".to_string())
@@ -838,7 +840,8 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
             let name = names::stack_name(&id, kind, None);
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
-            let (deletion, entry) = stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (deletion, entry) =
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => (Some(keep(state, format!("deleting stack {name}"))), None),
@@ -851,10 +854,10 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
                 return Ok(out);
             }
         }
-        if !crate::services::delete_buckets(&tenant, &id).await? {
+        if !crate::aws::s3::delete_buckets(&tenant, &id).await? {
             return Ok(keep(state, "emptying the cluster bucket".into()));
         }
-        crate::services::schedule_key_deletion(&tenant, &id).await?;
+        crate::aws::kms::schedule_key_deletion(&tenant, &id).await?;
         // A cluster re-created with the same id in this process starts from nothing: its new
         // bucket gets every node config again.
         shared.memo.lock().forget_cluster(&tenant.cache_key(), &names::bucket(&tenant.account_id, &id), &id);
@@ -940,15 +943,15 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
             && c.spec.provider.credential_secret.namespace == cs.namespace
     });
     if !shared_with_others {
-        held_secrets::release(&shared.client, &cs.namespace, &cs.name, held_secrets::FINALIZER).await?;
+        held_secrets::release(&shared.client, &cs.namespace, &cs.name, common::SECRET_FINALIZER).await?;
     }
     let ns = obj.namespace().unwrap_or_default();
     let certs_ns = crate::node_config::certificates_namespace(shared, &ns);
     for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
-        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), held_secrets::FINALIZER).await?;
+        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), common::SECRET_FINALIZER).await?;
     }
     let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
-    held_secrets::release(&shared.client, certs_ns, &encryption, held_secrets::FINALIZER).await?;
+    held_secrets::release(&shared.client, certs_ns, &encryption, common::SECRET_FINALIZER).await?;
     Ok(())
 }
 
@@ -1017,7 +1020,7 @@ mod tests {
 
         // A node pool's stack is updated (no version change): Updating while it runs, Updated
         // once the cluster is ready again.
-        let updating = [created[0].clone(), stack("tcnp-np1", crate::stack_ops::UPDATE_REQUESTED, 30)];
+        let updating = [created[0].clone(), stack("tcnp-np1", crate::aws::stacks::UPDATE_REQUESTED, 30)];
         assert_eq!(advance_lifecycle(&mut l, false, &updating, "16.2.0", t(30)), Some(ClusterCondition::Updating));
         let in_progress = [created[0].clone(), stack("tcnp-np1", "UPDATE_IN_PROGRESS", 35)];
         assert_eq!(advance_lifecycle(&mut l, true, &in_progress, "16.2.0", t(35)), None, "still under way");

@@ -23,6 +23,10 @@ use crate::context::Shared;
 /// The data key of the credential Secret holding the tenant role ARN.
 pub const ROLE_ARN_KEY: &str = "aws.awsoperator.arn";
 
+/// The finalizer this operator puts on the Secrets a cluster uses
+/// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
+pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
+
 /// The `Ready` condition type.
 pub const READY: &str = "Ready";
 
@@ -234,7 +238,7 @@ where
     K: NamespacedObject,
     St: WithConditions,
 {
-    use crate::stack_ops::{self, Deletion};
+    use crate::aws::stacks::Deletion;
     let keep = || operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll);
     let annotations = obj.annotations();
     let (Some(role), Some(region)) = (annotations.get(TENANT_ROLE_ANNOTATION), annotations.get(REGION_ANNOTATION))
@@ -269,7 +273,7 @@ where
             continue;
         }
         let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
-        let (deletion, entry) = stack_ops::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;
+        let (deletion, entry) = crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;
         let (out, failed) = match deletion {
             Deletion::Gone => (None, None),
             Deletion::Pending => (Some(keep()), None),
@@ -524,7 +528,7 @@ pub async fn cluster_key(
     if let Some(arn) = shared.memo.lock().keys.get(&memo_key) {
         return Ok(Some(arn.clone()));
     }
-    match crate::services::describe_key(tenant, &aws_stacks::names::kms_alias(cluster_id)).await? {
+    match crate::aws::kms::describe_key(tenant, &aws_stacks::names::kms_alias(cluster_id)).await? {
         Some((arn, true)) => Ok(Some(arn)),
         _ => Ok(None),
     }

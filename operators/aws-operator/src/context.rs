@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::aws::AwsFactory;
-use crate::cloudformation::StackCache;
+use crate::aws::cloudformation::StackCache;
 
 /// The operator's settings (flags of `aws-operator daemon`).
 #[derive(Clone, Debug)]

@@ -18,9 +18,9 @@ use kube::ResourceExt;
 use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use crate::aws::AccountClients;
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::common::{self, READY};
 use crate::context::Shared;
-use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
@@ -304,7 +304,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             canonical_hash: Some(canonical),
         };
         let (progress, entry) =
-            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
         match progress {
             Progress::Ready(_) => {
@@ -351,7 +351,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let mut status = obj.status.clone().unwrap_or_default();
         let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
         let (deletion, entry) =
-            stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
+            crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
         let (out, failed) = match deletion {
             Deletion::Gone => (Outcome::proceed(), None),
             Deletion::Pending => (keep("deleting"), None),

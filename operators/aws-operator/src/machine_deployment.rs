@@ -18,9 +18,9 @@ use kube::ResourceExt;
 use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use crate::aws::AccountClients;
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::common::{self, READY};
 use crate::context::Shared;
-use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
@@ -165,7 +165,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
             // that, the range is in use and a later overlap is the other object's problem.
             let tcnp = names::stack_name(&cluster.name_any(), StackKind::Tcnp, Some(&obj.name_any()));
             let created = obj.status.as_ref().is_some_and(|s| s.stacks.iter().any(|e| e.name == tcnp));
-            if !created && let Err(e) = crate::ipam_lock::check_node_pool_subnet(&shared, obj, subnet).await {
+            if !created && let Err(e) = crate::ipam::check_node_pool_subnet(&shared, obj, subnet).await {
                 return Err(if e.is_retryable() { e } else { reject(state, obj, e).await });
             }
             return Ok(Outcome::proceed());
@@ -197,16 +197,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
             ));
             return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
         }
-        let range = crate::ipam_lock::range_for_cluster(&shared, &cluster).await?;
-        let mask = crate::ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
-        let owner = crate::ipam_lock::Owner::NodePool(obj);
-        match crate::ipam_lock::allocate(&shared, &tenant, owner, range, mask).await? {
-            crate::ipam_lock::Allocation::Busy => {
+        let range = crate::ipam::range_for_cluster(&shared, &cluster).await?;
+        let mask = crate::ipam::mask_of(obj, shared.config.subnet_mask_bits);
+        let owner = crate::ipam::Owner::NodePool(obj);
+        match crate::ipam::allocate(&shared, &tenant, owner, range, mask).await? {
+            crate::ipam::Allocation::Busy => {
                 state.waiting = Some("waiting for the IPAM lock".into());
                 return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
             }
-            crate::ipam_lock::Allocation::Existing(_) => {}
-            crate::ipam_lock::Allocation::Allocated(cidr) => {
+            crate::ipam::Allocation::Existing(_) => {}
+            crate::ipam::Allocation::Allocated(cidr) => {
                 shared.event(obj, "CIDRAllocated", format!("node pool CIDR {cidr} allocated from {range}")).await;
             }
         }
@@ -359,7 +359,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let unchanged = aws_stacks::cfn::stack_hash(&canonical, &tags);
         let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(unchanged.as_str())) {
             Some(view) => match view.outputs.get("AutoScalingGroupName") {
-                Some(asg) => crate::services::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
+                Some(asg) => crate::aws::ec2::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
                 None => 0,
             },
             None => 0,
@@ -385,7 +385,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             canonical_hash: Some(canonical),
         };
         let (progress, entry) =
-            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
@@ -402,7 +402,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             may_update: false,
             canonical_hash: None,
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
@@ -446,7 +447,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
             let name = names::stack_name(&id, kind, Some(&md));
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
-            let (deletion, entry) = stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (deletion, entry) =
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => {
@@ -485,7 +487,7 @@ async fn sibling_stacks(
     tenant: &AccountClients,
     siblings: &[AWSMachineDeployment],
     cluster_id: &str,
-) -> Result<Vec<(String, crate::cloudformation::StackView)>, ResourceError> {
+) -> Result<Vec<(String, aws_stacks::state::StackView)>, ResourceError> {
     let mut out = Vec::new();
     for other in siblings {
         let name = names::stack_name(cluster_id, StackKind::Tcnp, Some(&other.name_any()));

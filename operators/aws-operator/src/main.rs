@@ -116,7 +116,7 @@ struct DaemonArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    aws_operator::logging::init();
+    operatorkit::logging::init();
     let cli = Cli::parse();
     match cli.command {
         Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()),

@@ -55,10 +55,10 @@ use aws_stacks::cfn::{MAX_TEMPLATE_BODY_BYTES, Template};
 use aws_stacks::ipam::{self, Ipv4Net};
 use aws_stacks::names::{self, Account, StackKind};
 use aws_stacks::stacks::{self, CpRouteTable, tccp, tccpf, tccpi, tccpn, tcnp, tcnpf};
+use aws_stacks::state::TEMPLATE_HASH_OUTPUT;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
-use crate::cloudformation::TEMPLATE_HASH_OUTPUT;
 use crate::common::{self, InvalidInput};
 use crate::context::{AmiError, AmiMap, OperatorConfig};
 
@@ -498,7 +498,7 @@ impl PlannedStack {
         canonical_hash: Option<String>,
         bucket: Option<&str>,
     ) -> Self {
-        // As `stack_ops::ensure`: the hash is recorded as an output of the template it describes.
+        // As `aws::stacks::ensure`: the hash is recorded as an output of the template it describes.
         let mut template = template;
         let hash = aws_stacks::cfn::stack_hash(&canonical_hash.unwrap_or_else(|| template.hash()), &tags);
         template.output(
@@ -942,14 +942,14 @@ impl<'a> Ipam<'a> {
         obj: &K,
         range: Ipv4Net,
     ) -> Result<Allocation, RenderError> {
-        let mask = crate::ipam_lock::mask_of(obj, self.settings.config.subnet_mask_bits);
+        let mask = crate::ipam::mask_of(obj, self.settings.config.subnet_mask_bits);
         let cidr = ipam::free(range, mask, &self.reserved)
             .map_err(|e| invalid(obj, "IpamExhausted", format!("no free /{mask} in {range}: {e}")))?;
         self.reserved.push(cidr);
         Ok(Allocation { object: common::describe(obj), cidr, source: CidrSource::Allocated(range) })
     }
 
-    /// The cluster's NetworkPool range, else `--ipam-range` (as `ipam_lock::range_for_cluster`,
+    /// The cluster's NetworkPool range, else `--ipam-range` (as `ipam::range_for_cluster`,
     /// with the same overlap checks).
     fn range_for(&self, cluster: &AWSCluster) -> Result<Ipv4Net, RenderError> {
         let default = self.settings.config.ipam_range.parse::<Ipv4Net>().map_err(|e| RenderError::Flag {

@@ -244,7 +244,7 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
 /// Every subnet of the tenant account.
 async fn tenant_subnets(tenant: &AccountClients) -> Result<Vec<Ipv4Net>, ResourceError> {
     let mut out = Vec::new();
-    for cidr in crate::services::subnet_cidrs(tenant).await? {
+    for cidr in crate::aws::ec2::subnet_cidrs(tenant).await? {
         let net: Ipv4Net = cidr
             .parse()
             .map_err(|e| unreadable_reservation(format!("account {}", tenant.account_id), "subnet CIDR", &cidr, e))?;
