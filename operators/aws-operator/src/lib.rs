@@ -2,12 +2,9 @@
 #![forbid(unsafe_code)]
 
 pub mod aws;
-pub mod cluster;
-pub mod common;
 pub mod context;
-pub mod control_plane;
+pub mod controllers;
 pub mod ipam;
-pub mod machine_deployment;
 pub mod node_config;
 pub mod operator;
 pub mod render;

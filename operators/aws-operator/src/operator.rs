@@ -17,9 +17,9 @@ use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness,
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{StatusReport, WithStatus};
 use crate::context::Shared;
-use crate::{cluster, control_plane, machine_deployment};
+use crate::controllers::status::{StatusReport, WithStatus};
+use crate::controllers::{cluster, control_plane, node_pool};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
@@ -78,7 +78,7 @@ fn builder<K: WithStatus>(
         .resource_set(set)
         .metrics(metrics)
         .readiness(readiness)
-        .status_hook(StatusReport::new(shared.clone()))
+        .status_hook(StatusReport::new(client.clone()))
         .concurrency(settings.concurrency)
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
@@ -121,20 +121,7 @@ pub async fn run(
     let req = requirement(&shared)?;
     let set_name = format!("v{}", shared.config.version);
 
-    let s = shared.clone();
-    let clusters = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSCluster>, _| {
-        let s = s.clone();
-        async move { Ok(cluster::ClusterState::new(s, &obj)) }
-    })
-    .resource(cluster::Inputs)
-    .resource(cluster::Ipam)
-    .resource(cluster::Encryption)
-    .resource(cluster::Stacks)
-    .resource(cluster::Delegation)
-    .resource(cluster::Master)
-    .resource(cluster::Status)
-    .resource(cluster::Teardown)
-    .build();
+    let clusters = cluster::resource_set(shared.clone(), set_name.clone(), req.clone());
     // The cluster's Ready condition summarises its control plane and node pools: their changes
     // requeue it.
     let cluster_controller = builder(cluster::CONTROLLER, clusters, &shared, metrics, readiness, &settings)
@@ -142,28 +129,13 @@ pub async fn run(
         .watches(Api::<AWSMachineDeployment>::all(client.clone()), owning_cluster)
         .build()?;
 
-    let s = shared.clone();
-    let cps = ResourceSet::builder(set_name.clone(), req.clone(), move |obj: Arc<AWSControlPlane>, _| {
-        let s = s.clone();
-        async move { Ok(control_plane::ControlPlaneState::new(s, &obj)) }
-    })
-    .resource(control_plane::Inputs)
-    .resource(control_plane::Masters)
-    .build();
+    let cps = control_plane::resource_set(shared.clone(), set_name.clone(), req.clone());
     let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings).build()?;
 
-    let s = shared.clone();
-    let mds = ResourceSet::builder(set_name, req, move |obj: Arc<AWSMachineDeployment>, _| {
-        let s = s.clone();
-        async move { Ok(machine_deployment::PoolState::new(s, &obj)) }
-    })
-    .resource(machine_deployment::Inputs)
-    .resource(machine_deployment::Ipam)
-    .resource(machine_deployment::Pool)
-    .build();
+    let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
-    let md_controller = builder(machine_deployment::CONTROLLER, mds, &shared, metrics, readiness, &settings)
+    let md_controller = builder(node_pool::CONTROLLER, mds, &shared, metrics, readiness, &settings)
         .watches(Api::<AWSMachineDeployment>::all(client.clone()), sibling_pools())
         .build()?;
 

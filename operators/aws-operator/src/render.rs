@@ -59,8 +59,9 @@ use aws_stacks::state::TEMPLATE_HASH_OUTPUT;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
-use crate::common::{self, InvalidInput};
 use crate::context::{AmiError, AmiMap, OperatorConfig};
+use crate::controllers;
+use crate::controllers::lookup::InvalidInput;
 
 /// Arguments of `aws-operator render`.
 #[derive(clap::Args, Debug, Clone)]
@@ -252,13 +253,13 @@ impl Objects {
     }
 
     /// The AWSCluster of a control plane or node pool: same namespace, named by the cluster
-    /// label (as `common::cluster_of` finds it).
+    /// label (as `controllers::lookup::cluster_of` finds it).
     fn cluster_of<K: kube::Resource<DynamicType = ()>>(&self, obj: &K) -> Result<&AWSCluster, InvalidInput> {
-        let id = common::cluster_id(obj)?;
+        let id = controllers::lookup::cluster_id(obj)?;
         let ns = obj.namespace().unwrap_or_default();
         self.clusters.iter().find(|c| c.name_any() == id && c.namespace().unwrap_or_default() == ns).ok_or_else(|| {
             InvalidInput {
-                object: common::describe(obj),
+                object: controllers::status::describe(obj),
                 reason: "ClusterNotFound",
                 message: format!(
                     "label {} names AWSCluster {ns}/{id}, which is not in the given files: add it or fix the label",
@@ -269,11 +270,11 @@ impl Objects {
     }
 
     /// The Release named by an object's version label, with the components the operator needs
-    /// (the checks and messages of `common::release_of`).
+    /// (the checks and messages of `controllers::lookup::release_of`).
     fn release_of<K: kube::Resource<DynamicType = ()>>(&self, obj: &K) -> Result<&Release, InvalidInput> {
         let Some(version) = obj.labels().get(labels::RELEASE_VERSION) else {
             return Err(InvalidInput {
-                object: common::describe(obj),
+                object: controllers::status::describe(obj),
                 reason: "MissingReleaseLabel",
                 message: format!(
                     "label {} is missing: set it to the release the cluster runs",
@@ -283,7 +284,7 @@ impl Objects {
         };
         let Some(release) = self.releases.iter().find(|r| r.name_any() == format!("v{version}")) else {
             return Err(InvalidInput {
-                object: common::describe(obj),
+                object: controllers::status::describe(obj),
                 reason: "ReleaseNotFound",
                 message: format!(
                     "Release v{version} is not in the given files: add its file or fix label {}",
@@ -291,7 +292,7 @@ impl Objects {
                 ),
             });
         };
-        common::check_components(obj, version, release)?;
+        controllers::lookup::check_components(obj, version, release)?;
         Ok(release)
     }
 }
@@ -606,7 +607,7 @@ fn expected_outputs(template: &Template, stack: &str) -> BTreeMap<String, String
 }
 
 fn invalid<K: kube::Resource<DynamicType = ()>>(obj: &K, reason: &'static str, message: String) -> InvalidInput {
-    InvalidInput { object: common::describe(obj), reason, message }
+    InvalidInput { object: controllers::status::describe(obj), reason, message }
 }
 
 fn plan_cluster(
@@ -620,9 +621,9 @@ fn plan_cluster(
     let region = cluster.spec.provider.region.clone();
     // The checks of the cluster controller's `inputs`.
     if let Err(errors) = cluster.spec.validate() {
-        return Err(common::field_errors(cluster, errors).into());
+        return Err(controllers::lookup::field_errors(cluster, errors).into());
     }
-    if common::cluster_id(cluster)? != id {
+    if controllers::lookup::cluster_id(cluster)? != id {
         return Err(invalid(
             cluster,
             "InvalidClusterLabel",
@@ -655,19 +656,19 @@ fn plan_cluster(
         }
     };
     if let Err(errors) = control_plane.validate(&region) {
-        return Err(common::field_errors(control_plane, errors).into());
+        return Err(controllers::lookup::field_errors(control_plane, errors).into());
     }
     let cp_release = objects.release_of(control_plane)?;
     for (md, _) in &pools {
         if let Err(errors) = md.validate(&region) {
-            return Err(common::field_errors(*md, errors).into());
+            return Err(controllers::lookup::field_errors(*md, errors).into());
         }
         objects.release_of(*md)?;
     }
 
     let tenant = settings.tenant_account_id.as_str();
     let cp_account = settings.control_plane_account_id.as_str();
-    let common = crate::common::common(&settings.config, cluster, release);
+    let common = crate::controllers::lookup::common(&settings.config, cluster, release);
     let bucket = names::bucket(tenant, &id);
     let key_arn = format!("<ARN of KMS key {}>", names::kms_alias(&id));
     let (cp_vpc, cp_cidr, cp_tables) = settings.control_plane_network();
@@ -707,7 +708,7 @@ fn plan_cluster(
         cidr: cp_cidr.clone(),
         peer_role_arn: peer_role,
     };
-    let params = crate::cluster::tccp_params(&common, cidr.cidr, &layout, peer);
+    let params = crate::controllers::cluster::stacks::tccp_params(&common, cidr.cidr, &layout, peer);
     let template = tccp::render(&params);
     let outputs = tccp::Outputs::from_outputs(&expected_outputs(&template, &name), &azs).map_err(|e| {
         invalid(
@@ -761,10 +762,10 @@ fn plan_cluster(
         cidrs.push(pool_cidr);
     }
     Ok(ClusterPlan {
-        cluster: common::describe(cluster),
+        cluster: controllers::status::describe(cluster),
         region,
         release: release.name_any(),
-        operator: common::component(release, crate::operator::COMPONENT).unwrap_or_default().to_string(),
+        operator: controllers::lookup::component(release, crate::operator::COMPONENT).unwrap_or_default().to_string(),
         cidrs,
         stacks,
     })
@@ -794,7 +795,7 @@ fn plan_masters(
 ) -> Result<PlannedStack, RenderError> {
     let id = cluster.name_any();
     let region = &cluster.spec.provider.region;
-    let flatcar = common::component(release, "containerlinux").unwrap_or_default();
+    let flatcar = controllers::lookup::component(release, "containerlinux").unwrap_or_default();
     let ami = settings.ami(flatcar, region)?;
     let subnets: Vec<(String, String)> = cp
         .spec
@@ -804,7 +805,7 @@ fn plan_masters(
         .collect();
     let replicas = u32::try_from(cp.spec.master_replicas()).unwrap_or(0);
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
-    let common = crate::common::common(&settings.config, cluster, release);
+    let common = crate::controllers::lookup::common(&settings.config, cluster, release);
     let params = |is_update: bool| tccpn::Params {
         common: common.clone(),
         masters: masters.clone(),
@@ -857,12 +858,12 @@ fn plan_node_pool(
     let id = cluster.name_any();
     let md = obj.name_any();
     let region = &cluster.spec.provider.region;
-    let ami = settings.ami(crate::machine_deployment::pool_flatcar(obj, release), region)?;
-    let common = crate::common::common(&settings.config, cluster, release);
+    let ami = settings.ami(crate::controllers::node_pool::pool_flatcar(obj, release), region)?;
+    let common = crate::controllers::lookup::common(&settings.config, cluster, release);
     let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
         .map_err(|e| invalid(obj, "InvalidSpec", e.to_string()))?;
     let (pool_cidr, cluster_cidr) = (pool_net.to_string(), inputs.cluster_cidr.to_string());
-    let pool = crate::machine_deployment::PoolStacks {
+    let pool = crate::controllers::node_pool::PoolStacks {
         cluster,
         pool: obj,
         common: &common,
@@ -923,7 +924,11 @@ impl<'a> Ipam<'a> {
 
     fn cluster(&mut self, cluster: &AWSCluster) -> Result<Allocation, RenderError> {
         if let Some(cidr) = recorded_cluster_cidr(cluster)? {
-            return Ok(Allocation { object: common::describe(cluster), cidr, source: CidrSource::Recorded });
+            return Ok(Allocation {
+                object: controllers::status::describe(cluster),
+                cidr,
+                source: CidrSource::Recorded,
+            });
         }
         let range = self.range_for(cluster)?;
         self.allocate(cluster, range)
@@ -931,7 +936,7 @@ impl<'a> Ipam<'a> {
 
     fn node_pool(&mut self, md: &AWSMachineDeployment, cluster: &AWSCluster) -> Result<Allocation, RenderError> {
         if let Some(cidr) = recorded_pool_cidr(md)? {
-            return Ok(Allocation { object: common::describe(md), cidr, source: CidrSource::Recorded });
+            return Ok(Allocation { object: controllers::status::describe(md), cidr, source: CidrSource::Recorded });
         }
         let range = self.range_for(cluster)?;
         self.allocate(md, range)
@@ -946,7 +951,7 @@ impl<'a> Ipam<'a> {
         let cidr = ipam::free(range, mask, &self.reserved)
             .map_err(|e| invalid(obj, "IpamExhausted", format!("no free /{mask} in {range}: {e}")))?;
         self.reserved.push(cidr);
-        Ok(Allocation { object: common::describe(obj), cidr, source: CidrSource::Allocated(range) })
+        Ok(Allocation { object: controllers::status::describe(obj), cidr, source: CidrSource::Allocated(range) })
     }
 
     /// The cluster's NetworkPool range, else `--ipam-range` (as `ipam::range_for_cluster`,
@@ -971,7 +976,7 @@ impl<'a> Ipam<'a> {
             .into());
         };
         if let Err(errors) = pool.validate() {
-            return Err(common::field_errors(pool, errors).into());
+            return Err(controllers::lookup::field_errors(pool, errors).into());
         }
         let range: Ipv4Net = pool.spec.cidr_block.parse().map_err(|e| {
             invalid(pool, "InvalidNetworkPool", format!("spec.cidrBlock {}: {e}", pool.spec.cidr_block))

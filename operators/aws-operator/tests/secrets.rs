@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use aws_operator::aws::{AwsFactory, AwsSettings};
-use aws_operator::common::SECRET_FINALIZER as FINALIZER;
 use aws_operator::context::{AmiMap, OperatorConfig, Shared};
+use aws_operator::controllers::SECRET_FINALIZER as FINALIZER;
 use aws_operator::node_config;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};

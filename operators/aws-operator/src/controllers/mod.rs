@@ -1,0 +1,26 @@
+//! The three controllers, one module each, and the helpers they share.
+//!
+//! Each controller module reads top-down: its per-reconcile state, then its resources in the
+//! order they run — dereference (read the object's Release, cluster, credentials), validate
+//! (bad input stops here, before AWS is touched), build (pure: templates and parameters from
+//! `aws_stacks`), apply (through [`crate::aws`]), status — and last the deletion path.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`cluster`] | AWSCluster: key, buckets, CIDR, TCCPI / TCCP / TCCPF, zone delegation, `master` Service, status, teardown |
+//! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
+//! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
+//! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
+//! | [`status`] | the status lifecycle: `Ready`, status writes, rejected input, the status hook (no AWS type: ready to share) |
+//! | [`stack_entries`] | the stack entries of a status, and the stacks of a control plane or node pool whose cluster is gone |
+
+pub mod cluster;
+pub mod control_plane;
+pub mod lookup;
+pub mod node_pool;
+pub mod stack_entries;
+pub mod status;
+
+/// The finalizer this operator puts on the Secrets a cluster uses
+/// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
+pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
