@@ -2,9 +2,10 @@
 #![forbid(unsafe_code)]
 
 pub mod aws;
+pub mod config;
 pub mod context;
 pub mod controllers;
+pub mod daemon;
 pub mod ipam;
 pub mod node_config;
-pub mod operator;
 pub mod render;

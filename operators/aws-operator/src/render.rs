@@ -59,7 +59,7 @@ use aws_stacks::state::TEMPLATE_HASH_OUTPUT;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 
-use crate::context::{AmiError, AmiMap, OperatorConfig};
+use crate::config::{AmiError, AmiMap, OperatorConfig};
 use crate::controllers;
 use crate::controllers::lookup::InvalidInput;
 
@@ -95,8 +95,8 @@ pub struct RenderArgs {
     /// Instance types alike to each instance type, as JSON: `{"m5.xlarge": [{"InstanceType":
     /// "m5.xlarge", "WeightedCapacity": 1}, …]}`; used by node pools with
     /// `useAlikeInstanceTypes`.
-    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = crate::context::AlikeInstances::parse)]
-    pub alike_instances: crate::context::AlikeInstances,
+    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = crate::config::AlikeInstances::parse)]
+    pub alike_instances: crate::config::AlikeInstances,
     /// Print only the stack with this name.
     #[arg(long, value_name = "NAME")]
     pub stack: Option<String>,
@@ -765,7 +765,7 @@ fn plan_cluster(
         cluster: controllers::status::describe(cluster),
         region,
         release: release.name_any(),
-        operator: controllers::lookup::component(release, crate::operator::COMPONENT).unwrap_or_default().to_string(),
+        operator: controllers::lookup::component(release, crate::daemon::COMPONENT).unwrap_or_default().to_string(),
         cidrs,
         stacks,
     })

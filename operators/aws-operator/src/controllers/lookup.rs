@@ -216,7 +216,7 @@ pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<St
 
 /// The `stacks::Common` inputs of a cluster's templates.
 pub fn common(
-    config: &crate::context::OperatorConfig,
+    config: &crate::config::OperatorConfig,
     cluster: &AWSCluster,
     release: &Release,
 ) -> aws_stacks::stacks::Common {

@@ -612,7 +612,7 @@ pub struct PoolStacks<'a> {
     /// The security groups of the cluster's other node pools, which this pool's group admits.
     pub peer_security_groups: &'a [String],
     /// The operator's alike instance types (`--alike-instances`).
-    pub alike: &'a crate::context::AlikeInstances,
+    pub alike: &'a crate::config::AlikeInstances,
 }
 
 impl PoolStacks<'_> {

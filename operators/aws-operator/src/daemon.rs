@@ -1,4 +1,7 @@
-//! Wires the three controllers on operatorkit and runs them.
+//! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
+//! the clients become the [`Shared`] context, and the three controllers run on it beside the
+//! drain executor, under leader election, with the `/metrics`, `/healthz` and `/readyz` server,
+//! until SIGTERM or Ctrl-C.
 //!
 //! Each controller routes an object by its `release.giantswarm.io/version` label: the Release
 //! `v<version>` names the `aws-operator` component version, and this process handles exactly its
@@ -10,13 +13,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
-use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet};
+use node_lifecycle::drain::{Drainer, DrainerSettings};
+use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, Server};
+use prometheus_client::registry::Registry;
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
+use crate::aws::{AwsFactory, AwsSettings};
+use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
 use crate::controllers::{cluster, control_plane, node_pool};
@@ -145,6 +154,129 @@ pub async fn run(
         md_controller.run(shutdown.clone()),
     );
     Ok(())
+}
+
+/// Run `aws-operator daemon` with `args` until SIGTERM or Ctrl-C.
+pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
+    let amis = AmiMap::load(&args.ami_file)?;
+    let version = OperatorConfig::default().version;
+    let elector = if args.leader_election {
+        let lease = args.leader_election_name.clone().unwrap_or_else(|| lease_name(&version));
+        let config = LeaderElectionConfig {
+            // The controllers have stopped (and with them every write) when the lease is
+            // released, so a standby may start at once.
+            release_on_cancel: true,
+            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
+        };
+        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
+    } else {
+        None
+    };
+    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
+    let aws = AwsFactory::new(AwsSettings {
+        default_region: args.region.clone(),
+        endpoint_url: args.aws_endpoint_url.clone(),
+        ca_bundle: args.aws_ca_bundle.clone(),
+        control_plane_role_arn: args.control_plane_role_arn.clone(),
+        credentials: None,
+        operation_timeout: None,
+    })
+    .await?
+    .gated_by(leadership.clone());
+    let config = OperatorConfig {
+        installation: args.installation.clone(),
+        ipam_range: args.ipam_range.clone(),
+        subnet_mask_bits: args.subnet_mask_bits,
+        route53_enabled: args.route53_enabled,
+        control_plane_route_tables: args.route_tables.clone(),
+        registry: args.registry.clone(),
+        poll: Duration::from_secs(args.poll_seconds.max(1)),
+        certificates_namespace: args.certificates_namespace.clone(),
+        alike_instances: args.alike_instances.clone(),
+        stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
+        endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+        ..OperatorConfig::default()
+    };
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    if let Some(elector) = &elector {
+        elector.register_metrics(&mut registry);
+    }
+    let readiness = Readiness::new();
+    // The drain executor: the DrainerConfigs labelled with this version, so that a platform
+    // needs no node-operator.
+    let drain_settings = DrainerSettings {
+        timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
+        ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
+    };
+    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+        .metrics(&metrics)
+        .readiness(&readiness)
+        .leadership(leadership.clone())
+        .build()
+        .context("the drain executor")?;
+    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
+    let shutdown = CancellationToken::new();
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
+    let serving = tokio::spawn(server.serve(shutdown.clone()));
+    tokio::spawn(shared.amis.clone().watch(
+        args.ami_file.clone(),
+        Duration::from_secs(args.ami_reload_seconds.max(1)),
+        shutdown.clone(),
+    ));
+    // The election stops after the controllers, so that releasing the lease comes last.
+    let stop_election = CancellationToken::new();
+    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        terminated().await;
+        tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
+        stop.cancel();
+    });
+    let (controllers, ()) = tokio::join!(
+        run(
+            shared,
+            &metrics,
+            &readiness,
+            RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
+            shutdown.clone(),
+        ),
+        drainer.run(shutdown.clone()),
+    );
+    controllers?;
+    shutdown.cancel();
+    stop_election.cancel();
+    if let Some(election) = election {
+        match election.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
+            Err(error) => tracing::warn!(%error, "leader election task failed"),
+        }
+    }
+    let _ = serving.await;
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM: what the kubelet sends a container before it kills it, so that a pod's
+/// operator stops cleanly and hands its Lease over at once instead of after it expires.
+async fn terminated() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]
