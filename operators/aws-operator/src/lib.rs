@@ -8,4 +8,5 @@ pub mod controllers;
 pub mod daemon;
 pub mod ipam;
 pub mod node_config;
+pub mod plan;
 pub mod render;
