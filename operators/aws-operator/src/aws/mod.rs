@@ -3,7 +3,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | this one | credentials, the two roles assumed per cluster, the service clients of one account ([`AccountClients`], [`AwsFactory`]) |
-//! | [`cloudformation`] | the [`CloudFormation`](cloudformation::CloudFormation) trait, its SDK implementation, an in-memory fake, the `DescribeStacks` cache |
+//! | [`cloudformation`] | the [`CloudFormation`] trait, its SDK implementation, an in-memory fake, the `DescribeStacks` cache |
 //! | [`stacks`] | carries out the steps of the pure stack state machine ([`aws_stacks::state`]) against one account, with events and metrics |
 //! | [`kms`] | the cluster key and the encryption of node-config secrets |
 //! | [`s3`] | the cluster buckets and the node-config objects |
