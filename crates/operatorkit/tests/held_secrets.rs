@@ -9,11 +9,6 @@ use testenv::TestEnv;
 const NS: &str = "org-acme";
 const FINALIZER: &str = "example.giantswarm.io/secret-in-use";
 
-async fn finalizers(client: &kube::Client, name: &str) -> anyhow::Result<Vec<String>> {
-    let secret = Api::<Secret>::namespaced(client.clone(), NS).get(name).await?;
-    Ok(secret.metadata.finalizers.unwrap_or_default())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_secret_outlives_its_deletion_until_released() -> anyhow::Result<()> {
     let env = TestEnv::start().await?;
@@ -26,10 +21,10 @@ async fn a_held_secret_outlives_its_deletion_until_released() -> anyhow::Result<
     Api::<Secret>::namespaced(client.clone(), NS).create(&PostParams::default(), &secret).await?;
     assert!(held_secrets::hold(&client, NS, "credential", FINALIZER).await?);
     assert!(held_secrets::hold(&client, NS, "credential", FINALIZER).await?, "holding twice is harmless");
-    assert_eq!(finalizers(&client, "credential").await?, [FINALIZER]);
+    let api: Api<Secret> = Api::namespaced(client.clone(), NS);
+    assert_eq!(api.get("credential").await?.metadata.finalizers.unwrap_or_default(), [FINALIZER]);
     assert!(!held_secrets::hold(&client, NS, "absent", FINALIZER).await?);
 
-    let api: Api<Secret> = Api::namespaced(client.clone(), NS);
     api.delete("credential", &DeleteParams::default()).await?;
     // Deleted, but still readable while held; holding a deleting Secret changes nothing.
     let deleting = api.get("credential").await?;

@@ -30,13 +30,10 @@ pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSControlPlane> {
-    ResourceSet::builder(name, requirement, move |obj: Arc<AWSControlPlane>, _| {
-        let shared = shared.clone();
-        async move { Ok(ControlPlaneState::new(shared, &obj)) }
-    })
-    .resource(Inputs)
-    .resource(Masters)
-    .build()
+    controllers::resource_set(shared, name, requirement, ControlPlaneState::new)
+        .resource(Inputs)
+        .resource(Masters)
+        .build()
 }
 
 /// What the resources of one AWSControlPlane reconcile share.

@@ -21,6 +21,65 @@ pub mod node_pool;
 pub mod stack_entries;
 pub mod status;
 
+use std::sync::Arc;
+
+use apis::aws::{
+    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSControlPlaneStatus, AWSMachineDeployment,
+    AWSMachineDeploymentStatus, StackStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use operatorkit::{ResourceSet, ResourceSetBuilder};
+use semver::VersionReq;
+
+use crate::context::Shared;
+
 /// The finalizer this operator puts on the Secrets a cluster uses
 /// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
 pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
+
+/// The start of a controller's resource set `name` for the Releases `requirement` matches: each
+/// reconcile's state is `state(shared, object)`. The controller adds its resources in order.
+pub fn resource_set<K, S>(
+    shared: Arc<Shared>,
+    name: String,
+    requirement: VersionReq,
+    state: fn(Arc<Shared>, &K) -> S,
+) -> ResourceSetBuilder<K, S>
+where
+    K: Send + Sync + 'static,
+    S: Send + 'static,
+{
+    ResourceSet::builder(name, requirement, move |obj: Arc<K>, _| {
+        let shared = shared.clone();
+        async move { Ok(state(shared, &obj)) }
+    })
+}
+
+/// The status traits for this operator's kinds: what a status holds ([`status::WithConditions`],
+/// [`stack_entries::WithStacks`]) and where a kind keeps it ([`status::WithStatus`]).
+macro_rules! kinds {
+    ($($kind:ty => $status:ty),*) => {$(
+        impl status::WithConditions for $status {
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+        }
+        impl stack_entries::WithStacks for $status {
+            fn stacks_mut(&mut self) -> &mut Vec<StackStatus> {
+                &mut self.stacks
+            }
+        }
+        impl status::WithStatus for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+kinds!(
+    AWSCluster => AWSClusterStatus,
+    AWSControlPlane => AWSControlPlaneStatus,
+    AWSMachineDeployment => AWSMachineDeploymentStatus
+);

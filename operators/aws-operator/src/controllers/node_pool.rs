@@ -30,14 +30,11 @@ pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSMachineDeployment> {
-    ResourceSet::builder(name, requirement, move |obj: Arc<AWSMachineDeployment>, _| {
-        let shared = shared.clone();
-        async move { Ok(PoolState::new(shared, &obj)) }
-    })
-    .resource(Inputs)
-    .resource(Ipam)
-    .resource(Pool)
-    .build()
+    controllers::resource_set(shared, name, requirement, PoolState::new)
+        .resource(Inputs)
+        .resource(Ipam)
+        .resource(Pool)
+        .build()
 }
 
 /// What the resources of one AWSMachineDeployment reconcile share.

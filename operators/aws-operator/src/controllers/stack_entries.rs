@@ -17,18 +17,6 @@ pub trait WithStacks: WithConditions {
     fn stacks_mut(&mut self) -> &mut Vec<StackStatus>;
 }
 
-macro_rules! with_stacks {
-    ($($status:ty),*) => {$(
-        impl WithStacks for $status {
-            fn stacks_mut(&mut self) -> &mut Vec<StackStatus> {
-                &mut self.stacks
-            }
-        }
-    )*};
-}
-
-with_stacks!(apis::aws::AWSClusterStatus, apis::aws::AWSControlPlaneStatus, apis::aws::AWSMachineDeploymentStatus);
-
 /// Merge one reconcile's stack entries into the recorded ones, by name.
 pub fn merge_stacks(recorded: &mut Vec<StackStatus>, seen: &[StackStatus]) {
     for s in seen {

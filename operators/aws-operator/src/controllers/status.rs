@@ -4,9 +4,10 @@
 //!
 //! Nothing here names an AWS type: the functions take a Kubernetes client and work on any
 //! namespaced kind whose status has conditions ([`WithConditions`], [`WithStatus`]), so that
-//! kvm-operator can take this module as it is. Only the implementations for this operator's
-//! kinds, at the end, name them: they go with the kinds' crate when the module moves (Rust
-//! allows a trait's implementation for a type only in the crate of one of the two).
+//! kvm-operator can take this module as it is. The implementations for this operator's kinds
+//! are in [`super`]: they stay with the operator (or go to the kinds' crate) when this module
+//! moves, since Rust allows a trait's implementation for a type only in the crate of one of
+//! the two.
 
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -200,36 +201,3 @@ impl<K: WithStatus> StatusHook<K> for StatusReport<K> {
         })
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// This operator's kinds
-// ---------------------------------------------------------------------------------------------
-
-macro_rules! with_conditions {
-    ($($status:ty),*) => {$(
-        impl WithConditions for $status {
-            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-                &mut self.conditions
-            }
-        }
-    )*};
-}
-
-with_conditions!(apis::aws::AWSClusterStatus, apis::aws::AWSControlPlaneStatus, apis::aws::AWSMachineDeploymentStatus);
-
-macro_rules! with_status {
-    ($($kind:ty => $status:ty),*) => {$(
-        impl WithStatus for $kind {
-            type Status = $status;
-            fn status(&self) -> Option<&$status> {
-                self.status.as_ref()
-            }
-        }
-    )*};
-}
-
-with_status!(
-    apis::aws::AWSCluster => apis::aws::AWSClusterStatus,
-    apis::aws::AWSControlPlane => apis::aws::AWSControlPlaneStatus,
-    apis::aws::AWSMachineDeployment => apis::aws::AWSMachineDeploymentStatus
-);

@@ -69,19 +69,16 @@ pub const CONTROLLER: &str = "aws-operator-cluster-controller";
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSCluster> {
-    ResourceSet::builder(name, requirement, move |obj: Arc<AWSCluster>, _| {
-        let shared = shared.clone();
-        async move { Ok(ClusterState::new(shared, &obj)) }
-    })
-    .resource(Inputs)
-    .resource(Ipam)
-    .resource(Encryption)
-    .resource(Stacks)
-    .resource(Delegation)
-    .resource(Master)
-    .resource(Status)
-    .resource(Teardown)
-    .build()
+    controllers::resource_set(shared, name, requirement, ClusterState::new)
+        .resource(Inputs)
+        .resource(Ipam)
+        .resource(Encryption)
+        .resource(Stacks)
+        .resource(Delegation)
+        .resource(Master)
+        .resource(Status)
+        .resource(Teardown)
+        .build()
 }
 
 /// What the resources of one AWSCluster reconcile share.
