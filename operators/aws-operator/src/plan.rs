@@ -443,7 +443,7 @@ pub fn plan(objects: &Objects, settings: &Settings) -> Result<Vec<ClusterPlan>, 
     let cluster_cidrs = objects.clusters.iter().map(|c| ipam.cluster(c)).collect::<Result<Vec<_>, _>>()?;
     let mut plans = Vec::new();
     for (cluster, cidr) in objects.clusters.iter().zip(cluster_cidrs) {
-        // In name order, as the daemon allocates them (`machine_deployment::Ipam`).
+        // In name order, as the daemon allocates them (`controllers::node_pool::Ipam`).
         let mut pools: Vec<&AWSMachineDeployment> = objects.node_pools_of(cluster).collect();
         pools.sort_by_key(|md| md.name_any());
         let pools = pools
@@ -548,7 +548,7 @@ fn plan_cluster(
     let tags = stacks::stack_tags(&common, StackKind::Tccpi, None);
     stacks.push(PlannedStack::new(StackKind::Tccpi, name, cp_account, tags, template, None, None));
 
-    // TCCP: the zones of the control plane and of every node pool (as `cluster::desired_azs`).
+    // TCCP: the zones of the control plane and of every node pool (as the cluster controller's `stacks::desired_azs`).
     let name = names::stack_name(&id, StackKind::Tccp, None);
     let azs: Vec<String> = control_plane
         .spec
