@@ -1,7 +1,14 @@
 //! Step 5, `delegation`: the cluster zone's NS record in the installation's intermediate zone,
 //! and its removal at teardown.
 
-use super::*;
+use apis::aws::AWSCluster;
+use aws_stacks::names;
+use kube::ResourceExt;
+use operatorkit::{Outcome, Resource, ResourceError, resource};
+
+use super::ClusterState;
+use crate::aws::AccountClients;
+use crate::context::{Delegated, Shared};
 
 /// Delegates the cluster's zone `<id>.k8s.<domain>` from the installation's intermediate zone
 /// `k8s.<domain>` in the management account: an NS record naming the zone's name servers, TTL

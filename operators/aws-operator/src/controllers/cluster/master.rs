@@ -1,7 +1,14 @@
 //! Step 6, `master`: namespace `<id>`, Service and Endpoints `master` in the management
 //! cluster.
 
-use super::*;
+use apis::aws::AWSCluster;
+use aws_stacks::names;
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Service};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use operatorkit::{Outcome, Resource, resource};
+
+use super::ClusterState;
 
 /// Namespace `<id>`, Service and Endpoints `master` in the management cluster.
 #[derive(Debug)]

@@ -26,29 +26,19 @@
 //! deletion, removes the namespace and releases the credential and certificate Secrets (held
 //! since creation, see [`operatorkit::held_secrets`]); the finalizer is held until all of that is done.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use apis::aws::{
-    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment, ControlPlaneEndpoint,
-    StackStatus as StatusEntry,
-};
-use apis::cluster_status::ClusterCondition;
+use apis::aws::{AWSCluster, AWSClusterStatus, StackStatus as StatusEntry};
 use apis::release::Release;
-use aws_stacks::ipam::{self, Ipv4Net};
-use aws_stacks::names::{self, StackKind};
-use aws_stacks::stacks::{tccp, tccpf, tccpi};
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Service};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use aws_stacks::stacks::tccp;
 use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::{Deletion, DesiredStack, Progress};
-use crate::context::{Delegated, Shared};
+use crate::aws::stacks::Progress;
+use crate::context::Shared;
 use crate::controllers;
-use crate::controllers::status::READY;
 use operatorkit::held_secrets;
 
 pub mod delegation;
@@ -57,7 +47,7 @@ pub mod stacks;
 pub mod status;
 pub mod teardown;
 
-use self::delegation::{Delegation, remove_delegation};
+use self::delegation::Delegation;
 use self::master::Master;
 use self::stacks::Stacks;
 use self::status::{Status, write_cluster_status};

@@ -2,7 +2,21 @@
 //! from the cluster CIDR, the zones of the control plane and every node pool, and the management
 //! VPC.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use apis::aws::AWSCluster;
+use aws_stacks::ipam::{self, Ipv4Net};
+use aws_stacks::names::{self, StackKind};
+use aws_stacks::stacks::{tccp, tccpf, tccpi};
+use kube::ResourceExt;
+use operatorkit::{Outcome, Resource, ResourceError, resource};
+
+use super::ClusterState;
+use crate::aws::AccountClients;
+use crate::aws::stacks::{DesiredStack, Progress};
+use crate::context::Shared;
+use crate::controllers;
 
 /// The desired AZs of TCCP: the control plane's, every node pool's, and those already deployed
 /// (the set never shrinks, reference §13 item 6).

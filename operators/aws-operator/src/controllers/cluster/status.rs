@@ -1,6 +1,16 @@
 //! Step 7, `status`: the cluster's conditions, stack entries, lifecycle, endpoint and VPC.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use apis::aws::{AWSCluster, ControlPlaneEndpoint, StackStatus as StatusEntry};
+use apis::cluster_status::ClusterCondition;
+use aws_stacks::names;
+use kube::ResourceExt;
+use operatorkit::{Outcome, Resource, ResourceError, resource};
+
+use super::ClusterState;
+use crate::controllers;
+use crate::controllers::status::READY;
 
 /// The `Ready` reason while the cluster's own stacks are ready and its control plane or node
 /// pools are not.

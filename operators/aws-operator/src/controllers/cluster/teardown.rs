@@ -1,7 +1,19 @@
 //! Deletion, `teardown`: the children first, then the zone delegation, the stacks, the buckets,
 //! the key and the namespace; the Secrets the cluster held are released last.
 
-use super::*;
+use apis::aws::{AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment};
+use aws_stacks::names::{self, StackKind};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::DeleteParams;
+use kube::{Api, ResourceExt};
+use operatorkit::{Outcome, Resource, ResourceError, held_secrets, resource};
+
+use super::ClusterState;
+use super::delegation::remove_delegation;
+use crate::aws::stacks::Deletion;
+use crate::context::Shared;
+use crate::controllers;
+use crate::controllers::status::READY;
 
 /// Ordered deletion.
 #[derive(Debug)]
