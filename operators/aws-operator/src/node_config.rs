@@ -140,9 +140,11 @@ pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
 
 /// The common inputs of a node config of `cluster`: its id, domain and region, the Release's
 /// versions, the pod CIDR of `spec.provider.pods.cidrBlock` ([`DEFAULT_POD_CIDR`] without one),
-/// and the API server's OIDC flags of `spec.cluster.oidc`.
+/// the API server's OIDC flags of `spec.cluster.oidc`, kube-proxy's conntrack limit of
+/// `spec.cluster.kubeProxy.conntrackMaxPerCore`, and the image `registry` of the operator's
+/// settings. Pure, so that each field's way from the CR into the node config is tested.
 pub fn input(
-    shared: &Shared,
+    registry: &str,
     release: &Release,
     cluster: &AWSCluster,
     role: Role,
@@ -173,7 +175,7 @@ pub fn input(
         }),
         // The schema keeps it at 0 or more.
         conntrack_max_per_core: cluster.spec.cluster.kube_proxy.conntrack_max_per_core.map(|n| n.max(0) as u32),
-        registry: shared.config.registry.clone(),
+        registry: registry.to_string(),
         secrets,
     }
 }
@@ -207,4 +209,84 @@ pub async fn upload(
     crate::aws::s3::put_object(aws, bucket, key, body, &hash, "application/json").await?;
     shared.memo.lock().uploads.insert(memo_key, hash);
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn release() -> Release {
+        serde_json::from_value(json!({
+            "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release",
+            "metadata": {"name": "v20.1.3"},
+            "spec": {"date": "2026-01-01T00:00:00Z", "state": "active", "components": [
+                {"name": "kubernetes", "version": "1.31.7"},
+                {"name": "etcd", "version": "3.5.17"},
+                {"name": "containerlinux", "version": "4230.2.4"},
+                {"name": "aws-operator", "version": "16.2.0"}
+            ]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn cluster(cluster: serde_json::Value, provider_pods: Option<serde_json::Value>) -> AWSCluster {
+        let mut provider = json!({
+            "credentialSecret": {"name": "credential-zq4kx", "namespace": "org-umbra"},
+            "region": "ap-southeast-2"
+        });
+        if let Some(pods) = provider_pods {
+            provider["pods"] = pods;
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "zq4kx", "namespace": "org-umbra"},
+            "spec": {"cluster": cluster, "provider": provider}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_pod_cidr_oidc_and_conntrack_of_the_cluster_reach_the_node_config() {
+        let c = cluster(
+            json!({
+                "description": "umbra", "dns": {"domain": "umbra.example.org"},
+                "kubeProxy": {"conntrackMaxPerCore": 131072},
+                "oidc": {"issuerURL": "https://sso.umbra.example.org", "clientID": "umbra-k8s",
+                         "claims": {"username": "preferred_username", "groups": "roles"}}
+            }),
+            Some(json!({"cidrBlock": "10.96.0.0/13"})),
+        );
+        let input = input(
+            "registry.umbra.example.org",
+            &release(),
+            &c,
+            Role::Worker { md_id: "p7f2a".into() },
+            BTreeMap::new(),
+            vec![],
+        );
+        assert_eq!(input.pod_cidr, "10.96.0.0/13");
+        assert_eq!(
+            input.oidc,
+            Some(Oidc {
+                issuer_url: "https://sso.umbra.example.org".into(),
+                client_id: "umbra-k8s".into(),
+                username_claim: "preferred_username".into(),
+                groups_claim: "roles".into(),
+            })
+        );
+        assert_eq!(input.conntrack_max_per_core, Some(131072));
+        assert_eq!(input.registry, "registry.umbra.example.org");
+        assert_eq!((input.kubernetes_version.as_str(), input.etcd_version.as_str()), ("1.31.7", "3.5.17"));
+        assert_eq!((input.cluster_id.as_str(), input.region.as_str()), ("zq4kx", "ap-southeast-2"));
+    }
+
+    #[test]
+    fn without_them_the_node_config_takes_the_defaults() {
+        let c = cluster(json!({"description": "", "dns": {"domain": "umbra.example.org"}}), None);
+        let input = input("quay.io", &release(), &c, Role::Worker { md_id: "p7f2a".into() }, BTreeMap::new(), vec![]);
+        assert_eq!(input.pod_cidr, DEFAULT_POD_CIDR);
+        assert_eq!(input.oidc, None);
+        assert_eq!(input.conntrack_max_per_core, None);
+    }
 }

@@ -161,6 +161,39 @@ fn alike_instance_types_reach_the_node_pool_group_only_when_asked_for() -> anyho
     Ok(())
 }
 
+/// The sizes of the block devices of the node pool's launch template, by device name.
+fn pool_volume_sizes(out: &str) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let json_start = out.find('{').expect("a template");
+    let template: serde_json::Value = serde_json::from_str(&out[json_start..])?;
+    let launch_template = template["Resources"]
+        .as_object()
+        .and_then(|r| r.values().find(|v| v["Type"] == "AWS::EC2::LaunchTemplate"))
+        .expect("the node pool's launch template");
+    Ok(launch_template["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| Some((m["DeviceName"].as_str()?.to_string(), m["Ebs"]["VolumeSize"].as_u64()?)))
+        .collect())
+}
+
+#[test]
+fn volume_size_annotations_reach_the_node_pools_launch_template() -> anyhow::Result<()> {
+    let flags = ["--stack", "cluster-al9qy-tcnp-g3j50"];
+    // Without annotations: the log volume 15 GiB, containerd the docker volume's 100 GiB.
+    let sizes = pool_volume_sizes(&render(&flags, &[&cluster_yaml(), &release_yaml()])?)?;
+    assert_eq!((sizes.get("/dev/xvdf"), sizes.get("/dev/xvdi")), (Some(&15), Some(&100)), "{sizes:?}");
+    let dir = tempfile::tempdir()?;
+    let annotated = edited_cluster(
+        &dir,
+        "  name: g3j50\n  namespace: org-acme\n",
+        "  name: g3j50\n  namespace: org-acme\n  annotations:\n    alpha.aws.giantswarm.io/logging-volume-size: \"40\"\n    alpha.aws.giantswarm.io/containerd-volume-size: \"250\"\n",
+    );
+    let sizes = pool_volume_sizes(&render(&flags, &[&annotated, &release_yaml()])?)?;
+    assert_eq!((sizes.get("/dev/xvdf"), sizes.get("/dev/xvdi")), (Some(&40), Some(&250)), "{sizes:?}");
+    Ok(())
+}
+
 #[test]
 fn summary_lists_names_accounts_counts_and_sizes() -> anyhow::Result<()> {
     let out = render(&["--summary"], &[&cluster_yaml(), &release_yaml()])?;

@@ -278,7 +278,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
                 initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
             };
-            let input = crate::node_config::input(&shared, &release, &cluster, role, labels, secrets.clone());
+            let input =
+                crate::node_config::input(&shared.config.registry, &release, &cluster, role, labels, secrets.clone());
             let key = names::master_config_key(&shared.config.version, &id, m.id);
             if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
                 shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;

@@ -345,7 +345,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             (labels::MACHINE_DEPLOYMENT.to_string(), md.clone()),
         ]);
         let input = crate::node_config::input(
-            &shared,
+            &shared.config.registry,
             &release,
             &cluster,
             Role::Worker { md_id: md.clone() },
