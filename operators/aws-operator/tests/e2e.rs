@@ -20,6 +20,30 @@ async fn stacks_of(
 
 /// The CIDR lines of `aws-operator render --summary` over the cluster's objects as they are in
 /// the API, without their status and recorded ranges (as the user's files would be).
+/// The node config `key` of `bucket`: checks that `secret` is not in it as plain text, and returns
+/// the file whose path ends with `suffix`, decrypted with the cluster key.
+async fn decrypted_file(
+    tenant: &aws_operator::aws::AccountClients,
+    bucket: &str,
+    key: &str,
+    suffix: &str,
+    secret: &str,
+) -> anyhow::Result<String> {
+    let body = tenant.s3.get_object().bucket(bucket).key(key).send().await?.body.collect().await?.into_bytes();
+    let text = String::from_utf8(body.to_vec())?;
+    assert!(!text.contains(secret), "plaintext secret in {key}");
+    let config: serde_json::Value = serde_json::from_str(&text)?;
+    let files = config["storage"]["files"].as_array().cloned().unwrap_or_default();
+    let Some(file) = files.iter().find(|f| f["path"].as_str().is_some_and(|p| p.ends_with(suffix))) else {
+        anyhow::bail!("{key} has no file ending with {suffix}");
+    };
+    let source = file["contents"]["source"].as_str().unwrap_or_default();
+    let b64 = source.split_once(',').map(|(_, d)| d).unwrap_or_default();
+    let ciphertext = base64::engine::general_purpose::STANDARD.decode(b64)?;
+    let plain = tenant.kms.decrypt().ciphertext_blob(aws_sdk_kms::primitives::Blob::new(ciphertext)).send().await?;
+    Ok(String::from_utf8(plain.plaintext().map(|b| b.as_ref().to_vec()).unwrap_or_default())?)
+}
+
 async fn render_summary(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
     fn document<K: serde::Serialize>(obj: &K) -> anyhow::Result<String> {
         let mut v = serde_json::to_value(obj)?;
@@ -229,21 +253,18 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     );
     let worker_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tcnp-np001");
     assert!(keys.contains(&worker_key), "{worker_key} missing: {keys:?}");
-    let body = tenant.s3.get_object().bucket(&bucket).key(&worker_key).send().await?.body.collect().await?.into_bytes();
-    let text = String::from_utf8(body.to_vec())?;
-    assert!(!text.contains(&format!("worker-key-of-{id}")), "plaintext secret in the node config");
-    let config: serde_json::Value = serde_json::from_str(&text)?;
-    let files = config["storage"]["files"].as_array().cloned().unwrap_or_default();
-    let enc = files
-        .iter()
-        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("worker-key.pem.enc")))
-        .expect("encrypted worker key");
-    let source = enc["contents"]["source"].as_str().unwrap_or_default();
-    let b64 = source.split_once(',').map(|(_, d)| d).unwrap_or_default();
-    let ciphertext = base64::engine::general_purpose::STANDARD.decode(b64)?;
-    let plain = tenant.kms.decrypt().ciphertext_blob(aws_sdk_kms::primitives::Blob::new(ciphertext)).send().await?;
-    let plain = String::from_utf8(plain.plaintext().map(|b| b.as_ref().to_vec()).unwrap_or_default())?;
+    let plain =
+        decrypted_file(&tenant, &bucket, &worker_key, "worker-key.pem.enc", &format!("worker-key-of-{id}")).await?;
     assert!(plain.contains(&format!("worker-key-of-{id}")), "decrypted: {plain}");
+    // A master's config carries the API server's encryption-provider config, sealed the same way.
+    let master_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tccpn-1");
+    let plain =
+        decrypted_file(&tenant, &bucket, &master_key, "k8s-encryption-config.yaml.enc", &format!("{id}-aescbc-key"))
+            .await?;
+    assert!(
+        plain.contains("kind: EncryptionConfiguration") && plain.contains(&format!("secret: {id}-aescbc-key")),
+        "decrypted: {plain}"
+    );
     let key = tenant.kms.describe_key().key_id(format!("alias/{id}")).send().await?;
     let key_id = key.key_metadata().map(|m| m.key_id().to_string()).unwrap_or_default();
     let rotation = tenant.kms.get_key_rotation_status().key_id(&key_id).send().await?;
