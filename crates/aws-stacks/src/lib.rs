@@ -1,6 +1,7 @@
 //! What aws-operator puts into AWS, as pure functions of typed inputs: the names of things
 //! ([`names`]), address management ([`ipam`]), the six CloudFormation stacks ([`cfn`],
-//! [`stacks`]) and the Ignition node configs ([`ignition`]).
+//! [`stacks`]), the Ignition node configs ([`ignition`]) and the stack state machine that
+//! decides what to do with a stack as CloudFormation shows it ([`state`]).
 //!
 //! Nothing here talks to AWS or Kubernetes, so `aws-operator render` and the template tests run
 //! without either.
@@ -11,3 +12,4 @@ pub mod ignition;
 pub mod ipam;
 pub mod names;
 pub mod stacks;
+pub mod state;

@@ -18,8 +18,9 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, StackStatus};
 use apis::cluster_status::ClusterCondition;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::context::{AmiMap, OperatorConfig, Shared};
-use aws_operator::operator::{self, RunSettings};
+use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::context::Shared;
+use aws_operator::daemon::{self, RunSettings};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::api::ListParams;
@@ -130,7 +131,7 @@ impl RunningOperator {
         let t = token.clone();
         let handle = tokio::spawn(async move {
             let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(300), ..RunSettings::default() };
-            operator::run(shared, &metrics, &readiness, settings, t).await
+            daemon::run(shared, &metrics, &readiness, settings, t).await
         });
         Ok(Self { token, handle, metrics_addr })
     }

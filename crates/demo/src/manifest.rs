@@ -137,7 +137,7 @@ pub fn operator_version_of_release(release_yaml: &str) -> anyhow::Result<Option<
     Ok(release["spec"]["components"].as_array().and_then(|components| {
         components
             .iter()
-            .find(|c| c["name"].as_str() == Some(aws_operator::operator::COMPONENT))
+            .find(|c| c["name"].as_str() == Some(aws_operator::daemon::COMPONENT))
             .and_then(|c| c["version"].as_str().map(str::to_string))
     }))
 }

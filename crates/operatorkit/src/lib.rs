@@ -54,7 +54,9 @@
 //! * [`controller`]: the kube-runtime controller, finalizers ([`finalizer`]), change predicates
 //!   and pause ([`predicate`]), leader election ([`leader`]), status hook ([`status`]);
 //! * [`metrics`], [`server`], Warning events, [`wrapper`]s for retries and metrics;
-//! * [`conditions`]: `metav1.Condition` helpers and the Giant Swarm cluster lifecycle.
+//! * [`conditions`]: `metav1.Condition` helpers and the Giant Swarm cluster lifecycle;
+//! * [`held_secrets`]: Secrets a cluster uses, held by a finalizer until its teardown ends;
+//! * [`logging`]: the log output every operator binary installs.
 //!
 //! `crates/operatorkit/README.md` explains the design and how it differs from the Go library;
 //! `examples/configmap_controller.rs` is a complete controller that runs against `testenv`.
@@ -66,7 +68,9 @@ pub mod crud;
 pub mod error;
 mod events;
 pub mod finalizer;
+pub mod held_secrets;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod outcome;
 pub mod predicate;

@@ -1,18 +1,61 @@
 //! aws-operator: provisions workload clusters on AWS through CloudFormation.
+//!
+//! # Layout
+//!
+//! Each thing is found by its name. The top level is the same in kvm-operator; only the provider
+//! edge (`aws/` here) and the controllers differ.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the three controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
+//! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
+//! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
+//! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
+//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::status`], [`controllers::stack_entries`]) |
+//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53 |
+//! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
+//! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
+//!
+//! Elsewhere: the desired state as pure functions in `aws_stacks` (names, IPAM arithmetic, the
+//! six templates, Ignition, and the stack state machine [`aws_stacks::state`]); what any operator
+//! needs in `operatorkit` (controllers, conditions, [`operatorkit::held_secrets`],
+//! [`operatorkit::logging`]).
+//!
+//! # The shape of a reconcile
+//!
+//! A controller module starts with its per-reconcile state and `resource_set`, which lists its
+//! resources in the order they run. Read top-down, the resources go:
+//!
+//! 1. **dereference** — read what the object names: its Release, its AWSCluster, the credential
+//!    Secret, the AWS clients of the two accounts ([`controllers::lookup`]);
+//! 2. **validate** — bad input stops here with `Ready=False` and a Warning event, before anything
+//!    is touched in AWS ([`controllers::lookup::InvalidInput`], [`controllers::status::reject`]);
+//! 3. **build** — pure: template parameters and templates from `aws_stacks`;
+//! 4. **apply** — through [`aws`]: each stack one step of the state machine per reconcile, and
+//!    a requeue instead of a wait;
+//! 5. **status** — conditions and stack entries, written only when they change
+//!    ([`controllers::status`]).
+//!
+//! Deletion runs the same resources' delete paths, in the same order.
+//!
+//! # Why the render planner is a module here and not in `aws_stacks`
+//!
+//! The stack state machine depends on nothing but CloudFormation's statuses, so it lives in
+//! `aws_stacks`. The render planner, though pure, validates and assembles exactly as the
+//! controllers do: it shares their checks ([`controllers::lookup`]), their parameter builders and
+//! the operator's settings ([`config::OperatorConfig`]). In `aws_stacks` it would pull those in
+//! as well and make the template crate depend on the CRD types, so it stays here as a module
+//! without I/O ([`plan`]), next to what it mirrors.
 #![forbid(unsafe_code)]
 
 pub mod aws;
-pub mod cloudformation;
-pub mod cluster;
-pub mod common;
+pub mod config;
 pub mod context;
-pub mod control_plane;
-pub mod held_secrets;
-pub mod ipam_lock;
-pub mod logging;
-pub mod machine_deployment;
+pub mod controllers;
+pub mod daemon;
+pub mod ipam;
 pub mod node_config;
-pub mod operator;
+pub mod plan;
 pub mod render;
-pub mod services;
-pub mod stack_ops;

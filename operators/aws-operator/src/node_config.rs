@@ -13,7 +13,7 @@
 //! certificates into another cluster's nodes. Masters also get the API server's
 //! encryption-provider config, from Secret `<id>-encryption-provider-config` in the same
 //! namespace. Every one of these Secrets is held by a finalizer until the cluster is gone
-//! (`held_secrets`).
+//! (`operatorkit::held_secrets`).
 
 use std::collections::BTreeMap;
 
@@ -26,8 +26,8 @@ use kube::{Api, ResourceExt};
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
-use crate::common::component;
 use crate::context::Shared;
+use crate::controllers::lookup::component;
 
 /// The certificate label.
 pub const CERTIFICATE_LABEL: &str = "giantswarm.io/certificate";
@@ -38,7 +38,7 @@ pub fn certificates_namespace<'a>(shared: &'a Shared, cluster_namespace: &'a str
 }
 
 /// The certificate Secrets of a cluster in `namespace` ([`certificates_namespace`]), held by the
-/// [`held_secrets::FINALIZER`](crate::held_secrets::FINALIZER) from now on: certificate name →
+/// [`SECRET_FINALIZER`](crate::controllers::SECRET_FINALIZER) from now on: certificate name →
 /// (key → bytes).
 pub async fn certificates(
     shared: &Shared,
@@ -46,7 +46,7 @@ pub async fn certificates(
     cluster_id: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
     let secrets = certificate_secrets(shared, namespace, cluster_id).await?;
-    crate::held_secrets::hold_all(&shared.client, &secrets, crate::held_secrets::FINALIZER).await?;
+    operatorkit::held_secrets::hold_all(&shared.client, &secrets, crate::controllers::SECRET_FINALIZER).await?;
     let mut out = BTreeMap::new();
     for s in secrets {
         let Some(name) = s.metadata.labels.as_ref().and_then(|l| l.get(CERTIFICATE_LABEL)).cloned() else { continue };
@@ -76,8 +76,12 @@ pub async fn encryption_config(
     let name = encryption_config_secret(cluster_id);
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
     let Some(secret) = api.get_opt(&name).await? else { return Ok(None) };
-    crate::held_secrets::hold_all(&shared.client, std::slice::from_ref(&secret), crate::held_secrets::FINALIZER)
-        .await?;
+    operatorkit::held_secrets::hold_all(
+        &shared.client,
+        std::slice::from_ref(&secret),
+        crate::controllers::SECRET_FINALIZER,
+    )
+    .await?;
     Ok(secret
         .data
         .and_then(|mut d| d.remove(ENCRYPTION_CONFIG_KEY))
@@ -154,7 +158,7 @@ pub fn input(
         etcd_domain: aws_stacks::names::etcd_host(&cluster_id, domain),
         cluster_id,
         region: cluster.spec.provider.region.clone(),
-        // Both are checked when the Release is read (`common::check_components`).
+        // Both are checked when the Release is read (`controllers::lookup::check_components`).
         kubernetes_version: component(release, "kubernetes").unwrap_or_default().to_string(),
         etcd_version: component(release, "etcd").unwrap_or_default().to_string(),
         node_labels,
@@ -191,16 +195,16 @@ pub async fn upload(
     if shared.memo.lock().uploads.get(&memo_key) == Some(&hash) {
         return Ok(false);
     }
-    if crate::services::object_hash(aws, bucket, key).await?.as_deref() == Some(hash.as_str()) {
+    if crate::aws::s3::object_hash(aws, bucket, key).await?.as_deref() == Some(hash.as_str()) {
         shared.memo.lock().uploads.insert(memo_key, hash);
         return Ok(false);
     }
     let mut ciphertexts = Vec::with_capacity(config.secrets().len());
     for secret in config.secrets() {
-        ciphertexts.push(crate::services::encrypt(aws, key_arn, &secret.plaintext).await?);
+        ciphertexts.push(crate::aws::kms::encrypt(aws, key_arn, &secret.plaintext).await?);
     }
     let body = config.seal_with(ciphertexts).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()))?;
-    crate::services::put_object(aws, bucket, key, body, &hash, "application/json").await?;
+    crate::aws::s3::put_object(aws, bucket, key, body, &hash, "application/json").await?;
     shared.memo.lock().uploads.insert(memo_key, hash);
     Ok(true)
 }

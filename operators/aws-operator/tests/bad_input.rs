@@ -237,7 +237,7 @@ async fn bad_input_on_an_existing_cluster_deletes_nothing_in_aws() -> anyhow::Re
     })
     .await?;
     assert!(note.contains(&cluster_cidr), "{note}");
-    let pool_stacks = |stacks: Vec<aws_operator::cloudformation::StackView>| {
+    let pool_stacks = |stacks: Vec<aws_stacks::state::StackView>| {
         stacks.into_iter().map(|s| s.name).filter(|n| n.contains("npovr")).collect::<Vec<_>>()
     };
     assert!(pool_stacks(tenant.cfn.describe_all().await?).is_empty(), "no TCNP for a refused pool");

@@ -45,7 +45,7 @@ async fn sigterm_stops_the_daemon_and_releases_its_lease() -> anyhow::Result<()>
     let mut daemon = daemon(&f, ami.path())?;
 
     let leases: Api<Lease> = Api::namespaced(f.client.clone(), "giantswarm");
-    let name = aws_operator::operator::lease_name(VERSION);
+    let name = aws_operator::daemon::lease_name(VERSION);
     let holder = |lease: Option<Lease>| lease.and_then(|l| l.spec?.holder_identity).filter(|h| !h.is_empty());
     eventually(60, "the daemon to hold its Lease", || async { Ok(holder(leases.get_opt(&name).await?)) }).await?;
 

@@ -14,7 +14,7 @@ use support::*;
 
 async fn stacks_of(
     aws: &aws_operator::aws::AccountClients,
-) -> anyhow::Result<BTreeMap<String, aws_operator::cloudformation::StackView>> {
+) -> anyhow::Result<BTreeMap<String, aws_stacks::state::StackView>> {
     Ok(aws.cfn.describe_all().await?.into_iter().map(|s| (s.name.clone(), s)).collect())
 }
 
@@ -266,15 +266,14 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     assert!(svc.get_opt("master").await?.is_some(), "Service master");
 
     // Scale np001: only its stack updates.
-    let hashes =
-        |stacks: &BTreeMap<String, aws_operator::cloudformation::StackView>| -> BTreeMap<String, Option<String>> {
-            stacks.iter().map(|(k, v)| (k.clone(), v.template_hash().map(str::to_string))).collect()
-        };
+    let hashes = |stacks: &BTreeMap<String, aws_stacks::state::StackView>| -> BTreeMap<String, Option<String>> {
+        stacks.iter().map(|(k, v)| (k.clone(), v.template_hash().map(str::to_string))).collect()
+    };
     // Ready is not the end of every update: each pool admits the other once both exist, which
     // may update the first pool's stack after the cluster is Ready. Start from settled stacks.
     // Settled means converged: every pool's stack admits the other pool's group, and nothing
     // changed over 3 s.
-    let admits_each_other = |stacks: &BTreeMap<String, aws_operator::cloudformation::StackView>| {
+    let admits_each_other = |stacks: &BTreeMap<String, aws_stacks::state::StackView>| {
         let pools: Vec<_> = stacks.iter().filter(|(n, _)| n.contains("-tcnp-")).collect();
         pools.len() == 2
             && pools.iter().all(|(name, view)| {

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use aws_operator::render::{self, CidrSource, Delivery, Objects, RenderArgs, Settings};
+use aws_operator::plan::{self, CidrSource, Delivery, Objects, Settings};
+use aws_operator::render::{self, RenderArgs};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -61,7 +62,7 @@ const EXPECTED: [(&str, &str); 6] = [
 fn the_example_renders_six_stacks_in_creation_order() -> anyhow::Result<()> {
     let objects = Objects::load(&[cluster_yaml(), release_yaml()])?;
     let settings = Settings::from_args(&args(&[], &[&cluster_yaml()]))?;
-    let plans = render::plan(&objects, &settings)?;
+    let plans = plan::plan(&objects, &settings)?;
     assert_eq!(plans.len(), 1);
     let plan = &plans[0];
     assert_eq!(plan.cluster, "AWSCluster org-acme/al9qy");
@@ -170,7 +171,7 @@ fn summary_lists_names_accounts_counts_and_sizes() -> anyhow::Result<()> {
 
     let objects = Objects::load(&[cluster_yaml(), release_yaml()])?;
     let settings = Settings::from_args(&args(&[], &[&cluster_yaml()]))?;
-    let plan = render::plan(&objects, &settings)?.remove(0);
+    let plan = plan::plan(&objects, &settings)?.remove(0);
     for stack in &plan.stacks {
         let line = out
             .lines()
@@ -224,7 +225,7 @@ fn recorded_cidrs_are_kept_and_reserved() -> anyhow::Result<()> {
     std::fs::write(&path, text)?;
     let objects = Objects::load(&[path.clone(), release_yaml()])?;
     let settings = Settings::from_args(&args(&[], &[&path]))?;
-    let plan = render::plan(&objects, &settings)?.remove(0);
+    let plan = plan::plan(&objects, &settings)?.remove(0);
     assert_eq!(plan.cidrs[0].cidr.to_string(), "10.1.1.0/24");
     assert_eq!(plan.cidrs[0].source, CidrSource::Recorded);
     assert_eq!(plan.cidrs[1].cidr.to_string(), "10.1.0.0/24");

@@ -14,7 +14,7 @@ use apis::aws::AWSCluster;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::context::Shared;
-use aws_operator::operator::{self, RunSettings};
+use aws_operator::daemon::{self, RunSettings};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -48,7 +48,7 @@ impl Replica {
             lease_duration: Duration::from_secs(4),
             renew_deadline: Duration::from_millis(2500),
             retry_period: Duration::from_millis(500),
-            ..LeaderElectionConfig::new(LEASE_NS, operator::lease_name(VERSION))
+            ..LeaderElectionConfig::new(LEASE_NS, daemon::lease_name(VERSION))
         };
         let elector = LeaderElector::new(link.client(LEASE_NS)?, election)?;
         let leadership = elector.leadership();
@@ -75,7 +75,7 @@ impl Replica {
             }),
             tokio::spawn(async move {
                 let readiness = operatorkit::Readiness::new();
-                if let Err(e) = operator::run(shared, &metrics, &readiness, settings, controllers_stop).await {
+                if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, controllers_stop).await {
                     eprintln!("{identity} stopped: {e:#}");
                 }
             }),
@@ -102,7 +102,7 @@ struct Term {
 /// Follow the Lease and record every change of holder (or re-acquisition).
 fn record_terms(client: kube::Client, terms: Arc<Mutex<Vec<Term>>>) -> tokio::task::JoinHandle<()> {
     let api: Api<Lease> = Api::namespaced(client, LEASE_NS);
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", operator::lease_name(VERSION)));
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", daemon::lease_name(VERSION)));
     tokio::spawn(async move {
         let mut events = std::pin::pin!(watcher::watcher(api, config));
         while let Some(event) = events.next().await {

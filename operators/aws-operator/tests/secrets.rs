@@ -1,14 +1,15 @@
 //! The Secrets a cluster uses, against testenv alone: certificates are read from one namespace
-//! only, and Secrets in use are held by a finalizer until released.
+//! only, and those used are held by the operator's finalizer (`operatorkit::held_secrets`).
 
 use std::sync::Arc;
 
 use aws_operator::aws::{AwsFactory, AwsSettings};
-use aws_operator::context::{AmiMap, OperatorConfig, Shared};
-use aws_operator::held_secrets::{self, FINALIZER};
+use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::context::Shared;
+use aws_operator::controllers::SECRET_FINALIZER as FINALIZER;
 use aws_operator::node_config;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
 
@@ -76,29 +77,4 @@ async fn certificates_come_from_the_cluster_namespace_only() -> anyhow::Result<(
 
 async fn shared_with_namespace(env: &TestEnv, ns: &str) -> anyhow::Result<Arc<Shared>> {
     shared(env, OperatorConfig { certificates_namespace: Some(ns.into()), ..OperatorConfig::default() }).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_held_secret_outlives_its_deletion_until_released() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
-    let client = env.client();
-    namespaces(&client).await?;
-    certificate(&client, CLUSTER_NS, "credential", "a1b2c", "none").await?;
-    assert!(held_secrets::hold(&client, CLUSTER_NS, "credential", FINALIZER).await?);
-    assert!(held_secrets::hold(&client, CLUSTER_NS, "credential", FINALIZER).await?, "holding twice is harmless");
-    assert_eq!(finalizers(&client, CLUSTER_NS, "credential").await?, [FINALIZER]);
-    assert!(!held_secrets::hold(&client, CLUSTER_NS, "absent", FINALIZER).await?);
-
-    let api: Api<Secret> = Api::namespaced(client.clone(), CLUSTER_NS);
-    api.delete("credential", &DeleteParams::default()).await?;
-    // Deleted, but still readable while held; holding a deleting Secret changes nothing.
-    let deleting = api.get("credential").await?;
-    assert!(deleting.metadata.deletion_timestamp.is_some());
-    assert!(deleting.data.is_some_and(|d| d.contains_key("crt")));
-    assert!(held_secrets::hold(&client, CLUSTER_NS, "credential", FINALIZER).await?);
-
-    held_secrets::release(&client, CLUSTER_NS, "credential", FINALIZER).await?;
-    assert!(api.get_opt("credential").await?.is_none(), "released, the deleted Secret goes");
-    held_secrets::release(&client, CLUSTER_NS, "credential", FINALIZER).await?;
-    Ok(())
 }

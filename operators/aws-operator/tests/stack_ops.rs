@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::StackStatus as StatusEntry;
+use aws_operator::aws::cloudformation::FakeCloudFormation;
+use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress};
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::cloudformation::FakeCloudFormation;
-use aws_operator::context::{AmiMap, OperatorConfig, Shared};
-use aws_operator::stack_ops::{self, Deletion, DesiredStack, Progress};
+use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::context::Shared;
 use aws_stacks::cfn::Template;
 use aws_stacks::names::StackKind;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -66,11 +67,11 @@ impl Bench {
         version: &str,
         recorded: Option<&StatusEntry>,
     ) -> anyhow::Result<(Progress, StatusEntry)> {
-        Ok(stack_ops::ensure(&self.shared, &self.aws, &self.owner, desired(name, version), None, recorded).await?)
+        Ok(stacks::ensure(&self.shared, &self.aws, &self.owner, desired(name, version), None, recorded).await?)
     }
 
     async fn delete(&self, name: &str, recorded: Option<&StatusEntry>) -> anyhow::Result<(Deletion, StatusEntry)> {
-        Ok(stack_ops::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded).await?)
+        Ok(stacks::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded).await?)
     }
 
     /// The events on the owner, as (type, reason, related stack, note, count).
@@ -186,7 +187,7 @@ async fn a_rolled_back_update_is_reported_and_retried_with_backoff() -> anyhow::
     // Version 2 is requested; CloudFormation fails it and rolls back to version 1.
     let (p, entry) = b.ensure(name, "2", Some(&entry)).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!(entry.status, stack_ops::UPDATE_REQUESTED);
+    assert_eq!(entry.status, stacks::UPDATE_REQUESTED);
     assert_eq!(b.fake.calls("UpdateStack"), 1);
     b.set_status(name, "UPDATE_ROLLBACK_IN_PROGRESS", Some("The following resource(s) failed to update: [VPC]."));
     let (_, entry) = b.ensure(name, "2", Some(&entry)).await?;
@@ -221,7 +222,7 @@ async fn a_rolled_back_update_is_reported_and_retried_with_backoff() -> anyhow::
     // After the backoff: updated again, the attempt count kept.
     let (p, retried) = b.ensure(name, "2", Some(&aged(&failed, 31))).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!((retried.status.as_str(), retried.attempts), (stack_ops::UPDATE_REQUESTED, Some(1)));
+    assert_eq!((retried.status.as_str(), retried.attempts), (stacks::UPDATE_REQUESTED, Some(1)));
     assert_eq!(b.fake.calls("UpdateStack"), 2);
 
     // It fails again: the second attempt waits twice as long.
@@ -261,12 +262,12 @@ async fn a_rolled_back_create_is_deleted_and_created_again_with_backoff() -> any
     // After the backoff: protection lifted, deleted, then created again.
     let (p, deleting) = b.ensure(name, "1", Some(&aged(&failed, 31))).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!((deleting.status.as_str(), deleting.attempts), (stack_ops::DELETE_REQUESTED, Some(1)));
+    assert_eq!((deleting.status.as_str(), deleting.attempts), (stacks::DELETE_REQUESTED, Some(1)));
     assert_eq!((b.fake.calls("UpdateTerminationProtection"), b.fake.calls("DeleteStack")), (1, 1));
     assert!(b.fake.stack(name).is_none());
     assert_eq!(b.events_with("CFRecreate").await?.len(), 1);
     let (_, creating) = b.ensure(name, "1", Some(&deleting)).await?;
-    assert_eq!((creating.status.as_str(), creating.attempts), (stack_ops::CREATE_REQUESTED, Some(1)));
+    assert_eq!((creating.status.as_str(), creating.attempts), (stacks::CREATE_REQUESTED, Some(1)));
     assert_eq!(b.fake.calls("CreateStack"), 2);
 
     // The second create fails too: counted as attempt 2.
@@ -326,7 +327,7 @@ async fn a_failed_delete_names_the_resources_and_is_retried_with_backoff() -> an
     b.fake.hold_deletes(true);
     let (d, entry) = b.delete(name, Some(&entry)).await?;
     assert!(matches!(d, Deletion::Pending));
-    assert_eq!(entry.status, stack_ops::DELETE_REQUESTED);
+    assert_eq!(entry.status, stacks::DELETE_REQUESTED);
     b.set_status(name, "DELETE_FAILED", Some("The following resource(s) failed to delete: [PrivateSubnet]."));
     b.fake.set_failed_resources(name, vec![("PrivateSubnet".into(), "has dependencies and cannot be deleted".into())]);
     let deletes = b.fake.calls("DeleteStack");

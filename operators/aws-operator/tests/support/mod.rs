@@ -11,8 +11,9 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::context::{AmiMap, OperatorConfig, Shared};
-use aws_operator::operator::{self, RunSettings};
+use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::context::Shared;
+use aws_operator::daemon::{self, RunSettings};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -154,7 +155,7 @@ impl Fixture {
             let shared = Shared::new(client, aws, config, Fixture::amis(), &mut registry);
             let _ = tx.send(shared.clone());
             let readiness = operatorkit::Readiness::new();
-            if let Err(e) = operator::run(
+            if let Err(e) = daemon::run(
                 shared,
                 &metrics,
                 &readiness,

@@ -1,5 +1,14 @@
-//! AWS access: the operator's own credentials, the two roles it assumes per cluster, and the
-//! service clients of one account.
+//! The AWS edge: every call the operator makes to AWS goes through this module.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | this one | credentials, the two roles assumed per cluster, the service clients of one account ([`AccountClients`], [`AwsFactory`]) |
+//! | [`cloudformation`] | the [`CloudFormation`] trait, its SDK implementation, an in-memory fake, the `DescribeStacks` cache |
+//! | [`stacks`] | carries out the steps of the pure stack state machine ([`aws_stacks::state`]) against one account, with events and metrics |
+//! | [`kms`] | the cluster key and the encryption of node-config secrets |
+//! | [`s3`] | the cluster buckets and the node-config objects |
+//! | [`ec2`] | EC2 and Auto Scaling reads: subnets, the management VPC, master addresses, pool capacity |
+//! | [`route53`] | the cluster zone's NS delegation |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
 //! web identity / IRSA, container or instance metadata) or are given explicitly. With them it
@@ -10,7 +19,7 @@
 //! credentials. Clients are cached per role and region for the life of the process; the
 //! assumed-role credentials refresh themselves.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,13 +29,18 @@ use aws_config::timeout::TimeoutConfig;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_cloudformation::error::ProvideErrorMetadata;
-use aws_sdk_cloudformation::types::{Capability, Tag};
 use aws_smithy_http_client::tls;
 use aws_smithy_types::error::display::DisplayErrorContext;
-use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-use crate::cloudformation::{CfnError, CloudFormation, StackRequest, StackStatus, StackView};
+use self::cloudformation::{CloudFormation, SdkCloudFormation};
+
+pub mod cloudformation;
+pub mod ec2;
+pub mod kms;
+pub mod route53;
+pub mod s3;
+pub mod stacks;
 
 /// How the operator reaches AWS.
 #[derive(Clone, Debug, Default)]
@@ -248,7 +262,7 @@ impl AwsFactory {
 
     /// Clients of account `account_id` in `region` with the operator's own credentials and
     /// `cfn` as their CloudFormation: for tests and benchmarks that drive the stack operations
-    /// against [`crate::cloudformation::FakeCloudFormation`]. Builds no connection.
+    /// against [`cloudformation::FakeCloudFormation`]. Builds no connection.
     pub fn with_cloudformation(&self, account_id: &str, region: &str, cfn: Arc<dyn CloudFormation>) -> AccountClients {
         let conf = self.base.to_builder().region(aws_config::Region::new(region.to_string())).build();
         AccountClients {
@@ -304,7 +318,7 @@ impl AwsFactory {
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
-            cfn: Arc::new(SdkCloudFormation { client: aws_sdk_cloudformation::Client::from_conf(cfn_conf) }),
+            cfn: Arc::new(SdkCloudFormation::new(aws_sdk_cloudformation::Client::from_conf(cfn_conf))),
             ec2: aws_sdk_ec2::Client::from_conf(ec2_conf),
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
             kms: aws_sdk_kms::Client::from_conf(kms_conf),
@@ -313,184 +327,5 @@ impl AwsFactory {
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)
-    }
-}
-
-/// [`CloudFormation`] on the AWS SDK.
-#[derive(Debug, Clone)]
-pub struct SdkCloudFormation {
-    client: aws_sdk_cloudformation::Client,
-}
-
-fn cfn_error<E, R>(operation: &'static str, stack: &str, err: aws_sdk_cloudformation::error::SdkError<E, R>) -> CfnError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match err.as_service_error() {
-        Some(e) => {
-            let code = e.code().unwrap_or("Unknown").to_string();
-            let message = e.message().unwrap_or_default().to_string();
-            if message.contains("does not exist") {
-                CfnError::NotFound(stack.to_string())
-            } else if code == "AlreadyExistsException" {
-                CfnError::AlreadyExists(stack.to_string())
-            } else if message.contains("No updates are to be performed") {
-                CfnError::NoUpdates(stack.to_string())
-            } else {
-                CfnError::Api { operation, stack: stack.to_string(), code, message }
-            }
-        }
-        None => CfnError::Transport { operation, message: DisplayErrorContext(&err).to_string() },
-    }
-}
-
-fn view_of(s: &aws_sdk_cloudformation::types::Stack) -> StackView {
-    StackView {
-        name: s.stack_name().unwrap_or_default().to_string(),
-        id: s.stack_id().unwrap_or_default().to_string(),
-        status: StackStatus::parse(s.stack_status().map(|s| s.as_str()).unwrap_or("UNKNOWN")),
-        status_reason: s.stack_status_reason().map(str::to_string),
-        outputs: s
-            .outputs()
-            .iter()
-            .filter_map(|o| Some((o.output_key()?.to_string(), o.output_value().unwrap_or_default().to_string())))
-            .collect(),
-        tags: s.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect(),
-        termination_protection: s.enable_termination_protection().unwrap_or(false),
-    }
-}
-
-fn tags_of(tags: &BTreeMap<String, String>) -> Vec<Tag> {
-    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
-}
-
-impl CloudFormation for SdkCloudFormation {
-    fn describe_all(&self) -> BoxFuture<'_, Result<Vec<StackView>, CfnError>> {
-        Box::pin(async move {
-            let mut out = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = self
-                    .client
-                    .describe_stacks()
-                    .set_next_token(token.take())
-                    .send()
-                    .await
-                    .map_err(|e| cfn_error("DescribeStacks", "", e))?;
-                out.extend(page.stacks().iter().map(view_of));
-                match page.next_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                    _ => break,
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    fn describe(&self, name: &str) -> BoxFuture<'_, Result<Option<StackView>, CfnError>> {
-        let name = name.to_string();
-        Box::pin(async move {
-            match self.client.describe_stacks().stack_name(&name).send().await {
-                Ok(out) => Ok(out.stacks().first().map(view_of)),
-                Err(e) => match cfn_error("DescribeStacks", &name, e) {
-                    CfnError::NotFound(_) => Ok(None),
-                    e => Err(e),
-                },
-            }
-        })
-    }
-
-    fn create<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
-        Box::pin(async move {
-            let mut call = self
-                .client
-                .create_stack()
-                .stack_name(&r.name)
-                .set_template_body(r.template_body.clone())
-                .set_template_url(r.template_url.clone())
-                .set_tags(Some(tags_of(&r.tags)))
-                .enable_termination_protection(r.termination_protection);
-            if r.named_iam {
-                call = call.capabilities(Capability::CapabilityNamedIam);
-            }
-            call.send().await.map(|_| ()).map_err(|e| cfn_error("CreateStack", &r.name, e))
-        })
-    }
-
-    fn update<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
-        Box::pin(async move {
-            let mut call = self
-                .client
-                .update_stack()
-                .stack_name(&r.name)
-                .set_template_body(r.template_body.clone())
-                .set_template_url(r.template_url.clone())
-                .set_tags(Some(tags_of(&r.tags)));
-            if r.named_iam {
-                call = call.capabilities(Capability::CapabilityNamedIam);
-            }
-            call.send().await.map(|_| ()).map_err(|e| cfn_error("UpdateStack", &r.name, e))
-        })
-    }
-
-    fn set_termination_protection<'a>(&'a self, name: &'a str, on: bool) -> BoxFuture<'a, Result<(), CfnError>> {
-        Box::pin(async move {
-            self.client
-                .update_termination_protection()
-                .stack_name(name)
-                .enable_termination_protection(on)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| cfn_error("UpdateTerminationProtection", name, e))
-        })
-    }
-
-    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
-        Box::pin(async move {
-            self.client
-                .delete_stack()
-                .stack_name(name)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| cfn_error("DeleteStack", name, e))
-        })
-    }
-
-    fn continue_update_rollback<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
-        Box::pin(async move {
-            self.client
-                .continue_update_rollback()
-                .stack_name(name)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| cfn_error("ContinueUpdateRollback", name, e))
-        })
-    }
-
-    fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>> {
-        Box::pin(async move {
-            let out = self
-                .client
-                .describe_stack_resources()
-                .stack_name(name)
-                .send()
-                .await
-                .map_err(|e| cfn_error("DescribeStackResources", name, e))?;
-            Ok(out
-                .stack_resources()
-                .iter()
-                .filter(|r| r.resource_status().is_some_and(|s| s.as_str() == "DELETE_FAILED"))
-                .map(|r| {
-                    (
-                        r.logical_resource_id().unwrap_or("?").to_string(),
-                        r.resource_status_reason().unwrap_or_default().to_string(),
-                    )
-                })
-                .collect())
-        })
     }
 }

@@ -15,15 +15,27 @@ use aws_stacks::ipam::{self, Ipv4Net};
 use aws_stacks::names::{self, StackKind};
 use aws_stacks::stacks::{self, tccp, tcnp, tcnpf};
 use kube::ResourceExt;
-use operatorkit::{Outcome, Resource, ResourceError, resource};
+use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
+use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::common::{self, READY};
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::context::Shared;
-use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
+use crate::controllers;
+use crate::controllers::status::READY;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
+
+/// The resource set `name` for the Releases `requirement` matches: the steps in the order they
+/// run.
+pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSMachineDeployment> {
+    controllers::resource_set(shared, name, requirement, PoolState::new)
+        .resource(Inputs)
+        .resource(Ipam)
+        .resource(Pool)
+        .build()
+}
 
 /// What the resources of one AWSMachineDeployment reconcile share.
 #[derive(Debug)]
@@ -61,21 +73,21 @@ impl PoolState {
 
 async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Result<(), ResourceError> {
     let mut status = state.status.clone();
-    common::merge_stacks(&mut status.stacks, &state.stacks);
+    controllers::stack_entries::merge_stacks(&mut status.stacks, &state.stacks);
     let (ok, reason, message) = match (&state.waiting, state.ready) {
         (_, true) => (true, "StacksReady", "the node pool's stacks are ready".to_string()),
         (Some(w), _) => (false, state.failure.unwrap_or("Waiting"), w.clone()),
         (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
     };
-    common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
-    common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await?;
+    controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
 }
 
 /// Record invalid input in the status; the returned error becomes the Warning event.
 async fn reject(state: &mut PoolState, obj: &AWSMachineDeployment, err: ResourceError) -> ResourceError {
-    let (status, err) = common::reject(&state.shared, obj, obj.status.as_ref(), err).await;
+    let (status, err) = controllers::status::reject(&state.shared.client, obj, obj.status.as_ref(), err).await;
     state.status = status;
     err
 }
@@ -92,17 +104,17 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
     async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let checked = async {
-            let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+            let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
                 return Ok(None);
             };
             if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
-                return Err(common::field_errors(obj, errors).into());
+                return Err(controllers::lookup::field_errors(obj, errors).into());
             }
-            let release = common::release_of(&shared, obj).await?;
-            let role = common::tenant_role(&shared, &cluster).await?;
+            let release = controllers::lookup::release_of(&shared, obj).await?;
+            let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let region = &cluster.spec.provider.region;
-            let (tenant, cp) = common::clients_of_role(&shared, &role, region).await?;
-            common::remember_account(&shared, obj, &role, region).await?;
+            let (tenant, cp) = controllers::lookup::clients_of_role(&shared, &role, region).await?;
+            controllers::stack_entries::remember_account(&shared, obj, &role, region).await?;
             Ok::<_, ResourceError>(Some((cluster, release, tenant, cp)))
         }
         .await;
@@ -126,19 +138,36 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
 
     async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
-        let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+        let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
             // The cluster went first (its finalizer removed by hand, say): TCNP and TCNPF may
             // still exist.
-            let id = common::cluster_id(obj)?;
+            let id = controllers::lookup::cluster_id(obj)?;
             let md = obj.name_any();
             let stacks = [
-                (common::Account::Tenant, StackKind::Tcnp, names::stack_name(&id, StackKind::Tcnp, Some(&md))),
-                (common::Account::ControlPlane, StackKind::Tcnpf, names::stack_name(&id, StackKind::Tcnpf, Some(&md))),
+                (
+                    controllers::stack_entries::Account::Tenant,
+                    StackKind::Tcnp,
+                    names::stack_name(&id, StackKind::Tcnp, Some(&md)),
+                ),
+                (
+                    controllers::stack_entries::Account::ControlPlane,
+                    StackKind::Tcnpf,
+                    names::stack_name(&id, StackKind::Tcnpf, Some(&md)),
+                ),
             ];
-            let recorded = crate::control_plane::recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
-            return common::delete_orphaned_stacks(&shared, obj, obj.status.as_ref(), &id, &stacks, &recorded).await;
+            let recorded =
+                controllers::stack_entries::recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
+            return controllers::stack_entries::delete_orphaned_stacks(
+                &shared,
+                obj,
+                obj.status.as_ref(),
+                &id,
+                &stacks,
+                &recorded,
+            )
+            .await;
         };
-        let (tenant, cp) = common::clients(&shared, &cluster).await?;
+        let (tenant, cp) = controllers::lookup::clients(&shared, &cluster).await?;
         state.tenant = Some(tenant);
         state.cp = Some(cp);
         state.cluster = Some(cluster);
@@ -165,7 +194,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
             // that, the range is in use and a later overlap is the other object's problem.
             let tcnp = names::stack_name(&cluster.name_any(), StackKind::Tcnp, Some(&obj.name_any()));
             let created = obj.status.as_ref().is_some_and(|s| s.stacks.iter().any(|e| e.name == tcnp));
-            if !created && let Err(e) = crate::ipam_lock::check_node_pool_subnet(&shared, obj, subnet).await {
+            if !created && let Err(e) = crate::ipam::check_node_pool_subnet(&shared, obj, subnet).await {
                 return Err(if e.is_retryable() { e } else { reject(state, obj, e).await });
             }
             return Ok(Outcome::proceed());
@@ -178,7 +207,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
         }
         let name = obj.name_any();
         let ns = obj.namespace().unwrap_or_default();
-        let earlier: Vec<String> = common::node_pools(&shared, &ns, &cluster.name_any())
+        let earlier: Vec<String> = controllers::lookup::node_pools(&shared, &ns, &cluster.name_any())
             .await?
             .into_iter()
             .filter(|p| {
@@ -197,16 +226,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Ipam {
             ));
             return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
         }
-        let range = crate::ipam_lock::range_for_cluster(&shared, &cluster).await?;
-        let mask = crate::ipam_lock::mask_of(obj, shared.config.subnet_mask_bits);
-        let owner = crate::ipam_lock::Owner::NodePool(obj);
-        match crate::ipam_lock::allocate(&shared, &tenant, owner, range, mask).await? {
-            crate::ipam_lock::Allocation::Busy => {
+        let range = crate::ipam::range_for_cluster(&shared, &cluster).await?;
+        let mask = crate::ipam::mask_of(obj, shared.config.subnet_mask_bits);
+        let owner = crate::ipam::Owner::NodePool(obj);
+        match crate::ipam::allocate(&shared, &tenant, owner, range, mask).await? {
+            crate::ipam::Allocation::Busy => {
                 state.waiting = Some("waiting for the IPAM lock".into());
                 return Ok(Outcome::cancel_reconciliation().requeue_after(shared.config.poll));
             }
-            crate::ipam_lock::Allocation::Existing(_) => {}
-            crate::ipam_lock::Allocation::Allocated(cidr) => {
+            crate::ipam::Allocation::Existing(_) => {}
+            crate::ipam::Allocation::Allocated(cidr) => {
                 shared.event(obj, "CIDRAllocated", format!("node pool CIDR {cidr} allocated from {range}")).await;
             }
         }
@@ -265,7 +294,11 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let pool_net: Ipv4Net = pool_cidr.parse().map_err(|e| {
             ResourceError::msg(
                 "InvalidAnnotation",
-                format!("{}: annotation {}: {e}", common::describe(obj), labels::MACHINE_DEPLOYMENT_SUBNET),
+                format!(
+                    "{}: annotation {}: {e}",
+                    controllers::status::describe(obj),
+                    labels::MACHINE_DEPLOYMENT_SUBNET
+                ),
             )
             .permanent()
         })?;
@@ -289,7 +322,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if let Some(missing) = obj.spec.provider.availability_zones.iter().find(|az| outputs.az(az).is_none()) {
             wait!("waiting for stack {tccp_name} to cover zone {missing} (the cluster adds it on its next reconcile)");
         }
-        let Some(key_arn) = common::cluster_key(&shared, &tenant, &id).await? else {
+        let Some(key_arn) = controllers::lookup::cluster_key(&shared, &tenant, &id).await? else {
             wait!("waiting for the key {}", names::kms_alias(&id));
         };
         let bucket = names::bucket(&tenant.account_id, &id);
@@ -325,10 +358,11 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         }
 
         // TCNP.
-        let common = common::common(&shared.config, &cluster, &release);
-        let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones)
-            .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
-        let (_, cp_cidr, cp_tables) = crate::cluster::control_plane_network(&shared, &cp).await?;
+        let common = controllers::lookup::common(&shared.config, &cluster, &release);
+        let layout = ipam::node_pool_layout(pool_net, &obj.spec.provider.availability_zones).map_err(|e| {
+            ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
+        })?;
+        let (_, cp_cidr, cp_tables) = crate::controllers::cluster::stacks::control_plane_network(&shared, &cp).await?;
         let name = names::stack_name(&id, StackKind::Tcnp, Some(&md));
         let recorded = |n: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == n).cloned());
         let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
@@ -359,7 +393,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let unchanged = aws_stacks::cfn::stack_hash(&canonical, &tags);
         let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(unchanged.as_str())) {
             Some(view) => match view.outputs.get("AutoScalingGroupName") {
-                Some(asg) => crate::services::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
+                Some(asg) => crate::aws::ec2::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
                 None => 0,
             },
             None => 0,
@@ -385,7 +419,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             canonical_hash: Some(canonical),
         };
         let (progress, entry) =
-            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
@@ -402,7 +436,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             may_update: false,
             canonical_hash: None,
         };
-        let (progress, entry) = stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
@@ -446,7 +481,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
             let name = names::stack_name(&id, kind, Some(&md));
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
-            let (deletion, entry) = stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (deletion, entry) =
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => {
@@ -456,7 +492,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                     (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
                 }
             };
-            common::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed).await?;
+            controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
+                .await?;
             if let Some(out) = out {
                 return Ok(out);
             }
@@ -472,7 +509,7 @@ async fn live_siblings(
     obj: &AWSMachineDeployment,
     cluster_id: &str,
 ) -> Result<Vec<AWSMachineDeployment>, ResourceError> {
-    Ok(common::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id)
+    Ok(controllers::lookup::node_pools(shared, &obj.namespace().unwrap_or_default(), cluster_id)
         .await?
         .into_iter()
         .filter(|other| other.uid() != obj.uid() && other.metadata.deletion_timestamp.is_none())
@@ -485,7 +522,7 @@ async fn sibling_stacks(
     tenant: &AccountClients,
     siblings: &[AWSMachineDeployment],
     cluster_id: &str,
-) -> Result<Vec<(String, crate::cloudformation::StackView)>, ResourceError> {
+) -> Result<Vec<(String, aws_stacks::state::StackView)>, ResourceError> {
     let mut out = Vec::new();
     for other in siblings {
         let name = names::stack_name(cluster_id, StackKind::Tcnp, Some(&other.name_any()));
@@ -543,7 +580,7 @@ async fn pools_admitting(
 /// The Flatcar version a node pool runs: its `FLATCAR_RELEASE_VERSION` annotation when that is
 /// newer than its Release's `containerlinux`, else the Release's.
 pub fn pool_flatcar<'a>(pool: &'a AWSMachineDeployment, release: &'a Release) -> &'a str {
-    let release_flatcar = common::component(release, "containerlinux").unwrap_or_default();
+    let release_flatcar = controllers::lookup::component(release, "containerlinux").unwrap_or_default();
     pool.annotations()
         .get(labels::FLATCAR_RELEASE_VERSION)
         .filter(|v| newer(v, release_flatcar))
@@ -572,7 +609,7 @@ pub struct PoolStacks<'a> {
     /// The security groups of the cluster's other node pools, which this pool's group admits.
     pub peer_security_groups: &'a [String],
     /// The operator's alike instance types (`--alike-instances`).
-    pub alike: &'a crate::context::AlikeInstances,
+    pub alike: &'a crate::config::AlikeInstances,
 }
 
 impl PoolStacks<'_> {

@@ -1,11 +1,11 @@
-//! Carries out the stack state machine's steps ([`crate::cloudformation::plan_ensure`],
-//! [`crate::cloudformation::plan_delete`]) against one account: every call is timed and counted
+//! Carries out the stack state machine's steps ([`aws_stacks::state::plan_ensure`],
+//! [`aws_stacks::state::plan_delete`]) against one account: every call is timed and counted
 //! per stack kind and operation, every status change the operator observes becomes one Kubernetes
 //! event on the owning object, and every write invalidates the account's `DescribeStacks` cache.
 //!
 //! Failures the operator repairs by itself (an update rolled back, a create rolled back, a delete
 //! that failed) are retried with a backoff of 30 s doubling per attempt, capped at 10 minutes
-//! ([`crate::cloudformation::retry_backoff`]). The attempt count and the time of the last failure
+//! ([`aws_stacks::state::retry_backoff`]). The attempt count and the time of the last failure
 //! live in the stack's status entry, so a restarted operator keeps the pace instead of retrying
 //! at once.
 //!
@@ -26,10 +26,11 @@ use kube::runtime::events::EventType;
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
-use crate::cloudformation::{
-    CfnError, DeleteStep, EnsureStep, StackRequest, StackStatus, StackView, TEMPLATE_HASH_OUTPUT, plan_delete,
-    plan_ensure, retry_backoff,
+use aws_stacks::state::{
+    DeleteStep, EnsureStep, StackStatus, StackView, TEMPLATE_HASH_OUTPUT, plan_delete, plan_ensure, retry_backoff,
 };
+
+use crate::aws::cloudformation::{CfnError, StackRequest};
 use crate::context::{Shared, StackOpLabels};
 
 /// A stack the operator wants.
@@ -279,7 +280,7 @@ where
                 .permanent());
             };
             let key = format!("cloudformation/{name}/{hash}.json");
-            crate::services::put_object(aws, bucket, &key, body.into_bytes(), &hash, "application/json").await?;
+            crate::aws::s3::put_object(aws, bucket, &key, body.into_bytes(), &hash, "application/json").await?;
             (None, Some(template_url(&aws.region, bucket, &key)))
         } else {
             (Some(body), None)

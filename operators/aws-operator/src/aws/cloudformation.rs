@@ -1,143 +1,19 @@
 //! The operator's view of CloudFormation: a small trait with one implementation on the AWS SDK
-//! and one in-memory fake, the stack state machine deciding what to do with a stack, and a
-//! per-account cache of `DescribeStacks`.
+//! and one in-memory fake, and a per-account cache of `DescribeStacks`.
 //!
-//! # State machine
-//!
-//! [`plan_ensure`] and [`plan_delete`] are pure: given the observed stack (or its absence) and
-//! what the operator wants, they return one [`EnsureStep`] / [`DeleteStep`]. The resources
-//! execute the step and requeue; no call ever waits for a stack to settle, so a slow stack never
-//! blocks a worker (upstream blocked in SDK waiters for up to an hour, reference §13 item 1).
-//!
-//! | observed | ensure | delete |
-//! | --- | --- | --- |
-//! | missing | create | done |
-//! | `*_IN_PROGRESS` | wait (requeue) | wait (requeue) |
-//! | `CREATE_COMPLETE`, `UPDATE_COMPLETE`, `IMPORT_*_COMPLETE` | update if the template hash differs, else ready | lift termination protection, delete |
-//! | `UPDATE_ROLLBACK_COMPLETE` | ready if the template hash matches; else our update failed: update again after a backoff | lift termination protection, delete |
-//! | `ROLLBACK_COMPLETE` (a failed create) | delete after a backoff, then create again | delete |
-//! | `UPDATE_ROLLBACK_FAILED` | continue the update rollback | continue the rollback, then delete |
-//! | `CREATE_FAILED`, `ROLLBACK_FAILED`, `DELETE_FAILED`, `IMPORT_ROLLBACK_FAILED` | failed: needs the delete path or a human | delete again after a backoff, naming the failed resources |
-//!
-//! Change detection compares the hash of the desired template with the `TemplateHash` output of
-//! the deployed one: any difference in the rendered template (and therefore in any input that
-//! reaches it) updates the stack, not only a version bump (upstream compared a handful of
-//! outputs, reference §5.9).
+//! The state machine itself is pure and lives in [`aws_stacks::state`]; [`super::stacks`]
+//! carries out its steps through this trait.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aws_sdk_cloudformation::error::ProvideErrorMetadata;
+use aws_sdk_cloudformation::types::{Capability, Tag};
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_stacks::state::{StackStatus, StackView};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
-
-/// The output every stack carries: the sha256 of its own template without this output.
-pub const TEMPLATE_HASH_OUTPUT: &str = "TemplateHash";
-
-/// A stack status, parsed from CloudFormation's string.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum StackStatus {
-    /// `CREATE_IN_PROGRESS`, `UPDATE_IN_PROGRESS`, `ROLLBACK_IN_PROGRESS`, … — any status that
-    /// ends in `_IN_PROGRESS`.
-    InProgress(String),
-    /// `CREATE_COMPLETE`.
-    CreateComplete,
-    /// `UPDATE_COMPLETE`.
-    UpdateComplete,
-    /// `UPDATE_ROLLBACK_COMPLETE`: an update failed and was rolled back; the stack works with
-    /// its previous template.
-    UpdateRollbackComplete,
-    /// `ROLLBACK_COMPLETE`: the create failed and was rolled back; the stack holds nothing and
-    /// can only be deleted.
-    RollbackComplete,
-    /// `UPDATE_ROLLBACK_FAILED`: needs `ContinueUpdateRollback`.
-    UpdateRollbackFailed,
-    /// `DELETE_FAILED`.
-    DeleteFailed,
-    /// `DELETE_COMPLETE` (only visible by stack id).
-    DeleteComplete,
-    /// `CREATE_FAILED`, `ROLLBACK_FAILED`, `IMPORT_ROLLBACK_FAILED`, or anything unknown.
-    Failed(String),
-    /// `IMPORT_COMPLETE`, `IMPORT_ROLLBACK_COMPLETE`: usable.
-    ImportComplete(String),
-}
-
-impl StackStatus {
-    /// Parse CloudFormation's status string.
-    pub fn parse(s: &str) -> StackStatus {
-        match s {
-            "CREATE_COMPLETE" => StackStatus::CreateComplete,
-            "UPDATE_COMPLETE" => StackStatus::UpdateComplete,
-            "UPDATE_ROLLBACK_COMPLETE" => StackStatus::UpdateRollbackComplete,
-            "ROLLBACK_COMPLETE" => StackStatus::RollbackComplete,
-            "UPDATE_ROLLBACK_FAILED" => StackStatus::UpdateRollbackFailed,
-            "DELETE_FAILED" => StackStatus::DeleteFailed,
-            "DELETE_COMPLETE" => StackStatus::DeleteComplete,
-            "IMPORT_COMPLETE" | "IMPORT_ROLLBACK_COMPLETE" => StackStatus::ImportComplete(s.to_string()),
-            s if s.ends_with("_IN_PROGRESS") => StackStatus::InProgress(s.to_string()),
-            s => StackStatus::Failed(s.to_string()),
-        }
-    }
-
-    /// The CloudFormation spelling.
-    pub fn as_str(&self) -> &str {
-        match self {
-            StackStatus::InProgress(s) | StackStatus::Failed(s) | StackStatus::ImportComplete(s) => s,
-            StackStatus::CreateComplete => "CREATE_COMPLETE",
-            StackStatus::UpdateComplete => "UPDATE_COMPLETE",
-            StackStatus::UpdateRollbackComplete => "UPDATE_ROLLBACK_COMPLETE",
-            StackStatus::RollbackComplete => "ROLLBACK_COMPLETE",
-            StackStatus::UpdateRollbackFailed => "UPDATE_ROLLBACK_FAILED",
-            StackStatus::DeleteFailed => "DELETE_FAILED",
-            StackStatus::DeleteComplete => "DELETE_COMPLETE",
-        }
-    }
-
-    /// Whether the stack's outputs describe working resources (upstream's "outputs accessible"
-    /// list, reference §5.1).
-    pub fn is_usable(&self) -> bool {
-        matches!(
-            self,
-            StackStatus::CreateComplete
-                | StackStatus::UpdateComplete
-                | StackStatus::UpdateRollbackComplete
-                | StackStatus::ImportComplete(_)
-        )
-    }
-}
-
-impl fmt::Display for StackStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A stack as `DescribeStacks` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StackView {
-    /// The stack name.
-    pub name: String,
-    /// The stack id (ARN).
-    pub id: String,
-    /// The status.
-    pub status: StackStatus,
-    /// CloudFormation's reason for the status, if any.
-    pub status_reason: Option<String>,
-    /// Output key → value.
-    pub outputs: BTreeMap<String, String>,
-    /// Stack tags.
-    pub tags: BTreeMap<String, String>,
-    /// Whether termination protection is on.
-    pub termination_protection: bool,
-}
-
-impl StackView {
-    /// The hash of the deployed template, from its `TemplateHash` output.
-    pub fn template_hash(&self) -> Option<&str> {
-        self.outputs.get(TEMPLATE_HASH_OUTPUT).map(String::as_str)
-    }
-}
 
 /// What the operator asks CloudFormation to create or update.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -223,121 +99,190 @@ pub trait CloudFormation: Send + Sync {
     fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>>;
 }
 
-/// What to do with a stack that should exist.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EnsureStep {
-    /// It does not exist: create it.
-    Create,
-    /// It is transitioning: look again later.
-    Wait {
-        /// The status seen.
-        status: String,
-    },
-    /// It is usable but its template differs from the desired one: update it.
-    Update {
-        /// The deployed hash (`None` when the stack has no `TemplateHash` output).
-        deployed: Option<String>,
-    },
-    /// An update failed and was rolled back (`UPDATE_ROLLBACK_COMPLETE`), and the template still
-    /// differs: report the failure and update again after a backoff.
-    RetryRolledBackUpdate {
-        /// The deployed hash.
-        deployed: Option<String>,
-    },
-    /// It is usable and current.
-    Ready,
-    /// A create failed and was rolled back: delete it so that it can be created again.
-    DeleteFailedCreate {
-        /// CloudFormation's reason for the failure.
-        reason: Option<String>,
-    },
-    /// An update rollback failed: continue it.
-    ContinueRollback,
-    /// The stack is in a state the operator cannot repair on its own.
-    Failed {
-        /// The status.
-        status: String,
-        /// CloudFormation's reason.
-        reason: Option<String>,
-    },
+/// [`CloudFormation`] on the AWS SDK.
+#[derive(Debug, Clone)]
+pub struct SdkCloudFormation {
+    client: aws_sdk_cloudformation::Client,
 }
 
-/// Decide what to do with a stack that should exist with template hash `desired_hash`.
-/// `may_update` is false where an update must wait (for example node pools while masters roll)
-/// or is never done (TCCPI, TCNPF).
-pub fn plan_ensure(observed: Option<&StackView>, desired_hash: &str, may_update: bool) -> EnsureStep {
-    let Some(stack) = observed else {
-        return EnsureStep::Create;
-    };
-    match &stack.status {
-        StackStatus::InProgress(s) => EnsureStep::Wait { status: s.clone() },
-        StackStatus::DeleteComplete => EnsureStep::Create,
-        StackStatus::RollbackComplete => EnsureStep::DeleteFailedCreate { reason: stack.status_reason.clone() },
-        StackStatus::UpdateRollbackFailed => EnsureStep::ContinueRollback,
-        StackStatus::DeleteFailed | StackStatus::Failed(_) => {
-            EnsureStep::Failed { status: stack.status.as_str().to_string(), reason: stack.status_reason.clone() }
-        }
-        status if status.is_usable() => {
-            let deployed = stack.template_hash().map(str::to_string);
-            if stack.template_hash() == Some(desired_hash) || !may_update {
-                EnsureStep::Ready
-            } else if *status == StackStatus::UpdateRollbackComplete {
-                EnsureStep::RetryRolledBackUpdate { deployed }
+impl SdkCloudFormation {
+    /// CloudFormation through `client`, which carries the account's credentials and region.
+    pub fn new(client: aws_sdk_cloudformation::Client) -> Self {
+        Self { client }
+    }
+}
+
+fn cfn_error<E, R>(operation: &'static str, stack: &str, err: aws_sdk_cloudformation::error::SdkError<E, R>) -> CfnError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match err.as_service_error() {
+        Some(e) => {
+            let code = e.code().unwrap_or("Unknown").to_string();
+            let message = e.message().unwrap_or_default().to_string();
+            if message.contains("does not exist") {
+                CfnError::NotFound(stack.to_string())
+            } else if code == "AlreadyExistsException" {
+                CfnError::AlreadyExists(stack.to_string())
+            } else if message.contains("No updates are to be performed") {
+                CfnError::NoUpdates(stack.to_string())
             } else {
-                EnsureStep::Update { deployed }
+                CfnError::Api { operation, stack: stack.to_string(), code, message }
             }
         }
-        _ => EnsureStep::Wait { status: stack.status.as_str().to_string() },
+        None => CfnError::Transport { operation, message: DisplayErrorContext(&err).to_string() },
     }
 }
 
-/// What to do with a stack that should be gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeleteStep {
-    /// It is gone.
-    Gone,
-    /// It is transitioning: look again later.
-    Wait {
-        /// The status seen.
-        status: String,
-    },
-    /// Termination protection is on: lift it first.
-    LiftProtection,
-    /// Delete it.
-    Delete,
-    /// A previous delete failed: delete again (after backoff), naming what failed.
-    RetryFailedDelete {
-        /// CloudFormation's reason.
-        reason: Option<String>,
-    },
-    /// An update rollback failed: continue it before the stack can be deleted.
-    ContinueRollback,
-}
-
-/// Decide what to do with a stack that should be deleted.
-pub fn plan_delete(observed: Option<&StackView>) -> DeleteStep {
-    let Some(stack) = observed else {
-        return DeleteStep::Gone;
-    };
-    match &stack.status {
-        StackStatus::DeleteComplete => DeleteStep::Gone,
-        StackStatus::InProgress(s) => DeleteStep::Wait { status: s.clone() },
-        StackStatus::UpdateRollbackFailed => DeleteStep::ContinueRollback,
-        _ if stack.termination_protection => DeleteStep::LiftProtection,
-        StackStatus::DeleteFailed => DeleteStep::RetryFailedDelete { reason: stack.status_reason.clone() },
-        _ => DeleteStep::Delete,
+fn view_of(s: &aws_sdk_cloudformation::types::Stack) -> StackView {
+    StackView {
+        name: s.stack_name().unwrap_or_default().to_string(),
+        id: s.stack_id().unwrap_or_default().to_string(),
+        status: StackStatus::parse(s.stack_status().map(|s| s.as_str()).unwrap_or("UNKNOWN")),
+        status_reason: s.stack_status_reason().map(str::to_string),
+        outputs: s
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_string(), o.output_value().unwrap_or_default().to_string())))
+            .collect(),
+        tags: s.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect(),
+        termination_protection: s.enable_termination_protection().unwrap_or(false),
     }
 }
 
-/// The requeue interval while a stack transitions.
-pub const TRANSITION_POLL: Duration = Duration::from_secs(10);
+fn tags_of(tags: &BTreeMap<String, String>) -> Vec<Tag> {
+    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
+}
 
-/// Backoff between attempts at a failure the operator repairs by itself (a rolled-back update,
-/// a rolled-back create, a failed delete): 30 s doubling per attempt, capped at 10 minutes.
-/// `attempt` counts from 0.
-pub fn retry_backoff(attempt: u32) -> Duration {
-    let secs = 30u64.saturating_mul(1u64 << attempt.min(5));
-    Duration::from_secs(secs.min(600))
+impl CloudFormation for SdkCloudFormation {
+    fn describe_all(&self) -> BoxFuture<'_, Result<Vec<StackView>, CfnError>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page = self
+                    .client
+                    .describe_stacks()
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                    .map_err(|e| cfn_error("DescribeStacks", "", e))?;
+                out.extend(page.stacks().iter().map(view_of));
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn describe(&self, name: &str) -> BoxFuture<'_, Result<Option<StackView>, CfnError>> {
+        let name = name.to_string();
+        Box::pin(async move {
+            match self.client.describe_stacks().stack_name(&name).send().await {
+                Ok(out) => Ok(out.stacks().first().map(view_of)),
+                Err(e) => match cfn_error("DescribeStacks", &name, e) {
+                    CfnError::NotFound(_) => Ok(None),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+
+    fn create<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .create_stack()
+                .stack_name(&r.name)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)))
+                .enable_termination_protection(r.termination_protection);
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("CreateStack", &r.name, e))
+        })
+    }
+
+    fn update<'a>(&'a self, r: &'a StackRequest) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .update_stack()
+                .stack_name(&r.name)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)));
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("UpdateStack", &r.name, e))
+        })
+    }
+
+    fn set_termination_protection<'a>(&'a self, name: &'a str, on: bool) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .update_termination_protection()
+                .stack_name(name)
+                .enable_termination_protection(on)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("UpdateTerminationProtection", name, e))
+        })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .delete_stack()
+                .stack_name(name)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("DeleteStack", name, e))
+        })
+    }
+
+    fn continue_update_rollback<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .continue_update_rollback()
+                .stack_name(name)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("ContinueUpdateRollback", name, e))
+        })
+    }
+
+    fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>> {
+        Box::pin(async move {
+            let out = self
+                .client
+                .describe_stack_resources()
+                .stack_name(name)
+                .send()
+                .await
+                .map_err(|e| cfn_error("DescribeStackResources", name, e))?;
+            Ok(out
+                .stack_resources()
+                .iter()
+                .filter(|r| r.resource_status().is_some_and(|s| s.as_str() == "DELETE_FAILED"))
+                .map(|r| {
+                    (
+                        r.logical_resource_id().unwrap_or("?").to_string(),
+                        r.resource_status_reason().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect())
+        })
+    }
 }
 
 /// A per-account cache of `DescribeStacks`: all stacks of an account and region are read with one
@@ -678,100 +623,6 @@ impl CloudFormation for FakeCloudFormation {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn view(status: &str, hash: Option<&str>, protected: bool) -> StackView {
-        StackView {
-            name: "cluster-a1b2c-tccp".into(),
-            id: "id".into(),
-            status: StackStatus::parse(status),
-            status_reason: Some("because".into()),
-            outputs: hash
-                .map(|h| BTreeMap::from([(TEMPLATE_HASH_OUTPUT.to_string(), h.to_string())]))
-                .unwrap_or_default(),
-            tags: BTreeMap::new(),
-            termination_protection: protected,
-        }
-    }
-
-    #[test]
-    fn ensure_covers_every_status() {
-        assert_eq!(plan_ensure(None, "h", true), EnsureStep::Create);
-        for s in [
-            "CREATE_IN_PROGRESS",
-            "UPDATE_IN_PROGRESS",
-            "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
-            "ROLLBACK_IN_PROGRESS",
-            "DELETE_IN_PROGRESS",
-            "UPDATE_ROLLBACK_IN_PROGRESS",
-            "REVIEW_IN_PROGRESS",
-        ] {
-            assert_eq!(
-                plan_ensure(Some(&view(s, Some("h"), true)), "h", true),
-                EnsureStep::Wait { status: s.into() },
-                "{s}"
-            );
-        }
-        for s in ["CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"] {
-            assert_eq!(plan_ensure(Some(&view(s, Some("h"), true)), "h", true), EnsureStep::Ready, "{s}");
-            let update = if s == "UPDATE_ROLLBACK_COMPLETE" {
-                // Our last update failed: retried after a backoff, not at once.
-                EnsureStep::RetryRolledBackUpdate { deployed: Some("old".into()) }
-            } else {
-                EnsureStep::Update { deployed: Some("old".into()) }
-            };
-            assert_eq!(plan_ensure(Some(&view(s, Some("old"), true)), "h", true), update, "{s}");
-            assert_eq!(plan_ensure(Some(&view(s, Some("old"), true)), "h", false), EnsureStep::Ready, "{s}");
-        }
-        // A stack without the hash output (made by an older operator) is updated.
-        assert_eq!(
-            plan_ensure(Some(&view("CREATE_COMPLETE", None, true)), "h", true),
-            EnsureStep::Update { deployed: None }
-        );
-        assert_eq!(
-            plan_ensure(Some(&view("ROLLBACK_COMPLETE", None, true)), "h", true),
-            EnsureStep::DeleteFailedCreate { reason: Some("because".into()) }
-        );
-        assert_eq!(
-            plan_ensure(Some(&view("UPDATE_ROLLBACK_FAILED", Some("h"), true)), "h", true),
-            EnsureStep::ContinueRollback
-        );
-        for s in ["CREATE_FAILED", "ROLLBACK_FAILED", "DELETE_FAILED", "IMPORT_ROLLBACK_FAILED"] {
-            assert_eq!(
-                plan_ensure(Some(&view(s, Some("h"), true)), "h", true),
-                EnsureStep::Failed { status: s.into(), reason: Some("because".into()) },
-                "{s}"
-            );
-        }
-        assert_eq!(plan_ensure(Some(&view("DELETE_COMPLETE", None, false)), "h", true), EnsureStep::Create);
-    }
-
-    #[test]
-    fn delete_lifts_protection_first_and_retries_failures() {
-        assert_eq!(plan_delete(None), DeleteStep::Gone);
-        assert_eq!(plan_delete(Some(&view("CREATE_COMPLETE", None, true))), DeleteStep::LiftProtection);
-        assert_eq!(plan_delete(Some(&view("CREATE_COMPLETE", None, false))), DeleteStep::Delete);
-        assert_eq!(plan_delete(Some(&view("ROLLBACK_COMPLETE", None, false))), DeleteStep::Delete);
-        assert_eq!(
-            plan_delete(Some(&view("DELETE_IN_PROGRESS", None, false))),
-            DeleteStep::Wait { status: "DELETE_IN_PROGRESS".into() }
-        );
-        assert_eq!(
-            plan_delete(Some(&view("DELETE_FAILED", None, false))),
-            DeleteStep::RetryFailedDelete { reason: Some("because".into()) }
-        );
-        assert_eq!(plan_delete(Some(&view("DELETE_FAILED", None, true))), DeleteStep::LiftProtection);
-        assert_eq!(plan_delete(Some(&view("UPDATE_ROLLBACK_FAILED", None, true))), DeleteStep::ContinueRollback);
-        assert_eq!(plan_delete(Some(&view("DELETE_COMPLETE", None, false))), DeleteStep::Gone);
-    }
-
-    #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(retry_backoff(0), Duration::from_secs(30));
-        assert_eq!(retry_backoff(1), Duration::from_secs(60));
-        assert_eq!(retry_backoff(4), Duration::from_secs(480));
-        assert_eq!(retry_backoff(5), Duration::from_secs(600));
-        assert_eq!(retry_backoff(40), Duration::from_secs(600));
-    }
 
     /// A request for an empty stack called `name`.
     fn request(name: &str, termination_protection: bool) -> StackRequest {

@@ -1,4 +1,4 @@
-//! The operator's log output: human-readable lines on standard output, filtered by `RUST_LOG`
+//! An operator's log output: human-readable lines on standard output, filtered by `RUST_LOG`
 //! (default `info`), coloured only when standard output is a terminal. A pod's log, a file or
 //! a pipe gets plain text: colour codes there are noise to every reader and log shipper.
 
@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::fmt::MakeWriter;
 
-/// Install the log subscriber for the process.
+/// Install the log subscriber for the process; an operator's binary calls it first thing.
 pub fn init() {
     let ansi = std::io::stdout().is_terminal();
     tracing_subscriber::fmt().with_env_filter(filter()).with_ansi(ansi).init();

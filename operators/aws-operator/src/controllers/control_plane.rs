@@ -15,15 +15,26 @@ use aws_stacks::ignition::{self, InitialClusterState, Role};
 use aws_stacks::names::{self, StackKind};
 use aws_stacks::stacks::{self, tccp, tccpn};
 use kube::ResourceExt;
-use operatorkit::{Outcome, Resource, ResourceError, resource};
+use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
+use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::common::{self, READY};
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::context::Shared;
-use crate::stack_ops::{self, Deletion, DesiredStack, Progress};
+use crate::controllers;
+use crate::controllers::status::READY;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
+
+/// The resource set `name` for the Releases `requirement` matches: the steps in the order they
+/// run.
+pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSControlPlane> {
+    controllers::resource_set(shared, name, requirement, ControlPlaneState::new)
+        .resource(Inputs)
+        .resource(Masters)
+        .build()
+}
 
 /// What the resources of one AWSControlPlane reconcile share.
 #[derive(Debug)]
@@ -60,26 +71,21 @@ impl ControlPlaneState {
 /// Write the status; on the create path also when a resource stopped early.
 pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) -> Result<(), ResourceError> {
     let mut status = state.status.clone();
-    common::merge_stacks(&mut status.stacks, &state.stacks);
+    controllers::stack_entries::merge_stacks(&mut status.stacks, &state.stacks);
     let (ok, reason, message) = match (&state.waiting, state.ready) {
         (_, true) => (true, "StackReady", "the masters' stack is ready".to_string()),
         (Some(w), _) => (false, state.failure.unwrap_or("Waiting"), w.clone()),
         (None, false) => (false, "StacksCreating", "the masters' stack is being created".to_string()),
     };
-    common::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
-    common::write_status(&state.shared, obj, obj.status.as_ref(), &status).await?;
+    controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
 }
 
-/// The stacks a status lists that are not known to be deleted.
-pub fn recorded_stacks(entries: Option<&[StatusEntry]>) -> Vec<String> {
-    entries.unwrap_or_default().iter().filter(|e| e.status != "DELETE_COMPLETE").map(|e| e.name.clone()).collect()
-}
-
 /// Record invalid input in the status; the returned error becomes the Warning event.
 async fn reject(state: &mut ControlPlaneState, obj: &AWSControlPlane, err: ResourceError) -> ResourceError {
-    let (status, err) = common::reject(&state.shared, obj, obj.status.as_ref(), err).await;
+    let (status, err) = controllers::status::reject(&state.shared.client, obj, obj.status.as_ref(), err).await;
     state.status = status;
     err
 }
@@ -96,16 +102,16 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
     async fn ensure_created(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let checked = async {
-            let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+            let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
                 return Ok(None);
             };
             if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
-                return Err(common::field_errors(obj, errors).into());
+                return Err(controllers::lookup::field_errors(obj, errors).into());
             }
-            let release = common::release_of(&shared, obj).await?;
-            let role = common::tenant_role(&shared, &cluster).await?;
+            let release = controllers::lookup::release_of(&shared, obj).await?;
+            let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let tenant = shared.aws.tenant(&role, &cluster.spec.provider.region).await?;
-            common::remember_account(&shared, obj, &role, &cluster.spec.provider.region).await?;
+            controllers::stack_entries::remember_account(&shared, obj, &role, &cluster.spec.provider.region).await?;
             Ok::<_, ResourceError>(Some((cluster, release, tenant)))
         }
         .await;
@@ -128,16 +134,25 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
 
     async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
-        let Some(cluster) = common::cluster_of(&shared, obj).await? else {
+        let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
             // The cluster went first (its finalizer removed by hand, say): TCCPN may still
             // exist in the tenant account.
-            let id = common::cluster_id(obj)?;
+            let id = controllers::lookup::cluster_id(obj)?;
             let name = names::stack_name(&id, StackKind::Tccpn, None);
-            let stacks = [(common::Account::Tenant, StackKind::Tccpn, name)];
-            let recorded = recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
-            return common::delete_orphaned_stacks(&shared, obj, obj.status.as_ref(), &id, &stacks, &recorded).await;
+            let stacks = [(controllers::stack_entries::Account::Tenant, StackKind::Tccpn, name)];
+            let recorded =
+                controllers::stack_entries::recorded_stacks(obj.status.as_ref().map(|s| s.stacks.as_slice()));
+            return controllers::stack_entries::delete_orphaned_stacks(
+                &shared,
+                obj,
+                obj.status.as_ref(),
+                &id,
+                &stacks,
+                &recorded,
+            )
+            .await;
         };
-        let role = common::tenant_role(&shared, &cluster).await?;
+        let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
         state.tenant = Some(shared.aws.tenant(&role, &cluster.spec.provider.region).await?);
         state.cluster = Some(cluster);
         Ok(Outcome::proceed())
@@ -190,13 +205,13 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             write_status(state, obj).await?;
             return Ok(out);
         }
-        let Some(key_arn) = common::cluster_key(&shared, &tenant, &id).await? else {
+        let Some(key_arn) = controllers::lookup::cluster_key(&shared, &tenant, &id).await? else {
             let out = wait(state, format!("waiting for the key {}", names::kms_alias(&id)));
             write_status(state, obj).await?;
             return Ok(out);
         };
         let bucket = names::bucket(&tenant.account_id, &id);
-        let flatcar = common::component(&release, "containerlinux").unwrap_or_default();
+        let flatcar = controllers::lookup::component(&release, "containerlinux").unwrap_or_default();
         let ami = shared.amis.lookup(flatcar, &region)?;
 
         // Node configs, one per master.
@@ -207,8 +222,9 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             .iter()
             .filter_map(|az| outputs.az(az).map(|o| (az.clone(), o.private_subnet_id.clone())))
             .collect();
-        let masters = tccpn::masters(replicas, &subnets)
-            .map_err(|e| ResourceError::msg("InvalidSpec", format!("{}: {e}", common::describe(obj))).permanent())?;
+        let masters = tccpn::masters(replicas, &subnets).map_err(|e| {
+            ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
+        })?;
         let cluster_ns = cluster.namespace().unwrap_or_default();
         let certs_ns = crate::node_config::certificates_namespace(&shared, &cluster_ns);
         let certs = crate::node_config::certificates(&shared, certs_ns, &id).await?;
@@ -270,7 +286,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         }
 
         // The stack.
-        let common = common::common(&shared.config, &cluster, &release);
+        let common = controllers::lookup::common(&shared.config, &cluster, &release);
         let name = names::stack_name(&id, StackKind::Tccpn, None);
         let recorded = obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
         let exists = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?.is_some();
@@ -304,7 +320,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             canonical_hash: Some(canonical),
         };
         let (progress, entry) =
-            stack_ops::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
         match progress {
             Progress::Ready(_) => {
@@ -343,7 +359,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             tracing::debug!(why, "keeping the control plane finalizer");
             Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)
         };
-        let pools = common::node_pools(&shared, &obj.namespace().unwrap_or_default(), &id).await?;
+        let pools = controllers::lookup::node_pools(&shared, &obj.namespace().unwrap_or_default(), &id).await?;
         if !pools.is_empty() {
             return Ok(keep("node pools first"));
         }
@@ -351,7 +367,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let mut status = obj.status.clone().unwrap_or_default();
         let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
         let (deletion, entry) =
-            stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
+            crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
         let (out, failed) = match deletion {
             Deletion::Gone => (Outcome::proceed(), None),
             Deletion::Pending => (keep("deleting"), None),
@@ -359,7 +375,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 (Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after), Some(message))
             }
         };
-        common::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed).await?;
+        controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
+            .await?;
         Ok(out)
     }
 }

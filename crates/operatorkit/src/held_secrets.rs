@@ -1,11 +1,11 @@
 //! Secrets held by a finalizer while a cluster uses them.
 //!
-//! A cluster's credential Secret (the tenant role) and its certificate Secrets are needed until
-//! the cluster is gone: without the role nothing in the tenant account can be deleted.
+//! A cluster's credential Secret and its certificate Secrets are needed until the cluster is
+//! gone: without the credentials nothing the cluster owns can be deleted.
 //! `kubectl delete -f cluster.yaml` deletes the objects of a file in order, often the Secret
-//! first, which would stall the teardown for good. So the operator puts [`FINALIZER`] on every
-//! Secret a cluster uses while it creates the cluster, and takes it off when the cluster's
-//! teardown is complete. A Secret deleted meanwhile stays readable (it only has a
+//! first, which would stall the teardown for good. So an operator puts its finalizer (for
+//! example `aws-operator.giantswarm.io/secret-in-use`) on every Secret a cluster uses while it
+//! creates the cluster, and takes it off when the cluster's teardown is complete. A Secret deleted meanwhile stays readable (it only has a
 //! `deletionTimestamp`) and goes when released.
 //!
 //! One finalizer for every user, not one per cluster: several clusters may share a credential
@@ -13,16 +13,13 @@
 //! answer). Kubernetes refuses new finalizers on an object being deleted, so [`hold`] leaves a
 //! deleting Secret as it is.
 //!
-//! Nothing here is specific to AWS: the functions take a client, the Secret's name and the
-//! finalizer, so that kvm-operator can use them from a shared crate as they are.
+//! Nothing here is specific to a provider: the functions take a client, the Secret's name and
+//! the finalizer, which each operator names.
 
+use crate::finalizer::{add_patch, is_stale, json_patch, remove_patch};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use operatorkit::finalizer::{add_patch, is_stale, json_patch, remove_patch};
-
-/// The finalizer on Secrets that a cluster uses.
-pub const FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
 
 /// How often a guarded patch is retried after losing against a concurrent change.
 const ATTEMPTS: usize = 3;

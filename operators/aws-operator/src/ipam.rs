@@ -35,8 +35,9 @@ use kube::{Api, ResourceExt};
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
-use crate::common::{self, InvalidInput};
 use crate::context::Shared;
+use crate::controllers;
+use crate::controllers::lookup::InvalidInput;
 
 /// The lock annotation.
 pub const LOCK_ANNOTATION: &str = "kubelock.giantswarm.io/ipam";
@@ -220,9 +221,9 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
             continue;
         }
         if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref()) {
-            let net: Ipv4Net = cidr
-                .parse()
-                .map_err(|e| unreadable_reservation(common::describe(&c), "status.provider.network.cidr", cidr, e))?;
+            let net: Ipv4Net = cidr.parse().map_err(|e| {
+                unreadable_reservation(controllers::status::describe(&c), "status.provider.network.cidr", cidr, e)
+            })?;
             out.push(net);
         }
     }
@@ -233,8 +234,9 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
         }
         if let Some(cidr) = md.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET) {
             let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
-            let net: Ipv4Net =
-                cidr.parse().map_err(|e| unreadable_reservation(common::describe(&md), &field, cidr, e))?;
+            let net: Ipv4Net = cidr
+                .parse()
+                .map_err(|e| unreadable_reservation(controllers::status::describe(&md), &field, cidr, e))?;
             out.push(net);
         }
     }
@@ -244,7 +246,7 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
 /// Every subnet of the tenant account.
 async fn tenant_subnets(tenant: &AccountClients) -> Result<Vec<Ipv4Net>, ResourceError> {
     let mut out = Vec::new();
-    for cidr in crate::services::subnet_cidrs(tenant).await? {
+    for cidr in crate::aws::ec2::subnet_cidrs(tenant).await? {
         let net: Ipv4Net = cidr
             .parse()
             .map_err(|e| unreadable_reservation(format!("account {}", tenant.account_id), "subnet CIDR", &cidr, e))?;
@@ -265,8 +267,8 @@ pub enum Owner<'a> {
 impl Owner<'_> {
     fn describe(&self) -> String {
         match self {
-            Owner::Cluster(c) => common::describe(*c),
-            Owner::NodePool(md) => common::describe(*md),
+            Owner::Cluster(c) => controllers::status::describe(*c),
+            Owner::NodePool(md) => controllers::status::describe(*md),
         }
     }
 
@@ -352,7 +354,7 @@ pub async fn range_for_cluster(shared: &Shared, cluster: &AWSCluster) -> Result<
         let api: Api<NetworkPool> = Api::namespaced(shared.client.clone(), &cluster.namespace().unwrap_or_default());
         let Some(np) = api.get_opt(pool).await? else {
             return Err(InvalidInput {
-                object: common::describe(cluster),
+                object: controllers::status::describe(cluster),
                 reason: "NetworkPoolNotFound",
                 message: format!("spec.provider.nodes.networkPool names NetworkPool {pool}, which does not exist in this namespace: create it or remove the field"),
             }
@@ -431,7 +433,7 @@ pub async fn check_node_pool_subnet(
 ) -> Result<(), ResourceError> {
     let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
     let invalid = |reason: &'static str, message: String| -> ResourceError {
-        InvalidInput { object: common::describe(md), reason, message }.into()
+        InvalidInput { object: controllers::status::describe(md), reason, message }.into()
     };
     let net: Ipv4Net = subnet.parse().map_err(|e| {
         invalid("InvalidAnnotation", format!("{field} {subnet:?}: {e}; remove it to have a range allocated"))
@@ -443,14 +445,12 @@ pub async fn check_node_pool_subnet(
         .await?
         .items
         .iter()
-        .filter_map(|c| Some((common::describe(c), c.status.as_ref()?.provider.network.cidr.clone()?)))
+        .filter_map(|c| Some((controllers::status::describe(c), c.status.as_ref()?.provider.network.cidr.clone()?)))
         .collect();
     let mds: Api<AWSMachineDeployment> = Api::all(shared.client.clone());
-    taken.extend(
-        mds.list(&ListParams::default()).await?.items.iter().filter(|o| o.uid() != md.uid()).filter_map(|o| {
-            Some((common::describe(o), o.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)?.clone()))
-        }),
-    );
+    taken.extend(mds.list(&ListParams::default()).await?.items.iter().filter(|o| o.uid() != md.uid()).filter_map(
+        |o| Some((controllers::status::describe(o), o.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)?.clone())),
+    ));
     match taken.iter().find(|(_, cidr)| cidr.parse::<Ipv4Net>().is_ok_and(|other| other.overlaps(&net))) {
         Some((other, cidr)) => Err(invalid(
             "OverlappingSubnet",

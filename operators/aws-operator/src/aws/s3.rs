@@ -1,0 +1,325 @@
+//! The cluster's S3 buckets and node configs: buckets tolerate "already owned by you", so a
+//! create is safe to repeat; objects carry the hash of their plaintext, so that an unchanged
+//! config is never uploaded twice.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration, Delete, ExpirationStatus,
+    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, ObjectIdentifier, PublicAccessBlockConfiguration,
+    ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+    Tag as S3Tag, Tagging,
+};
+
+use crate::aws::{AccountClients, AwsError, api_error};
+
+/// The object metadata key holding the sha256 of a node config's plaintext.
+pub const CONTENT_HASH_METADATA: &str = "content-sha256";
+
+/// Days after which the access logs expire.
+pub const ACCESS_LOG_EXPIRATION_DAYS: i32 = 365;
+
+/// The bucket policy denying every request that does not use TLS, with the ARNs of the
+/// region's partition (a policy naming `arn:aws:` is refused in `aws-cn` and `aws-us-gov`).
+pub fn tls_only_policy(bucket: &str, region: &str) -> String {
+    let arn = format!("arn:{}:s3:::{bucket}", aws_stacks::names::partition(region));
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Action": "s3:*",
+            "Resource": [arn.clone(), format!("{arn}/*")],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}}
+        }]
+    })
+    .to_string()
+}
+
+/// The cluster bucket and its access-log bucket, with default encryption, a TLS-only policy, a
+/// public access block, access logging and a lifecycle on the logs (reference §7.2). Every call is
+/// idempotent; the whole sequence runs again only when a bucket is missing.
+pub async fn ensure_buckets(
+    aws: &AccountClients,
+    cluster_id: &str,
+    tags: &BTreeMap<String, String>,
+) -> Result<String, AwsError> {
+    let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
+    let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
+    // The last step of the sequence is the access logging of the config bucket: when it is in
+    // place, every earlier step completed (a crash in between repeats the idempotent sequence).
+    if bucket_exists(aws, &bucket).await? && bucket_exists(aws, &logs).await? {
+        let logging = aws
+            .s3
+            .get_bucket_logging()
+            .bucket(&bucket)
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "GetBucketLogging", e))?;
+        if logging.logging_enabled().is_some() {
+            return Ok(bucket);
+        }
+    }
+    for name in [&logs, &bucket] {
+        create_bucket(aws, name).await?;
+        let tagging = Tagging::builder()
+            .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
+            .build()
+            .map_err(|e| AwsError::Setup(e.to_string()))?;
+        aws.s3
+            .put_bucket_tagging()
+            .bucket(name)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        let sse = ServerSideEncryptionConfiguration::builder()
+            .rules(
+                ServerSideEncryptionRule::builder()
+                    .apply_server_side_encryption_by_default(
+                        ServerSideEncryptionByDefault::builder()
+                            .sse_algorithm(ServerSideEncryption::Aes256)
+                            .build()
+                            .map_err(|e| AwsError::Setup(e.to_string()))?,
+                    )
+                    .build(),
+            )
+            .build()
+            .map_err(|e| AwsError::Setup(e.to_string()))?;
+        aws.s3
+            .put_bucket_encryption()
+            .bucket(name)
+            .server_side_encryption_configuration(sse)
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutBucketEncryption", e))?;
+        aws.s3
+            .put_public_access_block()
+            .bucket(name)
+            .public_access_block_configuration(
+                PublicAccessBlockConfiguration::builder()
+                    .block_public_acls(true)
+                    .block_public_policy(true)
+                    .ignore_public_acls(true)
+                    .restrict_public_buckets(true)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutPublicAccessBlock", e))?;
+        aws.s3
+            .put_bucket_policy()
+            .bucket(name)
+            .policy(tls_only_policy(name, &aws.region))
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutBucketPolicy", e))?;
+    }
+    // S3 log delivery writes into the log bucket.
+    let log_delivery = "uri=\"http://acs.amazonaws.com/groups/s3/LogDelivery\"";
+    aws.s3
+        .put_bucket_acl()
+        .bucket(&logs)
+        .grant_write(log_delivery)
+        .grant_read_acp(log_delivery)
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketAcl", e))?;
+    let expire = LifecycleRule::builder()
+        .id("ExpirationLogs")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .expiration(LifecycleExpiration::builder().days(ACCESS_LOG_EXPIRATION_DAYS).build())
+        .build()
+        .map_err(|e| AwsError::Setup(e.to_string()))?;
+    aws.s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(&logs)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(expire)
+                .build()
+                .map_err(|e| AwsError::Setup(e.to_string()))?,
+        )
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketLifecycleConfiguration", e))?;
+    // Abort incomplete uploads in the config bucket too: it only ever holds small objects.
+    let abort = LifecycleRule::builder()
+        .id("AbortIncompleteUploads")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .abort_incomplete_multipart_upload(
+            aws_sdk_s3::types::AbortIncompleteMultipartUpload::builder().days_after_initiation(1).build(),
+        )
+        .build()
+        .map_err(|e| AwsError::Setup(e.to_string()))?;
+    aws.s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(&bucket)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder().rules(abort).build().map_err(|e| AwsError::Setup(e.to_string()))?,
+        )
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketLifecycleConfiguration", e))?;
+    aws.s3
+        .put_bucket_logging()
+        .bucket(&bucket)
+        .bucket_logging_status(
+            aws_sdk_s3::types::BucketLoggingStatus::builder()
+                .logging_enabled(
+                    aws_sdk_s3::types::LoggingEnabled::builder()
+                        .target_bucket(&logs)
+                        .target_prefix(format!("{bucket}/"))
+                        .build()
+                        .map_err(|e| AwsError::Setup(e.to_string()))?,
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketLogging", e))?;
+    Ok(bucket)
+}
+
+async fn bucket_exists(aws: &AccountClients, bucket: &str) -> Result<bool, AwsError> {
+    match aws.s3.head_bucket().bucket(bucket).send().await {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
+                return Ok(false);
+            }
+            let e = api_error("S3", "HeadBucket", e);
+            if e.code() == "NotFound" || e.code() == "NoSuchBucket" { Ok(false) } else { Err(e) }
+        }
+    }
+}
+
+async fn create_bucket(aws: &AccountClients, bucket: &str) -> Result<(), AwsError> {
+    let mut call = aws.s3.create_bucket().bucket(bucket);
+    // The Go SDK set the location constraint from the client region; the Rust SDK does not.
+    if aws.region != "us-east-1" {
+        call = call.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(aws.region.as_str()))
+                .build(),
+        );
+    }
+    match call.send().await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = api_error("S3", "CreateBucket", e);
+            if e.code() == "BucketAlreadyOwnedByYou" { Ok(()) } else { Err(e) }
+        }
+    }
+}
+
+/// The content hash stored with an object, `None` when the object does not exist.
+pub async fn object_hash(aws: &AccountClients, bucket: &str, key: &str) -> Result<Option<String>, AwsError> {
+    match aws.s3.head_object().bucket(bucket).key(key).send().await {
+        Ok(out) => Ok(Some(out.metadata().and_then(|m| m.get(CONTENT_HASH_METADATA)).cloned().unwrap_or_default())),
+        Err(e) => {
+            if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
+                return Ok(None);
+            }
+            let e = api_error("S3", "HeadObject", e);
+            if e.code() == "NotFound" || e.code() == "NoSuchKey" { Ok(None) } else { Err(e) }
+        }
+    }
+}
+
+/// Upload an object with its content hash.
+pub async fn put_object(
+    aws: &AccountClients,
+    bucket: &str,
+    key: &str,
+    body: Vec<u8>,
+    content_hash: &str,
+    content_type: &str,
+) -> Result<(), AwsError> {
+    aws.s3
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .content_type(content_type)
+        .metadata(CONTENT_HASH_METADATA, content_hash)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| api_error("S3", "PutObject", e))
+}
+
+/// Empty and delete the cluster bucket and its log bucket. Returns `false` while objects remain
+/// after three rounds (the caller keeps its finalizer and comes back).
+pub async fn delete_buckets(aws: &AccountClients, cluster_id: &str) -> Result<bool, AwsError> {
+    let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
+    let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
+    for name in [&bucket, &logs] {
+        if !bucket_exists(aws, name).await? {
+            continue;
+        }
+        let mut emptied = false;
+        for _ in 0..3 {
+            let listing =
+                aws.s3.list_objects_v2().bucket(name).send().await.map_err(|e| api_error("S3", "ListObjectsV2", e))?;
+            let keys: Vec<ObjectIdentifier> = listing
+                .contents()
+                .iter()
+                .filter_map(|o| ObjectIdentifier::builder().set_key(o.key().map(str::to_string)).build().ok())
+                .collect();
+            if keys.is_empty() {
+                emptied = true;
+                break;
+            }
+            aws.s3
+                .delete_objects()
+                .bucket(name)
+                .delete(
+                    Delete::builder()
+                        .set_objects(Some(keys))
+                        .quiet(true)
+                        .build()
+                        .map_err(|e| AwsError::Setup(e.to_string()))?,
+                )
+                .send()
+                .await
+                .map_err(|e| api_error("S3", "DeleteObjects", e))?;
+        }
+        if !emptied {
+            return Ok(false);
+        }
+        match aws.s3.delete_bucket().bucket(name).send().await {
+            Ok(_) => {}
+            Err(e) => {
+                let e = api_error("S3", "DeleteBucket", e);
+                if e.code() != "NoSuchBucket" {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tls_only_policy_names_the_bucket_in_the_region_partition() {
+        for (region, arn) in [
+            ("eu-central-1", "arn:aws:s3:::b1"),
+            ("cn-north-1", "arn:aws-cn:s3:::b1"),
+            ("us-gov-west-1", "arn:aws-us-gov:s3:::b1"),
+        ] {
+            let policy: serde_json::Value = serde_json::from_str(&tls_only_policy("b1", region)).expect("JSON");
+            let statement = &policy["Statement"][0];
+            assert_eq!(statement["Resource"], serde_json::json!([arn, format!("{arn}/*")]), "{region}");
+            assert_eq!(statement["Condition"]["Bool"]["aws:SecureTransport"], "false");
+        }
+    }
+}

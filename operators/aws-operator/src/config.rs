@@ -1,0 +1,356 @@
+//! The operator's settings: the flags of `aws-operator daemon` ([`DaemonArgs`]), the settings the
+//! controllers read ([`OperatorConfig`]), and the two file- or flag-backed tables, the AMIs by
+//! Flatcar version and region ([`AmiMap`]) and the instance types alike to each type
+//! ([`AlikeInstances`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The flags of `aws-operator daemon`.
+#[derive(clap::Args, Debug)]
+pub struct DaemonArgs {
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "AWS_OPERATOR_LISTEN", default_value = "0.0.0.0:8000")]
+    pub listen: SocketAddr,
+    /// Installation (management cluster) name; the management VPC carries it as its Name tag.
+    #[arg(long, env = "AWS_OPERATOR_INSTALLATION")]
+    pub installation: String,
+    /// Region used for the management account when a cluster names none.
+    #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
+    pub region: String,
+    /// Role to assume in the management-cluster account (none: use the operator's credentials).
+    #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
+    pub control_plane_role_arn: Option<String>,
+    /// One endpoint for every AWS service (an emulator or a proxy).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// Extra PEM CA certificates to trust for AWS endpoints.
+    #[arg(long, env = "AWS_CA_BUNDLE")]
+    pub aws_ca_bundle: Option<PathBuf>,
+    /// The AMI file: `{"<flatcarVersion>": {"<region>": "ami-…"}}`.
+    #[arg(long, env = "AWS_OPERATOR_AMI_FILE")]
+    pub ami_file: PathBuf,
+    /// How often the AMI file is read again, in seconds (a mounted ConfigMap changes in place).
+    #[arg(long, default_value_t = 30)]
+    pub ami_reload_seconds: u64,
+    /// IPAM range for cluster and node-pool CIDRs.
+    #[arg(long, default_value = "10.1.0.0/16")]
+    pub ipam_range: String,
+    /// Size (mask bits) of cluster and node-pool CIDRs.
+    #[arg(long, default_value_t = 24)]
+    pub subnet_mask_bits: u8,
+    /// Manage hosted zones and records.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub route53_enabled: bool,
+    /// Name tags of the management VPC's route tables to route into tenant clusters (default:
+    /// every non-main route table of that VPC).
+    #[arg(long, value_delimiter = ',')]
+    pub route_tables: Vec<String>,
+    /// Image registry of the node images.
+    #[arg(long, default_value = "gsoci.azurecr.io")]
+    pub registry: String,
+    /// Parallel reconciles per controller.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u16,
+    /// Resync period in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// Requeue interval while stacks transition, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub poll_seconds: u64,
+    /// Instance types alike to each instance type, as JSON: `{"m5.xlarge": [{"InstanceType":
+    /// "m5.xlarge", "WeightedCapacity": 1}, …]}`; used by node pools with
+    /// `useAlikeInstanceTypes`.
+    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = AlikeInstances::parse)]
+    pub alike_instances: AlikeInstances,
+    /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
+    #[arg(long)]
+    pub certificates_namespace: Option<String>,
+    /// Elect a leader among the replicas of this operator version; only the leader writes.
+    #[arg(long, env = "AWS_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "giantswarm")]
+    pub leader_election_namespace: String,
+    /// Name of the leader election Lease (default: `aws-operator-<version>`, one per version).
+    #[arg(long)]
+    pub leader_election_name: Option<String>,
+    /// How long an account's stack listing (`DescribeStacks`) is used before it is listed again,
+    /// in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub stack_listing_ttl_seconds: u64,
+    /// How often the master Endpoints are refreshed from EC2, in seconds.
+    #[arg(long, default_value_t = 900)]
+    pub endpoints_refresh_seconds: u64,
+    /// How long a node drain may take before it ends with `Timeout`, in seconds, for
+    /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
+    #[arg(long, default_value_t = 3600)]
+    pub drain_timeout_seconds: u64,
+}
+
+/// The operator's settings (flags of `aws-operator daemon`).
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    /// This operator's version: it reconciles objects whose Release names this version of the
+    /// `aws-operator` component, and it is written into every stack's `OperatorVersion` output.
+    pub version: String,
+    /// The installation (management cluster) name: tags, the management VPC's `Name` tag and
+    /// the IPAM lock owner.
+    pub installation: String,
+    /// The range cluster and node-pool CIDRs are allocated from when no NetworkPool is named.
+    pub ipam_range: String,
+    /// The size of cluster and node-pool CIDRs (mask bits), unless annotated otherwise.
+    pub subnet_mask_bits: u8,
+    /// Whether hosted zones and records are managed.
+    pub route53_enabled: bool,
+    /// `Name` tags of the management VPC's route tables to route into tenant clusters; empty
+    /// means every non-main route table of that VPC.
+    pub control_plane_route_tables: Vec<String>,
+    /// The namespace holding the IPAM lock annotation.
+    pub lock_namespace: String,
+    /// The image registry nodes pull from.
+    pub registry: String,
+    /// How often the master Endpoints are refreshed from EC2.
+    pub endpoints_refresh: Duration,
+    /// How long an account's stack listing is used before it is listed again.
+    pub stack_listing_ttl: Duration,
+    /// How long the view of a transitioning stack is used before it is described again.
+    pub stack_busy_ttl: Duration,
+    /// The requeue interval while a stack or a prerequisite is pending.
+    pub poll: Duration,
+    /// Templates larger than this many bytes are uploaded to the cluster bucket and passed to
+    /// CloudFormation by URL. CloudFormation's own inline limit; only tests lower it, to send
+    /// templates of ordinary size down that path.
+    pub template_body_limit: usize,
+    /// The namespace of every cluster's certificate Secrets; `None`: each cluster's own.
+    pub certificates_namespace: Option<String>,
+    /// The instance types a node pool with `useAlikeInstanceTypes` may also run on.
+    pub alike_instances: AlikeInstances,
+}
+
+/// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
+/// primary type, the types its node pools' Auto Scaling groups may launch instead, with their
+/// capacity weights. A node pool with `spec.provider.worker.useAlikeInstanceTypes` gets its
+/// type's list as the group's overrides; a type without a list runs on itself alone.
+///
+/// The format is the original's: `{"m5.xlarge": [{"InstanceType": "m5.xlarge",
+/// "WeightedCapacity": 1}, {"InstanceType": "m4.xlarge", "WeightedCapacity": 1}]}`; a list
+/// names the primary type too, as the group's overrides replace it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlikeInstances(BTreeMap<String, Vec<aws_stacks::stacks::tcnp::InstanceOverride>>);
+
+impl AlikeInstances {
+    /// Parse the flag's JSON; the error names the entry that is wrong.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "PascalCase", deny_unknown_fields)]
+        struct Entry {
+            instance_type: String,
+            weighted_capacity: Option<u32>,
+        }
+        if json.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let map: BTreeMap<String, Vec<Entry>> = serde_json::from_str(json).map_err(|e| {
+            format!("--alike-instances must be a JSON object of instance type to [{{\"InstanceType\", \"WeightedCapacity\"}}]: {e}")
+        })?;
+        let mut out = BTreeMap::new();
+        for (primary, entries) in map {
+            if entries.is_empty() || entries.len() > 20 {
+                return Err(format!(
+                    "--alike-instances: {primary} lists {} instance types; an Auto Scaling group takes 1 to 20",
+                    entries.len()
+                ));
+            }
+            let overrides = entries
+                .into_iter()
+                .map(|e| aws_stacks::stacks::tcnp::InstanceOverride {
+                    instance_type: e.instance_type,
+                    weighted_capacity: e.weighted_capacity,
+                })
+                .collect();
+            out.insert(primary, overrides);
+        }
+        Ok(Self(out))
+    }
+
+    /// The overrides of a node pool of `instance_type` that asks for alike types.
+    pub fn overrides(&self, instance_type: &str) -> Vec<aws_stacks::stacks::tcnp::InstanceOverride> {
+        self.0.get(instance_type).cloned().unwrap_or_default()
+    }
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        Self {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            installation: "gauss".into(),
+            ipam_range: "10.1.0.0/16".into(),
+            subnet_mask_bits: 24,
+            route53_enabled: true,
+            control_plane_route_tables: Vec::new(),
+            lock_namespace: "giantswarm".into(),
+            registry: "gsoci.azurecr.io".into(),
+            endpoints_refresh: Duration::from_secs(900),
+            stack_listing_ttl: Duration::from_secs(600),
+            stack_busy_ttl: Duration::from_secs(5),
+            poll: Duration::from_secs(10),
+            template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
+            certificates_namespace: None,
+            alike_instances: AlikeInstances::default(),
+        }
+    }
+}
+
+/// AMIs by Flatcar version and region, from the mounted `ami.json`
+/// (`{"<flatcarVersion>": {"<region>": "ami-…"}}`, reference §7.5).
+///
+/// The file is a ConfigMap mounted into the pod, which Kubernetes updates in place when the
+/// ConfigMap changes: [`AmiMap::watch`] reloads it while the operator runs. Clones share the
+/// content, so every controller sees a reload at once.
+#[derive(Clone, Debug, Default)]
+pub struct AmiMap(Arc<parking_lot::RwLock<AmiTable>>);
+
+type AmiTable = BTreeMap<String, BTreeMap<String, String>>;
+
+/// A missing AMI.
+#[derive(Debug, thiserror::Error)]
+pub enum AmiError {
+    /// The file could not be read or parsed.
+    #[error("AMI file {path}: {message}")]
+    File {
+        /// The path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No entry for the version and region.
+    #[error(
+        "no AMI for Flatcar {version} in {region}: add it to the AMI file, or use a Release whose containerlinux version has one"
+    )]
+    Missing {
+        /// The Flatcar version.
+        version: String,
+        /// The region.
+        region: String,
+    },
+}
+
+impl operatorkit::ErrorKind for AmiError {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("AmiNotFound")
+    }
+    fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+impl AmiMap {
+    /// Parse the JSON document.
+    pub fn from_json(json: &str) -> Result<Self, AmiError> {
+        serde_json::from_str(json)
+            .map(|table| AmiMap(Arc::new(parking_lot::RwLock::new(table))))
+            .map_err(|e| AmiError::File { path: "<inline>".into(), message: e.to_string() })
+    }
+
+    /// Read the mounted file.
+    pub fn load(path: &Path) -> Result<Self, AmiError> {
+        Ok(AmiMap(Arc::new(parking_lot::RwLock::new(read_table(path)?))))
+    }
+
+    /// The AMI of `version` in `region`.
+    pub fn lookup(&self, version: &str, region: &str) -> Result<String, AmiError> {
+        self.0
+            .read()
+            .get(version)
+            .and_then(|r| r.get(region))
+            .cloned()
+            .ok_or_else(|| AmiError::Missing { version: version.into(), region: region.into() })
+    }
+
+    /// Read `path` again; replace the content if it parses and differs. Returns whether it
+    /// changed. An unreadable or invalid file leaves the content as it was.
+    pub fn reload(&self, path: &Path) -> Result<bool, AmiError> {
+        let table = read_table(path)?;
+        let mut current = self.0.write();
+        if *current == table {
+            return Ok(false);
+        }
+        *current = table;
+        Ok(true)
+    }
+
+    /// Reload from `path` every `every` until `shutdown`: a changed file is used from the next
+    /// reconcile on (logged at info); a broken one is logged once as a warning and the last good
+    /// content kept. Polling rather than file events, because a mounted ConfigMap changes by an
+    /// atomic swap of a symlinked directory, which file watches on the file itself miss.
+    pub async fn watch(self, path: std::path::PathBuf, every: Duration, shutdown: tokio_util::sync::CancellationToken) {
+        let mut last_error: Option<String> = None;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self.reload(&path) {
+                Ok(true) => {
+                    last_error = None;
+                    tracing::info!(path = %path.display(), "the AMI file changed; using its new content");
+                }
+                Ok(false) => last_error = None,
+                Err(e) => {
+                    let message = e.to_string();
+                    if last_error.as_ref() != Some(&message) {
+                        tracing::warn!(error = %message, "cannot reload the AMI file; keeping its last good content");
+                        last_error = Some(message);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn read_table(path: &Path) -> Result<AmiTable, AmiError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })?;
+    serde_json::from_str(&text).map_err(|e| AmiError::File { path: path.display().to_string(), message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_ami_file_is_reloaded_while_running_and_a_broken_one_is_ignored() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("ami.json");
+        let write = |json: &str| {
+            // As Kubernetes updates a mounted ConfigMap: a new file swapped in atomically.
+            let tmp = dir.path().join("ami.json.tmp");
+            std::fs::write(&tmp, json).expect("writable");
+            std::fs::rename(&tmp, &path).expect("renamable");
+        };
+        write(r#"{"4230.2.4": {"eu-central-1": "ami-0000000000000000a"}}"#);
+        let amis = AmiMap::load(&path).expect("a valid file");
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let watching = tokio::spawn(amis.clone().watch(path.clone(), Duration::from_millis(20), shutdown.clone()));
+        assert!(matches!(amis.lookup("4230.2.5", "eu-central-1"), Err(AmiError::Missing { .. })));
+
+        write(r#"{"4230.2.5": {"eu-central-1": "ami-0000000000000000b"}}"#);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while amis.lookup("4230.2.5", "eu-central-1").is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "the new AMI file was never read");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(amis.lookup("4230.2.4", "eu-central-1").is_err(), "the old content is replaced");
+
+        write("{ not json");
+        assert!(amis.reload(&path).is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(amis.lookup("4230.2.5", "eu-central-1").ok().as_deref(), Some("ami-0000000000000000b"));
+        shutdown.cancel();
+        watching.await.expect("the watch stops on shutdown");
+    }
+}

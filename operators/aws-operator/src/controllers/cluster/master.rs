@@ -1,0 +1,73 @@
+//! Step 6, `master`: namespace `<id>`, Service and Endpoints `master` in the management
+//! cluster.
+
+use super::*;
+
+/// Namespace `<id>`, Service and Endpoints `master` in the management cluster.
+#[derive(Debug)]
+pub struct Master;
+
+impl Resource<AWSCluster, ClusterState> for Master {
+    fn name(&self) -> &str {
+        "master"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let id = obj.name_any();
+        let (tenant, _) = state.accounts()?;
+        let org = obj.labels().get(apis::labels::ORGANIZATION).cloned().unwrap_or_default();
+        let pp = PatchParams::apply("aws-operator").force();
+        let ns: Api<Namespace> = Api::all(shared.client.clone());
+        let ns_obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": id, "labels": {"giantswarm.io/cluster": id, "giantswarm.io/organization": org}}
+        });
+        ns.patch(&id, &pp, &Patch::Apply(&ns_obj)).await?;
+        let domain = &obj.spec.cluster.dns.domain;
+        let svc: Api<Service> = Api::namespaced(shared.client.clone(), &id);
+        let svc_obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {
+                "name": "master",
+                "labels": {"app": "master", "giantswarm.io/cluster": id, "giantswarm.io/organization": org},
+                "annotations": {
+                    "giantswarm.io/etcd-domain": format!("{}:2379", names::etcd_host(&id, domain)),
+                    "giantswarm.io/prometheus-cluster": id,
+                }
+            },
+            "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443}]}
+        });
+        svc.patch("master", &pp, &Patch::Apply(&svc_obj)).await?;
+        // Endpoints are refreshed from EC2 at most every `endpoints_refresh`, so idle clusters
+        // do not cost a DescribeInstances per resync.
+        let memo_key = format!("{}/{id}", tenant.cache_key());
+        let due = shared
+            .memo
+            .lock()
+            .endpoints_refreshed
+            .get(&memo_key)
+            .is_none_or(|t| t.elapsed() >= shared.config.endpoints_refresh);
+        if due {
+            let ips = crate::aws::ec2::master_ips(tenant, &id).await?;
+            if !ips.is_empty() {
+                let ep: Api<Endpoints> = Api::namespaced(shared.client.clone(), &id);
+                let ep_obj = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Endpoints",
+                    "metadata": {"name": "master", "labels": {"app": "master", "cluster": id, "customer": org}},
+                    "subsets": [{
+                        "addresses": ips.iter().map(|ip| serde_json::json!({"ip": ip})).collect::<Vec<_>>(),
+                        "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]
+                    }]
+                });
+                ep.patch("master", &pp, &Patch::Apply(&ep_obj)).await?;
+                shared.memo.lock().endpoints_refreshed.insert(memo_key, std::time::Instant::now());
+            }
+        }
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}

@@ -1,0 +1,293 @@
+//! The AWSCluster controller: per cluster, the KMS key, the bucket pair, the cluster CIDR, the
+//! TCCPI / TCCP / TCCPF stacks, the `master` Service and Endpoints, and the cluster's status.
+//!
+//! Resources, in order (each one stops the reconcile until its prerequisite exists, and the
+//! object is requeued instead of waiting):
+//!
+//! Steps 1 to 3 are in this file; each larger step has its own file, named after it
+//! ([`stacks`], [`delegation`], [`master`], [`status`], [`teardown`]).
+//!
+//! 1. `inputs` — validates the spec, resolves the Release and the two AWS accounts. Bad input
+//!    stops here with a `Ready=False` condition and a Warning event, before anything is touched
+//!    in AWS.
+//! 2. `ipam` — allocates the cluster CIDR under the IPAM lock and writes it to
+//!    `status.provider.network.cidr`.
+//! 3. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
+//! 4. `stacks` — TCCPI (management account), TCCP (tenant), TCCPF (management account).
+//! 5. `delegation` — the NS record of the cluster zone in the installation's intermediate zone
+//!    (management account), when Route53 is on.
+//! 6. `master` — namespace `<id>`, Service and Endpoints `master`.
+//! 7. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
+//!
+//! Deletion (`teardown`, last): deletes the cluster's AWSControlPlanes and
+//! AWSMachineDeployments and waits until they are gone, removes the zone delegation, then deletes
+//! TCCP (tenant) and after it
+//! TCCPF and TCCPI (management account), empties and deletes the buckets, schedules the key for
+//! deletion, removes the namespace and releases the credential and certificate Secrets (held
+//! since creation, see [`operatorkit::held_secrets`]); the finalizer is held until all of that is done.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use apis::aws::{
+    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment, ControlPlaneEndpoint,
+    StackStatus as StatusEntry,
+};
+use apis::cluster_status::ClusterCondition;
+use apis::release::Release;
+use aws_stacks::ipam::{self, Ipv4Net};
+use aws_stacks::names::{self, StackKind};
+use aws_stacks::stacks::{tccp, tccpf, tccpi};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Service};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
+use semver::VersionReq;
+
+use crate::aws::AccountClients;
+use crate::aws::stacks::{Deletion, DesiredStack, Progress};
+use crate::context::{Delegated, Shared};
+use crate::controllers;
+use crate::controllers::status::READY;
+use operatorkit::held_secrets;
+
+pub mod delegation;
+pub mod master;
+pub mod stacks;
+pub mod status;
+pub mod teardown;
+
+use self::delegation::{Delegation, remove_delegation};
+use self::master::Master;
+use self::stacks::Stacks;
+use self::status::{Status, write_cluster_status};
+use self::teardown::{Teardown, torn_down};
+
+/// The controller's name (and finalizer suffix).
+pub const CONTROLLER: &str = "aws-operator-cluster-controller";
+
+/// The resource set `name` for the Releases `requirement` matches: the steps in the order they
+/// run.
+pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSCluster> {
+    controllers::resource_set(shared, name, requirement, ClusterState::new)
+        .resource(Inputs)
+        .resource(Ipam)
+        .resource(Encryption)
+        .resource(Stacks)
+        .resource(Delegation)
+        .resource(Master)
+        .resource(Status)
+        .resource(Teardown)
+        .build()
+}
+
+/// What the resources of one AWSCluster reconcile share.
+#[derive(Debug)]
+pub struct ClusterState {
+    shared: Arc<Shared>,
+    release: Option<Release>,
+    tenant: Option<Arc<AccountClients>>,
+    cp: Option<Arc<AccountClients>>,
+    status: AWSClusterStatus,
+    stacks: Vec<StatusEntry>,
+    waiting: Option<String>,
+    /// A failure being retried: the `Ready` reason and message.
+    failure: Option<(&'static str, String)>,
+    tccp: Option<tccp::Outputs>,
+    /// The teardown completed in an earlier reconcile ([`TEARDOWN_COMPLETE`]).
+    torn_down: bool,
+}
+
+impl ClusterState {
+    /// A fresh state for `obj`.
+    pub fn new(shared: Arc<Shared>, obj: &AWSCluster) -> Self {
+        Self {
+            shared,
+            release: None,
+            tenant: None,
+            cp: None,
+            status: obj.status.clone().unwrap_or_default(),
+            stacks: Vec::new(),
+            waiting: None,
+            failure: None,
+            tccp: None,
+            torn_down: false,
+        }
+    }
+
+    fn accounts(&self) -> Result<(&AccountClients, &AccountClients), ResourceError> {
+        match (&self.tenant, &self.cp) {
+            (Some(t), Some(c)) => Ok((t, c)),
+            _ => Err(ResourceError::msg("Internal", "AWS clients were not set up")),
+        }
+    }
+
+    /// Stop the reconcile to wait for `why`, after writing the status: what the cluster waits
+    /// for and the stacks seen so far are visible while it waits (the `status` resource does
+    /// not run after a stop).
+    async fn wait(&mut self, obj: &AWSCluster, why: impl Into<String>) -> resource::Result<Outcome> {
+        self.waiting.get_or_insert_with(|| why.into());
+        write_cluster_status(self, obj).await?;
+        Ok(Outcome::cancel_reconciliation().requeue_after(self.shared.config.poll))
+    }
+
+    /// Stop the reconcile at stack `name`, which is not ready.
+    async fn stack_not_ready(&mut self, obj: &AWSCluster, name: &str, progress: Progress) -> resource::Result<Outcome> {
+        match progress {
+            Progress::Retrying { reason, message, retry_after } => {
+                self.waiting = Some(message.clone());
+                self.failure = Some((reason, message));
+                write_cluster_status(self, obj).await?;
+                Ok(Outcome::cancel_reconciliation().requeue_after(retry_after))
+            }
+            Progress::Ready(_) | Progress::Pending => self.wait(obj, format!("stack {name} is not ready")).await,
+        }
+    }
+}
+
+/// Record invalid input in the status; the returned error becomes the Warning event.
+async fn reject(state: &mut ClusterState, obj: &AWSCluster, err: ResourceError) -> ResourceError {
+    let (status, err) = controllers::status::reject(&state.shared.client, obj, obj.status.as_ref(), err).await;
+    state.status = status;
+    err
+}
+
+/// Validates and resolves the inputs.
+#[derive(Debug)]
+pub struct Inputs;
+
+impl Resource<AWSCluster, ClusterState> for Inputs {
+    fn name(&self) -> &str {
+        "inputs"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let checked = async {
+            if let Err(errors) = obj.spec.validate() {
+                return Err(controllers::lookup::field_errors(obj, errors).into());
+            }
+            if controllers::lookup::cluster_id(obj)? != obj.name_any() {
+                return Err(controllers::lookup::InvalidInput {
+                    object: controllers::status::describe(obj),
+                    reason: "InvalidClusterLabel",
+                    message: format!("label {} must equal the AWSCluster's name", apis::labels::CLUSTER),
+                }
+                .into());
+            }
+            let release = controllers::lookup::release_of(&shared, obj).await?;
+            let (tenant, cp) = controllers::lookup::clients(&shared, obj).await?;
+            Ok::<_, ResourceError>((release, tenant, cp))
+        }
+        .await;
+        match checked {
+            Ok((release, tenant, cp)) => {
+                // The credential Secret stays until the teardown no longer needs it.
+                let cs = &obj.spec.provider.credential_secret;
+                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, controllers::SECRET_FINALIZER).await?;
+                state.release = Some(release);
+                state.tenant = Some(tenant);
+                state.cp = Some(cp);
+                Ok(Outcome::proceed())
+            }
+            Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_deleted(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        // A teardown that completed needs nothing more from AWS: its Secrets may be gone already
+        // (released just before the finalizer could be removed, by a crash or a conflict).
+        if torn_down(obj) {
+            state.torn_down = true;
+            return Ok(Outcome::proceed());
+        }
+        // Deleting needs the accounts but not a valid spec or Release.
+        match controllers::lookup::clients(&state.shared, obj).await {
+            Ok((tenant, cp)) => {
+                state.tenant = Some(tenant);
+                state.cp = Some(cp);
+                Ok(Outcome::proceed())
+            }
+            Err(e) if !e.is_retryable() => {
+                // The cache may not show the completed teardown yet: its credential Secret is
+                // gone because this process released it. Ask the API server before reporting.
+                let api: Api<AWSCluster> =
+                    Api::namespaced(state.shared.client.clone(), &obj.namespace().unwrap_or_default());
+                if api.get_opt(&obj.name_any()).await?.is_some_and(|fresh| torn_down(&fresh)) {
+                    state.torn_down = true;
+                    return Ok(Outcome::proceed());
+                }
+                Err(reject(state, obj, e).await)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Allocates the cluster CIDR.
+#[derive(Debug)]
+pub struct Ipam;
+
+impl Resource<AWSCluster, ClusterState> for Ipam {
+    fn name(&self) -> &str {
+        "ipam"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        if state.status.provider.network.cidr.is_some() {
+            return Ok(Outcome::proceed());
+        }
+        let shared = state.shared.clone();
+        let range = match crate::ipam::range_for_cluster(&shared, obj).await {
+            Ok(r) => r,
+            Err(e) if !e.is_retryable() => return Err(reject(state, obj, e).await),
+            Err(e) => return Err(e),
+        };
+        let (tenant, _) = state.accounts()?;
+        let mask = crate::ipam::mask_of(obj, shared.config.subnet_mask_bits);
+        let cidr = match crate::ipam::allocate(&shared, tenant, crate::ipam::Owner::Cluster(obj), range, mask).await? {
+            crate::ipam::Allocation::Busy => return state.wait(obj, "waiting for the IPAM lock").await,
+            crate::ipam::Allocation::Existing(cidr) => cidr,
+            crate::ipam::Allocation::Allocated(cidr) => {
+                shared.event(obj, "CIDRAllocated", format!("cluster CIDR {cidr} allocated from {range}")).await;
+                cidr.to_string()
+            }
+        };
+        state.status.provider.network.cidr = Some(cidr);
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// The KMS key and the buckets.
+#[derive(Debug)]
+pub struct Encryption;
+
+impl Resource<AWSCluster, ClusterState> for Encryption {
+    fn name(&self) -> &str {
+        "encryption"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let id = obj.name_any();
+        let (tenant, _) = state.accounts()?;
+        let memo_key = format!("{}/{id}", tenant.cache_key());
+        if shared.memo.lock().keys.contains_key(&memo_key) {
+            return Ok(Outcome::proceed());
+        }
+        let tags = controllers::lookup::base_tags(&shared, obj, &id);
+        let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
+        crate::aws::s3::ensure_buckets(tenant, &id, &tags).await?;
+        shared.memo.lock().keys.insert(memo_key, arn);
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}

@@ -1,0 +1,210 @@
+//! Step 4, `stacks`: TCCPI and TCCPF in the management account, TCCP in the tenant account,
+//! from the cluster CIDR, the zones of the control plane and every node pool, and the management
+//! VPC.
+
+use super::*;
+
+/// The desired AZs of TCCP: the control plane's, every node pool's, and those already deployed
+/// (the set never shrinks, reference §13 item 6).
+async fn desired_azs(shared: &Shared, obj: &AWSCluster, deployed: &[String]) -> Result<Vec<String>, ResourceError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let id = obj.name_any();
+    let mut azs: BTreeSet<String> = deployed.iter().cloned().collect();
+    for cp in controllers::lookup::control_planes(shared, &ns, &id).await? {
+        azs.extend(cp.spec.availability_zones.iter().cloned());
+    }
+    for md in controllers::lookup::node_pools(shared, &ns, &id).await? {
+        if md.metadata.deletion_timestamp.is_none() {
+            azs.extend(md.spec.provider.availability_zones.iter().cloned());
+        }
+    }
+    let region = &obj.spec.provider.region;
+    Ok(azs.into_iter().filter(|az| az.starts_with(region.as_str())).collect())
+}
+
+/// The management VPC and its route tables, memoised per region.
+pub async fn control_plane_network(
+    shared: &Shared,
+    cp: &AccountClients,
+) -> Result<(String, String, Vec<(String, String)>), ResourceError> {
+    if let Some(n) = shared.memo.lock().control_plane_network.get(&cp.cache_key()) {
+        return Ok(n.clone());
+    }
+    let Some((vpc, cidr)) = crate::aws::ec2::control_plane_vpc(cp, &shared.config.installation).await? else {
+        return Err(ResourceError::msg(
+            "ControlPlaneVPCNotFound",
+            format!(
+                "no VPC tagged Name={} in the management account {} ({}): check --installation",
+                shared.config.installation, cp.account_id, cp.region
+            ),
+        ));
+    };
+    let tables =
+        crate::aws::ec2::control_plane_route_tables(cp, &vpc, &shared.config.control_plane_route_tables).await?;
+    let n = (vpc, cidr, tables);
+    shared.memo.lock().control_plane_network.insert(cp.cache_key(), n.clone());
+    Ok(n)
+}
+
+/// The TCCPI, TCCP and TCCPF stacks.
+#[derive(Debug)]
+pub struct Stacks;
+
+impl Resource<AWSCluster, ClusterState> for Stacks {
+    fn name(&self) -> &str {
+        "stacks"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let id = obj.name_any();
+        let Some(cidr) = state.status.provider.network.cidr.clone() else {
+            return state.wait(obj, "waiting for the cluster CIDR").await;
+        };
+        let (tenant, cp) = state.accounts()?;
+        let (tenant, cp) = (Arc::new(tenant.clone()), Arc::new(cp.clone()));
+        let Some(release) = state.release.clone() else {
+            return Err(ResourceError::msg("Internal", "the Release was not resolved"));
+        };
+        let common = controllers::lookup::common(&shared.config, obj, &release);
+        let recorded = |name: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
+        let bucket = names::bucket(&tenant.account_id, &id);
+
+        // TCCPI: the peering role in the management account; never updated.
+        let name = names::stack_name(&id, StackKind::Tccpi, None);
+        let template =
+            tccpi::render(&tccpi::Params { common: common.clone(), tenant_account_id: tenant.account_id.clone() });
+        let desired = DesiredStack {
+            kind: StackKind::Tccpi,
+            name: name.clone(),
+            template,
+            tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccpi, None),
+            may_update: false,
+            canonical_hash: None,
+        };
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        state.stacks.push(entry);
+        let Progress::Ready(tccpi_view) = progress else {
+            return state.stack_not_ready(obj, &name, progress).await;
+        };
+        let Some(peer_role) = tccpi_view.outputs.get("PeerRoleARN").cloned() else {
+            return Err(ResourceError::msg("MissingOutput", format!("stack {name} has no PeerRoleARN output")));
+        };
+
+        // TCCP: the tenant network.
+        let name = names::stack_name(&id, StackKind::Tccp, None);
+        let deployed: Vec<String> = recorded(&name).and(None::<Vec<String>>).unwrap_or_default();
+        let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
+        let deployed_azs: Vec<String> = observed
+            .as_ref()
+            .and_then(|v| v.outputs.get("AvailabilityZones"))
+            .map(|s| s.split(',').filter(|a| !a.is_empty()).map(str::to_string).collect())
+            .unwrap_or(deployed);
+        let azs = desired_azs(&shared, obj, &deployed_azs).await?;
+        if azs.is_empty() {
+            return state.wait(obj, "waiting for an AWSControlPlane naming the availability zones").await;
+        }
+        let cluster_cidr: Ipv4Net = cidr
+            .parse()
+            .map_err(|e| ResourceError::msg("InvalidStatus", format!("status.provider.network.cidr {cidr}: {e}")))?;
+        // The deployed layout is the anchor: a new zone takes a free block and no existing
+        // subnet moves, whatever the zone's name sorts as.
+        let deployed_layout = match &observed {
+            Some(view) => tccp::deployed_layout(&view.outputs, cluster_cidr, None)
+                .map_err(|e| ResourceError::msg("InvalidOutput", format!("stack {name}: {e}")))?,
+            None => Vec::new(),
+        };
+        let layout = ipam::tccp_layout_preserving(cluster_cidr, None, &azs, &deployed_layout).map_err(|e| {
+            ResourceError::msg("InvalidAvailabilityZones", format!("{}: {e}", controllers::status::describe(obj)))
+                .permanent()
+        })?;
+        let (cp_vpc, cp_cidr, cp_tables) = control_plane_network(&shared, &cp).await?;
+        let control_plane = tccp::ControlPlaneVpc {
+            account_id: cp.account_id.clone(),
+            vpc_id: cp_vpc,
+            cidr: cp_cidr,
+            peer_role_arn: peer_role,
+        };
+        let params = tccp_params(&common, cluster_cidr, &layout, control_plane);
+        let desired = DesiredStack {
+            kind: StackKind::Tccp,
+            name: name.clone(),
+            template: tccp::render(&params),
+            tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccp, None),
+            may_update: true,
+            canonical_hash: None,
+        };
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        state.stacks.push(entry);
+        let Progress::Ready(view) = progress else {
+            return state.stack_not_ready(obj, &name, progress).await;
+        };
+        let outputs = tccp::Outputs::from_outputs(&view.outputs, &azs)
+            .map_err(|e| ResourceError::msg("MissingOutput", format!("stack {name}: {e}")))?;
+        state.status.provider.network.vpc_id = Some(outputs.vpc_id.clone());
+
+        // TCCPF: routes from the management VPC into the tenant's private subnets.
+        let name = names::stack_name(&id, StackKind::Tccpf, None);
+        let params = tccpf::Params {
+            common: common.clone(),
+            peering_connection_id: outputs.vpc_peering_connection_id.clone(),
+            route_tables: cp_tables
+                .iter()
+                .map(|(id, name)| aws_stacks::stacks::CpRouteTable { id: id.clone(), name: name.clone() })
+                .collect(),
+            private_subnets: layout
+                .iter()
+                .map(|a| tccpf::PrivateSubnet { az: a.name.clone(), cidr: a.private.to_string() })
+                .collect(),
+        };
+        state.tccp = Some(outputs);
+        let desired = DesiredStack {
+            kind: StackKind::Tccpf,
+            name: name.clone(),
+            template: tccpf::render(&params),
+            tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccpf, None),
+            may_update: true,
+            canonical_hash: None,
+        };
+        let (progress, entry) =
+            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+        state.stacks.push(entry);
+        if !matches!(progress, Progress::Ready(_)) {
+            return state.stack_not_ready(obj, &name, progress).await;
+        }
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// TCCP's parameters from the cluster CIDR and its zone layout (`ipam::tccp_layout`), for the
+/// controller and `aws-operator render` alike. No AWS-CNI pod block: releases from 19 on run
+/// Cilium.
+pub fn tccp_params(
+    common: &aws_stacks::stacks::Common,
+    cluster_cidr: Ipv4Net,
+    layout: &[ipam::TccpAz],
+    control_plane: tccp::ControlPlaneVpc,
+) -> tccp::Params {
+    tccp::Params {
+        common: common.clone(),
+        vpc_cidr: cluster_cidr.to_string(),
+        pod_cidr: None,
+        azs: layout
+            .iter()
+            .map(|a| tccp::TccpAz {
+                name: a.name.clone(),
+                public_cidr: a.public.to_string(),
+                private_cidr: a.private.to_string(),
+                aws_cni_cidr: a.aws_cni.map(|c| c.to_string()),
+            })
+            .collect(),
+        control_plane,
+        whitelist: Default::default(),
+    }
+}

@@ -1,0 +1,185 @@
+//! Deletion, `teardown`: the children first, then the zone delegation, the stacks, the buckets,
+//! the key and the namespace; the Secrets the cluster held are released last.
+
+use super::*;
+
+/// Ordered deletion.
+#[derive(Debug)]
+pub struct Teardown;
+
+impl Resource<AWSCluster, ClusterState> for Teardown {
+    fn name(&self) -> &str {
+        "teardown"
+    }
+
+    async fn ensure_created(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        if state.torn_down {
+            release_secrets(&shared, obj).await?;
+            return Ok(Outcome::proceed());
+        }
+        let id = obj.name_any();
+        let ns = obj.namespace().unwrap_or_default();
+        let (tenant, cp) = state.accounts()?;
+        let (tenant, cp) = (tenant.clone(), cp.clone());
+        let keep = |state: &mut ClusterState, why: String| {
+            state.waiting = Some(why);
+            Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)
+        };
+        let mut status = deleting_status(obj);
+        // Node pools and the control plane go first. Deleting the AWSCluster deletes them:
+        // explicitly, not through owner references, since Kubernetes' default (background)
+        // deletion would wait for the cluster to be gone before deleting them, while the
+        // cluster's teardown waits for them.
+        let mds = controllers::lookup::node_pools(&shared, &ns, &id).await?;
+        let cps = controllers::lookup::control_planes(&shared, &ns, &id).await?;
+        if !mds.is_empty() || !cps.is_empty() {
+            delete_children(&shared, obj, &mds, &cps).await?;
+            controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
+            return Ok(keep(
+                state,
+                format!("waiting for {} node pools and {} control planes to be deleted", mds.len(), cps.len()),
+            ));
+        }
+        if shared.config.route53_enabled {
+            remove_delegation(&shared, &cp, obj).await?;
+        }
+        // Tenant stacks before management-account stacks.
+        for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
+            let name = names::stack_name(&id, kind, None);
+            let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
+            let (deletion, entry) =
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+            let (out, failed) = match deletion {
+                Deletion::Gone => (None, None),
+                Deletion::Pending => (Some(keep(state, format!("deleting stack {name}"))), None),
+                Deletion::Failed { message, retry_after } => {
+                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
+                }
+            };
+            controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
+                .await?;
+            if let Some(out) = out {
+                return Ok(out);
+            }
+        }
+        if !crate::aws::s3::delete_buckets(&tenant, &id).await? {
+            return Ok(keep(state, "emptying the cluster bucket".into()));
+        }
+        crate::aws::kms::schedule_key_deletion(&tenant, &id).await?;
+        // A cluster re-created with the same id in this process starts from nothing: its new
+        // bucket gets every node config again.
+        shared.memo.lock().forget_cluster(&tenant.cache_key(), &names::bucket(&tenant.account_id, &id), &id);
+        let nsapi: Api<Namespace> = Api::all(shared.client.clone());
+        match nsapi.delete(&id, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Recorded before the Secrets go, so that a later reconcile (the finalizer removal lost a
+        // race, or the process stopped here) finishes without them.
+        controllers::status::set_condition(
+            &mut status.conditions,
+            controllers::status::READY,
+            false,
+            TEARDOWN_COMPLETE,
+            "every AWS resource of the cluster is deleted or scheduled for deletion; releasing its Secrets",
+            obj.metadata.generation,
+        );
+        controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
+        release_secrets(&shared, obj).await?;
+        shared
+            .event(
+                obj,
+                "ClusterDeleted",
+                format!("cluster {id}: stacks, buckets and key are gone or scheduled for deletion"),
+            )
+            .await;
+        Ok(Outcome::proceed())
+    }
+}
+
+/// The `Ready` reason of a cluster whose teardown is complete and whose Secrets are released.
+pub const TEARDOWN_COMPLETE: &str = "TeardownComplete";
+
+/// Whether the cluster's teardown completed (see [`TEARDOWN_COMPLETE`]).
+pub(super) fn torn_down(obj: &AWSCluster) -> bool {
+    obj.metadata.deletion_timestamp.is_some()
+        && obj.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == controllers::status::READY && c.reason == TEARDOWN_COMPLETE)
+        })
+}
+
+/// Delete the cluster's control planes and node pools that are not being deleted yet.
+async fn delete_children(
+    shared: &Shared,
+    obj: &AWSCluster,
+    mds: &[AWSMachineDeployment],
+    cps: &[AWSControlPlane],
+) -> Result<(), ResourceError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let deleted = |r: Result<_, kube::Error>| match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    };
+    let mut names = Vec::new();
+    let md_api: Api<AWSMachineDeployment> = Api::namespaced(shared.client.clone(), &ns);
+    for md in mds.iter().filter(|m| m.metadata.deletion_timestamp.is_none()) {
+        deleted(md_api.delete(&md.name_any(), &DeleteParams::default()).await.map(drop))?;
+        names.push(format!("AWSMachineDeployment {}", md.name_any()));
+    }
+    let cp_api: Api<AWSControlPlane> = Api::namespaced(shared.client.clone(), &ns);
+    for cp in cps.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+        deleted(cp_api.delete(&cp.name_any(), &DeleteParams::default()).await.map(drop))?;
+        names.push(format!("AWSControlPlane {}", cp.name_any()));
+    }
+    if !names.is_empty() {
+        shared.event(obj, "DeletingChildren", format!("deleting {} with the cluster", names.join(", "))).await;
+    }
+    Ok(())
+}
+
+/// Release the credential Secret (unless another cluster uses it), the certificate Secrets and
+/// the encryption-provider config Secret.
+async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
+    let cs = &obj.spec.provider.credential_secret;
+    let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
+    let shared_with_others = clusters.list(&Default::default()).await?.items.iter().any(|c| {
+        c.metadata.uid != obj.metadata.uid
+            && c.spec.provider.credential_secret.name == cs.name
+            && c.spec.provider.credential_secret.namespace == cs.namespace
+    });
+    if !shared_with_others {
+        held_secrets::release(&shared.client, &cs.namespace, &cs.name, controllers::SECRET_FINALIZER).await?;
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let certs_ns = crate::node_config::certificates_namespace(shared, &ns);
+    for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
+        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), controllers::SECRET_FINALIZER).await?;
+    }
+    let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
+    held_secrets::release(&shared.client, certs_ns, &encryption, controllers::SECRET_FINALIZER).await?;
+    Ok(())
+}
+
+/// The status of a cluster being deleted: lifecycle `Deleting`, `Ready=False` (reason
+/// `Deleting`). Written with the first stack entry, or alone while the children go first.
+fn deleting_status(obj: &AWSCluster) -> AWSClusterStatus {
+    let mut status = obj.status.clone().unwrap_or_default();
+    let now = jiff::Timestamp::now();
+    operatorkit::conditions::mark_cluster_deleting(&mut status.cluster, now);
+    controllers::status::set_condition(
+        &mut status.conditions,
+        READY,
+        false,
+        "Deleting",
+        "the cluster is being deleted",
+        obj.metadata.generation,
+    );
+    status
+}

@@ -1,0 +1,291 @@
+//! What the controllers look up and check before they build anything: the objects' validity
+//! ([`InvalidInput`]), their Release, the tenant role and the AWS clients of a cluster, a
+//! cluster's control planes and node pools, and the inputs every template of a cluster shares
+//! (tags, [`aws_stacks::stacks::Common`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, FieldError};
+use apis::labels;
+use apis::release::Release;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use operatorkit::ResourceError;
+
+use super::status::describe;
+use crate::aws::AccountClients;
+use crate::context::Shared;
+
+/// The data key of the credential Secret holding the tenant role ARN.
+pub const ROLE_ARN_KEY: &str = "aws.awsoperator.arn";
+
+/// Why an object cannot be reconciled as written: the message names the object, the field and
+/// the fix. Reported as a `Ready=False` condition and a Warning event; never retried quickly,
+/// never deletes anything.
+#[derive(Debug, thiserror::Error)]
+#[error("{object}: {message}")]
+pub struct InvalidInput {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// The condition reason (PascalCase).
+    pub reason: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl operatorkit::ErrorKind for InvalidInput {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(self.reason)
+    }
+    fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// Turn field errors into one [`InvalidInput`].
+pub fn field_errors<K: kube::Resource<DynamicType = ()>>(obj: &K, errors: Vec<FieldError>) -> InvalidInput {
+    InvalidInput {
+        object: describe(obj),
+        reason: "InvalidSpec",
+        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+    }
+}
+
+/// The cluster id of an object: its `giantswarm.io/cluster` label.
+pub fn cluster_id<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Result<String, InvalidInput> {
+    obj.labels().get(labels::CLUSTER).cloned().filter(|s| !s.is_empty()).ok_or_else(|| InvalidInput {
+        object: describe(obj),
+        reason: "MissingClusterLabel",
+        message: format!("label {} is missing: set it to the id of the cluster the object belongs to", labels::CLUSTER),
+    })
+}
+
+/// The Release of an object, with the components the operator needs
+/// ([`REQUIRED_COMPONENTS`]).
+pub async fn release_of<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+) -> Result<Release, ResourceError> {
+    let Some(version) = obj.labels().get(labels::RELEASE_VERSION) else {
+        return Err(InvalidInput {
+            object: describe(obj),
+            reason: "MissingReleaseLabel",
+            message: format!("label {} is missing: set it to the release the cluster runs", labels::RELEASE_VERSION),
+        }
+        .into());
+    };
+    let Some(release) = shared.release(version).await? else {
+        return Err(InvalidInput {
+            object: describe(obj),
+            reason: "ReleaseNotFound",
+            message: format!("Release v{version} does not exist: create it or fix label {}", labels::RELEASE_VERSION),
+        }
+        .into());
+    };
+    check_components(obj, version, &release)?;
+    Ok(release)
+}
+
+/// The Release components every node config is built from. None has a fallback version: a
+/// Release without one is bad input, not a cluster on some version the operator picked.
+pub const REQUIRED_COMPONENTS: [&str; 4] = ["containerlinux", "aws-operator", "kubernetes", "etcd"];
+
+/// Every [`REQUIRED_COMPONENTS`] is in Release v`version`, else an [`InvalidInput`] naming the
+/// first one missing.
+pub fn check_components<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    version: &str,
+    release: &Release,
+) -> Result<(), InvalidInput> {
+    match REQUIRED_COMPONENTS.into_iter().find(|needed| component(release, needed).is_none()) {
+        None => Ok(()),
+        Some(needed) => Err(InvalidInput {
+            object: describe(obj),
+            reason: "InvalidRelease",
+            message: format!(
+                "Release v{version} has no {needed} component (spec.components): add it to the Release or use another release"
+            ),
+        }),
+    }
+}
+
+/// A component version of a Release.
+pub fn component<'a>(release: &'a Release, name: &str) -> Option<&'a str> {
+    release.spec.components.iter().find(|c| c.name == name).map(|c| c.version.as_str())
+}
+
+/// The tenant role ARN from the AWSCluster's credential Secret.
+pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String, ResourceError> {
+    let cs = &cluster.spec.provider.credential_secret;
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), &cs.namespace);
+    let Some(secret) = api.get_opt(&cs.name).await? else {
+        return Err(InvalidInput {
+            object: describe(cluster),
+            reason: "CredentialSecretNotFound",
+            message: format!(
+                "spec.provider.credentialSecret names Secret {}/{}, which does not exist: create it with key {ROLE_ARN_KEY} holding the tenant role ARN",
+                cs.namespace, cs.name
+            ),
+        }
+        .into());
+    };
+    let arn = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(ROLE_ARN_KEY))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.starts_with("arn:") && s.contains(":role/"));
+    arn.ok_or_else(|| {
+        InvalidInput {
+            object: describe(cluster),
+            reason: "InvalidCredentialSecret",
+            message: format!(
+                "Secret {}/{} has no valid {ROLE_ARN_KEY} key: set it to the ARN of the role to assume in the tenant account (arn:aws:iam::<account>:role/<name>)",
+                cs.namespace, cs.name
+            ),
+        }
+        .into()
+    })
+}
+
+/// The tenant and management-account clients of a cluster.
+pub async fn clients(
+    shared: &Shared,
+    cluster: &AWSCluster,
+) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
+    let role = tenant_role(shared, cluster).await?;
+    clients_of_role(shared, &role, &cluster.spec.provider.region).await
+}
+
+/// The tenant (reached through `role`) and management-account clients in `region`.
+pub async fn clients_of_role(
+    shared: &Shared,
+    role: &str,
+    region: &str,
+) -> Result<(Arc<AccountClients>, Arc<AccountClients>), ResourceError> {
+    let tenant = shared.aws.tenant(role, region).await?;
+    let cp = shared.aws.control_plane(region).await?;
+    Ok((tenant, cp))
+}
+
+/// The AWSCluster of a control plane or node pool (same namespace, named by the cluster label).
+pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+) -> Result<Option<AWSCluster>, ResourceError> {
+    let id = cluster_id(obj)?;
+    let api: Api<AWSCluster> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
+    Ok(api.get_opt(&id).await?)
+}
+
+/// The control planes of a cluster.
+pub async fn control_planes(
+    shared: &Shared,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<AWSControlPlane>, kube::Error> {
+    let api: Api<AWSControlPlane> = Api::namespaced(shared.client.clone(), namespace);
+    Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
+}
+
+/// The node pools of a cluster.
+pub async fn node_pools(
+    shared: &Shared,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<AWSMachineDeployment>, kube::Error> {
+    let api: Api<AWSMachineDeployment> = Api::namespaced(shared.client.clone(), namespace);
+    Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
+}
+
+/// Base AWS tags of a cluster's direct resources (key, bucket).
+pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (aws_stacks::names::tags::kubernetes_cluster(id), "owned".to_string()),
+        (aws_stacks::names::tags::CLUSTER.to_string(), id.to_string()),
+        (aws_stacks::names::tags::INSTALLATION.to_string(), shared.config.installation.clone()),
+        (
+            aws_stacks::names::tags::ORGANIZATION.to_string(),
+            cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
+        ),
+    ])
+}
+
+/// The `stacks::Common` inputs of a cluster's templates.
+pub fn common(
+    config: &crate::config::OperatorConfig,
+    cluster: &AWSCluster,
+    release: &Release,
+) -> aws_stacks::stacks::Common {
+    let id = cluster.name_any();
+    let region = cluster.spec.provider.region.clone();
+    aws_stacks::stacks::Common {
+        cluster_id: id,
+        installation: config.installation.clone(),
+        organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
+        operator_version: config.version.clone(),
+        release_version: release.name_any().trim_start_matches('v').to_string(),
+        partition: aws_stacks::names::partition(&region).into(),
+        region,
+        base_domain: cluster.spec.cluster.dns.domain.clone(),
+        route53_enabled: config.route53_enabled,
+        cloud_tags: cloud_tags(cluster),
+    }
+}
+
+/// The label prefix of cloud tags: `tag.provider.giantswarm.io/<key>: <value>` on the AWSCluster
+/// becomes the tag `<key>=<value>` on the cluster's tenant stacks (and so on their resources).
+pub const CLOUD_TAG_PREFIX: &str = "tag.provider.giantswarm.io/";
+
+/// The cloud tags of a cluster, from its labels.
+pub fn cloud_tags(cluster: &AWSCluster) -> BTreeMap<String, String> {
+    cluster
+        .labels()
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(CLOUD_TAG_PREFIX)?.to_owned(), v.clone())))
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
+}
+
+/// The ARN of the cluster key, remembered for the life of the process once seen usable, so that
+/// steady-state reconciles of control planes and node pools make no KMS call.
+pub async fn cluster_key(
+    shared: &Shared,
+    tenant: &AccountClients,
+    cluster_id: &str,
+) -> Result<Option<String>, crate::aws::AwsError> {
+    let memo_key = format!("{}/{cluster_id}", tenant.cache_key());
+    if let Some(arn) = shared.memo.lock().keys.get(&memo_key) {
+        return Ok(Some(arn.clone()));
+    }
+    match crate::aws::kms::describe_key(tenant, &aws_stacks::names::kms_alias(cluster_id)).await? {
+        Some((arn, true)) => Ok(Some(arn)),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_tags_come_from_the_cluster_labels_with_the_prefix() {
+        let cluster: AWSCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "al9qy", "namespace": "org-acme", "labels": {
+                "tag.provider.giantswarm.io/cost-center": "blue",
+                "tag.provider.giantswarm.io/": "no key",
+                "giantswarm.io/organization": "acme"
+            }},
+            "spec": {
+                "cluster": {"description": "d", "dns": {"domain": "example.com"}},
+                "provider": {"credentialSecret": {"name": "c", "namespace": "giantswarm"}, "region": "eu-central-1"}
+            }
+        }))
+        .expect("AWSCluster");
+        assert_eq!(cloud_tags(&cluster), BTreeMap::from([("cost-center".to_owned(), "blue".to_owned())]));
+    }
+}

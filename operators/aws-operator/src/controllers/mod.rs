@@ -1,0 +1,85 @@
+//! The three controllers, one module each, and the helpers they share.
+//!
+//! Each controller module reads top-down: its per-reconcile state, then its resources in the
+//! order they run — dereference (read the object's Release, cluster, credentials), validate
+//! (bad input stops here, before AWS is touched), build (pure: templates and parameters from
+//! `aws_stacks`), apply (through [`crate::aws`]), status — and last the deletion path.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`cluster`] | AWSCluster: key, buckets, CIDR, TCCPI / TCCP / TCCPF, zone delegation, `master` Service, status, teardown |
+//! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
+//! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
+//! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
+//! | [`status`] | the status lifecycle: `Ready`, status writes, rejected input, the status hook (no AWS type: ready to share) |
+//! | [`stack_entries`] | the stack entries of a status, and the stacks of a control plane or node pool whose cluster is gone |
+
+pub mod cluster;
+pub mod control_plane;
+pub mod lookup;
+pub mod node_pool;
+pub mod stack_entries;
+pub mod status;
+
+use std::sync::Arc;
+
+use apis::aws::{
+    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSControlPlaneStatus, AWSMachineDeployment,
+    AWSMachineDeploymentStatus, StackStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use operatorkit::{ResourceSet, ResourceSetBuilder};
+use semver::VersionReq;
+
+use crate::context::Shared;
+
+/// The finalizer this operator puts on the Secrets a cluster uses
+/// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
+pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
+
+/// The start of a controller's resource set `name` for the Releases `requirement` matches: each
+/// reconcile's state is `state(shared, object)`. The controller adds its resources in order.
+pub fn resource_set<K, S>(
+    shared: Arc<Shared>,
+    name: String,
+    requirement: VersionReq,
+    state: fn(Arc<Shared>, &K) -> S,
+) -> ResourceSetBuilder<K, S>
+where
+    K: Send + Sync + 'static,
+    S: Send + 'static,
+{
+    ResourceSet::builder(name, requirement, move |obj: Arc<K>, _| {
+        let shared = shared.clone();
+        async move { Ok(state(shared, &obj)) }
+    })
+}
+
+/// The status traits for this operator's kinds: what a status holds ([`status::WithConditions`],
+/// [`stack_entries::WithStacks`]) and where a kind keeps it ([`status::WithStatus`]).
+macro_rules! kinds {
+    ($($kind:ty => $status:ty),*) => {$(
+        impl status::WithConditions for $status {
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+        }
+        impl stack_entries::WithStacks for $status {
+            fn stacks_mut(&mut self) -> &mut Vec<StackStatus> {
+                &mut self.stacks
+            }
+        }
+        impl status::WithStatus for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+kinds!(
+    AWSCluster => AWSClusterStatus,
+    AWSControlPlane => AWSControlPlaneStatus,
+    AWSMachineDeployment => AWSMachineDeploymentStatus
+);

@@ -1,0 +1,160 @@
+//! The stacks a control plane, node pool or cluster records in its status, and the deletion of
+//! the stacks of a control plane or node pool whose AWSCluster is gone.
+
+use apis::aws::StackStatus;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use operatorkit::ResourceError;
+
+use super::lookup::clients_of_role;
+use super::status::{NamespacedObject, READY, WithConditions, mark_not_ready, set_condition, write_status};
+use crate::aws::stacks::Deletion;
+use crate::context::Shared;
+
+/// A status with stack entries besides its conditions.
+pub trait WithStacks: WithConditions {
+    /// The stack entries.
+    fn stacks_mut(&mut self) -> &mut Vec<StackStatus>;
+}
+
+/// Merge one reconcile's stack entries into the recorded ones, by name.
+pub fn merge_stacks(recorded: &mut Vec<StackStatus>, seen: &[StackStatus]) {
+    for s in seen {
+        match recorded.iter_mut().find(|r| r.name == s.name) {
+            Some(r) => *r = s.clone(),
+            None => recorded.push(s.clone()),
+        }
+    }
+    recorded.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// The stacks a status lists that are not known to be deleted.
+pub fn recorded_stacks(entries: Option<&[StackStatus]>) -> Vec<String> {
+    entries.unwrap_or_default().iter().filter(|e| e.status != "DELETE_COMPLETE").map(|e| e.name.clone()).collect()
+}
+
+/// Record a stack entry of the delete path in `status` and write it; while a delete failed,
+/// also `Ready=False` (reason `StackDeleteFailed`) with `failed` as the message.
+pub async fn record_deletion<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    status: &mut St,
+    entry: StackStatus,
+    failed: Option<String>,
+) -> Result<(), kube::Error>
+where
+    K: NamespacedObject,
+    St: WithStacks,
+{
+    merge_stacks(status.stacks_mut(), &[entry]);
+    if let Some(message) = failed {
+        set_condition(status.conditions_mut(), READY, false, "StackDeleteFailed", message, obj.meta().generation);
+    }
+    write_status(&shared.client, obj, current, status).await
+}
+
+/// Annotation on an AWSControlPlane or AWSMachineDeployment: the role ARN of the tenant account
+/// its stacks are created in (an ARN, not a credential).
+pub const TENANT_ROLE_ANNOTATION: &str = "aws-operator.giantswarm.io/tenant-role-arn";
+/// Annotation on an AWSControlPlane or AWSMachineDeployment: the region of its stacks.
+pub const REGION_ANNOTATION: &str = "aws-operator.giantswarm.io/region";
+
+/// Record on a control plane or node pool where its stacks live (role and region), before it
+/// creates any, so that it can still find and delete them if its AWSCluster disappears.
+pub async fn remember_account<K>(shared: &Shared, obj: &K, role: &str, region: &str) -> Result<(), kube::Error>
+where
+    K: NamespacedObject,
+{
+    let annotations = obj.annotations();
+    let recorded = |key: &str, value: &str| annotations.get(key).is_some_and(|v| v == value);
+    if recorded(TENANT_ROLE_ANNOTATION, role) && recorded(REGION_ANNOTATION, region) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {TENANT_ROLE_ANNOTATION: role, REGION_ANNOTATION: region}}});
+    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// In which account a stack of a control plane or node pool lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Account {
+    /// The tenant account.
+    Tenant,
+    /// The management-cluster account.
+    ControlPlane,
+}
+
+/// Delete the stacks of a control plane or node pool whose AWSCluster is gone, in order. They
+/// are looked up in the accounts it recorded ([`remember_account`]) by name and tags (cluster
+/// id and stack kind), so nothing but its own stacks is touched. Returns `proceed` once none is
+/// left, and an outcome that keeps the finalizer while any exists.
+///
+/// Without recorded accounts the object never created anything, unless its status lists stacks
+/// (an object of an older version): then the finalizer stays, with `Ready=False` saying how to
+/// go on, since dropping it would leak what those stacks hold.
+pub async fn delete_orphaned_stacks<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    cluster_id: &str,
+    stacks: &[(Account, aws_stacks::names::StackKind, String)],
+    recorded_stacks: &[String],
+) -> Result<operatorkit::Outcome, ResourceError>
+where
+    K: NamespacedObject,
+    St: WithStacks,
+{
+    let keep = || operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll);
+    let annotations = obj.annotations();
+    let (Some(role), Some(region)) = (annotations.get(TENANT_ROLE_ANNOTATION), annotations.get(REGION_ANNOTATION))
+    else {
+        if recorded_stacks.is_empty() {
+            return Ok(operatorkit::Outcome::proceed());
+        }
+        let message = format!(
+            "AWSCluster {cluster_id} is gone and the account of stacks {} is unknown: restore the AWSCluster (and its credential Secret) so they can be deleted, or delete them by hand and then remove the finalizers",
+            recorded_stacks.join(", ")
+        );
+        mark_not_ready(&shared.client, obj, current, "ClusterNotFound", message).await?;
+        return Ok(keep());
+    };
+    let (tenant, cp) = clients_of_role(shared, role, region).await?;
+    // One status across the stacks: a stack found gone keeps its entry's update when the next
+    // stack's deletion writes the status again.
+    let mut status = current.cloned().unwrap_or_default();
+    let mut written = current.cloned();
+    for (account, kind, name) in stacks {
+        let aws = match account {
+            Account::Tenant => &tenant,
+            Account::ControlPlane => &cp,
+        };
+        let tags = aws_stacks::names::tags::CLUSTER;
+        let ours = aws.cfn.describe_all().await?.into_iter().any(|v| {
+            &v.name == name
+                && v.tags.get(tags).map(String::as_str) == Some(cluster_id)
+                && v.tags.get(aws_stacks::names::tags::STACK).map(String::as_str) == Some(kind.as_str())
+        });
+        if !ours {
+            continue;
+        }
+        let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
+        let (deletion, entry) = crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;
+        let (out, failed) = match deletion {
+            Deletion::Gone => (None, None),
+            Deletion::Pending => (Some(keep()), None),
+            Deletion::Failed { message, retry_after } => (
+                Some(operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)),
+                Some(message),
+            ),
+        };
+        record_deletion(shared, obj, written.as_ref(), &mut status, entry, failed).await?;
+        written = Some(status.clone());
+        if let Some(out) = out {
+            return Ok(out);
+        }
+    }
+    Ok(operatorkit::Outcome::proceed())
+}

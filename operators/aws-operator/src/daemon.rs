@@ -1,0 +1,292 @@
+//! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
+//! the clients become the [`Shared`] context, and the three controllers run on it beside the
+//! drain executor, under leader election, with the `/metrics`, `/healthz` and `/readyz` server,
+//! until SIGTERM or Ctrl-C.
+//!
+//! Each controller routes an object by its `release.giantswarm.io/version` label: the Release
+//! `v<version>` names the `aws-operator` component version, and this process handles exactly its
+//! own version, so several operator versions can run side by side, each reconciling the clusters
+//! of its releases (reference §1, §10). Objects whose Release does not exist or has no
+//! `aws-operator` component get a `ReleaseResolved=False` condition.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use node_lifecycle::drain::{Drainer, DrainerSettings};
+use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, Server};
+use prometheus_client::registry::Registry;
+use semver::VersionReq;
+use tokio_util::sync::CancellationToken;
+
+use crate::aws::{AwsFactory, AwsSettings};
+use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
+use crate::context::Shared;
+use crate::controllers::status::{StatusReport, WithStatus};
+use crate::controllers::{cluster, control_plane, node_pool};
+
+/// The Release component this operator is.
+pub const COMPONENT: &str = "aws-operator";
+
+/// Controller settings.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    /// Parallel reconciles per controller.
+    pub concurrency: u16,
+    /// Resync period.
+    pub resync: Duration,
+    /// Whether this replica leads ([`Leadership::always`] without leader election). The same
+    /// leadership must gate the Kubernetes client and the AWS clients of [`Shared`] (see
+    /// [`lease_name`]).
+    pub leadership: Leadership,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
+    }
+}
+
+/// The Lease the replicas of one operator version compete for: `aws-operator-<version>`.
+///
+/// One lease per version, because versions run side by side and each reconciles only the
+/// clusters of its own Releases: the replicas of 16.2.0 elect a leader among themselves, while
+/// the leader of 16.1.0 goes on with its clusters.
+pub fn lease_name(version: &str) -> String {
+    // A Lease name is a DNS subdomain: semver's `+` and upper case are not allowed in one.
+    let version: String = version
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    format!("{COMPONENT}-{version}")
+}
+
+fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
+    Ok(VersionReq::parse(&format!("={}", shared.config.version))?)
+}
+
+/// One controller of this operator: routed by Release to `set`, reporting routing problems in a
+/// `ReleaseResolved` condition and persistent errors in `Ready` ([`StatusReport`]).
+fn builder<K: WithStatus>(
+    name: &str,
+    set: ResourceSet<K>,
+    shared: &Arc<Shared>,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: &RunSettings,
+) -> ControllerBuilder<K> {
+    let client = &shared.client;
+    Controller::<K>::builder(client.clone(), name)
+        .operator(COMPONENT)
+        .resource_set(set)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(StatusReport::new(client.clone()))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .leadership(settings.leadership.clone())
+}
+
+/// The AWSCluster a control plane or node pool belongs to: its `giantswarm.io/cluster` label, in
+/// its namespace.
+fn owning_cluster<C: kube::ResourceExt>(child: &C) -> Vec<ObjectRef<AWSCluster>> {
+    let cluster = child.labels().get(apis::labels::CLUSTER);
+    cluster.map(|id| ObjectRef::new(id).within(&child.namespace().unwrap_or_default())).into_iter().collect()
+}
+
+/// The other node pools of a changed pool's cluster. The index of pools per cluster is kept from
+/// the watch itself, which sees every pool (the initial listing included); a pool once seen stays
+/// in it, and naming one that is gone costs nothing (it is skipped).
+fn sibling_pools() -> impl Fn(&AWSMachineDeployment) -> Vec<ObjectRef<AWSMachineDeployment>> + Send + Sync + 'static {
+    type Index = BTreeMap<(String, String), BTreeSet<String>>;
+    let index: Arc<Mutex<Index>> = Arc::default();
+    move |pool: &AWSMachineDeployment| {
+        let (Some(cluster), ns) = (pool.labels().get(apis::labels::CLUSTER), pool.namespace().unwrap_or_default())
+        else {
+            return Vec::new();
+        };
+        let mut index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let members = index.entry((ns.clone(), cluster.clone())).or_default();
+        members.insert(pool.name_any());
+        members.iter().filter(|name| **name != pool.name_any()).map(|name| ObjectRef::new(name).within(&ns)).collect()
+    }
+}
+
+/// Build and run the three controllers until `shutdown`.
+pub async fn run(
+    shared: Arc<Shared>,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: RunSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let client = shared.client.clone();
+    let req = requirement(&shared)?;
+    let set_name = format!("v{}", shared.config.version);
+
+    let clusters = cluster::resource_set(shared.clone(), set_name.clone(), req.clone());
+    // The cluster's Ready condition summarises its control plane and node pools: their changes
+    // requeue it.
+    let cluster_controller = builder(cluster::CONTROLLER, clusters, &shared, metrics, readiness, &settings)
+        .watches(Api::<AWSControlPlane>::all(client.clone()), owning_cluster)
+        .watches(Api::<AWSMachineDeployment>::all(client.clone()), owning_cluster)
+        .build()?;
+
+    let cps = control_plane::resource_set(shared.clone(), set_name.clone(), req.clone());
+    let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings).build()?;
+
+    let mds = node_pool::resource_set(shared.clone(), set_name, req);
+    // A pool's security group admits its siblings': adding or removing a pool (or its stack
+    // getting its group) requeues the cluster's other pools.
+    let md_controller = builder(node_pool::CONTROLLER, mds, &shared, metrics, readiness, &settings)
+        .watches(Api::<AWSMachineDeployment>::all(client.clone()), sibling_pools())
+        .build()?;
+
+    tokio::join!(
+        cluster_controller.run(shutdown.clone()),
+        cp_controller.run(shutdown.clone()),
+        md_controller.run(shutdown.clone()),
+    );
+    Ok(())
+}
+
+/// Run `aws-operator daemon` with `args` until SIGTERM or Ctrl-C.
+pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
+    let amis = AmiMap::load(&args.ami_file)?;
+    let version = OperatorConfig::default().version;
+    let elector = if args.leader_election {
+        let lease = args.leader_election_name.clone().unwrap_or_else(|| lease_name(&version));
+        let config = LeaderElectionConfig {
+            // The controllers have stopped (and with them every write) when the lease is
+            // released, so a standby may start at once.
+            release_on_cancel: true,
+            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
+        };
+        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
+    } else {
+        None
+    };
+    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
+    let aws = AwsFactory::new(AwsSettings {
+        default_region: args.region.clone(),
+        endpoint_url: args.aws_endpoint_url.clone(),
+        ca_bundle: args.aws_ca_bundle.clone(),
+        control_plane_role_arn: args.control_plane_role_arn.clone(),
+        credentials: None,
+        operation_timeout: None,
+    })
+    .await?
+    .gated_by(leadership.clone());
+    let config = OperatorConfig {
+        installation: args.installation.clone(),
+        ipam_range: args.ipam_range.clone(),
+        subnet_mask_bits: args.subnet_mask_bits,
+        route53_enabled: args.route53_enabled,
+        control_plane_route_tables: args.route_tables.clone(),
+        registry: args.registry.clone(),
+        poll: Duration::from_secs(args.poll_seconds.max(1)),
+        certificates_namespace: args.certificates_namespace.clone(),
+        alike_instances: args.alike_instances.clone(),
+        stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
+        endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+        ..OperatorConfig::default()
+    };
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    if let Some(elector) = &elector {
+        elector.register_metrics(&mut registry);
+    }
+    let readiness = Readiness::new();
+    // The drain executor: the DrainerConfigs labelled with this version, so that a platform
+    // needs no node-operator.
+    let drain_settings = DrainerSettings {
+        timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
+        ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
+    };
+    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+        .metrics(&metrics)
+        .readiness(&readiness)
+        .leadership(leadership.clone())
+        .build()
+        .context("the drain executor")?;
+    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
+    let shutdown = CancellationToken::new();
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
+    let serving = tokio::spawn(server.serve(shutdown.clone()));
+    tokio::spawn(shared.amis.clone().watch(
+        args.ami_file.clone(),
+        Duration::from_secs(args.ami_reload_seconds.max(1)),
+        shutdown.clone(),
+    ));
+    // The election stops after the controllers, so that releasing the lease comes last.
+    let stop_election = CancellationToken::new();
+    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        terminated().await;
+        tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
+        stop.cancel();
+    });
+    let (controllers, ()) = tokio::join!(
+        run(
+            shared,
+            &metrics,
+            &readiness,
+            RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
+            shutdown.clone(),
+        ),
+        drainer.run(shutdown.clone()),
+    );
+    controllers?;
+    shutdown.cancel();
+    stop_election.cancel();
+    if let Some(election) = election {
+        match election.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
+            Err(error) => tracing::warn!(%error, "leader election task failed"),
+        }
+    }
+    let _ = serving.await;
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM: what the kubelet sends a container before it kills it, so that a pod's
+/// operator stops cleanly and hands its Lease over at once instead of after it expires.
+async fn terminated() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_lease_per_version_with_a_valid_name() {
+        assert_eq!(lease_name("16.2.0"), "aws-operator-16.2.0");
+        assert_eq!(lease_name("16.2.0-Beta.1+build.7"), "aws-operator-16.2.0-beta.1-build.7");
+        assert_ne!(lease_name("16.2.0"), lease_name("16.1.0"));
+    }
+}
