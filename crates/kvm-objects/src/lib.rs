@@ -4,7 +4,7 @@
 //! kvm-operator runs each workload-cluster node as a KVM virtual machine in a pod of the
 //! management cluster: one Deployment per node, a selector-less `master` and `worker` Service
 //! whose Endpoints the operator writes, Ingresses for the API and etcd, and one Ignition
-//! ConfigMap per node. Everything it writes is computed here from typed inputs, without a
+//! Secret per node (a ConfigMap in the original: see [`ignition`](mod@ignition) for why). Everything it writes is computed here from typed inputs, without a
 //! Kubernetes client, so the controllers stay thin and every rule is tested from fixtures in
 //! milliseconds:
 //!
@@ -18,7 +18,7 @@
 //! | [`endpoints`] | the Endpoints as a function of all observed node pods |
 //! | [`rolling`] | which single Deployment to replace next |
 //! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
-//! | [`ignition`](mod@ignition) | a node's Ignition config and its ConfigMap |
+//! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
 //! ```
 //! use kvm_objects::cluster::{Cluster, Role, Settings};
@@ -62,7 +62,8 @@
 //!   [`rolling::is_deployment_modified`] compares; Ingresses and Services are complete desired
 //!   objects; Endpoint ports are taken from the Service on every computation.
 //! - **§14.6 certificate files in completion order, needless ConfigMap rewrites**: files are
-//!   sorted by path and gzip has a fixed header, so equal inputs give byte-equal ConfigMaps.
+//!   sorted by path and gzip has a fixed header, so equal inputs give byte-equal node Secrets.
+//! - **Node configs with private keys in ConfigMaps**: they are Secrets here, same name and key.
 //! - **§14.8 a NotReady node without a pod failed the terminator**: [`unhealthy::plan`] reports
 //!   it and goes on.
 //! - **§14.9 a worker whose VM never registers blocked all rolling**: [`rolling::next_update`]
