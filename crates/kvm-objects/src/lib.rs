@@ -12,6 +12,7 @@
 //! | --- | --- |
 //! | [`cluster`] | the validated input: a `KVMConfig`, its Release's versions, the operator's settings |
 //! | [`names`] | every name of the reference's §6 |
+//! | [`access`] | the namespace, the ServiceAccount and the two ClusterRoleBindings |
 //! | [`node_index`] | `status.kvm.nodeIndexes`: stable, lowest free, never duplicated |
 //! | [`deployment`] | the node Deployments of §5 and their PVCs |
 //! | [`services`], [`ingress`] | the `master` and `worker` Services, the `api` and `etcd` Ingresses |
@@ -56,6 +57,8 @@
 //! - **§14.2 PVC and etcd directory names by list position**: named by node id
 //!   ([`names::etcd_pvc`], [`names::etcd_host_path`], [`names::host_volume_pvc`]); removing a
 //!   node in the middle renames nothing. Mount tags are DNS labels, checked by schema.
+//! - **§10.3 ClusterRoleBindings leaked after every cluster**: [`access`] labels them with the
+//!   cluster, and the operator deletes them at the end of the teardown.
 //! - **§14.3 PVCs of removed workers never deleted**: [`deployment::stale_pvcs`] lists them.
 //! - **§14.5 spec changes never rolled nodes; Ingresses never updated; Endpoint ports never
 //!   refreshed**: every Deployment carries a pod-template digest that
@@ -83,6 +86,7 @@
 //!   availability gate requires the Deployment's status to describe its current generation.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod cluster;
 pub mod deployment;
 pub mod endpoints;
