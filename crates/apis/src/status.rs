@@ -14,6 +14,7 @@ use crate::aws::{
     AWSCluster, AWSClusterStatus, AWSControlPlane, AWSControlPlaneStatus, AWSMachineDeployment,
     AWSMachineDeploymentStatus,
 };
+use crate::kvm::{KVMConfig, KVMConfigStatus};
 
 /// The objects the controllers write status, annotations and finalizers on: namespaced kinds
 /// that deserialize.
@@ -66,5 +67,6 @@ macro_rules! kinds {
 kinds!(
     AWSCluster => AWSClusterStatus,
     AWSControlPlane => AWSControlPlaneStatus,
-    AWSMachineDeployment => AWSMachineDeploymentStatus
+    AWSMachineDeployment => AWSMachineDeploymentStatus,
+    KVMConfig => KVMConfigStatus
 );

@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
-use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, Server};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, RunSettings, Server};
 use prometheus_client::registry::Registry;
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
@@ -32,25 +32,6 @@ use crate::controllers::{cluster, control_plane, node_pool};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
-
-/// Controller settings.
-#[derive(Clone, Debug)]
-pub struct RunSettings {
-    /// Parallel reconciles per controller.
-    pub concurrency: u16,
-    /// Resync period.
-    pub resync: Duration,
-    /// Whether this replica leads ([`Leadership::always`] without leader election). The same
-    /// leadership must gate the Kubernetes client and the AWS clients of [`Shared`] (see
-    /// [`lease_name`]).
-    pub leadership: Leadership,
-}
-
-impl Default for RunSettings {
-    fn default() -> Self {
-        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
-    }
-}
 
 /// The Lease the replicas of one operator version compete for: `aws-operator-<version>`.
 ///

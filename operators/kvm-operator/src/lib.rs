@@ -9,14 +9,28 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `main.rs` | the binary: the `render` command and its dispatch, nothing else |
+//! | [`daemon`] | the wiring: [`context::Shared`] → the cluster controller, routed by Release ([`daemon::run`]) |
+//! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings |
+//! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the objects by server-side apply, status, ordered teardown) |
 //! | [`config`] | flags and settings: [`config::ClusterArgs`] (shared by every command that builds objects), [`config::OperatorConfig`] |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
 //! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
 //!
-//! Not built yet: `daemon.rs` (the wiring), `context.rs`, and `controllers/` (cluster, deleter,
-//! drainer, unhealthy-node terminator). The desired state itself is pure and lives in
+//! Not built yet: the `daemon` command (`daemon::serve`: flags, leader election, the `/metrics`
+//! `/healthz` `/readyz` server, the drain executor, signals), the deleter, drainer and
+//! unhealthy-node-terminator controllers, the per-cluster workload-cluster node watcher, and the
+//! cluster's nodes and versions in its status. The desired state itself is pure and lives in
 //! `kvm_objects` (names, node indexes, Deployments, Services, Ingresses, Endpoints, rolling, the
 //! unhealthy-node planner, node configs).
+//!
+//! # The shape of a reconcile
+//!
+//! As in aws-operator: **dereference** (the Release, the certificate Secrets) → **validate**
+//! (bad input stops with `Ready=False` and a Warning event, nothing written —
+//! [`operatorkit::error::InvalidInput`], [`operatorkit::status::reject`]) → **build** (pure:
+//! [`plan::build`] over `kvm_objects`) → **apply** (server-side apply, unchanged objects not
+//! written) → **status** ([`operatorkit::status`], `apis::cluster_status`). Deletion runs the
+//! teardown in the order of the reference's §10.
 //!
 //! # Why the planner is a module here and not in `kvm_objects`
 //!
@@ -28,5 +42,8 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod context;
+pub mod controllers;
+pub mod daemon;
 pub mod plan;
 pub mod render;

@@ -1,0 +1,11 @@
+//! The controllers, one module each, and what they share.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`cluster`] | KVMConfig: inputs, node indexes, the objects of the cluster in the management cluster, status, ordered teardown |
+//!
+//! Not built yet: the deleter, the drainer (Endpoints and the pod finalizer) and the
+//! unhealthy-node terminator. The status lifecycle (`Ready`, status writes, rejected input) is
+//! [`operatorkit::status`], shared with aws-operator.
+
+pub mod cluster;
