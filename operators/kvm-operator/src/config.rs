@@ -1,10 +1,49 @@
-//! The operator's settings: the flags that shape what the controllers build ([`ClusterArgs`],
-//! shared by `daemon` and `render`, so that `render` prints what the daemon would write) and the
-//! settings the builders read ([`OperatorConfig`]).
+//! The operator's settings: the flags of `kvm-operator daemon` ([`DaemonArgs`], named as
+//! aws-operator's where they mean the same), the flags that shape what the controllers build
+//! ([`ClusterArgs`], shared by `daemon` and `render`, so that `render` prints what the daemon
+//! would write) and the settings the builders read ([`OperatorConfig`]).
+
+use std::net::SocketAddr;
 
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
 use kvm_objects::ignition::{NodeConfigSettings, Proxy};
+
+/// The flags of `kvm-operator daemon`.
+#[derive(clap::Args, Debug)]
+pub struct DaemonArgs {
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "KVM_OPERATOR_LISTEN", default_value = "0.0.0.0:8000")]
+    pub listen: SocketAddr,
+    /// Parallel reconciles per controller.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u16,
+    /// Resync period in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// Requeue interval while a cluster converges (pods starting, teardown), in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub poll_seconds: u64,
+    /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
+    #[arg(long)]
+    pub certificates_namespace: Option<String>,
+    /// Elect a leader among the replicas of this operator version; only the leader writes.
+    #[arg(long, env = "KVM_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "giantswarm")]
+    pub leader_election_namespace: String,
+    /// Name of the leader election Lease (default: `kvm-operator-<version>`, one per version).
+    #[arg(long)]
+    pub leader_election_name: Option<String>,
+    /// How long a node drain may take before it ends with `Timeout`, in seconds, for
+    /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
+    #[arg(long, default_value_t = 3600)]
+    pub drain_timeout_seconds: u64,
+    /// The flags that shape the clusters' objects.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
 
 /// The flags that shape a cluster's objects: the VMs' DNS and NTP servers, the ClusterRoles the
 /// node pods are bound to, and what goes into every node config.

@@ -8,17 +8,15 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `main.rs` | the binary: the `render` command and its dispatch, nothing else |
-//! | [`daemon`] | the wiring: [`context::Shared`] → the cluster controller, routed by Release ([`daemon::run`]) |
+//! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the cluster controller and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings |
 //! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the objects by server-side apply, status, ordered teardown) |
-//! | [`config`] | flags and settings: [`config::ClusterArgs`] (shared by every command that builds objects), [`config::OperatorConfig`] |
+//! | [`config`] | flags and settings: [`config::DaemonArgs`], [`config::ClusterArgs`] (shared by `daemon` and `render`), [`config::OperatorConfig`] |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
 //! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
 //!
-//! Not built yet: the `daemon` command (`daemon::serve`: flags, leader election, the `/metrics`
-//! `/healthz` `/readyz` server, the drain executor, signals), the deleter, drainer and
-//! unhealthy-node-terminator controllers, the per-cluster workload-cluster node watcher, and the
+//! Not built yet: the deleter, drainer and unhealthy-node-terminator controllers, the per-cluster workload-cluster node watcher, and the
 //! cluster's nodes and versions in its status. The desired state itself is pure and lives in
 //! `kvm_objects` (names, node indexes, Deployments, Services, Ingresses, Endpoints, rolling, the
 //! unhealthy-node planner, node configs).
