@@ -9,7 +9,8 @@
 //! Release does not exist or has no `kvm-operator` component get a `ReleaseResolved=False`
 //! condition.
 //!
-//! Not built yet: the deleter, drainer and unhealthy-node-terminator controllers.
+//! The drainer controller watches the node pods, routed by their operator-version label. Not
+//! built yet: the drainer's pod-finalizer drain, the deleter and the unhealthy-node terminator.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{DaemonArgs, OperatorConfig};
 use crate::context::Shared;
-use crate::controllers::cluster;
+use crate::controllers::{cluster, drainer};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "kvm-operator";
@@ -43,7 +44,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let client = shared.client.clone();
     let requirement = VersionReq::parse(&format!("={}", shared.config.version))?;
-    let set = cluster::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement);
+    let set = cluster::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
     let controller = Controller::<KVMConfig>::builder(client.clone(), cluster::CONTROLLER)
         .operator(COMPONENT)
         .resource_set(set)
@@ -54,7 +55,21 @@ pub async fn run(
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
         .build()?;
-    controller.run(shutdown).await;
+    // Node pods carry the operator version as a label, not a Release: legacy routing.
+    let version = semver::Version::parse(&shared.config.version)?;
+    let pods = drainer::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
+    let drainer = Controller::<k8s_openapi::api::core::v1::Pod>::builder(shared.client.clone(), drainer::CONTROLLER)
+        .operator(COMPONENT)
+        .routing(operatorkit::Routing::Legacy { version })
+        .label_selector(drainer::pod_selector())
+        .resource_set(pods)
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+    tokio::join!(controller.run(shutdown.clone()), drainer.run(shutdown));
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! The cluster controller against testenv, with simulated management-cluster nodes labelled
 //! `role=master` and `role=worker`: a 3-master, 5-worker KVMConfig gets every object with the
-//! right names; bad input gets `Ready=False` and a Warning event and creates nothing; deletion
+//! right names, and Endpoints from its node pods' VM IPs; bad input gets `Ready=False` and a Warning event and creates nothing; deletion
 //! leaves nothing behind, the ClusterRoleBindings included.
 
 use std::path::Path;
@@ -11,12 +11,12 @@ use anyhow::Context;
 use apis::kvm::KVMConfig;
 use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
@@ -210,6 +210,50 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     assert_eq!(names(&bindings, &cluster).await?, ["x7k2p", "x7k2p-psp"]);
 
+    // The sidecar that publishes each VM's IP as a pod annotation, played here: the drainer
+    // writes the Endpoints from the pods. Masters are Ready; workers wait for their
+    // workload-cluster node (a readiness gate), so their IPs are not ready.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ID);
+    let node_pods = eventually("eight running node pods", || async {
+        let list =
+            pods.list(&ListParams::default().labels("kvm-operator.giantswarm.io/pod-watcher=kvm-operator")).await?;
+        Ok((list.items.len() == 8).then_some(list.items))
+    })
+    .await?;
+    let mut expected_masters = Vec::new();
+    for (i, pod) in node_pods.iter().enumerate() {
+        let ip = format!("10.77.0.{}", i + 11);
+        if pod.labels().get("app").map(String::as_str) == Some("master") {
+            expected_masters.push(ip.clone());
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": {"endpoint.kvm.giantswarm.io/ip": ip}}});
+        pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    expected_masters.sort();
+    assert_eq!(expected_masters.len(), 3, "three master pods");
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), ID);
+    let ips = |e: &Endpoints, ready: bool| -> Vec<String> {
+        let mut ips: Vec<String> = e
+            .subsets
+            .iter()
+            .flatten()
+            .flat_map(|s| if ready { s.addresses.clone() } else { s.not_ready_addresses.clone() })
+            .flatten()
+            .map(|a| a.ip)
+            .collect();
+        ips.sort();
+        ips
+    };
+    eventually("the master Endpoints with every master's IP, ready", || async {
+        Ok(endpoints.get_opt("master").await?.filter(|e| ips(e, true) == expected_masters).map(|_| ()))
+    })
+    .await?;
+    let workers = eventually("the worker Endpoints with five not-ready IPs", || async {
+        Ok(endpoints.get_opt("worker").await?.filter(|e| ips(e, false).len() == 5))
+    })
+    .await?;
+    assert!(ips(&workers, true).is_empty(), "no worker is ready before its workload-cluster node is");
+
     // Node indexes are persisted, one per node, 1 to 8.
     let stored = eventually("node indexes", || async {
         let config = configs.get(ID).await?;
@@ -239,6 +283,7 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
     assert!(Api::<Namespace>::all(client.clone()).get_opt(ID).await?.is_none(), "namespace gone");
     assert!(names(&bindings, &cluster).await?.is_empty(), "bindings gone");
     assert!(names(&deployments, &cluster).await?.is_empty());
+    assert!(pods.list(&ListParams::default()).await?.items.is_empty(), "no node pod held by a finalizer");
     drop(w);
     Ok(())
 }
