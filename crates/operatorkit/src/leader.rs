@@ -949,11 +949,6 @@ mod tests {
         let no_duration = Observed { spec: LeaseSpec::default(), resource_version: None, changed_at: now };
         assert!(!no_duration.is_valid(now));
     }
-}
-
-#[cfg(test)]
-mod lease_name_tests {
-    use super::lease_name;
 
     #[test]
     fn one_lease_per_version_with_a_valid_name() {
