@@ -519,6 +519,11 @@ pub struct KVMConfigSpecVersionBundle {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KVMConfigStatus {
+    /// `metav1.Condition`s: `Ready` (bad input names the field and the fix here) and
+    /// `ReleaseResolved`, as for every kind the operators reconcile. New here: the Go
+    /// operator's lifecycle is in `cluster.conditions`, which stays as it was.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     /// The cluster lifecycle, nodes and versions.
     #[serde(default, deserialize_with = "null_as_default")]
     pub cluster: StatusCluster,

@@ -20,6 +20,7 @@ pub mod go;
 pub mod kvm;
 pub mod labels;
 pub mod release;
+pub mod status;
 pub mod validation;
 pub mod versionbundle;
 

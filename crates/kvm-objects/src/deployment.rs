@@ -181,7 +181,7 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
         json!({ "name": "rootfs", "mountPath": "/usr/code/rootfs/" }),
     ];
     let mut volumes = vec![
-        json!({ "name": "cloud-config", "configMap": { "name": names::config_map(node.role, &cluster.id, &node.id) } }),
+        json!({ "name": "cloud-config", "secret": { "secretName": names::node_secret(node.role, &cluster.id, &node.id) } }),
         json!({ "name": "images", "hostPath": { "path": IMAGES_HOST_PATH } }),
         json!({ "name": "rootfs", "emptyDir": {} }),
         json!({ "name": "flannel", "hostPath": { "path": "/run/flannel" } }),
@@ -519,8 +519,8 @@ mod tests {
             scratch.persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()),
             Some("local-pvc-worker-qz7lt-wk1-scratch")
         );
-        let config = volumes.iter().find(|v| v.name == "cloud-config").and_then(|v| v.config_map.as_ref());
-        assert_eq!(config.map(|c| c.name.as_str()), Some("worker-qz7lt-wk1"));
+        let config = volumes.iter().find(|v| v.name == "cloud-config").and_then(|v| v.secret.as_ref());
+        assert_eq!(config.and_then(|c| c.secret_name.as_deref()), Some("worker-qz7lt-wk1"));
 
         let updater = container(&d, "k8s-endpoint-updater");
         assert_eq!(updater.security_context.as_ref().and_then(|s| s.privileged), Some(true));

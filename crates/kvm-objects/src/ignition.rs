@@ -1,9 +1,16 @@
-//! A KVM node's Ignition config and the ConfigMap that carries it to the VM (reference §4.1.6):
+//! A KVM node's Ignition config and the Secret that carries it to the VM (reference §4.1.6):
 //! `user_data` = base64(gzip(Ignition JSON)), which k8s-kvm decodes and hands to the VM at boot.
+//!
+//! **A deliberate departure from the reference**: the original stored this in a ConfigMap. The
+//! config holds the node's TLS private keys and, on masters, the API server's encryption key, and
+//! ConfigMaps are readable by far more roles than Secrets, are not encrypted at rest and show up
+//! in every `kubectl describe`. So it is a Secret (type `Opaque`) with the same name
+//! (`<role>-<clusterID>-<nodeID>`) and the same key and content (`user_data`: the base64 text
+//! k8s-kvm reads from the mounted file), mounted at the same path.
 //!
 //! Built on the shared `ignition` crate (the same document model and encodings as AWS nodes).
 //! Rendering is deterministic: the files are sorted by path and the gzip header is fixed, so
-//! equal inputs give byte-equal ConfigMaps and an unchanged cluster causes no write. The
+//! equal inputs give byte-equal Secrets and an unchanged cluster causes no write. The
 //! original appended certificate files in the order concurrent fetches completed, so the same
 //! inputs could render differently and rewrite ConfigMaps for nothing (§14.6).
 //!
@@ -29,7 +36,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::json;
 
 use crate::cluster::{Cluster, Node, Role};
@@ -255,28 +262,43 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     Ok(config)
 }
 
-/// The node's ConfigMap: `user_data` = base64(gzip(the config's canonical JSON)).
-pub fn config_map(cluster: &Cluster, node: &Node, config: &Config) -> ConfigMap {
+/// The node's Secret (type `Opaque`): `user_data` = base64(gzip(the config's canonical JSON)).
+/// Its `Debug` prints the key bytes like any `Secret`; never log it.
+pub fn node_secret(cluster: &Cluster, node: &Node, config: &Config) -> Secret {
     let mut labels = cluster.common_labels();
     labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
-    let config_map = json!({
+    let user_data = ignition::gzip_base64(config.to_json().as_bytes());
+    let secret = json!({
         "apiVersion": "v1",
-        "kind": "ConfigMap",
+        "kind": "Secret",
+        "type": "Opaque",
         "metadata": {
-            "name": names::config_map(node.role, &cluster.id, &node.id),
+            "name": names::node_secret(node.role, &cluster.id, &node.id),
             "namespace": names::namespace(&cluster.id),
             "labels": labels,
         },
-        "data": { names::USER_DATA_KEY: ignition::gzip_base64(config.to_json().as_bytes()) },
+        "stringData": { names::USER_DATA_KEY: user_data },
     });
-    serde_json::from_value(config_map).expect("the ConfigMap JSON has the ConfigMap shape")
+    let mut secret: Secret = serde_json::from_value(secret).expect("the Secret JSON has the Secret shape");
+    // `data` rather than `stringData`: what the API server stores and returns, so that the
+    // desired object compares equal to the stored one.
+    secret.data = secret
+        .string_data
+        .take()
+        .map(|d| d.into_iter().map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes()))).collect());
+    secret
 }
 
-/// The Ignition config inside a node ConfigMap, for `render --decode` and tests.
-pub fn decode_config_map(config_map: &ConfigMap) -> Result<ignition::Parsed, IgnitionError> {
-    let data = config_map.data.as_ref().and_then(|d| d.get(names::USER_DATA_KEY)).ok_or_else(|| {
-        IgnitionError::Decode { reason: format!("the ConfigMap has no {} key", names::USER_DATA_KEY) }
-    })?;
+/// The Ignition config inside a node Secret, for `render --decode` and tests.
+pub fn decode_node_secret(secret: &Secret) -> Result<ignition::Parsed, IgnitionError> {
+    let data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::USER_DATA_KEY))
+        .and_then(|b| std::str::from_utf8(&b.0).ok())
+        .ok_or_else(|| IgnitionError::Decode {
+            reason: format!("the Secret has no text {} key", names::USER_DATA_KEY),
+        })?;
     ignition::parse(&ignition::gunzip_base64(data)?)
 }
 
@@ -502,17 +524,18 @@ mod tests {
     }
 
     #[test]
-    fn the_config_map_is_byte_stable_and_decodes() {
+    fn the_node_secret_is_byte_stable_and_decodes() {
         let cluster = fixtures::cluster();
         let node = &cluster.nodes[4];
         let settings = NodeConfigSettings::default();
         let config = render_node("wk2", &settings).expect("render");
-        let a = config_map(&cluster, node, &config);
-        let b = config_map(&cluster, node, &render_node("wk2", &settings).expect("render"));
-        assert_eq!(a, b, "same input, same bytes: no needless ConfigMap write");
+        let a = node_secret(&cluster, node, &config);
+        let b = node_secret(&cluster, node, &render_node("wk2", &settings).expect("render"));
+        assert_eq!(a, b, "same input, same bytes: no needless Secret write");
         assert_eq!(a.metadata.name.as_deref(), Some("worker-qz7lt-wk2"));
         assert_eq!(a.metadata.labels.clone().unwrap_or_default()["giantswarm.io/managed-by"], "kvm-operator");
-        let decoded = decode_config_map(&a).expect("decodes");
+        assert_eq!(a.type_.as_deref(), Some("Opaque"));
+        let decoded = decode_node_secret(&a).expect("decodes");
         assert_eq!(decoded, parsed(&config));
         // Files are written in path order, whatever order the inputs came in (§14.6).
         let paths: Vec<&str> = decoded.document["storage"]["files"]

@@ -4,7 +4,7 @@
 //! kvm-operator runs each workload-cluster node as a KVM virtual machine in a pod of the
 //! management cluster: one Deployment per node, a selector-less `master` and `worker` Service
 //! whose Endpoints the operator writes, Ingresses for the API and etcd, and one Ignition
-//! ConfigMap per node. Everything it writes is computed here from typed inputs, without a
+//! Secret per node (a ConfigMap in the original: see [`ignition`](mod@ignition) for why). Everything it writes is computed here from typed inputs, without a
 //! Kubernetes client, so the controllers stay thin and every rule is tested from fixtures in
 //! milliseconds:
 //!
@@ -12,13 +12,14 @@
 //! | --- | --- |
 //! | [`cluster`] | the validated input: a `KVMConfig`, its Release's versions, the operator's settings |
 //! | [`names`] | every name of the reference's §6 |
+//! | [`access`] | the namespace, the ServiceAccount and the two ClusterRoleBindings |
 //! | [`node_index`] | `status.kvm.nodeIndexes`: stable, lowest free, never duplicated |
 //! | [`deployment`] | the node Deployments of §5 and their PVCs |
 //! | [`services`], [`ingress`] | the `master` and `worker` Services, the `api` and `etcd` Ingresses |
 //! | [`endpoints`] | the Endpoints as a function of all observed node pods |
 //! | [`rolling`] | which single Deployment to replace next |
 //! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
-//! | [`ignition`](mod@ignition) | a node's Ignition config and its ConfigMap |
+//! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
 //! ```
 //! use kvm_objects::cluster::{Cluster, Role, Settings};
@@ -56,13 +57,16 @@
 //! - **§14.2 PVC and etcd directory names by list position**: named by node id
 //!   ([`names::etcd_pvc`], [`names::etcd_host_path`], [`names::host_volume_pvc`]); removing a
 //!   node in the middle renames nothing. Mount tags are DNS labels, checked by schema.
+//! - **§10.3 ClusterRoleBindings leaked after every cluster**: [`access`] labels them with the
+//!   cluster, and the operator deletes them at the end of the teardown.
 //! - **§14.3 PVCs of removed workers never deleted**: [`deployment::stale_pvcs`] lists them.
 //! - **§14.5 spec changes never rolled nodes; Ingresses never updated; Endpoint ports never
 //!   refreshed**: every Deployment carries a pod-template digest that
 //!   [`rolling::is_deployment_modified`] compares; Ingresses and Services are complete desired
 //!   objects; Endpoint ports are taken from the Service on every computation.
 //! - **§14.6 certificate files in completion order, needless ConfigMap rewrites**: files are
-//!   sorted by path and gzip has a fixed header, so equal inputs give byte-equal ConfigMaps.
+//!   sorted by path and gzip has a fixed header, so equal inputs give byte-equal node Secrets.
+//! - **Node configs with private keys in ConfigMaps**: they are Secrets here, same name and key.
 //! - **§14.8 a NotReady node without a pod failed the terminator**: [`unhealthy::plan`] reports
 //!   it and goes on.
 //! - **§14.9 a worker whose VM never registers blocked all rolling**: [`rolling::next_update`]
@@ -82,6 +86,7 @@
 //!   availability gate requires the Deployment's status to describe its current generation.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod cluster;
 pub mod deployment;
 pub mod endpoints;

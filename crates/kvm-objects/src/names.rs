@@ -17,7 +17,7 @@ pub const WORKER_SERVICE: &str = "worker";
 pub const API_INGRESS: &str = "api";
 /// The Ingress of the workload cluster's etcd.
 pub const ETCD_INGRESS: &str = "etcd";
-/// The key of a node's Ignition in its ConfigMap.
+/// The key of a node's Ignition in its Secret.
 pub const USER_DATA_KEY: &str = "user_data";
 
 /// The pod condition (and readiness gate of worker pods) that mirrors the workload-cluster
@@ -76,8 +76,8 @@ pub fn deployment(role: Role, node_id: &str) -> String {
     format!("{}-{node_id}", role.as_str())
 }
 
-/// A node's Ignition ConfigMap: `<role>-<clusterID>-<nodeID>`.
-pub fn config_map(role: Role, cluster_id: &str, node_id: &str) -> String {
+/// A node's Ignition Secret: `<role>-<clusterID>-<nodeID>` (the reference's ConfigMap name).
+pub fn node_secret(role: Role, cluster_id: &str, node_id: &str) -> String {
     format!("{}-{cluster_id}-{node_id}", role.as_str())
 }
 
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(cluster_role_bindings("q7m2x"), ["q7m2x", "q7m2x-psp"]);
         assert_eq!(deployment(Role::Master, "ab1"), "master-ab1");
         assert_eq!(deployment(Role::Worker, "cd2"), "worker-cd2");
-        assert_eq!(config_map(Role::Worker, "q7m2x", "cd2"), "worker-q7m2x-cd2");
+        assert_eq!(node_secret(Role::Worker, "q7m2x", "cd2"), "worker-q7m2x-cd2");
         assert_eq!(etcd_pvc("q7m2x", "ab1"), "pvc-master-etcd-q7m2x-ab1");
         assert_eq!(etcd_host_path("q7m2x", "ab1"), "/home/core/volumes/q7m2x/k8s-master-ab1");
         assert_eq!(host_volume_pvc("q7m2x", "cd2", "fast"), "local-pvc-worker-q7m2x-cd2-fast");

@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use apis::kvm::KVMConfig;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, PostParams};
 use kvm_objects::cluster::{Cluster, Role, Settings};
 use kvm_objects::endpoints::{NodePod, desired_endpoints};
 use kvm_objects::ignition::{
-    EncryptionKey, NodeConfigInput, NodeConfigSettings, TlsAsset, config_map, decode_config_map, render,
+    EncryptionKey, NodeConfigInput, NodeConfigSettings, TlsAsset, decode_node_secret, node_secret, render,
 };
 use kvm_objects::node_index::allocate;
 use kvm_objects::{desired, names};
@@ -34,8 +34,8 @@ fn cluster() -> Cluster {
     Cluster::new(&config, "v20.1.0", &components, &settings).expect("valid fixture")
 }
 
-/// Node indexes first, then one node-config ConfigMap per node, with the indexes.
-fn config_maps(cluster: &Cluster) -> (BTreeMap<String, i64>, Vec<ConfigMap>) {
+/// Node indexes first, then one node-config Secret per node, with the indexes.
+fn node_secrets(cluster: &Cluster) -> (BTreeMap<String, i64>, Vec<Secret>) {
     let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
     let indexes = allocate(&BTreeMap::new(), &ids).indexes;
     let certs: BTreeMap<String, TlsAsset> = ["api", "calico-etcd-client", "etcd", "service-account", "worker"]
@@ -56,7 +56,7 @@ fn config_maps(cluster: &Cluster) -> (BTreeMap<String, i64>, Vec<ConfigMap>) {
                 encryption_key: Some(&key),
                 settings: &settings,
             };
-            config_map(cluster, node, &render(&input).expect("render"))
+            node_secret(cluster, node, &render(&input).expect("render"))
         })
         .collect();
     (indexes, maps)
@@ -83,22 +83,21 @@ fn every_object_of_the_cluster_with_its_name() {
     assert!(namespaces.iter().all(|ns| *ns == "qz7lt"), "{namespaces:?}");
     assert_eq!(desired(&cluster), objects, "deterministic");
 
-    let (indexes, config_maps) = config_maps(&cluster);
-    for (map, node) in config_maps.iter().zip(&cluster.nodes) {
-        let decoded = decode_config_map(map).expect("decode");
+    let (indexes, secrets) = node_secrets(&cluster);
+    for (secret, node) in secrets.iter().zip(&cluster.nodes) {
+        let decoded = decode_node_secret(secret).expect("decode");
         let expected = names::iscsi_initiator(&cluster.id, node.role, indexes[&node.id]);
         assert_eq!(decoded.text("/etc/iscsi/initiatorname.iscsi"), Some(format!("InitiatorName={expected}\n")));
     }
     assert_eq!(
-        names_of(&config_maps),
+        names_of(&secrets),
         ["master-qz7lt-ma1", "master-qz7lt-ma2", "master-qz7lt-ma3", "worker-qz7lt-wk1", "worker-qz7lt-wk2"]
     );
-    // Each Deployment mounts its own node's ConfigMap.
+    // Each Deployment mounts its own node's Secret.
     for (deployment, node) in objects.deployments.iter().zip(&cluster.nodes) {
         let volumes = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|s| s.volumes.clone());
-        let config =
-            volumes.unwrap_or_default().into_iter().find(|v| v.name == "cloud-config").and_then(|v| v.config_map);
-        assert_eq!(config.map(|c| c.name), Some(names::config_map(node.role, &cluster.id, &node.id)));
+        let config = volumes.unwrap_or_default().into_iter().find(|v| v.name == "cloud-config").and_then(|v| v.secret);
+        assert_eq!(config.and_then(|c| c.secret_name), Some(names::node_secret(node.role, &cluster.id, &node.id)));
     }
     assert_eq!(cluster.nodes(Role::Worker).count(), 2);
 }
@@ -142,11 +141,12 @@ async fn the_api_server_accepts_every_desired_object() -> Result<()> {
             .with_context(|| format!("{:?}", i.metadata.name))?;
     }
 
-    for map in config_maps(&cluster).1 {
-        Api::<ConfigMap>::namespaced(client.clone(), &ns)
-            .create(&pp, &map)
+    for secret in node_secrets(&cluster).1 {
+        let created = Api::<Secret>::namespaced(client.clone(), &ns)
+            .create(&pp, &secret)
             .await
-            .with_context(|| format!("{:?}", map.metadata.name))?;
+            .with_context(|| format!("{:?}", secret.metadata.name))?;
+        assert_eq!(created.data, secret.data, "stored as built: an unchanged config compares equal");
     }
 
     let pod = |name: &str, ip: &str, ready: bool| NodePod {

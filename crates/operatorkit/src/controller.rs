@@ -1091,3 +1091,21 @@ mod tests {
         assert_eq!(names(f.on(Event::InitDone)), ["v2.0.0"]);
     }
 }
+
+/// The settings every controller of an operator runs with.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    /// Parallel reconciles per controller.
+    pub concurrency: u16,
+    /// Resync period.
+    pub resync: Duration,
+    /// Whether this replica leads ([`Leadership::always`] without leader election). The same
+    /// leadership must gate every client the operator writes through.
+    pub leadership: Leadership,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
+    }
+}

@@ -225,3 +225,38 @@ pub enum BuildError {
     #[error("no resource set handles this operator's own version {0}")]
     NoSetForOwnVersion(String),
 }
+
+/// Why an object cannot be reconciled as written: the message names the object, the field and
+/// the fix. Reported as a `Ready=False` condition and a Warning event; never retried quickly,
+/// never deletes anything.
+#[derive(Debug, thiserror::Error)]
+#[error("{object}: {message}")]
+pub struct InvalidInput {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// The condition reason (PascalCase).
+    pub reason: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl ErrorKind for InvalidInput {
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(self.reason)
+    }
+    fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// Turn field errors into one [`InvalidInput`].
+pub fn field_errors<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    errors: Vec<apis::validation::FieldError>,
+) -> InvalidInput {
+    InvalidInput {
+        object: crate::status::describe(obj),
+        reason: "InvalidSpec",
+        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+    }
+}

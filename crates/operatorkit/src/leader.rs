@@ -807,6 +807,21 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
+/// The Lease the replicas of one operator version compete for: `<component>-<version>`, made a
+/// valid Lease name (semver's `+` and upper case are not allowed in one).
+///
+/// One Lease per version, because versions of an operator run side by side and each reconciles
+/// only the clusters of its own Releases: the replicas of one version elect a leader among
+/// themselves, without stopping another version's.
+pub fn lease_name(component: &str, version: &str) -> String {
+    let version: String = version
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    format!("{component}-{version}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -933,5 +948,12 @@ mod tests {
         assert!(!observed.is_valid(now + Duration::from_secs(2)));
         let no_duration = Observed { spec: LeaseSpec::default(), resource_version: None, changed_at: now };
         assert!(!no_duration.is_valid(now));
+    }
+
+    #[test]
+    fn one_lease_per_version_with_a_valid_name() {
+        assert_eq!(lease_name("aws-operator", "16.2.0"), "aws-operator-16.2.0");
+        assert_eq!(lease_name("aws-operator", "16.2.0-Beta.1+build.7"), "aws-operator-16.2.0-beta.1-build.7");
+        assert_ne!(lease_name("kvm-operator", "4.0.0"), lease_name("kvm-operator", "4.1.0"));
     }
 }

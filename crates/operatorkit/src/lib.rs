@@ -81,7 +81,7 @@ pub mod server;
 pub mod status;
 pub mod wrapper;
 
-pub use controller::{Controller, ControllerBuilder, ErrorBackoff};
+pub use controller::{Controller, ControllerBuilder, ErrorBackoff, RunSettings};
 pub use error::{BuildError, ErrorKind, ReconcileError, ResourceError};
 pub use leader::Leadership;
 pub use metrics::Metrics;

@@ -173,6 +173,27 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         .unwrap_or_default()
 }
 
+/// Ctrl-C, or SIGTERM: what the kubelet sends a container before it kills it, so that a pod's
+/// operator stops cleanly and hands its Lease over at once instead of after it expires. The
+/// operator binary awaits it; nothing here installs a handler by itself.
+pub async fn terminated() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

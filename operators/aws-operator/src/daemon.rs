@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
-use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, Server};
+use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, RunSettings, Server};
 use prometheus_client::registry::Registry;
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
@@ -33,38 +33,13 @@ use crate::controllers::{cluster, control_plane, node_pool};
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
 
-/// Controller settings.
-#[derive(Clone, Debug)]
-pub struct RunSettings {
-    /// Parallel reconciles per controller.
-    pub concurrency: u16,
-    /// Resync period.
-    pub resync: Duration,
-    /// Whether this replica leads ([`Leadership::always`] without leader election). The same
-    /// leadership must gate the Kubernetes client and the AWS clients of [`Shared`] (see
-    /// [`lease_name`]).
-    pub leadership: Leadership,
-}
-
-impl Default for RunSettings {
-    fn default() -> Self {
-        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
-    }
-}
-
 /// The Lease the replicas of one operator version compete for: `aws-operator-<version>`.
 ///
 /// One lease per version, because versions run side by side and each reconciles only the
 /// clusters of its own Releases: the replicas of 16.2.0 elect a leader among themselves, while
 /// the leader of 16.1.0 goes on with its clusters.
 pub fn lease_name(version: &str) -> String {
-    // A Lease name is a DNS subdomain: semver's `+` and upper case are not allowed in one.
-    let version: String = version
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
-        .collect();
-    format!("{COMPONENT}-{version}")
+    operatorkit::leader::lease_name(COMPONENT, version)
 }
 
 fn requirement(shared: &Shared) -> anyhow::Result<VersionReq> {
@@ -231,7 +206,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        terminated().await;
+        operatorkit::server::terminated().await;
         tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
@@ -257,36 +232,4 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     }
     let _ = serving.await;
     Ok(())
-}
-
-/// Ctrl-C, or SIGTERM: what the kubelet sends a container before it kills it, so that a pod's
-/// operator stops cleanly and hands its Lease over at once instead of after it expires.
-async fn terminated() {
-    #[cfg(unix)]
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_lease_per_version_with_a_valid_name() {
-        assert_eq!(lease_name("16.2.0"), "aws-operator-16.2.0");
-        assert_eq!(lease_name("16.2.0-Beta.1+build.7"), "aws-operator-16.2.0-beta.1-build.7");
-        assert_ne!(lease_name("16.2.0"), lease_name("16.1.0"));
-    }
 }

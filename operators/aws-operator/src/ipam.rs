@@ -37,7 +37,7 @@ use operatorkit::ResourceError;
 use crate::aws::AccountClients;
 use crate::context::Shared;
 use crate::controllers;
-use crate::controllers::lookup::InvalidInput;
+use operatorkit::error::InvalidInput;
 
 /// The lock annotation.
 pub const LOCK_ANNOTATION: &str = "kubelock.giantswarm.io/ipam";

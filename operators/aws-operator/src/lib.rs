@@ -13,7 +13,7 @@
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
-//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::status`], [`controllers::stack_entries`]) |
+//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53 |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
@@ -31,12 +31,12 @@
 //! 1. **dereference** — read what the object names: its Release, its AWSCluster, the credential
 //!    Secret, the AWS clients of the two accounts ([`controllers::lookup`]);
 //! 2. **validate** — bad input stops here with `Ready=False` and a Warning event, before anything
-//!    is touched in AWS ([`controllers::lookup::InvalidInput`], [`controllers::status::reject`]);
+//!    is touched in AWS ([`operatorkit::error::InvalidInput`], [`operatorkit::status::reject`]);
 //! 3. **build** — pure: template parameters and templates from `aws_stacks`;
 //! 4. **apply** — through [`aws`]: each stack one step of the state machine per reconcile, and
 //!    a requeue instead of a wait;
 //! 5. **status** — conditions and stack entries, written only when they change
-//!    ([`controllers::status`]).
+//!    ([`operatorkit::status`]).
 //!
 //! Deletion runs the same resources' delete paths, in the same order.
 //!

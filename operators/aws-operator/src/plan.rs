@@ -57,7 +57,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{AmiError, AmiMap, OperatorConfig};
 use crate::controllers;
-use crate::controllers::lookup::InvalidInput;
+use operatorkit::error::InvalidInput;
 
 /// Why nothing (or not everything) could be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -486,7 +486,7 @@ fn plan_cluster(
     let region = cluster.spec.provider.region.clone();
     // The checks of the cluster controller's `inputs`.
     if let Err(errors) = cluster.spec.validate() {
-        return Err(controllers::lookup::field_errors(cluster, errors).into());
+        return Err(operatorkit::error::field_errors(cluster, errors).into());
     }
     if controllers::lookup::cluster_id(cluster)? != id {
         return Err(invalid(
@@ -521,12 +521,12 @@ fn plan_cluster(
         }
     };
     if let Err(errors) = control_plane.validate(&region) {
-        return Err(controllers::lookup::field_errors(control_plane, errors).into());
+        return Err(operatorkit::error::field_errors(control_plane, errors).into());
     }
     let cp_release = objects.release_of(control_plane)?;
     for (md, _) in &pools {
         if let Err(errors) = md.validate(&region) {
-            return Err(controllers::lookup::field_errors(*md, errors).into());
+            return Err(operatorkit::error::field_errors(*md, errors).into());
         }
         objects.release_of(*md)?;
     }
@@ -841,7 +841,7 @@ impl<'a> Ipam<'a> {
             .into());
         };
         if let Err(errors) = pool.validate() {
-            return Err(controllers::lookup::field_errors(pool, errors).into());
+            return Err(operatorkit::error::field_errors(pool, errors).into());
         }
         let range: Ipv4Net = pool.spec.cidr_block.parse().map_err(|e| {
             invalid(pool, "InvalidNetworkPool", format!("spec.cidrBlock {}: {e}", pool.spec.cidr_block))

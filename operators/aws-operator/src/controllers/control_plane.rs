@@ -106,7 +106,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
                 return Ok(None);
             };
             if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
-                return Err(controllers::lookup::field_errors(obj, errors).into());
+                return Err(operatorkit::error::field_errors(obj, errors).into());
             }
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;

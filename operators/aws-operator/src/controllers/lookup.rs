@@ -1,18 +1,19 @@
 //! What the controllers look up and check before they build anything: the objects' validity
-//! ([`InvalidInput`]), their Release, the tenant role and the AWS clients of a cluster, a
+//! (as [`InvalidInput`]), their Release, the tenant role and the AWS clients of a cluster, a
 //! cluster's control planes and node pools, and the inputs every template of a cluster shares
 //! (tags, [`aws_stacks::stacks::Common`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment, FieldError};
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::labels;
 use apis::release::Release;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use operatorkit::ResourceError;
+use operatorkit::error::InvalidInput;
 
 use super::status::describe;
 use crate::aws::AccountClients;
@@ -20,38 +21,6 @@ use crate::context::Shared;
 
 /// The data key of the credential Secret holding the tenant role ARN.
 pub const ROLE_ARN_KEY: &str = "aws.awsoperator.arn";
-
-/// Why an object cannot be reconciled as written: the message names the object, the field and
-/// the fix. Reported as a `Ready=False` condition and a Warning event; never retried quickly,
-/// never deletes anything.
-#[derive(Debug, thiserror::Error)]
-#[error("{object}: {message}")]
-pub struct InvalidInput {
-    /// `Kind namespace/name`.
-    pub object: String,
-    /// The condition reason (PascalCase).
-    pub reason: &'static str,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
-
-impl operatorkit::ErrorKind for InvalidInput {
-    fn kind(&self) -> std::borrow::Cow<'static, str> {
-        std::borrow::Cow::Borrowed(self.reason)
-    }
-    fn is_retryable(&self) -> bool {
-        false
-    }
-}
-
-/// Turn field errors into one [`InvalidInput`].
-pub fn field_errors<K: kube::Resource<DynamicType = ()>>(obj: &K, errors: Vec<FieldError>) -> InvalidInput {
-    InvalidInput {
-        object: describe(obj),
-        reason: "InvalidSpec",
-        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
-    }
-}
 
 /// The cluster id of an object: its `giantswarm.io/cluster` label.
 pub fn cluster_id<K: kube::Resource<DynamicType = ()>>(obj: &K) -> Result<String, InvalidInput> {

@@ -11,7 +11,7 @@
 //! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
 //! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
 //! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
-//! | [`status`] | the status lifecycle: `Ready`, status writes, rejected input, the status hook (no AWS type: ready to share) |
+//! | [`status`] | `operatorkit::status`, the status lifecycle both operators share (`Ready`, status writes, rejected input, the status hook), under its name here; its traits are implemented for this operator's kinds in `apis::status` |
 //! | [`stack_entries`] | the stack entries of a status, and the stacks of a control plane or node pool whose cluster is gone |
 
 pub mod cluster;
@@ -19,15 +19,11 @@ pub mod control_plane;
 pub mod lookup;
 pub mod node_pool;
 pub mod stack_entries;
-pub mod status;
+pub use operatorkit::status;
 
 use std::sync::Arc;
 
-use apis::aws::{
-    AWSCluster, AWSClusterStatus, AWSControlPlane, AWSControlPlaneStatus, AWSMachineDeployment,
-    AWSMachineDeploymentStatus, StackStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use apis::aws::{AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus, StackStatus};
 use operatorkit::{ResourceSet, ResourceSetBuilder};
 use semver::VersionReq;
 
@@ -55,31 +51,16 @@ where
     })
 }
 
-/// The status traits for this operator's kinds: what a status holds ([`status::WithConditions`],
-/// [`stack_entries::WithStacks`]) and where a kind keeps it ([`status::WithStatus`]).
+/// Where this operator's kinds keep their stack entries ([`stack_entries::WithStacks`]); their
+/// conditions and status are `apis::status`'s.
 macro_rules! kinds {
-    ($($kind:ty => $status:ty),*) => {$(
-        impl status::WithConditions for $status {
-            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-                &mut self.conditions
-            }
-        }
+    ($($status:ty),*) => {$(
         impl stack_entries::WithStacks for $status {
             fn stacks_mut(&mut self) -> &mut Vec<StackStatus> {
                 &mut self.stacks
             }
         }
-        impl status::WithStatus for $kind {
-            type Status = $status;
-            fn status(&self) -> Option<&$status> {
-                self.status.as_ref()
-            }
-        }
     )*};
 }
 
-kinds!(
-    AWSCluster => AWSClusterStatus,
-    AWSControlPlane => AWSControlPlaneStatus,
-    AWSMachineDeployment => AWSMachineDeploymentStatus
-);
+kinds!(AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus);

@@ -155,10 +155,10 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
         let shared = state.shared.clone();
         let checked = async {
             if let Err(errors) = obj.spec.validate() {
-                return Err(controllers::lookup::field_errors(obj, errors).into());
+                return Err(operatorkit::error::field_errors(obj, errors).into());
             }
             if controllers::lookup::cluster_id(obj)? != obj.name_any() {
-                return Err(controllers::lookup::InvalidInput {
+                return Err(operatorkit::error::InvalidInput {
                     object: controllers::status::describe(obj),
                     reason: "InvalidClusterLabel",
                     message: format!("label {} must equal the AWSCluster's name", apis::labels::CLUSTER),

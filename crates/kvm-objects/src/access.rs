@@ -1,0 +1,111 @@
+//! The cluster's namespace, its ServiceAccount and its two ClusterRoleBindings (reference
+//! §4.1.3–§4.1.5): the node pods run as ServiceAccount `<id>` in namespace `<id>`, bound to the
+//! operator's general and pod-security ClusterRoles, which gives their sidecars the pod-patch and
+//! DrainerConfig access they need.
+//!
+//! The bindings are cluster-scoped, so namespace deletion does not remove them: the original
+//! left them behind after every cluster (§10.3). Here they carry the cluster's labels and the
+//! operator deletes them by name at the end of the teardown.
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::names;
+
+/// The ClusterRoles the bindings refer to (the operator's flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRoles {
+    /// The general role: `<id>` binds it.
+    pub general: String,
+    /// The pod-security role: `<id>-psp` binds it.
+    pub psp: String,
+}
+
+impl Default for ClusterRoles {
+    /// The roles the chart installs: `kvm-operator` and `kvm-operator-psp`.
+    fn default() -> Self {
+        Self { general: names::OPERATOR.into(), psp: format!("{}-psp", names::OPERATOR) }
+    }
+}
+
+fn labels(cluster: &Cluster) -> std::collections::BTreeMap<String, String> {
+    let mut labels = cluster.common_labels();
+    labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
+    labels
+}
+
+/// Namespace `<id>`, holding every namespaced object of the cluster.
+pub fn namespace(cluster: &Cluster) -> Namespace {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": names::namespace(&cluster.id), "labels": labels(cluster) },
+    }))
+    .expect("the Namespace JSON has the Namespace shape")
+}
+
+/// ServiceAccount `<id>` in namespace `<id>`: the node pods' identity.
+pub fn service_account(cluster: &Cluster) -> ServiceAccount {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": names::namespace(&cluster.id),
+            "namespace": names::namespace(&cluster.id),
+            "labels": labels(cluster),
+        },
+    }))
+    .expect("the ServiceAccount JSON has the ServiceAccount shape")
+}
+
+/// ClusterRoleBindings `<id>` (general role) and `<id>-psp` (pod-security role), both binding
+/// ServiceAccount `<id>/<id>`.
+pub fn cluster_role_bindings(cluster: &Cluster, roles: &ClusterRoles) -> [ClusterRoleBinding; 2] {
+    let [general, psp] = names::cluster_role_bindings(&cluster.id);
+    let mut labels = labels(cluster);
+    labels.insert(names::keys::APP.into(), names::OPERATOR.into());
+    let binding = |name: String, role: &str| {
+        serde_json::from_value(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": { "name": name, "labels": labels },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": [{
+                "kind": "ServiceAccount",
+                "name": names::namespace(&cluster.id),
+                "namespace": names::namespace(&cluster.id),
+            }],
+        }))
+        .expect("the ClusterRoleBinding JSON has the ClusterRoleBinding shape")
+    };
+    [binding(general, &roles.general), binding(psp, &roles.psp)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixtures;
+
+    #[test]
+    fn the_bindings_bind_the_clusters_service_account_to_the_operators_roles() {
+        let cluster = fixtures::cluster();
+        let roles = ClusterRoles { general: "kvm-general".into(), psp: "kvm-restricted".into() };
+        let [general, psp] = cluster_role_bindings(&cluster, &roles);
+        assert_eq!(general.metadata.name.as_deref(), Some("qz7lt"));
+        assert_eq!(psp.metadata.name.as_deref(), Some("qz7lt-psp"));
+        assert_eq!((general.role_ref.name.as_str(), psp.role_ref.name.as_str()), ("kvm-general", "kvm-restricted"));
+        for binding in [&general, &psp] {
+            let subject = &binding.subjects.as_ref().expect("subjects")[0];
+            assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("qz7lt", Some("qz7lt")));
+            let labels = binding.metadata.labels.clone().unwrap_or_default();
+            assert_eq!(labels["giantswarm.io/cluster"], "qz7lt", "found again by label at deletion");
+        }
+        let sa = service_account(&cluster);
+        assert_eq!((sa.metadata.name.as_deref(), sa.metadata.namespace.as_deref()), (Some("qz7lt"), Some("qz7lt")));
+        let ns = namespace(&cluster);
+        assert_eq!(ns.metadata.name.as_deref(), Some("qz7lt"));
+        assert_eq!(ns.metadata.labels.unwrap_or_default()["customer"], "globex");
+    }
+}

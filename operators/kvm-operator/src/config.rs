@@ -1,0 +1,114 @@
+//! The operator's settings: the flags of `kvm-operator daemon` ([`DaemonArgs`], named as
+//! aws-operator's where they mean the same), the flags that shape what the controllers build
+//! ([`ClusterArgs`], shared by `daemon` and `render`, so that `render` prints what the daemon
+//! would write) and the settings the builders read ([`OperatorConfig`]).
+
+use std::net::SocketAddr;
+
+use kvm_objects::access::ClusterRoles;
+use kvm_objects::cluster::Settings;
+use kvm_objects::ignition::{NodeConfigSettings, Proxy};
+
+/// The flags of `kvm-operator daemon`.
+#[derive(clap::Args, Debug)]
+pub struct DaemonArgs {
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "KVM_OPERATOR_LISTEN", default_value = "0.0.0.0:8000")]
+    pub listen: SocketAddr,
+    /// Parallel reconciles per controller.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u16,
+    /// Resync period in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// Requeue interval while a cluster converges (pods starting, teardown), in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub poll_seconds: u64,
+    /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
+    #[arg(long)]
+    pub certificates_namespace: Option<String>,
+    /// Elect a leader among the replicas of this operator version; only the leader writes.
+    #[arg(long, env = "KVM_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "giantswarm")]
+    pub leader_election_namespace: String,
+    /// Name of the leader election Lease (default: `kvm-operator-<version>`, one per version).
+    #[arg(long)]
+    pub leader_election_name: Option<String>,
+    /// How long a node drain may take before it ends with `Timeout`, in seconds, for
+    /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
+    #[arg(long, default_value_t = 3600)]
+    pub drain_timeout_seconds: u64,
+    /// The flags that shape the clusters' objects.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// The flags that shape a cluster's objects: the VMs' DNS and NTP servers, the ClusterRoles the
+/// node pods are bound to, and what goes into every node config.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// DNS servers of the VMs (`DNS_SERVERS` of the node pods); at least one, comma-separated.
+    #[arg(long, env = "KVM_OPERATOR_DNS_SERVERS", value_delimiter = ',', required = true)]
+    pub dns_servers: Vec<String>,
+    /// NTP servers of the VMs (`NTP_SERVERS`), comma-separated.
+    #[arg(long, env = "KVM_OPERATOR_NTP_SERVERS", value_delimiter = ',')]
+    pub ntp_servers: Vec<String>,
+    /// The ClusterRole that binding `<cluster id>` gives the node pods' ServiceAccount.
+    #[arg(long, default_value = "kvm-operator")]
+    pub cluster_role_general: String,
+    /// The pod-security ClusterRole that binding `<cluster id>-psp` gives it.
+    #[arg(long, default_value = "kvm-operator-psp")]
+    pub cluster_role_psp: String,
+    /// `HTTP_PROXY` of the nodes' docker, containerd and kubelet.
+    #[arg(long, default_value = "")]
+    pub http_proxy: String,
+    /// `HTTPS_PROXY` of the nodes' docker, containerd and kubelet.
+    #[arg(long, default_value = "")]
+    pub https_proxy: String,
+    /// `NO_PROXY` entries, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub no_proxy: Vec<String>,
+    /// Docker registry mirrors of the nodes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub registry_mirrors: Vec<String>,
+    /// The SSO CA's public key, trusted for SSH user certificates on the nodes.
+    #[arg(long, default_value = "")]
+    pub sso_public_key: String,
+}
+
+/// The operator's settings, as the builders read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorConfig {
+    /// This operator's version: it reconciles the KVMConfigs whose Release names this version of
+    /// the `kvm-operator` component.
+    pub version: String,
+    /// The node pods' settings.
+    pub settings: Settings,
+    /// What goes into every node config.
+    pub node_config: NodeConfigSettings,
+    /// The ClusterRoles of the two bindings.
+    pub roles: ClusterRoles,
+}
+
+impl OperatorConfig {
+    /// The settings of `args` for operator `version`.
+    pub fn new(version: &str, args: &ClusterArgs) -> Self {
+        let list = |values: &[String]| values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+        Self {
+            version: version.to_string(),
+            settings: Settings { dns_servers: list(&args.dns_servers), ntp_servers: list(&args.ntp_servers) },
+            node_config: NodeConfigSettings {
+                proxy: Proxy {
+                    http: args.http_proxy.clone(),
+                    https: args.https_proxy.clone(),
+                    no_proxy: list(&args.no_proxy),
+                },
+                registry_mirrors: list(&args.registry_mirrors),
+                sso_public_key: args.sso_public_key.clone(),
+            },
+            roles: ClusterRoles { general: args.cluster_role_general.clone(), psp: args.cluster_role_psp.clone() },
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The KVMConfig controller: per cluster, its inputs, node indexes, the objects kvm-operator
+//! puts into the management cluster, its status and, on deletion, the ordered teardown.
+//!
+//! Resources, in order:
+//!
+//! 1. `inputs` — dereference and validate: the Release (`v<release label>`), the cluster's
+//!    certificate and encryption-key Secrets (in its namespace or `--certificates-namespace`),
+//!    the spec. Bad input stops here with `Ready=False` naming the field and the fix, and a
+//!    Warning event; nothing is written or deleted.
+//! 2. `node-indexes` — `status.kvm.nodeIndexes`: stable, lowest free from 1, written only when
+//!    it changes.
+//! 3. `objects` ([`apply`]) — namespace `<id>`, ServiceAccount, the two ClusterRoleBindings, the
+//!    node Secrets, the etcd PVCs, the Deployments (new ones created, changed ones one at a time
+//!    by [`kvm_objects::rolling`]), Services and Ingresses, by server-side apply; an object
+//!    whose desired state is unchanged is not written.
+//! 4. `status` — `Ready` and the cluster lifecycle (`Creating` until every node Deployment is
+//!    available, then `Created`).
+//!
+//! Deletion ([`teardown`]): `Deleting`, then the Deployments, and once their pods are gone the
+//! PVCs, Services, Ingresses and the namespace, and last the two ClusterRoleBindings (which the
+//! original leaked); the finalizer is held until all of it is gone.
+
+use std::sync::Arc;
+
+use apis::cluster_status::ClusterCondition;
+use apis::kvm::{KVMConfig, KVMConfigStatus};
+use apis::labels;
+use apis::release::{Release, release_name};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use kvm_objects::cluster::{Cluster, InputError};
+use kvm_objects::ignition::{MASTER_CERTS, WORKER_CERTS};
+use operatorkit::error::InvalidInput;
+use operatorkit::status::{READY, describe, reject, set_condition, write_status};
+use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
+use semver::VersionReq;
+
+use crate::context::Shared;
+use crate::plan::{ClusterSecrets, components};
+
+pub mod apply;
+pub mod teardown;
+
+/// The controller's name (and finalizer suffix).
+pub const CONTROLLER: &str = "kvm-operator-cluster-controller";
+
+/// The resource set `name` for the Releases `requirement` matches: the steps in the order they
+/// run.
+pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<KVMConfig> {
+    ResourceSet::builder(name, requirement, move |obj: Arc<KVMConfig>, _| {
+        let shared = shared.clone();
+        async move { Ok(ClusterState::new(shared, &obj)) }
+    })
+    .resource(Inputs)
+    .resource(NodeIndexes)
+    .resource(apply::Objects)
+    .resource(Status)
+    .resource(teardown::Teardown)
+    .build()
+}
+
+/// What the resources of one KVMConfig reconcile share.
+#[derive(Debug)]
+pub struct ClusterState {
+    shared: Arc<Shared>,
+    /// The status as this reconcile leaves it.
+    status: KVMConfigStatus,
+    cluster: Option<Cluster>,
+    secrets: ClusterSecrets,
+    /// What the cluster still waits for, for `Ready`'s message.
+    waiting: Option<String>,
+}
+
+impl ClusterState {
+    /// A fresh state for `obj`.
+    pub fn new(shared: Arc<Shared>, obj: &KVMConfig) -> Self {
+        Self {
+            shared,
+            status: obj.status.clone().unwrap_or_default(),
+            cluster: None,
+            secrets: ClusterSecrets::default(),
+            waiting: None,
+        }
+    }
+
+    fn cluster(&self) -> Result<&Cluster, ResourceError> {
+        self.cluster.as_ref().ok_or_else(|| {
+            ResourceError::from(InvalidInput {
+                object: "KVMConfig".into(),
+                reason: "InputsNotRead",
+                message: "the cluster's inputs were not read before its objects".into(),
+            })
+        })
+    }
+}
+
+/// The reason of an [`InputError`] in `Ready`.
+fn reason(error: &InputError) -> &'static str {
+    match error {
+        InputError::Invalid { .. } => "InvalidSpec",
+        InputError::MissingLabel { .. } => "MissingLabel",
+        InputError::MissingComponent { .. } => "InvalidRelease",
+        InputError::NoDnsServers => "NoDnsServers",
+    }
+}
+
+/// Read and check everything the cluster's objects are built from.
+async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<(Cluster, ClusterSecrets), ResourceError> {
+    let invalid = |reason: &'static str, message: String| InvalidInput { object: describe(obj), reason, message };
+    let Some(label) = obj.labels().get(labels::RELEASE_VERSION).filter(|v| !v.is_empty()) else {
+        return Err(invalid(
+            "MissingReleaseLabel",
+            format!("label {} is missing: set it to the release the cluster runs", labels::RELEASE_VERSION),
+        )
+        .into());
+    };
+    let name = release_name(label);
+    let Some(release) = Api::<Release>::all(shared.client.clone()).get_opt(&name).await? else {
+        return Err(invalid(
+            "ReleaseNotFound",
+            format!("Release {name} does not exist: create it or fix label {}", labels::RELEASE_VERSION),
+        )
+        .into());
+    };
+    let cluster = Cluster::new(obj, &name, &components(&release), &shared.config.settings)
+        .map_err(|e| invalid(reason(&e), e.to_string()))?;
+    let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
+    let listed = Api::<Secret>::namespaced(shared.client.clone(), &namespace)
+        .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER, cluster.id)))
+        .await?;
+    let secrets = ClusterSecrets::find(&listed.items, &cluster.id);
+    let needed: Vec<&str> = if cluster.nodes(kvm_objects::cluster::Role::Worker).next().is_some() {
+        MASTER_CERTS.iter().chain(&WORKER_CERTS).copied().collect()
+    } else {
+        MASTER_CERTS.to_vec()
+    };
+    let mut missing: Vec<&str> = needed.into_iter().filter(|c| !secrets.certs.contains_key(*c)).collect();
+    missing.sort();
+    missing.dedup();
+    if !missing.is_empty() {
+        return Err(invalid(
+            "MissingCertificates",
+            format!(
+                "no complete certificate Secret (keys ca, crt, key) labelled {}={} and giantswarm.io/certificate=<name> in namespace {namespace} for: {}; create them (cert-operator does) or set --certificates-namespace",
+                labels::CLUSTER,
+                cluster.id,
+                missing.join(", ")
+            ),
+        )
+        .into());
+    }
+    if secrets.encryption_key.is_none() {
+        return Err(invalid(
+            "MissingEncryptionKey",
+            format!(
+                "no Secret labelled {}={} and giantswarm.io/randomkey=encryption with key encryption in namespace {namespace}: create it (the randomkeys producer does)",
+                labels::CLUSTER,
+                cluster.id
+            ),
+        )
+        .into());
+    }
+    Ok((cluster, secrets))
+}
+
+/// Step 1: dereference and validate.
+#[derive(Debug)]
+pub struct Inputs;
+
+impl Resource<KVMConfig, ClusterState> for Inputs {
+    fn name(&self) -> &str {
+        "inputs"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
+        match read_inputs(&state.shared, obj).await {
+            Ok((cluster, secrets)) => {
+                state.cluster = Some(cluster);
+                state.secrets = secrets;
+                Ok(Outcome::proceed())
+            }
+            Err(e) if !e.is_retryable() => {
+                let (status, e) = reject(&state.shared.client, obj, obj.status.as_ref(), e).await;
+                state.status = status;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
+        // The teardown needs nothing but the cluster id: a cluster whose Release or Secrets are
+        // gone can still be deleted.
+        Ok(Outcome::proceed())
+    }
+}
+
+/// Step 2: `status.kvm.nodeIndexes`.
+#[derive(Debug)]
+pub struct NodeIndexes;
+
+impl Resource<KVMConfig, ClusterState> for NodeIndexes {
+    fn name(&self) -> &str {
+        "node-indexes"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
+        let cluster = state.cluster()?;
+        let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
+        let allocation = kvm_objects::node_index::allocate(&state.status.kvm.node_indexes, &ids);
+        if allocation.indexes != state.status.kvm.node_indexes {
+            // Persisted before anything is built from them: a crash after this write finds
+            // the same indexes again, never duplicates.
+            let patch = serde_json::json!({ "status": { "kvm": { "nodeIndexes": allocation.indexes } } });
+            Api::<KVMConfig>::namespaced(state.shared.client.clone(), &obj.namespace().unwrap_or_default())
+                .patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            state.status.kvm.node_indexes = allocation.indexes;
+        }
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// Step 4: `Ready` and the cluster lifecycle.
+#[derive(Debug)]
+pub struct Status;
+
+impl Resource<KVMConfig, ClusterState> for Status {
+    fn name(&self) -> &str {
+        "status"
+    }
+
+    async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
+        let generation = obj.metadata.generation;
+        let now = jiff::Timestamp::now();
+        let mut status = state.status.clone();
+        let cluster = &mut status.cluster;
+        if cluster.id.is_empty() {
+            cluster.id = state.cluster()?.id.clone();
+        }
+        let outcome = match &state.waiting {
+            Some(why) => {
+                set_condition(&mut status.conditions, READY, false, "Converging", why.clone(), generation);
+                if !status.cluster.has_condition(ClusterCondition::Created) {
+                    status.cluster.set_condition(ClusterCondition::Creating, now);
+                }
+                Outcome::proceed().requeue_after(state.shared.poll)
+            }
+            None => {
+                set_condition(
+                    &mut status.conditions,
+                    READY,
+                    true,
+                    "Reconciled",
+                    "every object of the cluster is in place and every node Deployment is available",
+                    generation,
+                );
+                status.cluster.set_condition(ClusterCondition::Created, now);
+                Outcome::proceed()
+            }
+        };
+        write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
+        state.status = status;
+        Ok(outcome)
+    }
+
+    async fn ensure_deleted(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// The labels selecting the objects of cluster `id` that this operator manages.
+pub fn managed_selector(id: &str) -> String {
+    format!("{}={id},{}={}", labels::CLUSTER, labels::MANAGED_BY, kvm_objects::names::OPERATOR)
+}

@@ -1,0 +1,97 @@
+//! Deletion, `teardown` (reference §10, with the leak fixed): `Deleting` in the status; the node
+//! Deployments (foreground); once no pod is left in the namespace, the PVCs, Services and
+//! Ingresses; then the namespace, waited for until it is gone; last the two ClusterRoleBindings,
+//! which are cluster-scoped and which the original left behind. The finalizer is held until all
+//! of it is gone. Nothing here needs the Release or the Secrets, so a cluster whose inputs are
+//! gone can still be deleted.
+
+use apis::cluster_status::ClusterCondition;
+use apis::kvm::KVMConfig;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{DeleteParams, ListParams};
+use kube::{Api, ResourceExt};
+use operatorkit::status::write_status;
+use operatorkit::{Outcome, Resource, resource};
+use serde::de::DeserializeOwned;
+
+use super::{ClusterState, managed_selector};
+
+/// Delete `name` through `api`; a missing object is deleted already.
+async fn delete<K>(api: &Api<K>, name: &str, params: &DeleteParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The cluster id of a KVMConfig being deleted: `spec.cluster.id`.
+fn cluster_id(obj: &KVMConfig) -> String {
+    obj.spec.cluster.id.clone()
+}
+
+/// Ordered deletion.
+#[derive(Debug)]
+pub struct Teardown;
+
+impl Resource<KVMConfig, ClusterState> for Teardown {
+    fn name(&self) -> &str {
+        "teardown"
+    }
+
+    async fn ensure_created(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
+        let shared = state.shared.clone();
+        let client = &shared.client;
+        let id = cluster_id(obj);
+        let ns = kvm_objects::names::namespace(&id);
+        let keep = || Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.poll);
+
+        let mut status = state.status.clone();
+        status.cluster.set_condition(ClusterCondition::Deleting, jiff::Timestamp::now());
+        write_status(client, obj, obj.status.as_ref(), &status).await?;
+        state.status = status;
+
+        let managed = ListParams::default().labels(&managed_selector(&id));
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let current = deployments.list(&managed).await?.items;
+        for deployment in &current {
+            delete(&deployments, &deployment.name_any(), &DeleteParams::foreground()).await?;
+        }
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?.items;
+        if !current.is_empty() || !pods.is_empty() {
+            tracing::info!(cluster = %id, deployments = current.len(), pods = pods.len(), "waiting for the node pods to go");
+            return Ok(keep());
+        }
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        for pvc in pvcs.list(&managed).await?.items {
+            delete(&pvcs, &pvc.name_any(), &DeleteParams::default()).await?;
+        }
+        for name in [kvm_objects::names::MASTER_SERVICE, kvm_objects::names::WORKER_SERVICE] {
+            delete(&Api::<Service>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
+        }
+        for name in [kvm_objects::names::API_INGRESS, kvm_objects::names::ETCD_INGRESS] {
+            delete(&Api::<Ingress>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
+        }
+        let namespaces = Api::<Namespace>::all(client.clone());
+        if namespaces.get_opt(&ns).await?.is_some() {
+            delete(&namespaces, &ns, &DeleteParams::default()).await?;
+            return Ok(keep());
+        }
+        // Last: the node pods' ServiceAccount, bound by them, went with the namespace.
+        let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+        for name in kvm_objects::names::cluster_role_bindings(&id) {
+            delete(&bindings, &name, &DeleteParams::default()).await?;
+        }
+        Ok(Outcome::proceed())
+    }
+}

@@ -1,0 +1,150 @@
+//! `kvm-operator daemon`: the wiring. The flags become the configuration, the configuration and
+//! the client become the [`Shared`] context, and the cluster controller runs on it beside the
+//! drain executor, under leader election (one Lease per operator version), with the `/metrics`,
+//! `/healthz` and `/readyz` server, until SIGTERM or Ctrl-C.
+//!
+//! The cluster controller routes a KVMConfig by its `release.giantswarm.io/version` label: the
+//! Release `v<version>` names the `kvm-operator` component version, and this process handles
+//! exactly its own version, so several operator versions can run side by side. KVMConfigs whose
+//! Release does not exist or has no `kvm-operator` component get a `ReleaseResolved=False`
+//! condition.
+//!
+//! The drainer controller watches the node pods, routed by their operator-version label. Not
+//! built yet: the drainer's pod-finalizer drain, the deleter and the unhealthy-node terminator.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use node_lifecycle::drain::{Drainer, DrainerSettings};
+use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::{Leadership, Server};
+use prometheus_client::registry::Registry;
+
+use apis::kvm::KVMConfig;
+use operatorkit::status::StatusReport;
+use operatorkit::{Controller, Metrics, Readiness, RunSettings};
+use semver::VersionReq;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{DaemonArgs, OperatorConfig};
+use crate::context::Shared;
+use crate::controllers::{cluster, drainer};
+
+/// The Release component this operator is.
+pub const COMPONENT: &str = "kvm-operator";
+
+/// Build and run the controllers until `shutdown`.
+pub async fn run(
+    shared: Arc<Shared>,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: RunSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let client = shared.client.clone();
+    let requirement = VersionReq::parse(&format!("={}", shared.config.version))?;
+    let set = cluster::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
+    let controller = Controller::<KVMConfig>::builder(client.clone(), cluster::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(set)
+        .metrics(metrics)
+        .readiness(readiness)
+        .status_hook(StatusReport::new(client))
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+    // Node pods carry the operator version as a label, not a Release: legacy routing.
+    let version = semver::Version::parse(&shared.config.version)?;
+    let pods = drainer::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
+    let drainer = Controller::<k8s_openapi::api::core::v1::Pod>::builder(shared.client.clone(), drainer::CONTROLLER)
+        .operator(COMPONENT)
+        .routing(operatorkit::Routing::Legacy { version })
+        .label_selector(drainer::pod_selector())
+        .resource_set(pods)
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+    tokio::join!(controller.run(shutdown.clone()), drainer.run(shutdown));
+    Ok(())
+}
+
+/// The Lease the replicas of one operator version compete for: `kvm-operator-<version>`.
+pub fn lease_name(version: &str) -> String {
+    operatorkit::leader::lease_name(COMPONENT, version)
+}
+
+/// Run `kvm-operator daemon` with `args` until SIGTERM or Ctrl-C.
+pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
+    let version = env!("CARGO_PKG_VERSION").to_string();
+    let elector = if args.leader_election {
+        let lease = args.leader_election_name.clone().unwrap_or_else(|| lease_name(&version));
+        let config = LeaderElectionConfig {
+            // The controllers have stopped (and with them every write) when the lease is
+            // released, so a standby may start at once.
+            release_on_cancel: true,
+            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
+        };
+        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
+    } else {
+        None
+    };
+    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    if let Some(elector) = &elector {
+        elector.register_metrics(&mut registry);
+    }
+    let readiness = Readiness::new();
+    // The drain executor: the DrainerConfigs labelled kvm-operator.giantswarm.io/version=<v>.
+    let drain_settings = DrainerSettings {
+        timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
+        ..DrainerSettings::new(COMPONENT, semver::Version::parse(&version).context("the operator's version")?)
+    };
+    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+        .metrics(&metrics)
+        .readiness(&readiness)
+        .leadership(leadership.clone())
+        .build()
+        .context("the drain executor")?;
+    let shared = Arc::new(Shared {
+        client: leadership.gate(client),
+        config: OperatorConfig::new(&version, &args.cluster),
+        certificates_namespace: args.certificates_namespace.clone(),
+        poll: Duration::from_secs(args.poll_seconds.max(1)),
+    });
+    let shutdown = CancellationToken::new();
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");
+    let serving = tokio::spawn(server.serve(shutdown.clone()));
+    // The election stops after the controllers, so that releasing the lease comes last.
+    let stop_election = CancellationToken::new();
+    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        operatorkit::server::terminated().await;
+        tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
+        stop.cancel();
+    });
+    let settings =
+        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership };
+    let (controllers, ()) =
+        tokio::join!(run(shared, &metrics, &readiness, settings, shutdown.clone()), drainer.run(shutdown.clone()));
+    controllers?;
+    shutdown.cancel();
+    stop_election.cancel();
+    if let Some(election) = election {
+        match election.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
+            Err(error) => tracing::warn!(%error, "leader election task failed"),
+        }
+    }
+    let _ = serving.await;
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! kvm-operator: runs workload clusters whose nodes are KVM virtual machines in pods of the
+//! management cluster — one Deployment per node, selector-less `master` and `worker` Services,
+//! Ingresses for the API and etcd, a node-config Secret per node.
+//!
+//! # Layout
+//!
+//! The top level reads like aws-operator's; what exists today:
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the cluster controller and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings |
+//! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the objects by server-side apply, status, ordered teardown), [`controllers::drainer`] (the Endpoints from the node pods) |
+//! | [`config`] | flags and settings: [`config::DaemonArgs`], [`config::ClusterArgs`] (shared by `daemon` and `render`), [`config::OperatorConfig`] |
+//! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
+//! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
+//!
+//! Not built yet: the drainer's pod-finalizer drain, the deleter and unhealthy-node-terminator
+//! controllers, the per-cluster workload-cluster node watcher, and the
+//! cluster's nodes and versions in its status. The desired state itself is pure and lives in
+//! `kvm_objects` (names, node indexes, Deployments, Services, Ingresses, Endpoints, rolling, the
+//! unhealthy-node planner, node configs).
+//!
+//! # The shape of a reconcile
+//!
+//! As in aws-operator: **dereference** (the Release, the certificate Secrets) → **validate**
+//! (bad input stops with `Ready=False` and a Warning event, nothing written —
+//! [`operatorkit::error::InvalidInput`], [`operatorkit::status::reject`]) → **build** (pure:
+//! [`plan::build`] over `kvm_objects`) → **apply** (server-side apply, unchanged objects not
+//! written) → **status** ([`operatorkit::status`], `apis::cluster_status`). Deletion runs the
+//! teardown in the order of the reference's §10.
+//!
+//! # Why the planner is a module here and not in `kvm_objects`
+//!
+//! `kvm_objects` builds each object from a validated [`kvm_objects::cluster::Cluster`]. The
+//! planner adds what the operator decides around them: which Release a KVMConfig runs, which
+//! Secrets hold its certificates, the operator's flags ([`config::OperatorConfig`]) and the order
+//! of application. The cluster controller and `render` share it, so `render` prints what the
+//! controller would write.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod context;
+pub mod controllers;
+pub mod daemon;
+pub mod plan;
+pub mod render;

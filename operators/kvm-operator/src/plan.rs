@@ -1,0 +1,320 @@
+//! Pure: every object the cluster controller puts into the management cluster for a
+//! KVMConfig, from the objects it reads (its Release, the certificate and encryption-key
+//! Secrets, its stored node indexes) — used by `render` on the objects of files, and by the
+//! cluster controller on the objects it reads from the API server, so that both build the same.
+//!
+//! The objects come from `kvm_objects`; this module assembles them in the order the controller
+//! applies them ([`ClusterObjects`]) and finds a cluster's Secrets ([`ClusterSecrets`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use apis::kvm::KVMConfig;
+use apis::labels;
+use apis::release::{Release, release_name};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
+use kvm_objects::cluster::{Cluster, InputError};
+use kvm_objects::ignition::{
+    EncryptionKey, MASTER_CERTS, NodeConfigError, NodeConfigInput, TlsAsset, WORKER_CERTS, node_secret, render,
+};
+use kvm_objects::node_index::allocate;
+
+use crate::config::OperatorConfig;
+
+/// The label of a cert-operator Secret naming its certificate (`api`, `etcd`, `worker`, …).
+pub const CERTIFICATE_LABEL: &str = node_lifecycle::clients::CERTIFICATE_LABEL;
+/// The label of the randomkeys Secret; value [`ENCRYPTION`].
+pub const RANDOMKEY_LABEL: &str = "giantswarm.io/randomkey";
+/// The randomkey (label value and data key) of the API server's encryption key.
+pub const ENCRYPTION: &str = "encryption";
+
+/// Why `render` cannot print a cluster. Each names the file or object and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A file could not be read.
+    #[error("reading {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// A file or one of its documents could not be parsed.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the document.
+        message: String,
+    },
+    /// The files hold no KVMConfig.
+    #[error("no KVMConfig (provider.giantswarm.io) in the given files: add the cluster's objects")]
+    NoClusters,
+    /// A KVMConfig's Release is not among the files.
+    #[error(
+        "KVMConfig {object}: label {} names Release {release}, which is not in the given files: add it or fix the label",
+        labels::RELEASE_VERSION
+    )]
+    ReleaseNotFound {
+        /// `namespace/name` of the KVMConfig.
+        object: String,
+        /// The Release's name.
+        release: String,
+    },
+    /// The KVMConfig (or its Release) is invalid, as the controller would report it.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A node config cannot be rendered.
+    #[error(transparent)]
+    NodeConfig(#[from] NodeConfigError),
+}
+
+/// The objects of a set of CR files that matter here; every other kind is skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    /// `KVMConfig`s (`provider.giantswarm.io`).
+    pub configs: Vec<KVMConfig>,
+    /// `Release`s (`release.giantswarm.io`).
+    pub releases: Vec<Release>,
+    /// `Secret`s: the certificate and encryption-key Secrets are looked for among them.
+    pub secrets: Vec<Secret>,
+}
+
+impl Objects {
+    /// Add the objects of one file's text (multi-document YAML or JSON).
+    pub fn add_yaml(&mut self, text: &str, source: &Path) -> Result<(), PlanError> {
+        let path = source.display().to_string();
+        let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
+            .map_err(|e| PlanError::Parse { path: path.clone(), message: format!("not valid YAML: {e}") })?;
+        for (index, document) in documents.into_iter().enumerate() {
+            if document.is_null() {
+                continue;
+            }
+            let api_version = document.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let kind = document.get("kind").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let decode = |document| PlanError::Parse {
+                path: path.clone(),
+                message: format!("document {} ({kind}): {document}", index + 1),
+            };
+            match (api_version.split_once('/').map(|(g, _)| g).unwrap_or_default(), kind.as_str()) {
+                ("provider.giantswarm.io", "KVMConfig") => {
+                    self.configs.push(serde_json::from_value(document).map_err(decode)?)
+                }
+                ("release.giantswarm.io", "Release") => {
+                    self.releases.push(serde_json::from_value(document).map_err(decode)?)
+                }
+                ("", "Secret") if api_version == "v1" => {
+                    self.secrets.push(serde_json::from_value(document).map_err(decode)?)
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A cluster's certificates and encryption key, found among Secrets by their labels
+/// (`giantswarm.io/cluster=<id>` and `giantswarm.io/certificate=<name>` with keys `ca`, `crt`,
+/// `key`; `giantswarm.io/randomkey=encryption` with key `encryption`). Its `Debug` prints no key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterSecrets {
+    /// The certificates by name.
+    pub certs: BTreeMap<String, TlsAsset>,
+    /// The API server's encryption key.
+    pub encryption_key: Option<EncryptionKey>,
+}
+
+impl ClusterSecrets {
+    /// The Secrets of cluster `id` among `secrets`. A certificate Secret without all three keys
+    /// counts as missing, so that the error names it.
+    pub fn find(secrets: &[Secret], id: &str) -> Self {
+        let mut found = Self::default();
+        for secret in secrets.iter().filter(|s| s.labels().get(labels::CLUSTER).map(String::as_str) == Some(id)) {
+            let data = secret.data.clone().unwrap_or_default();
+            let bytes = |key: &str| data.get(key).map(|b| b.0.clone()).filter(|b| !b.is_empty());
+            if let Some(cert) = secret.labels().get(CERTIFICATE_LABEL)
+                && let (Some(ca), Some(crt), Some(key)) = (bytes("ca"), bytes("crt"), bytes("key"))
+            {
+                found.certs.insert(cert.clone(), TlsAsset { ca, crt, key });
+            }
+            if secret.labels().get(RANDOMKEY_LABEL).map(String::as_str) == Some(ENCRYPTION)
+                && let Some(key) = bytes(ENCRYPTION).and_then(|b| String::from_utf8(b).ok())
+            {
+                found.encryption_key = Some(EncryptionKey(key.trim().to_string()));
+            }
+        }
+        found
+    }
+}
+
+/// The Release component versions by name.
+pub fn components(release: &Release) -> BTreeMap<String, String> {
+    release.spec.components.iter().map(|c| (c.name.clone(), c.version.clone())).collect()
+}
+
+/// Everything the cluster controller applies for a cluster, in the order it applies them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterObjects {
+    /// Namespace `<id>`.
+    pub namespace: Namespace,
+    /// ServiceAccount `<id>/<id>`.
+    pub service_account: ServiceAccount,
+    /// ClusterRoleBindings `<id>` and `<id>-psp`.
+    pub bindings: [ClusterRoleBinding; 2],
+    /// One node-config Secret per node, masters first.
+    pub node_secrets: Vec<Secret>,
+    /// The masters' etcd PVCs.
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// One Deployment per node, masters first.
+    pub deployments: Vec<Deployment>,
+    /// `master` and `worker`.
+    pub services: Vec<Service>,
+    /// `api` and `etcd`.
+    pub ingresses: Vec<Ingress>,
+}
+
+/// Build every object of `cluster`, its node configs from `secrets` and `indexes` (which must
+/// hold every node: [`allocate`] first).
+pub fn build(
+    cluster: &Cluster,
+    indexes: &BTreeMap<String, i64>,
+    secrets: &ClusterSecrets,
+    config: &OperatorConfig,
+) -> Result<ClusterObjects, NodeConfigError> {
+    let node_secrets = cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            let input = NodeConfigInput {
+                cluster,
+                node,
+                node_indexes: indexes,
+                certs: &secrets.certs,
+                encryption_key: secrets.encryption_key.as_ref(),
+                settings: &config.node_config,
+            };
+            Ok(node_secret(cluster, node, &render(&input)?))
+        })
+        .collect::<Result<_, NodeConfigError>>()?;
+    let desired = kvm_objects::desired(cluster);
+    Ok(ClusterObjects {
+        namespace: kvm_objects::access::namespace(cluster),
+        service_account: kvm_objects::access::service_account(cluster),
+        bindings: kvm_objects::access::cluster_role_bindings(cluster, &config.roles),
+        node_secrets,
+        pvcs: desired.etcd_pvcs,
+        deployments: desired.deployments,
+        services: desired.services,
+        ingresses: desired.ingresses,
+    })
+}
+
+/// What `render` prints for one KVMConfig.
+#[derive(Debug, Clone)]
+pub struct ClusterPlan {
+    /// The cluster id.
+    pub cluster: String,
+    /// The Release's name.
+    pub release: String,
+    /// The Release's `kvm-operator` component, if any.
+    pub release_operator: Option<String>,
+    /// The node indexes: the stored ones, completed as the controller would.
+    pub node_indexes: BTreeMap<String, i64>,
+    /// Certificates (and `encryption`) that were not in the files and were replaced by
+    /// placeholders.
+    pub placeholders: Vec<String>,
+    /// Host-volume PVCs, which are sized by their PersistentVolumes at run time and not printed.
+    pub host_volume_pvcs: Vec<String>,
+    /// The objects.
+    pub objects: ClusterObjects,
+}
+
+impl ClusterPlan {
+    /// A warning when the Release routes this cluster to another kvm-operator version.
+    pub fn version_warning(&self, version: &str) -> Option<String> {
+        match self.release_operator.as_deref() {
+            Some(v) if v == version => None,
+            Some(v) => Some(format!(
+                "Release {} names kvm-operator {v}: kvm-operator {version} would not reconcile cluster {}",
+                self.release, self.cluster
+            )),
+            None => Some(format!(
+                "Release {} has no kvm-operator component: no kvm-operator would reconcile cluster {}",
+                self.release, self.cluster
+            )),
+        }
+    }
+}
+
+/// The placeholder of a certificate that is not in the files: recognisable, never a real key.
+fn placeholder(cert: &str) -> TlsAsset {
+    let text =
+        |part: &str| format!("placeholder: the {part} of certificate {cert}, read from its Secret at run time\n");
+    TlsAsset { ca: text("CA").into_bytes(), crt: text("certificate").into_bytes(), key: text("key").into_bytes() }
+}
+
+/// The plan of every KVMConfig among `objects`, in file order. Certificates and the encryption
+/// key not in the files are replaced by placeholders, and listed.
+pub fn plan(objects: &Objects, config: &OperatorConfig) -> Result<Vec<ClusterPlan>, PlanError> {
+    if objects.configs.is_empty() {
+        return Err(PlanError::NoClusters);
+    }
+    objects.configs.iter().map(|kvm| plan_cluster(objects, kvm, config)).collect()
+}
+
+fn plan_cluster(objects: &Objects, kvm: &KVMConfig, config: &OperatorConfig) -> Result<ClusterPlan, PlanError> {
+    let object = format!("{}/{}", kvm.namespace().unwrap_or_default(), kvm.name_any());
+    let Some(label) = kvm.labels().get(labels::RELEASE_VERSION).filter(|v| !v.is_empty()) else {
+        return Err(InputError::MissingLabel {
+            name: kvm.name_any(),
+            label: labels::RELEASE_VERSION,
+            what: "release the cluster runs",
+        }
+        .into());
+    };
+    let release_name = release_name(label);
+    let release = objects
+        .releases
+        .iter()
+        .find(|r| r.name_any() == release_name)
+        .ok_or_else(|| PlanError::ReleaseNotFound { object, release: release_name.clone() })?;
+    let cluster = Cluster::new(kvm, &release_name, &components(release), &config.settings)?;
+    let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
+    let node_indexes = allocate(&kvm.node_indexes(), &ids).indexes;
+
+    let mut secrets = ClusterSecrets::find(&objects.secrets, &cluster.id);
+    let mut placeholders = Vec::new();
+    for cert in MASTER_CERTS.iter().chain(&WORKER_CERTS) {
+        if !secrets.certs.contains_key(*cert) {
+            secrets.certs.insert(cert.to_string(), placeholder(cert));
+            placeholders.push(cert.to_string());
+        }
+    }
+    placeholders.sort();
+    placeholders.dedup();
+    if secrets.encryption_key.is_none() {
+        secrets.encryption_key = Some(EncryptionKey("placeholder-read-from-the-randomkey-secret".into()));
+        placeholders.push(ENCRYPTION.to_string());
+    }
+    let host_volume_pvcs = cluster
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.shape.host_volumes.iter().map(|v| kvm_objects::names::host_volume_pvc(&cluster.id, &n.id, &v.mount_tag))
+        })
+        .collect();
+    let objects = build(&cluster, &node_indexes, &secrets, config)?;
+    Ok(ClusterPlan {
+        cluster: cluster.id.clone(),
+        release: release_name,
+        release_operator: release.component_version("kvm-operator").map(str::to_string),
+        node_indexes,
+        placeholders,
+        host_volume_pvcs,
+        objects,
+    })
+}
