@@ -255,6 +255,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
     let deadline = Instant::now() + Duration::from_secs(1800);
+    let mut last_progress = Instant::now();
     let created = loop {
         let list = aws_clusters.list(&ListParams::default()).await?;
         let ready = list
@@ -266,6 +267,15 @@ async fn main() -> anyhow::Result<()> {
             .count();
         if ready == clusters {
             break start.elapsed();
+        }
+        if last_progress.elapsed() >= Duration::from_secs(30) {
+            last_progress = Instant::now();
+            eprintln!(
+                "  {:>5.0} s: {ready} of {clusters} Ready, {} AWS calls ({} DescribeStacks)",
+                start.elapsed().as_secs_f64(),
+                calls.all.load(Ordering::Relaxed),
+                calls.describe_stacks.load(Ordering::Relaxed)
+            );
         }
         if Instant::now() > deadline {
             anyhow::bail!("only {ready} of {clusters} clusters became Ready within 30 minutes");
