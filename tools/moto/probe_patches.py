@@ -554,6 +554,29 @@ def probe_interface_and_volume_properties(port: int) -> None:
     check(left == [], f"the volume survived its stack: {left}")
 
 
+def probe_tags_by_resource(port: int) -> None:
+    # A resource's tags come back as DescribeTags lists them, whatever else the account holds,
+    # and tag filters select exactly the tagged resources. Ids that share a prefix stay apart.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.5.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.5.{i}.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+        for i in range(3)
+    ]
+    ec2.create_tags(Resources=[subnets[0]], Tags=[{"Key": "Name", "Value": "probe-a"}, {"Key": "role", "Value": "x"}])
+    ec2.create_tags(Resources=[subnets[1]], Tags=[{"Key": "Name", "Value": "probe-b"}])
+    described = {s["SubnetId"]: s.get("Tags", []) for s in ec2.describe_subnets(SubnetIds=subnets)["Subnets"]}
+    for subnet in subnets:
+        listed = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [subnet]}])["Tags"]
+        want = sorted((t["Key"], t["Value"]) for t in listed)
+        got = sorted((t["Key"], t["Value"]) for t in described[subnet])
+        check(got == want, f"subnet {subnet} describes tags {got}, DescribeTags lists {want}")
+    check(described[subnets[2]] == [], f"an untagged subnet has tags: {described[subnets[2]]}")
+    found = ec2.describe_subnets(Filters=[{"Name": "tag:Name", "Values": ["probe-a"]}])["Subnets"]
+    check([s["SubnetId"] for s in found] == [subnets[0]], f"tag:Name=probe-a selects {found}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -565,6 +588,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("stack delete removes routes and peerings", probe_route_and_peering_delete),
     ("stack update and delete revoke ingress rules", probe_ingress_rule_removed_by_update),
     ("etcd interface and volume keep their template properties", probe_interface_and_volume_properties),
+    ("a resource's tags, read by id", probe_tags_by_resource),
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with nine behaviours corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with nine behaviours and one cost corrected.
 
 Usage::
 
@@ -40,6 +40,14 @@ small monkeypatch that names the moto behaviour it replaces:
 9. ``AWS::EC2::NetworkInterface`` and ``AWS::EC2::Volume`` keep their template's tags, security
    groups and volume settings, so a master's etcd interface and volume can be found by tag,
    and the volume is deleted with its stack.
+
+One correction is of cost, not behaviour:
+
+10. An EC2 resource's own tags are read from the account's tag table by its id. moto scanned
+    every tag of the account, with a regular expression per tag, for each resource it described
+    or filtered, so one ``DescribeInstances`` with a tag filter cost instances × tags: with a
+    hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
+    the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -630,6 +638,37 @@ def patch_interface_and_volume_cloudformation() -> None:
     volume_cls.delete = delete_volume
 
 
+# --- 10. A resource's own tags by id, not by scanning the account's tags -------------------------
+
+
+def patch_tag_lookup() -> None:
+    """``TaggedEC2Resource.get_tags`` asks ``describe_tags(filters={"resource-id": [id]})``, which
+    walks every tag of the account and matches each with a regular expression built from the id.
+    An id holds no wildcard, so the expression matches that id exactly (``fnmatch`` anchors it),
+    and the result is the resource's own entry of the tag table, in insertion order. Read that
+    entry directly; ids with wildcard characters (none are issued) keep moto's path."""
+    from moto.ec2.models import core as ec2_core
+    from moto.ec2 import utils as ec2_utils
+
+    resource_cls = _require(ec2_core, "TaggedEC2Resource")
+    original = _require(resource_cls, "get_tags")
+    prefix_to_type = _require(ec2_utils, "EC2_PREFIX_TO_RESOURCE")
+    get_prefix = _require(ec2_utils, "get_prefix")
+
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        resource_id = getattr(self, "id", None)
+        if not resource_id or any(c in resource_id for c in "*?["):
+            return original(self)
+        tags = self.ec2_backend.tags.get(resource_id, {})
+        resource_type = prefix_to_type.get(get_prefix(resource_id), "")
+        return [
+            {"resource_id": resource_id, "key": key, "value": value, "resource_type": resource_type}
+            for key, value in tags.items()
+        ]
+
+    resource_cls.get_tags = get_tags
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -641,6 +680,7 @@ def apply_patches() -> None:
     patch_serial_cloudformation()
     patch_route_and_peering_deletion()
     patch_interface_and_volume_cloudformation()
+    patch_tag_lookup()
 
 
 # --- request log ------------------------------------------------------------------------------

@@ -841,8 +841,14 @@ impl<K: Watched> Shared<K> {
         self.left_to_others.lock().remove(oref);
         if let Some(hook) = &self.status_hook {
             self.may_write()?;
-            if let Err(error) = hook.routed(&obj, set.name(), &version).await {
-                tracing::warn!(%error, "the status hook failed to clear a routing problem");
+            match hook.routed(&obj, set.name(), &version).await {
+                Ok(()) => {}
+                // The hook writes against the cached resourceVersion on purpose: another writer
+                // got there first, and the next reconcile writes the condition again.
+                Err(error) if error.kind() == "Conflict" => {
+                    tracing::debug!(%error, "the object changed before the routing condition was written");
+                }
+                Err(error) => tracing::warn!(%error, "the status hook failed to clear a routing problem"),
             }
         }
         let meta_info = ReconcileMeta {
