@@ -39,17 +39,16 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use ignition::kubernetes::{Components, EtcdMember, KUBELET_UNIT, KubeletUnit, TlsPaths};
 use ignition::{Config, File, Filesystem, Mount, Unit, mount_unit_name};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use ignition::IGNITION_VERSION;
+pub use ignition::kubernetes::{CLUSTER_DOMAIN, ETCD_UNIT, InitialClusterState, KUBE_PROXY_CONFIG, Oidc};
 
 /// The awscli image that decrypts the TLS assets, below the registry (reference §6.1).
 pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
-
-/// The cluster domain of the workload cluster's DNS.
-pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The unit that attaches a master's etcd network interface and data volume at boot.
 pub const ETCD_ATTACH_UNIT: &str = "etcd3-attach-dependencies.service";
@@ -90,9 +89,6 @@ pub const CONTAINERD_VOLUME: WorkerVolume =
 /// Every worker volume, in the launch template's order.
 pub const WORKER_VOLUMES: [WorkerVolume; 4] = [DOCKER_VOLUME, KUBELET_VOLUME, LOG_VOLUME, CONTAINERD_VOLUME];
 
-/// kube-proxy's configuration file (`KubeProxyConfiguration`).
-pub const KUBE_PROXY_CONFIG: &str = "/etc/kubernetes/config/kube-proxy.yaml";
-
 /// Where the units expect the TLS assets and other secrets. The operator places its
 /// [`NodeSecret`]s at these paths; the config references them whether or not they are present.
 pub mod paths {
@@ -118,25 +114,6 @@ pub mod paths {
     pub const SERVICE_ACCOUNT_KEY: &str = "/etc/kubernetes/ssl/service-account-key.pem";
     /// The API server's encryption-provider config (masters).
     pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption/k8s-encryption-config.yaml";
-}
-
-/// Whether an etcd member founds a cluster or joins one (`--initial-cluster-state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InitialClusterState {
-    /// The cluster is being created: `new`.
-    New,
-    /// The cluster exists (the AWSCluster has its `Created` condition): `existing`.
-    Existing,
-}
-
-impl InitialClusterState {
-    /// The etcd flag value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InitialClusterState::New => "new",
-            InitialClusterState::Existing => "existing",
-        }
-    }
 }
 
 /// What the node is.
@@ -213,19 +190,6 @@ pub struct NodeConfigInput {
     pub registry: String,
     /// The secret files, shipped encrypted.
     pub secrets: Vec<NodeSecret>,
-}
-
-/// The API server's OpenID Connect flags (`--oidc-*`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Oidc {
-    /// `--oidc-issuer-url`.
-    pub issuer_url: String,
-    /// `--oidc-client-id`.
-    pub client_id: String,
-    /// `--oidc-username-claim`; omitted when empty (the API server's default, `sub`).
-    pub username_claim: String,
-    /// `--oidc-groups-claim`; omitted when empty (no groups).
-    pub groups_claim: String,
 }
 
 /// Why a node config cannot be rendered or sealed.
@@ -339,25 +303,16 @@ impl NodeConfig {
 
 /// Renders the node config for `input`.
 pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
+    let components = components(input);
     let mut files = vec![
         File::script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
         File::script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
-        File::text("/etc/kubernetes/config/kubelet.yaml", &kubelet_config(input)),
-        File::text(
-            "/etc/kubernetes/kubeconfig/kubelet.yaml",
-            &kubeconfig("kubelet", &format!("https://{}", input.api_domain)),
-        ),
-        File::text(
-            "/etc/kubernetes/kubeconfig/kube-proxy.yaml",
-            &kubeconfig("kube-proxy", &format!("https://{}", input.api_domain)),
-        ),
-        File::text(KUBE_PROXY_CONFIG, &kube_proxy_config(input)),
-        File::text("/etc/kubernetes/manifests/kube-proxy.yaml", &kube_proxy_manifest(input)),
     ];
+    files.extend(components.node_files());
     let mut units = vec![
         Unit::new("set-hostname.service", SET_HOSTNAME_UNIT),
         Unit::new("decrypt-tls-assets.service", decrypt_unit(input)),
-        Unit::new("kubelet.service", kubelet_unit(input)),
+        Unit::new(KUBELET_UNIT, kubelet_unit(input, &components)),
     ];
     let mut filesystems = Vec::new();
     if let Role::Worker { .. } = &input.role {
@@ -376,21 +331,10 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         units.push(Unit::new(ETCD_ATTACH_UNIT, etcd_attach_unit()));
         units.push(Unit::new(ETCD_MOUNT_UNIT, etcd_mount_unit()));
         units.push(Unit::new(
-            "etcd3.service",
-            etcd_unit(input, etcd_name, etcd_initial_cluster, *initial_cluster_state),
+            ETCD_UNIT,
+            etcd_unit(input, &components, etcd_name, etcd_initial_cluster, *initial_cluster_state),
         ));
-        // Control-plane components talk to the API server on the same host.
-        let local_api = "https://127.0.0.1:443";
-        files.extend([
-            File::text(
-                "/etc/kubernetes/kubeconfig/controller-manager.yaml",
-                &kubeconfig("controller-manager", local_api),
-            ),
-            File::text("/etc/kubernetes/kubeconfig/scheduler.yaml", &kubeconfig("scheduler", local_api)),
-            File::text("/etc/kubernetes/manifests/k8s-api-server.yaml", &apiserver_manifest(input)),
-            File::text("/etc/kubernetes/manifests/k8s-controller-manager.yaml", &controller_manager_manifest(input)),
-            File::text("/etc/kubernetes/manifests/k8s-scheduler.yaml", &scheduler_manifest(input)),
-        ]);
+        files.extend(components.master_files());
     }
 
     let mut seen = BTreeSet::new();
@@ -410,15 +354,6 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
 }
 
 // --- Ignition building blocks ---------------------------------------------------------------
-
-/// `v1.2.3` whether or not the input carries the `v`.
-fn v(version: &str) -> String {
-    format!("v{}", version.trim_start_matches('v'))
-}
-
-fn image(input: &NodeConfigInput, name: &str, version: &str) -> String {
-    format!("{}/giantswarm/{name}:{}", input.registry, v(version))
-}
 
 // --- the decryption of the secrets ---------------------------------------------------------
 
@@ -509,67 +444,39 @@ ExecStart=/opt/bin/set-hostname
 WantedBy=multi-user.target
 ";
 
-// --- kubelet --------------------------------------------------------------------------------
+// --- the Kubernetes components --------------------------------------------------------------
 
-fn kubelet_config(input: &NodeConfigInput) -> String {
-    format!(
-        "apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-clusterDomain: {CLUSTER_DOMAIN}
-clusterDNS:
-  - {dns}
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: {ca}
-authorization:
-  mode: Webhook
-tlsCertFile: {crt}
-tlsPrivateKeyFile: {key}
-serverTLSBootstrap: false
-rotateCertificates: false
-evictionHard:
-  memory.available: 200Mi
-  nodefs.available: 10%
-",
-        dns = input.cluster_dns_ip,
-        ca = paths::WORKER_CA,
-        crt = paths::WORKER_CRT,
-        key = paths::WORKER_KEY,
-    )
-}
-
-fn kubeconfig(user: &str, server: &str) -> String {
-    let (crt, key, ca) = if user == "kubelet" || user == "kube-proxy" {
-        (paths::WORKER_CRT, paths::WORKER_KEY, paths::WORKER_CA)
-    } else {
-        (paths::API_CRT, paths::API_KEY, paths::API_CA)
-    };
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-  - name: local
-    cluster:
-      certificate-authority: {ca}
-      server: {server}
-users:
-  - name: {user}
-    user:
-      client-certificate: {crt}
-      client-key: {key}
-contexts:
-  - name: default
-    context:
-      cluster: local
-      user: {user}
-current-context: default
-"
-    )
+/// The shared components with AWS's TLS paths, `--cloud-provider=external` and etcd behind the
+/// etcd load balancer.
+fn components(input: &NodeConfigInput) -> Components {
+    Components {
+        cluster_id: input.cluster_id.clone(),
+        api_domain: input.api_domain.clone(),
+        etcd_servers: format!("https://{}:2379", input.etcd_domain),
+        registry: input.registry.clone(),
+        kubernetes_version: input.kubernetes_version.clone(),
+        etcd_version: input.etcd_version.clone(),
+        service_cidr: input.service_cidr.clone(),
+        cluster_dns_ip: input.cluster_dns_ip.clone(),
+        pod_cidr: input.pod_cidr.clone(),
+        oidc: input.oidc.clone(),
+        conntrack_max_per_core: input.conntrack_max_per_core,
+        cloud_provider: Some("external".into()),
+        extra_apiserver_args: Vec::new(),
+        tls: TlsPaths {
+            worker_crt: paths::WORKER_CRT.into(),
+            worker_key: paths::WORKER_KEY.into(),
+            worker_ca: paths::WORKER_CA.into(),
+            api_crt: paths::API_CRT.into(),
+            api_key: paths::API_KEY.into(),
+            api_ca: paths::API_CA.into(),
+            etcd_crt: paths::ETCD_CRT.into(),
+            etcd_key: paths::ETCD_KEY.into(),
+            etcd_ca: paths::ETCD_CA.into(),
+            service_account_key: paths::SERVICE_ACCOUNT_KEY.into(),
+            encryption_config: paths::ENCRYPTION_CONFIG.into(),
+        },
+    }
 }
 
 /// The labels kubelet registers the node with: the input's, then the role's (which win).
@@ -590,38 +497,15 @@ fn node_labels(input: &NodeConfigInput) -> BTreeMap<String, String> {
     labels
 }
 
-fn kubelet_unit(input: &NodeConfigInput) -> String {
-    let labels = node_labels(input).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
-    let taints = match input.role {
-        Role::Master { .. } => " \\\n  --register-with-taints=node-role.kubernetes.io/control-plane=:NoSchedule",
-        Role::Worker { .. } => "",
-    };
-    let hyperkube = image(input, "hyperkube", &input.kubernetes_version);
-    format!(
-        "[Unit]
-Description=Kubernetes kubelet
-Requires=docker.service decrypt-tls-assets.service
-After=docker.service decrypt-tls-assets.service set-hostname.service
-
-[Service]
-Restart=always
-RestartSec=10
-ExecStartPre=-/usr/bin/docker rm -f kubelet
-ExecStart=/usr/bin/docker run --rm --name kubelet --privileged --pid=host --net=host \\
-  -v /:/rootfs:ro,rslave -v /sys:/sys:ro -v /dev:/dev -v /var/lib/docker:/var/lib/docker:rw \\
-  -v /var/lib/kubelet:/var/lib/kubelet:rw,rshared -v /var/log:/var/log:rw -v /etc/kubernetes:/etc/kubernetes:ro \\
-  -v /run:/run:rw \\
-  {hyperkube} /kubelet \\
-  --config=/etc/kubernetes/config/kubelet.yaml \\
-  --kubeconfig=/etc/kubernetes/kubeconfig/kubelet.yaml \\
-  --cloud-provider=external \\
-  --node-labels={labels}{taints}
-ExecStop=-/usr/bin/docker stop kubelet
-
-[Install]
-WantedBy=multi-user.target
-"
-    )
+/// kubelet waits for the decrypted secrets and for the hostname (the EC2 private DNS name).
+fn kubelet_unit(input: &NodeConfigInput, components: &Components) -> String {
+    let labels = node_labels(input);
+    components.kubelet_unit(&KubeletUnit {
+        node_labels: &labels,
+        master: matches!(input.role, Role::Master { .. }),
+        requires: &["docker.service", "decrypt-tls-assets.service"],
+        after: &["docker.service", "decrypt-tls-assets.service", "set-hostname.service"],
+    })
 }
 
 fn worker_mount_unit(volume: WorkerVolume) -> String {
@@ -641,107 +525,29 @@ fn worker_mount_unit(volume: WorkerVolume) -> String {
     .contents()
 }
 
-fn kube_proxy_config(input: &NodeConfigInput) -> String {
-    let conntrack = match input.conntrack_max_per_core {
-        Some(n) => format!("conntrack:\n  maxPerCore: {n}\n"),
-        None => String::new(),
-    };
-    format!(
-        "apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection:
-  kubeconfig: /etc/kubernetes/kubeconfig/kube-proxy.yaml
-clusterCIDR: {cidr}
-mode: iptables
-{conntrack}",
-        cidr = input.pod_cidr,
-    )
-}
-
-/// kube-proxy as a static pod on every node, reading [`KUBE_PROXY_CONFIG`].
-fn kube_proxy_manifest(input: &NodeConfigInput) -> String {
-    let image = image(input, "kube-proxy", &input.kubernetes_version);
-    format!(
-        "apiVersion: v1
-kind: Pod
-metadata:
-  name: kube-proxy
-  namespace: kube-system
-  labels:
-    k8s-app: kube-proxy
-spec:
-  hostNetwork: true
-  priorityClassName: system-node-critical
-  containers:
-    - name: kube-proxy
-      image: {image}
-      command:
-        - kube-proxy
-        - --config={KUBE_PROXY_CONFIG}
-      securityContext:
-        privileged: true
-      volumeMounts:
-        - name: k8s
-          mountPath: /etc/kubernetes
-          readOnly: true
-        - name: modules
-          mountPath: /lib/modules
-          readOnly: true
-        - name: xtables-lock
-          mountPath: /run/xtables.lock
-  volumes:
-    - name: k8s
-      hostPath:
-        path: /etc/kubernetes
-    - name: modules
-      hostPath:
-        path: /lib/modules
-    - name: xtables-lock
-      hostPath:
-        path: /run/xtables.lock
-        type: FileOrCreate
-"
-    )
-}
-
 // --- masters: etcd and the control plane -----------------------------------------------------
 
-fn etcd_unit(input: &NodeConfigInput, name: &str, initial_cluster: &str, state: InitialClusterState) -> String {
-    let etcd = image(input, "etcd", &input.etcd_version);
+/// etcd listens on the attached interface's address (which a replaced master takes over) and on
+/// the host's, both written by [`ETCD_ATTACH_SCRIPT`]; peers reach it as `<name>.<base>`.
+fn etcd_unit(
+    input: &NodeConfigInput,
+    components: &Components,
+    name: &str,
+    initial_cluster: &str,
+    state: InitialClusterState,
+) -> String {
     let peer = format!("https://{name}.{}", input.base_domain);
-    let state = state.as_str();
-    let (crt, key, ca) = (paths::ETCD_CRT, paths::ETCD_KEY, paths::ETCD_CA);
-    format!(
-        "[Unit]
-Description=etcd member {name}
-Requires=docker.service decrypt-tls-assets.service {ETCD_ATTACH_UNIT} {ETCD_MOUNT_UNIT}
-After=docker.service decrypt-tls-assets.service {ETCD_ATTACH_UNIT} {ETCD_MOUNT_UNIT}
-
-[Service]
-Restart=always
-RestartSec=10
-EnvironmentFile={ETCD_NETWORK_ENV}
-ExecStartPre=-/usr/bin/docker rm -f etcd
-ExecStart=/usr/bin/docker run --rm --name etcd --net=host \\
-  -v /var/lib/etcd:/var/lib/etcd -v /etc/kubernetes/ssl/etcd:/etc/kubernetes/ssl/etcd:ro \\
-  {etcd} etcd \\
-  --name={name} \\
-  --data-dir=/var/lib/etcd \\
-  --initial-cluster={initial_cluster} \\
-  --initial-cluster-state={state} \\
-  --initial-cluster-token=k8s-etcd-cluster \\
-  --initial-advertise-peer-urls={peer}:2380 \\
-  --advertise-client-urls={peer}:2379 \\
-  --listen-peer-urls=https://${{ETCD_ENI_IP}}:2380 \\
-  --listen-client-urls=https://${{ETCD_ENI_IP}}:2379,https://${{ETCD_HOST_IP}}:2379,https://127.0.0.1:2379 \\
-  --cert-file={crt} --key-file={key} --trusted-ca-file={ca} --client-cert-auth=true \\
-  --peer-cert-file={crt} --peer-key-file={key} --peer-trusted-ca-file={ca} --peer-client-cert-auth=true
-ExecStop=-/usr/bin/docker stop etcd
-
-[Install]
-WantedBy=multi-user.target
-"
-    )
+    components.etcd_unit(&EtcdMember {
+        name,
+        initial_cluster,
+        state,
+        peer_url: &format!("{peer}:2380"),
+        client_url: &format!("{peer}:2379"),
+        listen_peer_urls: "https://${ETCD_ENI_IP}:2380",
+        listen_client_urls: "https://${ETCD_ENI_IP}:2379,https://${ETCD_HOST_IP}:2379,https://127.0.0.1:2379",
+        environment_file: Some(ETCD_NETWORK_ENV),
+        requires: &["docker.service", "decrypt-tls-assets.service", ETCD_ATTACH_UNIT, ETCD_MOUNT_UNIT],
+    })
 }
 
 /// The etcd member's network interface and data volume live outside the instance (TCCPN creates
@@ -907,101 +713,6 @@ fn etcd_mount_unit() -> String {
         wanted_by: "multi-user.target",
     }
     .contents()
-}
-
-/// A static pod on the host network running `component` with `args`.
-fn static_pod(input: &NodeConfigInput, component: &str, args: &[String]) -> String {
-    let image = image(input, component, &input.kubernetes_version);
-    let args: String = args.iter().map(|a| format!("        - {a}\n")).collect();
-    format!(
-        "apiVersion: v1
-kind: Pod
-metadata:
-  name: {component}
-  namespace: kube-system
-  labels:
-    k8s-app: {component}
-spec:
-  hostNetwork: true
-  priorityClassName: system-node-critical
-  containers:
-    - name: {component}
-      image: {image}
-      command:
-        - {component}
-{args}      volumeMounts:
-        - name: k8s
-          mountPath: /etc/kubernetes
-          readOnly: true
-  volumes:
-    - name: k8s
-      hostPath:
-        path: /etc/kubernetes
-"
-    )
-}
-
-fn apiserver_manifest(input: &NodeConfigInput) -> String {
-    let args = [
-        "--secure-port=443".to_owned(),
-        format!("--etcd-servers=https://{}:2379", input.etcd_domain),
-        format!("--etcd-cafile={}", paths::ETCD_CA),
-        format!("--etcd-certfile={}", paths::ETCD_CRT),
-        format!("--etcd-keyfile={}", paths::ETCD_KEY),
-        format!("--service-cluster-ip-range={}", input.service_cidr),
-        format!("--tls-cert-file={}", paths::API_CRT),
-        format!("--tls-private-key-file={}", paths::API_KEY),
-        format!("--client-ca-file={}", paths::API_CA),
-        format!("--kubelet-client-certificate={}", paths::API_CRT),
-        format!("--kubelet-client-key={}", paths::API_KEY),
-        format!("--service-account-key-file={}", paths::SERVICE_ACCOUNT_KEY),
-        format!("--service-account-signing-key-file={}", paths::SERVICE_ACCOUNT_KEY),
-        format!("--service-account-issuer=https://{}", input.api_domain),
-        format!("--api-audiences=https://{}", input.api_domain),
-        format!("--encryption-provider-config={}", paths::ENCRYPTION_CONFIG),
-        "--authorization-mode=Node,RBAC".to_owned(),
-        "--enable-admission-plugins=NodeRestriction".to_owned(),
-        "--allow-privileged=true".to_owned(),
-        "--cloud-provider=external".to_owned(),
-    ];
-    let mut args = args.to_vec();
-    if let Some(oidc) = &input.oidc {
-        args.push(format!("--oidc-issuer-url={}", oidc.issuer_url));
-        args.push(format!("--oidc-client-id={}", oidc.client_id));
-        if !oidc.username_claim.is_empty() {
-            args.push(format!("--oidc-username-claim={}", oidc.username_claim));
-        }
-        if !oidc.groups_claim.is_empty() {
-            args.push(format!("--oidc-groups-claim={}", oidc.groups_claim));
-        }
-    }
-    static_pod(input, "kube-apiserver", &args)
-}
-
-fn controller_manager_manifest(input: &NodeConfigInput) -> String {
-    let args = [
-        "--kubeconfig=/etc/kubernetes/kubeconfig/controller-manager.yaml".to_owned(),
-        format!("--cluster-name={}", input.cluster_id),
-        "--allocate-node-cidrs=true".to_owned(),
-        format!("--cluster-cidr={}", input.pod_cidr),
-        format!("--service-cluster-ip-range={}", input.service_cidr),
-        format!("--root-ca-file={}", paths::API_CA),
-        format!("--service-account-private-key-file={}", paths::SERVICE_ACCOUNT_KEY),
-        "--use-service-account-credentials=true".to_owned(),
-        "--leader-elect=true".to_owned(),
-        "--cloud-provider=external".to_owned(),
-    ];
-    static_pod(input, "kube-controller-manager", &args)
-}
-
-fn scheduler_manifest(input: &NodeConfigInput) -> String {
-    let args = [
-        "--kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
-        "--authentication-kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
-        "--authorization-kubeconfig=/etc/kubernetes/kubeconfig/scheduler.yaml".to_owned(),
-        "--leader-elect=true".to_owned(),
-    ];
-    static_pod(input, "kube-scheduler", &args)
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //!
 //! Each operator decides *what* a node runs (aws-operator in `aws-stacks`, kvm-operator in
 //! `kvm-objects`); this crate is the one place that decides *how* that is written down, so a
-//! file, a unit or a drop-in looks the same in both and is checked the same way.
+//! file, a unit or a drop-in looks the same in both and is checked the same way. The Kubernetes
+//! components themselves (kubelet, kube-proxy, etcd and the control-plane static pods) are the
+//! same on both providers too, and live in [`kubernetes`], with the provider's differences as
+//! inputs.
 //!
 //! Rendering is deterministic: the same [`Config`] always gives the same bytes, and
 //! [`gzip_base64`] writes a fixed gzip header (no timestamp, no file name), so an operator that
@@ -34,6 +37,8 @@ use std::io::{Read as _, Write as _};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
+
+pub mod kubernetes;
 
 /// The Ignition specification version Flatcar reads.
 pub const IGNITION_VERSION: &str = "3.3.0";
