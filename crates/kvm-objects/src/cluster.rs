@@ -101,6 +101,12 @@ pub struct Cluster {
     pub ssh_users: Vec<apis::kvm::ClusterKubernetesSSHUser>,
     /// The operator's settings.
     pub settings: Settings,
+    /// The Service CIDR, `spec.cluster.kubernetes.api.clusterIPRange`.
+    pub service_cidr: String,
+    /// The cluster DNS address, `spec.cluster.kubernetes.dns.ip`.
+    pub cluster_dns_ip: String,
+    /// The pod CIDR, `spec.cluster.calico.subnet`/`cidr`.
+    pub pod_cidr: String,
 }
 
 /// Why a cluster's objects cannot be built. Every variant names what to fix.
@@ -132,6 +138,16 @@ pub enum InputError {
         /// The component.
         component: &'static str,
     },
+    /// A field the node configs need is empty.
+    #[error("KVMConfig {name} has no {field}; set it to {what}")]
+    MissingField {
+        /// The object's name.
+        name: String,
+        /// The field's path.
+        field: &'static str,
+        /// What its value is.
+        what: &'static str,
+    },
     /// The operator has no DNS servers for the VMs.
     #[error("no DNS servers are configured for the VMs; set the operator's DNS servers")]
     NoDnsServers,
@@ -161,13 +177,36 @@ impl Cluster {
         };
         let operator_version = label(labels::KVM_OPERATOR_VERSION, "kvm-operator version that reconciles it")?;
         let release_version = label(labels::RELEASE_VERSION, "release the cluster runs")?;
-        if components.get("containerlinux").is_none_or(|v| v.is_empty()) {
-            return Err(InputError::MissingComponent { release: release.to_string(), component: "containerlinux" });
+        // No silent fallback versions: the nodes run what the Release names, or nothing.
+        for component in ["containerlinux", "kubernetes", "etcd"] {
+            if components.get(component).is_none_or(|v| v.is_empty()) {
+                return Err(InputError::MissingComponent { release: release.to_string(), component });
+            }
         }
         if settings.dns_servers.is_empty() {
             return Err(InputError::NoDnsServers);
         }
         let spec = &config.spec;
+        let required = |value: &str, field: &'static str, what: &'static str| {
+            if value.is_empty() {
+                Err(InputError::MissingField { name: name.clone(), field, what })
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        let kubernetes = &spec.cluster.kubernetes;
+        let service_cidr = required(
+            &kubernetes.api.cluster_ip_range,
+            "spec.cluster.kubernetes.api.clusterIPRange",
+            "the Service CIDR",
+        )?;
+        let cluster_dns_ip = required(
+            &kubernetes.dns.ip,
+            "spec.cluster.kubernetes.dns.ip",
+            "the cluster DNS address in the Service CIDR",
+        )?;
+        let pod_subnet =
+            required(&spec.cluster.calico.subnet, "spec.cluster.calico.subnet", "the pod network's address")?;
         let pair = |role, ids: &[apis::kvm::ClusterNode], shapes: &[KVMConfigSpecKVMNode]| -> Vec<Node> {
             ids.iter().zip(shapes).map(|(n, s)| Node { role, id: n.id.clone(), shape: s.clone() }).collect()
         };
@@ -188,12 +227,21 @@ impl Cluster {
             port_mappings: spec.kvm.port_mappings.clone(),
             ssh_users: spec.cluster.kubernetes.ssh.user_list.clone(),
             settings: settings.clone(),
+            service_cidr,
+            cluster_dns_ip,
+            pod_cidr: format!("{pod_subnet}/{}", spec.cluster.calico.cidr),
         })
     }
 
     /// The nodes of one role.
     pub fn nodes(&self, role: Role) -> impl Iterator<Item = &Node> {
         self.nodes.iter().filter(move |n| n.role == role)
+    }
+
+    /// The version of a component of the Release; [`Cluster::new`] checked that `containerlinux`,
+    /// `kubernetes` and `etcd` are there.
+    pub fn component(&self, name: &str) -> &str {
+        self.components.get(name).map(String::as_str).unwrap_or_default()
     }
 
     /// The Flatcar version of the VMs.
@@ -281,6 +329,18 @@ mod tests {
         components.remove("containerlinux");
         let error = Cluster::new(&super::fixtures::config(), "v20.1.0", &components, &settings()).unwrap_err();
         assert_eq!(error.to_string(), "Release v20.1.0 has no containerlinux component; add it to spec.components");
+        let mut components = super::fixtures::components();
+        components.remove("etcd");
+        let error = Cluster::new(&super::fixtures::config(), "v20.1.0", &components, &settings()).unwrap_err();
+        assert_eq!(error.to_string(), "Release v20.1.0 has no etcd component; add it to spec.components");
+
+        let mut no_dns = super::fixtures::config();
+        no_dns.spec.cluster.kubernetes.dns.ip = String::new();
+        let error = Cluster::new(&no_dns, "v20.1.0", &super::fixtures::components(), &settings()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "KVMConfig qz7lt has no spec.cluster.kubernetes.dns.ip; set it to the cluster DNS address in the Service CIDR"
+        );
 
         let mut unlabelled = super::fixtures::config();
         unlabelled.metadata.labels.as_mut().map(|l| l.remove(labels::RELEASE_VERSION));

@@ -26,16 +26,24 @@
 //! - SSH users from `spec.cluster.kubernetes.ssh.userList`, the SSO CA key, registry mirrors and
 //!   proxy settings as drop-ins of docker, containerd and kubelet.
 //!
-//! Not rendered yet: the Kubernetes components themselves (kubelet's unit and configuration,
-//! etcd, the control-plane static pods with the OIDC flags and
-//! `--enable-priority-and-fairness=false`, calico). They are the same for both providers and
-//! belong in the shared `ignition` crate beside the document model, moved from `aws-stacks`
-//! rather than written twice.
+//! - the Kubernetes components, from the shared `ignition::kubernetes` (the same kubelet,
+//!   kube-proxy, etcd and control-plane static pods as AWS nodes), with KVM's differences: the
+//!   certificates at `<TLS_DIR>/<cert>-{ca,crt,key}.pem`, no cloud provider, kubelet after the
+//!   virtio disk mounts, the API server with `--enable-priority-and-fairness=false` (to spare
+//!   etcd's memory, as the original) and the operator's OIDC flags, and etcd as the reference
+//!   runs it: one member per master, not clustered (non-HA, initial state `new`), listening on
+//!   every address of the VM, advertised to clients as the etcd domain on 443 (the Ingress
+//!   passes TLS through to Service `master`), with its data on the 9p share.
+//!
+//! Not rendered: calico, which the workload cluster's own chart installs.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name};
+use ignition::kubernetes::{
+    Components, ETCD_UNIT, EtcdMember, InitialClusterState, KUBELET_UNIT, KubeletUnit, TlsPaths,
+};
+use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name, mount_unit_name};
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::json;
 
@@ -95,15 +103,36 @@ pub struct Proxy {
     pub no_proxy: Vec<String>,
 }
 
+pub use ignition::kubernetes::Oidc;
+
+/// The registry node images come from unless the operator is told otherwise.
+pub const DEFAULT_REGISTRY: &str = "gsoci.azurecr.io";
+
 /// The operator's settings that go into every node config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfigSettings {
+    /// The registry the Kubernetes component images are pulled from.
+    pub registry: String,
+    /// The API servers' OpenID Connect flags; none when `None`.
+    pub oidc: Option<Oidc>,
     /// Proxy for docker, containerd and kubelet; none when both URLs are empty.
     pub proxy: Proxy,
     /// Docker registry mirrors.
     pub registry_mirrors: Vec<String>,
     /// The SSO CA's public key, trusted for SSH user certificates; none when empty.
     pub sso_public_key: String,
+}
+
+impl Default for NodeConfigSettings {
+    fn default() -> Self {
+        Self {
+            registry: DEFAULT_REGISTRY.into(),
+            oidc: None,
+            proxy: Proxy::default(),
+            registry_mirrors: Vec::new(),
+            sso_public_key: String::new(),
+        }
+    }
 }
 
 /// Everything one node's config is rendered from.
@@ -200,6 +229,11 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
         files.push(File::private(ENCRYPTION_CONFIG, encryption_config(key)));
     }
     let settings = input.settings;
+    let components = components(cluster, settings);
+    files.extend(components.node_files());
+    if node.role == Role::Master {
+        files.extend(components.master_files());
+    }
     if !settings.registry_mirrors.is_empty() {
         let daemon = json!({ "registry-mirrors": settings.registry_mirrors });
         files.push(File::text("/etc/docker/daemon.json", &format!("{daemon}\n")));
@@ -218,8 +252,20 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
         Unit::enabled("iscsid.service"),
         Unit::enabled("multipathd.service"),
     ];
+    let labels = node_labels(cluster, node);
+    let (docker_mount, kubelet_mount) = (mount_unit_name("/var/lib/docker"), mount_unit_name("/var/lib/kubelet"));
+    units.push(Unit::new(
+        KUBELET_UNIT,
+        components.kubelet_unit(&KubeletUnit {
+            node_labels: &labels,
+            master: node.role == Role::Master,
+            requires: &["docker.service", &kubelet_mount],
+            after: &["docker.service", &docker_mount, &kubelet_mount],
+        }),
+    ));
     match node.role {
         Role::Master => {
+            units.push(Unit::new(ETCD_UNIT, etcd_unit(cluster, &components)));
             units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));
             // Started by its automount on first access, not at boot.
             units.push(Unit { enabled: None, ..nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data") });
@@ -242,8 +288,13 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
         if !proxy.no_proxy.is_empty() {
             environment.push_str(&format!("Environment=\"NO_PROXY={}\"\n", proxy.no_proxy.join(",")));
         }
-        for service in ["containerd.service", "docker.service", "kubelet.service"] {
-            units.push(Unit::dropins(service, vec![Dropin::new("10-proxy.conf", environment.clone())]));
+        for service in ["containerd.service", "docker.service", KUBELET_UNIT] {
+            let dropin = Dropin::new("10-proxy.conf", environment.clone());
+            // kubelet's unit is ours: the drop-in joins it rather than naming the unit twice.
+            match units.iter_mut().find(|u| u.name == service) {
+                Some(unit) => unit.dropins.push(dropin),
+                None => units.push(Unit::dropins(service, vec![dropin])),
+            }
         }
     }
 
@@ -260,6 +311,67 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     let config = Config { files, filesystems: Vec::new(), units, users };
     config.validate()?;
     Ok(config)
+}
+
+/// The shared Kubernetes components with KVM's certificate paths, no cloud provider, the local
+/// etcd member and the API server flags the original sets.
+fn components(cluster: &Cluster, settings: &NodeConfigSettings) -> Components {
+    let tls = |cert: &str, suffix: &str| format!("{TLS_DIR}/{cert}-{suffix}.pem");
+    Components {
+        cluster_id: cluster.id.clone(),
+        api_domain: cluster.api_domain.clone(),
+        etcd_servers: "https://127.0.0.1:2379".into(),
+        registry: settings.registry.clone(),
+        kubernetes_version: cluster.component("kubernetes").to_string(),
+        etcd_version: cluster.component("etcd").to_string(),
+        service_cidr: cluster.service_cidr.clone(),
+        cluster_dns_ip: cluster.cluster_dns_ip.clone(),
+        pod_cidr: cluster.pod_cidr.clone(),
+        oidc: settings.oidc.clone(),
+        conntrack_max_per_core: None,
+        cloud_provider: None,
+        extra_apiserver_args: vec!["--enable-priority-and-fairness=false".into()],
+        tls: TlsPaths {
+            worker_crt: tls("worker", "crt"),
+            worker_key: tls("worker", "key"),
+            worker_ca: tls("worker", "ca"),
+            api_crt: tls("api", "crt"),
+            api_key: tls("api", "key"),
+            api_ca: tls("api", "ca"),
+            etcd_crt: tls("etcd", "crt"),
+            etcd_key: tls("etcd", "key"),
+            etcd_ca: tls("etcd", "ca"),
+            service_account_key: tls("service-account", "key"),
+            encryption_config: ENCRYPTION_CONFIG.into(),
+        },
+    }
+}
+
+/// The labels kubelet registers a KVM node with.
+fn node_labels(cluster: &Cluster, node: &Node) -> BTreeMap<String, String> {
+    let role = node.role.as_str();
+    BTreeMap::from([
+        (apis::labels::CLUSTER.to_string(), cluster.id.clone()),
+        ("role".to_string(), role.to_string()),
+        ("kubernetes.io/role".to_string(), role.to_string()),
+    ])
+}
+
+/// etcd on a master, as the original runs it: a single member (non-HA), on every address of
+/// the VM, its data on the 9p share, advertised as the etcd domain behind the Ingress.
+fn etcd_unit(cluster: &Cluster, components: &Components) -> String {
+    let data = automount_unit_name(ETCD_DATA_DIR);
+    components.etcd_unit(&EtcdMember {
+        name: "etcd0",
+        initial_cluster: "etcd0=https://127.0.0.1:2380",
+        state: InitialClusterState::New,
+        peer_url: "https://127.0.0.1:2380",
+        client_url: &format!("https://{}:443", cluster.etcd_domain),
+        listen_peer_urls: "https://127.0.0.1:2380",
+        listen_client_urls: "https://0.0.0.0:2379",
+        environment_file: None,
+        requires: &["docker.service", &data],
+    })
 }
 
 /// The node's Secret (type `Opaque`): `user_data` = base64(gzip(the config's canonical JSON)).
@@ -442,6 +554,59 @@ mod tests {
     }
 
     #[test]
+    fn masters_run_the_control_plane_and_etcd_and_every_node_kubelet_and_kube_proxy() {
+        let settings = NodeConfigSettings {
+            registry: "registry.example.org".into(),
+            oidc: Some(Oidc {
+                issuer_url: "https://dex.example.org".into(),
+                client_id: "qz7lt".into(),
+                username_claim: "email".into(),
+                groups_claim: String::new(),
+            }),
+            ..NodeConfigSettings::default()
+        };
+        let master = parsed(&render_node("ma1", &settings).expect("render"));
+        let apiserver = master.text("/etc/kubernetes/manifests/k8s-api-server.yaml").expect("API server");
+        for flag in [
+            "--enable-priority-and-fairness=false",
+            "--oidc-issuer-url=https://dex.example.org",
+            "--oidc-username-claim=email",
+            "--etcd-servers=https://127.0.0.1:2379",
+            "--service-cluster-ip-range=172.31.0.0/16",
+            "--tls-cert-file=/etc/kubernetes/ssl/api-crt.pem",
+            "--encryption-provider-config=/etc/kubernetes/encryption/k8s-encryption-config.yaml",
+        ] {
+            assert!(apiserver.contains(flag), "{flag} missing:\n{apiserver}");
+        }
+        assert!(!apiserver.contains("--cloud-provider"), "KVM has no cloud provider");
+        assert!(apiserver.contains("image: registry.example.org/giantswarm/kube-apiserver:v1.29.9"), "{apiserver}");
+        let etcd = master.unit(ETCD_UNIT).expect("etcd");
+        assert!(etcd.contains("registry.example.org/giantswarm/etcd:v3.5.13"), "{etcd}");
+        assert!(etcd.contains("--advertise-client-urls=https://etcd.qz7lt.k8s.gollum.example.net:443"), "{etcd}");
+        assert!(etcd.contains("Requires=docker.service var-lib-etcd.automount\n"), "{etcd}");
+        assert!(etcd.contains("--cert-file=/etc/kubernetes/ssl/etcd-crt.pem"), "{etcd}");
+        let kubelet = master.unit(KUBELET_UNIT).expect("kubelet");
+        assert!(kubelet.contains("register-with-taints=node-role.kubernetes.io/control-plane=:NoSchedule"));
+        assert!(kubelet.contains("After=docker.service var-lib-docker.mount var-lib-kubelet.mount\n"), "{kubelet}");
+
+        let worker = parsed(&render_node("wk1", &settings).expect("render"));
+        assert!(worker.unit(ETCD_UNIT).is_none());
+        assert!(worker.file("/etc/kubernetes/manifests/k8s-api-server.yaml").is_none());
+        let kubelet = worker.unit(KUBELET_UNIT).expect("kubelet");
+        assert!(
+            kubelet.contains("--node-labels=giantswarm.io/cluster=qz7lt,kubernetes.io/role=worker,role=worker\n"),
+            "{kubelet}"
+        );
+        assert!(!kubelet.contains("register-with-taints"));
+        let config = worker.text("/etc/kubernetes/config/kubelet.yaml").expect("kubelet config");
+        assert!(
+            config.contains("  - 172.31.0.10\n") && config.contains("tlsCertFile: /etc/kubernetes/ssl/worker-crt.pem")
+        );
+        let proxy = worker.text(ignition::kubernetes::KUBE_PROXY_CONFIG).expect("kube-proxy");
+        assert!(proxy.contains("clusterCIDR: 10.4.0.0/16"), "{proxy}");
+    }
+
+    #[test]
     fn a_worker_gets_its_host_volumes_and_only_its_certs() {
         let doc = parsed(&render_node("wk1", &NodeConfigSettings::default()).expect("render"));
         assert!(doc.text("/etc/iscsi/initiatorname.iscsi").is_some_and(|t| t.ends_with("giantswarm-qz7lt-worker-5\n")));
@@ -473,6 +638,7 @@ mod tests {
             },
             registry_mirrors: vec!["https://mirror.corp.example".into()],
             sso_public_key: "ssh-ed25519 AAAAsso sso-ca\n".into(),
+            ..NodeConfigSettings::default()
         };
         let doc = parsed(&render_node("wk2", &settings).expect("render"));
         for service in ["containerd.service", "docker.service", "kubelet.service"] {
@@ -482,8 +648,11 @@ mod tests {
                 dropin["contents"],
                 "[Service]\nEnvironment=\"HTTP_PROXY=http://proxy.corp.example:3128\"\nEnvironment=\"NO_PROXY=10.0.0.0/8,.svc\"\n"
             );
-            assert!(doc.units[service].get("enabled").is_none(), "a drop-in leaves the unit as the image has it");
+            if service != KUBELET_UNIT {
+                assert!(doc.units[service].get("enabled").is_none(), "a drop-in leaves the unit as the image has it");
+            }
         }
+        assert!(doc.unit(KUBELET_UNIT).is_some_and(|u| u.contains("/kubelet")), "kubelet's own unit keeps its drop-in");
         assert_eq!(
             doc.text("/etc/docker/daemon.json").as_deref(),
             Some("{\"registry-mirrors\":[\"https://mirror.corp.example\"]}\n")

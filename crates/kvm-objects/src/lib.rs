@@ -32,12 +32,16 @@
 //!     "spec": {
 //!         "cluster": {"id": "d3mo1", "masters": [{"id": "m1"}], "workers": [{"id": "w1"}],
 //!                     "kubernetes": {"api": {"clusterIPRange": "172.31.0.0/16",
-//!                                            "domain": "api.d3mo1.example.com", "securePort": 443}}},
+//!                                            "domain": "api.d3mo1.example.com", "securePort": 443},
+//!                                    "dns": {"ip": "172.31.0.10"}},
+//!                     "calico": {"subnet": "10.2.0.0", "cidr": 16}},
 //!         "kvm": {"masters": [{"cpus": 2, "memory": "4G"}], "workers": [{"cpus": 4, "memory": "8G"}],
 //!                 "network": {"flannel": {"vni": 7}}}
 //!     }
 //! })).unwrap();
-//! let components = [("containerlinux".to_string(), "3815.2.5".to_string())].into();
+//! let components = [("containerlinux", "3815.2.5"), ("kubernetes", "1.29.9"), ("etcd", "3.5.13")]
+//!     .map(|(name, version)| (name.to_string(), version.to_string()))
+//!     .into();
 //! let settings = Settings { dns_servers: vec!["10.0.0.53".into()], ntp_servers: vec![] };
 //! let cluster = Cluster::new(&config, "v20.1.0", &components, &settings).unwrap();
 //!

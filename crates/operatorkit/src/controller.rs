@@ -459,6 +459,12 @@ impl<K: Watched> Controller<K> {
     /// Run until `shutdown` resolves, then let the reconciles already running finish.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let Controller { shared, api, watch, writer, release, concurrency, readiness, related } = self;
+        // Every controller's series exist from its start, at 0, so that a dashboard or an alert
+        // tells "idle" from "not running".
+        if let Some(m) = &shared.metrics {
+            m.set_queue_depth(&shared.name, 0);
+            let _ = m.in_flight(&shared.name);
+        }
         // kube-runtime wants a Sync shutdown future; a oneshot receiver is one whatever the
         // caller's future is.
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();

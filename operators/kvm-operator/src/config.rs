@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
-use kvm_objects::ignition::{NodeConfigSettings, Proxy};
+use kvm_objects::ignition::{NodeConfigSettings, Oidc, Proxy};
 
 /// The flags of `kvm-operator daemon`.
 #[derive(clap::Args, Debug)]
@@ -76,6 +76,23 @@ pub struct ClusterArgs {
     /// The SSO CA's public key, trusted for SSH user certificates on the nodes.
     #[arg(long, default_value = "")]
     pub sso_public_key: String,
+    /// Image registry of the node images (the Kubernetes components and etcd).
+    #[arg(long, default_value = kvm_objects::ignition::DEFAULT_REGISTRY)]
+    pub registry: String,
+    /// The workload clusters' API servers trust this OpenID Connect issuer (`--oidc-issuer-url`);
+    /// none when not set.
+    #[arg(long, requires = "oidc_client_id")]
+    pub oidc_issuer_url: Option<String>,
+    /// The OpenID Connect client ID (`--oidc-client-id`); required with an issuer.
+    #[arg(long, requires = "oidc_issuer_url")]
+    pub oidc_client_id: Option<String>,
+    /// The claim that names the user (`--oidc-username-claim`); the API server's default when
+    /// empty.
+    #[arg(long, default_value = "")]
+    pub oidc_username_claim: String,
+    /// The claim that lists the user's groups (`--oidc-groups-claim`); none when empty.
+    #[arg(long, default_value = "")]
+    pub oidc_groups_claim: String,
 }
 
 /// The operator's settings, as the builders read them.
@@ -107,6 +124,13 @@ impl OperatorConfig {
                 },
                 registry_mirrors: list(&args.registry_mirrors),
                 sso_public_key: args.sso_public_key.clone(),
+                registry: args.registry.clone(),
+                oidc: args.oidc_issuer_url.as_ref().zip(args.oidc_client_id.as_ref()).map(|(issuer, client)| Oidc {
+                    issuer_url: issuer.clone(),
+                    client_id: client.clone(),
+                    username_claim: args.oidc_username_claim.clone(),
+                    groups_claim: args.oidc_groups_claim.clone(),
+                }),
             },
             roles: ClusterRoles { general: args.cluster_role_general.clone(), psp: args.cluster_role_psp.clone() },
         }

@@ -65,9 +65,12 @@ async fn the_daemon_becomes_ready_and_sigterm_stops_it_and_releases_its_lease() 
         .await?;
     let (code, healthz) = get(port, "/healthz").await?;
     assert_eq!(code, 200, "{healthz}");
-    let (code, metrics) = get(port, "/metrics").await?;
-    assert_eq!(code, 200);
-    assert!(metrics.contains("kvm-operator-cluster-controller"), "the cluster controller's metrics are served");
+    // A controller's series appear once it has started; readiness comes with the first list.
+    eventually(60, "the cluster controller's metrics", || async {
+        let (code, metrics) = get(port, "/metrics").await?;
+        Ok((code == 200 && metrics.contains("kvm-operator-cluster-controller")).then_some(()))
+    })
+    .await?;
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), "giantswarm");
     let name = kvm_operator::daemon::lease_name(env!("CARGO_PKG_VERSION"));

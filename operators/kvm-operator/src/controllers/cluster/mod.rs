@@ -98,7 +98,7 @@ impl ClusterState {
 /// The reason of an [`InputError`] in `Ready`.
 fn reason(error: &InputError) -> &'static str {
     match error {
-        InputError::Invalid { .. } => "InvalidSpec",
+        InputError::Invalid { .. } | InputError::MissingField { .. } => "InvalidSpec",
         InputError::MissingLabel { .. } => "MissingLabel",
         InputError::MissingComponent { .. } => "InvalidRelease",
         InputError::NoDnsServers => "NoDnsServers",
