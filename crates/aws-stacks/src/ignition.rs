@@ -32,8 +32,10 @@
 //! No `Debug` output in this module ever shows secret plaintext.
 //!
 //! The Ignition document model (files, units, filesystems) and its JSON come from the shared
-//! `ignition` crate, which kvm-operator's node configs use too; this module decides what an AWS
-//! node runs.
+//! `ignition` crate, and so do the Kubernetes components (`ignition::kubernetes`: kubelet,
+//! kube-proxy, etcd, the control-plane static pods), which kvm-operator's node configs use too.
+//! This module decides what is AWS's own: the KMS decryption, the hostname from EC2, the worker
+//! volumes, etcd's network interface and volume, and the TLS paths and unit order around them.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
