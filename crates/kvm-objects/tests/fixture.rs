@@ -30,7 +30,11 @@ fn cluster() -> Cluster {
         ("containerlinux".to_string(), "3815.2.5".to_string()),
         ("kubernetes".to_string(), "1.29.9".to_string()),
     ]);
-    let settings = Settings { dns_servers: vec!["10.99.0.53".into()], ntp_servers: vec!["10.99.0.123".into()] };
+    let settings = Settings {
+        operator_version: "4.0.0".into(),
+        dns_servers: vec!["10.99.0.53".into()],
+        ntp_servers: vec!["10.99.0.123".into()],
+    };
     Cluster::new(&config, "v20.1.0", &components, &settings).expect("valid fixture")
 }
 

@@ -83,16 +83,16 @@ async fn start() -> anyhow::Result<World> {
 
     let config = OperatorConfig {
         version: "4.0.0".into(),
-        settings: Settings { dns_servers: vec!["10.61.0.53".into()], ntp_servers: vec![] },
+        settings: Settings {
+            operator_version: "4.0.0".into(),
+            dns_servers: vec!["10.61.0.53".into()],
+            ntp_servers: vec![],
+        },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    let shared = Arc::new(Shared {
-        client: client.clone(),
-        config,
-        certificates_namespace: None,
-        poll: Duration::from_millis(300),
-    });
+    let shared =
+        Arc::new(Shared::new(client.clone(), config, None, Duration::from_millis(300), Duration::from_secs(2)));
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     tokio::spawn(async move {
