@@ -301,3 +301,89 @@ async fn a_new_release_rolls_one_node_at_a_time_masters_first_and_workers_wait_f
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_waiting_for_its_workload_cluster_reads_only_its_deployments_each_poll() -> anyhow::Result<()> {
+    let w = World::start().await?;
+    // The workload cluster cannot be reached by the operator (the stand-ins still register the
+    // VMs): the cluster waits, polled every 300 ms, and that is not an error.
+    w.wc.set_reachable(false);
+    w.configs().create(&PostParams::default(), &kvm_config()).await?;
+    let configs = w.configs();
+    let message = eventually("Ready=False waiting for the workload cluster", 60, || async {
+        let config = configs.get(ID).await?;
+        let deployments = w.deployments().list(&ListParams::default()).await?.items;
+        let all_available = deployments.len() == 8 && deployments.iter().all(is_available);
+        Ok(ready(&config)
+            .filter(|(s, m)| all_available && s == "False" && m.contains("workload cluster"))
+            .map(|(_, m)| m))
+    })
+    .await?;
+    assert!(message.contains(&format!("{ID}-kubeconfig")) || message.contains("x7k2p"), "{message}");
+    let status = configs.get(ID).await?.status.unwrap_or_default();
+    assert!(status.cluster.has_condition(ClusterCondition::Creating));
+
+    let before = w.mc.handle().requests();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let window = w.mc.handle().requests().since(&before);
+    let polls = window.get(testenv::Verb::List, "deployments.apps");
+    let secret_reads = window.get(testenv::Verb::Get, "secrets");
+    eprintln!("1.5 s of waiting: {polls} Deployment LISTs, {secret_reads} Secret GETs");
+    assert!(polls >= 3, "the cluster is polled: {polls}");
+    // At most one full pass (eight node Secrets) in a window shorter than the recheck period;
+    // without the memory of applied objects it is eight per poll.
+    assert!(secret_reads <= 8, "{secret_reads} Secret GETs over {polls} polls");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(w.client.clone(), support::NS);
+    let warnings: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(warnings.is_empty(), "an unreachable workload cluster is no error: {warnings:?}");
+
+    // Reachable again: the cluster is created.
+    w.wc.set_reachable(true);
+    settled(&w, ClusterCondition::Created, "20.1.0", 8).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_spec_is_named_once_in_its_condition_and_event() -> anyhow::Result<()> {
+    let w = World::start().await?;
+    let mut config = kvm_config();
+    config.spec.cluster.workers[0].id = "m1a".into();
+    w.configs().create(&PostParams::default(), &config).await?;
+    let configs = w.configs();
+    let (status, message) = eventually("Ready=False", 30, || async {
+        let config = configs.get(ID).await?;
+        Ok(config
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
+            .map(|c| (c.reason, c.message)))
+    })
+    .await?;
+    assert_eq!(status, "InvalidSpec");
+    assert!(
+        message.contains("spec.cluster.workers[0].id")
+            && message.contains("already used by spec.cluster.masters[0].id"),
+        "{message}"
+    );
+    assert_eq!(message.matches(ID).count(), 1, "the object is named once: {message}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(w.client.clone(), support::NS);
+    let note = eventually("the Warning event", 30, || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("InvalidSpec"))
+            .and_then(|e| e.note))
+    })
+    .await?;
+    assert_eq!(note.matches(ID).count(), 1, "the object is named once: {note}");
+    assert!(Api::<k8s_openapi::api::core::v1::Namespace>::all(w.client.clone()).get_opt(ID).await?.is_none());
+    Ok(())
+}

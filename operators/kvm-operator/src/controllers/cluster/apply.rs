@@ -226,10 +226,13 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         } else if !trusted {
             shared.applied.record(&key, around);
         }
-        state.waiting = waiting.or_else(|| {
-            (!unavailable.is_empty())
-                .then(|| format!("waiting for node Deployments to be available: {}", unavailable.join(", ")))
-        });
+        // Last, an unreadable workload cluster: the status cannot know its nodes.
+        state.waiting = waiting
+            .or_else(|| {
+                (!unavailable.is_empty())
+                    .then(|| format!("waiting for node Deployments to be available: {}", unavailable.join(", ")))
+            })
+            .or_else(|| state.wc_problem.as_ref().map(|p| format!("waiting for the workload cluster: {p}")));
         Ok(Outcome::proceed())
     }
 
