@@ -77,6 +77,68 @@ pub fn release(version: &str, kubernetes: &str) -> Release {
     serde_json::from_value(doc).expect("Release decodes")
 }
 
+/// The management cluster alone, with the operator running: no workload cluster, no
+/// stand-ins, no cluster Secrets.
+pub struct Management {
+    /// The management cluster; dropping it stops the API server.
+    pub mc: TestEnv,
+    /// A client.
+    pub client: kube::Client,
+    /// Stops the operator: cancel it when the test is done.
+    pub shutdown: CancellationToken,
+}
+
+impl Management {
+    /// Start testenv with three `role=master` and six `role=worker` nodes, create the CRDs,
+    /// Release v20.1.0 and namespace [`NS`], and run the operator (poll 300 ms, resync
+    /// [`RESYNC`]).
+    pub async fn start() -> anyhow::Result<Management> {
+        let mut sim = SimConfig::default();
+        for (role, count) in [("master", 3), ("worker", 6)] {
+            for i in 1..=count {
+                let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
+                node.labels.insert("role".into(), role.into());
+                node.memory = "64Gi".into();
+                node.cpu = "32".into();
+                sim = sim.node(node);
+            }
+        }
+        let mc = TestEnv::builder().simulation(sim).start().await?;
+        let client = mc.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in apis::all_crds() {
+            crds.create(&PostParams::default(), &crd).await?;
+        }
+        Api::<Release>::all(client.clone()).create(&PostParams::default(), &release("20.1.0", "1.34.2")).await?;
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+
+        let config = OperatorConfig {
+            version: VERSION.into(),
+            settings: Settings {
+                operator_version: VERSION.into(),
+                dns_servers: vec!["10.61.0.53".into()],
+                ntp_servers: vec![],
+            },
+            node_config: Default::default(),
+            roles: ClusterRoles::default(),
+        };
+        let shared = Arc::new(Shared::new(client.clone(), config, None, Duration::from_millis(300), RESYNC));
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            let mut registry = prometheus_client::registry::Registry::default();
+            let metrics = operatorkit::Metrics::new(&mut registry);
+            let readiness = operatorkit::Readiness::new();
+            let settings = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
+            if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
+                eprintln!("operator stopped: {e:#}");
+            }
+        });
+        Ok(Management { mc, client, shutdown })
+    }
+}
+
 /// The management cluster, the workload cluster, the operator and the stand-ins.
 pub struct World {
     /// The management cluster.
@@ -101,53 +163,12 @@ impl World {
     /// create the CRDs, Release v20.1.0, the namespace, the certificate and encryption-key
     /// Secrets and the workload cluster's kubeconfig Secret.
     pub async fn start() -> anyhow::Result<World> {
-        let mut sim = SimConfig::default();
-        for (role, count) in [("master", 3), ("worker", 6)] {
-            for i in 1..=count {
-                let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
-                node.labels.insert("role".into(), role.into());
-                node.memory = "64Gi".into();
-                node.cpu = "32".into();
-                sim = sim.node(node);
-            }
-        }
-        let mc = TestEnv::builder().simulation(sim).start().await?;
-        let client = mc.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in apis::all_crds() {
-            crds.create(&PostParams::default(), &crd).await?;
-        }
-        Api::<Release>::all(client.clone()).create(&PostParams::default(), &release("20.1.0", "1.34.2")).await?;
-        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+        let Management { mc, client, shutdown } = Management::start().await?;
         create_secrets(&client).await?;
         let wc = Arc::new(WorkloadCluster::start().await?);
         Api::<Secret>::namespaced(client.clone(), NS)
             .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
             .await?;
-
-        let config = OperatorConfig {
-            version: VERSION.into(),
-            settings: Settings {
-                operator_version: VERSION.into(),
-                dns_servers: vec!["10.61.0.53".into()],
-                ntp_servers: vec![],
-            },
-            node_config: Default::default(),
-            roles: ClusterRoles::default(),
-        };
-        let shared = Arc::new(Shared::new(client.clone(), config, None, Duration::from_millis(300), RESYNC));
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        tokio::spawn(async move {
-            let mut registry = prometheus_client::registry::Registry::default();
-            let metrics = operatorkit::Metrics::new(&mut registry);
-            let readiness = operatorkit::Readiness::new();
-            let settings = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
-            if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
-                eprintln!("operator stopped: {e:#}");
-            }
-        });
         let ips = Arc::new(Mutex::new(BTreeMap::new()));
         let stand_ins = StandIns { mc: client.clone(), wc: wc.clone(), ips: ips.clone() };
         let token = shutdown.clone();
