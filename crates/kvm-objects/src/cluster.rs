@@ -61,9 +61,14 @@ pub struct Node {
 /// A release component version the node pods are annotated with (reference §5.2).
 pub const ANNOTATED_COMPONENTS: [&str; 4] = ["calico", "containerlinux", "etcd", "kubernetes"];
 
-/// The operator's settings that shape the node pods (its flags).
+/// The operator's settings that shape the node pods (its flags and its own version).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
+    /// The version of the running operator: the version labels and annotations of the
+    /// Deployments, pods and PVCs it writes. Not the KVMConfig's
+    /// `kvm-operator.giantswarm.io/version` label, which anyone may set to anything; the objects
+    /// say which operator wrote them.
+    pub operator_version: String,
     /// DNS servers of the VMs (`DNS_SERVERS`); at least one.
     pub dns_servers: Vec<String>,
     /// NTP servers of the VMs (`NTP_SERVERS`).
@@ -87,7 +92,7 @@ pub struct Cluster {
     pub vni: i64,
     /// Where masters keep etcd's data.
     pub storage: StorageType,
-    /// The operator version (label `kvm-operator.giantswarm.io/version`).
+    /// The running operator's version ([`Settings::operator_version`]).
     pub operator_version: String,
     /// The release version (label `release.giantswarm.io/version`).
     pub release_version: String,
@@ -153,6 +158,19 @@ pub enum InputError {
     NoDnsServers,
 }
 
+impl InputError {
+    /// What is wrong and the fix, without naming the KVMConfig: for messages that name it
+    /// already (a condition on it, an event about it).
+    pub fn detail(&self) -> String {
+        match self {
+            InputError::Invalid { errors, .. } => errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+            InputError::MissingLabel { label, what, .. } => format!("label {label} is missing: set it to the {what}"),
+            InputError::MissingField { field, what, .. } => format!("{field} is empty: set it to {what}"),
+            InputError::MissingComponent { .. } | InputError::NoDnsServers => self.to_string(),
+        }
+    }
+}
+
 impl Cluster {
     /// Check `config` and pair its node lists. `components` are the component versions of the
     /// Release its `release.giantswarm.io/version` label names (`release` is that Release's
@@ -175,7 +193,6 @@ impl Cluster {
                 .cloned()
                 .ok_or(InputError::MissingLabel { name: name.clone(), label, what })
         };
-        let operator_version = label(labels::KVM_OPERATOR_VERSION, "kvm-operator version that reconciles it")?;
         let release_version = label(labels::RELEASE_VERSION, "release the cluster runs")?;
         // No silent fallback versions: the nodes run what the Release names, or nothing.
         for component in ["containerlinux", "kubernetes", "etcd"] {
@@ -220,7 +237,7 @@ impl Cluster {
             api_port: spec.cluster.kubernetes.api.secure_port as i32,
             vni: spec.kvm.network.flannel.vni,
             storage: spec.kvm.k8s_kvm.storage_type,
-            operator_version,
+            operator_version: settings.operator_version.clone(),
             release_version,
             components: components.clone(),
             nodes,
@@ -284,6 +301,8 @@ pub(crate) mod fixtures {
 
     pub(crate) fn settings() -> Settings {
         Settings {
+            // Unlike the KVMConfig's label (4.0.0), so that reading the label instead fails.
+            operator_version: "4.3.9".into(),
             dns_servers: vec!["10.99.0.53".into(), "10.99.1.53".into()],
             ntp_servers: vec!["10.99.0.123".into()],
         }
@@ -313,7 +332,7 @@ mod tests {
                 (Role::Worker, "wk2", 4)
             ]
         );
-        assert_eq!((cluster.operator_version.as_str(), cluster.release_version.as_str()), ("4.0.0", "20.1.0"));
+        assert_eq!((cluster.operator_version.as_str(), cluster.release_version.as_str()), ("4.3.9", "20.1.0"));
         assert_eq!(cluster.containerlinux_version(), "3815.2.5");
         assert_eq!(cluster.storage, StorageType::PersistentVolume);
     }

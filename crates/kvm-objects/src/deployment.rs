@@ -8,7 +8,11 @@
 //! Departures from the original, each deliberate:
 //! - every Deployment carries [`keys::SPEC_HASH`], a digest of its pod template, so that a
 //!   change of CPU, memory, disks, host volumes or the operator's DNS/NTP settings rolls the
-//!   node (the original rolled only on version changes, §9.1, §14.5);
+//!   node (the original rolled only on version changes, §9.1, §14.5); the pod template carries
+//!   the release version (label `release.giantswarm.io/version`), so a new Release replaces
+//!   every node even when none of the annotated components changed;
+//! - the version labels and annotations name the running operator's version, not the
+//!   KVMConfig's `kvm-operator.giantswarm.io/version` label;
 //! - the etcd PVC and host directory are named after the node id, not its position (§14.2);
 //! - memory requests are in `Mi`, the unit qemu's `-m` uses: the original wrote the same
 //!   numbers with the decimal `M` suffix and so requested about 5 % less than the VM takes;
@@ -140,6 +144,10 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
     labels.insert(keys::NODE.into(), node.id.clone());
     labels.insert(keys::POD_WATCHER.into(), names::OPERATOR.into());
     labels.insert(apis::labels::KVM_OPERATOR_VERSION.into(), cluster.operator_version.clone());
+    // The release in the pod template: a new Release replaces every node (one at a time), even
+    // when none of the annotated components changed, and the node pod names the release its
+    // VM runs (the kubelet labels the workload-cluster node with it).
+    labels.insert(apis::labels::RELEASE_VERSION.into(), cluster.release_version.clone());
     let mut annotations = BTreeMap::from([
         (keys::API_ENDPOINT.to_string(), cluster.api_domain.clone()),
         (keys::VM_IP.to_string(), String::new()),
@@ -387,6 +395,22 @@ pub fn stale_pvcs(cluster: &Cluster, current: &[PersistentVolumeClaim]) -> Vec<S
     stale
 }
 
+/// The stale PVCs ([`stale_pvcs`]) among `current` that may be deleted now: those whose node
+/// (label `node`) has no Deployment among `deployments` any more, so that no pod mounts them.
+/// The data of a removed node goes with its PVC (the storage class's reclaim policy decides
+/// about the volume): a node id that comes back starts afresh, as a new node.
+pub fn removable_pvcs(cluster: &Cluster, current: &[PersistentVolumeClaim], deployments: &[Deployment]) -> Vec<String> {
+    let node_of = |labels: &Option<BTreeMap<String, String>>| labels.as_ref().and_then(|l| l.get(keys::NODE)).cloned();
+    let mounted: BTreeSet<String> = deployments.iter().filter_map(|d| node_of(&d.metadata.labels)).collect();
+    let stale = stale_pvcs(cluster, current);
+    current
+        .iter()
+        .filter(|pvc| pvc.metadata.name.as_ref().is_some_and(|n| stale.contains(n)))
+        .filter(|pvc| node_of(&pvc.metadata.labels).is_none_or(|node| !mounted.contains(&node)))
+        .filter_map(|pvc| pvc.metadata.name.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,7 +455,7 @@ mod tests {
         assert_eq!(labels["giantswarm.io/managed-by"], "kvm-operator");
         let annotations = meta.annotations.clone().unwrap_or_default();
         assert_eq!(annotations["giantswarm.io/release-version"], "20.1.0");
-        assert_eq!(annotations["giantswarm.io/version-bundle-version"], "4.0.0");
+        assert_eq!(annotations["giantswarm.io/version-bundle-version"], "4.3.9");
         assert_eq!(annotations[keys::SPEC_HASH].len(), 32);
 
         let dspec = d.spec.as_ref().expect("spec");
@@ -443,7 +467,8 @@ mod tests {
         let template_meta = dspec.template.metadata.as_ref().expect("template metadata");
         let pod_labels = template_meta.labels.clone().unwrap_or_default();
         assert_eq!(pod_labels["kvm-operator.giantswarm.io/pod-watcher"], "kvm-operator");
-        assert_eq!(pod_labels["kvm-operator.giantswarm.io/version"], "4.0.0");
+        assert_eq!(pod_labels["kvm-operator.giantswarm.io/version"], "4.3.9");
+        assert_eq!(pod_labels["release.giantswarm.io/version"], "20.1.0");
         let pod_annotations = template_meta.annotations.clone().unwrap_or_default();
         assert_eq!(pod_annotations["kvm-operator.giantswarm.io/api-endpoint"], "api.qz7lt.k8s.gollum.example.net");
         assert_eq!(pod_annotations["endpoint.kvm.giantswarm.io/ip"], "");
@@ -608,7 +633,9 @@ mod tests {
         assert_eq!(hash(&fixtures::cluster(), "wk1"), base, "deterministic");
         assert_ne!(hash(&cluster, "wk2"), base);
         type Change = fn(&mut Cluster);
-        let changes: [(&str, Change); 5] = [
+        let changes: [(&str, Change); 7] = [
+            ("release", |c| c.release_version = "20.2.0".into()),
+            ("operator version", |c| c.operator_version = "4.4.0".into()),
             ("cpus", |c| c.nodes[3].shape.cpus = 8),
             ("memory", |c| c.nodes[3].shape.memory = "16G".into()),
             ("host volumes", |c| c.nodes[3].shape.host_volumes.clear()),
@@ -645,5 +672,11 @@ mod tests {
         current.push(foreign);
         assert_eq!(stale_pvcs(&removed, &current), ["local-pvc-worker-qz7lt-wk1-scratch", "pvc-master-etcd-qz7lt-ma2"]);
         assert!(stale_pvcs(&cluster, &current).is_empty());
+
+        // ma2's Deployment is still there (being deleted): its PVC waits; wk1's is gone.
+        let deployments =
+            vec![deployment(&cluster, node(&cluster, "ma1")), deployment(&cluster, node(&cluster, "ma2"))];
+        assert_eq!(removable_pvcs(&removed, &current, &deployments), ["local-pvc-worker-qz7lt-wk1-scratch"]);
+        assert_eq!(removable_pvcs(&removed, &current, &deployments[..1]).len(), 2);
     }
 }

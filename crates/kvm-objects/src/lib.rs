@@ -17,7 +17,8 @@
 //! | [`deployment`] | the node Deployments of §5 and their PVCs |
 //! | [`services`], [`ingress`] | the `master` and `worker` Services, the `api` and `etcd` Ingresses |
 //! | [`endpoints`] | the Endpoints as a function of all observed node pods |
-//! | [`rolling`] | which single Deployment to replace next |
+//! | [`rolling`] | which single Deployment to replace next, which removed node's Deployment to delete next |
+//! | [`lifecycle`] | `status.cluster`: Creating, Created, Updating, Updated, nodes and versions |
 //! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
 //! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
@@ -42,7 +43,8 @@
 //! let components = [("containerlinux", "3815.2.5"), ("kubernetes", "1.29.9"), ("etcd", "3.5.13")]
 //!     .map(|(name, version)| (name.to_string(), version.to_string()))
 //!     .into();
-//! let settings = Settings { dns_servers: vec!["10.0.0.53".into()], ntp_servers: vec![] };
+//! let settings =
+//!     Settings { operator_version: "4.0.0".into(), dns_servers: vec!["10.0.0.53".into()], ntp_servers: vec![] };
 //! let cluster = Cluster::new(&config, "v20.1.0", &components, &settings).unwrap();
 //!
 //! let objects = desired(&cluster);
@@ -63,7 +65,8 @@
 //!   node in the middle renames nothing. Mount tags are DNS labels, checked by schema.
 //! - **§10.3 ClusterRoleBindings leaked after every cluster**: [`access`] labels them with the
 //!   cluster, and the operator deletes them at the end of the teardown.
-//! - **§14.3 PVCs of removed workers never deleted**: [`deployment::stale_pvcs`] lists them.
+//! - **§14.3 PVCs of removed workers never deleted**: [`deployment::stale_pvcs`] lists them;
+//!   the operator deletes each once the Deployment that mounted it is gone.
 //! - **§14.5 spec changes never rolled nodes; Ingresses never updated; Endpoint ports never
 //!   refreshed**: every Deployment carries a pod-template digest that
 //!   [`rolling::is_deployment_modified`] compares; Ingresses and Services are complete desired
@@ -96,6 +99,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod ignition;
 pub mod ingress;
+pub mod lifecycle;
 pub mod names;
 pub mod node_index;
 pub mod rolling;

@@ -89,6 +89,43 @@ pub fn master_unschedulable(node: &Node) -> bool {
         })
 }
 
+/// Whether a workload-cluster Node is a master: labelled `role=master` (the kubelet labels of
+/// kvm-operator's node configs), or carrying a control-plane role label.
+pub fn is_master_node(node: &Node) -> bool {
+    let labels = node.metadata.labels.as_ref();
+    labels.and_then(|l| l.get("role")).is_some_and(|r| r == Role::Master.as_str())
+        || CONTROL_PLANE_TAINTS.iter().any(|key| labels.is_some_and(|l| l.contains_key(*key)))
+}
+
+/// The masters among a workload cluster's Nodes, for [`next_update`].
+pub fn master_nodes(nodes: &[Node]) -> Vec<Node> {
+    nodes.iter().filter(|n| is_master_node(n)).cloned().collect()
+}
+
+/// What to do about the node Deployments of nodes that were removed from the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleDown {
+    /// No Deployment without a desired counterpart.
+    Nothing,
+    /// Delete this one (foreground: it goes once its pod went, after its drain).
+    Delete(String),
+    /// One is being deleted already: the next waits, so nodes leave one at a time.
+    Wait(String),
+}
+
+/// The next step of scale-down: `current` are the cluster's node Deployments, `desired` its
+/// desired ones. One node leaves at a time, in name order: a Deployment being deleted holds
+/// the next, so at most one node is drained at once and the workloads keep room to move.
+pub fn next_removal(current: &[Deployment], desired: &[Deployment]) -> ScaleDown {
+    let wanted = |name: &str| desired.iter().any(|d| d.metadata.name.as_deref() == Some(name));
+    let mut removed: Vec<&Deployment> = current.iter().filter(|c| !wanted(&name_of(c))).collect();
+    removed.sort_by_key(|d| name_of(d));
+    if let Some(going) = removed.iter().find(|d| d.metadata.deletion_timestamp.is_some()) {
+        return ScaleDown::Wait(name_of(going));
+    }
+    removed.first().map_or(ScaleDown::Nothing, |d| ScaleDown::Delete(name_of(d)))
+}
+
 fn role_of(deployment: &Deployment) -> Role {
     deployment
         .metadata
@@ -270,6 +307,41 @@ mod tests {
             next_update(&current, &desired, None),
             RollingDecision::Wait(WaitReason::WorkloadClusterUnreachable)
         );
+    }
+
+    #[test]
+    fn masters_are_found_by_their_role_label() {
+        let node = |labels: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n", "labels": labels}})).expect("node")
+        };
+        let nodes = [
+            node(json!({"role": "master"})),
+            node(json!({"node-role.kubernetes.io/control-plane": ""})),
+            node(json!({"role": "worker"})),
+            node(json!({})),
+        ];
+        let found: Vec<bool> = nodes.iter().map(is_master_node).collect();
+        assert_eq!(found, [true, true, false, false]);
+        assert_eq!(master_nodes(&nodes).len(), 2);
+    }
+
+    #[test]
+    fn removed_nodes_leave_one_at_a_time() {
+        let (current, mut desired) = world("20.1.0");
+        assert_eq!(next_removal(&current, &desired), ScaleDown::Nothing);
+        // wk1 and wk2 are removed from the spec: wk1 goes first, wk2 waits until it is gone.
+        desired.retain(|d| role_of(d) == Role::Master);
+        assert_eq!(next_removal(&current, &desired), ScaleDown::Delete("worker-wk1".into()));
+        let mut going = current.clone();
+        set(&mut going, "worker-wk1", |d| {
+            d.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH))
+        });
+        assert_eq!(next_removal(&going, &desired), ScaleDown::Wait("worker-wk1".into()));
+        going.retain(|d| d.metadata.name.as_deref() != Some("worker-wk1"));
+        assert_eq!(next_removal(&going, &desired), ScaleDown::Delete("worker-wk2".into()));
+        // Removal is not rolling: it does not touch what is desired.
+        assert_eq!(next_update(&going, &desired, Some(&[])), RollingDecision::UpToDate);
     }
 
     #[test]

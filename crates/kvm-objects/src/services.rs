@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(annotations["giantswarm.io/prometheus-cluster"], "qz7lt");
         assert_eq!(annotations["prometheus.io/port"], "30010");
         let labels = service.metadata.labels.clone().unwrap_or_default();
-        assert_eq!((labels["app"].as_str(), labels["giantswarm.io/version-bundle"].as_str()), ("master", "4.0.0"));
+        assert_eq!((labels["app"].as_str(), labels["giantswarm.io/version-bundle"].as_str()), ("master", "4.3.9"));
     }
 
     #[test]

@@ -31,7 +31,11 @@ fn cluster() -> Cluster {
         ("kubernetes".to_string(), "1.29.9".to_string()),
         ("etcd".to_string(), "3.5.13".to_string()),
     ]);
-    let settings = Settings { dns_servers: vec!["10.99.0.53".into()], ntp_servers: vec!["10.99.0.123".into()] };
+    let settings = Settings {
+        operator_version: "4.0.0".into(),
+        dns_servers: vec!["10.99.0.53".into()],
+        ntp_servers: vec!["10.99.0.123".into()],
+    };
     Cluster::new(&config, "v20.1.0", &components, &settings).expect("valid fixture")
 }
 

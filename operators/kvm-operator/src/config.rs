@@ -115,7 +115,11 @@ impl OperatorConfig {
         let list = |values: &[String]| values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
         Self {
             version: version.to_string(),
-            settings: Settings { dns_servers: list(&args.dns_servers), ntp_servers: list(&args.ntp_servers) },
+            settings: Settings {
+                operator_version: version.to_string(),
+                dns_servers: list(&args.dns_servers),
+                ntp_servers: list(&args.ntp_servers),
+            },
             node_config: NodeConfigSettings {
                 proxy: Proxy {
                     http: args.http_proxy.clone(),

@@ -1,7 +1,11 @@
-//! [`Shared`]: what every controller shares — the management-cluster client and the operator's
-//! settings.
+//! [`Shared`]: what every controller shares — the management-cluster client, the operator's
+//! settings, the workload-cluster clients and the memory of what was applied.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use node_lifecycle::clients::{ClientOptions, WorkloadClients};
 
 use crate::config::OperatorConfig;
 
@@ -16,6 +20,31 @@ pub struct Shared {
     pub certificates_namespace: Option<String>,
     /// The requeue interval while the cluster converges (pods starting, teardown in progress).
     pub poll: Duration,
+    /// Clients of the workload clusters, from their `<id>-kubeconfig` Secrets.
+    pub workload_clients: WorkloadClients,
+    /// What the cluster controller applied last, per cluster.
+    pub applied: std::sync::Arc<AppliedCache>,
+}
+
+impl Shared {
+    /// The shared state of a process: `recheck` is how long an applied set of objects is
+    /// trusted without reading it back (the resync period).
+    pub fn new(
+        client: kube::Client,
+        config: OperatorConfig,
+        certificates_namespace: Option<String>,
+        poll: Duration,
+        recheck: Duration,
+    ) -> Self {
+        Self {
+            workload_clients: WorkloadClients::new(client.clone(), ClientOptions::default()),
+            client,
+            config,
+            certificates_namespace,
+            poll,
+            applied: std::sync::Arc::new(AppliedCache::new(recheck)),
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -25,5 +54,65 @@ impl std::fmt::Debug for Shared {
             .field("certificates_namespace", &self.certificates_namespace)
             .field("poll", &self.poll)
             .finish_non_exhaustive()
+    }
+}
+
+/// Per cluster, the digest of the objects that were last applied in full, and when.
+///
+/// A cluster that waits (for its pods, its workload cluster, a roll) is reconciled every poll
+/// interval. Reading back every one of its objects each time to find them unchanged costs a GET
+/// per object and poll; instead, a set of objects whose desired digest was applied less than
+/// `recheck` ago is trusted as it is. After `recheck` (the resync period), after a restart, or
+/// when anything in the desired objects changes, the objects are read and applied again, so an
+/// object deleted or edited by hand comes back within a resync.
+#[derive(Debug)]
+pub struct AppliedCache {
+    recheck: Duration,
+    entries: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl AppliedCache {
+    /// An empty cache that trusts an entry for `recheck`.
+    pub fn new(recheck: Duration) -> Self {
+        Self { recheck, entries: Mutex::default() }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether `digest` was applied for `key` less than `recheck` ago.
+    pub fn fresh(&self, key: &str, digest: &str) -> bool {
+        self.entries().get(key).is_some_and(|(d, at)| d == digest && at.elapsed() < self.recheck)
+    }
+
+    /// Remember that `digest` was applied for `key` now.
+    pub fn record(&self, key: &str, digest: String) {
+        self.entries().insert(key.to_string(), (digest, Instant::now()));
+    }
+
+    /// Forget `key`: its next reconcile reads and applies everything.
+    pub fn forget(&self, key: &str) {
+        self.entries().remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_trusted_for_its_digest_and_its_time_only() {
+        let cache = AppliedCache::new(Duration::from_secs(60));
+        assert!(!cache.fresh("org/x", "d1"));
+        cache.record("org/x", "d1".into());
+        assert!(cache.fresh("org/x", "d1"));
+        assert!(!cache.fresh("org/x", "d2"), "another desired state is applied");
+        assert!(!cache.fresh("org/y", "d1"));
+        cache.forget("org/x");
+        assert!(!cache.fresh("org/x", "d1"));
+        let expired = AppliedCache::new(Duration::ZERO);
+        expired.record("org/x", "d1".into());
+        assert!(!expired.fresh("org/x", "d1"), "read back after the recheck period");
     }
 }

@@ -69,7 +69,10 @@ pub async fn run(
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
         .build()?;
+    // Cached workload-cluster clients are rebuilt when their Secret changes.
+    let clients = tokio::spawn(shared.workload_clients.clone().run(shutdown.clone()));
     tokio::join!(controller.run(shutdown.clone()), drainer.run(shutdown));
+    clients.abort();
     Ok(())
 }
 
@@ -112,12 +115,13 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         .leadership(leadership.clone())
         .build()
         .context("the drain executor")?;
-    let shared = Arc::new(Shared {
-        client: leadership.gate(client),
-        config: OperatorConfig::new(&version, &args.cluster),
-        certificates_namespace: args.certificates_namespace.clone(),
-        poll: Duration::from_secs(args.poll_seconds.max(1)),
-    });
+    let shared = Arc::new(Shared::new(
+        leadership.gate(client),
+        OperatorConfig::new(&version, &args.cluster),
+        args.certificates_namespace.clone(),
+        Duration::from_secs(args.poll_seconds.max(1)),
+        Duration::from_secs(args.resync_seconds),
+    ));
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");

@@ -3,48 +3,25 @@
 //! right names, and Endpoints from its node pods' VM IPs; bad input gets `Ready=False` and a Warning event and creates nothing; deletion
 //! leaves nothing behind, the ClusterRoleBindings included.
 
-use std::path::Path;
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
 use anyhow::Context;
 use apis::kvm::KVMConfig;
-use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use kvm_objects::access::ClusterRoles;
-use kvm_objects::cluster::Settings;
-use kvm_operator::config::OperatorConfig;
-use kvm_operator::context::Shared;
-use kvm_operator::daemon;
-use operatorkit::RunSettings;
-use testenv::{NodeSpec, SimConfig, TestEnv};
+use support::{ID, Management, NS, create_secrets, kvm_config, names};
+use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
-const NS: &str = "org-acme";
-const ID: &str = "x7k2p";
-
-fn example(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(name))
-        .expect("example readable")
-}
-
-fn documents(text: &str) -> Vec<serde_json::Value> {
-    serde_saphyr::from_multiple::<serde_json::Value>(text).expect("YAML").into_iter().filter(|d| !d.is_null()).collect()
-}
-
-fn kvm_config() -> KVMConfig {
-    let doc =
-        documents(&example("kvm-cluster.yaml")).into_iter().find(|d| d["kind"] == "KVMConfig").expect("KVMConfig");
-    serde_json::from_value(doc).expect("KVMConfig decodes")
-}
-
+/// The management cluster with the operator; no workload cluster, so workers never become
+/// Ready (nothing sets their readiness gate).
 struct World {
     /// Kept for the life of the test: dropping it stops the API server.
     _env: TestEnv,
@@ -59,98 +36,16 @@ impl Drop for World {
 }
 
 async fn start() -> anyhow::Result<World> {
-    let mut sim = SimConfig::default();
-    for (role, count) in [("master", 3), ("worker", 6)] {
-        for i in 1..=count {
-            let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
-            node.labels.insert("role".into(), role.into());
-            node.memory = "64Gi".into();
-            node.cpu = "32".into();
-            sim = sim.node(node);
-        }
-    }
-    let env = TestEnv::builder().simulation(sim).start().await?;
-    let client = env.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in apis::all_crds() {
-        crds.create(&PostParams::default(), &crd).await?;
-    }
-    let release = documents(&example("kvm-release-v20.1.0.yaml")).remove(0);
-    let release: Release = serde_json::from_value(release)?;
-    Api::<Release>::all(client.clone()).create(&PostParams::default(), &release).await?;
-    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
-
-    let config = OperatorConfig {
-        version: "4.0.0".into(),
-        settings: Settings { dns_servers: vec!["10.61.0.53".into()], ntp_servers: vec![] },
-        node_config: Default::default(),
-        roles: ClusterRoles::default(),
-    };
-    let shared = Arc::new(Shared {
-        client: client.clone(),
-        config,
-        certificates_namespace: None,
-        poll: Duration::from_millis(300),
-    });
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = operatorkit::Metrics::new(&mut registry);
-        let readiness = operatorkit::Readiness::new();
-        let settings = RunSettings { concurrency: 2, resync: Duration::from_secs(2), ..RunSettings::default() };
-        if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
-            eprintln!("operator stopped: {e:#}");
-        }
-    });
-    Ok(World { _env: env, client, shutdown })
+    let Management { mc, client, shutdown } = Management::start().await?;
+    Ok(World { _env: mc, client, shutdown })
 }
 
-async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{ID}-{cert}"),
-                         "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
-            "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
-        }))?;
-        secrets.create(&PostParams::default(), &secret).await?;
-    }
-    let key: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{ID}-encryption"),
-                     "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/randomkey": "encryption"}},
-        "stringData": {"encryption": "a2V5"}
-    }))?;
-    secrets.create(&PostParams::default(), &key).await?;
-    Ok(())
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
+async fn eventually<T, F, Fut>(what: &str, check: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = check().await? {
-            return Ok(value);
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn names<K>(api: &Api<K>, selector: &str) -> anyhow::Result<Vec<String>>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut names: Vec<String> =
-        api.list(&ListParams::default().labels(selector)).await?.items.iter().map(ResourceExt::name_any).collect();
-    names.sort();
-    Ok(names)
+    support::eventually(what, 30, check).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

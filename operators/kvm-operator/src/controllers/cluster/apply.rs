@@ -1,14 +1,24 @@
-//! Step 3, `objects`: every object of the cluster in the management cluster, by server-side
+//! Step 4, `objects`: every object of the cluster in the management cluster, by server-side
 //! apply with the field manager [`FIELD_MANAGER`].
 //!
 //! An object is written only when its desired state changed: each carries the digest of the
 //! desired state it was last applied from ([`APPLIED_DIGEST`]), and an object whose digest
 //! matches is left alone, so a steady cluster costs reads and no writes. The digest covers the
 //! whole desired object; for node Secrets it is a SHA-256 of content that includes key
-//! material, which reveals nothing of it.
+//! material, which reveals nothing of it. The objects other than Deployments are not even read
+//! back while the digest of all of them is the one applied less than a resync ago
+//! ([`crate::context::AppliedCache`]): a cluster that waits for its nodes costs one LIST of its
+//! Deployments per poll.
 //!
-//! Deployments: missing ones are created at once; existing ones that differ are replaced one at a
-//! time, masters first, as [`kvm_objects::rolling::next_update`] decides.
+//! Deployments, by the decisions of [`kvm_objects::rolling`]:
+//! - missing ones are created at once (scale-up);
+//! - those of nodes removed from the spec are deleted, one at a time, with foreground
+//!   propagation (the node pod's finalizer drains its workload-cluster node first); the PVCs of
+//!   a removed node are deleted once its Deployment is gone
+//!   ([`kvm_objects::deployment::removable_pvcs`]);
+//! - changed ones are replaced one at a time, masters first, only while every node is back, and
+//!   workers only while every workload-cluster master is schedulable
+//!   ([`kvm_objects::rolling::next_update`], fed the masters of step 3).
 
 use std::fmt::Debug;
 
@@ -16,14 +26,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::DeleteParams;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use kvm_objects::rolling::{RollingDecision, next_update};
+use kvm_objects::deployment::removable_pvcs;
+use kvm_objects::rolling::{RollingDecision, ScaleDown, WaitReason, master_nodes, next_removal, next_update};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use super::{ClusterState, managed_selector};
+use super::{ClusterState, cache_key, managed_selector};
 use crate::plan::build;
 use apis::kvm::KVMConfig;
 use operatorkit::{Outcome, Resource, resource};
@@ -62,9 +74,25 @@ where
     Ok(true)
 }
 
-/// Step 3.
+/// Step 4.
 #[derive(Debug)]
 pub struct Objects;
+
+/// Why the cluster is not converged, for `Ready`'s message.
+fn describe_wait(reason: &WaitReason, wc_problem: Option<&str>) -> String {
+    match reason {
+        WaitReason::WorkloadClusterUnreachable => format!(
+            "node Deployments to update wait for the workload cluster: {}",
+            wc_problem.unwrap_or("its nodes could not be read")
+        ),
+        WaitReason::NotAllAvailable(names) => {
+            format!("an update waits until every node Deployment is available: {}", names.join(", "))
+        }
+        WaitReason::MastersUnschedulable(names) => {
+            format!("worker updates wait until these workload-cluster masters are schedulable: {}", names.join(", "))
+        }
+    }
+}
 
 impl Resource<KVMConfig, ClusterState> for Objects {
     fn name(&self) -> &str {
@@ -85,41 +113,89 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         })?;
         let client = &shared.client;
         let ns = kvm_objects::names::namespace(&cluster.id);
-        apply(&Api::<Namespace>::all(client.clone()), &objects.namespace).await?;
-        apply(&Api::<ServiceAccount>::namespaced(client.clone(), &ns), &objects.service_account).await?;
-        for binding in &objects.bindings {
-            apply(&Api::<ClusterRoleBinding>::all(client.clone()), binding).await?;
-        }
-        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
-        for secret in &objects.node_secrets {
-            apply(&secrets, secret).await?;
-        }
+        let key = cache_key(obj);
+        let around = digest(&(
+            &objects.namespace,
+            &objects.service_account,
+            &objects.bindings,
+            &objects.node_secrets,
+            &objects.pvcs,
+            &objects.services,
+            &objects.ingresses,
+        ));
+        let trusted = shared.applied.fresh(&key, &around);
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-        for pvc in &objects.pvcs {
-            // A PVC's spec is immutable once bound: created, never changed.
-            if pvcs.get_opt(&pvc.name_any()).await?.is_none() {
-                apply(&pvcs, pvc).await?;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let managed = ListParams::default().labels(&managed_selector(&cluster.id));
+        if !trusted {
+            apply(&Api::<Namespace>::all(client.clone()), &objects.namespace).await?;
+            apply(&Api::<ServiceAccount>::namespaced(client.clone(), &ns), &objects.service_account).await?;
+            for binding in &objects.bindings {
+                apply(&Api::<ClusterRoleBinding>::all(client.clone()), binding).await?;
+            }
+            let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+            for secret in &objects.node_secrets {
+                apply(&secrets, secret).await?;
+            }
+            let current = pvcs.list(&managed).await?.items;
+            for pvc in &objects.pvcs {
+                // A PVC's spec is immutable once bound: created, never changed.
+                if !current.iter().any(|c| c.name_any() == pvc.name_any()) {
+                    apply(&pvcs, pvc).await?;
+                }
             }
         }
 
-        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
-        let current = deployments.list(&ListParams::default().labels(&managed_selector(&cluster.id))).await?.items;
+        let current = deployments.list(&managed).await?.items;
+        let mut created = Vec::new();
         for desired in &objects.deployments {
             if !current.iter().any(|c| c.name_any() == desired.name_any()) {
                 apply(&deployments, desired).await?;
+                created.push(desired.name_any());
             }
         }
-        // The workload cluster's masters are not read yet: `None` holds workers that need an
-        // update until it is, while masters roll.
-        let waiting = match next_update(&current, &objects.deployments, None) {
-            RollingDecision::UpToDate => None,
-            RollingDecision::Update(name) => {
-                if let Some(desired) = objects.deployments.iter().find(|d| d.name_any() == name) {
-                    apply(&deployments, desired).await?;
+        let removal = match next_removal(&current, &objects.deployments) {
+            ScaleDown::Nothing => None,
+            ScaleDown::Delete(name) => {
+                tracing::info!(cluster = %cluster.id, deployment = %name, "deleting the Deployment of a removed node");
+                match deployments.delete(&name, &DeleteParams::foreground()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
                 }
-                Some(format!("updating node Deployment {name}"))
+                Some(name)
             }
-            RollingDecision::Wait(why) => Some(format!("node Deployments wait: {why:?}")),
+            ScaleDown::Wait(name) => Some(name),
+        };
+        if !trusted {
+            let current_pvcs = pvcs.list(&managed).await?.items;
+            for name in removable_pvcs(cluster, &current_pvcs, &current) {
+                tracing::info!(cluster = %cluster.id, pvc = %name, "deleting the PVC of a removed node");
+                match pvcs.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let masters = state.wc_nodes.as_deref().map(master_nodes);
+        let waiting = if let Some(name) = &removal {
+            Some(format!("removing the Deployment of a node no longer in the spec: {name}"))
+        } else if !created.is_empty() {
+            // New nodes are not back yet, which the rolling gate would not see in this list.
+            Some(format!("creating node Deployments: {}", created.join(", ")))
+        } else {
+            match next_update(&current, &objects.deployments, masters.as_deref()) {
+                RollingDecision::UpToDate => None,
+                RollingDecision::Update(name) => {
+                    if let Some(desired) = objects.deployments.iter().find(|d| d.name_any() == name) {
+                        tracing::info!(cluster = %cluster.id, deployment = %name, "replacing a node Deployment");
+                        apply(&deployments, desired).await?;
+                    }
+                    Some(format!("updating node Deployment {name}"))
+                }
+                RollingDecision::Wait(reason) => Some(describe_wait(&reason, state.wc_problem.as_deref())),
+            }
         };
         let unavailable: Vec<String> = objects
             .deployments
@@ -133,18 +209,30 @@ impl Resource<KVMConfig, ClusterState> for Objects {
             .map(ResourceExt::name_any)
             .collect();
 
-        let services = Api::<Service>::namespaced(client.clone(), &ns);
-        for service in &objects.services {
-            apply(&services, service).await?;
+        if !trusted {
+            let services = Api::<Service>::namespaced(client.clone(), &ns);
+            for service in &objects.services {
+                apply(&services, service).await?;
+            }
+            let ingresses = Api::<Ingress>::namespaced(client.clone(), &ns);
+            for ingress in &objects.ingresses {
+                apply(&ingresses, ingress).await?;
+            }
         }
-        let ingresses = Api::<Ingress>::namespaced(client.clone(), &ns);
-        for ingress in &objects.ingresses {
-            apply(&ingresses, ingress).await?;
+        if removal.is_some() {
+            // The PVCs of the node on its way out are deleted once its Deployment is gone: read
+            // everything again until then.
+            shared.applied.forget(&key);
+        } else if !trusted {
+            shared.applied.record(&key, around);
         }
-        state.waiting = waiting.or_else(|| {
-            (!unavailable.is_empty())
-                .then(|| format!("waiting for node Deployments to be available: {}", unavailable.join(", ")))
-        });
+        // Last, an unreadable workload cluster: the status cannot know its nodes.
+        state.waiting = waiting
+            .or_else(|| {
+                (!unavailable.is_empty())
+                    .then(|| format!("waiting for node Deployments to be available: {}", unavailable.join(", ")))
+            })
+            .or_else(|| state.wc_problem.as_ref().map(|p| format!("waiting for the workload cluster: {p}")));
         Ok(Outcome::proceed())
     }
 

@@ -9,12 +9,18 @@
 //!    Warning event; nothing is written or deleted.
 //! 2. `node-indexes` — `status.kvm.nodeIndexes`: stable, lowest free from 1, written only when
 //!    it changes.
-//! 3. `objects` ([`apply`]) — namespace `<id>`, ServiceAccount, the two ClusterRoleBindings, the
-//!    node Secrets, the etcd PVCs, the Deployments (new ones created, changed ones one at a time
-//!    by [`kvm_objects::rolling`]), Services and Ingresses, by server-side apply; an object
-//!    whose desired state is unchanged is not written.
-//! 4. `status` — `Ready` and the cluster lifecycle (`Creating` until every node Deployment is
-//!    available, then `Created`).
+//! 3. `workload-cluster` ([`workload`]) — the workload cluster's Nodes, through the
+//!    `<id>-kubeconfig` Secret; a cluster not reachable yet is waited for, not an error.
+//! 4. `objects` ([`apply`]) — namespace `<id>`, ServiceAccount, the two ClusterRoleBindings, the
+//!    node Secrets, the etcd PVCs, the Deployments (new ones created, those of removed nodes
+//!    deleted one at a time, changed ones replaced one at a time, masters first, workers only
+//!    while every workload-cluster master is schedulable: [`kvm_objects::rolling`]), Services
+//!    and Ingresses, by server-side apply; an object whose desired state is unchanged is not
+//!    written, and while the cluster waits only its Deployments are read again.
+//! 5. `status` — `Ready` (what the cluster waits for) and `status.cluster`
+//!    ([`kvm_objects::lifecycle`]): `Creating` → `Created`, `Updating` → `Updated` on a new
+//!    Release, the nodes as the workload cluster reports them, the releases the cluster
+//!    converged to. Written only when it changed, so an idle resync writes nothing.
 //!
 //! Deletion ([`teardown`]): `Deleting`, then the Deployments, and once their pods are gone the
 //! PVCs, Services, Ingresses and the namespace, and last the two ClusterRoleBindings (which the
@@ -41,6 +47,7 @@ use crate::plan::{ClusterSecrets, components};
 
 pub mod apply;
 pub mod teardown;
+pub mod workload;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "kvm-operator-cluster-controller";
@@ -54,6 +61,7 @@ pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) 
     })
     .resource(Inputs)
     .resource(NodeIndexes)
+    .resource(workload::WorkloadNodes)
     .resource(apply::Objects)
     .resource(Status)
     .resource(teardown::Teardown)
@@ -70,6 +78,10 @@ pub struct ClusterState {
     secrets: ClusterSecrets,
     /// What the cluster still waits for, for `Ready`'s message.
     waiting: Option<String>,
+    /// The workload cluster's Nodes; `None` when they could not be read.
+    wc_nodes: Option<Vec<k8s_openapi::api::core::v1::Node>>,
+    /// Why the workload cluster could not be read.
+    wc_problem: Option<String>,
 }
 
 impl ClusterState {
@@ -81,6 +93,8 @@ impl ClusterState {
             cluster: None,
             secrets: ClusterSecrets::default(),
             waiting: None,
+            wc_nodes: None,
+            wc_problem: None,
         }
     }
 
@@ -123,8 +137,11 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<(Cluster, Clust
         )
         .into());
     };
-    let cluster = Cluster::new(obj, &name, &components(&release), &shared.config.settings)
-        .map_err(|e| invalid(reason(&e), e.to_string()))?;
+    let cluster = Cluster::new(obj, &name, &components(&release), &shared.config.settings).map_err(|e| match e {
+        // The shared form of field errors: the object is named once, by the event and condition.
+        InputError::Invalid { errors, .. } => operatorkit::error::field_errors(obj, errors),
+        other => invalid(reason(&other), other.detail()),
+    })?;
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
     let listed = Api::<Secret>::namespaced(shared.client.clone(), &namespace)
         .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER, cluster.id)))
@@ -212,7 +229,11 @@ impl Resource<KVMConfig, ClusterState> for NodeIndexes {
         if allocation.indexes != state.status.kvm.node_indexes {
             // Persisted before anything is built from them: a crash after this write finds
             // the same indexes again, never duplicates.
-            let patch = serde_json::json!({ "status": { "kvm": { "nodeIndexes": allocation.indexes } } });
+            // A merge patch merges maps: the ids of removed nodes are set to null to go.
+            let mut entries: serde_json::Map<String, serde_json::Value> =
+                state.status.kvm.node_indexes.keys().map(|id| (id.clone(), serde_json::Value::Null)).collect();
+            entries.extend(allocation.indexes.iter().map(|(id, index)| (id.clone(), (*index).into())));
+            let patch = serde_json::json!({ "status": { "kvm": { "nodeIndexes": entries } } });
             Api::<KVMConfig>::namespaced(state.shared.client.clone(), &obj.namespace().unwrap_or_default())
                 .patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -226,7 +247,7 @@ impl Resource<KVMConfig, ClusterState> for NodeIndexes {
     }
 }
 
-/// Step 4: `Ready` and the cluster lifecycle.
+/// Step 5: `Ready` and the cluster lifecycle.
 #[derive(Debug)]
 pub struct Status;
 
@@ -238,18 +259,14 @@ impl Resource<KVMConfig, ClusterState> for Status {
     async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
         let generation = obj.metadata.generation;
         let now = jiff::Timestamp::now();
+        let cluster = state.cluster()?;
         let mut status = state.status.clone();
-        let cluster = &mut status.cluster;
-        if cluster.id.is_empty() {
-            cluster.id = state.cluster()?.id.clone();
+        if status.cluster.id.is_empty() {
+            status.cluster.id.clone_from(&cluster.id);
         }
-        let outcome = match &state.waiting {
+        match &state.waiting {
             Some(why) => {
                 set_condition(&mut status.conditions, READY, false, "Converging", why.clone(), generation);
-                if !status.cluster.has_condition(ClusterCondition::Created) {
-                    status.cluster.set_condition(ClusterCondition::Creating, now);
-                }
-                Outcome::proceed().requeue_after(state.shared.poll)
             }
             None => {
                 set_condition(
@@ -260,9 +277,29 @@ impl Resource<KVMConfig, ClusterState> for Status {
                     "every object of the cluster is in place and every node Deployment is available",
                     generation,
                 );
-                status.cluster.set_condition(ClusterCondition::Created, now);
-                Outcome::proceed()
             }
+        }
+        let set = kvm_objects::lifecycle::advance(
+            &mut status.cluster,
+            cluster,
+            state.wc_nodes.as_deref(),
+            state.waiting.is_none(),
+            now,
+        );
+        if let Some(condition) = set {
+            tracing::info!(cluster = %cluster.id, release = %cluster.release_version, %condition, "cluster lifecycle");
+        }
+        // Settled: created, not updating, and the release it runs recorded. Until then the
+        // pods and the workload cluster, which this controller does not watch, are looked at
+        // again after the poll interval.
+        let lifecycle = &status.cluster;
+        let settled = lifecycle.has_condition(ClusterCondition::Created)
+            && !lifecycle.has_condition(ClusterCondition::Updating)
+            && lifecycle.has_version(&cluster.release_version);
+        let outcome = if state.waiting.is_some() || !settled {
+            Outcome::proceed().requeue_after(state.shared.poll)
+        } else {
+            Outcome::proceed()
         };
         write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
         state.status = status;
@@ -272,6 +309,11 @@ impl Resource<KVMConfig, ClusterState> for Status {
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
     }
+}
+
+/// The key of a KVMConfig in the operator's memory of applied objects: `namespace/name`.
+pub fn cache_key(obj: &KVMConfig) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// The labels selecting the objects of cluster `id` that this operator manages.

@@ -5,7 +5,6 @@
 //! of it is gone. Nothing here needs the Release or the Secrets, so a cluster whose inputs are
 //! gone can still be deleted.
 
-use apis::cluster_status::ClusterCondition;
 use apis::kvm::KVMConfig;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
@@ -57,7 +56,7 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         let keep = || Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.poll);
 
         let mut status = state.status.clone();
-        status.cluster.set_condition(ClusterCondition::Deleting, jiff::Timestamp::now());
+        apis::cluster_status::mark_cluster_deleting(&mut status.cluster, jiff::Timestamp::now());
         write_status(client, obj, obj.status.as_ref(), &status).await?;
         state.status = status;
 
