@@ -99,6 +99,7 @@ async fn start_cluster(
         .ip_prefix(format!("10.{}", 100 + index))
         .label_from_pod("role", keys::APP)
         .label_from_pod(apis::labels::RELEASE_VERSION, apis::labels::RELEASE_VERSION)
+        .label_from_pod(apis::labels::KVM_OPERATOR_VERSION, apis::labels::KVM_OPERATOR_VERSION)
         .label("giantswarm.io/provider", "kvm");
     let token = stop.clone();
     pods.spawn(wc.clone(), Duration::from_millis(100), async move { token.cancelled().await });
