@@ -31,11 +31,11 @@ use kvm_operator::daemon;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::{Leadership, Metrics, Readiness, RunSettings};
 use prometheus_client::registry::Registry;
-use testenv::{NodeSpec, SimConfig, TestEnv};
+use testenv::TestEnv;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use workload_sim::WorkloadCluster;
-use workload_sim::pods::NodePods;
+use workload_sim::pods::{self, NodePods};
 
 use crate::kubectl::Kubectl;
 use crate::step;
@@ -47,24 +47,6 @@ const ID: &str = "x7k2p";
 const NEXT_RELEASE: &str = "20.2.0";
 /// How long creation and the upgrade may each take.
 const TIMEOUT: Duration = Duration::from_secs(240);
-
-/// The placeholder cert-operator Secrets and encryption key of the sample cluster.
-fn secrets() -> anyhow::Result<Vec<Secret>> {
-    let mut out = Vec::new();
-    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
-        out.push(serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{ID}-{cert}"), "namespace": NS,
-                         "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
-            "stringData": {"ca": "demo CA", "crt": "demo certificate", "key": "demo key"}
-        }))?);
-    }
-    out.push(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{ID}-encryption"), "namespace": NS,
-                     "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/randomkey": "encryption"}},
-        "stringData": {"encryption": "ZGVtbyBlbmNyeXB0aW9uIGtleQ=="}
-    }))?);
-    Ok(out)
-}
 
 /// The sample Release renamed to [`NEXT_RELEASE`], with a newer Kubernetes.
 fn next_release(examples: &Path) -> anyhow::Result<String> {
@@ -82,16 +64,7 @@ fn next_release(examples: &Path) -> anyhow::Result<String> {
 /// Run the demo.
 pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<()> {
     step("Starting testenv as the management cluster: 3 master hosts and 6 worker hosts");
-    let mut sim = SimConfig::default();
-    for (role, count) in [("master", 3), ("worker", 6)] {
-        for i in 1..=count {
-            let mut node = NodeSpec::new(format!("host-{role}-{i}"));
-            node.labels.insert("role".into(), role.into());
-            node.memory = "256Gi".into();
-            node.cpu = "64".into();
-            sim = sim.node(node);
-        }
-    }
+    let sim = pods::hosts(3, 6, "64", "256Gi", 110);
     let mc = TestEnv::builder().simulation(sim).start().await?;
     let kc = mc.kubeconfig_path().to_path_buf();
     println!("API server: {}\nkubeconfig: {}", mc.base_url(), kc.display());
@@ -114,7 +87,8 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
     k.run(&["apply", "-f", &examples.join("kvm-release-v20.1.0.yaml").display().to_string()]).await?;
     k.run(&["apply", "-f", &examples.join("kvm-cluster.yaml").display().to_string()]).await?;
     let secrets_api: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for secret in secrets()? {
+    let certs = ["api", "calico-etcd-client", "etcd", "service-account", "worker"];
+    for secret in pods::cluster_secrets(NS, ID, &certs) {
         secrets_api.create(&PostParams::default(), &secret).await?;
     }
     secrets_api.create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID)).await?;

@@ -144,3 +144,69 @@ impl NodePods {
 fn running(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
+
+/// A management cluster's simulated hosts for node pods: `masters` hosts labelled
+/// `role=master` and `workers` labelled `role=worker` (`host-<role>-<n>`), each with `cpu`
+/// cores and `memory` (quantities such as `64` and `256Gi`) and room for `pods` pods.
+pub fn hosts(masters: usize, workers: usize, cpu: &str, memory: &str, pods: u32) -> testenv::SimConfig {
+    let mut sim = testenv::SimConfig::default();
+    for (role, count) in [("master", masters), ("worker", workers)] {
+        for i in 1..=count {
+            let mut node = testenv::NodeSpec::new(format!("host-{role}-{i}"));
+            node.labels.insert("role".into(), role.into());
+            node.cpu = cpu.into();
+            node.memory = memory.into();
+            node.pods = pods;
+            sim = sim.node(node);
+        }
+    }
+    sim
+}
+
+/// Placeholder cert-operator Secrets of cluster `id` in `namespace`, one per name in `certs`
+/// (`<id>-<cert>`, labelled `giantswarm.io/cluster` and `giantswarm.io/certificate`, keys `ca`,
+/// `crt`, `key`), and its encryption-key Secret (`<id>-encryption`, labelled
+/// `giantswarm.io/randomkey=encryption`).
+pub fn cluster_secrets(namespace: &str, id: &str, certs: &[&str]) -> Vec<k8s_openapi::api::core::v1::Secret> {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::ObjectMeta;
+
+    let secret = |name: String, labels: BTreeMap<String, String>, data: BTreeMap<String, ByteString>| Secret {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..Secret::default()
+    };
+    let mut secrets: Vec<Secret> = certs
+        .iter()
+        .map(|cert| {
+            secret(
+                format!("{id}-{cert}"),
+                BTreeMap::from([
+                    ("giantswarm.io/cluster".to_string(), id.to_string()),
+                    ("giantswarm.io/certificate".to_string(), cert.to_string()),
+                ]),
+                ["ca", "crt", "key"]
+                    .into_iter()
+                    .map(|key| (key.to_string(), ByteString(format!("{cert} {key}").into_bytes())))
+                    .collect(),
+            )
+        })
+        .collect();
+    secrets.push(secret(
+        format!("{id}-encryption"),
+        BTreeMap::from([
+            ("giantswarm.io/cluster".to_string(), id.to_string()),
+            ("giantswarm.io/randomkey".to_string(), "encryption".to_string()),
+        ]),
+        BTreeMap::from([("encryption".to_string(), ByteString(b"ZW5jcnlwdGlvbiBrZXk=".to_vec()))]),
+    ));
+    secrets
+}

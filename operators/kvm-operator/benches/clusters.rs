@@ -25,10 +25,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::PostParams;
 use kvm_objects::names::{self, keys};
-use testenv::{NodeSpec, SimConfig, TestEnv};
+use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 use workload_sim::WorkloadCluster;
-use workload_sim::pods::NodePods;
+use workload_sim::pods::{self, NodePods};
 
 const NS: &str = "org-bench";
 const RESYNC_SECONDS: u64 = 5;
@@ -58,25 +58,6 @@ fn kvm_config(id: &str, masters: usize, workers: usize) -> anyhow::Result<KVMCon
     Ok(config)
 }
 
-async fn create_secrets(client: &kube::Client, id: &str) -> anyhow::Result<()> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{id}-{cert}"),
-                         "labels": {"giantswarm.io/cluster": id, "giantswarm.io/certificate": cert}},
-            "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
-        }))?;
-        secrets.create(&PostParams::default(), &secret).await?;
-    }
-    let key: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{id}-encryption"),
-                     "labels": {"giantswarm.io/cluster": id, "giantswarm.io/randomkey": "encryption"}},
-        "stringData": {"encryption": "a2V5"}
-    }))?;
-    secrets.create(&PostParams::default(), &key).await?;
-    Ok(())
-}
-
 /// A cluster: its workload cluster and the node-pod stand-ins.
 struct Cluster {
     id: String,
@@ -91,9 +72,12 @@ async fn start_cluster(
     workers: usize,
     stop: &CancellationToken,
 ) -> anyhow::Result<Cluster> {
-    create_secrets(client, id).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for secret in pods::cluster_secrets(NS, id, &["api", "calico-etcd-client", "etcd", "service-account", "worker"]) {
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
     let wc = Arc::new(WorkloadCluster::start().await?);
-    Api::<Secret>::namespaced(client.clone(), NS).create(&PostParams::default(), &wc.kubeconfig_secret(NS, id)).await?;
+    secrets.create(&PostParams::default(), &wc.kubeconfig_secret(NS, id)).await?;
     let selector = format!("{}={}", keys::POD_WATCHER, names::OPERATOR);
     let pods = NodePods::new(client.clone(), id, selector, keys::VM_IP)
         .ip_prefix(format!("10.{}", 100 + index))
@@ -139,17 +123,7 @@ where
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let clusters: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let mut sim = SimConfig::default();
-    for (role, count) in [("master", 3), ("worker", 10)] {
-        for i in 1..=count {
-            let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
-            node.labels.insert("role".into(), role.into());
-            node.memory = "4Ti".into();
-            node.cpu = "2000".into();
-            node.pods = 500;
-            sim = sim.node(node);
-        }
-    }
+    let sim = pods::hosts(3, 10, "2000", "4Ti", 500);
     let mc = TestEnv::builder().simulation(sim).start().await?;
     let client = mc.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
