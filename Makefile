@@ -34,7 +34,7 @@ HELM ?= $(abspath $(VENV))/bin/helm
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-demo: venv ## aws-operator creates a sample cluster in moto (emulated AWS) from testenv; ARGS=--keep or --simulation
+demo: venv ## aws-operator creates a sample cluster in moto (emulated AWS) from testenv; ARGS=--kvm, --keep or --simulation
 	cargo run --quiet -p demo --locked -- $(ARGS)
 
 test: venv image-tools ## Format check, clippy, static checks of what ships, and every test

@@ -1,10 +1,13 @@
 //! `make demo`: aws-operator creates a workload cluster in emulated AWS accounts (moto) from a
-//! local management cluster (testenv), printing each step; see [`aws`]. `--simulation` runs the
-//! earlier demo instead: testenv's simulated nodes with a workload rollout and a drain.
+//! local management cluster (testenv), printing each step; see [`aws`]. `--kvm` runs kvm-operator
+//! instead: a cluster of KVM node pods on a simulated management cluster, created and then
+//! upgraded with a rolling update ([`kvm`]). `--simulation` runs the earlier demo: testenv's
+//! simulated nodes with a workload rollout and a drain.
 
 mod aws;
 mod inventory;
 mod kubectl;
+mod kvm;
 mod manifest;
 mod simulation;
 
@@ -21,6 +24,9 @@ struct Args {
     /// Run the simulation demo instead: simulated nodes, a workload rollout and a drain.
     #[arg(long)]
     simulation: bool,
+    /// Run the kvm-operator demo instead: a cluster of KVM node pods, created and upgraded.
+    #[arg(long, conflicts_with = "simulation")]
+    kvm: bool,
     /// The kubectl binary to use.
     #[arg(long, env = "KUBECTL", default_value = "kubectl")]
     kubectl: String,
@@ -48,6 +54,9 @@ async fn main() -> anyhow::Result<()> {
     // Shorter paths in the output; a missing directory is reported where a file is read.
     if let Ok(dir) = args.examples.canonicalize() {
         args.examples = dir;
+    }
+    if args.kvm {
+        return kvm::run(&args.kubectl, &args.examples, args.keep).await;
     }
     if args.simulation {
         return simulation::run(&args.kubectl, &args.examples, args.keep).await;

@@ -22,10 +22,15 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`pods::NodePods`] plays what runs inside node pods when a workload cluster's nodes are VMs in
+//! management-cluster pods: the sidecar that publishes the VM IP, and the VM joining the WC.
+//!
 //! It is a crate of its own rather than a feature of `node-lifecycle`: a feature that only tests
 //! turn on would compile `node-lifecycle`, and every crate above it, once for the tests and again
 //! for `cargo run`, because Cargo unifies features per build.
 #![forbid(unsafe_code)]
+
+pub mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -45,3 +45,7 @@ pub mod controllers;
 pub mod daemon;
 pub mod plan;
 pub mod render;
+
+/// This operator's version: it reconciles the clusters whose Release names this version of the
+/// `kvm-operator` component.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,229 @@
+//! kvm-operator's benchmark: the `kvm-operator daemon` binary against a simulated management
+//! cluster (testenv, nodes labelled `role=master`/`role=worker`, pods Running and Ready at once)
+//! and one simulated workload cluster per cluster, whose Nodes follow the node pods
+//! (`workload_sim::pods::NodePods`, which also plays the sidecar publishing the VM IP).
+//!
+//! It prints:
+//! 1. one cluster of 13 nodes (3 masters, 10 workers): the time from creating its KVMConfig until
+//!    the `master` and `worker` Endpoints hold every VM IP as ready;
+//! 2. `BENCH_CLUSTERS` clusters (default 50) of 5 nodes (1 master, 4 workers): the time until all
+//!    are `Created`, and the operator's peak RSS;
+//! 3. the operator's Kubernetes writes during two idle resyncs once everything is created,
+//!    Lease renewals aside (leader election renews by design).
+//!
+//! Run with `make bench` or `cargo bench -p kvm-operator --bench clusters`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use apis::cluster_status::ClusterCondition;
+use apis::kvm::KVMConfig;
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::PostParams;
+use kvm_objects::names::{self, keys};
+use testenv::TestEnv;
+use tokio_util::sync::CancellationToken;
+use workload_sim::WorkloadCluster;
+use workload_sim::pods::{self, NodePods};
+
+const NS: &str = "org-bench";
+const RESYNC_SECONDS: u64 = 5;
+
+fn example(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The example KVMConfig as cluster `id` with `masters` and `workers` nodes.
+fn kvm_config(id: &str, masters: usize, workers: usize) -> anyhow::Result<KVMConfig> {
+    let text = example("kvm-cluster.yaml").replace("x7k2p", id).replace("org-acme", NS);
+    let doc = text
+        .split("\n---")
+        .map(serde_saphyr::from_str::<serde_json::Value>)
+        .filter_map(Result::ok)
+        .find(|d| d["kind"] == "KVMConfig")
+        .context("the example has a KVMConfig")?;
+    let mut config: KVMConfig = serde_json::from_value(doc)?;
+    let cluster = &mut config.spec.cluster;
+    let kvm = &mut config.spec.kvm;
+    let (master_shape, worker_shape) = (kvm.masters[0].clone(), kvm.workers[0].clone());
+    cluster.masters = (1..=masters).map(|i| apis::kvm::ClusterNode { id: format!("m{i}{id}") }).collect();
+    cluster.workers = (1..=workers).map(|i| apis::kvm::ClusterNode { id: format!("w{i}{id}") }).collect();
+    kvm.masters = vec![master_shape; masters];
+    kvm.workers = vec![worker_shape; workers];
+    Ok(config)
+}
+
+/// A cluster: its workload cluster and the node-pod stand-ins.
+struct Cluster {
+    id: String,
+    _wc: Arc<WorkloadCluster>,
+}
+
+async fn start_cluster(
+    client: &kube::Client,
+    id: &str,
+    index: usize,
+    masters: usize,
+    workers: usize,
+    stop: &CancellationToken,
+) -> anyhow::Result<Cluster> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for secret in pods::cluster_secrets(NS, id, &["api", "calico-etcd-client", "etcd", "service-account", "worker"]) {
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
+    let wc = Arc::new(WorkloadCluster::start().await?);
+    secrets.create(&PostParams::default(), &wc.kubeconfig_secret(NS, id)).await?;
+    let selector = format!("{}={}", keys::POD_WATCHER, names::OPERATOR);
+    let pods = NodePods::new(client.clone(), id, selector, keys::VM_IP)
+        .ip_prefix(format!("10.{}", 100 + index))
+        .label_from_pod("role", keys::APP)
+        .label_from_pod(apis::labels::RELEASE_VERSION, apis::labels::RELEASE_VERSION)
+        .label_from_pod(apis::labels::KVM_OPERATOR_VERSION, apis::labels::KVM_OPERATOR_VERSION)
+        .label("giantswarm.io/provider", "kvm");
+    let token = stop.clone();
+    pods.spawn(wc.clone(), Duration::from_millis(100), async move { token.cancelled().await });
+    let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
+    configs.create(&PostParams::default(), &kvm_config(id, masters, workers)?).await?;
+    Ok(Cluster { id: id.to_string(), _wc: wc })
+}
+
+fn ready_addresses(endpoints: Option<Endpoints>) -> usize {
+    endpoints.and_then(|e| e.subsets).unwrap_or_default().iter().map(|s| s.addresses.as_ref().map_or(0, Vec::len)).sum()
+}
+
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+async fn wait<F, Fut>(what: &str, limit: Duration, mut done: F) -> anyhow::Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let start = Instant::now();
+    loop {
+        if done().await.unwrap_or(false) {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            anyhow::bail!("{what}: not done after {} s", limit.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let clusters: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let sim = pods::hosts(3, 10, "2000", "4Ti", 500);
+    let mc = TestEnv::builder().simulation(sim).start().await?;
+    let client = mc.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in apis::all_crds() {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    for ns in ["giantswarm", NS] {
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?;
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    }
+    let release = example("kvm-release-v20.1.0.yaml");
+    let release: apis::release::Release = serde_saphyr::from_str(&release)?;
+    Api::<apis::release::Release>::all(client.clone()).create(&PostParams::default(), &release).await?;
+
+    let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_kvm-operator"))
+        .args(["daemon", "--listen", "127.0.0.1:0", "--dns-servers", "10.61.0.53"])
+        .args(["--leader-election-namespace", "giantswarm", "--poll-seconds", "1"])
+        .args(["--resync-seconds", &RESYNC_SECONDS.to_string(), "--concurrency", "8"])
+        .env("KUBECONFIG", mc.kubeconfig_path())
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = daemon.id().unwrap_or_default();
+    let stop = CancellationToken::new();
+
+    // 1. One cluster of 13 nodes, until every VM IP is a ready address.
+    let start = Instant::now();
+    let big = start_cluster(&client, "b13nd", 0, 3, 10, &stop).await?;
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &big.id);
+    wait("13 ready addresses", Duration::from_secs(300), || async {
+        let masters = ready_addresses(endpoints.get_opt(names::MASTER_SERVICE).await?);
+        let workers = ready_addresses(endpoints.get_opt(names::WORKER_SERVICE).await?);
+        Ok(masters == 3 && workers == 10)
+    })
+    .await?;
+    let thirteen = start.elapsed();
+
+    // 2. Many clusters of 5 nodes, until all are Created.
+    let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
+    let start = Instant::now();
+    let mut started = Vec::new();
+    for i in 0..clusters {
+        started.push(start_cluster(&client, &format!("c{i:04}"), i + 1, 1, 4, &stop).await?);
+    }
+    let ids: Vec<String> = started.iter().map(|c| c.id.clone()).collect();
+    let mut last = Instant::now();
+    wait(&format!("{clusters} clusters Created"), Duration::from_secs(1800), || {
+        let configs = configs.clone();
+        let ids = ids.clone();
+        let report = last.elapsed() > Duration::from_secs(30);
+        if report {
+            last = Instant::now();
+        }
+        let elapsed = start.elapsed();
+        async move {
+            let list = configs.list(&Default::default()).await?.items;
+            let created: BTreeMap<String, bool> = list
+                .iter()
+                .map(|c| {
+                    let done = c.status.as_ref().is_some_and(|s| s.cluster.has_condition(ClusterCondition::Created));
+                    (c.metadata.name.clone().unwrap_or_default(), done)
+                })
+                .collect();
+            let n = ids.iter().filter(|id| created.get(*id).copied().unwrap_or(false)).count();
+            if report {
+                eprintln!("  {:>5.0} s: {n} of {} Created", elapsed.as_secs_f64(), ids.len());
+            }
+            Ok(n == ids.len())
+        }
+    })
+    .await?;
+    let all_created = start.elapsed();
+    if let Some(status) = daemon.try_wait()? {
+        anyhow::bail!("the operator exited with {status}");
+    }
+    let rss = peak_rss_mib(pid).unwrap_or(f64::NAN);
+
+    // 3. Idle: let requeues settle for one resync, then count writes over two.
+    tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS)).await;
+    mc.handle().reset_requests();
+    tokio::time::sleep(Duration::from_secs(2 * RESYNC_SECONDS)).await;
+    let counts = mc.handle().requests();
+    let writes: Vec<(String, u64)> = counts
+        .by_resource
+        .iter()
+        .filter(|((verb, resource), n)| verb.is_write() && **n > 0 && !resource.starts_with("leases"))
+        .map(|((verb, resource), n)| (format!("{verb:?} {resource}"), *n))
+        .collect();
+    let total: u64 = writes.iter().map(|(_, n)| n).sum();
+
+    println!("kvm-operator against a simulated management cluster (immediate readiness):");
+    println!("  13 nodes (3 masters, 10 workers) to all Endpoints ready   {:.2} s", thirteen.as_secs_f64());
+    println!("  {clusters} clusters of 5 nodes, all Created after          {:.1} s", all_created.as_secs_f64());
+    println!("  operator peak RSS                                         {rss:.1} MiB");
+    println!(
+        "  Kubernetes writes in two idle resyncs ({} s), leases aside  {total}{}",
+        2 * RESYNC_SECONDS,
+        if writes.is_empty() { String::new() } else { format!(" {writes:?}") }
+    );
+    stop.cancel();
+    let _ = daemon.kill().await;
+    Ok(())
+}
