@@ -582,6 +582,53 @@ async fn n8_kube_rs_over_tls_with_a_service_account_token() {
     assert!(matches!(&err, kube::Error::Api(s) if s.code == 403 && s.reason == "Forbidden"), "{err:?}");
 }
 
+#[tokio::test]
+async fn n11_server_side_apply_that_creates_needs_create_as_well_as_patch() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Patch, PatchParams, PostParams};
+    let env = TestEnv::builder().secure().start().await.expect("testenv starts");
+    let admin = env.client();
+    setup_robot_kube(&admin).await;
+    let role = |name: &str, verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let binding = |name: &str| -> RoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": NS}]}))
+        .unwrap()
+    };
+    let (roles, bindings) = (Api::<Role>::namespaced(admin.clone(), NS), Api::<RoleBinding>::namespaced(admin, NS));
+    roles.create(&PostParams::default(), &role("patcher", &["patch"])).await.unwrap();
+    bindings.create(&PostParams::default(), &binding("patcher")).await.unwrap();
+    let token = env.handle().service_account_token(NS, "robot", Duration::from_secs(3600)).unwrap();
+    let cms = Api::<ConfigMap>::namespaced(env.handle().client_with_token(Some(&token)).unwrap(), NS);
+    let pp = PatchParams::apply("robot");
+    let applied =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}});
+
+    // An existing object: apply is a patch.
+    cms.patch("settings", &pp, &Patch::Apply(applied("settings"))).await.unwrap();
+    // A new one: apply creates, and patch alone does not allow that.
+    let err = cms.patch("fresh", &pp, &Patch::Apply(applied("fresh"))).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot create resource \"configmaps\"")),
+        "{err:?}"
+    );
+    let log = env.handle().access_log_of(SA_USER);
+    let refused: Vec<(&str, &str)> =
+        log.iter().filter(|r| !r.allowed).map(|r| (r.attributes.verb.as_str(), r.attributes.name.as_str())).collect();
+    assert_eq!(refused, [("create", "fresh")]);
+
+    roles.create(&PostParams::default(), &role("creator", &["create"])).await.unwrap();
+    bindings.create(&PostParams::default(), &binding("creator")).await.unwrap();
+    cms.patch("fresh", &pp, &Patch::Apply(applied("fresh"))).await.unwrap();
+    let log = env.handle().access_log_of(SA_USER);
+    assert!(log.iter().any(|r| r.allowed && r.attributes.verb == "create" && r.attributes.name == "fresh"), "{log:?}");
+}
+
 async fn setup_robot_kube(admin: &kube::Client) {
     use kube::api::{DynamicObject, PostParams};
     use kube::discovery::ApiResource;

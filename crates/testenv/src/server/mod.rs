@@ -245,6 +245,38 @@ impl ServerState {
         resp
     }
 
+    /// Server-side apply of an object that does not exist creates it, and kube-apiserver
+    /// authorizes that as `create` as well as the request's `patch` (its `createValidation`
+    /// runs the authorizer with verb `create`), so a role with `patch` alone cannot create by
+    /// apply. The decision is recorded in the access log like a request's.
+    fn authorize_apply_create(
+        &self,
+        def: &ResourceDef,
+        rp: &ResourcePath,
+        ns: &str,
+        name: &str,
+        user: Option<&crate::auth::UserInfo>,
+    ) -> Result<(), ApiError> {
+        let Some(user) = user else { return Ok(()) };
+        if !self.security.authenticating() || self.api.get(def, ns, name).is_ok() {
+            return Ok(());
+        }
+        let attrs = crate::auth::Attributes {
+            verb: "create".into(),
+            resource_request: true,
+            group: rp.group.clone(),
+            version: rp.version.clone(),
+            resource: rp.resource.clone(),
+            subresource: String::new(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            path: String::new(),
+        };
+        let decision = self.security.authorize(&self.api, user, &attrs);
+        self.security.access_log().record(user, &attrs, &decision);
+        if decision.allowed { Ok(()) } else { Err(crate::auth::rbac::forbidden(user, &attrs, &decision.reason)) }
+    }
+
     fn non_resource(&self, route: Route, req: &Request<Incoming>) -> Response<Body> {
         let accept = header_str(req, header::ACCEPT);
         let result = match route {
@@ -450,6 +482,9 @@ impl ServerState {
                     );
                 }
                 let part = part_of(rp.subresource.as_deref());
+                if kind == PatchKind::Apply && rp.subresource.is_none() {
+                    self.authorize_apply_create(&def, &rp, &ns, &name, req_user.as_deref())?;
+                }
                 let out = self.api.patch(&def, &ns, &name, part, kind, &patch, &opts)?;
                 Ok(write_response(if out.created { 201 } else { 200 }, out, warnings))
             }
