@@ -44,9 +44,15 @@ pub enum Error {
     /// Building or reading an image failed.
     #[error("image: {0}")]
     Image(String),
-    /// A rendered role cannot be read.
+    /// A rendered role cannot be read or applied.
     #[error("RBAC: {0}")]
     Rbac(String),
+    /// RBAC refused a request of the operator's ServiceAccount.
+    #[error("{0}")]
+    Refused(String),
+    /// A scenario run as a chart's ServiceAccount failed on its own.
+    #[error("{0}")]
+    Scenario(String),
     /// Running a program failed.
     #[error("running {0}: {1}")]
     Io(String, std::io::Error),

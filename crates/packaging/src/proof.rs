@@ -227,14 +227,7 @@ impl ChartPod {
         if log.is_empty() {
             return Err(failed(format!("no request of {user} reached the server")));
         }
-        let refused: Vec<String> = log
-            .iter()
-            .filter(|r| !r.allowed)
-            .map(|r| {
-                let a = &r.attributes;
-                format!("{} {}/{} {}/{}", a.verb, a.group, a.resource, a.namespace, a.name)
-            })
-            .collect();
+        let refused = crate::rbac::refusals(&log);
         if !refused.is_empty() {
             return Err(failed(format!("RBAC refused the chart's ServiceAccount: {refused:?}\n{}", daemon.log())));
         }

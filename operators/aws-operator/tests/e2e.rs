@@ -131,12 +131,11 @@ async fn secure_fixture(rendered: &[serde_json::Value]) -> anyhow::Result<Fixtur
 async fn create_scale_and_delete_a_cluster_as_the_charts_service_account_using_every_grant() -> anyhow::Result<()> {
     let rendered = rendered_chart()?;
     let mut f = secure_fixture(&rendered).await?;
-    let watch = f.refusal_watch();
-    without_refusals(watch, create_scale_and_delete(&mut f)).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, create_scale_and_delete(&mut f)).await?;
     f.kill_operator().await;
 
-    let user = f.service_account.as_ref().map(|sa| sa.user.clone()).unwrap_or_default();
-    let log = f.env.handle().access_log_of(&user);
+    let log = env.access_log_of(&user);
     // "ClusterRole/<name>: verb group/resource" without the role, whose name carries the version.
     let unused: Vec<String> = packaging::rbac::unused_grants(&rendered, &log)?
         .iter()
@@ -164,10 +163,13 @@ async fn a_permission_missing_from_the_chart_fails_the_run_naming_the_refused_re
     assert_eq!(rules.len(), before - 1, "the chart grants namespaces in one rule");
 
     let mut f = secure_fixture(&rendered).await?;
-    let watch = f.refusal_watch();
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
     let started = std::time::Instant::now();
-    let err = without_refusals(watch, create_scale_and_delete(&mut f)).await.expect_err("the run must fail");
-    let message = format!("{err:#}");
+    let err = packaging::rbac::without_refusals(&env, &user, create_scale_and_delete(&mut f))
+        .await
+        .expect_err("the run must fail");
+    assert!(matches!(err, packaging::Error::Refused(_)), "{err}");
+    let message = err.to_string();
     assert!(
         message.contains("RBAC refused system:serviceaccount:giantswarm:aws-operator-")
             && message.contains("core/namespaces"),

@@ -44,18 +44,7 @@ pub struct Fixture {
     /// Set by [`Fixture::as_chart_service_account`]: the operator runs as the chart's
     /// ServiceAccount (its token) with the chart's leader election, instead of as the
     /// administrator.
-    pub service_account: Option<ServiceAccountRun>,
-}
-
-/// The chart's ServiceAccount the operator runs as.
-#[derive(Clone, Debug)]
-pub struct ServiceAccountRun {
-    /// `system:serviceaccount:<namespace>:<name>`, the user of its requests in the access log.
-    pub user: String,
-    /// Its bearer token.
-    pub token: String,
-    /// The namespace of the chart's release (and of the leader-election Lease).
-    pub namespace: String,
+    pub service_account: Option<packaging::rbac::ChartIdentity>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -161,63 +150,9 @@ impl Fixture {
     /// ServiceAccount, with leader election on the Lease the chart's Role names and the drain
     /// executor beside the controllers, as `aws-operator daemon` runs in the chart's pod.
     pub async fn as_chart_service_account(&mut self, rendered: &[serde_json::Value]) -> anyhow::Result<()> {
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-        let accounts: Vec<&serde_json::Value> = rendered.iter().filter(|o| o["kind"] == "ServiceAccount").collect();
-        let [account] = accounts.as_slice() else {
-            anyhow::bail!("the render holds {} ServiceAccounts, expected one", accounts.len());
-        };
-        let namespace = account["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
-        let name = account["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let nss: Api<Namespace> = Api::all(self.client.clone());
-        if nss.get_opt(&namespace).await?.is_none() {
-            let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))?;
-            nss.create(&PostParams::default(), &ns).await?;
-        }
-        let pp = PostParams::default();
-        for object in rendered {
-            let ns = object["metadata"]["namespace"].as_str().unwrap_or(&namespace);
-            match object["kind"].as_str().unwrap_or_default() {
-                "ServiceAccount" => {
-                    let o: ServiceAccount = serde_json::from_value(object.clone())?;
-                    Api::namespaced(self.client.clone(), ns).create(&pp, &o).await?;
-                }
-                "Role" => {
-                    let o: Role = serde_json::from_value(object.clone())?;
-                    Api::namespaced(self.client.clone(), ns).create(&pp, &o).await?;
-                }
-                "RoleBinding" => {
-                    let o: RoleBinding = serde_json::from_value(object.clone())?;
-                    Api::namespaced(self.client.clone(), ns).create(&pp, &o).await?;
-                }
-                "ClusterRole" => {
-                    let o: ClusterRole = serde_json::from_value(object.clone())?;
-                    Api::all(self.client.clone()).create(&pp, &o).await?;
-                }
-                "ClusterRoleBinding" => {
-                    let o: ClusterRoleBinding = serde_json::from_value(object.clone())?;
-                    Api::all(self.client.clone()).create(&pp, &o).await?;
-                }
-                _ => {}
-            }
-        }
-        let token = self.env.handle().service_account_token(&namespace, &name, Duration::from_secs(3600))?;
         self.service_account =
-            Some(ServiceAccountRun { user: format!("system:serviceaccount:{namespace}:{name}"), token, namespace });
+            Some(packaging::rbac::apply_chart_identity(&self.client, self.env.handle(), rendered).await?);
         Ok(())
-    }
-
-    /// The requests RBAC refused the operator's ServiceAccount so far, one line each (verb,
-    /// resource, namespace, name); empty when the operator does not run as one.
-    pub fn refused_requests(&self) -> Vec<String> {
-        let Some(sa) = &self.service_account else { return Vec::new() };
-        refusals(&self.env.handle().access_log_of(&sa.user))
-    }
-
-    /// What [`without_refusals`] watches: the server and the operator's ServiceAccount (none
-    /// when the operator runs as the administrator).
-    pub fn refusal_watch(&self) -> Option<(testenv::Handle, String)> {
-        self.service_account.as_ref().map(|sa| (self.env.handle().clone(), sa.user.clone()))
     }
 
     /// Start the operator (again), on its own runtime, as its own "process": every task it
@@ -514,48 +449,5 @@ pub async fn dump(client: &Client) -> String {
             ));
         }
     }
-    out
-}
-
-/// The refused requests among `records`, one line each: verb, API group and resource, namespace
-/// and name.
-pub fn refusals(records: &[testenv::AccessRecord]) -> Vec<String> {
-    records
-        .iter()
-        .filter(|r| !r.allowed)
-        .map(|r| {
-            let a = &r.attributes;
-            let resource =
-                if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
-            let group = if a.group.is_empty() { "core" } else { a.group.as_str() };
-            format!("{} {group}/{resource} namespace={:?} name={:?}", a.verb, a.namespace, a.name)
-        })
-        .collect()
-}
-
-/// Run `scenario`, failing as soon as RBAC refuses the user of `watch` a request (the error
-/// names it), rather than when the scenario times out waiting for what the refusal prevented;
-/// checked once more when the scenario is done.
-pub async fn without_refusals<T>(
-    watch: Option<(testenv::Handle, String)>,
-    scenario: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    let Some((env, user)) = watch else { return scenario.await };
-    let refused = || refusals(&env.access_log_of(&user));
-    let polling = async {
-        loop {
-            let r = refused();
-            if !r.is_empty() {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    let out = tokio::select! {
-        out = scenario => out,
-        r = polling => anyhow::bail!("RBAC refused {user}: {r:#?}"),
-    };
-    let r = refused();
-    anyhow::ensure!(r.is_empty(), "RBAC refused {user}: {r:#?}");
     out
 }
