@@ -629,6 +629,70 @@ async fn n11_server_side_apply_that_creates_needs_create_as_well_as_patch() {
     assert!(log.iter().any(|r| r.allowed && r.attributes.verb == "create" && r.attributes.name == "fresh"), "{log:?}");
 }
 
+#[tokio::test]
+async fn n12_a_binding_is_created_only_with_bind_on_its_role_or_every_permission_it_grants() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::PostParams;
+    let env = TestEnv::builder().secure().start().await.expect("testenv starts");
+    let admin = env.client();
+    setup_robot_kube(&admin).await;
+    let cluster_role = |name: &str, rules: Value| -> ClusterRole {
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap()
+    };
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    let pp = PostParams::default();
+    // The robot may create ClusterRoleBindings, bind `node-pods` by name, and list pods everywhere.
+    roles
+        .create(&pp, &cluster_role("binder", json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": ["create"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["node-pods"], "verbs": ["bind"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        ])))
+        .await
+        .unwrap();
+    let grant: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": "robot-binds"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "binder"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": NS}]}))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &grant).await.unwrap();
+    for (name, rules) in [
+        ("node-pods", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])),
+        ("pod-lister", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}])),
+        ("secret-reader", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])),
+    ] {
+        roles.create(&pp, &cluster_role(name, rules)).await.unwrap();
+    }
+    let token = env.handle().service_account_token(NS, "robot", Duration::from_secs(3600)).unwrap();
+    let bindings = Api::<ClusterRoleBinding>::all(env.handle().client_with_token(Some(&token)).unwrap());
+    let binding = |name: &str, role: &str| -> ClusterRoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "pods", "namespace": NS}]}))
+        .unwrap()
+    };
+
+    // A role it may bind: allowed, and the access log records the bind.
+    bindings.create(&pp, &binding("b1", "node-pods")).await.unwrap();
+    let log = env.handle().access_log_of(SA_USER);
+    assert!(
+        log.iter().any(|r| r.allowed && r.attributes.verb == "bind" && r.attributes.name == "node-pods"),
+        "{log:?}"
+    );
+    // A role whose every permission it holds: allowed without bind.
+    bindings.create(&pp, &binding("b2", "pod-lister")).await.unwrap();
+    // A role granting what it does not hold, and which it may not bind: refused, naming what.
+    let err = bindings.create(&pp, &binding("b3", "secret-reader")).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403
+            && s.message.contains("is attempting to grant RBAC permissions not currently held")
+            && s.message.contains(r#"Resources:["secrets"]"#)),
+        "{err:?}"
+    );
+    // A role that does not exist cannot be bound without bind either.
+    let err = bindings.create(&pp, &binding("b4", "missing")).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("not found")), "{err:?}");
+}
+
 async fn setup_robot_kube(admin: &kube::Client) {
     use kube::api::{DynamicObject, PostParams};
     use kube::discovery::ApiResource;
