@@ -10,7 +10,10 @@
 //! The request path calls [`Security::check`] once per request: authenticate, then authorize
 //! the request's attributes (derived from the path as kube-apiserver's `RequestInfoFactory`
 //! does, before the resource is even looked up), then record who was allowed by which rule in
-//! the [`AccessLog`].
+//! the [`AccessLog`]. Two writes are authorized further, as kube-apiserver does once it knows
+//! the object: a server-side apply that creates needs `create` as well as `patch`, and writing
+//! a (Cluster)RoleBinding needs `bind` on its role or every permission the role grants
+//! ([`Security::authorize_binding`], the escalation check).
 //!
 //! [`TestEnvBuilder::secure`]: crate::TestEnvBuilder::secure
 
