@@ -256,6 +256,44 @@ impl ChartPod {
     }
 }
 
+/// The whole proof of `operator`'s image built from `binary` (crate version `version`) with
+/// `tools/images/build-image.sh`: unpacked, it holds what [`check_contents`] allows; its
+/// entrypoint prints `<operator> <version>` from the root filesystem alone; and the chart's pod
+/// run from it reaches `/readyz`, refused nothing, and leads
+/// ([`ChartPod::prove_ready_and_leading`]). Returns the time to `/readyz`. Needs root, buildah
+/// and Helm.
+pub fn prove_image(operator: &str, binary: &Path, version: &str) -> Result<Duration, Error> {
+    if !is_root() {
+        return Err(failed(
+            "the image proof unpacks an image and runs it with chroot: it needs root, as CI has".into(),
+        ));
+    }
+    let dir = tempfile::tempdir().map_err(|e| Error::Io("temporary directory".into(), e))?;
+    let image = crate::image::build(operator, binary, &dir.path().join("image"))?;
+    let rootfs = dir.path().join("rootfs");
+    image.unpack(&rootfs)?;
+    check_contents(&image, &rootfs, operator, version)?;
+    let printed = entrypoint_version(&image, &rootfs)?;
+    if printed != format!("{operator} {version}") {
+        return Err(failed(format!("the entrypoint's --version printed {printed:?}, not \"{operator} {version}\"")));
+    }
+    ChartPod::start(operator)?.prove_ready_and_leading(&image, &rootfs, version)
+}
+
+/// The `main` of an operator's image benchmark (`benches/image.rs`, `harness = false`): nothing
+/// for `--list`; otherwise [`image_figures`] of the binary `IMAGE_BINARY` names (e.g. `make
+/// images`' release binary), else of `default_binary`, with 5 cold starts.
+pub fn image_bench_main(operator: &str, default_binary: &Path, version: &str) -> Result<(), Error> {
+    if std::env::args().any(|a| a == "--list") {
+        return Ok(());
+    }
+    if !is_root() {
+        return Err(failed("the image benchmark runs the image with chroot: run it as root".into()));
+    }
+    let binary = std::env::var_os("IMAGE_BINARY").map(PathBuf::from).unwrap_or_else(|| default_binary.to_path_buf());
+    image_figures(operator, &binary, version, 5)
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> Result<u16, Error> {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -154,6 +154,34 @@ fn is_ready(pod: &Pod) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// The rendered Deployment is Available with its two replicas Running and Ready, on two
+/// nodes; its pods.
+async fn two_ready_replicas_on_two_nodes(env: &TestEnv, rendered: &[Value]) -> Result<Vec<Pod>> {
+    let deployment = available(env, &deployment_name(rendered)?, 2).await?;
+    let pods = pods_of(env, &deployment).await?;
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    assert!(pods.iter().all(is_ready), "{pods:?}");
+    let nodes: BTreeSet<String> =
+        pods.iter().filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
+    assert_eq!(nodes.len(), 2, "the replicas share a node: {nodes:?}");
+    Ok(pods)
+}
+
+/// Wait until the cluster holds exactly `expected` ([`everything`]): what releases created is
+/// gone, and nothing else is.
+async fn only(env: &TestEnv, expected: &BTreeSet<String>) -> Result<()> {
+    eventually("everything the releases created to go", || async {
+        let now = everything(env).await.map_err(|e| e.to_string())?;
+        if &now == expected {
+            return Ok(());
+        }
+        let left: Vec<&String> = now.difference(expected).collect();
+        let gone: Vec<&String> = expected.difference(&now).collect();
+        Err(format!("left: {left:?}; gone: {gone:?}"))
+    })
+    .await
+}
+
 /// Every field `rendered` sets has the same value in `live` (the server may add defaults).
 fn contains(live: &Value, rendered: &Value, path: &str, differences: &mut Vec<String>) {
     match (live, rendered) {
@@ -260,14 +288,8 @@ async fn install_into_a_restricted_namespace_makes_the_deployment_available_with
     assert!(out.stdout.contains("STATUS: deployed"), "{}", out.stdout);
 
     let rendered = helm_template(CHART, &[VALUES], &[])?;
-    let deployment = available(&env, &deployment_name(&rendered)?, 2).await?;
     // Both replicas run, ready, admitted as `restricted`, spread over two nodes.
-    let pods = pods_of(&env, &deployment).await?;
-    assert_eq!(pods.len(), 2, "{pods:?}");
-    assert!(pods.iter().all(is_ready), "{pods:?}");
-    let nodes: BTreeSet<String> =
-        pods.iter().filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
-    assert_eq!(nodes.len(), 2, "the replicas share a node: {nodes:?}");
+    let pods = two_ready_replicas_on_two_nodes(&env, &rendered).await?;
     for pod in &pods {
         let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone());
         assert_eq!(sa.as_deref(), Some(name(one(&rendered, "ServiceAccount")?)));
@@ -427,16 +449,7 @@ async fn uninstall_of_both_versions_leaves_nothing_but_the_crds() -> Result<()> 
     }
     let mut expected = before.clone();
     expected.extend(crds);
-    eventually("everything the releases created to go", || async {
-        let now = everything(&env).await.map_err(|e| e.to_string())?;
-        if now == expected {
-            return Ok(());
-        }
-        let left: Vec<&String> = now.difference(&expected).collect();
-        let gone: Vec<&String> = expected.difference(&now).collect();
-        Err(format!("left: {left:?}; gone: {gone:?}"))
-    })
-    .await?;
+    only(&env, &expected).await?;
     let list = helm(&env, &chart_dir(CHART), &["list", "--all-namespaces", "-o", "json"]).await?;
     assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
     Ok(())
@@ -453,13 +466,7 @@ async fn kvm_operator_installs_into_a_restricted_namespace_becomes_available_and
     assert!(out.stdout.contains("STATUS: deployed"), "{}", out.stdout);
 
     let rendered = helm_template(KVM, &[VALUES], &[])?;
-    let deployment = available(&env, &deployment_name(&rendered)?, 2).await?;
-    let pods = pods_of(&env, &deployment).await?;
-    assert_eq!(pods.len(), 2, "{pods:?}");
-    assert!(pods.iter().all(is_ready), "{pods:?}");
-    let nodes: BTreeSet<String> =
-        pods.iter().filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
-    assert_eq!(nodes.len(), 2, "the replicas share a node: {nodes:?}");
+    two_ready_replicas_on_two_nodes(&env, &rendered).await?;
     let kinds = live_as_rendered(&env, &rendered).await?;
     for want in [
         "CustomResourceDefinition",
@@ -484,14 +491,5 @@ async fn kvm_operator_installs_into_a_restricted_namespace_becomes_available_and
     assert!(out.stdout.contains(&format!("release \"{KVM}\" uninstalled")), "{}", out.stdout);
     let mut expected = before;
     expected.extend(crds);
-    eventually("everything the release created to go", || async {
-        let now = everything(&env).await.map_err(|e| e.to_string())?;
-        if now == expected {
-            return Ok(());
-        }
-        let left: Vec<&String> = now.difference(&expected).collect();
-        let gone: Vec<&String> = expected.difference(&now).collect();
-        Err(format!("left: {left:?}; gone: {gone:?}"))
-    })
-    .await
+    only(&env, &expected).await
 }
