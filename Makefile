@@ -95,7 +95,7 @@ $(CHECKOV_VENV)/.installed: Makefile | $(VENV)/.installed
 image-tools:
 	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null; }
 
-IMAGE_OPERATORS ?= aws-operator
+IMAGE_OPERATORS ?= aws-operator kvm-operator
 IMAGE_MAX_BYTES ?= 41943040
 images: image-tools ## Build the operator images (release binaries) with buildah into target/images; checks ≤ 40 MiB
 	cargo build --release --locked $(addprefix -p ,$(IMAGE_OPERATORS))

@@ -78,14 +78,17 @@ checksum/amis: {{ toJson .Values.amis | sha256sum }}
 {{- end -}}
 
 {{/*
-What aws-operator calls, and nothing more (operators/aws-operator/src; the image test runs the
-daemon with these rules and fails on a refusal; packaging::rbac::unused_grants lists the grants
-an end-to-end run leaves unused):
+What aws-operator calls, and nothing more. The end-to-end test
+(operators/aws-operator/tests/e2e.rs) runs the operator as this ServiceAccount with these rules:
+a refused request fails it, and so does a grant it never used, unless the test's
+UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with them too.
 - its three kinds: watched by the controllers, finalizers by JSON patch, status by merge patch;
-  node pools also get their subnet annotation by merge patch;
+  node pools also get their subnet annotation by merge patch; a cluster's deletion deletes its
+  control planes and node pools;
 - NetworkPools and Releases: read (Releases are watched by the router);
 - per cluster, a namespace (created, locked by annotation with get/update, applied, deleted)
-  with the master Service and Endpoints (server-side apply: create and patch);
+  with the master Service and Endpoints (server-side apply: create and patch, as an apply that
+  creates is authorized as both);
 - Secrets: the credential Secret an AWSCluster names, and the certificate Secrets of a cluster,
   listed by label in the cluster's namespace (the node configs carry them); both held by the
   finalizer aws-operator.giantswarm.io/secret-in-use until the cluster is gone (JSON patch);
@@ -93,8 +96,15 @@ an end-to-end run leaves unused):
 */}}
 {{- define "operator.clusterRules" -}}
 - apiGroups: ["infrastructure.giantswarm.io"]
-  resources: ["awsclusters", "awscontrolplanes", "awsmachinedeployments"]
+  resources: ["awsclusters", "awsmachinedeployments"]
   verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["awscontrolplanes"]
+  verbs: ["list", "watch", "patch"]
+# A cluster's deletion deletes its control planes and node pools.
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["awscontrolplanes", "awsmachinedeployments"]
+  verbs: ["delete"]
 - apiGroups: ["infrastructure.giantswarm.io"]
   resources: ["awsclusters/status", "awscontrolplanes/status", "awsmachinedeployments/status"]
   verbs: ["patch"]
@@ -116,7 +126,7 @@ an end-to-end run leaves unused):
 # The drain executor: DrainerConfigs of this version, their status and finalizer.
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs/status"]
   verbs: ["patch"]

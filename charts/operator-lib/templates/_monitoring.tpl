@@ -62,8 +62,9 @@ namespace="{{ .Release.Namespace }}",service="{{ include "operator-lib.fullname"
 {{- end -}}
 
 {{/*
-Alerts every operator built on operatorkit shares: reconciles failing, and no replica serving
-(so no leader either).
+Alerts every operator built on operatorkit shares: reconciles failing, drains of workload-cluster
+nodes ending in Timeout (both operators run node-lifecycle's drain executor), and no replica
+serving (so no leader either).
 */}}
 {{- define "operator-lib.commonAlertRules" -}}
 - alert: {{ .Values.metrics.prometheusRule.alertPrefix }}ReconcileErrors
@@ -74,6 +75,13 @@ Alerts every operator built on operatorkit shares: reconciles failing, and no re
   annotations:
     summary: "{{ .Chart.Name }} {{ .Chart.AppVersion }}: reconciles of controller {{ "{{" }} $labels.controller {{ "}}" }} keep failing"
     description: "See the Warning events and the Ready condition of the objects this controller handles."
+- alert: {{ .Values.metrics.prometheusRule.alertPrefix }}DrainTimeouts
+  expr: sum(increase(node_lifecycle_drain_duration_seconds_count{ {{- include "operator-lib.jobSelector" . -}} ,result="timeout"}[1h])) > 0
+  labels:
+    severity: {{ .Values.metrics.prometheusRule.severity }}
+  annotations:
+    summary: "{{ .Chart.Name }} {{ .Chart.AppVersion }}: node drains ended with Timeout in the last hour"
+    description: "The nodes were deleted undrained. See the DrainerConfigs' Timeout condition and the DrainTimeout events: pods a PodDisruptionBudget protects, or an unreachable workload cluster."
 - alert: {{ .Values.metrics.prometheusRule.alertPrefix }}NoLeader
   expr: absent(up{ {{- include "operator-lib.jobSelector" . -}} } == 1)
   for: 10m

@@ -1,6 +1,6 @@
 //! What ships, and the tests that check it: the Helm charts (rendered by the real Helm binary
 //! that `make venv` installs, and installed by it into testenv), the container images and the
-//! chart's pod run from them (`pod`), the permissions a chart grants and a run never used
+//! chart's pod run from them (`pod`), what every image must prove (`proof`), the permissions a chart grants and a run never used
 //! (`rbac`), and the one version each operator carries in its crate, chart and image tag.
 //!
 //! ```no_run
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 pub mod image;
 pub mod pod;
+pub mod proof;
 pub mod rbac;
 
 /// Why a chart could not be rendered.
@@ -43,9 +44,15 @@ pub enum Error {
     /// Building or reading an image failed.
     #[error("image: {0}")]
     Image(String),
-    /// A rendered role cannot be read.
+    /// A rendered role cannot be read or applied.
     #[error("RBAC: {0}")]
     Rbac(String),
+    /// RBAC refused a request of the operator's ServiceAccount.
+    #[error("{0}")]
+    Refused(String),
+    /// A scenario run as a chart's ServiceAccount failed on its own.
+    #[error("{0}")]
+    Scenario(String),
     /// Running a program failed.
     #[error("running {0}: {1}")]
     Io(String, std::io::Error),
@@ -147,7 +154,7 @@ pub fn chart_copy_with_version(chart: &str, dir: &Path, version: &str) -> Result
 
 /// `helm template` of `chart` with the values files (relative to the chart) and the extra API
 /// versions the cluster is said to serve (e.g. `monitoring.coreos.com/v1/ServiceMonitor`),
-/// as one JSON value per object. The release is `aws-operator` in namespace `giantswarm`.
+/// as one JSON value per object. The release is named as the chart, in namespace `giantswarm`.
 pub fn helm_template(chart: &str, values: &[&str], api_versions: &[&str]) -> Result<Vec<Value>, Error> {
     let yaml = helm_template_yaml(chart, values, api_versions)?;
     parse_objects(&yaml)

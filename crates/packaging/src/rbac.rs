@@ -1,5 +1,7 @@
 //! Least privilege, measured: which permissions a rendered chart grants its operator that a run
-//! never used, read from testenv's access log (`testenv::Handle::access_log_of`).
+//! never used, read from testenv's access log (`testenv::Handle::access_log_of`); and the means
+//! to run an operator as its chart's ServiceAccount ([`apply_chart_identity`]) and fail at its
+//! first refused request ([`without_refusals`]).
 //!
 //! testenv's own `unused_rules` answers per rule; a rule granting four verbs on three resources
 //! counts as used when one of its twelve permissions is. Here every rule is split into single
@@ -111,6 +113,128 @@ pub fn grants(rendered: &[Value]) -> Result<Vec<Grant>, Error> {
 /// say nothing about what the operator needs.
 pub fn unused_grants(rendered: &[Value], records: &[AccessRecord]) -> Result<Vec<Grant>, Error> {
     Ok(grants(rendered)?.into_iter().filter(|g| !records.iter().any(|r| g.used_by(r))).collect())
+}
+
+/// The ServiceAccount of a rendered chart, with the chart's RBAC applied to a cluster: who an
+/// operator runs as to prove the chart's permissions are enough.
+#[derive(Clone, Debug)]
+pub struct ChartIdentity {
+    /// `system:serviceaccount:<namespace>:<name>`, the user of its requests in the access log.
+    pub user: String,
+    /// A bearer token for it (one hour).
+    pub token: String,
+    /// The ServiceAccount's namespace: the chart's release namespace.
+    pub namespace: String,
+}
+
+/// Create, as `admin`, the one ServiceAccount of `rendered` (a chart's objects; its namespace
+/// too, when missing) and the chart's ClusterRoles, Roles and their bindings, and issue a token
+/// for the ServiceAccount from `env`. Nothing else of the chart is applied.
+pub async fn apply_chart_identity(
+    admin: &kube::Client,
+    env: &testenv::Handle,
+    rendered: &[Value],
+) -> Result<ChartIdentity, Error> {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::{Api, PostParams};
+
+    let accounts: Vec<&Value> = rendered.iter().filter(|o| o["kind"] == "ServiceAccount").collect();
+    let [account] = accounts.as_slice() else {
+        return Err(Error::Rbac(format!("the render holds {} ServiceAccounts, expected one", accounts.len())));
+    };
+    let namespace = account["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let name = account["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let api_error = |what: String| move |e: kube::Error| Error::Rbac(format!("{what}: {e}"));
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    if namespaces.get_opt(&namespace).await.map_err(api_error(format!("reading namespace {namespace}")))?.is_none() {
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))
+            .map_err(|e| Error::Rbac(e.to_string()))?;
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(api_error(format!("creating namespace {namespace}")))?;
+    }
+    let pp = PostParams::default();
+    for object in rendered {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let ns = object["metadata"]["namespace"].as_str().unwrap_or(&namespace);
+        let what = format!("creating {kind} {}", object["metadata"]["name"].as_str().unwrap_or_default());
+        let bad = |e: serde_json::Error| Error::Rbac(format!("the rendered {kind} does not decode: {e}"));
+        match kind {
+            "ServiceAccount" => {
+                let o: ServiceAccount = serde_json::from_value(object.clone()).map_err(bad)?;
+                Api::namespaced(admin.clone(), ns).create(&pp, &o).await.map(drop).map_err(api_error(what))?;
+            }
+            "Role" => {
+                let o: Role = serde_json::from_value(object.clone()).map_err(bad)?;
+                Api::namespaced(admin.clone(), ns).create(&pp, &o).await.map(drop).map_err(api_error(what))?;
+            }
+            "RoleBinding" => {
+                let o: RoleBinding = serde_json::from_value(object.clone()).map_err(bad)?;
+                Api::namespaced(admin.clone(), ns).create(&pp, &o).await.map(drop).map_err(api_error(what))?;
+            }
+            "ClusterRole" => {
+                let o: ClusterRole = serde_json::from_value(object.clone()).map_err(bad)?;
+                Api::all(admin.clone()).create(&pp, &o).await.map(drop).map_err(api_error(what))?;
+            }
+            "ClusterRoleBinding" => {
+                let o: ClusterRoleBinding = serde_json::from_value(object.clone()).map_err(bad)?;
+                Api::all(admin.clone()).create(&pp, &o).await.map(drop).map_err(api_error(what))?;
+            }
+            _ => {}
+        }
+    }
+    let token = env
+        .service_account_token(&namespace, &name, std::time::Duration::from_secs(3600))
+        .map_err(|e| Error::Rbac(format!("a token for {namespace}/{name}: {e}")))?;
+    Ok(ChartIdentity { user: format!("system:serviceaccount:{namespace}:{name}"), token, namespace })
+}
+
+/// The refused requests among `records`, one line each: verb, API group and resource,
+/// namespace and name.
+pub fn refusals(records: &[AccessRecord]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| !r.allowed)
+        .map(|r| {
+            let a = &r.attributes;
+            let resource =
+                if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
+            let group = if a.group.is_empty() { "core" } else { a.group.as_str() };
+            format!("{} {group}/{resource} namespace={:?} name={:?}", a.verb, a.namespace, a.name)
+        })
+        .collect()
+}
+
+/// Run `scenario`, failing as soon as RBAC refuses `user` a request on `env` (the error names
+/// the refused requests) rather than when the scenario times out waiting for what the refusal
+/// prevented; checked once more when the scenario is done. The scenario's own error is kept as
+/// its message.
+pub async fn without_refusals<T, E: fmt::Display>(
+    env: &testenv::Handle,
+    user: &str,
+    scenario: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, Error> {
+    let refused = || refusals(&env.access_log_of(user));
+    let polling = async {
+        loop {
+            let r = refused();
+            if !r.is_empty() {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    let out = tokio::select! {
+        out = scenario => out.map_err(|e| Error::Scenario(format!("{e:#}"))),
+        r = polling => return Err(Error::Refused(format!("RBAC refused {user}: {r:#?}"))),
+    };
+    let r = refused();
+    if !r.is_empty() {
+        return Err(Error::Refused(format!("RBAC refused {user}: {r:#?}")));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The charts, rendered by the real Helm binary: lint, restricted pods, least-privilege RBAC,
 //! credentials, configuration from values, monitoring only where its CRDs exist, and names that
-//! let two operator versions share a namespace.
+//! let two operator versions share a namespace. What both charts must do is checked for each
+//! of [`CHARTS`]; what only one does, for that one.
 
 use std::collections::BTreeSet;
 
@@ -9,14 +10,17 @@ use packaging::{chart_dir, helm, helm_template, operator_version, parse_objects}
 use serde_json::Value;
 
 const CHART: &str = "aws-operator";
+const KVM: &str = "kvm-operator";
+/// Every operator chart.
+const CHARTS: [&str; 2] = [CHART, KVM];
 const MONITORING: [&str; 2] = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"];
 
-fn values_sets() -> Result<Vec<String>> {
-    let mut sets: Vec<String> = std::fs::read_dir(chart_dir(CHART).join("ci"))?
+fn values_sets(chart: &str) -> Result<Vec<String>> {
+    let mut sets: Vec<String> = std::fs::read_dir(chart_dir(chart).join("ci"))?
         .map(|e| Ok(format!("ci/{}", e?.file_name().to_string_lossy())))
         .collect::<Result<_>>()?;
     sets.sort();
-    assert!(sets.len() >= 4, "expected several values sets in charts/{CHART}/ci, found {sets:?}");
+    assert!(sets.len() >= 4, "expected several values sets in charts/{chart}/ci, found {sets:?}");
     Ok(sets)
 }
 
@@ -36,18 +40,32 @@ fn name(o: &Value) -> &str {
 
 #[test]
 fn lint_strict_passes_with_every_values_set() -> Result<()> {
-    for set in values_sets()? {
-        helm(CHART, &["lint", "--strict", ".", "--values", &set]).with_context(|| set.clone())?;
+    for chart in CHARTS {
+        for set in values_sets(chart)? {
+            helm(chart, &["lint", "--strict", ".", "--values", &set]).with_context(|| format!("{chart} {set}"))?;
+        }
     }
     Ok(())
 }
 
 #[test]
 fn chart_version_app_version_and_crate_version_agree() -> Result<()> {
-    let chart: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart_dir(CHART).join("Chart.yaml"))?)?;
-    let version = operator_version(CHART)?;
-    assert_eq!(chart["version"], version.as_str(), "Chart.yaml version differs from the crate's");
-    assert_eq!(chart["appVersion"], version.as_str(), "Chart.yaml appVersion differs from the crate's");
+    for name in CHARTS {
+        let chart: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart_dir(name).join("Chart.yaml"))?)?;
+        let version = operator_version(name)?;
+        assert_eq!(chart["version"], version.as_str(), "{name}: Chart.yaml version differs from the crate's");
+        assert_eq!(chart["appVersion"], version.as_str(), "{name}: Chart.yaml appVersion differs from the crate's");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_charts_share_the_library_chart_by_a_link_not_a_copy() -> Result<()> {
+    for chart in CHARTS {
+        let lib = chart_dir(chart).join("charts/operator-lib");
+        assert!(lib.symlink_metadata()?.file_type().is_symlink(), "{}: not a symlink", lib.display());
+        assert_eq!(lib.canonicalize()?, chart_dir("operator-lib").canonicalize()?);
+    }
     Ok(())
 }
 
@@ -70,29 +88,32 @@ fn the_installation_is_required_and_bad_values_are_rejected_by_the_schema() {
 
 #[test]
 fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
-    for set in values_sets()? {
-        let objects = helm_template(CHART, &[&set], &[])?;
-        let deploy = one(&objects, "Deployment");
-        let pod = &deploy["spec"]["template"]["spec"];
-        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{set}");
-        assert_eq!(pod["securityContext"]["runAsUser"], 65532, "{set}");
-        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{set}");
-        assert!(pod["hostNetwork"].is_null() && pod["hostPID"].is_null(), "{set}");
-        for c in pod["containers"].as_array().unwrap() {
-            let sc = &c["securityContext"];
-            assert_eq!(sc["allowPrivilegeEscalation"], false, "{set}");
-            assert_eq!(sc["readOnlyRootFilesystem"], true, "{set}");
-            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "{set}");
-            assert!(sc["capabilities"]["add"].is_null(), "{set}");
-            assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{set}");
-            assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{set}");
-            assert!(c["resources"]["requests"]["memory"].is_string(), "{set}: memory request");
-            assert!(c["resources"]["limits"]["memory"].is_string(), "{set}: memory limit");
+    for (chart, values) in CHARTS.into_iter().map(|c| Ok((c, values_sets(c)?))).collect::<Result<Vec<_>>>()? {
+        for values in values {
+            let set = format!("{chart} {values}");
+            let objects = helm_template(chart, &[&values], &[])?;
+            let deploy = one(&objects, "Deployment");
+            let pod = &deploy["spec"]["template"]["spec"];
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{set}");
+            assert_eq!(pod["securityContext"]["runAsUser"], 65532, "{set}");
+            assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{set}");
+            assert!(pod["hostNetwork"].is_null() && pod["hostPID"].is_null(), "{set}");
+            for c in pod["containers"].as_array().unwrap() {
+                let sc = &c["securityContext"];
+                assert_eq!(sc["allowPrivilegeEscalation"], false, "{set}");
+                assert_eq!(sc["readOnlyRootFilesystem"], true, "{set}");
+                assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "{set}");
+                assert!(sc["capabilities"]["add"].is_null(), "{set}");
+                assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{set}");
+                assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{set}");
+                assert!(c["resources"]["requests"]["memory"].is_string(), "{set}: memory request");
+                assert!(c["resources"]["limits"]["memory"].is_string(), "{set}: memory limit");
+            }
+            for v in pod["volumes"].as_array().unwrap() {
+                assert!(v["hostPath"].is_null(), "{set}: hostPath volume {v}");
+            }
+            assert!(!pod["topologySpreadConstraints"].as_array().unwrap().is_empty(), "{set}");
         }
-        for v in pod["volumes"].as_array().unwrap() {
-            assert!(v["hostPath"].is_null(), "{set}: hostPath volume {v}");
-        }
-        assert!(!pod["topologySpreadConstraints"].as_array().unwrap().is_empty(), "{set}");
     }
     let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
     assert_eq!(one(&objects, "Deployment")["spec"]["replicas"], 2, "two replicas by default");
@@ -110,14 +131,24 @@ fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
     assert!(of_kind(&single, "Role").is_empty(), "no Lease Role without leader election");
     let pdb = one(&objects, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], one(&objects, "Deployment")["spec"]["selector"]);
+
+    let kvm = helm_template(KVM, &["ci/minimal-values.yaml"], &[])?;
+    assert_eq!(one(&kvm, "Deployment")["spec"]["replicas"], 2, "two replicas by default");
+    assert_eq!(env(&kvm, "KVM_OPERATOR_LEADER_ELECTION"), Some(Value::from("true")), "two replicas elect a leader");
+    let single = helm_template(KVM, &["ci/minimal-footprint-values.yaml"], &[])?;
+    assert_eq!(env(&single, "KVM_OPERATOR_LEADER_ELECTION"), Some(Value::from("false")));
+    assert!(of_kind(&single, "Role").is_empty(), "no Lease Role without leader election");
+    assert_eq!(one(&kvm, "PodDisruptionBudget")["spec"]["selector"], one(&kvm, "Deployment")["spec"]["selector"]);
     Ok(())
 }
 
-#[test]
-fn rbac_is_least_privilege() -> Result<()> {
-    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+/// The verbs on `secrets` of the chart's roles, after checking that no rule has a wildcard,
+/// `escalate` or `impersonate`, that `bind` is only granted on the ClusterRoles named by
+/// `bindable`, that Secrets get rules of their own, that the Lease Role names its Lease, and that
+/// every binding names the chart's ServiceAccount and role.
+fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTreeSet<String>> {
     let mut secret_verbs = BTreeSet::new();
-    for role in of_kind(&objects, "ClusterRole").into_iter().chain(of_kind(&objects, "Role")) {
+    for role in of_kind(objects, "ClusterRole").into_iter().chain(of_kind(objects, "Role")) {
         for rule in role["rules"].as_array().unwrap() {
             for field in ["apiGroups", "resources", "verbs"] {
                 for item in rule[field].as_array().unwrap() {
@@ -126,11 +157,14 @@ fn rbac_is_least_privilege() -> Result<()> {
                 }
             }
             for verb in rule["verbs"].as_array().unwrap() {
-                assert!(
-                    !["escalate", "bind", "impersonate"].contains(&verb.as_str().unwrap()),
-                    "{}: {verb} is never needed",
-                    name(role)
-                );
+                let verb = verb.as_str().unwrap();
+                assert!(!["escalate", "impersonate"].contains(&verb), "{}: {verb} is never needed", name(role));
+                if verb == "bind" {
+                    // Binding a role is allowed by name, for the roles the operator binds.
+                    assert_eq!(rule["resources"], serde_json::json!(["clusterroles"]), "{rule}");
+                    assert_eq!(rule["verbs"], serde_json::json!(["bind"]), "{rule}");
+                    assert_eq!(rule["resourceNames"], serde_json::json!(bindable), "{chart}: bind on {rule}");
+                }
             }
             if rule["resources"].as_array().unwrap().iter().any(|r| r == "secrets") {
                 assert_eq!(rule["resources"].as_array().unwrap().len(), 1, "secrets get a rule of their own: {rule}");
@@ -138,14 +172,10 @@ fn rbac_is_least_privilege() -> Result<()> {
             }
         }
     }
-    // The operator reads credential and certificate Secrets, holds them with a finalizer
-    // (patch), and its drain executor watches their metadata to rebuild a workload-cluster
-    // client whose Secret changed; it never creates, updates or deletes one.
-    assert_eq!(secret_verbs, BTreeSet::from(["get", "list", "patch", "watch"].map(String::from)));
     // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
     // for everything but create.
-    let lease = format!("{CHART}-{}", operator_version(CHART)?);
-    let role = one(&objects, "Role");
+    let lease = format!("{chart}-{}", operator_version(chart)?);
+    let role = one(objects, "Role");
     for rule in role["rules"].as_array().unwrap() {
         assert_eq!(rule["resources"], serde_json::json!(["leases"]));
         if rule["verbs"] != serde_json::json!(["create"]) {
@@ -153,11 +183,30 @@ fn rbac_is_least_privilege() -> Result<()> {
         }
     }
     // Every binding names the chart's ServiceAccount and role.
-    let sa = name(one(&objects, "ServiceAccount")).to_string();
-    for b in of_kind(&objects, "ClusterRoleBinding").into_iter().chain(of_kind(&objects, "RoleBinding")) {
+    let sa = name(one(objects, "ServiceAccount")).to_string();
+    for b in of_kind(objects, "ClusterRoleBinding").into_iter().chain(of_kind(objects, "RoleBinding")) {
         assert_eq!(b["subjects"][0]["name"], sa.as_str());
         assert_eq!(b["roleRef"]["name"], name(b));
     }
+    Ok(secret_verbs)
+}
+
+#[test]
+fn rbac_is_least_privilege() -> Result<()> {
+    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
+    // The operator reads credential and certificate Secrets, holds them with a finalizer
+    // (patch), and its drain executor watches their metadata to rebuild a workload-cluster
+    // client whose Secret changed; it never creates, updates or deletes one.
+    let secret_verbs = check_rbac(CHART, &objects, &[])?;
+    assert_eq!(secret_verbs, BTreeSet::from(["get", "list", "patch", "watch"].map(String::from)));
+
+    // kvm-operator also writes each node's Secret (its Ignition) by server-side apply; it binds
+    // the node pods to the two ClusterRoles of its values, and only those.
+    let kvm = helm_template(KVM, &["ci/minimal-values.yaml"], &[])?;
+    let secret_verbs = check_rbac(KVM, &kvm, &["kvm-operator", "kvm-operator-psp"])?;
+    assert_eq!(secret_verbs, BTreeSet::from(["create", "get", "list", "patch", "watch"].map(String::from)));
+    let other = helm_template(KVM, &["ci/full-values.yaml"], &[])?;
+    check_rbac(KVM, &other, &["ci-node-pods", "ci-node-pods-restricted"])?;
     Ok(())
 }
 
@@ -235,78 +284,178 @@ fn operator_configuration_comes_from_values() -> Result<()> {
 }
 
 #[test]
-fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
-    let without = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
-    assert!(of_kind(&without, "ServiceMonitor").is_empty() && of_kind(&without, "PrometheusRule").is_empty());
-    assert_eq!(one(&without, "Service")["spec"]["ports"][0]["name"], "metrics");
+fn kvm_operator_needs_dns_servers_and_bad_values_are_rejected_by_the_schema() {
+    let err = helm_template(KVM, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("operator.dnsServers is required"), "{err}");
+    let err = helm(
+        KVM,
+        &["template", KVM, ".", "--set", "operator.dnsServers={10.0.0.1}", "--set", "operator.pollSeconds=0"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("pollSeconds"), "{err}");
+    let err = helm(
+        KVM,
+        &["template", KVM, ".", "--set", "operator.dnsServers={10.0.0.1}", "--set", "operator.clusterRole=x"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("clusterRole"), "a misspelt key must be rejected: {err}");
+}
 
-    let with = helm_template(CHART, &["ci/minimal-values.yaml"], &MONITORING)?;
-    one(&with, "ServiceMonitor");
-    let rule = one(&with, "PrometheusRule");
-    let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
-    let alerts: BTreeSet<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
-    for want in ["AWSOperatorReconcileErrors", "AWSOperatorStackFailed", "AWSOperatorNoLeader"] {
-        assert!(alerts.contains(want), "{want} missing from {alerts:?}");
+#[test]
+fn kvm_operator_configuration_comes_from_values() -> Result<()> {
+    let objects = helm_template(KVM, &["ci/full-values.yaml"], &[])?;
+    let container = &one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for want in [
+        "daemon",
+        "--dns-servers=1.1.1.1,8.8.8.8",
+        "--ntp-servers=0.pool.ntp.org,1.pool.ntp.org",
+        "--cluster-role-general=ci-node-pods",
+        "--cluster-role-psp=ci-node-pods-restricted",
+        "--http-proxy=http://proxy.ci:3128",
+        "--no-proxy=10.0.0.0/8,.svc",
+        "--registry-mirrors=mirror.ci.example",
+        "--sso-public-key=ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAK ci",
+        "--certificates-namespace=giantswarm-certs",
+        "--drain-timeout-seconds=1800",
+    ] {
+        assert!(args.contains(&want), "{want} missing from {args:?}");
     }
-    // Every metric an alert reads is one the operator registers.
-    let sources = [
-        std::fs::read_to_string(packaging::repo_root().join("crates/operatorkit/src/metrics.rs"))?,
-        std::fs::read_to_string(packaging::repo_root().join("operators/aws-operator/src/context.rs"))?,
-    ]
-    .join("\n");
-    for r in rules {
-        let expr = r["expr"].as_str().unwrap();
-        for metric in expr
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| w.starts_with("operatorkit_") || w.starts_with("aws_operator_"))
-        {
-            let registered = metric.trim_end_matches("_total");
-            let short = registered.trim_start_matches("operatorkit_");
-            assert!(
-                sources.contains(&format!("\"{registered}\"")) || sources.contains(&format!("\"{short}\"")),
-                "alert {} reads {metric}, which the operator does not register",
-                r["alert"]
-            );
+    assert_eq!(
+        container["image"],
+        "ghcr.io/giantswarm-rs/kvm-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+    );
+    let minimal = helm_template(KVM, &["ci/minimal-values.yaml"], &[])?;
+    let container = &one(&minimal, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for want in
+        ["--dns-servers=10.96.0.10", "--cluster-role-general=kvm-operator", "--cluster-role-psp=kvm-operator-psp"]
+    {
+        assert!(args.contains(&want), "{want} missing from {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--http-proxy") || a.starts_with("--certificates-namespace")),
+        "{args:?}"
+    );
+    let version = operator_version(KVM)?;
+    assert_eq!(container["image"], format!("ghcr.io/giantswarm-rs/kvm-operator:{version}").as_str());
+    // The kvm-operator's pod needs no configuration file and no credentials.
+    assert!(of_kind(&minimal, "ConfigMap").is_empty() && of_kind(&minimal, "Secret").is_empty());
+    Ok(())
+}
+
+#[test]
+fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
+    let source = |path: &str| std::fs::read_to_string(packaging::repo_root().join(path));
+    // The sources registering each chart's metrics: operatorkit's, node-lifecycle's drain
+    // executor's, and the operator's own.
+    let common = [source("crates/operatorkit/src/metrics.rs")?, source("crates/node-lifecycle/src/drain/mod.rs")?];
+    let charts = [
+        (
+            CHART,
+            vec![
+                "AWSOperatorReconcileErrors",
+                "AWSOperatorStackFailed",
+                "AWSOperatorDrainTimeouts",
+                "AWSOperatorNoLeader",
+            ],
+            source("operators/aws-operator/src/context.rs")?,
+        ),
+        (KVM, vec!["KVMOperatorReconcileErrors", "KVMOperatorDrainTimeouts", "KVMOperatorNoLeader"], String::new()),
+    ];
+    for (chart, wanted, own) in charts {
+        let without = helm_template(chart, &["ci/minimal-values.yaml"], &[])?;
+        assert!(of_kind(&without, "ServiceMonitor").is_empty() && of_kind(&without, "PrometheusRule").is_empty());
+        assert_eq!(one(&without, "Service")["spec"]["ports"][0]["name"], "metrics");
+
+        let with = helm_template(chart, &["ci/minimal-values.yaml"], &MONITORING)?;
+        one(&with, "ServiceMonitor");
+        let rule = one(&with, "PrometheusRule");
+        let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
+        let alerts: BTreeSet<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+        for want in wanted {
+            assert!(alerts.contains(want), "{chart}: {want} missing from {alerts:?}");
         }
-        // Each alert only sees this version's series.
-        assert!(expr.contains(&format!("service=\"{}\"", name(rule))), "{expr}");
+        // Every metric an alert reads is one the operator registers.
+        let sources = format!("{}\n{own}", common.join("\n"));
+        for r in rules {
+            let expr = r["expr"].as_str().unwrap();
+            for metric in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| {
+                ["operatorkit_", "aws_operator_", "node_lifecycle_"].iter().any(|prefix| w.starts_with(prefix))
+            }) {
+                let registered = ["_total", "_count", "_sum", "_bucket"]
+                    .iter()
+                    .fold(metric, |m, suffix| m.strip_suffix(suffix).unwrap_or(m));
+                let short = registered.trim_start_matches("operatorkit_").trim_start_matches("node_lifecycle_");
+                assert!(
+                    sources.contains(&format!("\"{registered}\"")) || sources.contains(&format!("\"{short}\"")),
+                    "{chart}: alert {} reads {metric}, which the operator does not register",
+                    r["alert"]
+                );
+            }
+            // Each alert only sees this version's series.
+            assert!(expr.contains(&format!("service=\"{}\"", name(rule))), "{expr}");
+        }
     }
     Ok(())
 }
 
 #[test]
 fn the_crds_ship_with_the_chart() -> Result<()> {
-    let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
-    let crds: BTreeSet<&str> = of_kind(&objects, "CustomResourceDefinition").into_iter().map(name).collect();
-    for want in [
-        "awsclusters.infrastructure.giantswarm.io",
-        "awscontrolplanes.infrastructure.giantswarm.io",
-        "awsmachinedeployments.infrastructure.giantswarm.io",
-        "networkpools.infrastructure.giantswarm.io",
-        "releases.release.giantswarm.io",
-        "drainerconfigs.core.giantswarm.io",
-    ] {
-        assert!(crds.contains(want), "{want} missing from {crds:?}");
+    let charts = [
+        (
+            CHART,
+            vec![
+                "awsclusters.infrastructure.giantswarm.io",
+                "awscontrolplanes.infrastructure.giantswarm.io",
+                "awsmachinedeployments.infrastructure.giantswarm.io",
+                "networkpools.infrastructure.giantswarm.io",
+                "releases.release.giantswarm.io",
+                "drainerconfigs.core.giantswarm.io",
+            ],
+        ),
+        (
+            KVM,
+            vec![
+                "kvmconfigs.provider.giantswarm.io",
+                "releases.release.giantswarm.io",
+                "drainerconfigs.core.giantswarm.io",
+            ],
+        ),
+    ];
+    for (chart, wanted) in charts {
+        let objects = helm_template(chart, &["ci/minimal-values.yaml"], &[])?;
+        let crds: BTreeSet<&str> = of_kind(&objects, "CustomResourceDefinition").into_iter().map(name).collect();
+        assert_eq!(crds, wanted.into_iter().collect::<BTreeSet<_>>(), "{chart}");
     }
     Ok(())
 }
 
 #[test]
 fn two_versions_install_side_by_side_without_sharing_a_name_or_a_pod() -> Result<()> {
+    for chart in CHARTS {
+        two_versions_side_by_side(chart).with_context(|| chart.to_string())?;
+    }
+    Ok(())
+}
+
+fn two_versions_side_by_side(chart: &str) -> Result<()> {
     // The CRDs are the one thing versions share (Helm installs them once and never replaces them).
-    let current: Vec<Value> = helm_template(CHART, &["ci/minimal-values.yaml"], &MONITORING)?
+    let current: Vec<Value> = helm_template(chart, &["ci/minimal-values.yaml"], &MONITORING)?
         .into_iter()
         .filter(|o| o["kind"] != "CustomResourceDefinition")
         .collect();
-    let tmp = std::env::temp_dir().join(format!("chart-side-by-side-{}", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!("chart-side-by-side-{chart}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
-    let other_chart = packaging::chart_copy_with_version(CHART, &tmp, "99.0.0")?;
+    let other_chart = packaging::chart_copy_with_version(chart, &tmp, "99.0.0")?;
     let other = packaging::helm_in(
         &other_chart,
         &[
             "template",
-            "aws-operator-next",
+            &format!("{chart}-next"),
             ".",
             "--namespace",
             "giantswarm",
@@ -325,7 +474,7 @@ fn two_versions_install_side_by_side_without_sharing_a_name_or_a_pod() -> Result
     let b: BTreeSet<String> = other.iter().map(key).collect();
     let shared: Vec<&String> = a.intersection(&b).collect();
     assert!(shared.is_empty(), "objects both versions would own: {shared:?}");
-    let version = operator_version(CHART)?.replace('.', "-");
+    let version = operator_version(chart)?.replace('.', "-");
     for o in &current {
         assert!(name(o).ends_with(&version), "{} lacks the version in its name", key(o));
     }

@@ -1,11 +1,11 @@
-//! The aws-operator chart installed by the real Helm 4 into a cluster that says no: testenv with
+//! The operator charts installed by the real Helm 4 into a cluster that says no: testenv with
 //! TLS, bearer tokens, RBAC and Pod Security, and its simulation of three nodes running the
 //! pods. Helm acts as an administrator (the kubeconfig's token, in `system:masters`); the
 //! release namespace enforces (and warns about) the `restricted` Pod Security level, so the
 //! Deployment's pods are only created when they meet it.
 //!
-//! Each test starts its own server: install, upgrade, a second version beside the first, and
-//! uninstall of both. The simulation makes pods Ready as a kubelet would once their containers
+//! Each test starts its own server: aws-operator's install, upgrade, a second version beside the
+//! first, and uninstall of both; kvm-operator's install and uninstall. The simulation makes pods Ready as a kubelet would once their containers
 //! run; it runs no image and no probe (the image test of each operator runs the entrypoint to
 //! `/readyz`).
 //!
@@ -154,6 +154,34 @@ fn is_ready(pod: &Pod) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// The rendered Deployment is Available with its two replicas Running and Ready, on two
+/// nodes; its pods.
+async fn two_ready_replicas_on_two_nodes(env: &TestEnv, rendered: &[Value]) -> Result<Vec<Pod>> {
+    let deployment = available(env, &deployment_name(rendered)?, 2).await?;
+    let pods = pods_of(env, &deployment).await?;
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    assert!(pods.iter().all(is_ready), "{pods:?}");
+    let nodes: BTreeSet<String> =
+        pods.iter().filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
+    assert_eq!(nodes.len(), 2, "the replicas share a node: {nodes:?}");
+    Ok(pods)
+}
+
+/// Wait until the cluster holds exactly `expected` ([`everything`]): what releases created is
+/// gone, and nothing else is.
+async fn only(env: &TestEnv, expected: &BTreeSet<String>) -> Result<()> {
+    eventually("everything the releases created to go", || async {
+        let now = everything(env).await.map_err(|e| e.to_string())?;
+        if &now == expected {
+            return Ok(());
+        }
+        let left: Vec<&String> = now.difference(expected).collect();
+        let gone: Vec<&String> = expected.difference(&now).collect();
+        Err(format!("left: {left:?}; gone: {gone:?}"))
+    })
+    .await
+}
+
 /// Every field `rendered` sets has the same value in `live` (the server may add defaults).
 fn contains(live: &Value, rendered: &Value, path: &str, differences: &mut Vec<String>) {
     match (live, rendered) {
@@ -168,6 +196,8 @@ fn contains(live: &Value, rendered: &Value, path: &str, differences: &mut Vec<St
             }
         }
         (l, r) if l == r => {}
+        // 0.0 rendered is 0 once stored: JSON numbers are compared by value.
+        (Value::Number(l), Value::Number(r)) if l.as_f64() == r.as_f64() => {}
         (l, r) => differences.push(format!("{path}: rendered {r}, live {l}")),
     }
 }
@@ -185,6 +215,24 @@ async fn live(env: &TestEnv, discovery: &Discovery, rendered: &Value) -> Result<
         Scope::Cluster => Api::all_with(env.client(), &resource),
     };
     Ok(api.get_opt(name(rendered)).await?.map(|o| serde_json::to_value(o).unwrap_or_default()))
+}
+
+/// Every object of `rendered` exists in the cluster with every field the chart sets (Helm
+/// writes what it renders; only the server's additions may differ). Returns their kinds.
+async fn live_as_rendered(env: &TestEnv, rendered: &[Value]) -> Result<BTreeSet<String>> {
+    let discovery = Discovery::new(env.client()).run().await?;
+    let mut kinds = BTreeSet::new();
+    for object in rendered {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let live = live(env, &discovery, object)
+            .await?
+            .with_context(|| format!("{kind} {} was rendered but is not in the cluster", name(object)))?;
+        let mut differences = Vec::new();
+        contains(&live, object, kind, &mut differences);
+        assert!(differences.is_empty(), "{kind} {}: {differences:#?}", name(object));
+        kinds.insert(kind.to_string());
+    }
+    Ok(kinds)
 }
 
 /// Kind, namespace and name of every object the cluster lists, of every listable kind.
@@ -240,33 +288,15 @@ async fn install_into_a_restricted_namespace_makes_the_deployment_available_with
     assert!(out.stdout.contains("STATUS: deployed"), "{}", out.stdout);
 
     let rendered = helm_template(CHART, &[VALUES], &[])?;
-    let deployment = available(&env, &deployment_name(&rendered)?, 2).await?;
     // Both replicas run, ready, admitted as `restricted`, spread over two nodes.
-    let pods = pods_of(&env, &deployment).await?;
-    assert_eq!(pods.len(), 2, "{pods:?}");
-    assert!(pods.iter().all(is_ready), "{pods:?}");
-    let nodes: BTreeSet<String> =
-        pods.iter().filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
-    assert_eq!(nodes.len(), 2, "the replicas share a node: {nodes:?}");
+    let pods = two_ready_replicas_on_two_nodes(&env, &rendered).await?;
     for pod in &pods {
         let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone());
         assert_eq!(sa.as_deref(), Some(name(one(&rendered, "ServiceAccount")?)));
     }
 
     // Every rendered object exists with what the chart says, CRDs included.
-    let discovery = Discovery::new(env.client()).run().await?;
-    let mut kinds = BTreeSet::new();
-    for object in &rendered {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let live = live(&env, &discovery, object)
-            .await?
-            .with_context(|| format!("{kind} {} was rendered but is not in the cluster", name(object)))?;
-        let mut differences = Vec::new();
-        // Helm writes what it renders; only the server's additions may differ.
-        contains(&live, object, kind, &mut differences);
-        assert!(differences.is_empty(), "{kind} {}: {differences:#?}", name(object));
-        kinds.insert(kind.to_string());
-    }
+    let kinds = live_as_rendered(&env, &rendered).await?;
     for want in [
         "CustomResourceDefinition",
         "Deployment",
@@ -419,17 +449,47 @@ async fn uninstall_of_both_versions_leaves_nothing_but_the_crds() -> Result<()> 
     }
     let mut expected = before.clone();
     expected.extend(crds);
-    eventually("everything the releases created to go", || async {
-        let now = everything(&env).await.map_err(|e| e.to_string())?;
-        if now == expected {
-            return Ok(());
-        }
-        let left: Vec<&String> = now.difference(&expected).collect();
-        let gone: Vec<&String> = expected.difference(&now).collect();
-        Err(format!("left: {left:?}; gone: {gone:?}"))
-    })
-    .await?;
+    only(&env, &expected).await?;
     let list = helm(&env, &chart_dir(CHART), &["list", "--all-namespaces", "-o", "json"]).await?;
     assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kvm_operator_installs_into_a_restricted_namespace_becomes_available_and_uninstalls_to_its_crds() -> Result<()>
+{
+    const KVM: &str = "kvm-operator";
+    let env = cluster().await?;
+    let before = everything(&env).await?;
+    let chart = chart_dir(KVM);
+    let out = install(&env, &chart, "install", KVM, &[]).await?;
+    assert!(out.stdout.contains("STATUS: deployed"), "{}", out.stdout);
+
+    let rendered = helm_template(KVM, &[VALUES], &[])?;
+    two_ready_replicas_on_two_nodes(&env, &rendered).await?;
+    let kinds = live_as_rendered(&env, &rendered).await?;
+    for want in [
+        "CustomResourceDefinition",
+        "Deployment",
+        "PodDisruptionBudget",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "NetworkPolicy",
+    ] {
+        assert!(kinds.contains(want), "the values set renders no {want}: {kinds:?}");
+    }
+    let installed = everything(&env).await?;
+    let crds: BTreeSet<String> =
+        installed.iter().filter(|k| k.starts_with("apiextensions.k8s.io/CustomResourceDefinition ")).cloned().collect();
+    assert_eq!(crds.len(), 3, "{crds:?}");
+
+    let out = helm(&env, &chart, &["uninstall", KVM, "--namespace", NAMESPACE, "--wait", "--timeout", "2m"]).await?;
+    assert!(out.stdout.contains(&format!("release \"{KVM}\" uninstalled")), "{}", out.stdout);
+    let mut expected = before;
+    expected.extend(crds);
+    only(&env, &expected).await
 }

@@ -582,6 +582,117 @@ async fn n8_kube_rs_over_tls_with_a_service_account_token() {
     assert!(matches!(&err, kube::Error::Api(s) if s.code == 403 && s.reason == "Forbidden"), "{err:?}");
 }
 
+#[tokio::test]
+async fn n11_server_side_apply_that_creates_needs_create_as_well_as_patch() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Patch, PatchParams, PostParams};
+    let env = TestEnv::builder().secure().start().await.expect("testenv starts");
+    let admin = env.client();
+    setup_robot_kube(&admin).await;
+    let role = |name: &str, verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let binding = |name: &str| -> RoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": NS}]}))
+        .unwrap()
+    };
+    let (roles, bindings) = (Api::<Role>::namespaced(admin.clone(), NS), Api::<RoleBinding>::namespaced(admin, NS));
+    roles.create(&PostParams::default(), &role("patcher", &["patch"])).await.unwrap();
+    bindings.create(&PostParams::default(), &binding("patcher")).await.unwrap();
+    let token = env.handle().service_account_token(NS, "robot", Duration::from_secs(3600)).unwrap();
+    let cms = Api::<ConfigMap>::namespaced(env.handle().client_with_token(Some(&token)).unwrap(), NS);
+    let pp = PatchParams::apply("robot");
+    let applied =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}});
+
+    // An existing object: apply is a patch.
+    cms.patch("settings", &pp, &Patch::Apply(applied("settings"))).await.unwrap();
+    // A new one: apply creates, and patch alone does not allow that.
+    let err = cms.patch("fresh", &pp, &Patch::Apply(applied("fresh"))).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot create resource \"configmaps\"")),
+        "{err:?}"
+    );
+    let log = env.handle().access_log_of(SA_USER);
+    let refused: Vec<(&str, &str)> =
+        log.iter().filter(|r| !r.allowed).map(|r| (r.attributes.verb.as_str(), r.attributes.name.as_str())).collect();
+    assert_eq!(refused, [("create", "fresh")]);
+
+    roles.create(&PostParams::default(), &role("creator", &["create"])).await.unwrap();
+    bindings.create(&PostParams::default(), &binding("creator")).await.unwrap();
+    cms.patch("fresh", &pp, &Patch::Apply(applied("fresh"))).await.unwrap();
+    let log = env.handle().access_log_of(SA_USER);
+    assert!(log.iter().any(|r| r.allowed && r.attributes.verb == "create" && r.attributes.name == "fresh"), "{log:?}");
+}
+
+#[tokio::test]
+async fn n12_a_binding_is_created_only_with_bind_on_its_role_or_every_permission_it_grants() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::PostParams;
+    let env = TestEnv::builder().secure().start().await.expect("testenv starts");
+    let admin = env.client();
+    setup_robot_kube(&admin).await;
+    let cluster_role = |name: &str, rules: Value| -> ClusterRole {
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap()
+    };
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    let pp = PostParams::default();
+    // The robot may create ClusterRoleBindings, bind `node-pods` by name, and list pods everywhere.
+    roles
+        .create(&pp, &cluster_role("binder", json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": ["create"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["node-pods"], "verbs": ["bind"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        ])))
+        .await
+        .unwrap();
+    let grant: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": "robot-binds"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "binder"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": NS}]}))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &grant).await.unwrap();
+    for (name, rules) in [
+        ("node-pods", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])),
+        ("pod-lister", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}])),
+        ("secret-reader", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])),
+    ] {
+        roles.create(&pp, &cluster_role(name, rules)).await.unwrap();
+    }
+    let token = env.handle().service_account_token(NS, "robot", Duration::from_secs(3600)).unwrap();
+    let bindings = Api::<ClusterRoleBinding>::all(env.handle().client_with_token(Some(&token)).unwrap());
+    let binding = |name: &str, role: &str| -> ClusterRoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "pods", "namespace": NS}]}))
+        .unwrap()
+    };
+
+    // A role it may bind: allowed, and the access log records the bind.
+    bindings.create(&pp, &binding("b1", "node-pods")).await.unwrap();
+    let log = env.handle().access_log_of(SA_USER);
+    assert!(
+        log.iter().any(|r| r.allowed && r.attributes.verb == "bind" && r.attributes.name == "node-pods"),
+        "{log:?}"
+    );
+    // A role whose every permission it holds: allowed without bind.
+    bindings.create(&pp, &binding("b2", "pod-lister")).await.unwrap();
+    // A role granting what it does not hold, and which it may not bind: refused, naming what.
+    let err = bindings.create(&pp, &binding("b3", "secret-reader")).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403
+            && s.message.contains("is attempting to grant RBAC permissions not currently held")
+            && s.message.contains(r#"Resources:["secrets"]"#)),
+        "{err:?}"
+    );
+    // A role that does not exist cannot be bound without bind either.
+    let err = bindings.create(&pp, &binding("b4", "missing")).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("not found")), "{err:?}");
+}
+
 async fn setup_robot_kube(admin: &kube::Client) {
     use kube::api::{DynamicObject, PostParams};
     use kube::discovery::ApiResource;

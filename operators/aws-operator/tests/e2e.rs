@@ -1,6 +1,13 @@
 //! End to end against testenv and moto: create a cluster with three masters and two node pools,
 //! scale one pool, delete everything. Every check goes through the service's own API, never the
 //! stack status alone.
+//!
+//! The operator runs as the aws-operator chart's ServiceAccount, with the chart's rendered RBAC
+//! applied to a testenv that authenticates and authorizes like a production API server, and
+//! with the chart's leader election and drain executor: least privilege, proven. A refused
+//! request fails the run at once, naming it (a second test drops one rule of the chart to show
+//! it), and every grant of the chart the run never used fails it too, unless
+//! [`UNUSED_BY_DESIGN`] names it and says why.
 
 mod support;
 
@@ -82,10 +89,100 @@ async fn render_summary(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
-    let mut f = Fixture::start().await?;
+/// The chart's grants the end-to-end run does not use, and why each stays in the chart. Each
+/// entry is `(grant as packaging::rbac::Grant prints it after the role, reason)`; the test fails when one of
+/// them is used after all (the entry is stale) as well as when another grant is unused.
+const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
+    (
+        "get infrastructure.giantswarm.io/networkpools",
+        "read when a cluster names a NetworkPool (spec.provider.nodes.networkPool) to allocate from; \
+         this cluster allocates from the operator's range; tests/bad_input.rs runs the NetworkPool path",
+    ),
+    (
+        "list infrastructure.giantswarm.io/networkpools",
+        "a named NetworkPool is checked against every other for overlap; as above",
+    ),
+    (
+        "patch core.giantswarm.io/drainerconfigs",
+        "the drain executor's finalizer on a DrainerConfig; this run drains no node (no workload-cluster \
+         API to drain), node-lifecycle's drain tests do",
+    ),
+    (
+        "patch core.giantswarm.io/drainerconfigs/status",
+        "the drain executor's progress and result on a DrainerConfig; as above",
+    ),
+];
+
+/// The chart's objects as `helm template` renders them with its minimal values.
+fn rendered_chart() -> anyhow::Result<Vec<serde_json::Value>> {
+    Ok(packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?)
+}
+
+/// The fixture on a secure testenv, the operator to run as the ServiceAccount of `rendered`
+/// with its RBAC.
+async fn secure_fixture(rendered: &[serde_json::Value]) -> anyhow::Result<Fixture> {
+    let mut f = Fixture::start_secure().await?;
     f.apply_basics().await?;
+    f.as_chart_service_account(rendered).await?;
+    Ok(f)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_scale_and_delete_a_cluster_as_the_charts_service_account_using_every_grant() -> anyhow::Result<()> {
+    let rendered = rendered_chart()?;
+    let mut f = secure_fixture(&rendered).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, create_scale_and_delete(&mut f)).await?;
+    f.kill_operator().await;
+
+    let log = env.access_log_of(&user);
+    // "ClusterRole/<name>: verb group/resource" without the role, whose name carries the version.
+    let unused: Vec<String> = packaging::rbac::unused_grants(&rendered, &log)?
+        .iter()
+        .map(|g| g.to_string().split_once(": ").map(|(_, grant)| grant.to_string()).unwrap_or_default())
+        .collect();
+    let allowed: Vec<&str> = UNUSED_BY_DESIGN.iter().map(|(grant, _)| *grant).collect();
+    let surplus: Vec<&String> = unused.iter().filter(|g| !allowed.contains(&g.as_str())).collect();
+    assert!(
+        surplus.is_empty(),
+        "the chart grants what the operator never used: {surplus:#?}\nevery unused grant: {unused:#?}"
+    );
+    let stale: Vec<&&str> = allowed.iter().filter(|g| !unused.iter().any(|u| u == *g)).collect();
+    assert!(stale.is_empty(), "UNUSED_BY_DESIGN names grants the run used (or the chart no longer has): {stale:#?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_missing_from_the_chart_fails_the_run_naming_the_refused_request() -> anyhow::Result<()> {
+    // The chart without the rule that lets the operator manage each cluster's namespace.
+    let mut rendered = rendered_chart()?;
+    let role = rendered.iter_mut().find(|o| o["kind"] == "ClusterRole").expect("the chart's ClusterRole");
+    let rules = role["rules"].as_array_mut().expect("rules");
+    let before = rules.len();
+    rules.retain(|r| !r["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == "namespaces")));
+    assert_eq!(rules.len(), before - 1, "the chart grants namespaces in one rule");
+
+    let mut f = secure_fixture(&rendered).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    let started = std::time::Instant::now();
+    let err = packaging::rbac::without_refusals(&env, &user, create_scale_and_delete(&mut f))
+        .await
+        .expect_err("the run must fail");
+    assert!(matches!(err, packaging::Error::Refused(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("RBAC refused system:serviceaccount:giantswarm:aws-operator-")
+            && message.contains("core/namespaces"),
+        "{message}"
+    );
+    // It fails at the refusal, not at the scenario's timeout.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}: {message}", started.elapsed());
+    f.kill_operator().await;
+    Ok(())
+}
+
+/// Create a cluster with three masters and two node pools, scale one pool, delete everything.
+async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     let id = "e2e01";
     f.credential_secret(id).await?;
     f.certificates(id).await?;
@@ -120,6 +217,7 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
         }
     };
     f.start_operator().await?;
+    let f = &*f;
 
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     let cluster = match eventually(150, "the cluster to be Ready", || async {
@@ -137,7 +235,7 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     assert_eq!((status.cluster.id.as_str(), status.cluster.network.cidr.as_str()), (id, cidr.as_str()));
     // `aws-operator render` of the same objects, with nothing recorded, plans the ranges the
     // daemon allocated: the cluster's first, then its pools in name order.
-    let planned = render_summary(&f, id).await?;
+    let planned = render_summary(f, id).await?;
     let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
     let mut allocated = vec![format!("AWSCluster {NS}/{id}: CIDR {cidr}")];
     for pool in ["np001", "np002"] {
@@ -368,12 +466,9 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     let asg = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&asg_name).send().await?;
     assert_eq!(asg.auto_scaling_groups().first().and_then(|g| g.max_size()), Some(7));
 
-    // Delete: node pools, control plane, cluster.
+    // Delete the cluster: the operator deletes its node pools and control plane with it.
     let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
     clusters.delete(id, &DeleteParams::default()).await?;
-    cps.delete("cp001", &DeleteParams::default()).await?;
-    mds.delete("np001", &DeleteParams::default()).await?;
-    mds.delete("np002", &DeleteParams::default()).await?;
     let gone = eventually(120, "every object to be gone", || async {
         let left = clusters.get_opt(id).await?.is_some() as usize
             + cps.get_opt("cp001").await?.is_some() as usize
@@ -397,6 +492,5 @@ async fn create_scale_and_delete_a_cluster() -> anyhow::Result<()> {
     assert!(buckets.buckets().iter().all(|b| !b.name().unwrap_or_default().contains(id)), "buckets left");
     let key = tenant.kms.describe_key().key_id(&key_id).send().await?;
     assert_eq!(key.key_metadata().and_then(|m| m.key_state()), Some(&aws_sdk_kms::types::KeyState::PendingDeletion));
-    f.kill_operator().await;
     Ok(())
 }

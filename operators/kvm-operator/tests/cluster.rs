@@ -2,30 +2,94 @@
 //! `role=master` and `role=worker`: a 3-master, 5-worker KVMConfig gets every object with the
 //! right names, and Endpoints from its node pods' VM IPs; bad input gets `Ready=False` and a Warning event and creates nothing; deletion
 //! leaves nothing behind, the ClusterRoleBindings included.
+//!
+//! The operator runs as the kvm-operator chart's ServiceAccount, with the chart's rendered RBAC,
+//! on a testenv that authenticates and authorizes like kube-apiserver: a request RBAC refuses
+//! fails a test at once, naming it, and a grant of the chart that the cluster's whole life never
+//! used fails the first test, unless [`UNUSED_BY_DESIGN`] names it with the reason.
 
-mod support;
-
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use apis::kvm::KVMConfig;
+use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use support::{ID, Management, NS, create_secrets, kvm_config, names};
-use testenv::TestEnv;
+use kvm_objects::access::ClusterRoles;
+use kvm_objects::cluster::Settings;
+use kvm_operator::config::OperatorConfig;
+use kvm_operator::context::Shared;
+use kvm_operator::daemon;
+use operatorkit::RunSettings;
+use testenv::{NodeSpec, SimConfig, TestEnv};
 use tokio_util::sync::CancellationToken;
 
-/// The management cluster with the operator; no workload cluster, so workers never become
-/// Ready (nothing sets their readiness gate).
+const NS: &str = "org-acme";
+const ID: &str = "x7k2p";
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(name))
+        .expect("example readable")
+}
+
+fn documents(text: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple::<serde_json::Value>(text).expect("YAML").into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn kvm_config() -> KVMConfig {
+    let doc =
+        documents(&example("kvm-cluster.yaml")).into_iter().find(|d| d["kind"] == "KVMConfig").expect("KVMConfig");
+    serde_json::from_value(doc).expect("KVMConfig decodes")
+}
+
+/// The chart's grants a cluster's life leaves unused, each `(verb group/resource, reason)`;
+/// the first test fails when one of them is used after all, as when another grant is unused.
+const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
+    (
+        "create coordination.k8s.io/leases",
+        "leader election runs in the daemon, not in this controller test; the image test runs the daemon as the chart's pod and takes the Lease",
+    ),
+    ("get coordination.k8s.io/leases", "as above"),
+    ("update coordination.k8s.io/leases", "as above"),
+    (
+        "list core.giantswarm.io/drainerconfigs",
+        "the drain executor runs in the daemon beside the controllers; the image test runs it as the chart's pod",
+    ),
+    ("watch core.giantswarm.io/drainerconfigs", "as above"),
+    (
+        "patch core.giantswarm.io/drainerconfigs",
+        "the drain executor's finalizer, only while a node is drained (node-lifecycle's drain tests)",
+    ),
+    ("patch core.giantswarm.io/drainerconfigs/status", "the drain executor's progress, as above"),
+    (
+        "create events.k8s.io/events",
+        "Warning events are for failures; missing_certificates_get_a_condition_and_an_event_and_create_nothing publishes one as the chart's ServiceAccount",
+    ),
+    ("patch events.k8s.io/events", "a repeated Warning event's series count, as above"),
+];
+
+/// Of [`UNUSED_BY_DESIGN`], the grants a run may use or not: a transient failure (a conflict
+/// while the cluster converges) becomes a Warning event in some runs.
+const SOMETIMES_USED: &[&str] = &["create events.k8s.io/events", "patch events.k8s.io/events"];
+
 struct World {
-    /// Kept for the life of the test: dropping it stops the API server.
-    _env: TestEnv,
+    /// The API server; dropping it stops it.
+    env: TestEnv,
+    /// The administrator's client, which the tests act with.
     client: kube::Client,
+    /// The chart's rendered objects.
+    rendered: Vec<serde_json::Value>,
+    /// Who the operator runs as.
+    operator: packaging::rbac::ChartIdentity,
     shutdown: CancellationToken,
 }
 
@@ -36,21 +100,141 @@ impl Drop for World {
 }
 
 async fn start() -> anyhow::Result<World> {
-    let Management { mc, client, shutdown } = Management::start().await?;
-    Ok(World { _env: mc, client, shutdown })
+    let mut sim = SimConfig::default();
+    for (role, count) in [("master", 3), ("worker", 6)] {
+        for i in 1..=count {
+            let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
+            node.labels.insert("role".into(), role.into());
+            node.memory = "64Gi".into();
+            node.cpu = "32".into();
+            sim = sim.node(node);
+        }
+    }
+    let env = TestEnv::builder().secure().simulation(sim).start().await?;
+    let client = env.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in apis::all_crds() {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let release = documents(&example("kvm-release-v20.1.0.yaml")).remove(0);
+    let release: Release = serde_json::from_value(release)?;
+    Api::<Release>::all(client.clone()).create(&PostParams::default(), &release).await?;
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+
+    let config = OperatorConfig {
+        version: "4.0.0".into(),
+        settings: Settings {
+            operator_version: "4.0.0".into(),
+            dns_servers: vec!["10.61.0.53".into()],
+            ntp_servers: vec![],
+        },
+        node_config: Default::default(),
+        roles: ClusterRoles::default(),
+    };
+    // The operator runs as the chart's ServiceAccount, with the chart's RBAC.
+    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
+    let operator = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
+    let shared = Arc::new(Shared::new(
+        env.handle().client_with_token(Some(&operator.token))?,
+        config,
+        None,
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+    ));
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = operatorkit::Metrics::new(&mut registry);
+        let readiness = operatorkit::Readiness::new();
+        let settings = RunSettings { concurrency: 2, resync: Duration::from_secs(2), ..RunSettings::default() };
+        if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
+            eprintln!("operator stopped: {e:#}");
+        }
+    });
+    Ok(World { env, client, rendered, operator, shutdown })
 }
 
-async fn eventually<T, F, Fut>(what: &str, check: F) -> anyhow::Result<T>
+impl World {
+    /// Run `scenario`, failing at the operator's first refused request.
+    async fn without_refusals(&self, scenario: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+        Ok(packaging::rbac::without_refusals(self.env.handle(), &self.operator.user, scenario).await?)
+    }
+
+    /// The chart's grants the operator has not used so far, as `verb group/resource`.
+    fn unused_grants(&self) -> anyhow::Result<Vec<String>> {
+        let log = self.env.handle().access_log_of(&self.operator.user);
+        Ok(packaging::rbac::unused_grants(&self.rendered, &log)?
+            .into_iter()
+            .map(|g| format!("{} {}/{}", g.verb, if g.group.is_empty() { "core" } else { &g.group }, g.resource))
+            .collect())
+    }
+}
+
+async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{ID}-{cert}"),
+                         "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
+            "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
+        }))?;
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
+    let key: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{ID}-encryption"),
+                     "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/randomkey": "encryption"}},
+        "stringData": {"encryption": "a2V5"}
+    }))?;
+    secrets.create(&PostParams::default(), &key).await?;
+    Ok(())
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
 {
-    support::eventually(what, 30, check).await
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn names<K>(api: &Api<K>, selector: &str) -> anyhow::Result<Vec<String>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut names: Vec<String> =
+        api.list(&ListParams::default().labels(selector)).await?.items.iter().map(ResourceExt::name_any).collect();
+    names.sort();
+    Ok(names)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leaves_nothing() -> anyhow::Result<()> {
     let w = start().await?;
+    w.without_refusals(a_cluster_lives_and_goes(&w)).await?;
+    // Least privilege: the whole life of a cluster used every grant of the chart.
+    let unused = w.unused_grants()?;
+    let allowed: Vec<&str> = UNUSED_BY_DESIGN.iter().map(|(grant, _)| *grant).collect();
+    let surplus: Vec<&String> = unused.iter().filter(|g| !allowed.contains(&g.as_str())).collect();
+    assert!(surplus.is_empty(), "the chart grants what the operator never used: {surplus:#?}");
+    let stale: Vec<&&str> =
+        allowed.iter().filter(|g| !unused.iter().any(|u| u == *g) && !SOMETIMES_USED.contains(*g)).collect();
+    assert!(stale.is_empty(), "UNUSED_BY_DESIGN names grants the run used (or the chart lacks): {stale:#?}");
+    drop(w);
+    Ok(())
+}
+
+async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
     create_secrets(client).await?;
     let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
@@ -179,13 +363,18 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
     assert!(names(&bindings, &cluster).await?.is_empty(), "bindings gone");
     assert!(names(&deployments, &cluster).await?.is_empty());
     assert!(pods.list(&ListParams::default()).await?.items.is_empty(), "no node pod held by a finalizer");
-    drop(w);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_certificates_get_a_condition_and_an_event_and_create_nothing() -> anyhow::Result<()> {
     let w = start().await?;
+    w.without_refusals(missing_then_fixed_certificates(&w)).await?;
+    drop(w);
+    Ok(())
+}
+
+async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
     let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
     configs.create(&PostParams::default(), &kvm_config()).await?;
@@ -226,6 +415,5 @@ async fn missing_certificates_get_a_condition_and_an_event_and_create_nothing() 
         Ok((names(&deployments, &format!("giantswarm.io/cluster={ID}")).await?.len() == 8).then_some(()))
     })
     .await?;
-    drop(w);
     Ok(())
 }

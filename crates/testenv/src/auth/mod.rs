@@ -10,7 +10,10 @@
 //! The request path calls [`Security::check`] once per request: authenticate, then authorize
 //! the request's attributes (derived from the path as kube-apiserver's `RequestInfoFactory`
 //! does, before the resource is even looked up), then record who was allowed by which rule in
-//! the [`AccessLog`].
+//! the [`AccessLog`]. Two writes are authorized further, as kube-apiserver does once it knows
+//! the object: a server-side apply that creates needs `create` as well as `patch`, and writing
+//! a (Cluster)RoleBinding needs `bind` on its role or every permission the role grants
+//! ([`Security::authorize_binding`], the escalation check).
 //!
 //! [`TestEnvBuilder::secure`]: crate::TestEnvBuilder::secure
 
@@ -325,6 +328,59 @@ impl Security {
         let decision = self.authorize(api, &user, &attrs);
         self.log.record(&user, &attrs, &decision);
         if decision.allowed { Ok(user) } else { Err(rbac::forbidden(&user, &attrs, &decision.reason)) }
+    }
+
+    /// kube-apiserver's check on writing a RoleBinding or ClusterRoleBinding (`binding` is
+    /// `clusterrolebindings` or `rolebindings`, in `namespace`, "" for cluster scope) that names
+    /// the role `role_kind`/`role_name`: `user` may when RBAC allows it to `bind` that role
+    /// (recorded in the access log, as the permission is then used), or when it already holds
+    /// every permission the role grants; otherwise the 403 says which it lacks. Privileged users
+    /// and servers without RBAC may always.
+    #[allow(clippy::too_many_arguments)]
+    pub fn authorize_binding(
+        &self,
+        api: &Api,
+        user: &UserInfo,
+        binding: &str,
+        binding_name: &str,
+        namespace: &str,
+        role_kind: &str,
+        role_name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(rbac) = &self.rbac else { return Ok(()) };
+        if user.is_privileged() {
+            return Ok(());
+        }
+        let bind = Attributes {
+            verb: "bind".into(),
+            resource_request: true,
+            group: rbac::GROUP.into(),
+            version: "v1".into(),
+            resource: if role_kind == "ClusterRole" { "clusterroles" } else { "roles" }.into(),
+            subresource: String::new(),
+            namespace: namespace.into(),
+            name: role_name.into(),
+            path: String::new(),
+        };
+        let decision = self.authorize(api, user, &bind);
+        if decision.allowed {
+            self.log.record(user, &bind, &decision);
+            return Ok(());
+        }
+        let missing = match rbac.role_rules(api, role_kind, namespace, role_name) {
+            Some(rules) => rbac.missing_permissions(api, user, namespace, &rules),
+            None => vec![format!("{} {role_name:?} not found", role_kind.to_lowercase())],
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let groups = user.groups.iter().map(|g| format!("{g:?}")).collect::<Vec<_>>().join(" ");
+        Err(ApiError::forbidden(format!(
+            "{binding}.{} {binding_name:?} is forbidden: user {:?} (groups=[{groups}]) is attempting to grant RBAC permissions not currently held:\n{}",
+            rbac::GROUP,
+            user.name,
+            missing.join("\n")
+        )))
     }
 
     /// Decide on `attrs` for `user` (also what access reviews answer).

@@ -20,7 +20,7 @@ use crate::api::{Api, Mutation, Part, WriteOptions};
 use crate::error::ApiError;
 use crate::selector::LabelSelector;
 
-const GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
 
 /// An authorization decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -250,6 +250,79 @@ impl Rbac {
         out.sort_by(|a, b| a.source.cmp(&b.source));
         out.dedup_by(|a, b| a.source == b.source);
         out
+    }
+
+    /// The rules of the role a binding in `namespace` names: a ClusterRole, or a Role of that
+    /// namespace. `None` when it does not exist.
+    pub fn role_rules(&self, api: &Api, kind: &str, namespace: &str, name: &str) -> Option<Arc<Vec<PolicyRule>>> {
+        let policy = self.policy(api);
+        match kind {
+            "ClusterRole" => policy.cluster_roles.get(name).cloned(),
+            _ => policy.roles.get(&(namespace.to_string(), name.to_string())).cloned(),
+        }
+    }
+
+    /// The permissions of `rules` that `user` does not hold in `namespace` ("" for cluster-wide
+    /// rules only), each as kube-apiserver prints it: its escalation check
+    /// (`ConfirmNoEscalation`). A wildcard is held only by a rule with the same wildcard.
+    pub fn missing_permissions(
+        &self,
+        api: &Api,
+        user: &UserInfo,
+        namespace: &str,
+        rules: &[PolicyRule],
+    ) -> Vec<String> {
+        let mut missing = Vec::new();
+        let list = |l: &Option<Vec<String>>| l.clone().unwrap_or_default();
+        for rule in rules {
+            for verb in &rule.verbs {
+                if let Some(urls) = rule.non_resource_urls.as_ref().filter(|u| !u.is_empty()) {
+                    for url in urls {
+                        let attrs = Attributes { verb: verb.clone(), path: url.clone(), ..Attributes::default() };
+                        if !self.authorize(api, user, &attrs).allowed {
+                            missing.push(format!("{{NonResourceURLs:[{url:?}], Verbs:[{verb:?}]}}"));
+                        }
+                    }
+                    continue;
+                }
+                let names = list(&rule.resource_names);
+                let names = if names.is_empty() { vec![String::new()] } else { names };
+                for group in list(&rule.api_groups) {
+                    for resource in list(&rule.resources) {
+                        let (resource, subresource) = match resource.split_once('/') {
+                            Some((r, sub)) => (r.to_string(), sub.to_string()),
+                            None => (resource.clone(), String::new()),
+                        };
+                        for name in &names {
+                            let attrs = Attributes {
+                                verb: verb.clone(),
+                                resource_request: true,
+                                group: group.clone(),
+                                version: String::new(),
+                                resource: resource.clone(),
+                                subresource: subresource.clone(),
+                                namespace: namespace.to_string(),
+                                name: name.clone(),
+                                path: String::new(),
+                            };
+                            if !self.authorize(api, user, &attrs).allowed {
+                                let combined = if subresource.is_empty() {
+                                    resource.clone()
+                                } else {
+                                    format!("{resource}/{subresource}")
+                                };
+                                let names =
+                                    if name.is_empty() { String::new() } else { format!(", ResourceNames:[{name:?}]") };
+                                missing.push(format!(
+                                    "{{APIGroups:[{group:?}], Resources:[{combined:?}]{names}, Verbs:[{verb:?}]}}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        missing
     }
 
     /// The rules granted to `user` that allowed none of its requests recorded in `log`.

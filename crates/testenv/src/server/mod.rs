@@ -245,6 +245,73 @@ impl ServerState {
         resp
     }
 
+    /// Server-side apply of an object that does not exist creates it, and kube-apiserver
+    /// authorizes that as `create` as well as the request's `patch` (its `createValidation`
+    /// runs the authorizer with verb `create`), so a role with `patch` alone cannot create by
+    /// apply. The decision is recorded in the access log like a request's.
+    fn authorize_apply_create(
+        &self,
+        def: &ResourceDef,
+        rp: &ResourcePath,
+        ns: &str,
+        name: &str,
+        user: Option<&crate::auth::UserInfo>,
+    ) -> Result<(), ApiError> {
+        let Some(user) = user else { return Ok(()) };
+        if !self.security.authenticating() || self.api.get(def, ns, name).is_ok() {
+            return Ok(());
+        }
+        let attrs = crate::auth::Attributes {
+            verb: "create".into(),
+            resource_request: true,
+            group: rp.group.clone(),
+            version: rp.version.clone(),
+            resource: rp.resource.clone(),
+            subresource: String::new(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            path: String::new(),
+        };
+        let decision = self.security.authorize(&self.api, user, &attrs);
+        self.security.access_log().record(user, &attrs, &decision);
+        if decision.allowed { Ok(()) } else { Err(crate::auth::rbac::forbidden(user, &attrs, &decision.reason)) }
+    }
+
+    /// Writing a RoleBinding or ClusterRoleBinding: kube-apiserver's escalation check on the
+    /// role it names (from `body`, else the stored binding's). Anything else passes.
+    fn authorize_binding(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        body: Option<&Value>,
+        user: Option<&crate::auth::UserInfo>,
+    ) -> Result<(), ApiError> {
+        let Some(user) = user else { return Ok(()) };
+        if def.group != "rbac.authorization.k8s.io"
+            || !matches!(def.plural.as_str(), "rolebindings" | "clusterrolebindings")
+        {
+            return Ok(());
+        }
+        let stored;
+        let role_ref = match body.and_then(|b| b.get("roleRef")) {
+            Some(r) => r,
+            None => match self.api.get(def, ns, name) {
+                Ok(current) => {
+                    stored = current;
+                    match stored.get("roleRef") {
+                        Some(r) => r,
+                        None => return Ok(()),
+                    }
+                }
+                Err(_) => return Ok(()),
+            },
+        };
+        let kind = role_ref.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let role = role_ref.get("name").and_then(Value::as_str).unwrap_or_default();
+        self.security.authorize_binding(&self.api, user, &def.plural, name, ns, kind, role)
+    }
+
     fn non_resource(&self, route: Route, req: &Request<Incoming>) -> Response<Body> {
         let accept = header_str(req, header::ACCEPT);
         let result = match route {
@@ -406,6 +473,8 @@ impl ServerState {
                     _ => {
                         check_duplicates(&def, &body, &opts, &mut warnings)?;
                         let value = decode_body(&body, &content_type)?;
+                        let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                        self.authorize_binding(&def, &ns, name, Some(&value), req_user.as_deref())?;
                         let out = self.api.create(&def, &ns, value, &opts)?;
                         Ok(write_response(201, out, warnings))
                     }
@@ -419,6 +488,9 @@ impl ServerState {
                     return self.update_scale(&def, &ns, &name, |_| Ok(value.clone()), &opts, warnings);
                 }
                 let part = part_of(rp.subresource.as_deref());
+                if rp.subresource.is_none() {
+                    self.authorize_binding(&def, &ns, &name, Some(&value), req_user.as_deref())?;
+                }
                 let out = self.api.update(&def, &ns, &name, part, value, &opts)?;
                 Ok(write_response(if out.created { 201 } else { 200 }, out, warnings))
             }
@@ -450,6 +522,15 @@ impl ServerState {
                     );
                 }
                 let part = part_of(rp.subresource.as_deref());
+                if kind == PatchKind::Apply && rp.subresource.is_none() {
+                    self.authorize_apply_create(&def, &rp, &ns, &name, req_user.as_deref())?;
+                }
+                if rp.subresource.is_none() {
+                    // An applied binding names its role; other patches keep the stored one
+                    // (roleRef is immutable).
+                    let named = (kind == PatchKind::Apply).then_some(&patch);
+                    self.authorize_binding(&def, &ns, &name, named, req_user.as_deref())?;
+                }
                 let out = self.api.patch(&def, &ns, &name, part, kind, &patch, &opts)?;
                 Ok(write_response(if out.created { 201 } else { 200 }, out, warnings))
             }

@@ -19,7 +19,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, PostParams};
 use motoenv::MotoServer;
-use operatorkit::RunSettings;
+use node_lifecycle::drain::{Drainer, DrainerSettings};
+use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::{Leadership, RunSettings};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +41,10 @@ pub struct Fixture {
     running: Option<(CancellationToken, tokio::task::JoinHandle<()>, tokio::runtime::Runtime)>,
     pub shared: Option<Arc<Shared>>,
     pub registry: Option<Registry>,
+    /// Set by [`Fixture::as_chart_service_account`]: the operator runs as the chart's
+    /// ServiceAccount (its token) with the chart's leader election, instead of as the
+    /// administrator.
+    pub service_account: Option<packaging::rbac::ChartIdentity>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -65,7 +71,19 @@ pub fn factory_settings(moto: &MotoServer, cp_account: &str) -> AwsSettings {
 }
 
 impl Fixture {
+    /// testenv as an open API server (no authentication, no RBAC) and moto.
     pub async fn start() -> anyhow::Result<Fixture> {
+        Self::start_on(TestEnv::start().await?).await
+    }
+
+    /// testenv as a production API server (TLS, bearer tokens, RBAC, Pod Security) and moto.
+    /// The fixture's client is the administrator; the operator runs as the administrator too
+    /// until [`Fixture::as_chart_service_account`].
+    pub async fn start_secure() -> anyhow::Result<Fixture> {
+        Self::start_on(TestEnv::builder().secure().start().await?).await
+    }
+
+    async fn start_on(env: TestEnv) -> anyhow::Result<Fixture> {
         // The operator's log goes to the test's output, which the runner shows when it fails.
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "aws_operator=info".to_string());
         let _ = tracing_subscriber::fmt()
@@ -74,7 +92,6 @@ impl Fixture {
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .try_init();
         let moto = tokio::task::spawn_blocking(MotoServer::start).await??;
-        let env = TestEnv::start().await?;
         let client = env.client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in apis::all_crds() {
@@ -93,6 +110,7 @@ impl Fixture {
             running: None,
             shared: None,
             registry: None,
+            service_account: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -127,45 +145,94 @@ impl Fixture {
             .expect("static AMI JSON")
     }
 
+    /// Create the ServiceAccount, ClusterRoles, Roles and their bindings of `rendered` (a render
+    /// of the chart) as the administrator, and run the operator from now on as that
+    /// ServiceAccount, with leader election on the Lease the chart's Role names and the drain
+    /// executor beside the controllers, as `aws-operator daemon` runs in the chart's pod.
+    pub async fn as_chart_service_account(&mut self, rendered: &[serde_json::Value]) -> anyhow::Result<()> {
+        self.service_account =
+            Some(packaging::rbac::apply_chart_identity(&self.client, self.env.handle(), rendered).await?);
+        Ok(())
+    }
+
     /// Start the operator (again), on its own runtime, as its own "process": every task it
     /// spawns lives on that runtime and dies with it.
     pub async fn start_operator(&mut self) -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let settings = factory_settings(&self.moto, &self.cp_account);
         let installation = self.installation.clone();
-        let kubeconfig = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(self.env.kubeconfig_path())?,
-            &Default::default(),
-        )
-        .await?;
+        let client = match &self.service_account {
+            Some(sa) => self.env.handle().client_with_token(Some(&sa.token))?,
+            None => Client::try_from(
+                kube::Config::from_custom_kubeconfig(
+                    kube::config::Kubeconfig::read_from(self.env.kubeconfig_path())?,
+                    &Default::default(),
+                )
+                .await?,
+            )?,
+        };
+        let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let token = CancellationToken::new();
         let t = token.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let handle = runtime.spawn(async move {
-            let client = match Client::try_from(kubeconfig) {
-                Ok(c) => c,
-                Err(e) => return eprintln!("operator client: {e}"),
+            let mut registry = Registry::default();
+            let metrics = operatorkit::Metrics::new(&mut registry);
+            let readiness = operatorkit::Readiness::new();
+            // As the chart's pod: leader election on the chart's Lease, and the drain executor.
+            let (leadership, election, drainer) = match lease_namespace {
+                Some(namespace) => {
+                    let config = LeaderElectionConfig {
+                        release_on_cancel: true,
+                        ..LeaderElectionConfig::new(namespace, daemon::lease_name(VERSION))
+                    };
+                    let elector = match LeaderElector::new(client.clone(), config) {
+                        Ok(e) => e,
+                        Err(e) => return eprintln!("operator leader election: {e}"),
+                    };
+                    let leadership = elector.leadership();
+                    let settings = DrainerSettings::new(
+                        "aws-operator",
+                        semver::Version::parse(VERSION).expect("the crate version is semver"),
+                    );
+                    let drainer = match Drainer::builder(leadership.gate(client.clone()), settings, &mut registry)
+                        .metrics(&metrics)
+                        .readiness(&readiness)
+                        .leadership(leadership.clone())
+                        .build()
+                    {
+                        Ok(d) => d,
+                        Err(e) => return eprintln!("operator drain executor: {e}"),
+                    };
+                    (leadership, Some(tokio::spawn(elector.run(t.clone()))), Some(drainer))
+                }
+                None => (Leadership::always(), None, None),
             };
             let aws = match AwsFactory::new(settings).await {
-                Ok(a) => a,
+                Ok(a) => a.gated_by(leadership.clone()),
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
             let config = operator_config(installation);
-            let mut registry = Registry::default();
-            let metrics = operatorkit::Metrics::new(&mut registry);
-            let shared = Shared::new(client, aws, config, Fixture::amis(), &mut registry);
+            let shared = Shared::new(leadership.gate(client), aws, config, Fixture::amis(), &mut registry);
             let _ = tx.send(shared.clone());
-            let readiness = operatorkit::Readiness::new();
-            if let Err(e) = daemon::run(
+            let controllers = daemon::run(
                 shared,
                 &metrics,
                 &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300), ..RunSettings::default() },
-                t,
-            )
-            .await
-            {
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership },
+                t.clone(),
+            );
+            let drain = async {
+                if let Some(drainer) = drainer {
+                    drainer.run(t.clone()).await;
+                }
+            };
+            let (result, ()) = tokio::join!(controllers, drain);
+            if let Err(e) = result {
                 eprintln!("operator stopped: {e:#}");
+            }
+            if let Some(election) = election {
+                let _ = election.await;
             }
         });
         self.shared = rx.await.ok();

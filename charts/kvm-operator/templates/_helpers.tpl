@@ -1,0 +1,141 @@
+{{/*
+What the shared templates (charts/operator-lib) ask of this chart: the daemon's arguments,
+environment, volumes, pod annotations, RBAC rules and alerts.
+*/}}
+
+{{- define "operator.args" -}}
+- daemon
+- --listen=0.0.0.0:{{ .Values.metrics.port }}
+- --dns-servers={{ required "operator.dnsServers is required: the DNS servers of the VMs (at least one)" (first .Values.operator.dnsServers) }}{{ range rest .Values.operator.dnsServers }},{{ . }}{{ end }}
+{{- with .Values.operator.ntpServers }}
+- --ntp-servers={{ join "," . }}
+{{- end }}
+- --cluster-role-general={{ .Values.operator.clusterRoles.general }}
+- --cluster-role-psp={{ .Values.operator.clusterRoles.psp }}
+{{- with .Values.operator.httpProxy }}
+- {{ printf "--http-proxy=%s" . | quote }}
+{{- end }}
+{{- with .Values.operator.httpsProxy }}
+- {{ printf "--https-proxy=%s" . | quote }}
+{{- end }}
+{{- with .Values.operator.noProxy }}
+- --no-proxy={{ join "," . }}
+{{- end }}
+{{- with .Values.operator.registryMirrors }}
+- --registry-mirrors={{ join "," . }}
+{{- end }}
+{{- with .Values.operator.ssoPublicKey }}
+- {{ printf "--sso-public-key=%s" . | quote }}
+{{- end }}
+{{- with .Values.operator.certificatesNamespace }}
+- --certificates-namespace={{ . }}
+{{- end }}
+- --concurrency={{ .Values.operator.concurrency }}
+- --resync-seconds={{ .Values.operator.resyncSeconds }}
+- --poll-seconds={{ .Values.operator.pollSeconds }}
+- --drain-timeout-seconds={{ .Values.operator.drainTimeoutSeconds }}
+{{- if .Values.leaderElection.enabled }}
+{{- range .Values.leaderElection.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "operator.env" -}}
+# Leader election among the replicas (the Lease "kvm-operator-<version>" in POD_NAMESPACE).
+- name: KVM_OPERATOR_LEADER_ELECTION
+  value: {{ .Values.leaderElection.enabled | quote }}
+{{- end -}}
+
+{{- define "operator.volumes" -}}
+{{- end -}}
+
+{{- define "operator.volumeMounts" -}}
+{{- end -}}
+
+{{- define "operator.podAnnotations" -}}
+{{- end -}}
+
+{{- define "operator.serviceAccountAnnotations" -}}
+{{- end -}}
+
+{{/*
+What kvm-operator calls, and nothing more (operators/kvm-operator/src, node-lifecycle's drain
+executor, operatorkit; the image test runs the daemon with these rules and fails on a refusal):
+- KVMConfigs: watched by the cluster controller, its finalizer by JSON patch, status by merge
+  patch; Releases read by the router (watched) and by the cluster controller (get);
+- per cluster, every object by server-side apply (get to compare the applied digest, then an
+  apply that may create: create and patch): the namespace, the node pods' ServiceAccount, the
+  two ClusterRoleBindings, the node Secrets, the etcd PVCs, the node Deployments, the Services
+  and Ingresses; node Deployments and PVCs are listed by label; at deletion the Deployments,
+  PVCs, Services, Ingresses, the namespace and the bindings are deleted;
+- `bind` on the two ClusterRoles the bindings name (operator.clusterRoles), by name: the API
+  server lets a binding be created only by who holds the role's permissions or may bind it;
+- Secrets: the certificate Secrets of a cluster, listed by label; the drain executor reads a
+  workload cluster's kubeconfig Secret (get, list) and watches Secrets' metadata;
+- node pods: watched by the drainer controller (its finalizer by JSON patch), listed per
+  cluster; their Endpoints created, replaced or deleted;
+- DrainerConfigs of this version: the drain executor's finalizer and status;
+- Events about the objects, in their namespaces.
+*/}}
+{{- define "operator.clusterRules" -}}
+- apiGroups: ["provider.giantswarm.io"]
+  resources: ["kvmconfigs"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["provider.giantswarm.io"]
+  resources: ["kvmconfigs/status"]
+  verbs: ["patch"]
+- apiGroups: ["release.giantswarm.io"]
+  resources: ["releases"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterrolebindings"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames:
+    - {{ .Values.operator.clusterRoles.general | quote }}
+    - {{ .Values.operator.clusterRoles.psp | quote }}
+  verbs: ["bind"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["endpoints"]
+  verbs: ["get", "create", "update", "delete"]
+# The drain executor: DrainerConfigs of this version, their status and finalizer.
+- apiGroups: ["core.giantswarm.io"]
+  resources: ["drainerconfigs"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["core.giantswarm.io"]
+  resources: ["drainerconfigs/status"]
+  verbs: ["patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{- define "operator.alertRules" -}}
+{{ include "operator-lib.commonAlertRules" . }}
+{{- end -}}
