@@ -19,6 +19,8 @@
 //! | [`endpoints`] | the Endpoints as a function of all observed node pods |
 //! | [`rolling`] | which single Deployment to replace next |
 //! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
+//! | [`drain`] | what the pod finalizer does next for a node pod being deleted; its DrainerConfig |
+//! | [`nodes`] | the workload-cluster side: the node-ready pod condition, orphaned nodes, node health |
 //! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
 //! ```
@@ -89,11 +91,13 @@
 pub mod access;
 pub mod cluster;
 pub mod deployment;
+pub mod drain;
 pub mod endpoints;
 pub mod ignition;
 pub mod ingress;
 pub mod names;
 pub mod node_index;
+pub mod nodes;
 pub mod rolling;
 pub mod services;
 pub mod unhealthy;
