@@ -393,7 +393,7 @@ async fn a_node_pod_is_held_until_its_node_is_drained_on_delete_and_on_eviction(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_draining_when_the_node_is_gone_or_the_cluster_is_deleted() -> anyhow::Result<()> {
+async fn no_draining_when_the_node_is_gone_the_cluster_unreachable_or_deleted() -> anyhow::Result<()> {
     let w = start(serde_json::json!({}), default_limits()).await?;
     // A pod whose VM never registered a node: nothing to drain.
     let lonely = "worker-w4d-5d8f9-ddddd";
@@ -402,6 +402,23 @@ async fn no_draining_when_the_node_is_gone_or_the_cluster_is_deleted() -> anyhow
     eventually("the pod without a node gone", || async { Ok(w.pods().get_opt(lonely).await?.is_none().then_some(())) })
         .await?;
     assert_eq!(w.events(ID, "NodeNotFound").await?.len(), 1);
+
+    // A workload cluster that cannot be reached: the pod goes, with a Warning saying so.
+    let cut_off = "worker-w6f-5d8f9-fffff";
+    w.node_pod(cut_off, "worker", "10.77.0.43").await?;
+    w.wc.add_machine(&Machine::new(cut_off).ip("10.77.0.43")).await?;
+    w.wc.set_reachable(false);
+    w.pods().delete(cut_off, &DeleteParams::default()).await?;
+    eventually("the pod of an unreachable cluster gone", || async {
+        Ok(w.pods().get_opt(cut_off).await?.is_none().then_some(()))
+    })
+    .await?;
+    w.wc.set_reachable(true);
+    let warning = w.events(ID, "WorkloadClusterUnreachable").await?;
+    assert_eq!(warning.len(), 1);
+    assert_eq!(warning[0].type_.as_deref(), Some("Warning"));
+    assert!(warning[0].note.as_deref().unwrap_or_default().contains("goes without draining"));
+    assert_eq!(w.nodes.metrics.pod_drains("unreachable"), 1);
 
     // The cluster is deleted (its KVMConfig held by the cluster controller's finalizer): the
     // pod goes at once, its node untouched.

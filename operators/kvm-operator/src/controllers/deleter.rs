@@ -56,24 +56,8 @@ impl Resource<KVMConfig, Arc<Nodes>> for OrphanNodes {
 
     async fn ensure_created(&self, nodes: &mut Arc<Nodes>, config: &KVMConfig) -> resource::Result<Outcome> {
         let cluster = nodes.cluster_ref(config);
-        let wc = match nodes.clients.client_for(&cluster).await {
-            Ok(wc) => wc,
-            Err(e) if e.is_not_ready() => {
-                tracing::debug!(cluster = %cluster.id, error = %e, "deleter: workload cluster not reachable yet");
-                return Ok(Outcome::proceed());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let wc_nodes = match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(e) => {
-                let e = wc.error(e);
-                if e.is_not_ready() {
-                    tracing::debug!(cluster = %cluster.id, error = %e, "deleter: workload cluster not reachable");
-                    return Ok(Outcome::proceed());
-                }
-                return Err(e.into());
-            }
+        let Some((wc, wc_nodes)) = nodes.workload_nodes(&cluster).await? else {
+            return Ok(Outcome::proceed());
         };
         let pods = Api::<Pod>::namespaced(nodes.shared.client.clone(), &names::namespace(&cluster.id))
             .list(&ListParams::default().labels(&drainer::pod_selector()))

@@ -44,6 +44,7 @@ use kvm_objects::drain::{
 };
 use kvm_objects::endpoints::{EndpointsAction, NodePod, desired_endpoints, endpoints_action};
 use kvm_objects::names;
+use node_lifecycle::{ClusterRef, WorkloadClusterError};
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
 
@@ -327,54 +328,20 @@ impl Resource<Pod, Arc<Nodes>> for DrainNode {
                         ),
                     )
                 };
-                let wc = match nodes.clients.client_for(&cluster_ref).await {
-                    Ok(wc) => wc,
-                    Err(e) => {
-                        let reason = e.reason();
-                        return Self::release(
-                            nodes,
-                            events,
-                            pod,
-                            None,
-                            "unreachable",
-                            reason,
-                            Some(unreachable(e.to_string())),
-                        )
-                        .await;
-                    }
+                let missing = match node_exists(nodes, &cluster_ref, &name).await {
+                    Ok(true) => None,
+                    Ok(false) => Some((
+                        "node_missing",
+                        "NodeNotFound",
+                        (false, format!("workload cluster {id} has no node {name}: nothing to drain")),
+                    )),
+                    // Reading the management cluster failed: retry.
+                    Err(e @ WorkloadClusterError::Management { .. }) => return Err(e.into()),
+                    // Unreachable, or refusing the credentials: nothing can be drained.
+                    Err(e) => Some(("unreachable", e.reason(), unreachable(e.to_string()))),
                 };
-                match Api::<Node>::all(wc.client()).get_opt(&name).await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        let note = format!("workload cluster {id} has no node {name}: nothing to drain");
-                        return Self::release(
-                            nodes,
-                            events,
-                            pod,
-                            None,
-                            "node_missing",
-                            "NodeNotFound",
-                            Some((false, note)),
-                        )
-                        .await;
-                    }
-                    Err(e) => {
-                        let e = wc.error(e);
-                        if !e.is_not_ready() {
-                            return Err(e.into());
-                        }
-                        let reason = e.reason();
-                        return Self::release(
-                            nodes,
-                            events,
-                            pod,
-                            None,
-                            "unreachable",
-                            reason,
-                            Some(unreachable(e.to_string())),
-                        )
-                        .await;
-                    }
+                if let Some((result, reason, note)) = missing {
+                    return Self::release(nodes, events, pod, None, result, reason, Some(note)).await;
                 }
                 let request = drainer_config(&DrainRequest {
                     node: &name,
@@ -401,6 +368,15 @@ impl Resource<Pod, Arc<Nodes>> for DrainNode {
                 Ok(Outcome::proceed().keep_finalizer().requeue_after(nodes.shared.poll))
             }
         }
+    }
+}
+
+/// Whether the workload cluster has node `name`; an error when it cannot be asked.
+async fn node_exists(nodes: &Nodes, cluster: &ClusterRef, name: &str) -> Result<bool, WorkloadClusterError> {
+    let wc = nodes.clients.client_for(cluster).await?;
+    match Api::<Node>::all(wc.client()).get_opt(name).await {
+        Ok(node) => Ok(node.is_some()),
+        Err(e) => Err(wc.error(e)),
     }
 }
 

@@ -16,11 +16,11 @@
 use std::sync::Arc;
 
 use apis::kvm::KVMConfig;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::ListParams;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, ResourceExt};
-use node_lifecycle::{ClusterRef, WorkloadClients};
+use node_lifecycle::{ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -86,6 +86,36 @@ impl Nodes {
         let namespace =
             self.shared.certificates_namespace.clone().unwrap_or_else(|| config.namespace().unwrap_or_default());
         ClusterRef::new(namespace, config.spec.cluster.id.clone(), config.spec.cluster.kubernetes.api.domain.clone())
+    }
+}
+
+impl Nodes {
+    /// The workload cluster's client and its Nodes, or `None` when the cluster cannot be
+    /// reached yet (no credentials, nothing answering: the normal state of a cluster being
+    /// created, and no reason to fail a run). A cluster that refuses the credentials is an error.
+    pub async fn workload_nodes(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
+        let wc = match self.clients.client_for(cluster).await {
+            Ok(wc) => wc,
+            Err(e) if e.is_not_ready() => {
+                tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable yet");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
+            Ok(list) => Ok(Some((wc, list.items))),
+            Err(e) => {
+                let e = wc.error(e);
+                if e.is_not_ready() {
+                    tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable");
+                    return Ok(None);
+                }
+                Err(e)
+            }
+        }
     }
 }
 

@@ -75,20 +75,8 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
             return Ok(Outcome::proceed());
         }
         let cluster = nodes.cluster_ref(config);
-        let wc = match nodes.clients.client_for(&cluster).await {
-            Ok(wc) => wc,
-            Err(e) if e.is_not_ready() => return Ok(Outcome::proceed()),
-            Err(e) => return Err(e.into()),
-        };
-        let wc_nodes = match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(e) => {
-                let e = wc.error(e);
-                if e.is_not_ready() {
-                    return Ok(Outcome::proceed());
-                }
-                return Err(e.into());
-            }
+        let Some((_, wc_nodes)) = nodes.workload_nodes(&cluster).await? else {
+            return Ok(Outcome::proceed());
         };
         let namespace = names::namespace(&cluster.id);
         let pods_api = Api::<Pod>::namespaced(nodes.shared.client.clone(), &namespace);
