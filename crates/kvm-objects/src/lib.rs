@@ -71,6 +71,12 @@
 //! - **Node configs with private keys in ConfigMaps**: they are Secrets here, same name and key.
 //! - **§14.8 a NotReady node without a pod failed the terminator**: [`unhealthy::plan`] reports
 //!   it and goes on.
+//! - **§14.7 the node watcher rebuilt on quiet clusters; conditions rewritten**: the condition
+//!   is written only when its status or reason changes ([`nodes::condition_patch`]); the
+//!   operator restarts a watcher only when what it watches changes.
+//! - **§14.10 pod finalizers stuck when the KVMConfig was gone; drains that never ended**:
+//!   [`drain::step`] releases a pod whose cluster is gone or being deleted, and a drain that
+//!   gets no answer within its timeout (the pod's grace period) plus a minute.
 //! - **§14.9 a worker whose VM never registers blocked all rolling**: [`rolling::next_update`]
 //!   replaces a single unavailable node that needs the update anyway.
 //! - **§14.11 a master's IP served traffic before the master was Ready**: it is in the Endpoints
