@@ -73,9 +73,12 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   server lets a binding be created only by who holds the role's permissions or may bind it;
 - Secrets: the certificate Secrets of a cluster, listed by label; the drain executor reads a
   workload cluster's kubeconfig Secret (get, list) and watches Secrets' metadata;
-- node pods: watched by the drainer controller (its finalizer by JSON patch), listed per
-  cluster; their Endpoints created, replaced or deleted;
-- DrainerConfigs of this version: the drain executor's finalizer and status;
+- node pods: watched by the drainer controller (its finalizer by JSON patch, the drained mark
+  by merge patch), listed per cluster, read and their node-ready condition written (status) by
+  the node watcher, deleted by the unhealthy-node terminator and, once drained, by the drainer;
+  their Endpoints created, replaced or deleted;
+- DrainerConfigs: the drainer creates, reads and deletes one per node pod it drains; the drain
+  executor keeps its finalizer and status;
 - Events about the objects, in their namespaces.
 */}}
 {{- define "operator.clusterRules" -}}
@@ -120,14 +123,17 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
 - apiGroups: [""]
   resources: ["endpoints"]
   verbs: ["get", "create", "update", "delete"]
-# The drain executor: DrainerConfigs of this version, their status and finalizer.
+# The drainer's requests and the drain executor: DrainerConfigs, their status and finalizer.
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs/status"]
   verbs: ["patch"]

@@ -25,8 +25,9 @@ use kube::{Api, ResourceExt};
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
 use kvm_objects::names::{self, keys};
-use kvm_operator::config::OperatorConfig;
+use kvm_operator::config::{NodeSettings, OperatorConfig};
 use kvm_operator::context::Shared;
+use kvm_operator::controllers::{NodeMetrics, Nodes};
 use kvm_operator::daemon;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::{Leadership, Metrics, Readiness, RunSettings};
@@ -163,14 +164,20 @@ fn start_operator(
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    let shared = Arc::new(Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30)));
+    // One cache of workload-cluster clients, the drain executor's, as in the daemon.
+    let shared = Arc::new(
+        Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30))
+            .with_workload_clients(drainer.clients().clone()),
+    );
+    let node_settings = NodeSettings { watcher_resync: Duration::from_secs(30), ..NodeSettings::default() };
+    let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
     println!(
-        "kvm-operator {operator_version}: the cluster controller, the drainer and the drain executor; DNS servers 10.61.0.53"
+        "kvm-operator {operator_version}: the cluster controller, the drainer, the deleter, the terminator and the drain executor; DNS servers 10.61.0.53"
     );
     let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(30), leadership: Leadership::always() };
     Ok(tokio::spawn(async move {
         let drains = tokio::spawn(drainer.run(stop.clone()));
-        let result = daemon::run(shared, &metrics, &readiness, settings, stop).await;
+        let result = daemon::run_with_nodes(nodes, &metrics, &readiness, settings, stop).await;
         let _ = drains.await;
         result
     }))

@@ -20,6 +20,8 @@
 //! | [`rolling`] | which single Deployment to replace next, which removed node's Deployment to delete next |
 //! | [`lifecycle`] | `status.cluster`: Creating, Created, Updating, Updated, nodes and versions |
 //! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
+//! | [`drain`] | what the pod finalizer does next for a node pod being deleted; its DrainerConfig |
+//! | [`nodes`] | the workload-cluster side: the node-ready pod condition, orphaned nodes, node health |
 //! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
 //! ```
@@ -76,6 +78,12 @@
 //! - **Node configs with private keys in ConfigMaps**: they are Secrets here, same name and key.
 //! - **§14.8 a NotReady node without a pod failed the terminator**: [`unhealthy::plan`] reports
 //!   it and goes on.
+//! - **§14.7 the node watcher rebuilt on quiet clusters; conditions rewritten**: the condition
+//!   is written only when its status or reason changes ([`nodes::condition_patch`]); the
+//!   operator restarts a watcher only when what it watches changes.
+//! - **§14.10 pod finalizers stuck when the KVMConfig was gone; drains that never ended**:
+//!   [`drain::step`] releases a pod whose cluster is gone or being deleted, and a drain that
+//!   gets no answer within its timeout (the pod's grace period) plus a minute.
 //! - **§14.9 a worker whose VM never registers blocked all rolling**: [`rolling::next_update`]
 //!   replaces a single unavailable node that needs the update anyway.
 //! - **§14.11 a master's IP served traffic before the master was Ready**: it is in the Endpoints
@@ -96,12 +104,14 @@
 pub mod access;
 pub mod cluster;
 pub mod deployment;
+pub mod drain;
 pub mod endpoints;
 pub mod ignition;
 pub mod ingress;
 pub mod lifecycle;
 pub mod names;
 pub mod node_index;
+pub mod nodes;
 pub mod rolling;
 pub mod services;
 pub mod unhealthy;

@@ -40,9 +40,84 @@ pub struct DaemonArgs {
     /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
     #[arg(long, default_value_t = 3600)]
     pub drain_timeout_seconds: u64,
+    /// The flags of the workload-cluster node controllers.
+    #[command(flatten)]
+    pub nodes: NodeArgs,
     /// The flags that shape the clusters' objects.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+/// The flags of the controllers that act on workload-cluster nodes: the deleter, the node
+/// watcher and the unhealthy-node terminator.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Replace the node pods of workload-cluster nodes that stay NotReady, in every cluster.
+    /// Without it, only in clusters whose KVMConfig carries the annotation
+    /// `node.giantswarm.io/terminate-unhealthy`.
+    #[arg(long, env = "KVM_OPERATOR_TERMINATE_UNHEALTHY_NODES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub terminate_unhealthy_nodes: bool,
+    /// How long a workload-cluster node must be NotReady before its node pod is replaced, in
+    /// seconds.
+    #[arg(long, default_value_t = 900)]
+    pub unhealthy_node_threshold_seconds: u64,
+    /// How long after replacing an unhealthy node no other node of the cluster is replaced, in
+    /// seconds.
+    #[arg(long, default_value_t = 600)]
+    pub unhealthy_node_cooldown_seconds: u64,
+    /// How often the deleter looks for workload-cluster nodes left over from gone node pods, in
+    /// seconds.
+    #[arg(long, default_value_t = 120)]
+    pub deleter_resync_seconds: u64,
+}
+
+impl Default for NodeArgs {
+    fn default() -> Self {
+        Self {
+            terminate_unhealthy_nodes: false,
+            unhealthy_node_threshold_seconds: 900,
+            unhealthy_node_cooldown_seconds: 600,
+            deleter_resync_seconds: 120,
+        }
+    }
+}
+
+/// The settings of the workload-cluster node controllers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// Replace unhealthy nodes in every cluster, not only the annotated ones.
+    pub terminate_unhealthy: bool,
+    /// The unhealthy-node thresholds.
+    pub limits: kvm_objects::unhealthy::Limits,
+    /// The deleter's resync period.
+    pub deleter_resync: std::time::Duration,
+    /// How often a node watcher compares every node pod with its node even without events.
+    pub watcher_resync: std::time::Duration,
+    /// How soon a node watcher whose workload cluster cannot be reached tries again.
+    pub watcher_retry: std::time::Duration,
+}
+
+impl NodeSettings {
+    /// The settings of `args`.
+    pub fn new(args: &NodeArgs) -> Self {
+        use std::time::Duration;
+        Self {
+            terminate_unhealthy: args.terminate_unhealthy_nodes,
+            limits: kvm_objects::unhealthy::Limits {
+                threshold: Duration::from_secs(args.unhealthy_node_threshold_seconds),
+                cooldown: Duration::from_secs(args.unhealthy_node_cooldown_seconds),
+            },
+            deleter_resync: Duration::from_secs(args.deleter_resync_seconds.max(1)),
+            watcher_resync: Duration::from_secs(300),
+            watcher_retry: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        Self::new(&NodeArgs::default())
+    }
 }
 
 /// The flags that shape a cluster's objects: the VMs' DNS and NTP servers, the ClusterRoles the

@@ -45,6 +45,13 @@ impl Shared {
             applied: std::sync::Arc::new(AppliedCache::new(recheck)),
         }
     }
+
+    /// Use `clients` to reach workload clusters (the drain executor's cache, so that the whole
+    /// process holds one client per cluster).
+    pub fn with_workload_clients(mut self, clients: WorkloadClients) -> Self {
+        self.workload_clients = clients;
+        self
+    }
 }
 
 impl std::fmt::Debug for Shared {

@@ -9,8 +9,12 @@
 //! Release does not exist or has no `kvm-operator` component get a `ReleaseResolved=False`
 //! condition.
 //!
-//! The drainer controller watches the node pods, routed by their operator-version label. Not
-//! built yet: the drainer's pod-finalizer drain, the deleter and the unhealthy-node terminator.
+//! The drainer controller watches the node pods, routed by their operator-version label: it
+//! holds a node pod being deleted until the drain executor has drained its workload-cluster
+//! node, and writes the Endpoints. The deleter and the unhealthy-node terminator watch
+//! KVMConfigs like the cluster controller; the deleter also keeps one node watcher per cluster
+//! running. All of them reach workload clusters through the drain executor's client cache
+//! ([`node_lifecycle::WorkloadClients`]), and their metrics are in the operator's registry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,14 +31,20 @@ use operatorkit::{Controller, Metrics, Readiness, RunSettings};
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DaemonArgs, OperatorConfig};
+use apis::drainer::DrainerConfig;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
+use crate::config::{DaemonArgs, NodeSettings, OperatorConfig};
 use crate::context::Shared;
-use crate::controllers::{cluster, drainer};
+use crate::controllers::{NodeMetrics, Nodes, cluster, deleter, drainer, unhealthy};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "kvm-operator";
 
-/// Build and run the controllers until `shutdown`.
+/// Build and run the controllers until `shutdown`, with the default node-controller settings
+/// and `shared`'s workload-cluster clients, kept current here by following the management
+/// cluster's Secrets. The node controllers' metrics are not exported.
 pub async fn run(
     shared: Arc<Shared>,
     metrics: &Metrics,
@@ -42,37 +52,79 @@ pub async fn run(
     settings: RunSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    tokio::spawn(shared.workload_clients.clone().run(shutdown.clone()));
+    let node_metrics = NodeMetrics::new(&mut Registry::default());
+    let nodes = Arc::new(Nodes::new(shared, NodeSettings::default(), node_metrics));
+    run_with_nodes(nodes, metrics, readiness, settings, shutdown).await
+}
+
+/// Build and run the controllers until `shutdown`: the cluster controller, the drainer (pod
+/// finalizer drain and Endpoints), the deleter (with the per-cluster node watchers) and the
+/// unhealthy-node terminator, all on `nodes`' shared context.
+pub async fn run_with_nodes(
+    nodes: Arc<Nodes>,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    settings: RunSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let shared = nodes.shared.clone();
     let client = shared.client.clone();
+    let set_name = format!("v{}", shared.config.version);
     let requirement = VersionReq::parse(&format!("={}", shared.config.version))?;
-    let set = cluster::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
+    let set = cluster::resource_set(shared.clone(), set_name.clone(), requirement.clone());
     let controller = Controller::<KVMConfig>::builder(client.clone(), cluster::CONTROLLER)
         .operator(COMPONENT)
         .resource_set(set)
         .metrics(metrics)
         .readiness(readiness)
-        .status_hook(StatusReport::new(client))
+        .status_hook(StatusReport::new(client.clone()))
         .concurrency(settings.concurrency)
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
         .build()?;
     // Node pods carry the operator version as a label, not a Release: legacy routing.
     let version = semver::Version::parse(&shared.config.version)?;
-    let pods = drainer::resource_set(shared.clone(), format!("v{}", shared.config.version), requirement.clone());
-    let drainer = Controller::<k8s_openapi::api::core::v1::Pod>::builder(shared.client.clone(), drainer::CONTROLLER)
+    let pods = drainer::resource_set(nodes.clone(), set_name.clone(), requirement.clone());
+    let drainer = Controller::<Pod>::builder(client.clone(), drainer::CONTROLLER)
         .operator(COMPONENT)
         .routing(operatorkit::Routing::Legacy { version })
         .label_selector(drainer::pod_selector())
         .resource_set(pods)
+        // Readiness and the node-ready condition are pod status: follow every change.
+        .watches(Api::<Pod>::all(client.clone()), drainer::requeue_node_pod)
+        .watches(Api::<DrainerConfig>::all(client.clone()), drainer::requeue_drained_pod)
         .metrics(metrics)
         .readiness(readiness)
         .concurrency(settings.concurrency)
         .resync(settings.resync)
         .leadership(settings.leadership.clone())
         .build()?;
-    // Cached workload-cluster clients are rebuilt when their Secret changes.
-    let clients = tokio::spawn(shared.workload_clients.clone().run(shutdown.clone()));
-    tokio::join!(controller.run(shutdown.clone()), drainer.run(shutdown));
-    clients.abort();
+    let deleter = Controller::<KVMConfig>::builder(client.clone(), deleter::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(deleter::resource_set(nodes.clone(), set_name.clone(), requirement.clone()))
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(nodes.settings.deleter_resync.min(settings.resync))
+        .leadership(settings.leadership.clone())
+        .build()?;
+    let terminator = Controller::<KVMConfig>::builder(client.clone(), unhealthy::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(unhealthy::resource_set(nodes.clone(), set_name, requirement))
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(settings.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+    tokio::join!(
+        controller.run(shutdown.clone()),
+        drainer.run(shutdown.clone()),
+        deleter.run(shutdown.clone()),
+        terminator.run(shutdown)
+    );
+    nodes.watchers.stop_all();
     Ok(())
 }
 
@@ -115,13 +167,23 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         .leadership(leadership.clone())
         .build()
         .context("the drain executor")?;
-    let shared = Arc::new(Shared::new(
-        leadership.gate(client),
-        OperatorConfig::new(&version, &args.cluster),
-        args.certificates_namespace.clone(),
-        Duration::from_secs(args.poll_seconds.max(1)),
-        Duration::from_secs(args.resync_seconds),
-    ));
+    // One cache of workload-cluster clients for the drain executor and every controller; the
+    // executor's run keeps it current.
+    let shared = Arc::new(
+        Shared::new(
+            leadership.gate(client),
+            OperatorConfig::new(&version, &args.cluster),
+            args.certificates_namespace.clone(),
+            Duration::from_secs(args.poll_seconds.max(1)),
+            Duration::from_secs(args.resync_seconds),
+        )
+        .with_workload_clients(drainer.clients().clone()),
+    );
+    let node_settings = NodeSettings {
+        watcher_resync: Duration::from_secs(args.resync_seconds.max(1)),
+        ..NodeSettings::new(&args.nodes)
+    };
+    let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");
@@ -137,8 +199,10 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     });
     let settings =
         RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership };
-    let (controllers, ()) =
-        tokio::join!(run(shared, &metrics, &readiness, settings, shutdown.clone()), drainer.run(shutdown.clone()));
+    let (controllers, ()) = tokio::join!(
+        run_with_nodes(nodes, &metrics, &readiness, settings, shutdown.clone()),
+        drainer.run(shutdown.clone())
+    );
     controllers?;
     shutdown.cancel();
     stop_election.cancel();

@@ -9,17 +9,16 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
-//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the cluster controller and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
-//! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings, the workload-cluster clients, the memory of applied objects |
-//! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the workload cluster's nodes, the objects by server-side apply, scale-down and rolling updates, the lifecycle status, ordered teardown), [`controllers::drainer`] (the Endpoints from the node pods) |
-//! | [`config`] | flags and settings: [`config::DaemonArgs`], [`config::ClusterArgs`] (shared by `daemon` and `render`), [`config::OperatorConfig`] |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] and [`controllers::Nodes`] → the four controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings, the workload-cluster clients (one cache with the drain executor), the memory of applied objects |
+//! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the workload cluster's nodes, the objects by server-side apply, scale-down and rolling updates, the lifecycle status, ordered teardown), [`controllers::drainer`] (the pod-finalizer drain, the Endpoints from the node pods), [`controllers::deleter`] (leftover workload-cluster nodes), [`controllers::unhealthy`] (the unhealthy-node terminator), and the per-cluster [`controllers::node_watcher`] |
+//! | [`config`] | flags and settings: [`config::DaemonArgs`], [`config::ClusterArgs`] (shared by `daemon` and `render`), [`config::OperatorConfig`], [`config::NodeArgs`] and [`config::NodeSettings`] (the node controllers) |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
 //! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
 //!
-//! Not built yet: the drainer's pod-finalizer drain, the deleter and unhealthy-node-terminator
-//! controllers, the per-cluster workload-cluster node watcher. The desired state itself is pure
-//! and lives in `kvm_objects` (names, node indexes, Deployments, Services, Ingresses, Endpoints,
-//! rolling and scale-down, the lifecycle status, the unhealthy-node planner, node configs).
+//! The desired state itself is pure and lives in `kvm_objects` (names, node indexes,
+//! Deployments, Services, Ingresses, Endpoints, rolling and scale-down, the lifecycle status,
+//! the unhealthy-node planner, node configs).
 //!
 //! # The shape of a reconcile
 //!

@@ -61,15 +61,25 @@ const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
     ("get coordination.k8s.io/leases", "as above"),
     ("update coordination.k8s.io/leases", "as above"),
     (
-        "list core.giantswarm.io/drainerconfigs",
-        "the drain executor runs in the daemon beside the controllers; the image test runs it as the chart's pod",
-    ),
-    ("watch core.giantswarm.io/drainerconfigs", "as above"),
-    (
         "patch core.giantswarm.io/drainerconfigs",
         "the drain executor's finalizer, only while a node is drained (node-lifecycle's drain tests)",
     ),
     ("patch core.giantswarm.io/drainerconfigs/status", "the drain executor's progress, as above"),
+    (
+        "get core/pods",
+        "the node watcher reads a node pod before writing its node-ready condition; this test has no workload \
+         cluster, tests/nodes.rs has one",
+    ),
+    ("patch core/pods/status", "the node watcher's node-ready condition, as above"),
+    (
+        "delete core/pods",
+        "the unhealthy-node terminator, and the drainer once a node is drained (tests/nodes.rs); a cluster's \
+         deletion drains nothing",
+    ),
+    (
+        "create core.giantswarm.io/drainerconfigs",
+        "a drain needs a workload cluster that answers; without one the drainer lets the pod go (tests/nodes.rs drains)",
+    ),
     (
         "create events.k8s.io/events",
         "Warning events are for failures; missing_certificates_get_a_condition_and_an_event_and_create_nothing publishes one as the chart's ServiceAccount",

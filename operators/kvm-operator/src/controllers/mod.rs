@@ -3,10 +3,239 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`cluster`] | KVMConfig: inputs, node indexes, the objects of the cluster in the management cluster, status, ordered teardown |
-//! | [`drainer`] | node pods: the `master` and `worker` Endpoints (the pod finalizer's drain is not built yet) |
+//! | [`drainer`] | node pods: the `master` and `worker` Endpoints, and the pod finalizer that holds a node pod until its workload-cluster node is drained |
+//! | [`node_watcher`] | one watch per workload cluster mirroring each node's `Ready` into its node pod's condition (the worker readiness gate) |
+//! | [`deleter`] | KVMConfig: removes workload-cluster nodes that are NotReady and have no node pod, and keeps the cluster's node watcher running |
+//! | [`unhealthy`] | KVMConfig: replaces the node pods of nodes NotReady too long, behind a circuit breaker (opt-in) |
 //!
-//! Not built yet: the deleter and the unhealthy-node terminator. The status lifecycle (`Ready`, status writes, rejected input) is
-//! [`operatorkit::status`], shared with aws-operator.
+//! The status lifecycle (`Ready`, status writes, rejected input) is [`operatorkit::status`],
+//! shared with aws-operator. The controllers that reach into workload clusters share a
+//! [`Nodes`] context: one cache of workload-cluster clients ([`node_lifecycle::WorkloadClients`],
+//! the drain executor's), the node watchers and the metrics.
+
+use std::sync::Arc;
+
+use apis::kvm::KVMConfig;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::api::ListParams;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, ResourceExt};
+use node_lifecycle::{ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::config::NodeSettings;
+use crate::context::Shared;
 
 pub mod cluster;
+pub mod deleter;
 pub mod drainer;
+pub mod node_watcher;
+pub mod unhealthy;
+
+/// What the controllers acting on workload-cluster nodes share.
+#[derive(Debug)]
+pub struct Nodes {
+    /// The management-cluster client and the operator's settings.
+    pub shared: Arc<Shared>,
+    /// Workload-cluster clients, one cached per cluster.
+    pub clients: WorkloadClients,
+    /// The node controllers' settings.
+    pub settings: NodeSettings,
+    /// The node controllers' metrics.
+    pub metrics: NodeMetrics,
+    /// The per-cluster node watchers.
+    pub watchers: node_watcher::NodeWatchers,
+    /// The events of each controller, long-lived so that repeats become one event's series.
+    pub events: NodeEvents,
+}
+
+/// The event publishers of the node controllers, one per reporting controller.
+#[derive(Debug)]
+pub struct NodeEvents {
+    /// The drainer's.
+    pub drainer: Events,
+    /// The deleter's.
+    pub deleter: Events,
+    /// The unhealthy-node terminator's.
+    pub terminator: Events,
+    /// The node watchers'.
+    pub watcher: Events,
+}
+
+impl Nodes {
+    /// The shared context of the node controllers; they reach workload clusters through
+    /// `shared`'s clients, the one cache of the process.
+    pub fn new(shared: Arc<Shared>, settings: NodeSettings, metrics: NodeMetrics) -> Self {
+        let client = shared.client.clone();
+        let clients = shared.workload_clients.clone();
+        let events = NodeEvents {
+            drainer: Events::new(client.clone(), drainer::CONTROLLER),
+            deleter: Events::new(client.clone(), deleter::CONTROLLER),
+            terminator: Events::new(client.clone(), unhealthy::CONTROLLER),
+            watcher: Events::new(client, node_watcher::REPORTER),
+        };
+        Self { shared, clients, settings, metrics, watchers: node_watcher::NodeWatchers::default(), events }
+    }
+
+    /// How to reach the workload cluster of `config`: its credentials are where the cluster
+    /// controller reads its certificates (`--certificates-namespace`, else the KVMConfig's
+    /// namespace), its API host is `spec.cluster.kubernetes.api.domain`.
+    pub fn cluster_ref(&self, config: &KVMConfig) -> ClusterRef {
+        let namespace =
+            self.shared.certificates_namespace.clone().unwrap_or_else(|| config.namespace().unwrap_or_default());
+        ClusterRef::new(namespace, config.spec.cluster.id.clone(), config.spec.cluster.kubernetes.api.domain.clone())
+    }
+}
+
+impl Nodes {
+    /// The workload cluster's client and its Nodes, or `None` when the cluster cannot be
+    /// reached yet (no credentials, nothing answering: the normal state of a cluster being
+    /// created, and no reason to fail a run). A cluster that refuses the credentials is an error.
+    pub async fn workload_nodes(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
+        let wc = match self.clients.client_for(cluster).await {
+            Ok(wc) => wc,
+            Err(e) if e.is_not_ready() => {
+                tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable yet");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
+            Ok(list) => Ok(Some((wc, list.items))),
+            Err(e) => {
+                let e = wc.error(e);
+                if e.is_not_ready() {
+                    tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable");
+                    return Ok(None);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The KVMConfig whose `spec.cluster.id` is `id`, in any namespace. Node pods live in namespace
+/// `<id>` and do not say where their KVMConfig is (the original assumed `default`, §14.10).
+pub async fn config_of_cluster(client: &kube::Client, id: &str) -> Result<Option<KVMConfig>, kube::Error> {
+    let configs = Api::<KVMConfig>::all(client.clone()).list(&ListParams::default()).await?;
+    Ok(configs.items.into_iter().find(|c| c.spec.cluster.id == id))
+}
+
+/// Publishes Normal and Warning events for one controller. Publishing never fails a reconcile:
+/// an event that cannot be written is logged.
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").finish_non_exhaustive()
+    }
+}
+
+impl Events {
+    /// Events reported by `controller`.
+    pub fn new(client: kube::Client, controller: &str) -> Self {
+        Self { recorder: Recorder::new(client, Reporter { controller: controller.to_string(), instance: None }) }
+    }
+
+    /// A Normal event on `object`.
+    pub async fn normal(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
+        self.publish(object, EventType::Normal, action, reason, note).await;
+    }
+
+    /// A Warning event on `object`.
+    pub async fn warning(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
+        self.publish(object, EventType::Warning, action, reason, note).await;
+    }
+
+    async fn publish(&self, object: &ObjectReference, type_: EventType, action: &str, reason: &str, note: String) {
+        let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+        if let Err(error) = self.recorder.publish(&event, object).await {
+            tracing::warn!(%error, reason, "cannot publish an event");
+        }
+    }
+}
+
+/// The `result` label of the node controllers' counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// What happened, e.g. `drained`, `timeout`, `cluster_deleting`.
+    pub result: String,
+}
+
+/// The `role` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoleLabel {
+    /// `master` or `worker`.
+    pub role: String,
+}
+
+/// The node controllers' metrics (prefix `kvm_operator_`).
+#[derive(Clone, Debug, Default)]
+pub struct NodeMetrics {
+    /// Node watchers running.
+    pub node_watchers: Gauge,
+    /// Node watchers started (a steady cluster starts one, once).
+    pub node_watcher_starts: Counter,
+    /// Writes of the node-ready pod condition.
+    pub node_condition_writes: Counter,
+    /// Node pods let go by the drainer's finalizer, by result.
+    pub pod_drains: Family<ResultLabel, Counter>,
+    /// Workload-cluster nodes the deleter removed.
+    pub orphan_nodes_deleted: Counter,
+    /// Node pods the unhealthy-node terminator deleted, by role.
+    pub unhealthy_nodes_terminated: Family<RoleLabel, Counter>,
+    /// Unhealthy nodes the circuit breaker or the cooldown held back, per run.
+    pub unhealthy_nodes_held: Counter,
+}
+
+impl NodeMetrics {
+    /// The metrics, registered in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let r = registry.sub_registry_with_prefix("kvm_operator");
+        r.register("node_watchers", "Workload-cluster node watchers running", m.node_watchers.clone());
+        r.register("node_watcher_starts", "Workload-cluster node watchers started", m.node_watcher_starts.clone());
+        r.register(
+            "node_condition_writes",
+            "Writes of the workload-cluster-node-ready condition of node pods",
+            m.node_condition_writes.clone(),
+        );
+        r.register("pod_drains", "Node pods let go by the drainer's finalizer, by result", m.pod_drains.clone());
+        r.register(
+            "orphan_nodes_deleted",
+            "Workload-cluster nodes deleted because they were NotReady without a node pod",
+            m.orphan_nodes_deleted.clone(),
+        );
+        r.register(
+            "unhealthy_nodes_terminated",
+            "Node pods deleted because their workload-cluster node stayed NotReady, by role",
+            m.unhealthy_nodes_terminated.clone(),
+        );
+        r.register(
+            "unhealthy_nodes_held",
+            "Unhealthy nodes held back by the circuit breaker or the cooldown, counted per run",
+            m.unhealthy_nodes_held.clone(),
+        );
+        m
+    }
+
+    /// Count a node pod let go with `result`.
+    pub fn pod_drain(&self, result: &str) {
+        self.pod_drains.get_or_create(&ResultLabel { result: result.into() }).inc();
+    }
+
+    /// Node pods let go with `result` so far.
+    pub fn pod_drains(&self, result: &str) -> u64 {
+        self.pod_drains.get_or_create(&ResultLabel { result: result.into() }).get()
+    }
+}

@@ -1,42 +1,38 @@
 //! The world of kvm-operator's lifecycle tests: a management cluster (testenv with simulated
-//! nodes labelled `role=master` and `role=worker`) running the operator, a simulated workload
-//! cluster, and what stands in for the parts of the real world that are not the operator:
-//!
-//! - the **VM-IP sidecar**: every Running node pod gets its VM's IP as the annotation
-//!   `endpoint.kvm.giantswarm.io/ip`;
-//! - the **VMs joining the workload cluster**: the workload cluster's Nodes follow the Running
-//!   node pods that have an IP (same name, the VM IP, the labels the node's kubelet would set:
-//!   `role`, the release and the operator version of the pod);
-//! - the **workload-cluster node readiness** of worker pods: the pod condition
-//!   `kvm-operator.giantswarm.io/workload-cluster-node-ready` follows the Node's `Ready`.
-//!
-//! All three run in one background task, started by [`World::start`], every 100 ms; each
-//! writes only what differs.
+//! hosts labelled `role=master` and `role=worker`) running the operator as `kvm-operator daemon`
+//! runs it (its four controllers and the drain executor, on one cache of workload-cluster
+//! clients), a simulated workload cluster, and `workload_sim::pods::NodePods` standing in for
+//! what is not the operator: the sidecar that publishes each node pod's VM IP, and the VMs
+//! joining the workload cluster (same name, the VM IP, the labels the node's kubelet would set:
+//! `role`, the release and the operator version of the pod). The node-ready condition of the
+//! worker pods is the operator's own node watcher's.
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use apis::kvm::KVMConfig;
 use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
-use kvm_objects::names::{NODE_READY_CONDITION, keys};
-use kvm_operator::config::OperatorConfig;
+use kvm_objects::names::keys;
+use kvm_operator::config::{NodeSettings, OperatorConfig};
 use kvm_operator::context::Shared;
+use kvm_operator::controllers::{NodeMetrics, Nodes};
 use kvm_operator::daemon;
+use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::RunSettings;
-use testenv::{NodeSpec, SimConfig, TestEnv};
+use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
-use workload_sim::{Machine, WorkloadCluster};
+use workload_sim::WorkloadCluster;
+use workload_sim::pods::{self, NodePods};
 
 /// The namespace of the KVMConfig and of the cluster's Secrets.
 pub const NS: &str = "org-acme";
@@ -93,16 +89,7 @@ impl Management {
     /// Release v20.1.0 and namespace [`NS`], and run the operator (poll 300 ms, resync
     /// [`RESYNC`]).
     pub async fn start() -> anyhow::Result<Management> {
-        let mut sim = SimConfig::default();
-        for (role, count) in [("master", 3), ("worker", 6)] {
-            for i in 1..=count {
-                let mut node = NodeSpec::new(format!("mc-{role}-{i}"));
-                node.labels.insert("role".into(), role.into());
-                node.memory = "64Gi".into();
-                node.cpu = "32".into();
-                sim = sim.node(node);
-            }
-        }
+        let sim = pods::hosts(3, 6, "32", "64Gi", 110);
         let mc = TestEnv::builder().simulation(sim).start().await?;
         let client = mc.client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -123,15 +110,25 @@ impl Management {
             node_config: Default::default(),
             roles: ClusterRoles::default(),
         };
-        let shared = Arc::new(Shared::new(client.clone(), config, None, Duration::from_millis(300), RESYNC));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let mut drain = DrainerSettings::new("kvm-operator", semver::Version::parse(VERSION)?);
+        drain.poll = Duration::from_millis(200);
+        drain.retry = Duration::from_millis(500);
+        let executor = Drainer::builder(client.clone(), drain, &mut registry).build()?;
+        let shared = Arc::new(
+            Shared::new(client.clone(), config, None, Duration::from_millis(300), RESYNC)
+                .with_workload_clients(executor.clients().clone()),
+        );
+        let node_settings = NodeSettings { watcher_resync: RESYNC, ..NodeSettings::default() };
+        let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
         let shutdown = CancellationToken::new();
+        tokio::spawn(executor.run(shutdown.clone()));
         let token = shutdown.clone();
         tokio::spawn(async move {
-            let mut registry = prometheus_client::registry::Registry::default();
             let metrics = operatorkit::Metrics::new(&mut registry);
             let readiness = operatorkit::Readiness::new();
             let settings = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
-            if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
+            if let Err(e) = daemon::run_with_nodes(nodes, &metrics, &readiness, settings, token).await {
                 eprintln!("operator stopped: {e:#}");
             }
         });
@@ -147,8 +144,6 @@ pub struct World {
     pub wc: Arc<WorkloadCluster>,
     /// A management-cluster client.
     pub client: kube::Client,
-    /// VM IPs given out, by pod name.
-    pub ips: Arc<Mutex<BTreeMap<String, String>>>,
     shutdown: CancellationToken,
 }
 
@@ -169,21 +164,15 @@ impl World {
         Api::<Secret>::namespaced(client.clone(), NS)
             .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
             .await?;
-        let ips = Arc::new(Mutex::new(BTreeMap::new()));
-        let stand_ins = StandIns { mc: client.clone(), wc: wc.clone(), ips: ips.clone() };
+        let selector = format!("{}={}", keys::POD_WATCHER, kvm_objects::names::OPERATOR);
+        let node_pods = NodePods::new(client.clone(), ID, selector, keys::VM_IP)
+            .label_from_pod("role", keys::APP)
+            .label_from_pod(apis::labels::RELEASE_VERSION, apis::labels::RELEASE_VERSION)
+            .label_from_pod(apis::labels::KVM_OPERATOR_VERSION, apis::labels::KVM_OPERATOR_VERSION)
+            .label("giantswarm.io/provider", "kvm");
         let token = shutdown.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Err(e) = stand_ins.step().await {
-                    eprintln!("stand-ins: {e:#}");
-                }
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                }
-            }
-        });
-        Ok(World { mc, wc, client, ips, shutdown })
+        node_pods.spawn(wc.clone(), Duration::from_millis(100), async move { token.cancelled().await });
+        Ok(World { mc, wc, client, shutdown })
     }
 
     /// The KVMConfigs of [`NS`].
@@ -202,111 +191,13 @@ impl World {
     }
 }
 
-/// The cert-operator Secrets and the encryption key of cluster [`ID`].
+/// The cert-operator Secrets and the encryption key of cluster [`ID`] (placeholders).
 pub async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{ID}-{cert}"),
-                         "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
-            "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
-        }))?;
+    for secret in pods::cluster_secrets(NS, ID, &["api", "calico-etcd-client", "etcd", "service-account", "worker"]) {
         secrets.create(&PostParams::default(), &secret).await?;
     }
-    let key: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{ID}-encryption"),
-                     "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/randomkey": "encryption"}},
-        "stringData": {"encryption": "a2V5"}
-    }))?;
-    secrets.create(&PostParams::default(), &key).await?;
     Ok(())
-}
-
-/// The sidecar, the VMs joining the workload cluster and the node-readiness mirror.
-struct StandIns {
-    mc: kube::Client,
-    wc: Arc<WorkloadCluster>,
-    ips: Arc<Mutex<BTreeMap<String, String>>>,
-}
-
-fn running(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none() && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-}
-
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-impl StandIns {
-    async fn step(&self) -> anyhow::Result<()> {
-        let pods: Api<Pod> = Api::namespaced(self.mc.clone(), ID);
-        let selector = format!("{}={}", keys::POD_WATCHER, kvm_objects::names::OPERATOR);
-        let list = pods.list(&ListParams::default().labels(&selector)).await?.items;
-        let mut machines = Vec::new();
-        for pod in list.iter().filter(|p| running(p)) {
-            let name = pod.name_any();
-            let ip = {
-                let mut ips = self.ips.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let next = ips.len() + 11;
-                ips.entry(name.clone()).or_insert_with(|| format!("10.77.{}.{}", next / 250, next % 250)).clone()
-            };
-            if pod.annotations().get(keys::VM_IP) != Some(&ip) {
-                let patch = serde_json::json!({"metadata": {"annotations": {keys::VM_IP: ip}}});
-                pods.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            }
-            let label = |key: &str| pod.labels().get(key).cloned().unwrap_or_default();
-            machines.push(
-                Machine::new(&name)
-                    .ip(&ip)
-                    .provider_id(format!("kvm://{}", pod.uid().unwrap_or_default()))
-                    .label("role", label(keys::APP))
-                    .label("giantswarm.io/provider", "kvm")
-                    .label(apis::labels::RELEASE_VERSION, label(apis::labels::RELEASE_VERSION))
-                    .label(apis::labels::KVM_OPERATOR_VERSION, label(apis::labels::KVM_OPERATOR_VERSION)),
-            );
-        }
-        self.wc.sync_machines(&machines).await?;
-
-        let nodes: BTreeMap<String, bool> = Api::<Node>::all(self.wc.client())
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .map(|n| (n.name_any(), node_ready(n)))
-            .collect();
-        for pod in list.iter().filter(|p| running(p) && p.labels().get(keys::APP).map(String::as_str) == Some("worker"))
-        {
-            let ready = nodes.get(&pod.name_any()).copied().unwrap_or(false);
-            let status = if ready { "True" } else { "False" };
-            let current = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == NODE_READY_CONDITION))
-                .map(|c| c.status.clone());
-            if current.as_deref() != Some(status) {
-                let mut conditions: Vec<serde_json::Value> = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.clone())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|c| c.type_ != NODE_READY_CONDITION)
-                    .map(|c| serde_json::to_value(c).unwrap_or_default())
-                    .collect();
-                conditions.push(serde_json::json!({
-                    "type": NODE_READY_CONDITION, "status": status,
-                    "lastTransitionTime": jiff::Timestamp::now().to_string(),
-                }));
-                let patch = serde_json::json!({"status": {"conditions": conditions}});
-                pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Poll `check` every 100 ms until it returns a value, for at most `seconds`.

@@ -1,0 +1,184 @@
+//! The unhealthy-node terminator (`kvm-operator-unhealthy-nodes-terminator`), watching
+//! KVMConfigs: it deletes the node pod of a workload-cluster (WC) node that has been NotReady
+//! longer than `--unhealthy-node-threshold-seconds`; the node's Deployment starts a new pod
+//! (a new VM), and the drainer's finalizer drains the old node first (reference §11).
+//!
+//! Opt-in, as in the original: per cluster with the KVMConfig annotation
+//! [`TERMINATE_UNHEALTHY_ANNOTATION`] (any value but `false`), or for every cluster with
+//! `--terminate-unhealthy-nodes`.
+//!
+//! The circuit breaker ([`kvm_objects::unhealthy::plan`]): at most one master and at most
+//! `max(1, round(10 %))` of the cluster's nodes per run, the longest NotReady first, and no
+//! other replacement within `--unhealthy-node-cooldown-seconds` of the last one. The time of
+//! the last replacement is kept in the KVMConfig's annotation [`LAST_TERMINATION_ANNOTATION`],
+//! so a restart of the operator does not lift the cooldown. Nodes held back get a Warning
+//! event `UnhealthyNodesHeld` naming them; each replacement a Normal event
+//! `UnhealthyNodeTerminated`.
+//!
+//! Fixed by design (§11.3, §14.8): the threshold is a NotReady duration, not a count of
+//! reconciles; a node whose pod is gone or already terminating is skipped, not an error for the
+//! whole run; an unreachable WC skips the run (a NotReady node in an unreachable cluster
+//! cannot be told from a network problem) instead of failing it. The controller requeues
+//! itself for the moment the next node would cross the threshold or the cooldown would end,
+//! so the threshold is kept to the second without polling.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::kvm::KVMConfig;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Resource as _, ResourceExt};
+use kvm_objects::names;
+use kvm_objects::nodes::health;
+use kvm_objects::unhealthy::plan;
+use operatorkit::{Outcome, Resource, ResourceSet, resource};
+use semver::VersionReq;
+
+use super::{Nodes, RoleLabel, drainer};
+
+/// The controller's name (and finalizer suffix).
+pub const CONTROLLER: &str = "kvm-operator-unhealthy-nodes-terminator";
+/// KVMConfig annotation: replace this cluster's unhealthy nodes (any value but `false`).
+pub const TERMINATE_UNHEALTHY_ANNOTATION: &str = "node.giantswarm.io/terminate-unhealthy";
+/// KVMConfig annotation written by the terminator: when it last replaced a node (RFC 3339).
+pub const LAST_TERMINATION_ANNOTATION: &str = "kvm-operator.giantswarm.io/last-unhealthy-node-termination";
+
+/// The resource set `name` for the Releases `requirement` matches.
+pub fn resource_set(nodes: Arc<Nodes>, name: String, requirement: VersionReq) -> ResourceSet<KVMConfig> {
+    ResourceSet::builder(name, requirement, move |_: Arc<KVMConfig>, _| {
+        let nodes = nodes.clone();
+        async move { Ok(nodes) }
+    })
+    .resource(TerminateUnhealthyNodes)
+    .build()
+}
+
+/// Whether the terminator acts on `config`: the flag, or the annotation.
+pub fn enabled(all: bool, config: &KVMConfig) -> bool {
+    all || config.annotations().get(TERMINATE_UNHEALTHY_ANNOTATION).is_some_and(|v| !v.eq_ignore_ascii_case("false"))
+}
+
+/// Replaces the node pods of nodes NotReady too long.
+#[derive(Debug)]
+pub struct TerminateUnhealthyNodes;
+
+impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
+    fn name(&self) -> &str {
+        "terminate-unhealthy-nodes"
+    }
+
+    async fn ensure_created(&self, nodes: &mut Arc<Nodes>, config: &KVMConfig) -> resource::Result<Outcome> {
+        if !enabled(nodes.settings.terminate_unhealthy, config) {
+            return Ok(Outcome::proceed());
+        }
+        let cluster = nodes.cluster_ref(config);
+        let Some((_, wc_nodes)) = nodes.workload_nodes(&cluster).await? else {
+            return Ok(Outcome::proceed());
+        };
+        let namespace = names::namespace(&cluster.id);
+        let pods_api = Api::<Pod>::namespaced(nodes.shared.client.clone(), &namespace);
+        let pods = pods_api.list(&ListParams::default().labels(&drainer::pod_selector())).await?.items;
+        // A node whose pod is already going is being replaced: neither a candidate nor a node
+        // that counts towards the cap twice.
+        let terminating: BTreeSet<String> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let live_pods: Vec<Pod> = pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+        let live_nodes: Vec<Node> = wc_nodes
+            .into_iter()
+            .filter(|n| !terminating.contains(n.metadata.name.as_deref().unwrap_or_default()))
+            .collect();
+        let now = Timestamp::now();
+        let observed = health(&live_nodes, &live_pods, now);
+        let last = config
+            .annotations()
+            .get(LAST_TERMINATION_ANNOTATION)
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .map(|t| Duration::try_from(now.duration_since(t)).unwrap_or_default());
+        let limits = nodes.settings.limits;
+        let planned = plan(&observed, limits, last);
+        let events = &nodes.events.terminator;
+        let subject = config.object_ref(&());
+        let mut terminated = 0;
+        for name in &planned.terminate {
+            match pods_api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(e.into()),
+            }
+            terminated += 1;
+            let role = observed.iter().find(|h| &h.name == name).map(|h| h.role.as_str()).unwrap_or_default();
+            nodes.metrics.unhealthy_nodes_terminated.get_or_create(&RoleLabel { role: role.into() }).inc();
+            tracing::info!(cluster = %cluster.id, pod = %name, "replacing the node pod of an unhealthy node");
+            events
+                .normal(
+                    &subject,
+                    "DeletePod",
+                    "UnhealthyNodeTerminated",
+                    format!(
+                        "deleted node pod {namespace}/{name}: its workload-cluster node has been NotReady for more than {}s; its Deployment starts a new one",
+                        limits.threshold.as_secs()
+                    ),
+                )
+                .await;
+        }
+        if terminated > 0 {
+            let patch =
+                serde_json::json!({ "metadata": { "annotations": { LAST_TERMINATION_ANNOTATION: now.to_string() } } });
+            Api::<KVMConfig>::namespaced(nodes.shared.client.clone(), &config.namespace().unwrap_or_default())
+                .patch(&config.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        if !planned.held.is_empty() {
+            nodes.metrics.unhealthy_nodes_held.inc_by(planned.held.len() as u64);
+            let why = if last.is_some_and(|d| d < limits.cooldown) {
+                format!("the last replacement was less than {}s ago", limits.cooldown.as_secs())
+            } else {
+                format!(
+                    "at most one master and at most {} of the cluster's {} nodes are replaced per run",
+                    kvm_objects::unhealthy::max_per_run(observed.len()),
+                    observed.len()
+                )
+            };
+            events
+                .warning(
+                    &subject,
+                    "DeletePod",
+                    "UnhealthyNodesHeld",
+                    format!("NotReady for too long but not replaced yet, {why}: {}", planned.held.join(", ")),
+                )
+                .await;
+        }
+        Ok(requeue(&observed, limits, last, terminated > 0))
+    }
+
+    async fn ensure_deleted(&self, _: &mut Arc<Nodes>, _: &KVMConfig) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
+/// When to look again: when the next NotReady node crosses the threshold, or when the cooldown
+/// ends while nodes wait; otherwise at the resync.
+fn requeue(
+    observed: &[kvm_objects::unhealthy::NodeHealth],
+    limits: kvm_objects::unhealthy::Limits,
+    last: Option<Duration>,
+    just_terminated: bool,
+) -> Outcome {
+    let cooldown_left =
+        if just_terminated { Some(limits.cooldown) } else { last.and_then(|d| limits.cooldown.checked_sub(d)) };
+    let mut next: Option<Duration> = None;
+    for not_ready in observed.iter().filter(|h| h.has_pod).filter_map(|h| h.not_ready_for) {
+        let wait = limits.threshold.saturating_sub(not_ready).max(cooldown_left.unwrap_or_default());
+        next = Some(next.map_or(wait, |n| n.min(wait)));
+    }
+    match next {
+        Some(wait) => Outcome::proceed().requeue_after(wait.max(Duration::from_secs(1))),
+        None => Outcome::proceed(),
+    }
+}
