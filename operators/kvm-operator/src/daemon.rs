@@ -42,9 +42,9 @@ use crate::controllers::{NodeMetrics, Nodes, cluster, deleter, drainer, unhealth
 /// The Release component this operator is.
 pub const COMPONENT: &str = "kvm-operator";
 
-/// Build and run the controllers until `shutdown`, with the default node-controller settings
-/// and `shared`'s workload-cluster clients, kept current here by following the management
-/// cluster's Secrets. The node controllers' metrics are not exported.
+/// Build and run everything the daemon runs until `shutdown`, with default settings for the
+/// node controllers and the drain executor (whose metrics are not exported): the controllers
+/// of [`run_with_nodes`] beside the executor, all on `shared`'s workload-cluster clients.
 pub async fn run(
     shared: Arc<Shared>,
     metrics: &Metrics,
@@ -52,10 +52,19 @@ pub async fn run(
     settings: RunSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    tokio::spawn(shared.workload_clients.clone().run(shutdown.clone()));
-    let node_metrics = NodeMetrics::new(&mut Registry::default());
+    let mut registry = Registry::default();
+    let version = semver::Version::parse(&shared.config.version)?;
+    let executor = Drainer::builder(shared.client.clone(), DrainerSettings::new(COMPONENT, version), &mut registry)
+        .metrics(metrics)
+        .readiness(readiness)
+        .leadership(settings.leadership.clone())
+        .clients(shared.workload_clients.clone())
+        .build()?;
+    let node_metrics = NodeMetrics::new(&mut registry);
     let nodes = Arc::new(Nodes::new(shared, NodeSettings::default(), node_metrics));
-    run_with_nodes(nodes, metrics, readiness, settings, shutdown).await
+    let (controllers, ()) =
+        tokio::join!(run_with_nodes(nodes, metrics, readiness, settings, shutdown.clone()), executor.run(shutdown));
+    controllers
 }
 
 /// Build and run the controllers until `shutdown`: the cluster controller, the drainer (pod

@@ -66,11 +66,9 @@ const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
     ),
     ("patch core.giantswarm.io/drainerconfigs/status", "the drain executor's progress, as above"),
     (
-        "get core/pods",
-        "the node watcher reads a node pod before writing its node-ready condition; this test has no workload \
-         cluster, tests/nodes.rs has one",
+        "patch core/pods/status",
+        "the node watcher's node-ready condition; this test has no workload cluster, tests/nodes.rs has one",
     ),
-    ("patch core/pods/status", "the node watcher's node-ready condition, as above"),
     (
         "delete core/pods",
         "the unhealthy-node terminator, and the drainer once a node is drained (tests/nodes.rs); a cluster's \

@@ -420,7 +420,8 @@ async fn no_draining_when_the_node_is_gone_the_cluster_unreachable_or_deleted() 
     assert_eq!(warning.len(), 1);
     assert_eq!(warning[0].type_.as_deref(), Some("Warning"));
     assert!(warning[0].note.as_deref().unwrap_or_default().contains("goes without draining"));
-    assert_eq!(w.nodes.metrics.pod_drains("unreachable"), 1);
+    // At least once: a delete path can run again when the finalizer's removal loses a race.
+    assert!(w.nodes.metrics.pod_drains("unreachable") >= 1);
 
     // The cluster is deleted (its KVMConfig held by the cluster controller's finalizer): the
     // pod goes at once, its node untouched.
@@ -438,7 +439,7 @@ async fn no_draining_when_the_node_is_gone_the_cluster_unreachable_or_deleted() 
         .await?;
     let node = w.wc_nodes().get(name).await?;
     assert_ne!(node.spec.and_then(|s| s.unschedulable), Some(true), "not cordoned");
-    assert_eq!(w.nodes.metrics.pod_drains("cluster_deleting"), 1);
+    assert!(w.nodes.metrics.pod_drains("cluster_deleting") >= 1);
     let unhold = serde_json::json!({"metadata": {"finalizers": null}});
     configs.patch(ID, &PatchParams::default(), &Patch::Merge(&unhold)).await?;
     Ok(())

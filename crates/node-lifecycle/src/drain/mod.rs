@@ -188,6 +188,7 @@ pub struct DrainerBuilder<'a> {
     metrics: Option<Metrics>,
     readiness: Option<Readiness>,
     leadership: Option<Leadership>,
+    clients: Option<WorkloadClients>,
 }
 
 impl std::fmt::Debug for DrainerBuilder<'_> {
@@ -215,10 +216,18 @@ impl DrainerBuilder<'_> {
         self
     }
 
+    /// Reach workload clusters through `clients`, a cache the operator's own controllers use
+    /// too, so that a process holds one client per workload cluster. [`Drainer::run`] keeps it
+    /// current. Without it the executor has a cache of its own, with [`DrainerSettings::clients`].
+    pub fn clients(mut self, clients: WorkloadClients) -> Self {
+        self.clients = Some(clients);
+        self
+    }
+
     /// Build the controller.
     pub fn build(self) -> Result<Drainer, BuildError> {
         let s = &self.settings;
-        let clients = WorkloadClients::new(self.client.clone(), s.clients.clone());
+        let clients = self.clients.unwrap_or_else(|| WorkloadClients::new(self.client.clone(), s.clients.clone()));
         let name = format!("{}-drainer", s.operator);
         let inner = Arc::new(Inner {
             mc: self.client.clone(),
@@ -258,7 +267,7 @@ impl Drainer {
     /// Start configuring the executor on the management-cluster client `client`, registering
     /// its metrics in `registry`.
     pub fn builder(client: Client, settings: DrainerSettings, registry: &mut Registry) -> DrainerBuilder<'_> {
-        DrainerBuilder { client, settings, registry, metrics: None, readiness: None, leadership: None }
+        DrainerBuilder { client, settings, registry, metrics: None, readiness: None, leadership: None, clients: None }
     }
 
     /// The workload-cluster clients the executor uses (shareable with other controllers).

@@ -222,11 +222,17 @@ impl Resource<Pod, Arc<Nodes>> for DrainNode {
         Ok(Outcome::proceed())
     }
 
-    async fn ensure_deleted(&self, nodes: &mut Arc<Nodes>, pod: &Pod) -> resource::Result<Outcome> {
+    async fn ensure_deleted(&self, nodes: &mut Arc<Nodes>, cached: &Pod) -> resource::Result<Outcome> {
         let client = nodes.shared.client.clone();
         let events = &nodes.events.drainer;
-        let id = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
+        let id = cached.namespace().unwrap_or_default();
+        let name = cached.name_any();
+        // Read again: the cache can lag behind this controller's own last step (a drained
+        // mark), and a step taken twice would ask for a second drain.
+        let Some(pod) = Api::<Pod>::namespaced(client.clone(), &id).get_opt(&name).await? else {
+            return Ok(Outcome::proceed());
+        };
+        let pod = &pod;
         let config = config_of_cluster(&client, &id).await?;
         let cluster = match &config {
             None => ClusterState::Missing,
