@@ -51,15 +51,42 @@ async fn the_daemon_becomes_ready_and_sigterm_stops_it_and_releases_its_lease() 
     let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "giantswarm"}}))?;
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
 
-    // A free loopback port for the daemon's server.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_kvm-operator"))
-        .args(["daemon", "--listen", &format!("127.0.0.1:{port}"), "--dns-servers", "10.61.0.53"])
-        .args(["--leader-election-namespace", "giantswarm"])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()?;
+    // A free loopback port for the daemon's server. Another test's server may take it between
+    // the probe and the daemon's bind (the daemon then exits, and that server may answer
+    // /readyz): a daemon that exits is started again on another port, and the port counts as
+    // the daemon's only once its /metrics names the cluster controller.
+    let mut attempt = 0;
+    let (mut daemon, port) = loop {
+        attempt += 1;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_kvm-operator"))
+            .args(["daemon", "--listen", &format!("127.0.0.1:{port}"), "--dns-servers", "10.61.0.53"])
+            .args(["--leader-election-namespace", "giantswarm"])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let ours = loop {
+            if daemon.try_wait()?.is_some() {
+                break false;
+            }
+            let last = match get(port, "/metrics").await {
+                Ok((200, metrics)) if metrics.contains("kvm-operator-cluster-controller") => break true,
+                Ok((code, body)) => format!("{code}: {}", body.chars().take(300).collect::<String>()),
+                Err(e) => e.to_string(),
+            };
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "port {port}: /metrics did not name the cluster controller in 60 s; last answer {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        if ours {
+            break (daemon, port);
+        }
+        anyhow::ensure!(attempt < 5, "the daemon exited at start {attempt} times");
+    };
 
     eventually(60, "/readyz to answer 200", || async { Ok((get(port, "/readyz").await?.0 == 200).then_some(())) })
         .await?;
