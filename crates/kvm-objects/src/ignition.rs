@@ -347,13 +347,18 @@ fn components(cluster: &Cluster, settings: &NodeConfigSettings) -> Components {
     }
 }
 
-/// The labels kubelet registers a KVM node with.
+/// The labels kubelet registers a KVM node with: its cluster and role, the provider, and the
+/// Release and operator version its VM was built for (the cluster controller reads the Release
+/// from the node to tell which nodes run the new one during an upgrade).
 fn node_labels(cluster: &Cluster, node: &Node) -> BTreeMap<String, String> {
     let role = node.role.as_str();
     BTreeMap::from([
         (apis::labels::CLUSTER.to_string(), cluster.id.clone()),
         ("role".to_string(), role.to_string()),
         ("kubernetes.io/role".to_string(), role.to_string()),
+        ("giantswarm.io/provider".to_string(), "kvm".to_string()),
+        (apis::labels::RELEASE_VERSION.to_string(), cluster.release_version.clone()),
+        (apis::labels::KVM_OPERATOR_VERSION.to_string(), cluster.operator_version.clone()),
     ])
 }
 
@@ -594,7 +599,10 @@ mod tests {
         assert!(worker.file("/etc/kubernetes/manifests/k8s-api-server.yaml").is_none());
         let kubelet = worker.unit(KUBELET_UNIT).expect("kubelet");
         assert!(
-            kubelet.contains("--node-labels=giantswarm.io/cluster=qz7lt,kubernetes.io/role=worker,role=worker\n"),
+            kubelet.contains(
+                "--node-labels=giantswarm.io/cluster=qz7lt,giantswarm.io/provider=kvm,kubernetes.io/role=worker,\
+                 kvm-operator.giantswarm.io/version=4.3.9,release.giantswarm.io/version=20.1.0,role=worker\n"
+            ),
             "{kubelet}"
         );
         assert!(!kubelet.contains("register-with-taints"));
