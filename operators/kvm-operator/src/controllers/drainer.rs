@@ -49,7 +49,6 @@ use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
 
 use super::{Events, Nodes, config_of_cluster};
-use crate::context::Shared;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "kvm-operator-drainer-controller";
@@ -90,8 +89,11 @@ pub fn resource_set(nodes: Arc<Nodes>, name: String, requirement: VersionReq) ->
     .build()
 }
 
-/// Write the cluster's Endpoints from all its node pods.
-async fn converge(shared: &Shared, namespace: &str) -> Result<(), kube::Error> {
+/// Write the cluster's Endpoints from all its node pods, one reconcile of the cluster at a time.
+async fn converge(nodes: &Nodes, namespace: &str) -> Result<(), kube::Error> {
+    let lock = nodes.endpoints_lock(namespace);
+    let _serialized = lock.lock().await;
+    let shared = &nodes.shared;
     let pods = Api::<Pod>::namespaced(shared.client.clone(), namespace)
         .list(&ListParams::default().labels(&pod_selector()))
         .await?;
@@ -133,7 +135,7 @@ impl Resource<Pod, Arc<Nodes>> for EndpointsOfPods {
 
     async fn ensure_created(&self, nodes: &mut Arc<Nodes>, pod: &Pod) -> resource::Result<Outcome> {
         let namespace = pod.namespace().unwrap_or_default();
-        converge(&nodes.shared, &namespace).await?;
+        converge(nodes, &namespace).await?;
         // A new node pod may find its node registered already: the watcher compares at once.
         nodes.watchers.nudge(&namespace);
         Ok(Outcome::proceed())
@@ -142,7 +144,7 @@ impl Resource<Pod, Arc<Nodes>> for EndpointsOfPods {
     async fn ensure_deleted(&self, nodes: &mut Arc<Nodes>, pod: &Pod) -> resource::Result<Outcome> {
         // The pod is terminating (its finalizer holds it): a worker's address leaves the
         // Endpoints now, a master's once its containers stop.
-        converge(&nodes.shared, &pod.namespace().unwrap_or_default()).await?;
+        converge(nodes, &pod.namespace().unwrap_or_default()).await?;
         Ok(Outcome::proceed())
     }
 }

@@ -51,6 +51,10 @@ pub struct Nodes {
     pub watchers: node_watcher::NodeWatchers,
     /// The events of each controller, long-lived so that repeats become one event's series.
     pub events: NodeEvents,
+    /// One lock per cluster namespace around computing and writing its Endpoints: the pods of
+    /// one cluster reconcile concurrently, and each would otherwise write the same Endpoints
+    /// from its own reading and lose to the others with a conflict.
+    pub endpoints_locks: parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// The event publishers of the node controllers, one per reporting controller.
@@ -78,7 +82,20 @@ impl Nodes {
             terminator: Events::new(client.clone(), unhealthy::CONTROLLER),
             watcher: Events::new(client, node_watcher::REPORTER),
         };
-        Self { shared, clients, settings, metrics, watchers: node_watcher::NodeWatchers::default(), events }
+        Self {
+            shared,
+            clients,
+            settings,
+            metrics,
+            watchers: node_watcher::NodeWatchers::default(),
+            events,
+            endpoints_locks: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// The lock of the Endpoints of the cluster in `namespace`.
+    pub fn endpoints_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.endpoints_locks.lock().entry(namespace.to_string()).or_default().clone()
     }
 
     /// How to reach the workload cluster of `config`: its credentials are where the cluster
