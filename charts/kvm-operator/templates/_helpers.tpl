@@ -30,6 +30,24 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- with .Values.operator.certificatesNamespace }}
 - --certificates-namespace={{ . }}
 {{- end }}
+- --registry={{ .Values.operator.registry }}
+- --k8s-kvm-image={{ .Values.operator.nodePodImages.k8sKVM }}
+- --endpoint-updater-image={{ .Values.operator.nodePodImages.endpointUpdater }}
+- --health-image={{ .Values.operator.nodePodImages.health }}
+- --shutdown-deferrer-image={{ .Values.operator.nodePodImages.shutdownDeferrer }}
+{{- with .Values.operator.oidc.issuerURL }}
+- --oidc-issuer-url={{ . }}
+- --oidc-client-id={{ required "operator.oidc.clientID is required with operator.oidc.issuerURL" $.Values.operator.oidc.clientID }}
+{{- with $.Values.operator.oidc.usernameClaim }}
+- --oidc-username-claim={{ . }}
+{{- end }}
+{{- with $.Values.operator.oidc.groupsClaim }}
+- --oidc-groups-claim={{ . }}
+{{- end }}
+{{- end }}
+- --terminate-unhealthy-nodes={{ .Values.operator.unhealthyNodes.terminate }}
+- --unhealthy-node-threshold-seconds={{ .Values.operator.unhealthyNodes.thresholdSeconds }}
+- --unhealthy-node-cooldown-seconds={{ .Values.operator.unhealthyNodes.cooldownSeconds }}
 - --concurrency={{ .Values.operator.concurrency }}
 - --resync-seconds={{ .Values.operator.resyncSeconds }}
 - --poll-seconds={{ .Values.operator.pollSeconds }}

@@ -160,6 +160,7 @@ fn start_operator(
             operator_version: operator_version.into(),
             dns_servers: vec!["10.61.0.53".into()],
             ntp_servers: Vec::new(),
+            images: Default::default(),
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),

@@ -73,6 +73,8 @@ pub struct Settings {
     pub dns_servers: Vec<String>,
     /// NTP servers of the VMs (`NTP_SERVERS`).
     pub ntp_servers: Vec<String>,
+    /// The images of the node pods' containers.
+    pub images: crate::deployment::NodePodImages,
 }
 
 /// A validated cluster: everything the builders need.
@@ -305,6 +307,7 @@ pub(crate) mod fixtures {
             operator_version: "4.3.9".into(),
             dns_servers: vec!["10.99.0.53".into(), "10.99.1.53".into()],
             ntp_servers: vec!["10.99.0.123".into()],
+            images: Default::default(),
         }
     }
 

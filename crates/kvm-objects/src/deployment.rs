@@ -39,6 +39,30 @@ pub const K8S_KVM_IMAGE: &str = "quay.io/giantswarm/k8s-kvm:0.6.2";
 pub const HEALTH_IMAGE: &str = "quay.io/giantswarm/k8s-kvm-health:0.1.0";
 /// The shutdown-deferrer sidecar's image.
 pub const SHUTDOWN_DEFERRER_IMAGE: &str = "quay.io/giantswarm/shutdown-deferrer:0.1.0";
+
+/// The images of a node pod's four containers; by default the ones above.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePodImages {
+    /// The endpoint-updater sidecar.
+    pub endpoint_updater: String,
+    /// The VM container, k8s-kvm.
+    pub k8s_kvm: String,
+    /// The health-check sidecar.
+    pub health: String,
+    /// The shutdown-deferrer sidecar.
+    pub shutdown_deferrer: String,
+}
+
+impl Default for NodePodImages {
+    fn default() -> Self {
+        Self {
+            endpoint_updater: ENDPOINT_UPDATER_IMAGE.into(),
+            k8s_kvm: K8S_KVM_IMAGE.into(),
+            health: HEALTH_IMAGE.into(),
+            shutdown_deferrer: SHUTDOWN_DEFERRER_IMAGE.into(),
+        }
+    }
+}
 /// How long a node pod may take to stop: node-operator's drain timeout (10 min).
 pub const TERMINATION_GRACE_SECONDS: i64 = 600;
 /// The size of a master's etcd PVC.
@@ -246,7 +270,7 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
     let containers = json!([
         {
             "name": "k8s-endpoint-updater",
-            "image": ENDPOINT_UPDATER_IMAGE,
+            "image": cluster.settings.images.endpoint_updater,
             "args": [
                 "update",
                 format!("--provider.bridge.name={}", names::bridge(&cluster.id)),
@@ -259,7 +283,7 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
         },
         {
             "name": "k8s-kvm",
-            "image": K8S_KVM_IMAGE,
+            "image": cluster.settings.images.k8s_kvm,
             "args": [role],
             "env": kvm_env,
             "volumeMounts": kvm_mounts,
@@ -274,7 +298,7 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
         },
         {
             "name": "k8s-kvm-health",
-            "image": HEALTH_IMAGE,
+            "image": cluster.settings.images.health,
             "imagePullPolicy": "Always",
             "env": health_env,
             "volumeMounts": [{ "name": "flannel", "mountPath": "/run/flannel" }],
@@ -282,7 +306,7 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
         },
         {
             "name": "shutdown-deferrer",
-            "image": SHUTDOWN_DEFERRER_IMAGE,
+            "image": cluster.settings.images.shutdown_deferrer,
             "imagePullPolicy": "Always",
             "args": ["daemon", format!("--server.listen.address={deferrer_url}")],
             "env": [env_field("MY_POD_NAME", "metadata.name"), env_field("MY_POD_NAMESPACE", "metadata.namespace")],
@@ -566,6 +590,30 @@ mod tests {
             ["daemon", "--server.listen.address=http://127.0.0.1:47041"]
         );
         assert_eq!(env_of(deferrer)["MY_POD_NAMESPACE"], "<metadata.namespace>");
+    }
+
+    #[test]
+    fn the_operators_images_reach_the_four_containers() {
+        let mut cluster = fixtures::cluster();
+        let image = |d: &Deployment, name: &str| container(d, name).image.clone().unwrap_or_default();
+        let d = deployment(&cluster, node(&cluster, "wk1"));
+        assert_eq!(image(&d, "k8s-kvm"), K8S_KVM_IMAGE);
+        cluster.settings.images = NodePodImages {
+            endpoint_updater: "registry.example.org/updater:1".into(),
+            k8s_kvm: "registry.example.org/k8s-kvm:2".into(),
+            health: "registry.example.org/health:3".into(),
+            shutdown_deferrer: "registry.example.org/deferrer:4".into(),
+        };
+        let d = deployment(&cluster, node(&cluster, "wk1"));
+        assert_eq!(
+            ["k8s-endpoint-updater", "k8s-kvm", "k8s-kvm-health", "shutdown-deferrer"].map(|c| image(&d, c)),
+            [
+                "registry.example.org/updater:1",
+                "registry.example.org/k8s-kvm:2",
+                "registry.example.org/health:3",
+                "registry.example.org/deferrer:4"
+            ]
+        );
     }
 
     #[test]

@@ -45,8 +45,12 @@
 //! let components = [("containerlinux", "3815.2.5"), ("kubernetes", "1.29.9"), ("etcd", "3.5.13")]
 //!     .map(|(name, version)| (name.to_string(), version.to_string()))
 //!     .into();
-//! let settings =
-//!     Settings { operator_version: "4.0.0".into(), dns_servers: vec!["10.0.0.53".into()], ntp_servers: vec![] };
+//! let settings = Settings {
+//!     operator_version: "4.0.0".into(),
+//!     dns_servers: vec!["10.0.0.53".into()],
+//!     ntp_servers: vec![],
+//!     images: Default::default(),
+//! };
 //! let cluster = Cluster::new(&config, "v20.1.0", &components, &settings).unwrap();
 //!
 //! let objects = desired(&cluster);

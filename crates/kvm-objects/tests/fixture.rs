@@ -35,6 +35,7 @@ fn cluster() -> Cluster {
         operator_version: "4.0.0".into(),
         dns_servers: vec!["10.99.0.53".into()],
         ntp_servers: vec!["10.99.0.123".into()],
+        images: Default::default(),
     };
     Cluster::new(&config, "v20.1.0", &components, &settings).expect("valid fixture")
 }

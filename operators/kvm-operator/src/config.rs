@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
+use kvm_objects::deployment::NodePodImages;
 use kvm_objects::ignition::{NodeConfigSettings, Oidc, Proxy};
 
 /// The flags of `kvm-operator daemon`.
@@ -151,6 +152,18 @@ pub struct ClusterArgs {
     /// The SSO CA's public key, trusted for SSH user certificates on the nodes.
     #[arg(long, default_value = "")]
     pub sso_public_key: String,
+    /// The node pods' VM container (k8s-kvm) image.
+    #[arg(long, default_value = kvm_objects::deployment::K8S_KVM_IMAGE)]
+    pub k8s_kvm_image: String,
+    /// The node pods' endpoint-updater sidecar image.
+    #[arg(long, default_value = kvm_objects::deployment::ENDPOINT_UPDATER_IMAGE)]
+    pub endpoint_updater_image: String,
+    /// The node pods' health-check sidecar image.
+    #[arg(long, default_value = kvm_objects::deployment::HEALTH_IMAGE)]
+    pub health_image: String,
+    /// The node pods' shutdown-deferrer sidecar image.
+    #[arg(long, default_value = kvm_objects::deployment::SHUTDOWN_DEFERRER_IMAGE)]
+    pub shutdown_deferrer_image: String,
     /// Image registry of the node images (the Kubernetes components and etcd).
     #[arg(long, default_value = kvm_objects::ignition::DEFAULT_REGISTRY)]
     pub registry: String,
@@ -194,6 +207,12 @@ impl OperatorConfig {
                 operator_version: version.to_string(),
                 dns_servers: list(&args.dns_servers),
                 ntp_servers: list(&args.ntp_servers),
+                images: NodePodImages {
+                    endpoint_updater: args.endpoint_updater_image.clone(),
+                    k8s_kvm: args.k8s_kvm_image.clone(),
+                    health: args.health_image.clone(),
+                    shutdown_deferrer: args.shutdown_deferrer_image.clone(),
+                },
             },
             node_config: NodeConfigSettings {
                 proxy: Proxy {

@@ -136,6 +136,7 @@ async fn start() -> anyhow::Result<World> {
             operator_version: "4.0.0".into(),
             dns_servers: vec!["10.61.0.53".into()],
             ntp_servers: vec![],
+            images: Default::default(),
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),

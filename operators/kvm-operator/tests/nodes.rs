@@ -216,6 +216,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
             operator_version: VERSION.into(),
             dns_servers: vec!["10.61.0.53".into()],
             ntp_servers: vec![],
+            images: Default::default(),
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),

@@ -106,6 +106,7 @@ impl Management {
                 operator_version: VERSION.into(),
                 dns_servers: vec!["10.61.0.53".into()],
                 ntp_servers: vec![],
+                images: Default::default(),
             },
             node_config: Default::default(),
             roles: ClusterRoles::default(),
