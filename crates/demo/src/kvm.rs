@@ -25,11 +25,9 @@ use kube::{Api, ResourceExt};
 use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
 use kvm_objects::names::{self, keys};
-use kvm_operator::config::{NodeSettings, OperatorConfig};
+use kvm_operator::config::OperatorConfig;
 use kvm_operator::context::Shared;
-use kvm_operator::controllers::{NodeMetrics, Nodes};
 use kvm_operator::daemon;
-use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::{Leadership, Metrics, Readiness, RunSettings};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
@@ -82,7 +80,7 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
 
     step("Starting kvm-operator in this process");
     let stop = CancellationToken::new();
-    let operator = start_operator(client.clone(), stop.clone())?;
+    let operator = start_operator(client.clone(), stop.clone());
 
     step("Applying the Release and cluster x7k2p: 3 masters and 5 workers, etcd on PVCs");
     k.run(&["apply", "-f", &examples.join("kvm-release-v20.1.0.yaml").display().to_string()]).await?;
@@ -136,24 +134,11 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
     Ok(())
 }
 
-/// kvm-operator as `kvm-operator daemon` runs it (controllers and drain executor), without
-/// leader election: this process is the only replica.
-fn start_operator(
-    client: kube::Client,
-    stop: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
+/// kvm-operator as `kvm-operator daemon` runs it (its controllers and drain executor, on one
+/// cache of workload-cluster clients: [`daemon::run`]), without leader election: this process
+/// is the only replica.
+fn start_operator(client: kube::Client, stop: CancellationToken) -> tokio::task::JoinHandle<anyhow::Result<()>> {
     let operator_version = kvm_operator::VERSION;
-    let mut registry = Registry::default();
-    let metrics = Metrics::new(&mut registry);
-    let readiness = Readiness::new();
-    let drainer = Drainer::builder(
-        client.clone(),
-        DrainerSettings::new(daemon::COMPONENT, semver::Version::parse(operator_version)?),
-        &mut registry,
-    )
-    .metrics(&metrics)
-    .build()
-    .context("the drain executor")?;
     let config = OperatorConfig {
         version: operator_version.into(),
         settings: Settings {
@@ -165,23 +150,16 @@ fn start_operator(
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    // One cache of workload-cluster clients, the drain executor's, as in the daemon.
-    let shared = Arc::new(
-        Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30))
-            .with_workload_clients(drainer.clients().clone()),
-    );
-    let node_settings = NodeSettings { watcher_resync: Duration::from_secs(30), ..NodeSettings::default() };
-    let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
+    let shared = Arc::new(Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30)));
     println!(
         "kvm-operator {operator_version}: the cluster controller, the drainer, the deleter, the terminator and the drain executor; DNS servers 10.61.0.53"
     );
     let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(30), leadership: Leadership::always() };
-    Ok(tokio::spawn(async move {
-        let drains = tokio::spawn(drainer.run(stop.clone()));
-        let result = daemon::run_with_nodes(nodes, &metrics, &readiness, settings, stop).await;
-        let _ = drains.await;
-        result
-    }))
+    tokio::spawn(async move {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        daemon::run(shared, &metrics, &Readiness::new(), settings, stop).await
+    })
 }
 
 /// Follows the sample cluster and prints what changed.

@@ -381,7 +381,7 @@ impl Resource<Pod, Arc<Nodes>> for DrainNode {
 
 /// Whether the workload cluster has node `name`; an error when it cannot be asked.
 async fn node_exists(nodes: &Nodes, cluster: &ClusterRef, name: &str) -> Result<bool, WorkloadClusterError> {
-    let wc = nodes.clients.client_for(cluster).await?;
+    let wc = nodes.clients().client_for(cluster).await?;
     match Api::<Node>::all(wc.client()).get_opt(name).await {
         Ok(node) => Ok(node.is_some()),
         Err(e) => Err(wc.error(e)),

@@ -41,8 +41,6 @@ pub mod unhealthy;
 pub struct Nodes {
     /// The management-cluster client and the operator's settings.
     pub shared: Arc<Shared>,
-    /// Workload-cluster clients, one cached per cluster.
-    pub clients: WorkloadClients,
     /// The node controllers' settings.
     pub settings: NodeSettings,
     /// The node controllers' metrics.
@@ -75,7 +73,6 @@ impl Nodes {
     /// `shared`'s clients, the one cache of the process.
     pub fn new(shared: Arc<Shared>, settings: NodeSettings, metrics: NodeMetrics) -> Self {
         let client = shared.client.clone();
-        let clients = shared.workload_clients.clone();
         let events = NodeEvents {
             drainer: Events::new(client.clone(), drainer::CONTROLLER),
             deleter: Events::new(client.clone(), deleter::CONTROLLER),
@@ -84,13 +81,17 @@ impl Nodes {
         };
         Self {
             shared,
-            clients,
             settings,
             metrics,
             watchers: node_watcher::NodeWatchers::default(),
             events,
             endpoints_locks: parking_lot::Mutex::default(),
         }
+    }
+
+    /// Workload-cluster clients, one cached per cluster: the process's one cache, `shared`'s.
+    pub fn clients(&self) -> &WorkloadClients {
+        &self.shared.workload_clients
     }
 
     /// The lock of the Endpoints of the cluster in `namespace`.
@@ -116,7 +117,7 @@ impl Nodes {
         &self,
         cluster: &ClusterRef,
     ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
-        let wc = match self.clients.client_for(cluster).await {
+        let wc = match self.clients().client_for(cluster).await {
             Ok(wc) => wc,
             Err(e) if e.is_not_ready() => {
                 tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable yet");

@@ -134,7 +134,7 @@ impl WatchTask {
         let mut warned = false;
         tracing::info!(cluster = %self.cluster.id, "workload-cluster node watcher started");
         while !self.stop.is_cancelled() {
-            let problem = match self.nodes.clients.client_for(&self.cluster).await {
+            let problem = match self.nodes.clients().client_for(&self.cluster).await {
                 Ok(wc) => match self.watch(&wc.client()).await {
                     Ok(()) => return,
                     Err((e, synced)) => {
