@@ -141,8 +141,15 @@ async fn drain_without_eviction(client: Client) {
         assert!(out.contains(&format!("pod/{name} deleted")), "{name} is deleted:\n{out}");
     }
     assert!(out.contains("node/node-1 drained"), "{out}");
+    // The Deployment's status may still describe the pods that were deleted, so wait for the
+    // replacements themselves rather than for the rollout.
+    eventually("both replacements to run on node-2", || async {
+        let pods = pods(&env, "app=web").await;
+        let moved = pods.len() == 2 && pods.iter().all(|p| node_of(p) == "node-2" && sim_support::ready(p));
+        moved.then_some(())
+    })
+    .await;
     rolled_out(&env, "web").await;
-    assert!(pods(&env, "app=web").await.iter().all(|p| node_of(p) == "node-2"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
