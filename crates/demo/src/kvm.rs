@@ -28,7 +28,7 @@ use kvm_objects::names::{self, keys};
 use kvm_operator::config::OperatorConfig;
 use kvm_operator::context::Shared;
 use kvm_operator::daemon;
-use operatorkit::{Leadership, Metrics, Readiness, RunSettings};
+use operatorkit::{Leadership, Readiness, RunSettings};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
 use tokio::time::Instant;
@@ -150,15 +150,17 @@ fn start_operator(client: kube::Client, stop: CancellationToken) -> tokio::task:
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    let shared = Arc::new(Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30)));
+    let shared = Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30));
     println!(
         "kvm-operator {operator_version}: the cluster controller, the drainer, the deleter, the terminator and the drain executor; DNS servers 10.61.0.53"
     );
-    let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(30), leadership: Leadership::always() };
     tokio::spawn(async move {
+        let tuning = daemon::Tuning {
+            run: RunSettings { concurrency: 4, resync: Duration::from_secs(30), leadership: Leadership::always() },
+            ..daemon::Tuning::new(operator_version)?
+        };
         let mut registry = Registry::default();
-        let metrics = Metrics::new(&mut registry);
-        daemon::run(shared, &metrics, &Readiness::new(), settings, stop).await
+        daemon::Daemon::build(shared, tuning, &mut registry, &Readiness::new())?.run(stop).await
     })
 }
 

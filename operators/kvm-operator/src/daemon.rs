@@ -42,35 +42,89 @@ use crate::controllers::{NodeMetrics, Nodes, cluster, deleter, drainer, unhealth
 /// The Release component this operator is.
 pub const COMPONENT: &str = "kvm-operator";
 
-/// Build and run everything the daemon runs until `shutdown`, with default settings for the
-/// node controllers and the drain executor (whose metrics are not exported): the controllers
-/// of [`run_with_nodes`] beside the executor, all on `shared`'s workload-cluster clients.
-pub async fn run(
-    shared: Arc<Shared>,
-    metrics: &Metrics,
-    readiness: &Readiness,
-    settings: RunSettings,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let mut registry = Registry::default();
-    let version = semver::Version::parse(&shared.config.version)?;
-    let executor = Drainer::builder(shared.client.clone(), DrainerSettings::new(COMPONENT, version), &mut registry)
-        .metrics(metrics)
-        .readiness(readiness)
-        .leadership(settings.leadership.clone())
-        .clients(shared.workload_clients.clone())
-        .build()?;
-    let node_metrics = NodeMetrics::new(&mut registry);
-    let nodes = Arc::new(Nodes::new(shared, NodeSettings::default(), node_metrics));
-    let (controllers, ()) =
-        tokio::join!(run_with_nodes(nodes, metrics, readiness, settings, shutdown.clone()), executor.run(shutdown));
-    controllers
+/// How a [`Daemon`] runs, beyond its shared context: the controllers' concurrency, resync and
+/// leadership, the node controllers' settings and the drain executor's.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Concurrency, resync and leadership of every controller.
+    pub run: RunSettings,
+    /// The deleter, node watchers and unhealthy-node terminator.
+    pub nodes: NodeSettings,
+    /// The drain executor, and the options of the workload-cluster clients it caches.
+    pub drain: DrainerSettings,
+}
+
+impl Tuning {
+    /// The defaults for operator `version` (semver).
+    pub fn new(version: &str) -> anyhow::Result<Self> {
+        let version = semver::Version::parse(version).with_context(|| format!("operator version {version}"))?;
+        Ok(Self {
+            run: RunSettings::default(),
+            nodes: NodeSettings::default(),
+            drain: DrainerSettings::new(COMPONENT, version),
+        })
+    }
+}
+
+/// Everything `kvm-operator daemon` runs, built and ready: the controllers of
+/// [`run_with_nodes`] and the drain executor, on one cache of workload-cluster clients (the
+/// executor's, built from [`Tuning::drain`]). [`serve`], the demo and the tests all run the
+/// operator through it.
+pub struct Daemon {
+    nodes: Arc<Nodes>,
+    drainer: Drainer,
+    metrics: Metrics,
+    readiness: Readiness,
+    run: RunSettings,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon").field("run", &self.run).finish_non_exhaustive()
+    }
+}
+
+impl Daemon {
+    /// Build the daemon on `shared`: its metrics (the controllers', the executor's and the node
+    /// controllers') go into `registry`, its readiness into `readiness`.
+    pub fn build(
+        shared: Shared,
+        tuning: Tuning,
+        registry: &mut Registry,
+        readiness: &Readiness,
+    ) -> anyhow::Result<Daemon> {
+        let metrics = Metrics::new(registry);
+        let drainer = Drainer::builder(shared.client.clone(), tuning.drain, registry)
+            .metrics(&metrics)
+            .readiness(readiness)
+            .leadership(tuning.run.leadership.clone())
+            .build()
+            .context("the drain executor")?;
+        // One cache of workload-cluster clients for the drain executor and every controller;
+        // the executor's run keeps it current.
+        let shared = Arc::new(shared.with_workload_clients(drainer.clients().clone()));
+        let nodes = Arc::new(Nodes::new(shared, tuning.nodes, NodeMetrics::new(registry)));
+        Ok(Daemon { nodes, drainer, metrics, readiness: readiness.clone(), run: tuning.run })
+    }
+
+    /// The node controllers' context (the shared context, the node watchers, the clients).
+    pub fn nodes(&self) -> &Arc<Nodes> {
+        &self.nodes
+    }
+
+    /// Run until `shutdown`: the controllers beside the drain executor.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Daemon { nodes, drainer, metrics, readiness, run } = self;
+        let (controllers, ()) =
+            tokio::join!(run_with_nodes(nodes, &metrics, &readiness, run, shutdown.clone()), drainer.run(shutdown));
+        controllers
+    }
 }
 
 /// Build and run the controllers until `shutdown`: the cluster controller, the drainer (pod
 /// finalizer drain and Endpoints), the deleter (with the per-cluster node watchers) and the
 /// unhealthy-node terminator, all on `nodes`' shared context.
-pub async fn run_with_nodes(
+async fn run_with_nodes(
     nodes: Arc<Nodes>,
     metrics: &Metrics,
     readiness: &Readiness,
@@ -160,39 +214,32 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     };
     let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
     let mut registry = Registry::default();
-    let metrics = Metrics::new(&mut registry);
     if let Some(elector) = &elector {
         elector.register_metrics(&mut registry);
     }
     let readiness = Readiness::new();
-    // The drain executor: the DrainerConfigs labelled kvm-operator.giantswarm.io/version=<v>.
-    let drain_settings = DrainerSettings {
-        timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
-        ..DrainerSettings::new(COMPONENT, semver::Version::parse(&version).context("the operator's version")?)
+    let defaults = Tuning::new(&version)?;
+    let tuning = Tuning {
+        run: RunSettings {
+            concurrency: args.concurrency,
+            resync: Duration::from_secs(args.resync_seconds),
+            leadership: leadership.clone(),
+        },
+        nodes: NodeSettings {
+            watcher_resync: Duration::from_secs(args.resync_seconds.max(1)),
+            ..NodeSettings::new(&args.nodes)
+        },
+        // The drain executor: the DrainerConfigs labelled kvm-operator.giantswarm.io/version=<v>.
+        drain: DrainerSettings { timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)), ..defaults.drain },
     };
-    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
-        .metrics(&metrics)
-        .readiness(&readiness)
-        .leadership(leadership.clone())
-        .build()
-        .context("the drain executor")?;
-    // One cache of workload-cluster clients for the drain executor and every controller; the
-    // executor's run keeps it current.
-    let shared = Arc::new(
-        Shared::new(
-            leadership.gate(client),
-            OperatorConfig::new(&version, &args.cluster),
-            args.certificates_namespace.clone(),
-            Duration::from_secs(args.poll_seconds.max(1)),
-            Duration::from_secs(args.resync_seconds),
-        )
-        .with_workload_clients(drainer.clients().clone()),
+    let shared = Shared::new(
+        leadership.gate(client),
+        OperatorConfig::new(&version, &args.cluster),
+        args.certificates_namespace.clone(),
+        Duration::from_secs(args.poll_seconds.max(1)),
+        Duration::from_secs(args.resync_seconds),
     );
-    let node_settings = NodeSettings {
-        watcher_resync: Duration::from_secs(args.resync_seconds.max(1)),
-        ..NodeSettings::new(&args.nodes)
-    };
-    let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
+    let daemon = Daemon::build(shared, tuning, &mut registry, &readiness)?;
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");
@@ -206,13 +253,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
-    let settings =
-        RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership };
-    let (controllers, ()) = tokio::join!(
-        run_with_nodes(nodes, &metrics, &readiness, settings, shutdown.clone()),
-        drainer.run(shutdown.clone())
-    );
-    controllers?;
+    daemon.run(shutdown.clone()).await?;
     shutdown.cancel();
     stop_election.cancel();
     if let Some(election) = election {

@@ -10,7 +10,6 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -28,7 +27,7 @@ use kvm_objects::access::ClusterRoles;
 use kvm_objects::cluster::Settings;
 use kvm_operator::config::OperatorConfig;
 use kvm_operator::context::Shared;
-use kvm_operator::daemon;
+use kvm_operator::daemon::{Daemon, Tuning};
 use operatorkit::RunSettings;
 use testenv::{NodeSpec, SimConfig, TestEnv};
 use tokio_util::sync::CancellationToken;
@@ -144,21 +143,21 @@ async fn start() -> anyhow::Result<World> {
     // The operator runs as the chart's ServiceAccount, with the chart's RBAC.
     let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     let operator = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
-    let shared = Arc::new(Shared::new(
+    let shared = Shared::new(
         env.handle().client_with_token(Some(&operator.token))?,
         config,
         None,
         Duration::from_millis(300),
         Duration::from_secs(2),
-    ));
+    );
+    let mut tuning = Tuning::new("4.0.0")?;
+    tuning.run = RunSettings { concurrency: 2, resync: Duration::from_secs(2), ..RunSettings::default() };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let daemon = Daemon::build(shared, tuning, &mut registry, &operatorkit::Readiness::new())?;
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     tokio::spawn(async move {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = operatorkit::Metrics::new(&mut registry);
-        let readiness = operatorkit::Readiness::new();
-        let settings = RunSettings { concurrency: 2, resync: Duration::from_secs(2), ..RunSettings::default() };
-        if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, token).await {
+        if let Err(e) = daemon.run(token).await {
             eprintln!("operator stopped: {e:#}");
         }
     });

@@ -19,38 +19,10 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::names::keys;
 use kvm_objects::rolling::is_available;
-use support::{ID, RESYNC, World, eventually, kvm_config, names};
+use support::{ID, RESYNC, World, eventually, kvm_config, names, ready, settled};
 use tokio_util::sync::CancellationToken;
 
 const NODE_PODS: &str = "kvm-operator.giantswarm.io/pod-watcher=kvm-operator";
-
-fn ready(config: &KVMConfig) -> Option<(String, String)> {
-    config
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.status.clone(), c.message.clone()))
-}
-
-/// Wait until the cluster is settled on `release`: `settled_by` (`Created` or `Updated`) set,
-/// the release recorded, eight nodes on it, `Ready=True`.
-async fn settled(w: &World, settled_by: ClusterCondition, release: &str, nodes: usize) -> anyhow::Result<KVMConfig> {
-    let configs = w.configs();
-    eventually(&format!("{settled_by} on {release} with {nodes} nodes"), 120, || async {
-        let config = configs.get(ID).await?;
-        let Some(status) = config.status.as_ref() else { return Ok(None) };
-        let lifecycle = &status.cluster;
-        let done = lifecycle.has_condition(settled_by)
-            && lifecycle.has_version(release)
-            && lifecycle.nodes.len() == nodes
-            && lifecycle.nodes.iter().all(|n| n.version == release)
-            && ready(&config).is_some_and(|(s, _)| s == "True");
-        Ok(done.then_some(config))
-    })
-    .await
-}
 
 /// Create the example cluster and wait until it is `Created`.
 async fn created(w: &World) -> anyhow::Result<KVMConfig> {

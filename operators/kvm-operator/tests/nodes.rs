@@ -33,10 +33,9 @@ use kvm_objects::names;
 use kvm_objects::unhealthy::Limits;
 use kvm_operator::config::{NodeSettings, OperatorConfig};
 use kvm_operator::context::Shared;
-use kvm_operator::controllers::{NodeMetrics, Nodes};
-use kvm_operator::daemon;
+use kvm_operator::controllers::Nodes;
+use kvm_operator::daemon::{Daemon, Tuning};
 use node_lifecycle::drain::plan::Backoff;
-use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::RunSettings;
 use prometheus_client::registry::Registry;
 use testenv::{NodeSpec, SimConfig, TestEnv};
@@ -201,15 +200,20 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         .create(&PostParams::default(), &kvm_config(kvm_annotations))
         .await?;
 
-    let shutdown = CancellationToken::new();
-    let mut registry = Registry::default();
-    let mut drain = DrainerSettings::new("kvm-operator", semver::Version::parse(VERSION)?);
-    drain.poll = Duration::from_millis(200);
-    drain.retry = Duration::from_millis(500);
-    drain.backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(2) };
-    drain.clients.connect_timeout = Duration::from_secs(2);
-    drain.clients.request_timeout = Duration::from_secs(5);
-    let executor = Drainer::builder(client.clone(), drain, &mut registry).build()?;
+    let mut tuning = Tuning::new(VERSION)?;
+    tuning.run = RunSettings { concurrency: 4, resync: Duration::from_secs(2), ..RunSettings::default() };
+    tuning.drain.poll = Duration::from_millis(200);
+    tuning.drain.retry = Duration::from_millis(500);
+    tuning.drain.backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(2) };
+    tuning.drain.clients.connect_timeout = Duration::from_secs(2);
+    tuning.drain.clients.request_timeout = Duration::from_secs(5);
+    tuning.nodes = NodeSettings {
+        terminate_unhealthy: false,
+        limits,
+        deleter_resync: Duration::from_secs(1),
+        watcher_resync: Duration::from_secs(2),
+        watcher_retry: Duration::from_millis(500),
+    };
     let config = OperatorConfig {
         version: VERSION.into(),
         settings: Settings {
@@ -221,27 +225,14 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    let shared = Arc::new(
-        Shared::new(client.clone(), config, None, Duration::from_millis(300), Duration::from_secs(2))
-            .with_workload_clients(executor.clients().clone()),
-    );
-    let settings = NodeSettings {
-        terminate_unhealthy: false,
-        limits,
-        deleter_resync: Duration::from_secs(1),
-        watcher_resync: Duration::from_secs(2),
-        watcher_retry: Duration::from_millis(500),
-    };
-    let nodes = Arc::new(Nodes::new(shared, settings, NodeMetrics::new(&mut registry)));
-    tokio::spawn(executor.run(shutdown.clone()));
+    let shared = Shared::new(client.clone(), config, None, Duration::from_millis(300), Duration::from_secs(2));
+    let mut registry = Registry::default();
+    let daemon = Daemon::build(shared, tuning, &mut registry, &operatorkit::Readiness::new())?;
+    let nodes = daemon.nodes().clone();
+    let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let context = nodes.clone();
     tokio::spawn(async move {
-        let mut registry = Registry::default();
-        let metrics = operatorkit::Metrics::new(&mut registry);
-        let readiness = operatorkit::Readiness::new();
-        let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(2), ..RunSettings::default() };
-        if let Err(e) = daemon::run_with_nodes(context, &metrics, &readiness, settings, token).await {
+        if let Err(e) = daemon.run(token).await {
             eprintln!("operator stopped: {e:#}");
         }
     });

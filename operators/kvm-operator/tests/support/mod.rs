@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apis::cluster_status::ClusterCondition;
 use apis::kvm::KVMConfig;
 use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -25,9 +26,7 @@ use kvm_objects::cluster::Settings;
 use kvm_objects::names::keys;
 use kvm_operator::config::{NodeSettings, OperatorConfig};
 use kvm_operator::context::Shared;
-use kvm_operator::controllers::{NodeMetrics, Nodes};
-use kvm_operator::daemon;
-use node_lifecycle::drain::{Drainer, DrainerSettings};
+use kvm_operator::daemon::{Daemon, Tuning};
 use operatorkit::RunSettings;
 use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
@@ -73,6 +72,87 @@ pub fn release(version: &str, kubernetes: &str) -> Release {
     serde_json::from_value(doc).expect("Release decodes")
 }
 
+/// The operator's configuration in these tests: version [`VERSION`], DNS server 10.61.0.53.
+pub fn operator_config() -> OperatorConfig {
+    OperatorConfig {
+        version: VERSION.into(),
+        settings: Settings {
+            operator_version: VERSION.into(),
+            dns_servers: vec!["10.61.0.53".into()],
+            ntp_servers: vec![],
+            images: Default::default(),
+        },
+        node_config: Default::default(),
+        roles: ClusterRoles::default(),
+    }
+}
+
+/// The operator under test, as `kvm-operator daemon` runs it ([`Daemon`]: poll 300 ms, resync
+/// [`RESYNC`], drains polled every 200 ms), in a runtime of its own: killing it stops every
+/// task at whatever await it is at, as a crash would, with no graceful shutdown.
+pub struct Operator {
+    mc: testenv::Handle,
+    running: Option<(tokio::runtime::Runtime, CancellationToken)>,
+}
+
+impl Operator {
+    /// Start the operator against the management cluster `mc`.
+    pub fn start(mc: testenv::Handle) -> anyhow::Result<Operator> {
+        let mut operator = Operator { mc, running: None };
+        operator.restart()?;
+        Ok(operator)
+    }
+
+    /// Start the operator again (a no-op while it runs).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        if self.running.is_some() {
+            return Ok(());
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let token = CancellationToken::new();
+        // A client of its own, made in its runtime: its connections die with the operator, as
+        // a crashed process's would, and no one else's do.
+        let client = {
+            let _runtime = runtime.enter();
+            self.mc.client()?
+        };
+        let shared = Shared::new(client, operator_config(), None, Duration::from_millis(300), RESYNC);
+        let mut tuning = Tuning::new(VERSION)?;
+        tuning.run = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
+        tuning.nodes = NodeSettings { watcher_resync: RESYNC, ..NodeSettings::default() };
+        tuning.drain.poll = Duration::from_millis(200);
+        tuning.drain.retry = Duration::from_millis(500);
+        let stop = token.clone();
+        runtime.spawn(async move {
+            let mut registry = prometheus_client::registry::Registry::default();
+            let started = Daemon::build(shared, tuning, &mut registry, &operatorkit::Readiness::new());
+            match started {
+                Ok(daemon) => {
+                    if let Err(e) = daemon.run(stop).await {
+                        eprintln!("operator stopped: {e:#}");
+                    }
+                }
+                Err(e) => eprintln!("operator not started: {e:#}"),
+            }
+        });
+        self.running = Some((runtime, token));
+        Ok(())
+    }
+
+    /// Kill the operator: no reconcile finishes, no finalizer or lock is released.
+    pub fn kill(&mut self) {
+        if let Some((runtime, _token)) = self.running.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// The management cluster alone, with the operator running: no workload cluster, no
 /// stand-ins, no cluster Secrets.
 pub struct Management {
@@ -80,8 +160,8 @@ pub struct Management {
     pub mc: TestEnv,
     /// A client.
     pub client: kube::Client,
-    /// Stops the operator: cancel it when the test is done.
-    pub shutdown: CancellationToken,
+    /// The operator; dropping it stops it.
+    pub operator: Operator,
 }
 
 impl Management {
@@ -100,40 +180,8 @@ impl Management {
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
 
-        let config = OperatorConfig {
-            version: VERSION.into(),
-            settings: Settings {
-                operator_version: VERSION.into(),
-                dns_servers: vec!["10.61.0.53".into()],
-                ntp_servers: vec![],
-                images: Default::default(),
-            },
-            node_config: Default::default(),
-            roles: ClusterRoles::default(),
-        };
-        let mut registry = prometheus_client::registry::Registry::default();
-        let mut drain = DrainerSettings::new("kvm-operator", semver::Version::parse(VERSION)?);
-        drain.poll = Duration::from_millis(200);
-        drain.retry = Duration::from_millis(500);
-        let executor = Drainer::builder(client.clone(), drain, &mut registry).build()?;
-        let shared = Arc::new(
-            Shared::new(client.clone(), config, None, Duration::from_millis(300), RESYNC)
-                .with_workload_clients(executor.clients().clone()),
-        );
-        let node_settings = NodeSettings { watcher_resync: RESYNC, ..NodeSettings::default() };
-        let nodes = Arc::new(Nodes::new(shared, node_settings, NodeMetrics::new(&mut registry)));
-        let shutdown = CancellationToken::new();
-        tokio::spawn(executor.run(shutdown.clone()));
-        let token = shutdown.clone();
-        tokio::spawn(async move {
-            let metrics = operatorkit::Metrics::new(&mut registry);
-            let readiness = operatorkit::Readiness::new();
-            let settings = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
-            if let Err(e) = daemon::run_with_nodes(nodes, &metrics, &readiness, settings, token).await {
-                eprintln!("operator stopped: {e:#}");
-            }
-        });
-        Ok(Management { mc, client, shutdown })
+        let operator = Operator::start(mc.handle().clone())?;
+        Ok(Management { mc, client, operator })
     }
 }
 
@@ -145,6 +193,9 @@ pub struct World {
     pub wc: Arc<WorkloadCluster>,
     /// A management-cluster client.
     pub client: kube::Client,
+    /// The operator: [`Operator::kill`] and [`Operator::start`] it to crash and restart it.
+    pub operator: Operator,
+    /// Stops the stand-ins.
     shutdown: CancellationToken,
 }
 
@@ -159,7 +210,8 @@ impl World {
     /// create the CRDs, Release v20.1.0, the namespace, the certificate and encryption-key
     /// Secrets and the workload cluster's kubeconfig Secret.
     pub async fn start() -> anyhow::Result<World> {
-        let Management { mc, client, shutdown } = Management::start().await?;
+        let Management { mc, client, operator } = Management::start().await?;
+        let shutdown = CancellationToken::new();
         create_secrets(&client).await?;
         let wc = Arc::new(WorkloadCluster::start().await?);
         Api::<Secret>::namespaced(client.clone(), NS)
@@ -173,7 +225,7 @@ impl World {
             .label("giantswarm.io/provider", "kvm");
         let token = shutdown.clone();
         node_pods.spawn(wc.clone(), Duration::from_millis(100), async move { token.cancelled().await });
-        Ok(World { mc, wc, client, shutdown })
+        Ok(World { mc, wc, client, operator, shutdown })
     }
 
     /// The KVMConfigs of [`NS`].
@@ -199,6 +251,40 @@ pub async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
         secrets.create(&PostParams::default(), &secret).await?;
     }
     Ok(())
+}
+
+/// `Ready`'s status and message.
+pub fn ready(config: &KVMConfig) -> Option<(String, String)> {
+    config
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
+/// Wait until the cluster is settled on `release`: `settled_by` (`Created` or `Updated`) set,
+/// the release recorded, `nodes` nodes on it, `Ready=True`.
+pub async fn settled(
+    w: &World,
+    settled_by: ClusterCondition,
+    release: &str,
+    nodes: usize,
+) -> anyhow::Result<KVMConfig> {
+    let configs = w.configs();
+    eventually(&format!("{settled_by} on {release} with {nodes} nodes"), 120, || async {
+        let config = configs.get(ID).await?;
+        let Some(status) = config.status.as_ref() else { return Ok(None) };
+        let lifecycle = &status.cluster;
+        let done = lifecycle.has_condition(settled_by)
+            && lifecycle.has_version(release)
+            && lifecycle.nodes.len() == nodes
+            && lifecycle.nodes.iter().all(|n| n.version == release)
+            && ready(&config).is_some_and(|(s, _)| s == "True");
+        Ok(done.then_some(config))
+    })
+    .await
 }
 
 /// Poll `check` every 100 ms until it returns a value, for at most `seconds`.
