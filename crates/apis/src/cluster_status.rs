@@ -190,6 +190,17 @@ impl ClusterCondition {
         }
     }
 
+    /// The reason of the Normal event published when a cluster enters this condition:
+    /// `ClusterCreating`, `ClusterCreated`, ….
+    pub fn event_reason(self) -> String {
+        format!("Cluster{}", self.as_str())
+    }
+
+    /// The note of that event: `cluster <id> is created`, ….
+    pub fn event_note(self, id: &str) -> String {
+        format!("cluster {id} is {}", self.as_str().to_lowercase())
+    }
+
     /// The other half of the pair, which setting this condition removes.
     pub fn opposite(self) -> Self {
         match self {

@@ -70,7 +70,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{BuildError, ReconcileError};
-use crate::events::Warnings;
+use crate::events::Events;
 use crate::finalizer::{self, finalizer_name, has_finalizer};
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ObjectTimes};
@@ -321,7 +321,7 @@ impl<K: Watched> ControllerBuilder<K> {
         });
         let shared = Shared {
             finalizer: finalizer_name(&name),
-            warnings: Warnings::new(self.client.clone(), &name, self.instance),
+            warnings: Events::with_instance(self.client.clone(), &name, self.instance),
             client: self.client,
             name,
             router,
@@ -681,7 +681,7 @@ struct Shared<K: Watched> {
     resync: Duration,
     leadership: Leadership,
     metrics: Option<Metrics>,
-    warnings: Warnings,
+    warnings: Events,
     status_hook: Option<Arc<dyn StatusHook<K>>>,
     backoff: ErrorBackoff,
     /// Consecutive failures (and stale-cache conflicts) per object, for the backoff.

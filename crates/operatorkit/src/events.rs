@@ -1,13 +1,19 @@
-//! Kubernetes Warning events from typed errors (operatorkit v1.2.0, `docs/using_kubernetes_events.md`).
+//! Kubernetes events: the controllers' Warning events from typed errors (operatorkit v1.2.0,
+//! `docs/using_kubernetes_events.md`), and [`Events`], the one way every operator on this
+//! library publishes its own Normal and Warning events.
 //!
-//! Only failures produce events: type `Warning`, reason = the error's kind, note = its
-//! description, published with kube-runtime's [`Recorder`] (events.k8s.io/v1; repeats of the
-//! same reason on the same object become one event with a growing series count). The reporting
-//! controller is the controller's name. Events of cluster-scoped objects land in `default`.
+//! Events go through kube-runtime's [`Recorder`] (events.k8s.io/v1): repeats of the same type,
+//! reason, action, object and related object on the same object become one event with a
+//! growing series count, and only the first note is kept, so whatever tells two events apart
+//! must be in one of those fields. The reporting controller is the controller's name. Events of
+//! cluster-scoped objects land in `default`.
 //!
-//! The note is the error's `Display` text, truncated to the API's 1 kB limit; error types must
-//! not format secrets (see [`crate::error`]).
+//! Reasons and notes are truncated to the API's limits (128 and 1024 bytes). A note is written
+//! for people and must never carry a secret; the Warning of an error is its `Display` text, and
+//! error types must not format secrets (see [`crate::error`]). Publishing never fails a
+//! reconcile: an event that cannot be written is logged.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
@@ -15,39 +21,67 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 const MAX_REASON: usize = 128;
 const MAX_NOTE: usize = 1024;
 
-/// Publishes Warning events for one controller.
+/// Publishes events for one controller (its reporting name).
 #[derive(Clone)]
-pub(crate) struct Warnings {
+pub struct Events {
     recorder: Recorder,
 }
 
-impl std::fmt::Debug for Warnings {
+impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Warnings").finish_non_exhaustive()
+        f.debug_struct("Events").finish_non_exhaustive()
     }
 }
 
-impl Warnings {
-    pub(crate) fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+impl Events {
+    /// Events reported by `controller`.
+    pub fn new(client: Client, controller: &str) -> Self {
+        Self::with_instance(client, controller, None)
+    }
+
+    /// Events reported by `controller`, from the replica `instance` (e.g. its pod name).
+    pub fn with_instance(client: Client, controller: &str, instance: Option<String>) -> Self {
         Self { recorder: Recorder::new(client, Reporter { controller: controller.to_string(), instance }) }
     }
 
-    /// Publish a Warning on `obj`; failures to publish are logged, never returned: an event is a
-    /// courtesy and must not fail the reconcile.
+    /// A Normal event on `object`.
+    pub async fn normal(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
+        self.publish(object, EventType::Normal, reason, action, None, &note).await;
+    }
+
+    /// A Warning event on `object`.
+    pub async fn warning(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
+        self.publish(object, EventType::Warning, reason, action, None, &note).await;
+    }
+
+    /// An event on `object` with its `action` and `related` object.
+    pub async fn publish(
+        &self,
+        object: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        related: Option<ObjectReference>,
+        note: &str,
+    ) {
+        let event = Event {
+            type_,
+            reason: truncate(reason, MAX_REASON).to_string(),
+            note: Some(truncate(note, MAX_NOTE).to_string()),
+            action: action.to_string(),
+            secondary: related,
+        };
+        if let Err(error) = self.recorder.publish(&event, object).await {
+            tracing::warn!(%error, reason, "cannot publish an event");
+        }
+    }
+
+    /// The Warning a controller publishes for a failed reconcile of `obj`.
     pub(crate) async fn warn<K>(&self, obj: &K, action: &str, reason: &str, note: &str)
     where
         K: kube::Resource<DynamicType = ()>,
     {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: truncate(reason, MAX_REASON).to_string(),
-            note: Some(truncate(note, MAX_NOTE).to_string()),
-            action: action.to_string(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            tracing::warn!(%error, reason, "cannot publish a Warning event");
-        }
+        self.publish(&obj.object_ref(&()), EventType::Warning, reason, action, None, note).await;
     }
 }
 

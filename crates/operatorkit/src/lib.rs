@@ -66,7 +66,7 @@ pub mod conditions;
 pub mod controller;
 pub mod crud;
 pub mod error;
-mod events;
+pub mod events;
 pub mod finalizer;
 pub mod held_secrets;
 pub mod leader;
@@ -83,6 +83,7 @@ pub mod wrapper;
 
 pub use controller::{Controller, ControllerBuilder, ErrorBackoff, RunSettings};
 pub use error::{BuildError, ErrorKind, ReconcileError, ResourceError};
+pub use events::Events;
 pub use leader::Leadership;
 pub use metrics::Metrics;
 pub use outcome::{Flow, Outcome};

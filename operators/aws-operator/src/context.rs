@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use apis::release::Release;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
+use operatorkit::Events;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -129,7 +130,7 @@ pub struct Shared {
     pub metrics: StackMetrics,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
-    recorder: Recorder,
+    events: Events,
 }
 
 impl std::fmt::Debug for Shared {
@@ -147,10 +148,7 @@ impl Shared {
         amis: AmiMap,
         registry: &mut Registry,
     ) -> Arc<Self> {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter { controller: format!("aws-operator-{}", config.version), instance: None },
-        );
+        let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
         Arc::new(Self {
             client,
             aws,
@@ -159,7 +157,7 @@ impl Shared {
             amis,
             metrics: StackMetrics::new(registry),
             memo: Mutex::new(Memo::default()),
-            recorder,
+            events,
         })
     }
 
@@ -194,17 +192,7 @@ impl Shared {
     ) where
         K: kube::Resource<DynamicType = ()>,
     {
-        let reference = obj.object_ref(&());
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(note),
-            action: action.to_string(),
-            secondary: related,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(error = %e, reason, "publishing an event failed");
-        }
+        self.events.publish(&obj.object_ref(&()), type_, reason, action, related, &note).await;
     }
 
     /// The Release named `v<version>`.

@@ -24,6 +24,8 @@ pub struct Shared {
     pub workload_clients: WorkloadClients,
     /// What the cluster controller applied last, per cluster.
     pub applied: std::sync::Arc<AppliedCache>,
+    /// The cluster controller's events (its lifecycle: `ClusterCreating`, `ClusterCreated`, …).
+    pub events: operatorkit::Events,
 }
 
 impl Shared {
@@ -38,6 +40,7 @@ impl Shared {
     ) -> Self {
         Self {
             workload_clients: WorkloadClients::new(client.clone(), ClientOptions::default()),
+            events: operatorkit::Events::new(client.clone(), crate::controllers::cluster::CONTROLLER),
             client,
             config,
             certificates_namespace,

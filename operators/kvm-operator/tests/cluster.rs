@@ -371,6 +371,26 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     assert!(names(&bindings, &cluster).await?.is_empty(), "bindings gone");
     assert!(names(&deployments, &cluster).await?.is_empty());
     assert!(pods.list(&ListParams::default()).await?.items.is_empty(), "no node pod held by a finalizer");
+    // The lifecycle, as Normal events on the KVMConfig (this cluster never got Created: its
+    // workers' workload-cluster nodes never joined).
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let reasons = eventually("the lifecycle events", || async {
+        let mut reasons: Vec<String> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.type_.as_deref() == Some("Normal") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(ID)
+            })
+            .filter_map(|e| e.reason)
+            .filter(|reason| reason.starts_with("Cluster"))
+            .collect();
+        reasons.sort();
+        Ok((reasons.len() == 3).then_some(reasons))
+    })
+    .await?;
+    assert_eq!(reasons, ["ClusterCreating", "ClusterDeleted", "ClusterDeleting"]);
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use apis::kvm::KVMConfig;
 use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::names::keys;
@@ -105,6 +106,30 @@ async fn three_masters_and_five_workers_become_created_and_an_idle_resync_writes
     assert_eq!(versions, ["20.1.0"]);
     let conditions: Vec<&str> = status.cluster.conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(conditions, ["Created"]);
+    // Each lifecycle step is a Normal event on the KVMConfig.
+    let events: Api<Event> = Api::namespaced(w.client.clone(), support::NS);
+    let lifecycle = eventually("ClusterCreating and ClusterCreated events", 10, || async {
+        let mut notes: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.type_.as_deref() == Some("Normal") && e.reason.as_deref().is_some_and(|r| r.starts_with("Cluster"))
+            })
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        notes.sort();
+        Ok((notes.len() == 2).then_some(notes))
+    })
+    .await?;
+    assert_eq!(
+        lifecycle,
+        [
+            ("ClusterCreated".to_string(), format!("cluster {ID} is created")),
+            ("ClusterCreating".to_string(), format!("cluster {ID} is creating"))
+        ]
+    );
     // The version labels come from the running operator.
     let deployment = w.deployments().get("worker-w1a").await?;
     assert_eq!(deployment.annotations()[keys::VERSION_BUNDLE_VERSION], support::VERSION);

@@ -16,11 +16,11 @@
 use std::sync::Arc;
 
 use apis::kvm::KVMConfig;
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, ResourceExt};
 use node_lifecycle::{ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
+use operatorkit::Events;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -144,43 +144,6 @@ impl Nodes {
 pub async fn config_of_cluster(client: &kube::Client, id: &str) -> Result<Option<KVMConfig>, kube::Error> {
     let configs = Api::<KVMConfig>::all(client.clone()).list(&ListParams::default()).await?;
     Ok(configs.items.into_iter().find(|c| c.spec.cluster.id == id))
-}
-
-/// Publishes Normal and Warning events for one controller. Publishing never fails a reconcile:
-/// an event that cannot be written is logged.
-#[derive(Clone)]
-pub struct Events {
-    recorder: Recorder,
-}
-
-impl std::fmt::Debug for Events {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Events").finish_non_exhaustive()
-    }
-}
-
-impl Events {
-    /// Events reported by `controller`.
-    pub fn new(client: kube::Client, controller: &str) -> Self {
-        Self { recorder: Recorder::new(client, Reporter { controller: controller.to_string(), instance: None }) }
-    }
-
-    /// A Normal event on `object`.
-    pub async fn normal(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
-        self.publish(object, EventType::Normal, action, reason, note).await;
-    }
-
-    /// A Warning event on `object`.
-    pub async fn warning(&self, object: &ObjectReference, action: &str, reason: &str, note: String) {
-        self.publish(object, EventType::Warning, action, reason, note).await;
-    }
-
-    async fn publish(&self, object: &ObjectReference, type_: EventType, action: &str, reason: &str, note: String) {
-        let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-        if let Err(error) = self.recorder.publish(&event, object).await {
-            tracing::warn!(%error, reason, "cannot publish an event");
-        }
-    }
 }
 
 /// The `result` label of the node controllers' counters.

@@ -164,13 +164,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
         advance_lifecycle(lifecycle, ready, status.stacks.iter().chain(children_stacks), &shared.config.version, now);
     controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
     if let Some(condition) = changed {
-        shared
-            .event(
-                obj,
-                &format!("Cluster{condition}"),
-                format!("cluster {id} is {}", condition.as_str().to_lowercase()),
-            )
-            .await;
+        shared.event(obj, &condition.event_reason(), condition.event_note(&id)).await;
     }
     state.status = status;
     Ok(())

@@ -34,7 +34,7 @@ use apis::labels;
 use apis::release::{Release, release_name};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource as _, ResourceExt};
 use kvm_objects::cluster::{Cluster, InputError};
 use kvm_objects::ignition::{MASTER_CERTS, WORKER_CERTS};
 use operatorkit::error::InvalidInput;
@@ -302,6 +302,10 @@ impl Resource<KVMConfig, ClusterState> for Status {
             Outcome::proceed()
         };
         write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
+        if let Some(condition) = set {
+            let note = condition.event_note(&cluster.id);
+            state.shared.events.normal(&obj.object_ref(&()), "Reconcile", &condition.event_reason(), note).await;
+        }
         state.status = status;
         Ok(outcome)
     }

@@ -5,13 +5,14 @@
 //! of it is gone. Nothing here needs the Release or the Secrets, so a cluster whose inputs are
 //! gone can still be deleted.
 
+use apis::cluster_status::ClusterCondition;
 use apis::kvm::KVMConfig;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{DeleteParams, ListParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource as _, ResourceExt};
 use operatorkit::status::write_status;
 use operatorkit::{Outcome, Resource, resource};
 use serde::de::DeserializeOwned;
@@ -56,9 +57,16 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         let keep = || Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.poll);
 
         let mut status = state.status.clone();
-        apis::cluster_status::mark_cluster_deleting(&mut status.cluster, jiff::Timestamp::now());
+        let deleting = apis::cluster_status::mark_cluster_deleting(&mut status.cluster, jiff::Timestamp::now());
         write_status(client, obj, obj.status.as_ref(), &status).await?;
         state.status = status;
+        if deleting {
+            let condition = ClusterCondition::Deleting;
+            shared
+                .events
+                .normal(&obj.object_ref(&()), "Delete", &condition.event_reason(), condition.event_note(&id))
+                .await;
+        }
 
         let managed = ListParams::default().labels(&managed_selector(&id));
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
@@ -91,6 +99,9 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         for name in kvm_objects::names::cluster_role_bindings(&id) {
             delete(&bindings, &name, &DeleteParams::default()).await?;
         }
+        let note =
+            format!("cluster {id}: node Deployments, namespace, Services, Ingresses, PVCs and bindings are gone");
+        shared.events.normal(&obj.object_ref(&()), "Delete", "ClusterDeleted", note).await;
         Ok(Outcome::proceed())
     }
 }
