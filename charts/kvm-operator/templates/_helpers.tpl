@@ -84,9 +84,12 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   patch; Releases read by the router (watched) and by the cluster controller (get);
 - per cluster, every object by server-side apply (get to compare the applied digest, then an
   apply that may create: create and patch): the namespace, the node pods' ServiceAccount, the
-  two ClusterRoleBindings, the node Secrets, the etcd PVCs, the node Deployments, the Services
-  and Ingresses; node Deployments and PVCs are listed by label; at deletion the Deployments,
-  PVCs, Services, Ingresses, the namespace and the bindings are deleted;
+  two ClusterRoleBindings, the node Secrets, the etcd and host-volume PVCs, the node
+  Deployments, the Services and Ingresses; node Deployments and PVCs are listed by label; at
+  deletion the Deployments, PVCs, Services, Ingresses, the namespace and the bindings are
+  deleted;
+- PersistentVolumes, listed by their mount-tag label, to size and check the workers'
+  host-volume PVCs;
 - `bind` on the two ClusterRoles the bindings name (operator.clusterRoles), by name: the API
   server lets a binding be created only by who holds the role's permissions or may bind it;
 - Secrets: the certificate Secrets of a cluster, listed by label; the drain executor reads a
@@ -127,6 +130,9 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "create", "patch", "delete"]

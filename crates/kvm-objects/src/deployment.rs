@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use apis::kvm::StorageType;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -358,6 +358,133 @@ pub fn host_volume_pvc(cluster: &Cluster, node: &Node, mount_tag: &str, capacity
     pvc(cluster, node, &name, HOST_VOLUME_STORAGE_CLASS, &capacity.0, Some(mount_tag))
 }
 
+/// Why the host-volume PVCs of a cluster cannot be built from the PersistentVolumes found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostVolumeError {
+    /// No PersistentVolume carries the mount tag.
+    #[error(
+        "worker {node}: no PersistentVolume is labelled {label}={tag}; create the local PersistentVolume of host volume {tag}, or remove it from spec.kvm.workers[].hostVolumes",
+        label = keys::MOUNT_TAG
+    )]
+    NoVolume {
+        /// The worker.
+        node: String,
+        /// The mount tag.
+        tag: String,
+    },
+    /// More than one PersistentVolume carries it: the claim could bind to any of them.
+    #[error(
+        "worker {node}: PersistentVolumes {volumes} are all labelled {label}={tag}; a mount tag selects exactly one PersistentVolume in the whole management cluster, so relabel all but one",
+        volumes = volumes.join(", "),
+        label = keys::MOUNT_TAG
+    )]
+    SeveralVolumes {
+        /// The worker.
+        node: String,
+        /// The mount tag.
+        tag: String,
+        /// The PersistentVolumes.
+        volumes: Vec<String>,
+    },
+    /// The PersistentVolume is bound, or reserved, for another claim.
+    #[error(
+        "worker {node}: PersistentVolume {volume} (label {label}={tag}) is claimed by {claim}, not by {expected}; free it or give the host volume another mount tag",
+        label = keys::MOUNT_TAG
+    )]
+    ClaimedElsewhere {
+        /// The worker.
+        node: String,
+        /// The mount tag.
+        tag: String,
+        /// The PersistentVolume.
+        volume: String,
+        /// `namespace/name` of the claim it is bound to.
+        claim: String,
+        /// `namespace/name` of the claim the operator makes.
+        expected: String,
+    },
+    /// The PersistentVolume has no storage capacity to request.
+    #[error("worker {node}: PersistentVolume {volume} (label {label}={tag}) has no spec.capacity.storage; set it", label = keys::MOUNT_TAG)]
+    NoCapacity {
+        /// The worker.
+        node: String,
+        /// The mount tag.
+        tag: String,
+        /// The PersistentVolume.
+        volume: String,
+    },
+}
+
+/// The mount tags of every worker's host volumes, sorted and deduplicated: the values of the
+/// `mount-tag` label whose PersistentVolumes [`host_volume_pvcs`] needs.
+pub fn host_volume_tags(cluster: &Cluster) -> Vec<String> {
+    let tags: BTreeSet<String> = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Worker)
+        .flat_map(|n| n.shape.host_volumes.iter().map(|v| v.mount_tag.clone()))
+        .collect();
+    tags.into_iter().collect()
+}
+
+/// The PVC of every host volume of every worker, each requesting the capacity of the one
+/// PersistentVolume among `volumes` labelled with its mount tag (reference §4.1.7). The first
+/// problem found, in node order, is the error: a missing or ambiguous PersistentVolume, one
+/// claimed by another PVC, or one without a capacity.
+pub fn host_volume_pvcs(
+    cluster: &Cluster,
+    volumes: &[PersistentVolume],
+) -> Result<Vec<PersistentVolumeClaim>, HostVolumeError> {
+    let mut pvcs = Vec::new();
+    for node in cluster.nodes.iter().filter(|n| n.role == Role::Worker) {
+        for volume in &node.shape.host_volumes {
+            let tag = &volume.mount_tag;
+            let matching: Vec<&PersistentVolume> = volumes
+                .iter()
+                .filter(|pv| pv.metadata.labels.as_ref().and_then(|l| l.get(keys::MOUNT_TAG)) == Some(tag))
+                .collect();
+            let pv = match matching.as_slice() {
+                [] => return Err(HostVolumeError::NoVolume { node: node.id.clone(), tag: tag.clone() }),
+                [one] => *one,
+                several => {
+                    let mut names: Vec<String> = several.iter().filter_map(|pv| pv.metadata.name.clone()).collect();
+                    names.sort();
+                    return Err(HostVolumeError::SeveralVolumes {
+                        node: node.id.clone(),
+                        tag: tag.clone(),
+                        volumes: names,
+                    });
+                }
+            };
+            let volume_name = pv.metadata.name.clone().unwrap_or_default();
+            let name = names::host_volume_pvc(&cluster.id, &node.id, tag);
+            let namespace = names::namespace(&cluster.id);
+            if let Some(claim) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) {
+                let (claim_ns, claim_name) = (claim.namespace.as_deref(), claim.name.as_deref());
+                if claim_ns != Some(namespace.as_str()) || claim_name != Some(name.as_str()) {
+                    return Err(HostVolumeError::ClaimedElsewhere {
+                        node: node.id.clone(),
+                        tag: tag.clone(),
+                        volume: volume_name,
+                        claim: format!("{}/{}", claim_ns.unwrap_or_default(), claim_name.unwrap_or_default()),
+                        expected: format!("{namespace}/{name}"),
+                    });
+                }
+            }
+            let Some(capacity) = pv.spec.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("storage"))
+            else {
+                return Err(HostVolumeError::NoCapacity {
+                    node: node.id.clone(),
+                    tag: tag.clone(),
+                    volume: volume_name,
+                });
+            };
+            pvcs.push(host_volume_pvc(cluster, node, tag, capacity));
+        }
+    }
+    Ok(pvcs)
+}
+
 fn pvc(
     cluster: &Cluster,
     node: &Node,
@@ -463,6 +590,63 @@ mod tests {
                 (name.clone(), value.clone().or(from).unwrap_or_default())
             })
             .collect()
+    }
+
+    fn pv(name: &str, tag: &str, capacity: Option<&str>, claim: Option<(&str, &str)>) -> PersistentVolume {
+        let mut spec = json!({});
+        if let Some(c) = capacity {
+            spec["capacity"] = json!({ "storage": c });
+        }
+        if let Some((ns, name)) = claim {
+            spec["claimRef"] = json!({ "namespace": ns, "name": name });
+        }
+        serde_json::from_value(json!({ "metadata": { "name": name, "labels": { "mount-tag": tag } }, "spec": spec }))
+            .expect("PV")
+    }
+
+    #[test]
+    fn a_host_volume_claims_the_one_persistent_volume_of_its_mount_tag_at_its_capacity() {
+        let cluster = fixtures::cluster();
+        assert_eq!(host_volume_tags(&cluster), ["scratch"]);
+        let volumes = [pv("local-a", "scratch", Some("50Gi"), None), pv("local-b", "other", Some("10Gi"), None)];
+        let pvcs = host_volume_pvcs(&cluster, &volumes).expect("one PV per tag");
+        assert_eq!(pvcs.len(), 1);
+        let pvc = &pvcs[0];
+        assert_eq!(pvc.metadata.name.as_deref(), Some("local-pvc-worker-qz7lt-wk1-scratch"));
+        assert_eq!(pvc.metadata.namespace.as_deref(), Some("qz7lt"));
+        let spec = pvc.spec.as_ref().expect("spec");
+        assert_eq!(spec.storage_class_name.as_deref(), Some("local-storage"));
+        let requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref()).expect("requests");
+        assert_eq!(requests["storage"].0, "50Gi");
+        let selector = spec.selector.as_ref().and_then(|s| s.match_labels.as_ref()).expect("selector");
+        assert_eq!(selector["mount-tag"], "scratch");
+        assert_eq!(pvc.metadata.labels.as_ref().expect("labels")["node"], "wk1");
+        // Bound to this very claim already: fine.
+        let bound = [pv("local-a", "scratch", Some("50Gi"), Some(("qz7lt", "local-pvc-worker-qz7lt-wk1-scratch")))];
+        assert!(host_volume_pvcs(&cluster, &bound).is_ok());
+    }
+
+    #[test]
+    fn a_missing_ambiguous_foreign_or_sizeless_persistent_volume_is_named() {
+        let cluster = fixtures::cluster();
+        let err = host_volume_pvcs(&cluster, &[]).unwrap_err();
+        assert_eq!(err, HostVolumeError::NoVolume { node: "wk1".into(), tag: "scratch".into() });
+        assert!(err.to_string().contains("no PersistentVolume is labelled mount-tag=scratch"), "{err}");
+
+        let two = [pv("b", "scratch", Some("1Gi"), None), pv("a", "scratch", Some("1Gi"), None)];
+        let err = host_volume_pvcs(&cluster, &two).unwrap_err();
+        assert!(matches!(&err, HostVolumeError::SeveralVolumes { volumes, .. } if volumes == &["a", "b"]), "{err}");
+
+        let foreign = [pv("a", "scratch", Some("1Gi"), Some(("other", "claim")))];
+        let err = host_volume_pvcs(&cluster, &foreign).unwrap_err();
+        assert!(
+            err.to_string().contains("is claimed by other/claim, not by qz7lt/local-pvc-worker-qz7lt-wk1-scratch"),
+            "{err}"
+        );
+
+        let sizeless = [pv("a", "scratch", None, None)];
+        let err = host_volume_pvcs(&cluster, &sizeless).unwrap_err();
+        assert!(matches!(err, HostVolumeError::NoCapacity { .. }), "{err}");
     }
 
     #[test]

@@ -167,7 +167,9 @@ pub struct ClusterObjects {
     pub bindings: [ClusterRoleBinding; 2],
     /// One node-config Secret per node, masters first.
     pub node_secrets: Vec<Secret>,
-    /// The masters' etcd PVCs.
+    /// The masters' etcd PVCs. The controller adds the workers' host-volume PVCs, which are
+    /// sized by PersistentVolumes of the management cluster
+    /// ([`kvm_objects::deployment::host_volume_pvcs`]).
     pub pvcs: Vec<PersistentVolumeClaim>,
     /// One Deployment per node, masters first.
     pub deployments: Vec<Deployment>,

@@ -16,7 +16,9 @@ use anyhow::Context;
 use apis::kvm::KVMConfig;
 use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Endpoints, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -245,8 +247,21 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
 async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
     create_secrets(client).await?;
+    // Worker w1a passes a host directory through: the local PersistentVolume of its mount tag
+    // sizes the claim.
+    let volume: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "local-scratch-1", "labels": {"mount-tag": "scratch"}},
+        "spec": {"capacity": {"storage": "40Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "local-storage", "hostPath": {"path": "/srv/scratch"}}
+    }))?;
+    Api::<PersistentVolume>::all(client.clone()).create(&PostParams::default(), &volume).await?;
+    let mut config = kvm_config();
+    config.spec.kvm.workers[0].host_volumes.push(apis::kvm::KVMConfigSpecKVMNodeHostVolume {
+        mount_tag: "scratch".into(),
+        host_path: "/srv/scratch".into(),
+    });
     let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
-    configs.create(&PostParams::default(), &kvm_config()).await?;
+    configs.create(&PostParams::default(), &config).await?;
 
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ID);
     let cluster = format!("giantswarm.io/cluster={ID}");
@@ -285,8 +300,16 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ID);
     assert_eq!(
         names(&pvcs, &cluster).await?,
-        ["pvc-master-etcd-x7k2p-m1a", "pvc-master-etcd-x7k2p-m2b", "pvc-master-etcd-x7k2p-m3c"]
+        [
+            "local-pvc-worker-x7k2p-w1a-scratch",
+            "pvc-master-etcd-x7k2p-m1a",
+            "pvc-master-etcd-x7k2p-m2b",
+            "pvc-master-etcd-x7k2p-m3c"
+        ]
     );
+    let scratch = pvcs.get("local-pvc-worker-x7k2p-w1a-scratch").await?.spec.unwrap_or_default();
+    let requested = scratch.resources.and_then(|r| r.requests).unwrap_or_default();
+    assert_eq!(requested["storage"].0, "40Gi", "the claim asks for the PersistentVolume's capacity");
     assert_eq!(names(&Api::<Service>::namespaced(client.clone(), ID), &cluster).await?, ["master", "worker"]);
     // The Ingresses carry the legacy labels only (`cluster`, `customer`, `app`), as the original's.
     let ingresses: Api<Ingress> = Api::namespaced(client.clone(), ID);

@@ -386,3 +386,41 @@ async fn an_invalid_spec_is_named_once_in_its_condition_and_event() -> anyhow::R
     assert!(Api::<k8s_openapi::api::core::v1::Namespace>::all(w.client.clone()).get_opt(ID).await?.is_none());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_volume_without_its_persistent_volume_waits_named_until_the_volume_exists() -> anyhow::Result<()> {
+    let w = World::start().await?;
+    let mut config = kvm_config();
+    config.spec.kvm.workers[1]
+        .host_volumes
+        .push(apis::kvm::KVMConfigSpecKVMNodeHostVolume { mount_tag: "bulk".into(), host_path: "/srv/bulk".into() });
+    w.configs().create(&PostParams::default(), &config).await?;
+    let configs = w.configs();
+    let (reason, message) = eventually("Ready=False naming the host volume", 30, || async {
+        let config = configs.get(ID).await?;
+        Ok(config
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
+            .map(|c| (c.reason, c.message)))
+    })
+    .await?;
+    assert_eq!(reason, "HostVolumeUnavailable");
+    assert!(message.contains("worker w2b: no PersistentVolume is labelled mount-tag=bulk"), "{message}");
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(w.client.clone());
+    assert!(namespaces.get_opt(ID).await?.is_none(), "nothing is created while an input is missing");
+
+    let volume: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "local-bulk", "labels": {"mount-tag": "bulk"}},
+        "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/srv/bulk"}}
+    }))?;
+    Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(w.client.clone())
+        .create(&PostParams::default(), &volume)
+        .await?;
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::namespaced(w.client.clone(), ID);
+    let pvc =
+        eventually("the host-volume PVC", 30, || async { Ok(pvcs.get_opt("local-pvc-worker-x7k2p-w2b-bulk").await?) })
+            .await?;
+    let requests = pvc.spec.and_then(|s| s.resources).and_then(|r| r.requests).unwrap_or_default();
+    assert_eq!(requests["storage"].0, "100Gi");
+    Ok(())
+}

@@ -104,13 +104,15 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         let cluster = state.cluster()?;
         // The inputs were checked (certificates, key) and every node has its index, so what is
         // left is a config the inputs cannot make valid (a path from a mount tag, say).
-        let objects = build(cluster, &state.status.kvm.node_indexes, &state.secrets, &shared.config).map_err(|e| {
-            operatorkit::error::InvalidInput {
-                object: operatorkit::status::describe(obj),
-                reason: "InvalidNodeConfig",
-                message: e.to_string(),
-            }
-        })?;
+        let mut objects =
+            build(cluster, &state.status.kvm.node_indexes, &state.secrets, &shared.config).map_err(|e| {
+                operatorkit::error::InvalidInput {
+                    object: operatorkit::status::describe(obj),
+                    reason: "InvalidNodeConfig",
+                    message: e.to_string(),
+                }
+            })?;
+        objects.pvcs.extend(state.host_volume_pvcs.iter().cloned());
         let client = &shared.client;
         let ns = kvm_objects::names::namespace(&cluster.id);
         let key = cache_key(obj);

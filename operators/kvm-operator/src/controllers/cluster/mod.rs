@@ -32,7 +32,7 @@ use apis::cluster_status::ClusterCondition;
 use apis::kvm::{KVMConfig, KVMConfigStatus};
 use apis::labels;
 use apis::release::{Release, release_name};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Resource as _, ResourceExt};
 use kvm_objects::cluster::{Cluster, InputError};
@@ -76,6 +76,8 @@ pub struct ClusterState {
     status: KVMConfigStatus,
     cluster: Option<Cluster>,
     secrets: ClusterSecrets,
+    /// The workers' host-volume PVCs, sized by their PersistentVolumes.
+    host_volume_pvcs: Vec<PersistentVolumeClaim>,
     /// What the cluster still waits for, for `Ready`'s message.
     waiting: Option<String>,
     /// The workload cluster's Nodes; `None` when they could not be read.
@@ -92,6 +94,7 @@ impl ClusterState {
             status: obj.status.clone().unwrap_or_default(),
             cluster: None,
             secrets: ClusterSecrets::default(),
+            host_volume_pvcs: Vec::new(),
             waiting: None,
             wc_nodes: None,
             wc_problem: None,
@@ -120,7 +123,7 @@ fn reason(error: &InputError) -> &'static str {
 }
 
 /// Read and check everything the cluster's objects are built from.
-async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<(Cluster, ClusterSecrets), ResourceError> {
+async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, ResourceError> {
     let invalid = |reason: &'static str, message: String| InvalidInput { object: describe(obj), reason, message };
     let Some(label) = obj.labels().get(labels::RELEASE_VERSION).filter(|v| !v.is_empty()) else {
         return Err(invalid(
@@ -178,7 +181,25 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<(Cluster, Clust
         )
         .into());
     }
-    Ok((cluster, secrets))
+    // The workers' host volumes: each claims the one local PersistentVolume of its mount tag.
+    let tags = kvm_objects::deployment::host_volume_tags(&cluster);
+    let host_volume_pvcs = if tags.is_empty() {
+        Vec::new()
+    } else {
+        let selector = format!("{} in ({})", kvm_objects::names::keys::MOUNT_TAG, tags.join(","));
+        let volumes =
+            Api::<PersistentVolume>::all(shared.client.clone()).list(&ListParams::default().labels(&selector)).await?;
+        kvm_objects::deployment::host_volume_pvcs(&cluster, &volumes.items)
+            .map_err(|e| invalid("HostVolumeUnavailable", e.to_string()))?
+    };
+    Ok(ReadInputs { cluster, secrets, host_volume_pvcs })
+}
+
+/// What [`read_inputs`] found.
+struct ReadInputs {
+    cluster: Cluster,
+    secrets: ClusterSecrets,
+    host_volume_pvcs: Vec<PersistentVolumeClaim>,
 }
 
 /// Step 1: dereference and validate.
@@ -192,9 +213,10 @@ impl Resource<KVMConfig, ClusterState> for Inputs {
 
     async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
         match read_inputs(&state.shared, obj).await {
-            Ok((cluster, secrets)) => {
+            Ok(ReadInputs { cluster, secrets, host_volume_pvcs }) => {
                 state.cluster = Some(cluster);
                 state.secrets = secrets;
+                state.host_volume_pvcs = host_volume_pvcs;
                 Ok(Outcome::proceed())
             }
             Err(e) if !e.is_retryable() => {
