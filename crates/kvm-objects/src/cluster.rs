@@ -257,6 +257,19 @@ impl Cluster {
         self.nodes.iter().filter(move |n| n.role == role)
     }
 
+    /// The master that runs the cluster's etcd: the first of `spec.cluster.masters`. A cluster
+    /// has one etcd member, as the original's (non-HA); its other masters run API servers on
+    /// it, through the etcd domain. One etcd per master would be one cluster state per master,
+    /// behind one load-balanced API.
+    pub fn etcd_master(&self) -> Option<&Node> {
+        self.nodes(Role::Master).next()
+    }
+
+    /// Whether `node` is [`Cluster::etcd_master`].
+    pub fn runs_etcd(&self, node: &Node) -> bool {
+        node.role == Role::Master && self.etcd_master().is_some_and(|m| m.id == node.id)
+    }
+
     /// The version of a component of the Release; [`Cluster::new`] checked that `containerlinux`,
     /// `kubernetes` and `etcd` are there.
     pub fn component(&self, name: &str) -> &str {

@@ -79,6 +79,9 @@ fn node_labels(cluster: &Cluster, node: &Node) -> BTreeMap<String, String> {
     let mut labels = cluster.common_labels();
     labels.insert(keys::APP.into(), node.role.as_str().into());
     labels.insert(keys::NODE.into(), node.id.clone());
+    if cluster.runs_etcd(node) {
+        labels.insert(keys::ETCD_MEMBER.into(), "true".into());
+    }
     labels
 }
 
@@ -168,6 +171,9 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
     labels.insert(keys::NODE.into(), node.id.clone());
     labels.insert(keys::POD_WATCHER.into(), names::OPERATOR.into());
     labels.insert(apis::labels::KVM_OPERATOR_VERSION.into(), cluster.operator_version.clone());
+    if cluster.runs_etcd(node) {
+        labels.insert(keys::ETCD_MEMBER.into(), "true".into());
+    }
     // The release in the pod template: a new Release replaces every node (one at a time), even
     // when none of the annotated components changed, and the node pod names the release its
     // VM runs (the kubelet labels the workload-cluster node with it).
@@ -226,17 +232,6 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
         Role::Master => {
             kvm_env.push(env("DEBUG", "true"));
             health_env.push(env("CHECK_K8S_API", "true"));
-            kvm_mounts.push(json!({ "name": "etcd-data", "mountPath": "/etc/kubernetes/data/etcd/" }));
-            volumes.push(match cluster.storage {
-                StorageType::HostPath => json!({
-                    "name": "etcd-data",
-                    "hostPath": { "path": names::etcd_host_path(&cluster.id, &node.id) },
-                }),
-                StorageType::PersistentVolume => json!({
-                    "name": "etcd-data",
-                    "persistentVolumeClaim": { "claimName": names::etcd_pvc(&cluster.id, &node.id) },
-                }),
-            });
         }
         Role::Worker => {
             let host_volumes = &node.shape.host_volumes;
@@ -255,6 +250,20 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
                 }));
             }
         }
+    }
+    // etcd's data, on the master that runs it.
+    if cluster.runs_etcd(node) {
+        kvm_mounts.push(json!({ "name": "etcd-data", "mountPath": "/etc/kubernetes/data/etcd/" }));
+        volumes.push(match cluster.storage {
+            StorageType::HostPath => json!({
+                "name": "etcd-data",
+                "hostPath": { "path": names::etcd_host_path(&cluster.id, &node.id) },
+            }),
+            StorageType::PersistentVolume => json!({
+                "name": "etcd-data",
+                "persistentVolumeClaim": { "claimName": names::etcd_pvc(&cluster.id, &node.id) },
+            }),
+        });
     }
     kvm_env.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
 
@@ -342,10 +351,10 @@ fn pod_template(cluster: &Cluster, node: &Node) -> Value {
     serde_json::to_value(typed).unwrap_or_default()
 }
 
-/// The etcd PVC of `node`, when the cluster keeps etcd data on PersistentVolumes and `node` is
-/// a master.
+/// The etcd PVC of `node`, when the cluster keeps etcd data on PersistentVolumes and `node`
+/// runs the cluster's etcd ([`Cluster::runs_etcd`]).
 pub fn etcd_pvc(cluster: &Cluster, node: &Node) -> Option<PersistentVolumeClaim> {
-    if node.role != Role::Master || cluster.storage != StorageType::PersistentVolume {
+    if !cluster.runs_etcd(node) || cluster.storage != StorageType::PersistentVolume {
         return None;
     }
     Some(pvc(cluster, node, &names::etcd_pvc(&cluster.id, &node.id), ETCD_STORAGE_CLASS, ETCD_PVC_SIZE, None))
@@ -356,6 +365,22 @@ pub fn etcd_pvc(cluster: &Cluster, node: &Node) -> Option<PersistentVolumeClaim>
 pub fn host_volume_pvc(cluster: &Cluster, node: &Node, mount_tag: &str, capacity: &Quantity) -> PersistentVolumeClaim {
     let name = names::host_volume_pvc(&cluster.id, &node.id, mount_tag);
     pvc(cluster, node, &name, HOST_VOLUME_STORAGE_CLASS, &capacity.0, Some(mount_tag))
+}
+
+/// The node whose Deployment among `current` runs the cluster's etcd (label
+/// [`keys::ETCD_MEMBER`]) when `cluster` would move etcd to another master: the first of
+/// `spec.cluster.masters` is no longer that node, so the new etcd master would start empty
+/// and the old one's data would be dropped with it. `None` when etcd stays where it is, or
+/// no Deployment is marked yet.
+pub fn etcd_member_moved(cluster: &Cluster, current: &[Deployment]) -> Option<String> {
+    let labels = |d: &Deployment| d.metadata.labels.clone().unwrap_or_default();
+    let holder = current
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .find(|d| labels(d).get(keys::ETCD_MEMBER).is_some_and(|v| v == "true"))
+        .and_then(|d| labels(d).get(keys::NODE).cloned())?;
+    let desired = cluster.etcd_master().map(|n| n.id.as_str());
+    (desired != Some(holder.as_str())).then_some(holder)
 }
 
 /// Why the host-volume PVCs of a cluster cannot be built from the PersistentVolumes found.
@@ -517,7 +542,7 @@ fn pvc(
 pub fn desired_pvc_names(cluster: &Cluster) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for node in &cluster.nodes {
-        if node.role == Role::Master && cluster.storage == StorageType::PersistentVolume {
+        if cluster.runs_etcd(node) && cluster.storage == StorageType::PersistentVolume {
             names.insert(names::etcd_pvc(&cluster.id, &node.id));
         }
         if node.role == Role::Worker {
@@ -590,6 +615,18 @@ mod tests {
                 (name.clone(), value.clone().or(from).unwrap_or_default())
             })
             .collect()
+    }
+
+    #[test]
+    fn etcd_stays_on_the_master_that_holds_its_data() {
+        let cluster = fixtures::cluster();
+        let current: Vec<Deployment> = cluster.nodes.iter().map(|n| deployment(&cluster, n)).collect();
+        assert_eq!(etcd_member_moved(&cluster, &current), None);
+        assert_eq!(etcd_member_moved(&cluster, &[]), None, "a new cluster has nothing to move");
+        // ma1 leaves the head of spec.cluster.masters: ma2 would become the etcd master.
+        let mut reordered = fixtures::cluster();
+        reordered.nodes.retain(|n| n.id != "ma1");
+        assert_eq!(etcd_member_moved(&reordered, &current).as_deref(), Some("ma1"));
     }
 
     fn pv(name: &str, tag: &str, capacity: Option<&str>, claim: Option<(&str, &str)>) -> PersistentVolume {
@@ -803,7 +840,7 @@ mod tests {
     #[test]
     fn a_master_keeps_etcd_on_its_pvc_or_host_path() {
         let mut cluster = fixtures::cluster();
-        let d = deployment(&cluster, node(&cluster, "ma2"));
+        let d = deployment(&cluster, node(&cluster, "ma1"));
         let pod = spec(&d);
         assert!(pod.readiness_gates.is_none(), "masters have no readiness gate");
         assert_eq!(pod.node_selector.clone().unwrap_or_default()["role"], "master");
@@ -817,22 +854,30 @@ mod tests {
         let etcd = pod.volumes.iter().flatten().find(|v| v.name == "etcd-data").expect("etcd volume");
         assert_eq!(
             etcd.persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()),
-            Some("pvc-master-etcd-qz7lt-ma2")
+            Some("pvc-master-etcd-qz7lt-ma1")
         );
-        let pvc = etcd_pvc(&cluster, node(&cluster, "ma2")).expect("etcd PVC");
-        assert_eq!(pvc.metadata.name.as_deref(), Some("pvc-master-etcd-qz7lt-ma2"));
+        let pvc = etcd_pvc(&cluster, node(&cluster, "ma1")).expect("etcd PVC");
+        assert_eq!(pvc.metadata.name.as_deref(), Some("pvc-master-etcd-qz7lt-ma1"));
         let pvc_spec = pvc.spec.expect("spec");
         assert_eq!(pvc_spec.storage_class_name.as_deref(), Some("g8s-storage"));
         assert_eq!(pvc_spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"].0, "15Gi");
-        assert_eq!(pvc.metadata.labels.unwrap_or_default()["node"], "ma2");
+        assert_eq!(pvc.metadata.labels.unwrap_or_default()["node"], "ma1");
         assert!(etcd_pvc(&cluster, node(&cluster, "wk1")).is_none());
+        assert_eq!(d.metadata.labels.clone().unwrap_or_default()["kvm-operator.giantswarm.io/etcd-member"], "true");
+        // One etcd member per cluster, on the first master: the others keep no etcd data.
+        let other = deployment(&cluster, node(&cluster, "ma2"));
+        assert!(spec(&other).volumes.iter().flatten().all(|v| v.name != "etcd-data"));
+        assert!(
+            !other.metadata.labels.clone().unwrap_or_default().contains_key("kvm-operator.giantswarm.io/etcd-member")
+        );
+        assert!(etcd_pvc(&cluster, node(&cluster, "ma2")).is_none());
 
         cluster.storage = StorageType::HostPath;
-        let d = deployment(&cluster, node(&cluster, "ma2"));
+        let d = deployment(&cluster, node(&cluster, "ma1"));
         let etcd = spec(&d).volumes.iter().flatten().find(|v| v.name == "etcd-data").expect("etcd volume");
         assert_eq!(
             etcd.host_path.as_ref().map(|h| h.path.as_str()),
-            Some("/home/core/volumes/qz7lt/k8s-master-ma2"),
+            Some("/home/core/volumes/qz7lt/k8s-master-ma1"),
             "named by node id, not position"
         );
         assert!(etcd_pvc(&cluster, node(&cluster, "ma2")).is_none());
@@ -898,16 +943,16 @@ mod tests {
             cluster.nodes(Role::Master).filter_map(|n| etcd_pvc(&cluster, n)).collect();
         current.push(scratch);
         let mut removed = fixtures::cluster();
-        removed.nodes.retain(|n| n.id != "ma2" && n.id != "wk1");
+        removed.nodes.retain(|n| n.id != "ma1" && n.id != "wk1");
         let foreign: PersistentVolumeClaim =
             serde_json::from_value(json!({"metadata": {"name": "someone-elses", "namespace": "qz7lt"}})).expect("pvc");
         current.push(foreign);
-        assert_eq!(stale_pvcs(&removed, &current), ["local-pvc-worker-qz7lt-wk1-scratch", "pvc-master-etcd-qz7lt-ma2"]);
+        assert_eq!(stale_pvcs(&removed, &current), ["local-pvc-worker-qz7lt-wk1-scratch", "pvc-master-etcd-qz7lt-ma1"]);
         assert!(stale_pvcs(&cluster, &current).is_empty());
 
-        // ma2's Deployment is still there (being deleted): its PVC waits; wk1's is gone.
+        // ma1's Deployment is still there (being deleted): its PVC waits; wk1's is gone.
         let deployments =
-            vec![deployment(&cluster, node(&cluster, "ma1")), deployment(&cluster, node(&cluster, "ma2"))];
+            vec![deployment(&cluster, node(&cluster, "ma2")), deployment(&cluster, node(&cluster, "ma1"))];
         assert_eq!(removable_pvcs(&removed, &current, &deployments), ["local-pvc-worker-qz7lt-wk1-scratch"]);
         assert_eq!(removable_pvcs(&removed, &current, &deployments[..1]).len(), 2);
     }

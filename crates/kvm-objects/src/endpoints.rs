@@ -17,16 +17,25 @@
 //! One deliberate change: a master's IP is present from the start, as before, but it is a
 //! `notReadyAddress` until the master's pod is Ready (the original served traffic to a master
 //! whose API was not up yet, §14.11).
+//!
+//! A cluster has one etcd member, on the master labelled [`keys::ETCD_MEMBER`]
+//! ([`crate::cluster::Cluster::etcd_master`]): the `master` Endpoints put the `etcd` port in a
+//! subset of its own, with that master's address alone, and the other ports in one with every
+//! master's. Without any such label (pods of an operator that ran etcd on every master) every
+//! master keeps the etcd port, as before.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cluster::Role;
 use crate::names::{self, keys};
+
+/// The name of the `master` Service's etcd port.
+const ETCD_PORT: &str = "etcd";
 
 /// What the operator observes of one node pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +58,8 @@ pub struct NodePod {
     pub containers_running: bool,
     /// The node is drained (annotation [`keys::DRAINED`] is `true`, any case).
     pub drained: bool,
+    /// The pod's VM runs the cluster's etcd (label [`keys::ETCD_MEMBER`] is `true`).
+    pub etcd_member: bool,
 }
 
 fn condition_true(pod: &Pod, type_: &str) -> bool {
@@ -81,6 +92,7 @@ impl NodePod {
             terminating: pod.metadata.deletion_timestamp.is_some(),
             containers_running: running,
             drained: annotations.get(keys::DRAINED).is_some_and(|d| d.eq_ignore_ascii_case("true")),
+            etcd_member: labels.get(keys::ETCD_MEMBER).is_some_and(|v| v == "true"),
         })
     }
 }
@@ -139,11 +151,7 @@ pub fn desired_endpoints(service: &Service, pods: &[NodePod]) -> Option<Endpoint
         return None;
     }
     let address = |ip: &Ipv4Addr, pod: &NodePod| json!({ "ip": ip.to_string(), "targetRef": { "kind": "Pod", "name": pod.name, "namespace": pod.namespace } });
-    let ready: Vec<_> =
-        placed.iter().filter(|(_, (p, _))| *p == Placement::Ready).map(|(ip, (_, pod))| address(ip, pod)).collect();
-    let not_ready: Vec<_> =
-        placed.iter().filter(|(_, (p, _))| *p == Placement::NotReady).map(|(ip, (_, pod))| address(ip, pod)).collect();
-    let ports: Vec<_> = service
+    let ports: Vec<(bool, Value)> = service
         .spec
         .as_ref()
         .and_then(|s| s.ports.clone())
@@ -154,16 +162,44 @@ pub fn desired_endpoints(service: &Service, pods: &[NodePod]) -> Option<Endpoint
                 Some(IntOrString::Int(target)) => target,
                 _ => p.port,
             };
-            json!({ "name": p.name, "port": port, "protocol": p.protocol.unwrap_or_else(|| "TCP".into()), "appProtocol": p.app_protocol })
+            let etcd = p.name.as_deref() == Some(ETCD_PORT);
+            (etcd, json!({ "name": p.name, "port": port, "protocol": p.protocol.unwrap_or_else(|| "TCP".into()), "appProtocol": p.app_protocol }))
         })
         .collect();
-    let mut subset = json!({ "ports": ports });
-    if !ready.is_empty() {
-        subset["addresses"] = json!(ready);
-    }
-    if !not_ready.is_empty() {
-        subset["notReadyAddresses"] = json!(not_ready);
-    }
+    // etcd's port goes to the master that runs etcd alone; the pods of an operator that ran
+    // etcd on every master carry no mark, and then every master keeps it.
+    let marked = placed.values().any(|(_, pod)| pod.etcd_member);
+    let serves_etcd = |pod: &NodePod| !marked || pod.etcd_member;
+    let subset = |ports: Vec<Value>, only_etcd: bool| -> Option<Value> {
+        let chosen = |want: Placement| -> Vec<Value> {
+            placed
+                .iter()
+                .filter(|(_, (p, pod))| *p == want && (!only_etcd || serves_etcd(pod)))
+                .map(|(ip, (_, pod))| address(ip, pod))
+                .collect()
+        };
+        let (ready, not_ready) = (chosen(Placement::Ready), chosen(Placement::NotReady));
+        if ports.is_empty() || (ready.is_empty() && not_ready.is_empty()) {
+            return None;
+        }
+        let mut subset = json!({ "ports": ports });
+        if !ready.is_empty() {
+            subset["addresses"] = json!(ready);
+        }
+        if !not_ready.is_empty() {
+            subset["notReadyAddresses"] = json!(not_ready);
+        }
+        Some(subset)
+    };
+    let (etcd_ports, other_ports): (Vec<_>, Vec<_>) = ports.into_iter().partition(|(etcd, _)| *etcd);
+    let strip = |ports: Vec<(bool, Value)>| ports.into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let subsets: Vec<Value> = if marked && !etcd_ports.is_empty() {
+        [subset(strip(other_ports), false), subset(strip(etcd_ports), true)].into_iter().flatten().collect()
+    } else {
+        let mut all = strip(etcd_ports);
+        all.extend(strip(other_ports));
+        subset(all, false).into_iter().collect()
+    };
     let endpoints = json!({
         "apiVersion": "v1",
         "kind": "Endpoints",
@@ -172,7 +208,7 @@ pub fn desired_endpoints(service: &Service, pods: &[NodePod]) -> Option<Endpoint
             "namespace": service.metadata.namespace,
             "labels": service.metadata.labels,
         },
-        "subsets": [subset],
+        "subsets": subsets,
     });
     Some(serde_json::from_value(endpoints).expect("the Endpoints JSON has the Endpoints shape"))
 }
@@ -223,6 +259,7 @@ mod tests {
             terminating: false,
             containers_running: true,
             drained: false,
+            etcd_member: false,
         }
     }
 
@@ -265,6 +302,48 @@ mod tests {
         assert_eq!(placement(&draining), Placement::Absent);
         let endpoints = desired_endpoints(&service, &[booting, draining]).expect("endpoints");
         assert_eq!(ips(&endpoints), (vec![], vec!["10.7.3.11".to_string()]));
+    }
+
+    #[test]
+    fn the_etcd_port_goes_to_the_master_that_runs_etcd_alone() {
+        let service = master_service(&fixtures::cluster());
+        let mut first = pod("master-ma1-7d9f-x2k4q", Role::Master, "10.7.3.11");
+        first.etcd_member = true;
+        let second = pod("master-ma2-5c6b-j8r2n", Role::Master, "10.7.4.11");
+        let mut third = pod("master-ma3-4f7c-p0w9z", Role::Master, "10.7.5.11");
+        third.pod_ready = false;
+        let endpoints = desired_endpoints(&service, &[first.clone(), second.clone(), third]).expect("endpoints");
+        let subsets: Vec<(Vec<String>, Vec<String>, Vec<String>)> = endpoints
+            .subsets
+            .iter()
+            .flatten()
+            .map(|s| {
+                let list = |l: &Option<Vec<k8s_openapi::api::core::v1::EndpointAddress>>| {
+                    l.iter().flatten().map(|a| a.ip.clone()).collect::<Vec<_>>()
+                };
+                let ports = s.ports.iter().flatten().map(|p| p.name.clone().unwrap_or_default()).collect();
+                (ports, list(&s.addresses), list(&s.not_ready_addresses))
+            })
+            .collect();
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            subsets,
+            [
+                (strings(&["api"]), strings(&["10.7.3.11", "10.7.4.11"]), strings(&["10.7.5.11"])),
+                (strings(&["etcd"]), strings(&["10.7.3.11"]), vec![]),
+            ]
+        );
+        // The etcd master not placed yet: no etcd subset, the API subset alone.
+        let mut booting = first;
+        booting.vm_ip = None;
+        let endpoints = desired_endpoints(&service, &[booting, second]).expect("endpoints");
+        let ports: Vec<Vec<String>> = endpoints
+            .subsets
+            .iter()
+            .flatten()
+            .map(|s| s.ports.iter().flatten().map(|p| p.name.clone().unwrap_or_default()).collect())
+            .collect();
+        assert_eq!(ports, [["etcd", "api"]], "unmarked pods keep every port, as the earlier operator's did");
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! - its iSCSI initiator name from its node index, and iscsid's safe-logout setting; `iscsid`
 //!   and `multipathd` enabled;
 //! - the docker and kubelet disks (virtio, XFS, made by k8s-kvm) mounted before the runtimes;
-//! - masters: etcd's data directory over 9p (tag `etcdshare`, msize 512000), automounted;
-//!   workers: one 9p mount `/data/<tag>` per host volume;
+//! - the master that runs etcd ([`Cluster::etcd_master`]): etcd's data directory over 9p (tag
+//!   `etcdshare`, msize 512000), automounted; workers: one 9p mount `/data/<tag>` per host
+//!   volume;
 //! - the TLS assets of its role from the cert-operator Secrets (masters `api`, `etcd`,
 //!   `service-account`, `calico-etcd-client`; workers `worker`, `calico-etcd-client`), and on
 //!   masters the API server's encryption config with the cluster's key, all mode 0600;
@@ -31,9 +32,12 @@
 //!   certificates at `<TLS_DIR>/<cert>-{ca,crt,key}.pem`, no cloud provider, kubelet after the
 //!   virtio disk mounts, the API server with `--enable-priority-and-fairness=false` (to spare
 //!   etcd's memory, as the original) and the operator's OIDC flags, and etcd as the reference
-//!   runs it: one member per master, not clustered (non-HA, initial state `new`), listening on
-//!   every address of the VM, advertised to clients as the etcd domain on 443 (the Ingress
-//!   passes TLS through to Service `master`), with its data on the 9p share.
+//!   runs it: one member (non-HA, initial state `new`), listening on every address of the VM,
+//!   advertised to clients as the etcd domain on 443 (the Ingress passes TLS through to Service
+//!   `master`, whose Endpoints send etcd's port to this master alone), with its data on the 9p
+//!   share. It runs on the first master only: the other masters' API servers use it through
+//!   the etcd domain. The reference ran one unclustered member on every master, which with
+//!   several masters is several cluster states behind one load-balanced API.
 //!
 //! Not rendered: calico, which the workload cluster's own chart installs.
 
@@ -229,7 +233,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
         files.push(File::private(ENCRYPTION_CONFIG, encryption_config(key)));
     }
     let settings = input.settings;
-    let components = components(cluster, settings);
+    let components = components(cluster, node, settings);
     files.extend(components.node_files());
     if node.role == Role::Master {
         files.extend(components.master_files());
@@ -265,10 +269,12 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     ));
     match node.role {
         Role::Master => {
-            units.push(Unit::new(ETCD_UNIT, etcd_unit(cluster, &components)));
-            units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));
-            // Started by its automount on first access, not at boot.
-            units.push(Unit { enabled: None, ..nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data") });
+            if cluster.runs_etcd(node) {
+                units.push(Unit::new(ETCD_UNIT, etcd_unit(cluster, &components)));
+                units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));
+                // Started by its automount on first access, not at boot.
+                units.push(Unit { enabled: None, ..nine_p_mount(ETCD_SHARE_TAG, ETCD_DATA_DIR, "etcd's data") });
+            }
         }
         Role::Worker => {
             for volume in &node.shape.host_volumes {
@@ -313,14 +319,19 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     Ok(config)
 }
 
-/// The shared Kubernetes components with KVM's certificate paths, no cloud provider, the local
-/// etcd member and the API server flags the original sets.
-fn components(cluster: &Cluster, settings: &NodeConfigSettings) -> Components {
+/// The shared Kubernetes components of `node` with KVM's certificate paths, no cloud provider,
+/// the cluster's etcd (local on the master that runs it, else through the etcd domain) and the
+/// API server flags the original sets.
+fn components(cluster: &Cluster, node: &Node, settings: &NodeConfigSettings) -> Components {
     let tls = |cert: &str, suffix: &str| format!("{TLS_DIR}/{cert}-{suffix}.pem");
     Components {
         cluster_id: cluster.id.clone(),
         api_domain: cluster.api_domain.clone(),
-        etcd_servers: "https://127.0.0.1:2379".into(),
+        etcd_servers: if cluster.runs_etcd(node) {
+            "https://127.0.0.1:2379".into()
+        } else {
+            format!("https://{}:443", cluster.etcd_domain)
+        },
         registry: settings.registry.clone(),
         kubernetes_version: cluster.component("kubernetes").to_string(),
         etcd_version: cluster.component("etcd").to_string(),
@@ -362,8 +373,9 @@ fn node_labels(cluster: &Cluster, node: &Node) -> BTreeMap<String, String> {
     ])
 }
 
-/// etcd on a master, as the original runs it: a single member (non-HA), on every address of
-/// the VM, its data on the 9p share, advertised as the etcd domain behind the Ingress.
+/// etcd on the master that runs it, as the original runs it: a single member (non-HA), on every
+/// address of the VM, its data on the 9p share, advertised as the etcd domain behind the
+/// Ingress.
 fn etcd_unit(cluster: &Cluster, components: &Components) -> String {
     let data = automount_unit_name(ETCD_DATA_DIR);
     components.etcd_unit(&EtcdMember {
@@ -593,6 +605,14 @@ mod tests {
         let kubelet = master.unit(KUBELET_UNIT).expect("kubelet");
         assert!(kubelet.contains("register-with-taints=node-role.kubernetes.io/control-plane=:NoSchedule"));
         assert!(kubelet.contains("After=docker.service var-lib-docker.mount var-lib-kubelet.mount\n"), "{kubelet}");
+
+        // The other masters run API servers on the first master's etcd, through the etcd
+        // domain, and no etcd of their own: one cluster state, however many masters.
+        let second = parsed(&render_node("ma2", &settings).expect("render"));
+        let apiserver = second.text("/etc/kubernetes/manifests/k8s-api-server.yaml").expect("API server");
+        assert!(apiserver.contains("--etcd-servers=https://etcd.qz7lt.k8s.gollum.example.net:443"), "{apiserver}");
+        assert!(second.unit(ETCD_UNIT).is_none(), "one etcd member per cluster");
+        assert!(second.unit("var-lib-etcd.mount").is_none() && second.unit("var-lib-etcd.automount").is_none());
 
         let worker = parsed(&render_node("wk1", &settings).expect("render"));
         assert!(worker.unit(ETCD_UNIT).is_none());

@@ -69,6 +69,11 @@
 //! - **§14.2 PVC and etcd directory names by list position**: named by node id
 //!   ([`names::etcd_pvc`], [`names::etcd_host_path`], [`names::host_volume_pvc`]); removing a
 //!   node in the middle renames nothing. Mount tags are DNS labels, checked by schema.
+//! - **One unclustered etcd member per master**: several cluster states behind one
+//!   load-balanced API. One member, on [`cluster::Cluster::etcd_master`]; the other masters'
+//!   API servers use it through the etcd domain, and the `master` Endpoints send etcd's port
+//!   to it alone ([`endpoints`]); [`deployment::etcd_member_moved`] tells when a spec would
+//!   move it away from its data.
 //! - **§10.3 ClusterRoleBindings leaked after every cluster**: [`access`] labels them with the
 //!   cluster, and the operator deletes them at the end of the teardown.
 //! - **§14.3 PVCs of removed workers never deleted**: [`deployment::stale_pvcs`] lists them;
@@ -130,7 +135,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 pub struct Desired {
     /// One per node, masters first.
     pub deployments: Vec<Deployment>,
-    /// The masters' etcd PVCs (storage type `persistentVolume`).
+    /// The etcd PVC of the master that runs etcd (storage type `persistentVolume`).
     pub etcd_pvcs: Vec<PersistentVolumeClaim>,
     /// `master` and `worker`.
     pub services: Vec<Service>,

@@ -57,6 +57,9 @@ pub mod keys {
     pub const CUSTOMER: &str = "customer";
     /// Label on PVCs: the operator version.
     pub const VERSION_BUNDLE_LABEL: &str = "giantswarm.io/version-bundle";
+    /// Label on the Deployment, pod and PVC of the master that runs the cluster's etcd:
+    /// `true`. The master Endpoints send etcd's port to it alone.
+    pub const ETCD_MEMBER: &str = "kvm-operator.giantswarm.io/etcd-member";
     /// PersistentVolume label selecting a worker's host volume.
     pub const MOUNT_TAG: &str = "mount-tag";
 }

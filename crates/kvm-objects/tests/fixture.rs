@@ -79,10 +79,8 @@ fn every_object_of_the_cluster_with_its_name() {
     let cluster = cluster();
     let objects = desired(&cluster);
     assert_eq!(names_of(&objects.deployments), ["master-ma1", "master-ma2", "master-ma3", "worker-wk1", "worker-wk2"]);
-    assert_eq!(
-        names_of(&objects.etcd_pvcs),
-        ["pvc-master-etcd-qz7lt-ma1", "pvc-master-etcd-qz7lt-ma2", "pvc-master-etcd-qz7lt-ma3"]
-    );
+    // One etcd member, on the first master: one etcd PVC.
+    assert_eq!(names_of(&objects.etcd_pvcs), ["pvc-master-etcd-qz7lt-ma1"]);
     assert_eq!(names_of(&objects.services), ["master", "worker"]);
     assert_eq!(names_of(&objects.ingresses), ["api", "etcd"]);
     let namespaces: Vec<_> = objects.deployments.iter().filter_map(|d| d.metadata.namespace.as_deref()).collect();
@@ -165,6 +163,7 @@ async fn the_api_server_accepts_every_desired_object() -> Result<()> {
         terminating: false,
         containers_running: true,
         drained: false,
+        etcd_member: false,
     };
     let worker =
         created_services.iter().find(|s| s.metadata.name.as_deref() == Some("worker")).context("worker Service")?;
@@ -173,6 +172,17 @@ async fn the_api_server_accepts_every_desired_object() -> Result<()> {
         &[pod("worker-wk1-5d8f-abcde", "10.7.9.11", true), pod("worker-wk2-5d8f-fghij", "10.7.10.11", false)],
     )
     .context("endpoints")?;
+    let created = Api::<Endpoints>::namespaced(client.clone(), &ns).create(&pp, &endpoints).await?;
+    assert_eq!(created.subsets, endpoints.subsets, "stored as computed");
+    // The master Endpoints: the API port on every master, etcd's on the one that runs it.
+    let master =
+        created_services.iter().find(|s| s.metadata.name.as_deref() == Some("master")).context("master Service")?;
+    let masters = [
+        NodePod { role: Role::Master, etcd_member: true, ..pod("master-ma1-5d8f-abcde", "10.7.3.11", true) },
+        NodePod { role: Role::Master, ..pod("master-ma2-5d8f-fghij", "10.7.4.11", true) },
+    ];
+    let endpoints = desired_endpoints(master, &masters).context("master endpoints")?;
+    assert_eq!(endpoints.subsets.as_ref().map(Vec::len), Some(2));
     let created = Api::<Endpoints>::namespaced(client.clone(), &ns).create(&pp, &endpoints).await?;
     assert_eq!(created.subsets, endpoints.subsets, "stored as computed");
     Ok(())

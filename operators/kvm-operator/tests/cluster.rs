@@ -300,12 +300,8 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ID);
     assert_eq!(
         names(&pvcs, &cluster).await?,
-        [
-            "local-pvc-worker-x7k2p-w1a-scratch",
-            "pvc-master-etcd-x7k2p-m1a",
-            "pvc-master-etcd-x7k2p-m2b",
-            "pvc-master-etcd-x7k2p-m3c"
-        ]
+        ["local-pvc-worker-x7k2p-w1a-scratch", "pvc-master-etcd-x7k2p-m1a"],
+        "one etcd member, on the first master"
     );
     let scratch = pvcs.get("local-pvc-worker-x7k2p-w1a-scratch").await?.spec.unwrap_or_default();
     let requested = scratch.resources.and_then(|r| r.requests).unwrap_or_default();
@@ -352,12 +348,28 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
             .map(|a| a.ip)
             .collect();
         ips.sort();
+        ips.dedup();
         ips
     };
-    eventually("the master Endpoints with every master's IP, ready", || async {
-        Ok(endpoints.get_opt("master").await?.filter(|e| ips(e, true) == expected_masters).map(|_| ()))
+    let master = eventually("the master Endpoints with every master's IP, ready", || async {
+        Ok(endpoints.get_opt("master").await?.filter(|e| ips(e, true) == expected_masters))
     })
     .await?;
+    // etcd's port leads to the first master alone, the one that runs etcd.
+    let etcd_subsets: Vec<_> = master
+        .subsets
+        .iter()
+        .flatten()
+        .filter(|s| s.ports.iter().flatten().any(|p| p.name.as_deref() == Some("etcd")))
+        .collect();
+    assert_eq!(etcd_subsets.len(), 1, "{:?}", master.subsets);
+    let etcd_targets: Vec<String> = etcd_subsets[0]
+        .addresses
+        .iter()
+        .flatten()
+        .filter_map(|a| a.target_ref.as_ref().and_then(|r| r.name.clone()))
+        .collect();
+    assert!(etcd_targets.len() == 1 && etcd_targets[0].starts_with("master-m1a-"), "{etcd_targets:?}");
     let workers = eventually("the worker Endpoints with five not-ready IPs", || async {
         Ok(endpoints.get_opt("worker").await?.filter(|e| ips(e, false).len() == 5))
     })

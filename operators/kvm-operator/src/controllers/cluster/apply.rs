@@ -149,6 +149,17 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         }
 
         let current = deployments.list(&managed).await?.items;
+        if let Some(holder) = kvm_objects::deployment::etcd_member_moved(cluster, &current) {
+            let first = cluster.etcd_master().map(|n| n.id.clone()).unwrap_or_default();
+            return Err(operatorkit::error::InvalidInput {
+                object: operatorkit::status::describe(obj),
+                reason: "EtcdMasterMoved",
+                message: format!(
+                    "spec.cluster.masters[0] is {first}, but master {holder} holds the cluster's etcd data; put {holder} first in spec.cluster.masters again (the first master runs etcd)"
+                ),
+            }
+            .into());
+        }
         let mut created = Vec::new();
         for desired in &objects.deployments {
             if !current.iter().any(|c| c.name_any() == desired.name_any()) {
