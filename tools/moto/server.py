@@ -96,6 +96,63 @@ def _require(owner: Any, name: str) -> Any:
     return getattr(owner, name)
 
 
+# --- Shared by 11-13: one lock around moto's state, the emulator's clock -------------------------
+
+
+STATE_LOCK = threading.RLock()
+"""Held by every request moto serves (see ``patch_serial_requests``) and by the background work of
+corrections 11 and 13 (lifecycle timeouts, rolling updates), so that a timeout or a batch never
+acts in the middle of a request, and requests keep seeing moto's state whole."""
+
+TIME_SCALE_ENV = "MOTO_TIME_SCALE"
+"""Environment variable: the factor applied to every emulated wait (see ``TimeScale``)."""
+
+TIME_SCALE_PATH = "/moto-api/time-scale"
+"""``GET`` answers the current time scale, ``POST`` with a positive number as body sets it."""
+
+
+class TimeScale:
+    """The factor that shrinks the emulated waits of Auto Scaling and CloudFormation: lifecycle
+    hooks' heartbeat (and global) timeouts and rolling updates' ``PauseTime``. 1.0 (the default)
+    waits as AWS does; 0.01 makes a 3600 s heartbeat timeout last 36 s and a PT10M pause 6 s. A
+    wait takes the factor in force when it starts (or, for a heartbeat, when it is recorded)."""
+
+    def __init__(self) -> None:
+        self.factor = 1.0
+
+    @staticmethod
+    def parse(text: str) -> float:
+        """A positive, finite float, or ``ValueError`` naming the fix."""
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (value > 0 and value < float("inf")):
+            raise ValueError(
+                f"time scale {text!r} is not a positive number; set {TIME_SCALE_ENV} (or --time-scale) "
+                "to e.g. 1.0 (AWS timing) or 0.01 (a hundred times faster)"
+            )
+        return value
+
+    def seconds(self, aws_seconds: float) -> float:
+        return aws_seconds * self.factor
+
+
+TIME = TimeScale()
+
+
+def _iso_duration(text: str) -> float:
+    """Seconds of an ISO-8601 duration as CloudFormation's ``PauseTime`` takes it (``PT5M``,
+    ``PT1H30M``, ``PT45S``); ``ValueError`` otherwise."""
+    import re
+
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", str(text))
+    if not match or str(text) in ("P", "PT") or str(text).endswith("T"):
+        raise ValueError(f"PauseTime {text!r} is not an ISO-8601 duration such as PT5M")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
 # --- 1. CloudFormation termination protection -------------------------------------------------
 
 
@@ -492,16 +549,14 @@ def patch_serial_cloudformation() -> None:
     it on the spot (``ResourceMap.__getitem__``) while the creating thread creates it too. A node
     pool stack whose outputs name its Auto Scaling group then owns two groups, one of them
     orphaned. AWS never does this. Serve CloudFormation requests one at a time (one lock per
-    server; moto holds the interpreter lock for its work anyway), so a DescribeStacks waits for
-    the creation it would have raced."""
+    server, ``STATE_LOCK``; moto holds the interpreter lock for its work anyway), so a
+    DescribeStacks waits for the creation it would have raced."""
     from moto.cloudformation import responses as cfn_responses
 
     response_cls = _require(cfn_responses, "CloudFormationResponse")
     original = _require(response_cls, "call_action")
-    lock = threading.RLock()
-
     def call_action(self: Any) -> Any:
-        with lock:
+        with STATE_LOCK:
             return original(self)
 
     response_cls.call_action = call_action
@@ -669,6 +724,812 @@ def patch_tag_lookup() -> None:
     resource_cls.get_tags = get_tags
 
 
+def patch_serial_requests() -> None:
+    """Not a correction of AWS behaviour but a precondition of 11 and 13, which change moto's state
+    from background threads (a heartbeat timing out, a rolling update's next batch). moto's models
+    are not thread-safe: a DescribeInstances iterating the reservations while a batch launches
+    instances could fail with "dictionary changed size during iteration". Every request moto
+    dispatches (``BaseResponse.call_action``) holds ``STATE_LOCK``, as the background work does.
+    moto's work holds the interpreter lock anyway, so requests lose no real concurrency."""
+    from moto.core import responses as core_responses
+
+    base_cls = _require(core_responses, "BaseResponse")
+    original = _require(base_cls, "call_action")
+
+    def call_action(self: Any) -> Any:
+        with STATE_LOCK:
+            return original(self)
+
+    base_cls.call_action = call_action
+
+
+# --- 11. Auto Scaling lifecycle hooks -----------------------------------------------------------
+
+
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+COUNTED_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+"""Lifecycle states that count toward a group's desired capacity (Standby and terminating
+instances do not: AWS launches a replacement for an instance that starts terminating unless the
+desired capacity was decremented)."""
+
+
+class LifecycleAction:
+    """One hook's wait on one instance: ``Pending:Wait`` or ``Terminating:Wait`` until completed,
+    abandoned or timed out."""
+
+    def __init__(self, hook: Any, group: Any, state: Any) -> None:
+        import uuid
+
+        self.hook = hook
+        self.group = group
+        self.state = state
+        self.token = str(uuid.uuid4())
+        heartbeat = float(hook.heartbeat_timeout)
+        now = time.monotonic()
+        self.heartbeat = heartbeat
+        self.deadline = now + TIME.seconds(heartbeat)
+        # AWS ends a wait at 100 heartbeat timeouts or 48 hours, whichever is shorter.
+        self.global_deadline = now + TIME.seconds(min(100 * heartbeat, 172800.0))
+
+    @property
+    def transition(self) -> str:
+        return str(self.hook.lifecycle_transition)
+
+
+class LifecycleClock:
+    """Applies a hook's ``DefaultResult`` to the actions whose heartbeat timeout has passed. One
+    daemon thread, started with the first action, ticks every 0.2 s under ``STATE_LOCK``."""
+
+    TICK = 0.2
+
+    def __init__(self) -> None:
+        self.actions: dict[str, LifecycleAction] = {}
+        self.thread: threading.Thread | None = None
+
+    def add(self, action: LifecycleAction) -> None:
+        self.actions[action.token] = action
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.run, name="lifecycle-clock", daemon=True)
+            self.thread.start()
+
+    def remove(self, action: LifecycleAction) -> None:
+        self.actions.pop(action.token, None)
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            with STATE_LOCK:
+                now = time.monotonic()
+                for action in list(self.actions.values()):
+                    if action.token not in self.actions:
+                        continue  # ended by an earlier action of this tick
+                    if not _group_live(action.group):
+                        self.remove(action)  # group deleted, or the server reset
+                    elif now >= min(action.deadline, action.global_deadline):
+                        try:
+                            _complete_action(action, str(action.hook.default_result or "ABANDON"))
+                        except Exception as err:  # noqa: BLE001 - one bad action must not stop the clock
+                            self.remove(action)
+                            print(f"lifecycle clock: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+CLOCK = LifecycleClock()
+
+
+def _group_live(group: Any) -> bool:
+    """Whether ``group`` is still the group of its name in its account and region (not deleted,
+    not wiped by ``/moto-api/reset``)."""
+    from moto.autoscaling.models import autoscaling_backends
+
+    try:
+        backend = autoscaling_backends[group.account_id][group.region]
+    except KeyError:
+        return False
+    return backend is group.autoscaling_backend and backend.autoscaling_groups.get(group.name) is group
+
+
+def _hooks_of(group: Any, transition: str) -> list[Any]:
+    return [
+        hook
+        for hook in group.autoscaling_backend.lifecycle_hooks.values()
+        if hook.auto_scaling_group_name == group.name and hook.lifecycle_transition == transition
+    ]
+
+
+def _launch_spec(group: Any) -> tuple[Any, ...]:
+    """What an instance launched now is launched from: the launch template and its resolved
+    version, or the launch configuration."""
+    template = group.ec2_launch_template
+    if template is not None:
+        version = template.get_version(group.launch_template_version).number
+        return ("template", template.id, template.name, int(version))
+    return ("configuration", getattr(group, "launch_configuration_name", None))
+
+
+def _cancel_actions(state: Any) -> None:
+    for action in list(getattr(state, "lifecycle_actions", {}).values()):
+        CLOCK.remove(action)
+    state.lifecycle_actions = {}
+
+
+def _start_wait(group: Any, state: Any, transition: str, wait_state: str) -> bool:
+    hooks = _hooks_of(group, transition)
+    if not hooks:
+        return False
+    state.lifecycle_state = wait_state
+    state.lifecycle_actions = {}
+    for hook in hooks:
+        action = LifecycleAction(hook, group, state)
+        state.lifecycle_actions[hook.name] = action
+        CLOCK.add(action)
+    return True
+
+
+def _refresh_load_balancers(group: Any) -> None:
+    backend = group.autoscaling_backend
+    if backend.autoscaling_groups.get(group.name) is group:
+        backend.update_attached_elbs(group.name)
+        backend.update_attached_target_groups(group.name)
+
+
+def _launched(group: Any, state: Any) -> None:
+    """A new instance: ``Pending:Wait`` while launching hooks exist, else ``InService``."""
+    state.launch_spec = _launch_spec(group)
+    state.lifecycle_actions = {}
+    if not _start_wait(group, state, LAUNCHING, "Pending:Wait"):
+        state.lifecycle_state = "InService"
+
+
+def _begin_termination(group: Any, state: Any) -> None:
+    """``Terminating:Wait`` while terminating hooks exist, else terminated at once."""
+    if str(state.lifecycle_state).startswith("Terminating"):
+        return
+    _cancel_actions(state)
+    state.lifecycle_state = "Terminating"
+    if not _start_wait(group, state, TERMINATING, "Terminating:Wait"):
+        _finish_termination(group, state)
+
+
+def _finish_termination(group: Any, state: Any) -> None:
+    """``Terminating:Proceed``: the EC2 instance is terminated and leaves the group."""
+    state.lifecycle_state = "Terminating:Proceed"
+    _cancel_actions(state)
+    group.instance_states = [s for s in group.instance_states if s is not state]
+    backend = group.autoscaling_backend
+    try:
+        backend.ec2_backend.terminate_instances([state.instance.id])
+    except Exception:  # noqa: BLE001 - already gone through EC2
+        pass
+    try:
+        backend.elbv2_backend.notify_terminate_instances([state.instance.id])
+    except Exception:  # noqa: BLE001 - no target group knows it
+        pass
+    state.lifecycle_state = "Terminated"
+    _refresh_load_balancers(group)
+
+
+def _complete_action(action: LifecycleAction, result: str) -> None:
+    """A hook's action ends with ``result``; the instance proceeds once no action is left.
+    ABANDON ends the instance's other actions too (AWS: "stops any remaining actions, such as
+    other lifecycle hooks"); a launch that is abandoned terminates the instance, and the group
+    launches a replacement."""
+    state, group = action.state, action.group
+    CLOCK.remove(action)
+    state.lifecycle_actions.pop(action.hook.name, None)
+    if result == "ABANDON":
+        state.abandoned = True
+        _cancel_actions(state)
+    if state.lifecycle_actions:
+        return
+    if action.transition == TERMINATING:
+        _finish_termination(group, state)
+    elif getattr(state, "abandoned", False):
+        state.lifecycle_state = "Terminating"
+        _finish_termination(group, state)
+        if _group_live(group):
+            group.set_desired_capacity(group.desired_capacity)
+    else:
+        state.lifecycle_state = "InService"
+        _refresh_load_balancers(group)
+
+
+def _find_action(backend: Any, group_name: str, hook_name: str, token: str | None, instance_id: str | None) -> Any:
+    from moto.autoscaling.exceptions import ValidationError
+
+    if not token and not instance_id:
+        raise ValidationError("Either LifecycleActionToken or InstanceId must be specified")
+    group = backend.autoscaling_groups.get(group_name)
+    for action in list(CLOCK.actions.values()):
+        if action.group is not group or action.hook.name != hook_name:
+            continue
+        if (token and action.token == token) or (not token and action.state.instance.id == instance_id):
+            return action
+    if token:
+        raise ValidationError(f"No active Lifecycle Action found with token {token}")
+    raise ValidationError(f"No active Lifecycle Action found with instance ID {instance_id}")
+
+
+def patch_lifecycle_hooks() -> None:
+    """moto 5.2.5 stores lifecycle hooks (``PutLifecycleHook``) but never applies them: instances
+    go straight to ``InService`` and straight to terminated, ``LifecycleHookSpecificationList`` is
+    ignored (API and CloudFormation), and ``CompleteLifecycleAction`` and
+    ``RecordLifecycleActionHeartbeat`` answer 500 NotImplementedError. The EC2 Auto Scaling User
+    Guide ("Amazon EC2 Auto Scaling lifecycle hooks", "Complete a lifecycle action") describes
+    what AWS does, and the emulator now does it:
+
+    * hooks from ``LifecycleHookSpecificationList`` exist before the group launches its first
+      instances (``CreateAutoScalingGroup`` and ``AWS::AutoScaling::AutoScalingGroup``), and go
+      with the group when it is deleted;
+    * an instance launched while an ``autoscaling:EC2_INSTANCE_LAUNCHING`` hook exists waits in
+      ``Pending:Wait``; CONTINUE makes it ``InService`` (and registers it with the group's load
+      balancers), ABANDON terminates it and the group launches a replacement;
+    * an instance leaving the group (scale-in through SetDesiredCapacity, UpdateAutoScalingGroup
+      or a stack update, ``TerminateInstanceInAutoScalingGroup``, a rolling update's batch) while
+      an ``autoscaling:EC2_INSTANCE_TERMINATING`` hook exists waits in ``Terminating:Wait``;
+      CONTINUE or ABANDON (or its heartbeat timeout) moves it through ``Terminating:Proceed``: the
+      EC2 instance is terminated and leaves the group. Scale-in picks instances launched from an
+      older launch template version or configuration first (the default termination policy);
+    * ``CompleteLifecycleAction`` takes the instance id or the action's token; an instance with
+      no action of that hook fails with 400 ``ValidationError: No active Lifecycle Action found
+      with instance ID <id>`` (or ``with token <token>``);
+    * ``RecordLifecycleActionHeartbeat`` restarts the heartbeat timeout; the wait ends in any case
+      after 100 heartbeat timeouts or 48 hours, whichever is shorter;
+    * after ``HeartbeatTimeout`` seconds (times the time scale) the hook's ``DefaultResult``
+      applies (ABANDON when the hook has none);
+    * desired capacity counts ``Pending*`` and ``InService`` instances (moto counted ``InService``
+      only, so an instance in ``Pending:Wait`` would have been launched twice);
+    * ``TerminateInstanceInAutoScalingGroup`` of an unknown instance fails with 400
+      ``ValidationError`` instead of 500, and with ShouldDecrementDesiredCapacity refuses to go
+      below the group's minimum size, as AWS does.
+
+    Not emulated: notifications (SNS, SQS, EventBridge) and ``NotificationMetadata``; the hooks of
+    a group being deleted (its instances are terminated at once, as in moto); warm pools."""
+    from moto.autoscaling import models as asg_models
+    from moto.autoscaling import responses as asg_responses
+    from moto.autoscaling.exceptions import ValidationError
+    from moto.core.responses import EmptyResult
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    backend_cls = _require(asg_models, "AutoScalingBackend")
+    state_cls = _require(asg_models, "InstanceState")
+    response_cls = _require(asg_responses, "AutoScalingResponse")
+    terminate_activity = _require(asg_models, "TerminateInstanceActivity")
+    original_replace = _require(group_cls, "replace_autoscaling_group_instances")
+    original_create_cfn = _require(group_cls, "create_from_cloudformation_json")
+    original_create = _require(response_cls, "create_auto_scaling_group")
+    original_delete = _require(backend_cls, "delete_auto_scaling_group")
+    original_lt_property = _require(state_cls, "launch_template")
+    for name in ("set_desired_capacity", "get_propagated_tags", "update"):
+        _require(group_cls, name)
+    for name in ("terminate_instance", "notify_terminate_instances", "create_lifecycle_hook", "delete_lifecycle_hook",
+                 "update_attached_elbs", "update_attached_target_groups"):
+        _require(backend_cls, name)
+    for name in ("complete_lifecycle_action", "record_lifecycle_action_heartbeat"):
+        if name in vars(response_cls):
+            raise PatchError(f"moto now implements {name}; review tools/moto/server.py")
+
+    def target_instances(group: Any) -> int:
+        """Instances needed for the desired capacity, as moto computes it (a mixed-instances
+        policy with overrides counts the first override's weight)."""
+        import math
+
+        target = group.desired_capacity or 0
+        policy = group.mixed_instances_policy or {}
+        overrides = policy.get("LaunchTemplate", {}).get("Overrides", []) if policy else []
+        if not overrides:
+            return int(target)
+        weight_text = str(overrides[0].get("WeightedCapacity", "1"))
+        weight = int(weight_text) if weight_text.isdigit() and int(weight_text) > 0 else 1
+        distribution = policy.get("InstancesDistribution", {})
+        base = int(distribution.get("OnDemandBaseCapacity", 0))
+        percent = int(distribution.get("OnDemandPercentageAboveBaseCapacity", 100))
+        if base >= target:
+            on_demand, spot = target, 0
+        else:
+            above = target - base
+            on_demand_above = int(above * percent) / 100.0
+            on_demand, spot = int(base + on_demand_above), int(above - on_demand_above)
+        return math.ceil(on_demand / weight) + math.ceil(spot / weight)
+
+    def set_desired_capacity(self: Any, new_capacity: int | None) -> None:
+        self.desired_capacity = self.min_size if new_capacity is None else new_capacity
+        counted = [s for s in self.instance_states if s.lifecycle_state in COUNTED_STATES]
+        delta = target_instances(self) - len(counted)
+        if delta > 0:
+            self.replace_autoscaling_group_instances(delta, self.get_propagated_tags())
+        elif delta < 0:
+            current = _launch_spec(self)
+            candidates = [s for s in counted if not s.protected_from_scale_in]
+            # Default termination policy: instances from an older launch template version or
+            # configuration first, then the oldest.
+            candidates.sort(key=lambda s: getattr(s, "launch_spec", None) == current)
+            for state in candidates[: -delta]:
+                _begin_termination(self, state)
+        _refresh_load_balancers(self)
+
+    def replace_autoscaling_group_instances(self: Any, count_needed: int, propagated_tags: dict[str, str]) -> None:
+        before = list(self.instance_states)
+        original_replace(self, count_needed, propagated_tags)
+        for state in self.instance_states:
+            if not any(state is b for b in before):
+                _launched(self, state)
+
+    def launch_template(self: Any) -> Any:
+        spec = getattr(self, "launch_spec", None)
+        if spec and spec[0] == "template":
+            return {"LaunchTemplateId": spec[1], "LaunchTemplateName": spec[2], "Version": str(spec[3])}
+        return original_lt_property.fget(self)
+
+    def put_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]]) -> list[str]:
+        names = []
+        for spec in specs or []:
+            timeout = spec.get("HeartbeatTimeout")
+            backend.create_lifecycle_hook(
+                name=spec["LifecycleHookName"],
+                as_name=group_name,
+                transition=spec.get("LifecycleTransition"),
+                timeout=int(timeout) if timeout not in (None, "") else None,
+                result=spec.get("DefaultResult"),
+            )
+            names.append(spec["LifecycleHookName"])
+        return names
+
+    def create_with_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]], create: Any) -> Any:
+        if group_name in backend.autoscaling_groups or not specs:
+            return create()
+        names = put_hooks(backend, group_name, specs)
+        try:
+            group = create()
+        except Exception:
+            for name in names:
+                backend.delete_lifecycle_hook(group_name, name)
+            raise
+        group_obj = backend.autoscaling_groups.get(group_name)
+        if group_obj is not None:
+            group_obj.cfn_hook_names = set(names)
+        return group
+
+    def create_auto_scaling_group(self: Any) -> Any:
+        specs = self._get_param("LifecycleHookSpecificationList", []) or []
+        return create_with_hooks(
+            self.autoscaling_backend, self._get_param("AutoScalingGroupName"), specs, lambda: original_create(self)
+        )
+
+    def create_from_cloudformation_json(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        specs = cloudformation_json.get("Properties", {}).get("LifecycleHookSpecificationList", []) or []
+        backend = asg_models.autoscaling_backends[account_id][region_name]
+        return create_with_hooks(
+            backend,
+            resource_name,
+            specs,
+            lambda: original_create_cfn(resource_name, cloudformation_json, account_id, region_name, **kwargs),
+        )
+
+    def delete_auto_scaling_group(self: Any, group_name: str) -> None:
+        group = self.autoscaling_groups.get(group_name)
+        if group is not None:
+            for state in group.instance_states:
+                _cancel_actions(state)
+            # Terminated at once, as moto did (the hooks of a deleted group are not emulated).
+            ids = [s.instance.id for s in group.instance_states]
+            group.instance_states = []
+            if ids:
+                self.ec2_backend.terminate_instances(ids)
+        original_delete(self, group_name)
+        for key, hook in list(self.lifecycle_hooks.items()):
+            if hook.auto_scaling_group_name == group_name:
+                del self.lifecycle_hooks[key]
+
+    def terminate_instance(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        state = next(
+            (s for g in self.autoscaling_groups.values() for s in g.instance_states if s.instance.id == instance_id),
+            None,
+        )
+        if state is None:
+            raise ValidationError(f"Instance Id not found - No managed instance found for instance ID: {instance_id}")
+        group = state.auto_scaling_group
+        original_size = group.desired_capacity
+        if should_decrement and not str(state.lifecycle_state).startswith("Terminating"):
+            if group.desired_capacity - 1 < (group.min_size or 0):
+                raise ValidationError(
+                    f"Currently, desiredSize equals minSize ({group.min_size}). Terminating instance without "
+                    "replacement will violate group's min size constraint. Either set "
+                    "shouldDecrementDesiredCapacity flag to false or lower group's min size."
+                )
+            group.desired_capacity -= 1
+        _begin_termination(group, state)
+        # Without the decrement the group launches a replacement now.
+        group.set_desired_capacity(group.desired_capacity)
+        return terminate_activity(state.instance, original_size)
+
+    def notify_terminate_instances(self: Any, instance_ids: list[str]) -> None:
+        # An instance terminated through EC2 leaves its group at once, hooks or not; the group
+        # replaces it if it counted toward the desired capacity.
+        for group in list(self.autoscaling_groups.values()):
+            gone = [s for s in group.instance_states if s.instance.id in instance_ids]
+            if not gone:
+                continue
+            for state in gone:
+                _cancel_actions(state)
+            group.instance_states = [s for s in group.instance_states if s.instance.id not in instance_ids]
+            group.set_desired_capacity(group.desired_capacity)
+
+    def lifecycle_request(self: Any) -> Any:
+        return _find_action(
+            self.autoscaling_backend,
+            self._get_param("AutoScalingGroupName"),
+            self._get_param("LifecycleHookName"),
+            self._get_param("LifecycleActionToken"),
+            self._get_param("InstanceId"),
+        )
+
+    def complete_lifecycle_action(self: Any) -> Any:
+        result = self._get_param("LifecycleActionResult")
+        if result not in ("CONTINUE", "ABANDON"):
+            raise ValidationError(f"Value '{result}' at 'lifecycleActionResult' failed to satisfy constraint: "
+                                  "Member must be CONTINUE or ABANDON")
+        _complete_action(lifecycle_request(self), result)
+        return EmptyResult()
+
+    def record_lifecycle_action_heartbeat(self: Any) -> Any:
+        action = lifecycle_request(self)
+        action.deadline = min(time.monotonic() + TIME.seconds(action.heartbeat), action.global_deadline)
+        return EmptyResult()
+
+    group_cls.set_desired_capacity = set_desired_capacity
+    group_cls.replace_autoscaling_group_instances = replace_autoscaling_group_instances
+    group_cls.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
+    state_cls.launch_template = property(launch_template)
+    backend_cls.delete_auto_scaling_group = delete_auto_scaling_group
+    backend_cls.terminate_instance = terminate_instance
+    backend_cls.notify_terminate_instances = notify_terminate_instances
+    response_cls.create_auto_scaling_group = create_auto_scaling_group
+    response_cls.complete_lifecycle_action = complete_lifecycle_action
+    response_cls.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
+
+
+# --- 12. An Auto Scaling group updated in place by its stack -----------------------------------
+
+
+ROLLS = threading.local()
+"""The rolling updates a stack update started (``ROLLS.pending``, a list, while one runs)."""
+
+
+def _references(value: Any, names: set[str]) -> bool:
+    """Whether a template fragment refers (``Ref``, ``Fn::GetAtt``) to one of ``names``."""
+    if isinstance(value, dict):
+        if isinstance(value.get("Ref"), str) and value["Ref"] in names:
+            return True
+        att = value.get("Fn::GetAtt")
+        if isinstance(att, list) and att and att[0] in names:
+            return True
+        if isinstance(att, str) and att.split(".", 1)[0] in names:
+            return True
+        return any(_references(v, names) for v in value.values())
+    if isinstance(value, list):
+        return any(_references(v, names) for v in value)
+    return False
+
+
+def patch_group_update_in_place() -> None:
+    """moto 5.2.5 updates an ``AWS::AutoScaling::AutoScalingGroup`` by deleting the group and
+    creating another: a stack update that only changes MaxSize or a tag gives the group a new
+    name and terminates every instance. CloudFormation ("AWS::AutoScaling::AutoScalingGroup",
+    update requires: No interruption, except ``AutoScalingGroupName``) updates the group in place,
+    as ``UpdateAutoScalingGroup`` does: the group keeps its name and its instances; a smaller
+    desired capacity scales in (through the terminating hooks), a larger one scales out; tags,
+    load balancers, health check settings and the ``LifecycleHookSpecificationList`` (hooks added,
+    changed, removed) follow the template. A changed ``AutoScalingGroupName`` still replaces the
+    group.
+
+    moto also compares a resource's template text to decide whether to update it, so a group whose
+    ``LaunchTemplate.Version`` is ``!GetAtt LaunchTemplate.LatestVersionNumber`` was left on the
+    old version when only the launch template changed. CloudFormation compares resolved values:
+    a group that refers to a changed or added resource is now updated too, after the resources it
+    refers to."""
+    from moto.autoscaling import models as asg_models
+    from moto.cloudformation import parsing
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    original_update = _require(group_cls, "update_from_cloudformation_json")
+    _require(group_cls, "update")
+    resource_map = _require(parsing, "ResourceMap")
+    original_diff = _require(resource_map, "build_resource_diff")
+    asg_type = "AWS::AutoScaling::AutoScalingGroup"
+
+    def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+        diff = original_diff(self, other_template, parameters)
+        new = other_template.get("Resources", {})
+        changed = set(diff["Modify"]) | set(diff["Add"])
+        for name, resource in new.items():
+            if (
+                resource.get("Type") == asg_type
+                and name in self._resource_json_map
+                and name not in diff["Modify"]
+                and _references(resource, changed)
+            ):
+                diff["Modify"].append(name)
+        diff["Modify"].sort(key=lambda n: new.get(n, {}).get("Type") == asg_type)
+        return diff
+
+    def as_bool(value: Any) -> bool:
+        return str(value).lower() == "true"
+
+    def update_from_cloudformation_json(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        from moto.autoscaling.models import make_int
+
+        props = cloudformation_json.get("Properties", {})
+        group = original_resource
+        named = props.get("AutoScalingGroupName")
+        if not _group_live(group) or (named and named != group.name):
+            return original_update(original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+        backend = group.autoscaling_backend
+        policy = (cloudformation_json.get("UpdatePolicy") or {}).get("AutoScalingRollingUpdate")
+        if policy is not None:
+            RollingUpdate.validate(policy)
+        old_spec = _launch_spec(group)
+        old_subnets = group.vpc_zone_identifier
+
+        specs = props.get("LifecycleHookSpecificationList", []) or []
+        wanted = {spec["LifecycleHookName"] for spec in specs}
+        for name in getattr(group, "cfn_hook_names", set()) - wanted:
+            backend.delete_lifecycle_hook(group.name, name)
+        for spec in specs:
+            timeout = spec.get("HeartbeatTimeout")
+            backend.create_lifecycle_hook(
+                name=spec["LifecycleHookName"],
+                as_name=group.name,
+                transition=spec.get("LifecycleTransition"),
+                timeout=int(timeout) if timeout not in (None, "") else None,
+                result=spec.get("DefaultResult"),
+            )
+        group.cfn_hook_names = wanted
+
+        tags = []
+        for tag in props.get("Tags", []) or []:
+            tag = dict(tag)
+            tag["PropagateAtLaunch"] = as_bool(tag.get("PropagateAtLaunch", False))
+            tag.pop("ResourceId", None)
+            tag.pop("ResourceType", None)
+            tags.append(tag)
+        group.tags = tags
+        group.load_balancer_names = list(props.get("LoadBalancerNames", []) or [])
+        group.target_group_arns = list(props.get("TargetGroupARNs", []) or [])
+        if props.get("TerminationPolicies"):
+            group.termination_policies = list(props["TerminationPolicies"])
+        if props.get("Cooldown") is not None:
+            group.default_cooldown = make_int(props["Cooldown"])
+        desired = props.get("DesiredCapacity")
+        group.update(
+            availability_zones=list(props.get("AvailabilityZones", []) or []),
+            desired_capacity=make_int(desired) if desired not in (None, "") else None,
+            max_size=make_int(props.get("MaxSize")),
+            min_size=make_int(props.get("MinSize")),
+            launch_config_name=props.get("LaunchConfigurationName"),
+            launch_template=props.get("LaunchTemplate", {}) or {},
+            vpc_zone_identifier=",".join(props.get("VPCZoneIdentifier", []) or []) or None,
+            health_check_period=make_int(props.get("HealthCheckGracePeriod")),
+            health_check_type=props.get("HealthCheckType"),
+            new_instances_protected_from_scale_in=(
+                as_bool(props["NewInstancesProtectedFromScaleIn"])
+                if "NewInstancesProtectedFromScaleIn" in props
+                else None
+            ),
+            mixed_instances_policy=props.get("MixedInstancesPolicy") or None,
+        )
+        _refresh_load_balancers(group)
+        if policy is not None and (_launch_spec(group) != old_spec or group.vpc_zone_identifier != old_subnets):
+            pending = getattr(ROLLS, "pending", None)
+            roll = RollingUpdate(group, policy, getattr(original_resource, "logical_resource_id", group.name))
+            if pending is not None:
+                pending.append(roll)
+            else:
+                threading.Thread(target=roll.run, name=f"roll-{group.name}", daemon=True).start()
+        return group
+
+    resource_map.build_resource_diff = build_resource_diff
+    group_cls.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)
+
+
+# --- 13. AutoScalingRollingUpdate ----------------------------------------------------------------
+
+
+class RollingUpdate:
+    """CloudFormation's rolling replacement of one group's instances after its launch template
+    version, launch configuration or subnets changed (see ``patch_rolling_updates``)."""
+
+    POLL = 0.1
+
+    def __init__(self, group: Any, policy: dict[str, Any], logical_id: str) -> None:
+        self.group = group
+        self.logical_id = logical_id
+        self.batch = max(1, int(policy.get("MaxBatchSize", 1)))
+        self.min_in_service = max(0, int(policy.get("MinInstancesInService", 0)))
+        self.pause = _iso_duration(policy.get("PauseTime", "PT0S"))
+
+    @staticmethod
+    def validate(policy: dict[str, Any]) -> None:
+        from moto.autoscaling.exceptions import ValidationError
+
+        try:
+            if int(policy.get("MaxBatchSize", 1)) < 1 or int(policy.get("MinInstancesInService", 0)) < 0:
+                raise ValueError("MaxBatchSize must be at least 1 and MinInstancesInService at least 0")
+            if _iso_duration(policy.get("PauseTime", "PT0S")) > 3600:
+                raise ValueError("PauseTime must be at most PT1H")
+        except ValueError as err:
+            raise ValidationError(f"Invalid AutoScalingRollingUpdate UpdatePolicy: {err}")
+
+    def stale(self) -> list[Any]:
+        """Instances not yet launched from the group's current launch specification and subnets,
+        not already terminating."""
+        group = self.group
+        current = _launch_spec(group)
+        subnets = set((group.vpc_zone_identifier or "").split(",")) - {""}
+        return [
+            s
+            for s in group.instance_states
+            if s.lifecycle_state in COUNTED_STATES
+            and (
+                getattr(s, "launch_spec", None) != current
+                or (subnets and getattr(s.instance, "subnet_id", None) not in subnets)
+            )
+        ]
+
+    def wait_until(self, done: Any) -> bool:
+        """Polls ``done()`` under the state lock; False when the group went away meanwhile."""
+        while True:
+            with STATE_LOCK:
+                if not _group_live(self.group):
+                    return False
+                if done():
+                    return True
+            time.sleep(self.POLL)
+
+    def in_service(self) -> int:
+        return sum(1 for s in self.group.instance_states if s.lifecycle_state == "InService")
+
+    def run(self) -> None:
+        group = self.group
+        while True:
+            with STATE_LOCK:
+                if not _group_live(group):
+                    return
+                old = self.stale()
+                if not old:
+                    return
+                # InService instances first: they are the ones a batch takes out of service.
+                old.sort(key=lambda s: s.lifecycle_state != "InService")
+                batch = old[: self.batch]
+                leaving = sum(1 for s in batch if s.lifecycle_state == "InService")
+                in_service = self.in_service()
+                # Keep MinInstancesInService: launch the shortfall first, up to MaxSize...
+                desired = group.desired_capacity or 0
+                headroom = max(0, (group.max_size if group.max_size is not None else desired) - desired)
+                extra = min(headroom, max(0, self.min_in_service + leaving - in_service))
+                # ...and take fewer instances out when MaxSize leaves no room (one at least, or the
+                # roll would never end).
+                allowed = max(1, in_service + extra - self.min_in_service)
+                if leaving > allowed:
+                    batch = [s for s in batch if s.lifecycle_state == "InService"][:allowed]
+                    leaving = len(batch)
+                target = min(in_service + extra, self.min_in_service + leaving)
+                if extra:
+                    group.set_desired_capacity(desired + extra)
+            if extra and not self.wait_until(lambda: self.in_service() >= target):
+                return
+            with STATE_LOCK:
+                if not _group_live(group):
+                    return
+                for state in batch:
+                    _begin_termination(group, state)
+                # The terminating instances no longer count: their replacements launch now.
+                group.set_desired_capacity(group.desired_capacity)
+            ids = {s.instance.id for s in batch}
+            if not self.wait_until(lambda: not any(s.instance.id in ids for s in group.instance_states)):
+                return
+            if extra:
+                with STATE_LOCK:
+                    if not _group_live(group):
+                        return
+                    group.set_desired_capacity(group.desired_capacity - extra)
+            # The batch is done when its replacements are in service and the instances it scaled
+            # back (if any) have gone through their hooks.
+            if not self.wait_until(self.settled):
+                return
+            # PauseTime after each batch, for the new instances to start their software.
+            time.sleep(TIME.seconds(self.pause))
+
+    def settled(self) -> bool:
+        return not any(
+            str(s.lifecycle_state).startswith(("Pending", "Terminating")) for s in self.group.instance_states
+        )
+
+
+def patch_rolling_updates() -> None:
+    """moto 5.2.5 ignores the ``UpdatePolicy`` attribute: after a stack update that changes a
+    group's launch template version the instances stay on the old version, and the stack is
+    ``UPDATE_COMPLETE`` at once. CloudFormation ("UpdatePolicy attribute",
+    ``AutoScalingRollingUpdate``) replaces the instances when the launch template, launch
+    configuration or subnets change: in batches of ``MaxBatchSize`` (default 1), keeping
+    ``MinInstancesInService`` (default 0) instances in service (launching extra ones first when a
+    batch would go below it), waiting ``PauseTime`` (ISO-8601, default PT0S) after each batch;
+    each replaced instance goes through the terminating lifecycle hooks (``Terminating:Wait``
+    until completed or timed out) and each new one through the launching hooks. The stack stays
+    ``UPDATE_IN_PROGRESS`` until every group has rolled, then becomes ``UPDATE_COMPLETE``; an
+    ``UpdateStack`` meanwhile fails with ``ValidationError: Stack:<id> is in UPDATE_IN_PROGRESS
+    state and can not be updated.`` The roll runs in a background thread under ``STATE_LOCK`` so
+    that clients can complete lifecycle actions while the stack updates. The groups of one stack
+    roll one after another, in template order (the control-plane stack chains its groups with
+    DependsOn for the same effect).
+
+    Not emulated: ``MinSuccessfulInstancesPercent``, ``WaitOnResourceSignals``,
+    ``SuspendProcesses``, ``AutoScalingReplacingUpdate``, ``AutoScalingScheduledAction``,
+    ``MinActiveInstancesPercent``, cancelling an update and rollback: a roll that fails (a moto
+    error) leaves the stack ``UPDATE_ROLLBACK_FAILED`` without rolling anything back. Change sets
+    (``ExecuteChangeSet``) update groups in place but do not roll them."""
+    from moto.cloudformation import models as cfn_models
+    from moto.cloudformation import responses as cfn_responses
+    from moto.cloudformation.exceptions import ValidationError
+
+    stack_cls = _require(cfn_models, "Stack")
+    original_update = _require(stack_cls, "update")
+    _require(stack_cls, "_add_stack_event")
+    response_cls = _require(cfn_responses, "CloudFormationResponse")
+    _require(response_cls, "_validate_status")
+
+    def update(self: Any, template: str, role_arn: Any = None, parameters: Any = None, tags: Any = None) -> None:
+        ROLLS.pending = []
+        try:
+            original_update(self, template, role_arn, parameters, tags)
+            rolls = ROLLS.pending
+        finally:
+            ROLLS.pending = None
+        if not rolls:
+            return
+        # moto marked the update complete; CloudFormation is still replacing instances.
+        if self.events and self.events[-1].resource_status == "UPDATE_COMPLETE":
+            self.events.pop()
+        self.status = "UPDATE_IN_PROGRESS"
+        threading.Thread(target=run_rolls, args=(self, rolls), name=f"rolls-{self.name}", daemon=True).start()
+
+    def run_rolls(stack: Any, rolls: list[RollingUpdate]) -> None:
+        failure = None
+        for roll in rolls:
+            try:
+                roll.run()
+            except Exception as err:  # noqa: BLE001 - reported as the stack's failure
+                failure = f"{roll.logical_id}: {type(err).__name__}: {err}"
+                break
+        with STATE_LOCK:
+            if stack.status != "UPDATE_IN_PROGRESS":
+                return  # deleted meanwhile
+            if failure is None:
+                stack._add_stack_event("UPDATE_COMPLETE")
+                stack.status = "UPDATE_COMPLETE"
+            else:
+                stack._add_stack_event("UPDATE_ROLLBACK_FAILED", resource_status_reason=failure)
+                stack.status = "UPDATE_ROLLBACK_FAILED"
+
+    def validate_status(self: Any, stack: Any) -> None:
+        if str(stack.status).endswith("_IN_PROGRESS") or stack.status in ("ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED"):
+            raise ValidationError(
+                stack.stack_id, message=f"Stack:{stack.stack_id} is in {stack.status} state and can not be updated."
+            )
+
+    stack_cls.update = update
+    response_cls._validate_status = validate_status
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -681,6 +1542,10 @@ def apply_patches() -> None:
     patch_route_and_peering_deletion()
     patch_interface_and_volume_cloudformation()
     patch_tag_lookup()
+    patch_serial_requests()
+    patch_lifecycle_hooks()
+    patch_group_update_in_place()
+    patch_rolling_updates()
 
 
 # --- request log ------------------------------------------------------------------------------
@@ -712,6 +1577,23 @@ class RequestLog:
         self.entries: list[dict[str, Any]] = []
         self.issued_by: dict[str, str] = {}
 
+    @staticmethod
+    def time_scale(environ: dict[str, Any], start_response: Any) -> Any:
+        """``GET`` answers the time scale, ``POST`` sets it from the body (see ``TimeScale``)."""
+        status = "200 OK"
+        if environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            text = environ["wsgi.input"].read(length).decode("utf-8", "replace").strip() if length else ""
+            try:
+                TIME.factor = TimeScale.parse(text)
+            except ValueError as err:
+                status = "400 Bad Request"
+                body = json.dumps({"error": str(err)}).encode()
+        if status.startswith("200"):
+            body = json.dumps({"time_scale": TIME.factor}).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
     def principal(self, key: str) -> str:
         seen = set()
         while key in self.issued_by and key not in seen:
@@ -725,6 +1607,8 @@ class RequestLog:
         from urllib.parse import parse_qs
 
         path = environ.get("PATH_INFO", "")
+        if path == TIME_SCALE_PATH:
+            return self.time_scale(environ, start_response)
         if path == REQUEST_LOG_PATH:
             with self.lock:
                 body = json.dumps(self.entries).encode()
@@ -814,7 +1698,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one")
     parser.add_argument("--port-file", help="file that receives the bound port once serving")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument(
+        "--time-scale",
+        default=os.environ.get(TIME_SCALE_ENV, "1.0"),
+        help=f"factor on lifecycle-hook timeouts and rolling-update pauses (default ${TIME_SCALE_ENV} or 1.0)",
+    )
     args = parser.parse_args(argv)
+    try:
+        TIME.factor = TimeScale.parse(args.time_scale)
+    except ValueError as err:
+        parser.error(str(err))
 
     if not args.verbose:
         # One line per request on a pipe nobody reads would fill it and stall the server.
