@@ -6,7 +6,10 @@ Usage::
     python tools/moto/probe_patches.py PORT
 
 Exits 0 when every correction behaves like AWS, 1 (listing the failures) otherwise. Each probe
-works in accounts of its own, chosen at random, so it can run against a shared server.
+works in accounts of its own, chosen at random, so it can run against a shared server. The
+lifecycle-hook and rolling-update probes set the server's time scale (``/moto-api/time-scale``)
+for their duration and restore it after; they wait for timeouts and pauses of 3 to 20 seconds,
+with at least 3 seconds of margin on either side of each deadline they check.
 """
 
 from __future__ import annotations
@@ -674,6 +677,8 @@ def probe_lifecycle_hooks(port: int) -> None:
     hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName="probe-hooks")["LifecycleHooks"]
     check(sorted((h["LifecycleHookName"], h["LifecycleTransition"]) for h in hooks)
           == [("drain", TERMINATING), ("launch", LAUNCHING)], f"hooks {hooks}")
+    check(all("NotificationTargetARN" not in h and "RoleARN" not in h and h["GlobalTimeout"] == 172800
+              for h in hooks), f"hooks describe what they were not given: {hooks}")
     states = group_states(autoscaling, "probe-hooks")
     check(sorted(states.values()) == ["Pending:Wait", "Pending:Wait"], f"launched instances are {states}")
     first, second = sorted(states)
@@ -757,7 +762,13 @@ def probe_lifecycle_timeouts(port: int) -> None:
         autoscaling.create_auto_scaling_group(AutoScalingGroupName="probe-drain", MinSize=0, MaxSize=2,
                                               DesiredCapacity=1, **spec)
         autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-drain", LifecycleHookName="drain",
-                                       LifecycleTransition=TERMINATING, HeartbeatTimeout=120, DefaultResult="CONTINUE")
+                                       LifecycleTransition=TERMINATING, HeartbeatTimeout=3600, DefaultResult="CONTINUE")
+        # PutLifecycleHook on an existing hook keeps what it leaves out.
+        autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-drain", LifecycleHookName="drain",
+                                       HeartbeatTimeout=120)
+        (drain,) = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName="probe-drain")["LifecycleHooks"]
+        check((drain["LifecycleTransition"], drain["HeartbeatTimeout"], drain["DefaultResult"], drain["GlobalTimeout"])
+              == (TERMINATING, 120, "CONTINUE", 12000), f"hook after PutLifecycleHook: {drain}")
         (instance,) = group_states(autoscaling, "probe-drain")
         # A launching hook timing out with CONTINUE puts its instance in service (60 s → 6 s).
         autoscaling.create_auto_scaling_group(AutoScalingGroupName="probe-boot", MinSize=0, MaxSize=2,
@@ -902,6 +913,52 @@ def probe_rolling_update(port: int) -> None:
     check(all(ec2_state(ec2, i) == "terminated" for i in old), "an old instance still runs")
 
 
+def probe_rolls_in_depends_on_order(port: int) -> None:
+    # Two groups of one stack, "Later" (first in the template) depending on "Earlier": Earlier
+    # rolls first, and Later starts only when Earlier has no old instance left.
+    tenant = account()
+    cfn, autoscaling = client(port, "cloudformation", tenant), client(port, "autoscaling", tenant)
+
+    def template(instance_type: str) -> str:
+        resources: dict[str, Any] = {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.9.0.0/16"}},
+            "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+                "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.9.0.0/24", "AvailabilityZone": f"{REGION}a"}},
+            "LaunchTemplate": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {
+                "LaunchTemplateData": {"ImageId": "ami-12c6146b", "InstanceType": instance_type}}},
+        }
+        for name, depends in (("Later", "Earlier"), ("Earlier", None)):
+            resources[name] = {
+                "Type": "AWS::AutoScaling::AutoScalingGroup",
+                "Properties": {
+                    "MinSize": "1", "MaxSize": "1", "DesiredCapacity": "1", "VPCZoneIdentifier": [{"Ref": "Subnet"}],
+                    "LaunchTemplate": {"LaunchTemplateId": {"Ref": "LaunchTemplate"},
+                                       "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]}}},
+                "UpdatePolicy": {"AutoScalingRollingUpdate": {"MaxBatchSize": "1", "PauseTime": "PT1M"}},
+            }
+            if depends:
+                resources[name]["DependsOn"] = depends
+        return json.dumps({"Resources": resources,
+                           "Outputs": {n: {"Value": {"Ref": n}} for n in ("Earlier", "Later")}})
+
+    with scaled(port, 0.05):
+        cfn.create_stack(StackName="probe-chain", TemplateBody=template("m5.large"))
+        outputs = cfn.describe_stacks(StackName="probe-chain")["Stacks"][0]["Outputs"]
+        names = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+
+        def versions(group: str) -> set[str]:
+            found = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
+            return {i["LaunchTemplate"]["Version"] for i in found[0]["Instances"]}
+
+        cfn.update_stack(StackName="probe-chain", TemplateBody=template("m5.xlarge"))
+        while stack_status(cfn, "probe-chain") == "UPDATE_IN_PROGRESS":
+            earlier, later = versions(names["Earlier"]), versions(names["Later"])
+            check(later == {"1"} or earlier == {"2"}, f"Later rolled to {later} while Earlier had {earlier}")
+            time.sleep(0.2)
+        check(stack_status(cfn, "probe-chain") == "UPDATE_COMPLETE", stack_status(cfn, "probe-chain"))
+        check(versions(names["Earlier"]) == versions(names["Later"]) == {"2"}, "a group did not roll")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -918,6 +975,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("lifecycle heartbeat timeouts and RecordLifecycleActionHeartbeat", probe_lifecycle_timeouts),
     ("a group updated in place by its stack", probe_group_updated_in_place),
     ("AutoScalingRollingUpdate", probe_rolling_update),
+    ("the groups of a stack roll in DependsOn order", probe_rolls_in_depends_on_order),
 ]
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with nine behaviours and one cost corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with twelve behaviours and one cost corrected.
 
 Usage::
 
-    python tools/moto/server.py --host 127.0.0.1 --port 0 --port-file PATH
+    python tools/moto/server.py --host 127.0.0.1 --port 0 --port-file PATH [--time-scale F]
 
 Binds ``--host`` on ``--port`` (0 picks a free port), writes the bound port to ``--port-file``
 (atomically, once the socket accepts connections) and serves until its parent goes away: the
@@ -12,8 +12,8 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Nine of them are corrected here, each by a
-small monkeypatch that names the moto behaviour it replaces:
+reason or pass without exercising the real code path. Twelve of them are corrected here, each by
+a small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
    ``DeleteStack`` refuses a protected stack with AWS's ``ValidationError``.
@@ -40,6 +40,19 @@ small monkeypatch that names the moto behaviour it replaces:
 9. ``AWS::EC2::NetworkInterface`` and ``AWS::EC2::Volume`` keep their template's tags, security
    groups and volume settings, so a master's etcd interface and volume can be found by tag,
    and the volume is deleted with its stack.
+11. Auto Scaling lifecycle hooks are applied: an instance launching or leaving a group with a
+    launching or terminating hook waits in ``Pending:Wait`` or ``Terminating:Wait`` until
+    ``CompleteLifecycleAction`` (by instance id or token) or the heartbeat timeout applies the
+    hook's DefaultResult; ``RecordLifecycleActionHeartbeat`` extends the wait; hooks come from
+    ``PutLifecycleHook`` and from ``LifecycleHookSpecificationList`` (API and template).
+12. A stack update changes an ``AWS::AutoScaling::AutoScalingGroup`` in place: it keeps its name
+    and its instances (moto deleted and re-created it), and a group whose launch template got a
+    new version is updated even though its own template text did not change.
+13. ``UpdatePolicy: AutoScalingRollingUpdate`` is honoured: after a launch template (or
+    configuration, or subnet) change the group's instances are replaced in batches of
+    ``MaxBatchSize``, keeping ``MinInstancesInService``, pausing ``PauseTime``, each old instance
+    through the terminating hooks; the stack stays ``UPDATE_IN_PROGRESS`` until the roll ends
+    (and refuses another UpdateStack meanwhile, as AWS does).
 
 One correction is of cost, not behaviour:
 
@@ -48,6 +61,13 @@ One correction is of cost, not behaviour:
     or filtered, so one ``DescribeInstances`` with a tag filter cost instances × tags: with a
     hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
+
+Waits take AWS's time unless scaled: the **time scale** (a positive float, default 1.0) multiplies
+heartbeat timeouts and pause times. Set it with the environment variable ``MOTO_TIME_SCALE``, the
+flag ``--time-scale`` (which wins), or at run time with ``POST /moto-api/time-scale`` (body: the
+number; ``GET`` reads it). At 0.01 a node pool's 3600 s drain hook times out after 36 s and a
+PT10M pause lasts 6 s. Corrections 11 and 13 act from background threads; every request and
+every background step holds one lock around moto's state (``STATE_LOCK``).
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -769,8 +789,7 @@ class LifecycleAction:
         now = time.monotonic()
         self.heartbeat = heartbeat
         self.deadline = now + TIME.seconds(heartbeat)
-        # AWS ends a wait at 100 heartbeat timeouts or 48 hours, whichever is shorter.
-        self.global_deadline = now + TIME.seconds(min(100 * heartbeat, 172800.0))
+        self.global_deadline = now + TIME.seconds(float(getattr(hook, "global_timeout", 172800)))
 
     @property
     def transition(self) -> str:
@@ -835,6 +854,35 @@ def _hooks_of(group: Any, transition: str) -> list[Any]:
         for hook in group.autoscaling_backend.lifecycle_hooks.values()
         if hook.auto_scaling_group_name == group.name and hook.lifecycle_transition == transition
     ]
+
+
+def _put_hook(backend: Any, group_name: str, spec: dict[str, Any]) -> Any:
+    """Creates or updates a hook from ``spec`` (PutLifecycleHook's parameters, or an entry of a
+    ``LifecycleHookSpecificationList``). Like PutLifecycleHook, an update keeps what ``spec``
+    leaves out; a new hook gets AWS's defaults (3600 s, ABANDON). moto filled in a placeholder
+    role and SQS queue; a hook now has the ones it was given, or none."""
+    existing = backend.lifecycle_hooks.get(f"{group_name}_{spec['LifecycleHookName']}")
+
+    def given(key: str, attribute: str) -> Any:
+        value = spec.get(key)
+        if value in (None, "") and existing is not None:
+            return getattr(existing, attribute, None)
+        return value
+
+    timeout = given("HeartbeatTimeout", "heartbeat_timeout")
+    hook = backend.create_lifecycle_hook(
+        name=spec["LifecycleHookName"],
+        as_name=group_name,
+        transition=given("LifecycleTransition", "lifecycle_transition"),
+        timeout=int(timeout) if timeout not in (None, "") else None,
+        result=given("DefaultResult", "default_result"),
+    )
+    hook.role_arn = given("RoleARN", "role_arn")
+    hook.notification_target_arn = given("NotificationTargetARN", "notification_target_arn")
+    hook.notification_metadata = given("NotificationMetadata", "notification_metadata")
+    # AWS ends a wait at 100 heartbeat timeouts or 48 hours, whichever is shorter.
+    hook.global_timeout = min(100 * int(hook.heartbeat_timeout), 172800)
+    return hook
 
 
 def _launch_spec(group: Any) -> tuple[Any, ...]:
@@ -979,6 +1027,9 @@ def patch_lifecycle_hooks() -> None:
       applies (ABANDON when the hook has none);
     * desired capacity counts ``Pending*`` and ``InService`` instances (moto counted ``InService``
       only, so an instance in ``Pending:Wait`` would have been launched twice);
+    * ``DescribeLifecycleHooks`` shows the role, notification target and metadata a hook was
+      given (moto showed a placeholder role and SQS queue for every hook) and its GlobalTimeout;
+      ``PutLifecycleHook`` on an existing hook keeps the settings it leaves out;
     * ``TerminateInstanceInAutoScalingGroup`` of an unknown instance fails with 400
       ``ValidationError`` instead of 500, and with ShouldDecrementDesiredCapacity refuses to go
       below the group's minimum size, as AWS does.
@@ -998,6 +1049,7 @@ def patch_lifecycle_hooks() -> None:
     original_replace = _require(group_cls, "replace_autoscaling_group_instances")
     original_create_cfn = _require(group_cls, "create_from_cloudformation_json")
     original_create = _require(response_cls, "create_auto_scaling_group")
+    _require(response_cls, "put_lifecycle_hook")
     original_delete = _require(backend_cls, "delete_auto_scaling_group")
     original_lt_property = _require(state_cls, "launch_template")
     for name in ("set_desired_capacity", "get_propagated_tags", "update"):
@@ -1062,18 +1114,19 @@ def patch_lifecycle_hooks() -> None:
         return original_lt_property.fget(self)
 
     def put_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]]) -> list[str]:
-        names = []
-        for spec in specs or []:
-            timeout = spec.get("HeartbeatTimeout")
-            backend.create_lifecycle_hook(
-                name=spec["LifecycleHookName"],
-                as_name=group_name,
-                transition=spec.get("LifecycleTransition"),
-                timeout=int(timeout) if timeout not in (None, "") else None,
-                result=spec.get("DefaultResult"),
-            )
-            names.append(spec["LifecycleHookName"])
-        return names
+        return [_put_hook(backend, group_name, spec).name for spec in specs or []]
+
+    def put_lifecycle_hook(self: Any) -> Any:
+        _put_hook(
+            self.autoscaling_backend,
+            self._get_param("AutoScalingGroupName"),
+            {
+                key: self._get_param(key)
+                for key in ("LifecycleHookName", "LifecycleTransition", "HeartbeatTimeout", "DefaultResult",
+                            "RoleARN", "NotificationTargetARN", "NotificationMetadata")
+            },
+        )
+        return EmptyResult()
 
     def create_with_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]], create: Any) -> Any:
         if group_name in backend.autoscaling_groups or not specs:
@@ -1187,6 +1240,7 @@ def patch_lifecycle_hooks() -> None:
     backend_cls.terminate_instance = terminate_instance
     backend_cls.notify_terminate_instances = notify_terminate_instances
     response_cls.create_auto_scaling_group = create_auto_scaling_group
+    response_cls.put_lifecycle_hook = put_lifecycle_hook
     response_cls.complete_lifecycle_action = complete_lifecycle_action
     response_cls.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
 
@@ -1252,7 +1306,25 @@ def patch_group_update_in_place() -> None:
                 and _references(resource, changed)
             ):
                 diff["Modify"].append(name)
-        diff["Modify"].sort(key=lambda n: new.get(n, {}).get("Type") == asg_type)
+        # Groups last, after the resources they refer to, and in DependsOn order among
+        # themselves (the control plane chains its masters' groups so that they roll in turn).
+        order = list(new)
+        groups = [n for n in diff["Modify"] if new.get(n, {}).get("Type") == asg_type]
+        ordered: list[str] = []
+
+        def visit(name: str, seen: set[str]) -> None:
+            if name in ordered or name in seen:
+                return
+            seen.add(name)
+            deps = new[name].get("DependsOn", [])
+            for dep in [deps] if isinstance(deps, str) else deps:
+                if dep in groups:
+                    visit(dep, seen)
+            ordered.append(name)
+
+        for name in sorted(groups, key=order.index):
+            visit(name, set())
+        diff["Modify"] = [n for n in diff["Modify"] if n not in groups] + ordered
         return diff
 
     def as_bool(value: Any) -> bool:
@@ -1285,14 +1357,9 @@ def patch_group_update_in_place() -> None:
         for name in getattr(group, "cfn_hook_names", set()) - wanted:
             backend.delete_lifecycle_hook(group.name, name)
         for spec in specs:
-            timeout = spec.get("HeartbeatTimeout")
-            backend.create_lifecycle_hook(
-                name=spec["LifecycleHookName"],
-                as_name=group.name,
-                transition=spec.get("LifecycleTransition"),
-                timeout=int(timeout) if timeout not in (None, "") else None,
-                result=spec.get("DefaultResult"),
-            )
+            # CloudFormation replaces a listed hook whole: what the entry leaves out is default.
+            backend.delete_lifecycle_hook(group.name, spec["LifecycleHookName"])
+            _put_hook(backend, group.name, spec)
         group.cfn_hook_names = wanted
 
         tags = []
