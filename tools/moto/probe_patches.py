@@ -875,9 +875,12 @@ def probe_rolling_update(port: int) -> None:
         check(len(old) == 3, f"instances {old}")
         cfn.update_stack(StackName="probe-roll", TemplateBody=group_template(3, "m5.xlarge", {}, True))
         check(stack_status(cfn, "probe-roll") == "UPDATE_IN_PROGRESS", "the stack did not wait for the roll")
+        stack_id = cfn.describe_stacks(StackName="probe-roll")["Stacks"][0]["StackId"]
         expect_error(lambda: cfn.update_stack(StackName="probe-roll",
                                               TemplateBody=group_template(3, "m5.2xlarge", {}, True)),
-                     "ValidationError")
+                     "ValidationError", f"Stack:{stack_id} is in UPDATE_IN_PROGRESS state and can not be updated.")
+        expect_error(lambda: cfn.delete_stack(StackName="probe-roll"), "ValidationError",
+                     f"Stack [{stack_id}] cannot be deleted while in status UPDATE_IN_PROGRESS")
         seen_min = [99]
 
         def observe() -> dict[str, str]:

@@ -52,7 +52,7 @@ a small monkeypatch that names the moto behaviour it replaces:
     configuration, or subnet) change the group's instances are replaced in batches of
     ``MaxBatchSize``, keeping ``MinInstancesInService``, pausing ``PauseTime``, each old instance
     through the terminating hooks; the stack stays ``UPDATE_IN_PROGRESS`` until the roll ends
-    (and refuses another UpdateStack meanwhile, as AWS does).
+    (and refuses UpdateStack and DeleteStack meanwhile, as AWS does).
 
 One correction is of cost, not behaviour:
 
@@ -1534,7 +1534,8 @@ def patch_rolling_updates() -> None:
     until completed or timed out) and each new one through the launching hooks. The stack stays
     ``UPDATE_IN_PROGRESS`` until every group has rolled, then becomes ``UPDATE_COMPLETE``; an
     ``UpdateStack`` meanwhile fails with ``ValidationError: Stack:<id> is in UPDATE_IN_PROGRESS
-    state and can not be updated.`` The roll runs in a background thread under ``STATE_LOCK`` so
+    state and can not be updated.``, a ``DeleteStack`` with ``ValidationError: Stack [<id>]
+    cannot be deleted while in status UPDATE_IN_PROGRESS``. The roll runs in a background thread under ``STATE_LOCK`` so
     that clients can complete lifecycle actions while the stack updates. The groups of one stack
     roll one after another, in template order (the control-plane stack chains its groups with
     DependsOn for the same effect).
@@ -1553,6 +1554,11 @@ def patch_rolling_updates() -> None:
     _require(stack_cls, "_add_stack_event")
     response_cls = _require(cfn_responses, "CloudFormationResponse")
     _require(response_cls, "_validate_status")
+    original_delete = _require(response_cls, "delete_stack")
+    # CloudFormation deletes a stack being created (it cancels the creation) but not one being
+    # updated: "Stack [<id>] cannot be deleted while in status UPDATE_IN_PROGRESS".
+    UPDATING = ("UPDATE_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
+                "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS")
 
     def update(self: Any, template: str, role_arn: Any = None, parameters: Any = None, tags: Any = None) -> None:
         ROLLS.pending = []
@@ -1588,13 +1594,24 @@ def patch_rolling_updates() -> None:
                 stack.status = "UPDATE_ROLLBACK_FAILED"
 
     def validate_status(self: Any, stack: Any) -> None:
-        if str(stack.status).endswith("_IN_PROGRESS") or stack.status in ("ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED"):
+        settled_badly = ("ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED")
+        if str(stack.status).endswith("_IN_PROGRESS") or stack.status in settled_badly:
             raise ValidationError(
                 stack.stack_id, message=f"Stack:{stack.stack_id} is in {stack.status} state and can not be updated."
             )
 
+    def delete_stack(self: Any) -> Any:
+        name_or_id = self._get_param("StackName")
+        for stack in self.cloudformation_backend.stacks.values():
+            if name_or_id in (stack.stack_id, stack.name) and stack.status in UPDATING:
+                raise ValidationError(
+                    stack.stack_id, message=f"Stack [{stack.stack_id}] cannot be deleted while in status {stack.status}"
+                )
+        return original_delete(self)
+
     stack_cls.update = update
     response_cls._validate_status = validate_status
+    response_cls.delete_stack = delete_stack
 
 
 def apply_patches() -> None:
