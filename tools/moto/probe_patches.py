@@ -750,6 +750,16 @@ def probe_lifecycle_hooks(port: int) -> None:
           "a deleted group's hooks apply to a new group of the same name")
     check(list(group_states(autoscaling, "probe-hooks").values()) == ["InService"], "a group without hooks waits")
 
+    # DeleteLifecycleHook completes the hook's outstanding actions first (CONTINUE when terminating).
+    autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain",
+                                   LifecycleTransition=TERMINATING, DefaultResult="ABANDON")
+    (last,) = group_states(autoscaling, "probe-hooks")
+    autoscaling.set_desired_capacity(AutoScalingGroupName="probe-hooks", DesiredCapacity=0)
+    check(group_states(autoscaling, "probe-hooks") == {last: "Terminating:Wait"}, "scale-in did not wait")
+    autoscaling.delete_lifecycle_hook(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain")
+    check(group_states(autoscaling, "probe-hooks") == {}, "deleting the hook left its instance waiting")
+    check(ec2_state(ec2, last) == "terminated", f"EC2 state {ec2_state(ec2, last)}")
+
 
 def probe_lifecycle_timeouts(port: int) -> None:
     # At time scale 0.1 a 120 s heartbeat timeout lasts 12 s. A heartbeat at 8 s extends the

@@ -856,12 +856,16 @@ def _hooks_of(group: Any, transition: str) -> list[Any]:
     ]
 
 
-def _put_hook(backend: Any, group_name: str, spec: dict[str, Any]) -> Any:
+def _put_hook(backend: Any, group_name: str, spec: dict[str, Any], merge: bool = True) -> Any:
     """Creates or updates a hook from ``spec`` (PutLifecycleHook's parameters, or an entry of a
     ``LifecycleHookSpecificationList``). Like PutLifecycleHook, an update keeps what ``spec``
-    leaves out; a new hook gets AWS's defaults (3600 s, ABANDON). moto filled in a placeholder
-    role and SQS queue; a hook now has the ones it was given, or none."""
-    existing = backend.lifecycle_hooks.get(f"{group_name}_{spec['LifecycleHookName']}")
+    leaves out (unless ``merge`` is false: CloudFormation sets a listed hook whole); a new hook
+    gets AWS's defaults (3600 s, ABANDON). moto filled in a placeholder role and SQS queue; a hook
+    now has the ones it was given, or none. Waiting actions keep their deadline and take the
+    updated DefaultResult."""
+    key = f"{group_name}_{spec['LifecycleHookName']}"
+    existing = backend.lifecycle_hooks.get(key) if merge else None
+    previous = backend.lifecycle_hooks.get(key)
 
     def given(key: str, attribute: str) -> Any:
         value = spec.get(key)
@@ -882,6 +886,10 @@ def _put_hook(backend: Any, group_name: str, spec: dict[str, Any]) -> Any:
     hook.notification_metadata = given("NotificationMetadata", "notification_metadata")
     # AWS ends a wait at 100 heartbeat timeouts or 48 hours, whichever is shorter.
     hook.global_timeout = min(100 * int(hook.heartbeat_timeout), 172800)
+    if previous is not None:
+        for action in CLOCK.actions.values():
+            if action.hook is previous:
+                action.hook = hook
     return hook
 
 
@@ -1030,6 +1038,8 @@ def patch_lifecycle_hooks() -> None:
     * ``DescribeLifecycleHooks`` shows the role, notification target and metadata a hook was
       given (moto showed a placeholder role and SQS queue for every hook) and its GlobalTimeout;
       ``PutLifecycleHook`` on an existing hook keeps the settings it leaves out;
+      ``DeleteLifecycleHook`` first completes the hook's outstanding actions (ABANDON for
+      launching instances, CONTINUE for terminating ones);
     * ``TerminateInstanceInAutoScalingGroup`` of an unknown instance fails with 400
       ``ValidationError`` instead of 500, and with ShouldDecrementDesiredCapacity refuses to go
       below the group's minimum size, as AWS does.
@@ -1051,6 +1061,7 @@ def patch_lifecycle_hooks() -> None:
     original_create = _require(response_cls, "create_auto_scaling_group")
     _require(response_cls, "put_lifecycle_hook")
     original_delete = _require(backend_cls, "delete_auto_scaling_group")
+    original_delete_hook = _require(backend_cls, "delete_lifecycle_hook")
     original_lt_property = _require(state_cls, "launch_template")
     for name in ("set_desired_capacity", "get_propagated_tags", "update"):
         _require(group_cls, name)
@@ -1176,6 +1187,16 @@ def patch_lifecycle_hooks() -> None:
             if hook.auto_scaling_group_name == group_name:
                 del self.lifecycle_hooks[key]
 
+    def delete_lifecycle_hook(self: Any, as_name: str, name: str) -> None:
+        # AWS: "If there are any outstanding lifecycle actions, they are completed first
+        # (ABANDON for launching instances, CONTINUE for terminating instances)."
+        for action in list(CLOCK.actions.values()):
+            if action.token not in CLOCK.actions:
+                continue
+            if action.group.autoscaling_backend is self and action.group.name == as_name and action.hook.name == name:
+                _complete_action(action, "ABANDON" if action.transition == LAUNCHING else "CONTINUE")
+        original_delete_hook(self, as_name, name)
+
     def terminate_instance(self: Any, instance_id: str, should_decrement: bool) -> Any:
         state = next(
             (s for g in self.autoscaling_groups.values() for s in g.instance_states if s.instance.id == instance_id),
@@ -1237,6 +1258,7 @@ def patch_lifecycle_hooks() -> None:
     group_cls.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
     state_cls.launch_template = property(launch_template)
     backend_cls.delete_auto_scaling_group = delete_auto_scaling_group
+    backend_cls.delete_lifecycle_hook = delete_lifecycle_hook
     backend_cls.terminate_instance = terminate_instance
     backend_cls.notify_terminate_instances = notify_terminate_instances
     response_cls.create_auto_scaling_group = create_auto_scaling_group
@@ -1357,9 +1379,7 @@ def patch_group_update_in_place() -> None:
         for name in getattr(group, "cfn_hook_names", set()) - wanted:
             backend.delete_lifecycle_hook(group.name, name)
         for spec in specs:
-            # CloudFormation replaces a listed hook whole: what the entry leaves out is default.
-            backend.delete_lifecycle_hook(group.name, spec["LifecycleHookName"])
-            _put_hook(backend, group.name, spec)
+            _put_hook(backend, group.name, spec, merge=False)
         group.cfn_hook_names = wanted
 
         tags = []
