@@ -838,26 +838,35 @@ def stack_status(cfn: Any, name: str) -> str:
 
 
 def probe_group_updated_in_place(port: int) -> None:
-    # A stack update changing sizes and tags keeps the group and its instances; a smaller
+    # A stack update changing sizes and tags keeps the group and its instances, and applies only
+    # what the template changed: a capacity and a tag set through the API stay. A smaller
     # desired capacity scales in through the terminating hook.
     tenant = account()
     cfn, autoscaling, ec2 = (client(port, s, tenant) for s in ("cloudformation", "autoscaling", "ec2"))
     cfn.create_stack(StackName="probe-in-place", TemplateBody=group_template(2, "m5.large", {"pool": "a"}, True))
     stack = cfn.describe_stacks(StackName="probe-in-place")["Stacks"][0]
     name = stack["Outputs"][0]["OutputValue"]
-    before = group_states(autoscaling, name)
-    check(sorted(before.values()) == ["InService", "InService"], f"instances {before}")
+    check(sorted(group_states(autoscaling, name).values()) == ["InService", "InService"],
+          f"instances {group_states(autoscaling, name)}")
     hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
     check([(h["LifecycleHookName"], h["HeartbeatTimeout"], h["DefaultResult"]) for h in hooks]
           == [("NodePool", 3600, "CONTINUE")], f"hooks from the template: {hooks}")
+    # An autoscaler's capacity and tag.
+    autoscaling.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=3)
+    autoscaling.create_or_update_tags(Tags=[{"ResourceId": name, "ResourceType": "auto-scaling-group",
+                                             "Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true",
+                                             "PropagateAtLaunch": False}])
+    before = group_states(autoscaling, name)
 
     cfn.update_stack(StackName="probe-in-place",
                      TemplateBody=group_template(2, "m5.large", {"pool": "b"}, True, max_size=7))
     check(stack_status(cfn, "probe-in-place") == "UPDATE_COMPLETE", "a size change rolled the group")
     group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
     check(len(group) == 1, f"the group {name} was replaced")
-    check(group[0]["MaxSize"] == 7, f"MaxSize {group[0]['MaxSize']}")
-    check({t["Key"]: t["Value"] for t in group[0]["Tags"]}.get("pool") == "b", f"tags {group[0]['Tags']}")
+    check((group[0]["MaxSize"], group[0]["DesiredCapacity"]) == (7, 3),
+          f"MaxSize {group[0]['MaxSize']} (template 7), DesiredCapacity {group[0]['DesiredCapacity']} (live 3)")
+    tags = {t["Key"]: t["Value"] for t in group[0]["Tags"]}
+    check(tags.get("pool") == "b" and tags.get("k8s.io/cluster-autoscaler/enabled") == "true", f"tags {tags}")
     check(group_states(autoscaling, name) == before, f"instances replaced: {group_states(autoscaling, name)}")
 
     cfn.update_stack(StackName="probe-in-place",
@@ -865,11 +874,12 @@ def probe_group_updated_in_place(port: int) -> None:
     check(stack_status(cfn, "probe-in-place") == "UPDATE_COMPLETE", "a scale-in rolled the group")
     states = group_states(autoscaling, name)
     waiting = [i for i, s in states.items() if s == "Terminating:Wait"]
-    check(len(states) == 2 and len(waiting) == 1, f"scale-in by the stack: {states}")
-    autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
-                                          InstanceId=waiting[0], LifecycleActionResult="CONTINUE")
-    check(list(group_states(autoscaling, name).values()) == ["InService"], "the scaled-in instance stayed")
-    check(ec2_state(ec2, waiting[0]) == "terminated", "the scaled-in instance still runs")
+    check(len(states) == 3 and len(waiting) == 2, f"scale-in from 3 to 1 by the stack: {states}")
+    for instance in waiting:
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instance, LifecycleActionResult="CONTINUE")
+    check(list(group_states(autoscaling, name).values()) == ["InService"], "the scaled-in instances stayed")
+    check(all(ec2_state(ec2, i) == "terminated" for i in waiting), "a scaled-in instance still runs")
 
 
 def probe_rolling_update(port: int) -> None:

@@ -80,6 +80,7 @@ silently dropping a correction.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import os
@@ -1298,8 +1299,10 @@ def patch_group_update_in_place() -> None:
     as ``UpdateAutoScalingGroup`` does: the group keeps its name and its instances; a smaller
     desired capacity scales in (through the terminating hooks), a larger one scales out; tags,
     load balancers, health check settings and the ``LifecycleHookSpecificationList`` (hooks added,
-    changed, removed) follow the template. A changed ``AutoScalingGroupName`` still replaces the
-    group.
+    changed, removed) follow the template. Only what changed between the old and the new
+    template is applied, as CloudFormation does: a desired capacity an autoscaler set, or a tag
+    added through the API, stays while the template's value for it does not change. A changed
+    ``AutoScalingGroupName`` still replaces the group.
 
     moto also compares a resource's template text to decide whether to update it, so a group whose
     ``LaunchTemplate.Version`` is ``!GetAtt LaunchTemplate.LatestVersionNumber`` was left on the
@@ -1311,6 +1314,7 @@ def patch_group_update_in_place() -> None:
 
     group_cls = _require(asg_models, "FakeAutoScalingGroup")
     original_update = _require(group_cls, "update_from_cloudformation_json")
+    original_create = _require(group_cls, "create_from_cloudformation_json")
     _require(group_cls, "update")
     resource_map = _require(parsing, "ResourceMap")
     original_diff = _require(resource_map, "build_resource_diff")
@@ -1382,38 +1386,59 @@ def patch_group_update_in_place() -> None:
             _put_hook(backend, group.name, spec, merge=False)
         group.cfn_hook_names = wanted
 
-        tags = []
-        for tag in props.get("Tags", []) or []:
-            tag = dict(tag)
-            tag["PropagateAtLaunch"] = as_bool(tag.get("PropagateAtLaunch", False))
-            tag.pop("ResourceId", None)
-            tag.pop("ResourceType", None)
-            tags.append(tag)
-        group.tags = tags
-        group.load_balancer_names = list(props.get("LoadBalancerNames", []) or [])
-        group.target_group_arns = list(props.get("TargetGroupARNs", []) or [])
-        if props.get("TerminationPolicies"):
-            group.termination_policies = list(props["TerminationPolicies"])
-        if props.get("Cooldown") is not None:
+        # CloudFormation applies what changed between the two templates: a size, tag or setting
+        # the template did not change keeps its live value (a capacity set by an autoscaler, a
+        # tag added through the API).
+        before = getattr(group, "cfn_properties", None)
+        recorded = copy.deepcopy(props)
+
+        def changed(key: str) -> bool:
+            return before is None or before.get(key) != props.get(key)
+
+        def changed_int(key: str) -> int | None:
+            return make_int(props[key]) if changed(key) and props.get(key) not in (None, "") else None
+
+        if changed("Tags"):
+            def keyed(tags: Any) -> dict[str, tuple[str, bool]]:
+                return {
+                    t["Key"]: (str(t.get("Value", "")), as_bool(t.get("PropagateAtLaunch", False)))
+                    for t in tags or []
+                }
+
+            old_tags, new_tags = keyed((before or {}).get("Tags")), keyed(props.get("Tags"))
+            live = {t["Key"]: t for t in group.tags}
+            for key in old_tags.keys() - new_tags.keys():
+                live.pop(key, None)
+            for key, (value, propagate) in new_tags.items():
+                if old_tags.get(key) != (value, propagate):
+                    live[key] = {"Key": key, "Value": value, "PropagateAtLaunch": propagate}
+            group.tags = list(live.values())
+        if changed("LoadBalancerNames"):
+            group.load_balancer_names = list(props.get("LoadBalancerNames", []) or [])
+        if changed("TargetGroupARNs"):
+            group.target_group_arns = list(props.get("TargetGroupARNs", []) or [])
+        if changed("TerminationPolicies"):
+            group.termination_policies = list(props.get("TerminationPolicies") or ["Default"])
+        if changed("Cooldown") and props.get("Cooldown") is not None:
             group.default_cooldown = make_int(props["Cooldown"])
-        desired = props.get("DesiredCapacity")
         group.update(
             availability_zones=list(props.get("AvailabilityZones", []) or []),
-            desired_capacity=make_int(desired) if desired not in (None, "") else None,
-            max_size=make_int(props.get("MaxSize")),
-            min_size=make_int(props.get("MinSize")),
+            desired_capacity=changed_int("DesiredCapacity"),
+            max_size=changed_int("MaxSize"),
+            min_size=changed_int("MinSize"),
             launch_config_name=props.get("LaunchConfigurationName"),
             launch_template=props.get("LaunchTemplate", {}) or {},
             vpc_zone_identifier=",".join(props.get("VPCZoneIdentifier", []) or []) or None,
-            health_check_period=make_int(props.get("HealthCheckGracePeriod")),
-            health_check_type=props.get("HealthCheckType"),
+            health_check_period=changed_int("HealthCheckGracePeriod"),
+            health_check_type=props.get("HealthCheckType") if changed("HealthCheckType") else None,
             new_instances_protected_from_scale_in=(
                 as_bool(props["NewInstancesProtectedFromScaleIn"])
-                if "NewInstancesProtectedFromScaleIn" in props
+                if "NewInstancesProtectedFromScaleIn" in props and changed("NewInstancesProtectedFromScaleIn")
                 else None
             ),
             mixed_instances_policy=props.get("MixedInstancesPolicy") or None,
         )
+        group.cfn_properties = recorded
         _refresh_load_balancers(group)
         if policy is not None and (_launch_spec(group) != old_spec or group.vpc_zone_identifier != old_subnets):
             pending = getattr(ROLLS, "pending", None)
@@ -1424,7 +1449,18 @@ def patch_group_update_in_place() -> None:
                 threading.Thread(target=roll.run, name=f"roll-{group.name}", daemon=True).start()
         return group
 
+    def create_from_cloudformation_json(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        # The template's properties as created, for the next update to compare with (moto
+        # changes the tag entries it is given, so they are copied first).
+        recorded = copy.deepcopy(cloudformation_json.get("Properties", {}))
+        group = original_create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        group.cfn_properties = recorded
+        return group
+
     resource_map.build_resource_diff = build_resource_diff
+    group_cls.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
     group_cls.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)
 
 
