@@ -7,8 +7,9 @@ Usage::
 
 Exits 0 when every correction behaves like AWS, 1 (listing the failures) otherwise. Each probe
 works in accounts of its own, chosen at random, so it can run against a shared server. The
-lifecycle-hook and rolling-update probes set the server's time scale (``/moto-api/time-scale``)
-for their duration and restore it after; they wait for timeouts and pauses of 3 to 20 seconds,
+lifecycle-hook and rolling-update probes set the server's emulation settings
+(``/moto-api/emulation``: time scale, group deletion hooks) for their duration and restore them
+after; they wait for timeouts and pauses of 3 to 20 seconds,
 with at least 3 seconds of margin on either side of each deadline they check.
 """
 
@@ -587,28 +588,30 @@ LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 
 
-def time_scale(port: int, factor: float | None = None) -> float:
-    """The server's time scale; with ``factor``, set it first (``/moto-api/time-scale``)."""
+def emulation(port: int, **settings: Any) -> dict[str, Any]:
+    """The server's emulation settings (``/moto-api/emulation``), after setting ``settings``."""
     import urllib.request
 
-    url = f"http://127.0.0.1:{port}/moto-api/time-scale"
-    data = None if factor is None else str(factor).encode()
-    with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST" if data else "GET")) as answer:
-        return float(json.loads(answer.read())["time_scale"])
+    url = f"http://127.0.0.1:{port}/moto-api/emulation"
+    data = json.dumps(settings).encode() if settings else None
+    request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    with urllib.request.urlopen(request) as answer:
+        return dict(json.loads(answer.read()))
 
 
 class scaled:
-    """Runs a block at a time scale, restoring the previous one after."""
+    """Runs a block with some emulation settings (a time scale, ...), restoring the previous
+    ones after."""
 
-    def __init__(self, port: int, factor: float) -> None:
-        self.port, self.factor, self.previous = port, factor, 1.0
+    def __init__(self, port: int, time_scale: float, **settings: Any) -> None:
+        self.port, self.settings, self.previous = port, {"time_scale": time_scale, **settings}, {}
 
     def __enter__(self) -> None:
-        self.previous = time_scale(self.port)
-        time_scale(self.port, self.factor)
+        self.previous = emulation(self.port)
+        emulation(self.port, **self.settings)
 
     def __exit__(self, *_: Any) -> None:
-        time_scale(self.port, self.previous)
+        emulation(self.port, **self.previous)
 
 
 def eventually(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -982,6 +985,44 @@ def probe_rolls_in_depends_on_order(port: int) -> None:
         check(versions(names["Earlier"]) == versions(names["Later"]) == {"2"}, "a group did not roll")
 
 
+def probe_group_deletion_hooks(port: int) -> None:
+    # With group_deletion_hooks on, deleting a stack drains its group through the terminating
+    # hook: DELETE_IN_PROGRESS until every instance has been completed. Off, the delete is
+    # immediate (moto's behaviour, kept for suites that do not drain).
+    tenant = account()
+    cfn, autoscaling, ec2 = (client(port, s, tenant) for s in ("cloudformation", "autoscaling", "ec2"))
+    with scaled(port, 0.05, group_deletion_hooks=False):
+        cfn.create_stack(StackName="probe-undrained", TemplateBody=group_template(1, "m5.large", {}, True))
+        cfn.delete_stack(StackName="probe-undrained")
+        expect_error(lambda: cfn.describe_stacks(StackName="probe-undrained"), "ValidationError")
+    with scaled(port, 0.05, group_deletion_hooks=True):
+        cfn.create_stack(StackName="probe-drain", TemplateBody=group_template(2, "m5.large", {}, True))
+        stack = cfn.describe_stacks(StackName="probe-drain")["Stacks"][0]
+        name, stack_id = stack["Outputs"][0]["OutputValue"], stack["StackId"]
+        instances = sorted(group_states(autoscaling, name))
+        cfn.delete_stack(StackName="probe-drain")
+        check(stack_status(cfn, "probe-drain") == "DELETE_IN_PROGRESS", "the delete did not wait for the hooks")
+        check(group_states(autoscaling, name) == {i: "Terminating:Wait" for i in instances},
+              f"instances while the stack deletes: {group_states(autoscaling, name)}")
+        cfn.delete_stack(StackName="probe-drain")  # accepted again, changes nothing
+        expect_error(lambda: cfn.update_stack(StackName="probe-drain",
+                                              TemplateBody=group_template(2, "m5.large", {}, True)),
+                     "ValidationError", f"Stack:{stack_id} is in DELETE_IN_PROGRESS state and can not be updated.")
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instances[0], LifecycleActionResult="CONTINUE")
+        check(stack_status(cfn, "probe-drain") == "DELETE_IN_PROGRESS", "the stack went with an instance waiting")
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instances[1], LifecycleActionResult="CONTINUE")
+        eventually("the stack to be deleted", lambda: stack_status(cfn, stack_id) == "DELETE_COMPLETE", 30)
+        expect_error(lambda: cfn.describe_stacks(StackName="probe-drain"), "ValidationError")
+        check(autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"] == [],
+              "the group survived its stack")
+        check(all(ec2_state(ec2, i) == "terminated" for i in instances), "an instance survived its stack")
+        statuses = [e["ResourceStatus"] for e in cfn.describe_stack_events(StackName=stack_id)["StackEvents"]]
+        check(statuses[:2] == ["DELETE_COMPLETE", "DELETE_IN_PROGRESS"] and statuses.count("DELETE_IN_PROGRESS") == 1,
+              f"stack events {statuses}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -999,6 +1040,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a group updated in place by its stack", probe_group_updated_in_place),
     ("AutoScalingRollingUpdate", probe_rolling_update),
     ("the groups of a stack roll in DependsOn order", probe_rolls_in_depends_on_order),
+    ("a stack delete drains its groups (group_deletion_hooks)", probe_group_deletion_hooks),
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with twelve behaviours and one cost corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with thirteen behaviours and one cost corrected.
 
 Usage::
 
@@ -12,8 +12,8 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Twelve of them are corrected here, each by
-a small monkeypatch that names the moto behaviour it replaces:
+reason or pass without exercising the real code path. Thirteen of them are corrected here, each
+by a small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
    ``DeleteStack`` refuses a protected stack with AWS's ``ValidationError``.
@@ -53,6 +53,10 @@ a small monkeypatch that names the moto behaviour it replaces:
     ``MaxBatchSize``, keeping ``MinInstancesInService``, pausing ``PauseTime``, each old instance
     through the terminating hooks; the stack stays ``UPDATE_IN_PROGRESS`` until the roll ends
     (and refuses UpdateStack and DeleteStack meanwhile, as AWS does).
+14. On request (emulation setting ``group_deletion_hooks``), a stack delete drains its Auto
+    Scaling groups through their terminating hooks: ``DELETE_IN_PROGRESS`` until every instance
+    has left ``Terminating:Wait``. Off by default, so that suites that do not drain keep moto's
+    immediate delete.
 
 One correction is of cost, not behaviour:
 
@@ -63,11 +67,14 @@ One correction is of cost, not behaviour:
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
 
 Waits take AWS's time unless scaled: the **time scale** (a positive float, default 1.0) multiplies
-heartbeat timeouts and pause times. Set it with the environment variable ``MOTO_TIME_SCALE``, the
-flag ``--time-scale`` (which wins), or at run time with ``POST /moto-api/time-scale`` (body: the
-number; ``GET`` reads it). At 0.01 a node pool's 3600 s drain hook times out after 36 s and a
-PT10M pause lasts 6 s. Corrections 11 and 13 act from background threads; every request and
-every background step holds one lock around moto's state (``STATE_LOCK``).
+heartbeat timeouts and pause times. At 0.01 a node pool's 3600 s drain hook times out after 36 s
+and a PT10M pause lasts 6 s. Correction 14 is off unless asked for (**group deletion hooks**).
+Both are set by the environment (``MOTO_TIME_SCALE=0.01``, ``MOTO_GROUP_DELETION_HOOKS=true``),
+by flags (``--time-scale``, ``--group-deletion-hooks``, which win), or at run time through
+``/moto-api/emulation`` (``GET`` reads them as JSON; ``POST`` a JSON object such as
+``{"time_scale": 0.01, "group_deletion_hooks": true}`` sets them). Corrections 11, 13 and 14 act
+from background threads; every request and every background step holds one lock around moto's
+state (``STATE_LOCK``).
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -126,40 +133,80 @@ corrections 11 and 13 (lifecycle timeouts, rolling updates), so that a timeout o
 acts in the middle of a request, and requests keep seeing moto's state whole."""
 
 TIME_SCALE_ENV = "MOTO_TIME_SCALE"
-"""Environment variable: the factor applied to every emulated wait (see ``TimeScale``)."""
+"""Environment variable: the factor applied to every emulated wait (see ``Emulation``)."""
 
-TIME_SCALE_PATH = "/moto-api/time-scale"
-"""``GET`` answers the current time scale, ``POST`` with a positive number as body sets it."""
+GROUP_DELETION_HOOKS_ENV = "MOTO_GROUP_DELETION_HOOKS"
+"""Environment variable: ``true`` makes a stack delete drain its groups through their hooks."""
+
+EMULATION_PATH = "/moto-api/emulation"
+"""``GET`` answers the emulation settings as JSON (``{"time_scale": 1.0, "group_deletion_hooks":
+false}``); ``POST`` with a JSON object holding either or both sets them and answers the result."""
 
 
-class TimeScale:
-    """The factor that shrinks the emulated waits of Auto Scaling and CloudFormation: lifecycle
+class Emulation:
+    """Settings of the emulator that are not AWS state.
+
+    ``time_scale`` shrinks the emulated waits of Auto Scaling and CloudFormation: lifecycle
     hooks' heartbeat (and global) timeouts and rolling updates' ``PauseTime``. 1.0 (the default)
     waits as AWS does; 0.01 makes a 3600 s heartbeat timeout last 36 s and a PT10M pause 6 s. A
-    wait takes the factor in force when it starts (or, for a heartbeat, when it is recorded)."""
+    wait takes the factor in force when it starts (or, for a heartbeat, when it is recorded).
+
+    ``group_deletion_hooks`` (default false) turns on correction 14: a stack delete drains its
+    Auto Scaling groups through their terminating hooks, as CloudFormation does. Off, the groups'
+    instances are terminated at once, as moto does, so that suites written before the correction
+    keep their timing."""
 
     def __init__(self) -> None:
-        self.factor = 1.0
+        self.time_scale = 1.0
+        self.group_deletion_hooks = False
 
     @staticmethod
-    def parse(text: str) -> float:
+    def parse_time_scale(value: Any) -> float:
         """A positive, finite float, or ``ValueError`` naming the fix."""
         try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not (value > 0 and value < float("inf")):
+            scale = float(value)
+        except (TypeError, ValueError):
+            scale = float("nan")
+        if not (scale > 0 and scale < float("inf")):
             raise ValueError(
-                f"time scale {text!r} is not a positive number; set {TIME_SCALE_ENV} (or --time-scale) "
+                f"time scale {value!r} is not a positive number; set {TIME_SCALE_ENV} (or --time-scale) "
                 "to e.g. 1.0 (AWS timing) or 0.01 (a hundred times faster)"
             )
-        return value
+        return scale
+
+    @staticmethod
+    def parse_flag(value: Any) -> bool:
+        """``true``/``false`` (any case, or a JSON boolean), or ``ValueError`` naming the fix."""
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no", ""):
+            return False
+        raise ValueError(f"{value!r} is not true or false (set {GROUP_DELETION_HOOKS_ENV} to true or false)")
+
+    def update(self, settings: dict[str, Any]) -> None:
+        """Applies ``settings`` (keys ``time_scale``, ``group_deletion_hooks``) all or nothing."""
+        unknown = set(settings) - {"time_scale", "group_deletion_hooks"}
+        if unknown:
+            raise ValueError(f"unknown emulation settings {sorted(unknown)}; known: time_scale, group_deletion_hooks")
+        scale = self.parse_time_scale(settings["time_scale"]) if "time_scale" in settings else self.time_scale
+        hooks = (
+            self.parse_flag(settings["group_deletion_hooks"])
+            if "group_deletion_hooks" in settings
+            else self.group_deletion_hooks
+        )
+        self.time_scale, self.group_deletion_hooks = scale, hooks
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"time_scale": self.time_scale, "group_deletion_hooks": self.group_deletion_hooks}
 
     def seconds(self, aws_seconds: float) -> float:
-        return aws_seconds * self.factor
+        return aws_seconds * self.time_scale
 
 
-TIME = TimeScale()
+EMULATION = Emulation()
 
 
 def _iso_duration(text: str) -> float:
@@ -789,8 +836,8 @@ class LifecycleAction:
         heartbeat = float(hook.heartbeat_timeout)
         now = time.monotonic()
         self.heartbeat = heartbeat
-        self.deadline = now + TIME.seconds(heartbeat)
-        self.global_deadline = now + TIME.seconds(float(getattr(hook, "global_timeout", 172800)))
+        self.deadline = now + EMULATION.seconds(heartbeat)
+        self.global_deadline = now + EMULATION.seconds(float(getattr(hook, "global_timeout", 172800)))
 
     @property
     def transition(self) -> str:
@@ -1045,8 +1092,10 @@ def patch_lifecycle_hooks() -> None:
       ``ValidationError`` instead of 500, and with ShouldDecrementDesiredCapacity refuses to go
       below the group's minimum size, as AWS does.
 
-    Not emulated: notifications (SNS, SQS, EventBridge) and ``NotificationMetadata``; the hooks of
-    a group being deleted (its instances are terminated at once, as in moto); warm pools."""
+    Not emulated: notifications (SNS, SQS, EventBridge; ``NotificationMetadata`` is stored and
+    described only); the hooks of a group deleted through ``DeleteAutoScalingGroup`` (its
+    instances are terminated at once, as moto did; for a stack delete see correction 14); warm
+    pools; instance refreshes."""
     from moto.autoscaling import models as asg_models
     from moto.autoscaling import responses as asg_responses
     from moto.autoscaling.exceptions import ValidationError
@@ -1251,7 +1300,7 @@ def patch_lifecycle_hooks() -> None:
 
     def record_lifecycle_action_heartbeat(self: Any) -> Any:
         action = lifecycle_request(self)
-        action.deadline = min(time.monotonic() + TIME.seconds(action.heartbeat), action.global_deadline)
+        action.deadline = min(time.monotonic() + EMULATION.seconds(action.heartbeat), action.global_deadline)
         return EmptyResult()
 
     group_cls.set_desired_capacity = set_desired_capacity
@@ -1570,7 +1619,7 @@ class RollingUpdate:
             if not self.wait_until(self.settled):
                 return
             # PauseTime after each batch, for the new instances to start their software.
-            time.sleep(TIME.seconds(self.pause))
+            time.sleep(EMULATION.seconds(self.pause))
 
     def settled(self) -> bool:
         return not any(
@@ -1670,6 +1719,86 @@ def patch_rolling_updates() -> None:
     response_cls.delete_stack = delete_stack
 
 
+# --- 14. A stack delete drains its Auto Scaling groups (opt-in) ---------------------------------
+
+
+def patch_group_deletion_hooks() -> None:
+    """moto 5.2.5 deletes a stack's Auto Scaling groups at once: their instances are terminated
+    without passing through the terminating lifecycle hooks, and the stack is gone when
+    ``DeleteStack`` returns. CloudFormation scales a group it deletes to zero and waits for its
+    instances to terminate, so each instance goes through ``Terminating:Wait`` (this is why the
+    node pools declare their hook inside the group rather than as a separate
+    ``AWS::AutoScaling::LifecycleHook``, which would be deleted first); meanwhile the stack is
+    ``DELETE_IN_PROGRESS``, a repeated ``DeleteStack`` changes nothing and ``UpdateStack`` is
+    refused. With the emulation setting ``group_deletion_hooks`` on, the emulator does the same:
+    the groups that have instances and a terminating hook start terminating every instance, the
+    stack is ``DELETE_IN_PROGRESS`` until they are empty (hooks completed or timed out), then the
+    stack's resources are deleted as before and the stack is ``DELETE_COMPLETE``. A delete that
+    then fails leaves the stack ``DELETE_FAILED``. Off by default: the instances are terminated
+    at once, as moto does."""
+    from moto.autoscaling import models as asg_models
+    from moto.cloudformation import models as cfn_models
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    backend_cls = _require(cfn_models, "CloudFormationBackend")
+    original_delete = _require(backend_cls, "delete_stack")
+    _require(cfn_models.Stack, "_add_stack_event")
+
+    def live_stack(backend: Any, name_or_id: str) -> Any:
+        if name_or_id in backend.stacks:
+            return backend.stacks[name_or_id]
+        return next((s for s in backend.stacks.values() if s.name == name_or_id), None)
+
+    def draining(stack: Any) -> list[Any]:
+        parsed = getattr(stack.resource_map, "_parsed_resources", {}) or {}
+        return [
+            r
+            for r in list(parsed.values())
+            if isinstance(r, group_cls) and _group_live(r) and r.instance_states and _hooks_of(r, TERMINATING)
+        ]
+
+    def delete_stack(self: Any, name_or_stack_id: str) -> None:
+        stack = live_stack(self, name_or_stack_id)
+        if stack is not None and stack.status == "DELETE_IN_PROGRESS":
+            return  # already being deleted: AWS accepts the repeated call
+        groups = draining(stack) if stack is not None and EMULATION.group_deletion_hooks else []
+        if not groups:
+            return original_delete(self, name_or_stack_id)
+        stack._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+        stack.status = "DELETE_IN_PROGRESS"
+        for group in groups:
+            group.min_size = 0
+            group.desired_capacity = 0
+            for state in list(group.instance_states):
+                _begin_termination(group, state)
+        threading.Thread(
+            target=finish, args=(self, stack, groups), name=f"delete-{stack.name}", daemon=True
+        ).start()
+
+    def finish(backend: Any, stack: Any, groups: list[Any]) -> None:
+        while True:
+            with STATE_LOCK:
+                if backend.stacks.get(stack.stack_id) is not stack:
+                    return  # the server was reset
+                if all(not _group_live(g) or not g.instance_states for g in groups):
+                    events = len(stack.events)
+                    try:
+                        original_delete(backend, stack.stack_id)
+                    except Exception as err:  # noqa: BLE001 - reported as the stack's failure
+                        # moto dropped the stack before failing; AWS keeps it, DELETE_FAILED.
+                        backend.stacks[stack.stack_id] = stack
+                        backend.deleted_stacks.pop(stack.stack_id, None)
+                        stack._add_stack_event("DELETE_FAILED", resource_status_reason=f"{type(err).__name__}: {err}")
+                        stack.status = "DELETE_FAILED"
+                    # moto's delete logs its own DELETE_IN_PROGRESS; the stack already has one.
+                    if len(stack.events) > events and stack.events[events].resource_status == "DELETE_IN_PROGRESS":
+                        del stack.events[events]
+                    return
+            time.sleep(0.1)
+
+    backend_cls.delete_stack = delete_stack
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -1686,6 +1815,7 @@ def apply_patches() -> None:
     patch_lifecycle_hooks()
     patch_group_update_in_place()
     patch_rolling_updates()
+    patch_group_deletion_hooks()
 
 
 # --- request log ------------------------------------------------------------------------------
@@ -1718,19 +1848,21 @@ class RequestLog:
         self.issued_by: dict[str, str] = {}
 
     @staticmethod
-    def time_scale(environ: dict[str, Any], start_response: Any) -> Any:
-        """``GET`` answers the time scale, ``POST`` sets it from the body (see ``TimeScale``)."""
+    def emulation(environ: dict[str, Any], start_response: Any) -> Any:
+        """``GET`` answers the emulation settings, ``POST`` sets them (see ``Emulation``)."""
         status = "200 OK"
+        answer: dict[str, Any] = {}
         if environ.get("REQUEST_METHOD") == "POST":
             length = int(environ.get("CONTENT_LENGTH") or 0)
-            text = environ["wsgi.input"].read(length).decode("utf-8", "replace").strip() if length else ""
+            text = environ["wsgi.input"].read(length).decode("utf-8", "replace") if length else "{}"
             try:
-                TIME.factor = TimeScale.parse(text)
-            except ValueError as err:
-                status = "400 Bad Request"
-                body = json.dumps({"error": str(err)}).encode()
-        if status.startswith("200"):
-            body = json.dumps({"time_scale": TIME.factor}).encode()
+                settings = json.loads(text)
+                if not isinstance(settings, dict):
+                    raise ValueError("the body must be a JSON object such as {\"time_scale\": 0.01}")
+                EMULATION.update(settings)
+            except ValueError as err:  # json.JSONDecodeError is a ValueError
+                status, answer = "400 Bad Request", {"error": str(err)}
+        body = json.dumps(answer or EMULATION.as_dict()).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
 
@@ -1747,8 +1879,8 @@ class RequestLog:
         from urllib.parse import parse_qs
 
         path = environ.get("PATH_INFO", "")
-        if path == TIME_SCALE_PATH:
-            return self.time_scale(environ, start_response)
+        if path == EMULATION_PATH:
+            return self.emulation(environ, start_response)
         if path == REQUEST_LOG_PATH:
             with self.lock:
                 body = json.dumps(self.entries).encode()
@@ -1843,9 +1975,14 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get(TIME_SCALE_ENV, "1.0"),
         help=f"factor on lifecycle-hook timeouts and rolling-update pauses (default ${TIME_SCALE_ENV} or 1.0)",
     )
+    parser.add_argument(
+        "--group-deletion-hooks",
+        default=os.environ.get(GROUP_DELETION_HOOKS_ENV, "false"),
+        help=f"true: a stack delete drains its groups through their hooks (default ${GROUP_DELETION_HOOKS_ENV} or false)",
+    )
     args = parser.parse_args(argv)
     try:
-        TIME.factor = TimeScale.parse(args.time_scale)
+        EMULATION.update({"time_scale": args.time_scale, "group_deletion_hooks": args.group_deletion_hooks})
     except ValueError as err:
         parser.error(str(err))
 
