@@ -806,8 +806,9 @@ def probe_lifecycle_timeouts(port: int) -> None:
 
 
 def group_template(desired: int, instance_type: str, tags: dict[str, str], update_policy: bool,
-                   max_size: int = 6) -> str:
-    """A launch template and a group using its latest version, with a terminating hook."""
+                   max_size: int = 6, hooks: bool = True) -> str:
+    """A launch template and a group using its latest version, with a terminating hook unless
+    ``hooks`` is false."""
     group: dict[str, Any] = {
         "Type": "AWS::AutoScaling::AutoScalingGroup",
         "Properties": {
@@ -816,7 +817,7 @@ def group_template(desired: int, instance_type: str, tags: dict[str, str], updat
             "MixedInstancesPolicy": {"LaunchTemplate": {"LaunchTemplateSpecification": {
                 "LaunchTemplateId": {"Ref": "LaunchTemplate"},
                 "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]}}}},
-            "LifecycleHookSpecificationList": [hook("NodePool", TERMINATING)],
+            "LifecycleHookSpecificationList": [hook("NodePool", TERMINATING)] if hooks else [],
             "Tags": [{"Key": k, "Value": v, "PropagateAtLaunch": True} for k, v in tags.items()],
         },
     }
@@ -883,6 +884,12 @@ def probe_group_updated_in_place(port: int) -> None:
                                               InstanceId=instance, LifecycleActionResult="CONTINUE")
     check(list(group_states(autoscaling, name).values()) == ["InService"], "the scaled-in instances stayed")
     check(all(ec2_state(ec2, i) == "terminated" for i in waiting), "a scaled-in instance still runs")
+
+    # A hook the template no longer lists goes.
+    cfn.update_stack(StackName="probe-in-place",
+                     TemplateBody=group_template(1, "m5.large", {"pool": "b"}, True, max_size=7, hooks=False))
+    check(autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"] == [],
+          "a hook removed from the template stayed")
 
 
 def probe_rolling_update(port: int) -> None:

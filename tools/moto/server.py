@@ -1194,15 +1194,11 @@ def patch_lifecycle_hooks() -> None:
             return create()
         names = put_hooks(backend, group_name, specs)
         try:
-            group = create()
+            return create()
         except Exception:
             for name in names:
                 backend.delete_lifecycle_hook(group_name, name)
             raise
-        group_obj = backend.autoscaling_groups.get(group_name)
-        if group_obj is not None:
-            group_obj.cfn_hook_names = set(names)
-        return group
 
     def create_auto_scaling_group(self: Any) -> Any:
         specs = self._get_param("LifecycleHookSpecificationList", []) or []
@@ -1215,12 +1211,15 @@ def patch_lifecycle_hooks() -> None:
     ) -> Any:
         specs = cloudformation_json.get("Properties", {}).get("LifecycleHookSpecificationList", []) or []
         backend = asg_models.autoscaling_backends[account_id][region_name]
-        return create_with_hooks(
+        group = create_with_hooks(
             backend,
             resource_name,
             specs,
             lambda: original_create_cfn(resource_name, cloudformation_json, account_id, region_name, **kwargs),
         )
+        # The hooks the template manages: a later update removes those it no longer lists.
+        group.cfn_hook_names = {spec["LifecycleHookName"] for spec in specs}
+        return group
 
     def delete_auto_scaling_group(self: Any, group_name: str) -> None:
         group = self.autoscaling_groups.get(group_name)
