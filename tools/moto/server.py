@@ -154,7 +154,10 @@ class Emulation:
     ``group_deletion_hooks`` (default false) turns on correction 14: a stack delete drains its
     Auto Scaling groups through their terminating hooks, as CloudFormation does. Off, the groups'
     instances are terminated at once, as moto does, so that suites written before the correction
-    keep their timing."""
+    keep their timing.
+
+    The settings are the server's, not an account's: ``/moto-api/reset`` wipes AWS state but
+    keeps them."""
 
     def __init__(self) -> None:
         self.time_scale = 1.0
