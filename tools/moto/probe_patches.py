@@ -6,7 +6,11 @@ Usage::
     python tools/moto/probe_patches.py PORT
 
 Exits 0 when every correction behaves like AWS, 1 (listing the failures) otherwise. Each probe
-works in accounts of its own, chosen at random, so it can run against a shared server.
+works in accounts of its own, chosen at random, so it can run against a shared server. The
+lifecycle-hook and rolling-update probes set the server's emulation settings
+(``/moto-api/emulation``: time scale, group deletion hooks) for their duration and restore them
+after; they wait for timeouts and pauses of 3 to 20 seconds,
+with at least 3 seconds of margin on either side of each deadline they check.
 """
 
 from __future__ import annotations
@@ -577,6 +581,455 @@ def probe_tags_by_resource(port: int) -> None:
     check([s["SubnetId"] for s in found] == [subnets[0]], f"tag:Name=probe-a selects {found}")
 
 
+# --- Auto Scaling lifecycle hooks and rolling updates (corrections 11-13) --------------------------
+
+
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+
+
+def emulation(port: int, **settings: Any) -> dict[str, Any]:
+    """The server's emulation settings (``/moto-api/emulation``), after setting ``settings``."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{port}/moto-api/emulation"
+    data = json.dumps(settings).encode() if settings else None
+    request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    with urllib.request.urlopen(request) as answer:
+        return dict(json.loads(answer.read()))
+
+
+class scaled:
+    """Runs a block with some emulation settings (a time scale, ...), restoring the previous
+    ones after."""
+
+    def __init__(self, port: int, time_scale: float, **settings: Any) -> None:
+        self.port, self.settings, self.previous = port, {"time_scale": time_scale, **settings}, {}
+
+    def __enter__(self) -> None:
+        self.previous = emulation(self.port)
+        emulation(self.port, **self.settings)
+
+    def __exit__(self, *_: Any) -> None:
+        emulation(self.port, **self.previous)
+
+
+def eventually(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """``probe()``'s first truthy answer, polled every 0.2 s; fails naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def expect_error(call: Callable[[], Any], code: str, message: str | None = None) -> None:
+    try:
+        call()
+    except ClientError as err:
+        check(error_code(err) == code, f"error {error_code(err)} ({err}), want {code}")
+        check(err.response["ResponseMetadata"]["HTTPStatusCode"] == 400, f"status of {err}")
+        if message is not None:
+            got = err.response["Error"]["Message"]
+            check(got == message, f"message {got!r}, want {message!r}")
+        return
+    raise AssertionError(f"no {code} error")
+
+
+def group_states(autoscaling: Any, group: str) -> dict[str, str]:
+    """Instance id → lifecycle state, as DescribeAutoScalingGroups reports them."""
+    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
+    return {i["InstanceId"]: i["LifecycleState"] for i in groups[0]["Instances"]} if groups else {}
+
+
+def ec2_state(ec2: Any, instance: str) -> str:
+    found = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+    return str(found[0]["Instances"][0]["State"]["Name"])
+
+
+def network(ec2: Any) -> tuple[str, str]:
+    """A subnet and a launch template for groups."""
+    vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.7.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"probe-{random.randint(0, 10**9)}",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    return subnet, template
+
+
+def hook(name: str, transition: str, timeout: int = 3600, default: str = "CONTINUE") -> dict[str, Any]:
+    return {"LifecycleHookName": name, "LifecycleTransition": transition, "HeartbeatTimeout": timeout,
+            "DefaultResult": default}
+
+
+def probe_lifecycle_hooks(port: int) -> None:
+    # Hooks from CreateAutoScalingGroup's LifecycleHookSpecificationList apply to the first
+    # instances; each instance waits until its action is completed.
+    tenant = account()
+    ec2, autoscaling = client(port, "ec2", tenant), client(port, "autoscaling", tenant)
+    subnet, template = network(ec2)
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="probe-hooks", MinSize=0, MaxSize=5, DesiredCapacity=2, VPCZoneIdentifier=subnet,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+        LifecycleHookSpecificationList=[hook("launch", LAUNCHING, default="ABANDON"), hook("drain", TERMINATING)],
+    )
+    hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName="probe-hooks")["LifecycleHooks"]
+    check(sorted((h["LifecycleHookName"], h["LifecycleTransition"]) for h in hooks)
+          == [("drain", TERMINATING), ("launch", LAUNCHING)], f"hooks {hooks}")
+    check(all("NotificationTargetARN" not in h and "RoleARN" not in h and h["GlobalTimeout"] == 172800
+              for h in hooks), f"hooks describe what they were not given: {hooks}")
+    states = group_states(autoscaling, "probe-hooks")
+    check(sorted(states.values()) == ["Pending:Wait", "Pending:Wait"], f"launched instances are {states}")
+    first, second = sorted(states)
+    # Capacity counts the waiting instances: the same desired capacity launches nothing more.
+    autoscaling.set_desired_capacity(AutoScalingGroupName="probe-hooks", DesiredCapacity=2)
+    check(len(group_states(autoscaling, "probe-hooks")) == 2, "instances in Pending:Wait were launched again")
+
+    autoscaling.complete_lifecycle_action(AutoScalingGroupName="probe-hooks", LifecycleHookName="launch",
+                                          InstanceId=first, LifecycleActionResult="CONTINUE")
+    autoscaling.complete_lifecycle_action(AutoScalingGroupName="probe-hooks", LifecycleHookName="launch",
+                                          InstanceId=second, LifecycleActionResult="ABANDON")
+    states = group_states(autoscaling, "probe-hooks")
+    check(states.get(first) == "InService", f"CONTINUE left {first} {states.get(first)}")
+    check(second not in states and ec2_state(ec2, second) == "terminated", f"ABANDON left {second}: {states}")
+    replacement = [i for i in states if i != first]
+    check(len(replacement) == 1 and states[replacement[0]] == "Pending:Wait",
+          f"no replacement for the abandoned instance: {states}")
+    described = autoscaling.describe_auto_scaling_instances(InstanceIds=[first])["AutoScalingInstances"]
+    check(described[0]["LifecycleState"] == "InService", f"DescribeAutoScalingInstances {described}")
+
+    # An instance in no wait state: the error AWS gives, for both calls.
+    missing = f"No active Lifecycle Action found with instance ID {first}"
+    expect_error(lambda: autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="probe-hooks", LifecycleHookName="launch", InstanceId=first,
+        LifecycleActionResult="CONTINUE"), "ValidationError", missing)
+    expect_error(lambda: autoscaling.record_lifecycle_action_heartbeat(
+        AutoScalingGroupName="probe-hooks", LifecycleHookName="drain", InstanceId=first), "ValidationError", missing)
+    expect_error(lambda: autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="probe-hooks", LifecycleHookName="launch", LifecycleActionResult="CONTINUE",
+        LifecycleActionToken="8b3ae2d2-0c4a-4fd4-b6cc-7f6ae4b1a34c"), "ValidationError",
+        "No active Lifecycle Action found with token 8b3ae2d2-0c4a-4fd4-b6cc-7f6ae4b1a34c")
+    expect_error(lambda: autoscaling.terminate_instance_in_auto_scaling_group(
+        InstanceId="i-00000000000000000", ShouldDecrementDesiredCapacity=False), "ValidationError")
+
+    # TerminateInstanceInAutoScalingGroup: Terminating:Wait until completed, then terminated.
+    autoscaling.terminate_instance_in_auto_scaling_group(InstanceId=first, ShouldDecrementDesiredCapacity=True)
+    states = group_states(autoscaling, "probe-hooks")
+    check(states.get(first) == "Terminating:Wait", f"terminated instance is {states.get(first)}")
+    check(ec2_state(ec2, first) == "running", "the instance stopped before its hook completed")
+    described = autoscaling.describe_auto_scaling_instances(InstanceIds=[first])["AutoScalingInstances"]
+    check(described[0]["LifecycleState"] == "Terminating:Wait", f"DescribeAutoScalingInstances {described}")
+    autoscaling.record_lifecycle_action_heartbeat(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain",
+                                                  InstanceId=first)
+    autoscaling.complete_lifecycle_action(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain",
+                                          InstanceId=first, LifecycleActionResult="CONTINUE")
+    check(first not in group_states(autoscaling, "probe-hooks"), "the completed instance stayed in the group")
+    check(ec2_state(ec2, first) == "terminated", f"EC2 state {ec2_state(ec2, first)}")
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["probe-hooks"])["AutoScalingGroups"][0]
+    check(group["DesiredCapacity"] == 1, f"desired capacity {group['DesiredCapacity']} after a decrement")
+
+    # Scale-in through SetDesiredCapacity waits the same way; ABANDON also lets it terminate.
+    pending = replacement[0]
+    autoscaling.complete_lifecycle_action(AutoScalingGroupName="probe-hooks", LifecycleHookName="launch",
+                                          InstanceId=pending, LifecycleActionResult="CONTINUE")
+    autoscaling.set_desired_capacity(AutoScalingGroupName="probe-hooks", DesiredCapacity=0)
+    check(group_states(autoscaling, "probe-hooks") == {pending: "Terminating:Wait"},
+          f"scale-in left {group_states(autoscaling, 'probe-hooks')}")
+    autoscaling.complete_lifecycle_action(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain",
+                                          InstanceId=pending, LifecycleActionResult="ABANDON")
+    check(group_states(autoscaling, "probe-hooks") == {}, "the abandoned instance stayed")
+    check(ec2_state(ec2, pending) == "terminated", f"EC2 state {ec2_state(ec2, pending)}")
+
+    # The group's hooks go with it.
+    autoscaling.delete_auto_scaling_group(AutoScalingGroupName="probe-hooks", ForceDelete=True)
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="probe-hooks", MinSize=0, MaxSize=1, DesiredCapacity=1, VPCZoneIdentifier=subnet,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"})
+    check(autoscaling.describe_lifecycle_hooks(AutoScalingGroupName="probe-hooks")["LifecycleHooks"] == [],
+          "a deleted group's hooks apply to a new group of the same name")
+    check(list(group_states(autoscaling, "probe-hooks").values()) == ["InService"], "a group without hooks waits")
+
+    # DeleteLifecycleHook completes the hook's outstanding actions first (CONTINUE when terminating).
+    autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain",
+                                   LifecycleTransition=TERMINATING, DefaultResult="ABANDON")
+    (last,) = group_states(autoscaling, "probe-hooks")
+    autoscaling.set_desired_capacity(AutoScalingGroupName="probe-hooks", DesiredCapacity=0)
+    check(group_states(autoscaling, "probe-hooks") == {last: "Terminating:Wait"}, "scale-in did not wait")
+    autoscaling.delete_lifecycle_hook(AutoScalingGroupName="probe-hooks", LifecycleHookName="drain")
+    check(group_states(autoscaling, "probe-hooks") == {}, "deleting the hook left its instance waiting")
+    check(ec2_state(ec2, last) == "terminated", f"EC2 state {ec2_state(ec2, last)}")
+
+
+def probe_lifecycle_timeouts(port: int) -> None:
+    # At time scale 0.1 a 120 s heartbeat timeout lasts 12 s. A heartbeat at 8 s extends the
+    # wait to 20 s: at 15 s the instance still waits, then the DefaultResult applies.
+    tenant = account()
+    ec2, autoscaling = client(port, "ec2", tenant), client(port, "autoscaling", tenant)
+    subnet, template = network(ec2)
+    spec = {"LaunchTemplate": {"LaunchTemplateId": template, "Version": "$Latest"}, "VPCZoneIdentifier": subnet}
+    with scaled(port, 0.1):
+        autoscaling.create_auto_scaling_group(AutoScalingGroupName="probe-drain", MinSize=0, MaxSize=2,
+                                              DesiredCapacity=1, **spec)
+        autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-drain", LifecycleHookName="drain",
+                                       LifecycleTransition=TERMINATING, HeartbeatTimeout=3600, DefaultResult="CONTINUE")
+        # PutLifecycleHook on an existing hook keeps what it leaves out.
+        autoscaling.put_lifecycle_hook(AutoScalingGroupName="probe-drain", LifecycleHookName="drain",
+                                       HeartbeatTimeout=120)
+        (drain,) = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName="probe-drain")["LifecycleHooks"]
+        check((drain["LifecycleTransition"], drain["HeartbeatTimeout"], drain["DefaultResult"], drain["GlobalTimeout"])
+              == (TERMINATING, 120, "CONTINUE", 12000), f"hook after PutLifecycleHook: {drain}")
+        (instance,) = group_states(autoscaling, "probe-drain")
+        # A launching hook timing out with CONTINUE puts its instance in service (60 s → 6 s).
+        autoscaling.create_auto_scaling_group(AutoScalingGroupName="probe-boot", MinSize=0, MaxSize=2,
+                                              DesiredCapacity=1, LifecycleHookSpecificationList=[
+                                                  hook("boot", LAUNCHING, timeout=60)], **spec)
+        (booting,) = group_states(autoscaling, "probe-boot")
+        started = time.monotonic()
+        autoscaling.set_desired_capacity(AutoScalingGroupName="probe-drain", DesiredCapacity=0)
+        check(group_states(autoscaling, "probe-drain") == {instance: "Terminating:Wait"}, "scale-in did not wait")
+        check(group_states(autoscaling, "probe-boot") == {booting: "Pending:Wait"}, "launch did not wait")
+        time.sleep(max(0.0, started + 8 - time.monotonic()))
+        autoscaling.record_lifecycle_action_heartbeat(AutoScalingGroupName="probe-drain", LifecycleHookName="drain",
+                                                      InstanceId=instance)
+        time.sleep(max(0.0, started + 15 - time.monotonic()))
+        check(group_states(autoscaling, "probe-drain") == {instance: "Terminating:Wait"},
+              "the heartbeat did not extend the wait")
+        check(group_states(autoscaling, "probe-boot") == {booting: "InService"},
+              f"the launch hook's timeout did not apply CONTINUE: {group_states(autoscaling, 'probe-boot')}")
+        eventually("the heartbeat timeout to terminate the instance",
+                   lambda: not group_states(autoscaling, "probe-drain"), timeout=40)
+        check(ec2_state(ec2, instance) == "terminated", f"EC2 state {ec2_state(ec2, instance)}")
+
+
+def group_template(desired: int, instance_type: str, tags: dict[str, str], update_policy: bool,
+                   max_size: int = 6, hooks: bool = True) -> str:
+    """A launch template and a group using its latest version, with a terminating hook unless
+    ``hooks`` is false."""
+    group: dict[str, Any] = {
+        "Type": "AWS::AutoScaling::AutoScalingGroup",
+        "Properties": {
+            "MinSize": "0", "MaxSize": str(max_size), "DesiredCapacity": str(desired),
+            "VPCZoneIdentifier": [{"Ref": "Subnet"}],
+            "MixedInstancesPolicy": {"LaunchTemplate": {"LaunchTemplateSpecification": {
+                "LaunchTemplateId": {"Ref": "LaunchTemplate"},
+                "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]}}}},
+            "LifecycleHookSpecificationList": [hook("NodePool", TERMINATING)] if hooks else [],
+            "Tags": [{"Key": k, "Value": v, "PropagateAtLaunch": True} for k, v in tags.items()],
+        },
+    }
+    if update_policy:
+        group["UpdatePolicy"] = {"AutoScalingRollingUpdate": {
+            "MinInstancesInService": "2", "MaxBatchSize": "2", "PauseTime": "PT2M"}}
+    return json.dumps({
+        "Resources": {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.8.0.0/16"}},
+            "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+                "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.8.0.0/24", "AvailabilityZone": f"{REGION}a"}},
+            "LaunchTemplate": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {
+                "LaunchTemplateData": {"ImageId": "ami-12c6146b", "InstanceType": instance_type}}},
+            "Group": group,
+        },
+        "Outputs": {"Group": {"Value": {"Ref": "Group"}}},
+    })
+
+
+def stack_status(cfn: Any, name: str) -> str:
+    return str(cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"])
+
+
+def probe_group_updated_in_place(port: int) -> None:
+    # A stack update changing sizes and tags keeps the group and its instances, and applies only
+    # what the template changed: a capacity and a tag set through the API stay. A smaller
+    # desired capacity scales in through the terminating hook.
+    tenant = account()
+    cfn, autoscaling, ec2 = (client(port, s, tenant) for s in ("cloudformation", "autoscaling", "ec2"))
+    cfn.create_stack(StackName="probe-in-place", TemplateBody=group_template(2, "m5.large", {"pool": "a"}, True))
+    stack = cfn.describe_stacks(StackName="probe-in-place")["Stacks"][0]
+    name = stack["Outputs"][0]["OutputValue"]
+    check(sorted(group_states(autoscaling, name).values()) == ["InService", "InService"],
+          f"instances {group_states(autoscaling, name)}")
+    hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
+    check([(h["LifecycleHookName"], h["HeartbeatTimeout"], h["DefaultResult"]) for h in hooks]
+          == [("NodePool", 3600, "CONTINUE")], f"hooks from the template: {hooks}")
+    # An autoscaler's capacity and tag.
+    autoscaling.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=3)
+    autoscaling.create_or_update_tags(Tags=[{"ResourceId": name, "ResourceType": "auto-scaling-group",
+                                             "Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true",
+                                             "PropagateAtLaunch": False}])
+    before = group_states(autoscaling, name)
+
+    cfn.update_stack(StackName="probe-in-place",
+                     TemplateBody=group_template(2, "m5.large", {"pool": "b"}, True, max_size=7))
+    check(stack_status(cfn, "probe-in-place") == "UPDATE_COMPLETE", "a size change rolled the group")
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+    check(len(group) == 1, f"the group {name} was replaced")
+    check((group[0]["MaxSize"], group[0]["DesiredCapacity"]) == (7, 3),
+          f"MaxSize {group[0]['MaxSize']} (template 7), DesiredCapacity {group[0]['DesiredCapacity']} (live 3)")
+    tags = {t["Key"]: t["Value"] for t in group[0]["Tags"]}
+    check(tags.get("pool") == "b" and tags.get("k8s.io/cluster-autoscaler/enabled") == "true", f"tags {tags}")
+    check(group_states(autoscaling, name) == before, f"instances replaced: {group_states(autoscaling, name)}")
+
+    cfn.update_stack(StackName="probe-in-place",
+                     TemplateBody=group_template(1, "m5.large", {"pool": "b"}, True, max_size=7))
+    check(stack_status(cfn, "probe-in-place") == "UPDATE_COMPLETE", "a scale-in rolled the group")
+    states = group_states(autoscaling, name)
+    waiting = [i for i, s in states.items() if s == "Terminating:Wait"]
+    check(len(states) == 3 and len(waiting) == 2, f"scale-in from 3 to 1 by the stack: {states}")
+    for instance in waiting:
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instance, LifecycleActionResult="CONTINUE")
+    check(list(group_states(autoscaling, name).values()) == ["InService"], "the scaled-in instances stayed")
+    check(all(ec2_state(ec2, i) == "terminated" for i in waiting), "a scaled-in instance still runs")
+
+    # A hook the template no longer lists goes.
+    cfn.update_stack(StackName="probe-in-place",
+                     TemplateBody=group_template(1, "m5.large", {"pool": "b"}, True, max_size=7, hooks=False))
+    check(autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"] == [],
+          "a hook removed from the template stayed")
+
+
+def probe_rolling_update(port: int) -> None:
+    # A new launch template version rolls the group: batches of 2, at least 2 in service, each
+    # old instance in Terminating:Wait until completed, PT2M pause (6 s at time scale 0.05),
+    # the stack UPDATE_IN_PROGRESS until the end.
+    tenant = account()
+    cfn, autoscaling, ec2 = (client(port, s, tenant) for s in ("cloudformation", "autoscaling", "ec2"))
+    with scaled(port, 0.05):
+        cfn.create_stack(StackName="probe-roll", TemplateBody=group_template(3, "m5.large", {}, True))
+        name = cfn.describe_stacks(StackName="probe-roll")["Stacks"][0]["Outputs"][0]["OutputValue"]
+        old = set(group_states(autoscaling, name))
+        check(len(old) == 3, f"instances {old}")
+        cfn.update_stack(StackName="probe-roll", TemplateBody=group_template(3, "m5.xlarge", {}, True))
+        check(stack_status(cfn, "probe-roll") == "UPDATE_IN_PROGRESS", "the stack did not wait for the roll")
+        stack_id = cfn.describe_stacks(StackName="probe-roll")["Stacks"][0]["StackId"]
+        expect_error(lambda: cfn.update_stack(StackName="probe-roll",
+                                              TemplateBody=group_template(3, "m5.2xlarge", {}, True)),
+                     "ValidationError", f"Stack:{stack_id} is in UPDATE_IN_PROGRESS state and can not be updated.")
+        expect_error(lambda: cfn.delete_stack(StackName="probe-roll"), "ValidationError",
+                     f"Stack [{stack_id}] cannot be deleted while in status UPDATE_IN_PROGRESS")
+        seen_min = [99]
+
+        def observe() -> dict[str, str]:
+            states = group_states(autoscaling, name)
+            seen_min[0] = min(seen_min[0], sum(1 for s in states.values() if s == "InService"))
+            return states
+
+        def old_waiting() -> list[str]:
+            return sorted(i for i, s in observe().items() if i in old and s == "Terminating:Wait")
+
+        first = eventually("the first batch to wait", old_waiting)
+        check(len(first) == 2, f"first batch {first}, MaxBatchSize is 2")
+        for instance in first:
+            check(ec2_state(ec2, instance) == "running", "an old instance stopped before its hook completed")
+            autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                                  InstanceId=instance, LifecycleActionResult="CONTINUE")
+        check(stack_status(cfn, "probe-roll") == "UPDATE_IN_PROGRESS", "the stack finished with an old instance left")
+        last = eventually("the last old instance to wait", lambda: [i for i in old_waiting() if i not in first])
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=last[0], LifecycleActionResult="CONTINUE")
+        eventually("the last old instance to leave", lambda: not (set(observe()) & old))
+        check(stack_status(cfn, "probe-roll") == "UPDATE_IN_PROGRESS", "the stack did not pause after the batch")
+        eventually("the stack to complete", lambda: stack_status(cfn, "probe-roll") == "UPDATE_COMPLETE", 30)
+
+    check(seen_min[0] >= 2, f"{seen_min[0]} instances in service during the roll, MinInstancesInService is 2")
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
+    check(group["DesiredCapacity"] == 3 and len(group["Instances"]) == 3, f"group after the roll: {group}")
+    check(all(i["LifecycleState"] == "InService" and i["LaunchTemplate"]["Version"] == "2"
+              for i in group["Instances"]), f"instances after the roll: {group['Instances']}")
+    ids = [i["InstanceId"] for i in group["Instances"]]
+    types = {i["InstanceType"] for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]}
+    check(types == {"m5.xlarge"}, f"instance types after the roll: {types}")
+    check(all(ec2_state(ec2, i) == "terminated" for i in old), "an old instance still runs")
+
+
+def probe_rolls_in_depends_on_order(port: int) -> None:
+    # Two groups of one stack, "Later" (first in the template) depending on "Earlier": Earlier
+    # rolls first, and Later starts only when Earlier has no old instance left.
+    tenant = account()
+    cfn, autoscaling = client(port, "cloudformation", tenant), client(port, "autoscaling", tenant)
+
+    def template(instance_type: str) -> str:
+        resources: dict[str, Any] = {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.9.0.0/16"}},
+            "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+                "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.9.0.0/24", "AvailabilityZone": f"{REGION}a"}},
+            "LaunchTemplate": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {
+                "LaunchTemplateData": {"ImageId": "ami-12c6146b", "InstanceType": instance_type}}},
+        }
+        for name, depends in (("Later", "Earlier"), ("Earlier", None)):
+            resources[name] = {
+                "Type": "AWS::AutoScaling::AutoScalingGroup",
+                "Properties": {
+                    "MinSize": "1", "MaxSize": "1", "DesiredCapacity": "1", "VPCZoneIdentifier": [{"Ref": "Subnet"}],
+                    "LaunchTemplate": {"LaunchTemplateId": {"Ref": "LaunchTemplate"},
+                                       "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]}}},
+                "UpdatePolicy": {"AutoScalingRollingUpdate": {"MaxBatchSize": "1", "PauseTime": "PT1M"}},
+            }
+            if depends:
+                resources[name]["DependsOn"] = depends
+        return json.dumps({"Resources": resources,
+                           "Outputs": {n: {"Value": {"Ref": n}} for n in ("Earlier", "Later")}})
+
+    with scaled(port, 0.05):
+        cfn.create_stack(StackName="probe-chain", TemplateBody=template("m5.large"))
+        outputs = cfn.describe_stacks(StackName="probe-chain")["Stacks"][0]["Outputs"]
+        names = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+
+        def versions(group: str) -> set[str]:
+            found = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
+            return {i["LaunchTemplate"]["Version"] for i in found[0]["Instances"]}
+
+        cfn.update_stack(StackName="probe-chain", TemplateBody=template("m5.xlarge"))
+        while stack_status(cfn, "probe-chain") == "UPDATE_IN_PROGRESS":
+            earlier, later = versions(names["Earlier"]), versions(names["Later"])
+            check(later == {"1"} or earlier == {"2"}, f"Later rolled to {later} while Earlier had {earlier}")
+            time.sleep(0.2)
+        check(stack_status(cfn, "probe-chain") == "UPDATE_COMPLETE", stack_status(cfn, "probe-chain"))
+        check(versions(names["Earlier"]) == versions(names["Later"]) == {"2"}, "a group did not roll")
+
+
+def probe_group_deletion_hooks(port: int) -> None:
+    # With group_deletion_hooks on, deleting a stack drains its group through the terminating
+    # hook: DELETE_IN_PROGRESS until every instance has been completed. Off, the delete is
+    # immediate (moto's behaviour, kept for suites that do not drain).
+    tenant = account()
+    cfn, autoscaling, ec2 = (client(port, s, tenant) for s in ("cloudformation", "autoscaling", "ec2"))
+    with scaled(port, 0.05, group_deletion_hooks=False):
+        cfn.create_stack(StackName="probe-undrained", TemplateBody=group_template(1, "m5.large", {}, True))
+        cfn.delete_stack(StackName="probe-undrained")
+        expect_error(lambda: cfn.describe_stacks(StackName="probe-undrained"), "ValidationError")
+    with scaled(port, 0.05, group_deletion_hooks=True):
+        cfn.create_stack(StackName="probe-drain", TemplateBody=group_template(2, "m5.large", {}, True))
+        stack = cfn.describe_stacks(StackName="probe-drain")["Stacks"][0]
+        name, stack_id = stack["Outputs"][0]["OutputValue"], stack["StackId"]
+        instances = sorted(group_states(autoscaling, name))
+        cfn.delete_stack(StackName="probe-drain")
+        check(stack_status(cfn, "probe-drain") == "DELETE_IN_PROGRESS", "the delete did not wait for the hooks")
+        check(group_states(autoscaling, name) == {i: "Terminating:Wait" for i in instances},
+              f"instances while the stack deletes: {group_states(autoscaling, name)}")
+        cfn.delete_stack(StackName="probe-drain")  # accepted again, changes nothing
+        expect_error(lambda: cfn.update_stack(StackName="probe-drain",
+                                              TemplateBody=group_template(2, "m5.large", {}, True)),
+                     "ValidationError", f"Stack:{stack_id} is in DELETE_IN_PROGRESS state and can not be updated.")
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instances[0], LifecycleActionResult="CONTINUE")
+        check(stack_status(cfn, "probe-drain") == "DELETE_IN_PROGRESS", "the stack went with an instance waiting")
+        autoscaling.complete_lifecycle_action(AutoScalingGroupName=name, LifecycleHookName="NodePool",
+                                              InstanceId=instances[1], LifecycleActionResult="CONTINUE")
+        eventually("the stack to be deleted", lambda: stack_status(cfn, stack_id) == "DELETE_COMPLETE", 30)
+        expect_error(lambda: cfn.describe_stacks(StackName="probe-drain"), "ValidationError")
+        check(autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"] == [],
+              "the group survived its stack")
+        check(all(ec2_state(ec2, i) == "terminated" for i in instances), "an instance survived its stack")
+        statuses = [e["ResourceStatus"] for e in cfn.describe_stack_events(StackName=stack_id)["StackEvents"]]
+        check(statuses[:2] == ["DELETE_COMPLETE", "DELETE_IN_PROGRESS"] and statuses.count("DELETE_IN_PROGRESS") == 1,
+              f"stack events {statuses}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -589,6 +1042,12 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("stack update and delete revoke ingress rules", probe_ingress_rule_removed_by_update),
     ("etcd interface and volume keep their template properties", probe_interface_and_volume_properties),
     ("a resource's tags, read by id", probe_tags_by_resource),
+    ("Auto Scaling lifecycle hooks", probe_lifecycle_hooks),
+    ("lifecycle heartbeat timeouts and RecordLifecycleActionHeartbeat", probe_lifecycle_timeouts),
+    ("a group updated in place by its stack", probe_group_updated_in_place),
+    ("AutoScalingRollingUpdate", probe_rolling_update),
+    ("the groups of a stack roll in DependsOn order", probe_rolls_in_depends_on_order),
+    ("a stack delete drains its groups (group_deletion_hooks)", probe_group_deletion_hooks),
 ]
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with nine behaviours and one cost corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with thirteen behaviours and one cost corrected.
 
 Usage::
 
-    python tools/moto/server.py --host 127.0.0.1 --port 0 --port-file PATH
+    python tools/moto/server.py --host 127.0.0.1 --port 0 --port-file PATH [--time-scale F]
 
 Binds ``--host`` on ``--port`` (0 picks a free port), writes the bound port to ``--port-file``
 (atomically, once the socket accepts connections) and serves until its parent goes away: the
@@ -12,8 +12,8 @@ this happens however the parent dies) or when its parent process id changes (the
 the process was re-parented). Tests therefore never leak servers.
 
 moto 5.2.5 differs from AWS in ways that would make an operator test either fail for the wrong
-reason or pass without exercising the real code path. Nine of them are corrected here, each by a
-small monkeypatch that names the moto behaviour it replaces:
+reason or pass without exercising the real code path. Thirteen of them are corrected here, each
+by a small monkeypatch that names the moto behaviour it replaces:
 
 1. CloudFormation termination protection: ``UpdateTerminationProtection`` is implemented and
    ``DeleteStack`` refuses a protected stack with AWS's ``ValidationError``.
@@ -40,6 +40,23 @@ small monkeypatch that names the moto behaviour it replaces:
 9. ``AWS::EC2::NetworkInterface`` and ``AWS::EC2::Volume`` keep their template's tags, security
    groups and volume settings, so a master's etcd interface and volume can be found by tag,
    and the volume is deleted with its stack.
+11. Auto Scaling lifecycle hooks are applied: an instance launching or leaving a group with a
+    launching or terminating hook waits in ``Pending:Wait`` or ``Terminating:Wait`` until
+    ``CompleteLifecycleAction`` (by instance id or token) or the heartbeat timeout applies the
+    hook's DefaultResult; ``RecordLifecycleActionHeartbeat`` extends the wait; hooks come from
+    ``PutLifecycleHook`` and from ``LifecycleHookSpecificationList`` (API and template).
+12. A stack update changes an ``AWS::AutoScaling::AutoScalingGroup`` in place: it keeps its name
+    and its instances (moto deleted and re-created it), and a group whose launch template got a
+    new version is updated even though its own template text did not change.
+13. ``UpdatePolicy: AutoScalingRollingUpdate`` is honoured: after a launch template (or
+    configuration, or subnet) change the group's instances are replaced in batches of
+    ``MaxBatchSize``, keeping ``MinInstancesInService``, pausing ``PauseTime``, each old instance
+    through the terminating hooks; the stack stays ``UPDATE_IN_PROGRESS`` until the roll ends
+    (and refuses UpdateStack and DeleteStack meanwhile, as AWS does).
+14. On request (emulation setting ``group_deletion_hooks``), a stack delete drains its Auto
+    Scaling groups through their terminating hooks: ``DELETE_IN_PROGRESS`` until every instance
+    has left ``Terminating:Wait``. Off by default, so that suites that do not drain keep moto's
+    immediate delete.
 
 One correction is of cost, not behaviour:
 
@@ -48,6 +65,16 @@ One correction is of cost, not behaviour:
     or filtered, so one ``DescribeInstances`` with a tag filter cost instances × tags: with a
     hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
+
+Waits take AWS's time unless scaled: the **time scale** (a positive float, default 1.0) multiplies
+heartbeat timeouts and pause times. At 0.01 a node pool's 3600 s drain hook times out after 36 s
+and a PT10M pause lasts 6 s. Correction 14 is off unless asked for (**group deletion hooks**).
+Both are set by the environment (``MOTO_TIME_SCALE=0.01``, ``MOTO_GROUP_DELETION_HOOKS=true``),
+by flags (``--time-scale``, ``--group-deletion-hooks``, which win), or at run time through
+``/moto-api/emulation`` (``GET`` reads them as JSON; ``POST`` a JSON object such as
+``{"time_scale": 0.01, "group_deletion_hooks": true}`` sets them). Corrections 11, 13 and 14 act
+from background threads; every request and every background step holds one lock around moto's
+state (``STATE_LOCK``).
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -60,6 +87,7 @@ silently dropping a correction.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import os
@@ -94,6 +122,106 @@ def _require(owner: Any, name: str) -> Any:
             "review tools/moto/server.py against the installed moto version"
         )
     return getattr(owner, name)
+
+
+# --- Shared by 11-13: one lock around moto's state, the emulator's clock -------------------------
+
+
+STATE_LOCK = threading.RLock()
+"""Held by every request moto serves (see ``patch_serial_requests``) and by the background work of
+corrections 11 and 13 (lifecycle timeouts, rolling updates), so that a timeout or a batch never
+acts in the middle of a request, and requests keep seeing moto's state whole."""
+
+TIME_SCALE_ENV = "MOTO_TIME_SCALE"
+"""Environment variable: the factor applied to every emulated wait (see ``Emulation``)."""
+
+GROUP_DELETION_HOOKS_ENV = "MOTO_GROUP_DELETION_HOOKS"
+"""Environment variable: ``true`` makes a stack delete drain its groups through their hooks."""
+
+EMULATION_PATH = "/moto-api/emulation"
+"""``GET`` answers the emulation settings as JSON (``{"time_scale": 1.0, "group_deletion_hooks":
+false}``); ``POST`` with a JSON object holding either or both sets them and answers the result."""
+
+
+class Emulation:
+    """Settings of the emulator that are not AWS state.
+
+    ``time_scale`` shrinks the emulated waits of Auto Scaling and CloudFormation: lifecycle
+    hooks' heartbeat (and global) timeouts and rolling updates' ``PauseTime``. 1.0 (the default)
+    waits as AWS does; 0.01 makes a 3600 s heartbeat timeout last 36 s and a PT10M pause 6 s. A
+    wait takes the factor in force when it starts (or, for a heartbeat, when it is recorded).
+
+    ``group_deletion_hooks`` (default false) turns on correction 14: a stack delete drains its
+    Auto Scaling groups through their terminating hooks, as CloudFormation does. Off, the groups'
+    instances are terminated at once, as moto does, so that suites written before the correction
+    keep their timing.
+
+    The settings are the server's, not an account's: ``/moto-api/reset`` wipes AWS state but
+    keeps them."""
+
+    def __init__(self) -> None:
+        self.time_scale = 1.0
+        self.group_deletion_hooks = False
+
+    @staticmethod
+    def parse_time_scale(value: Any) -> float:
+        """A positive, finite float, or ``ValueError`` naming the fix."""
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            scale = float("nan")
+        if not (scale > 0 and scale < float("inf")):
+            raise ValueError(
+                f"time scale {value!r} is not a positive number; set {TIME_SCALE_ENV} (or --time-scale) "
+                "to e.g. 1.0 (AWS timing) or 0.01 (a hundred times faster)"
+            )
+        return scale
+
+    @staticmethod
+    def parse_flag(value: Any) -> bool:
+        """``true``/``false`` (any case, or a JSON boolean), or ``ValueError`` naming the fix."""
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no", ""):
+            return False
+        raise ValueError(f"{value!r} is not true or false (set {GROUP_DELETION_HOOKS_ENV} to true or false)")
+
+    def update(self, settings: dict[str, Any]) -> None:
+        """Applies ``settings`` (keys ``time_scale``, ``group_deletion_hooks``) all or nothing."""
+        unknown = set(settings) - {"time_scale", "group_deletion_hooks"}
+        if unknown:
+            raise ValueError(f"unknown emulation settings {sorted(unknown)}; known: time_scale, group_deletion_hooks")
+        scale = self.parse_time_scale(settings["time_scale"]) if "time_scale" in settings else self.time_scale
+        hooks = (
+            self.parse_flag(settings["group_deletion_hooks"])
+            if "group_deletion_hooks" in settings
+            else self.group_deletion_hooks
+        )
+        self.time_scale, self.group_deletion_hooks = scale, hooks
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"time_scale": self.time_scale, "group_deletion_hooks": self.group_deletion_hooks}
+
+    def seconds(self, aws_seconds: float) -> float:
+        return aws_seconds * self.time_scale
+
+
+EMULATION = Emulation()
+
+
+def _iso_duration(text: str) -> float:
+    """Seconds of an ISO-8601 duration as CloudFormation's ``PauseTime`` takes it (``PT5M``,
+    ``PT1H30M``, ``PT45S``); ``ValueError`` otherwise."""
+    import re
+
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", str(text))
+    if not match or str(text) in ("P", "PT") or str(text).endswith("T"):
+        raise ValueError(f"PauseTime {text!r} is not an ISO-8601 duration such as PT5M")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 # --- 1. CloudFormation termination protection -------------------------------------------------
@@ -492,16 +620,14 @@ def patch_serial_cloudformation() -> None:
     it on the spot (``ResourceMap.__getitem__``) while the creating thread creates it too. A node
     pool stack whose outputs name its Auto Scaling group then owns two groups, one of them
     orphaned. AWS never does this. Serve CloudFormation requests one at a time (one lock per
-    server; moto holds the interpreter lock for its work anyway), so a DescribeStacks waits for
-    the creation it would have raced."""
+    server, ``STATE_LOCK``; moto holds the interpreter lock for its work anyway), so a
+    DescribeStacks waits for the creation it would have raced."""
     from moto.cloudformation import responses as cfn_responses
 
     response_cls = _require(cfn_responses, "CloudFormationResponse")
     original = _require(response_cls, "call_action")
-    lock = threading.RLock()
-
     def call_action(self: Any) -> Any:
-        with lock:
+        with STATE_LOCK:
             return original(self)
 
     response_cls.call_action = call_action
@@ -669,6 +795,1012 @@ def patch_tag_lookup() -> None:
     resource_cls.get_tags = get_tags
 
 
+def patch_serial_requests() -> None:
+    """Not a correction of AWS behaviour but a precondition of 11 and 13, which change moto's state
+    from background threads (a heartbeat timing out, a rolling update's next batch). moto's models
+    are not thread-safe: a DescribeInstances iterating the reservations while a batch launches
+    instances could fail with "dictionary changed size during iteration". Every request moto
+    dispatches (``BaseResponse.call_action``) holds ``STATE_LOCK``, as the background work does.
+    moto's work holds the interpreter lock anyway, so requests lose no real concurrency."""
+    from moto.core import responses as core_responses
+
+    base_cls = _require(core_responses, "BaseResponse")
+    original = _require(base_cls, "call_action")
+
+    def call_action(self: Any) -> Any:
+        with STATE_LOCK:
+            return original(self)
+
+    base_cls.call_action = call_action
+
+
+# --- 11. Auto Scaling lifecycle hooks -----------------------------------------------------------
+
+
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+COUNTED_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+"""Lifecycle states that count toward a group's desired capacity (Standby and terminating
+instances do not: AWS launches a replacement for an instance that starts terminating unless the
+desired capacity was decremented)."""
+
+
+class LifecycleAction:
+    """One hook's wait on one instance: ``Pending:Wait`` or ``Terminating:Wait`` until completed,
+    abandoned or timed out."""
+
+    def __init__(self, hook: Any, group: Any, state: Any) -> None:
+        import uuid
+
+        self.hook = hook
+        self.group = group
+        self.state = state
+        self.token = str(uuid.uuid4())
+        heartbeat = float(hook.heartbeat_timeout)
+        now = time.monotonic()
+        self.heartbeat = heartbeat
+        self.deadline = now + EMULATION.seconds(heartbeat)
+        self.global_deadline = now + EMULATION.seconds(float(getattr(hook, "global_timeout", 172800)))
+
+    @property
+    def transition(self) -> str:
+        return str(self.hook.lifecycle_transition)
+
+
+class LifecycleClock:
+    """Applies a hook's ``DefaultResult`` to the actions whose heartbeat timeout has passed. One
+    daemon thread, started with the first action, ticks every 0.2 s under ``STATE_LOCK``."""
+
+    TICK = 0.2
+
+    def __init__(self) -> None:
+        self.actions: dict[str, LifecycleAction] = {}
+        self.thread: threading.Thread | None = None
+
+    def add(self, action: LifecycleAction) -> None:
+        self.actions[action.token] = action
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.run, name="lifecycle-clock", daemon=True)
+            self.thread.start()
+
+    def remove(self, action: LifecycleAction) -> None:
+        self.actions.pop(action.token, None)
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            with STATE_LOCK:
+                now = time.monotonic()
+                for action in list(self.actions.values()):
+                    if action.token not in self.actions:
+                        continue  # ended by an earlier action of this tick
+                    if not _group_live(action.group):
+                        self.remove(action)  # group deleted, or the server reset
+                    elif now >= min(action.deadline, action.global_deadline):
+                        try:
+                            _complete_action(action, str(action.hook.default_result or "ABANDON"))
+                        except Exception as err:  # noqa: BLE001 - one bad action must not stop the clock
+                            self.remove(action)
+                            print(f"lifecycle clock: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+CLOCK = LifecycleClock()
+
+
+def _group_live(group: Any) -> bool:
+    """Whether ``group`` is still the group of its name in its account and region (not deleted,
+    not wiped by ``/moto-api/reset``)."""
+    from moto.autoscaling.models import autoscaling_backends
+
+    try:
+        backend = autoscaling_backends[group.account_id][group.region]
+    except KeyError:
+        return False
+    return backend is group.autoscaling_backend and backend.autoscaling_groups.get(group.name) is group
+
+
+def _hooks_of(group: Any, transition: str) -> list[Any]:
+    return [
+        hook
+        for hook in group.autoscaling_backend.lifecycle_hooks.values()
+        if hook.auto_scaling_group_name == group.name and hook.lifecycle_transition == transition
+    ]
+
+
+def _put_hook(backend: Any, group_name: str, spec: dict[str, Any], merge: bool = True) -> Any:
+    """Creates or updates a hook from ``spec`` (PutLifecycleHook's parameters, or an entry of a
+    ``LifecycleHookSpecificationList``). Like PutLifecycleHook, an update keeps what ``spec``
+    leaves out (unless ``merge`` is false: CloudFormation sets a listed hook whole); a new hook
+    gets AWS's defaults (3600 s, ABANDON). moto filled in a placeholder role and SQS queue; a hook
+    now has the ones it was given, or none. Waiting actions keep their deadline and take the
+    updated DefaultResult."""
+    key = f"{group_name}_{spec['LifecycleHookName']}"
+    existing = backend.lifecycle_hooks.get(key) if merge else None
+    previous = backend.lifecycle_hooks.get(key)
+
+    def given(key: str, attribute: str) -> Any:
+        value = spec.get(key)
+        if value in (None, "") and existing is not None:
+            return getattr(existing, attribute, None)
+        return value
+
+    timeout = given("HeartbeatTimeout", "heartbeat_timeout")
+    hook = backend.create_lifecycle_hook(
+        name=spec["LifecycleHookName"],
+        as_name=group_name,
+        transition=given("LifecycleTransition", "lifecycle_transition"),
+        timeout=int(timeout) if timeout not in (None, "") else None,
+        result=given("DefaultResult", "default_result"),
+    )
+    hook.role_arn = given("RoleARN", "role_arn")
+    hook.notification_target_arn = given("NotificationTargetARN", "notification_target_arn")
+    hook.notification_metadata = given("NotificationMetadata", "notification_metadata")
+    # AWS ends a wait at 100 heartbeat timeouts or 48 hours, whichever is shorter.
+    hook.global_timeout = min(100 * int(hook.heartbeat_timeout), 172800)
+    if previous is not None:
+        for action in CLOCK.actions.values():
+            if action.hook is previous:
+                action.hook = hook
+    return hook
+
+
+def _launch_spec(group: Any) -> tuple[Any, ...]:
+    """What an instance launched now is launched from: the launch template and its resolved
+    version, or the launch configuration."""
+    template = group.ec2_launch_template
+    if template is not None:
+        version = template.get_version(group.launch_template_version).number
+        return ("template", template.id, template.name, int(version))
+    return ("configuration", getattr(group, "launch_configuration_name", None))
+
+
+def _cancel_actions(state: Any) -> None:
+    for action in list(getattr(state, "lifecycle_actions", {}).values()):
+        CLOCK.remove(action)
+    state.lifecycle_actions = {}
+
+
+def _start_wait(group: Any, state: Any, transition: str, wait_state: str) -> bool:
+    hooks = _hooks_of(group, transition)
+    if not hooks:
+        return False
+    state.lifecycle_state = wait_state
+    state.lifecycle_actions = {}
+    for hook in hooks:
+        action = LifecycleAction(hook, group, state)
+        state.lifecycle_actions[hook.name] = action
+        CLOCK.add(action)
+    return True
+
+
+def _refresh_load_balancers(group: Any) -> None:
+    backend = group.autoscaling_backend
+    if backend.autoscaling_groups.get(group.name) is group:
+        backend.update_attached_elbs(group.name)
+        backend.update_attached_target_groups(group.name)
+
+
+def _launched(group: Any, state: Any) -> None:
+    """A new instance: ``Pending:Wait`` while launching hooks exist, else ``InService``."""
+    state.launch_spec = _launch_spec(group)
+    state.lifecycle_actions = {}
+    if not _start_wait(group, state, LAUNCHING, "Pending:Wait"):
+        state.lifecycle_state = "InService"
+
+
+def _begin_termination(group: Any, state: Any) -> None:
+    """``Terminating:Wait`` while terminating hooks exist, else terminated at once."""
+    if str(state.lifecycle_state).startswith("Terminating"):
+        return
+    _cancel_actions(state)
+    state.lifecycle_state = "Terminating"
+    if not _start_wait(group, state, TERMINATING, "Terminating:Wait"):
+        _finish_termination(group, state)
+
+
+def _finish_termination(group: Any, state: Any) -> None:
+    """``Terminating:Proceed``: the EC2 instance is terminated and leaves the group."""
+    state.lifecycle_state = "Terminating:Proceed"
+    _cancel_actions(state)
+    group.instance_states = [s for s in group.instance_states if s is not state]
+    backend = group.autoscaling_backend
+    try:
+        backend.ec2_backend.terminate_instances([state.instance.id])
+    except Exception:  # noqa: BLE001 - already gone through EC2
+        pass
+    try:
+        backend.elbv2_backend.notify_terminate_instances([state.instance.id])
+    except Exception:  # noqa: BLE001 - no target group knows it
+        pass
+    state.lifecycle_state = "Terminated"
+    _refresh_load_balancers(group)
+
+
+def _complete_action(action: LifecycleAction, result: str) -> None:
+    """A hook's action ends with ``result``; the instance proceeds once no action is left.
+    ABANDON ends the instance's other actions too (AWS: "stops any remaining actions, such as
+    other lifecycle hooks"); a launch that is abandoned terminates the instance, and the group
+    launches a replacement."""
+    state, group = action.state, action.group
+    CLOCK.remove(action)
+    state.lifecycle_actions.pop(action.hook.name, None)
+    if result == "ABANDON":
+        state.abandoned = True
+        _cancel_actions(state)
+    if state.lifecycle_actions:
+        return
+    if action.transition == TERMINATING:
+        _finish_termination(group, state)
+    elif getattr(state, "abandoned", False):
+        state.lifecycle_state = "Terminating"
+        _finish_termination(group, state)
+        if _group_live(group):
+            group.set_desired_capacity(group.desired_capacity)
+    else:
+        state.lifecycle_state = "InService"
+        _refresh_load_balancers(group)
+
+
+def _find_action(backend: Any, group_name: str, hook_name: str, token: str | None, instance_id: str | None) -> Any:
+    from moto.autoscaling.exceptions import ValidationError
+
+    if not token and not instance_id:
+        raise ValidationError("Either LifecycleActionToken or InstanceId must be specified")
+    group = backend.autoscaling_groups.get(group_name)
+    for action in list(CLOCK.actions.values()):
+        if action.group is not group or action.hook.name != hook_name:
+            continue
+        if (token and action.token == token) or (not token and action.state.instance.id == instance_id):
+            return action
+    if token:
+        raise ValidationError(f"No active Lifecycle Action found with token {token}")
+    raise ValidationError(f"No active Lifecycle Action found with instance ID {instance_id}")
+
+
+def patch_lifecycle_hooks() -> None:
+    """moto 5.2.5 stores lifecycle hooks (``PutLifecycleHook``) but never applies them: instances
+    go straight to ``InService`` and straight to terminated, ``LifecycleHookSpecificationList`` is
+    ignored (API and CloudFormation), and ``CompleteLifecycleAction`` and
+    ``RecordLifecycleActionHeartbeat`` answer 500 NotImplementedError. The EC2 Auto Scaling User
+    Guide ("Amazon EC2 Auto Scaling lifecycle hooks", "Complete a lifecycle action") describes
+    what AWS does, and the emulator now does it:
+
+    * hooks from ``LifecycleHookSpecificationList`` exist before the group launches its first
+      instances (``CreateAutoScalingGroup`` and ``AWS::AutoScaling::AutoScalingGroup``), and go
+      with the group when it is deleted;
+    * an instance launched while an ``autoscaling:EC2_INSTANCE_LAUNCHING`` hook exists waits in
+      ``Pending:Wait``; CONTINUE makes it ``InService`` (and registers it with the group's load
+      balancers), ABANDON terminates it and the group launches a replacement;
+    * an instance leaving the group (scale-in through SetDesiredCapacity, UpdateAutoScalingGroup
+      or a stack update, ``TerminateInstanceInAutoScalingGroup``, a rolling update's batch) while
+      an ``autoscaling:EC2_INSTANCE_TERMINATING`` hook exists waits in ``Terminating:Wait``;
+      CONTINUE or ABANDON (or its heartbeat timeout) moves it through ``Terminating:Proceed``: the
+      EC2 instance is terminated and leaves the group. Scale-in picks instances launched from an
+      older launch template version or configuration first (the default termination policy);
+    * ``CompleteLifecycleAction`` takes the instance id or the action's token; an instance with
+      no action of that hook fails with 400 ``ValidationError: No active Lifecycle Action found
+      with instance ID <id>`` (or ``with token <token>``);
+    * ``RecordLifecycleActionHeartbeat`` restarts the heartbeat timeout; the wait ends in any case
+      after 100 heartbeat timeouts or 48 hours, whichever is shorter;
+    * after ``HeartbeatTimeout`` seconds (times the time scale) the hook's ``DefaultResult``
+      applies (ABANDON when the hook has none);
+    * desired capacity counts ``Pending*`` and ``InService`` instances (moto counted ``InService``
+      only, so an instance in ``Pending:Wait`` would have been launched twice);
+    * ``DescribeLifecycleHooks`` shows the role, notification target and metadata a hook was
+      given (moto showed a placeholder role and SQS queue for every hook) and its GlobalTimeout;
+      ``PutLifecycleHook`` on an existing hook keeps the settings it leaves out;
+      ``DeleteLifecycleHook`` first completes the hook's outstanding actions (ABANDON for
+      launching instances, CONTINUE for terminating ones);
+    * ``TerminateInstanceInAutoScalingGroup`` of an unknown instance fails with 400
+      ``ValidationError`` instead of 500, and with ShouldDecrementDesiredCapacity refuses to go
+      below the group's minimum size, as AWS does.
+
+    Not emulated: notifications (SNS, SQS, EventBridge; ``NotificationMetadata`` is stored and
+    described only); the hooks of a group deleted through ``DeleteAutoScalingGroup`` (its
+    instances are terminated at once, as moto did; for a stack delete see correction 14); warm
+    pools; instance refreshes."""
+    from moto.autoscaling import models as asg_models
+    from moto.autoscaling import responses as asg_responses
+    from moto.autoscaling.exceptions import ValidationError
+    from moto.core.responses import EmptyResult
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    backend_cls = _require(asg_models, "AutoScalingBackend")
+    state_cls = _require(asg_models, "InstanceState")
+    response_cls = _require(asg_responses, "AutoScalingResponse")
+    terminate_activity = _require(asg_models, "TerminateInstanceActivity")
+    original_replace = _require(group_cls, "replace_autoscaling_group_instances")
+    original_create_cfn = _require(group_cls, "create_from_cloudformation_json")
+    original_create = _require(response_cls, "create_auto_scaling_group")
+    _require(response_cls, "put_lifecycle_hook")
+    original_delete = _require(backend_cls, "delete_auto_scaling_group")
+    original_delete_hook = _require(backend_cls, "delete_lifecycle_hook")
+    original_lt_property = _require(state_cls, "launch_template")
+    for name in ("set_desired_capacity", "get_propagated_tags", "update"):
+        _require(group_cls, name)
+    for name in ("terminate_instance", "notify_terminate_instances", "create_lifecycle_hook", "delete_lifecycle_hook",
+                 "update_attached_elbs", "update_attached_target_groups"):
+        _require(backend_cls, name)
+    for name in ("complete_lifecycle_action", "record_lifecycle_action_heartbeat"):
+        if name in vars(response_cls):
+            raise PatchError(f"moto now implements {name}; review tools/moto/server.py")
+
+    def target_instances(group: Any) -> int:
+        """Instances needed for the desired capacity, as moto computes it (a mixed-instances
+        policy with overrides counts the first override's weight)."""
+        import math
+
+        target = group.desired_capacity or 0
+        policy = group.mixed_instances_policy or {}
+        overrides = policy.get("LaunchTemplate", {}).get("Overrides", []) if policy else []
+        if not overrides:
+            return int(target)
+        weight_text = str(overrides[0].get("WeightedCapacity", "1"))
+        weight = int(weight_text) if weight_text.isdigit() and int(weight_text) > 0 else 1
+        distribution = policy.get("InstancesDistribution", {})
+        base = int(distribution.get("OnDemandBaseCapacity", 0))
+        percent = int(distribution.get("OnDemandPercentageAboveBaseCapacity", 100))
+        if base >= target:
+            on_demand, spot = target, 0
+        else:
+            above = target - base
+            on_demand_above = int(above * percent) / 100.0
+            on_demand, spot = int(base + on_demand_above), int(above - on_demand_above)
+        return math.ceil(on_demand / weight) + math.ceil(spot / weight)
+
+    def set_desired_capacity(self: Any, new_capacity: int | None) -> None:
+        self.desired_capacity = self.min_size if new_capacity is None else new_capacity
+        counted = [s for s in self.instance_states if s.lifecycle_state in COUNTED_STATES]
+        delta = target_instances(self) - len(counted)
+        if delta > 0:
+            self.replace_autoscaling_group_instances(delta, self.get_propagated_tags())
+        elif delta < 0:
+            current = _launch_spec(self)
+            candidates = [s for s in counted if not s.protected_from_scale_in]
+            # Default termination policy: instances from an older launch template version or
+            # configuration first, then the oldest.
+            candidates.sort(key=lambda s: getattr(s, "launch_spec", None) == current)
+            for state in candidates[: -delta]:
+                _begin_termination(self, state)
+        _refresh_load_balancers(self)
+
+    def replace_autoscaling_group_instances(self: Any, count_needed: int, propagated_tags: dict[str, str]) -> None:
+        before = list(self.instance_states)
+        original_replace(self, count_needed, propagated_tags)
+        for state in self.instance_states:
+            if not any(state is b for b in before):
+                _launched(self, state)
+
+    def launch_template(self: Any) -> Any:
+        spec = getattr(self, "launch_spec", None)
+        if spec and spec[0] == "template":
+            return {"LaunchTemplateId": spec[1], "LaunchTemplateName": spec[2], "Version": str(spec[3])}
+        return original_lt_property.fget(self)
+
+    def put_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]]) -> list[str]:
+        return [_put_hook(backend, group_name, spec).name for spec in specs or []]
+
+    def put_lifecycle_hook(self: Any) -> Any:
+        _put_hook(
+            self.autoscaling_backend,
+            self._get_param("AutoScalingGroupName"),
+            {
+                key: self._get_param(key)
+                for key in ("LifecycleHookName", "LifecycleTransition", "HeartbeatTimeout", "DefaultResult",
+                            "RoleARN", "NotificationTargetARN", "NotificationMetadata")
+            },
+        )
+        return EmptyResult()
+
+    def create_with_hooks(backend: Any, group_name: str, specs: list[dict[str, Any]], create: Any) -> Any:
+        if group_name in backend.autoscaling_groups or not specs:
+            return create()
+        names = put_hooks(backend, group_name, specs)
+        try:
+            return create()
+        except Exception:
+            for name in names:
+                backend.delete_lifecycle_hook(group_name, name)
+            raise
+
+    def create_auto_scaling_group(self: Any) -> Any:
+        specs = self._get_param("LifecycleHookSpecificationList", []) or []
+        return create_with_hooks(
+            self.autoscaling_backend, self._get_param("AutoScalingGroupName"), specs, lambda: original_create(self)
+        )
+
+    def create_from_cloudformation_json(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        specs = cloudformation_json.get("Properties", {}).get("LifecycleHookSpecificationList", []) or []
+        backend = asg_models.autoscaling_backends[account_id][region_name]
+        group = create_with_hooks(
+            backend,
+            resource_name,
+            specs,
+            lambda: original_create_cfn(resource_name, cloudformation_json, account_id, region_name, **kwargs),
+        )
+        # The hooks the template manages: a later update removes those it no longer lists.
+        group.cfn_hook_names = {spec["LifecycleHookName"] for spec in specs}
+        return group
+
+    def delete_auto_scaling_group(self: Any, group_name: str) -> None:
+        group = self.autoscaling_groups.get(group_name)
+        if group is not None:
+            for state in group.instance_states:
+                _cancel_actions(state)
+            # Terminated at once, as moto did (the hooks of a deleted group are not emulated).
+            ids = [s.instance.id for s in group.instance_states]
+            group.instance_states = []
+            if ids:
+                self.ec2_backend.terminate_instances(ids)
+        original_delete(self, group_name)
+        for key, hook in list(self.lifecycle_hooks.items()):
+            if hook.auto_scaling_group_name == group_name:
+                del self.lifecycle_hooks[key]
+
+    def delete_lifecycle_hook(self: Any, as_name: str, name: str) -> None:
+        # AWS: "If there are any outstanding lifecycle actions, they are completed first
+        # (ABANDON for launching instances, CONTINUE for terminating instances)."
+        for action in list(CLOCK.actions.values()):
+            if action.token not in CLOCK.actions:
+                continue
+            if action.group.autoscaling_backend is self and action.group.name == as_name and action.hook.name == name:
+                _complete_action(action, "ABANDON" if action.transition == LAUNCHING else "CONTINUE")
+        original_delete_hook(self, as_name, name)
+
+    def terminate_instance(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        state = next(
+            (s for g in self.autoscaling_groups.values() for s in g.instance_states if s.instance.id == instance_id),
+            None,
+        )
+        if state is None:
+            raise ValidationError(f"Instance Id not found - No managed instance found for instance ID: {instance_id}")
+        group = state.auto_scaling_group
+        original_size = group.desired_capacity
+        if should_decrement and not str(state.lifecycle_state).startswith("Terminating"):
+            if group.desired_capacity - 1 < (group.min_size or 0):
+                raise ValidationError(
+                    f"Currently, desiredSize equals minSize ({group.min_size}). Terminating instance without "
+                    "replacement will violate group's min size constraint. Either set "
+                    "shouldDecrementDesiredCapacity flag to false or lower group's min size."
+                )
+            group.desired_capacity -= 1
+        _begin_termination(group, state)
+        # Without the decrement the group launches a replacement now.
+        group.set_desired_capacity(group.desired_capacity)
+        return terminate_activity(state.instance, original_size)
+
+    def notify_terminate_instances(self: Any, instance_ids: list[str]) -> None:
+        # An instance terminated through EC2 leaves its group at once, hooks or not; the group
+        # replaces it if it counted toward the desired capacity.
+        for group in list(self.autoscaling_groups.values()):
+            gone = [s for s in group.instance_states if s.instance.id in instance_ids]
+            if not gone:
+                continue
+            for state in gone:
+                _cancel_actions(state)
+            group.instance_states = [s for s in group.instance_states if s.instance.id not in instance_ids]
+            group.set_desired_capacity(group.desired_capacity)
+
+    def lifecycle_request(self: Any) -> Any:
+        return _find_action(
+            self.autoscaling_backend,
+            self._get_param("AutoScalingGroupName"),
+            self._get_param("LifecycleHookName"),
+            self._get_param("LifecycleActionToken"),
+            self._get_param("InstanceId"),
+        )
+
+    def complete_lifecycle_action(self: Any) -> Any:
+        result = self._get_param("LifecycleActionResult")
+        if result not in ("CONTINUE", "ABANDON"):
+            raise ValidationError(f"Value '{result}' at 'lifecycleActionResult' failed to satisfy constraint: "
+                                  "Member must be CONTINUE or ABANDON")
+        _complete_action(lifecycle_request(self), result)
+        return EmptyResult()
+
+    def record_lifecycle_action_heartbeat(self: Any) -> Any:
+        action = lifecycle_request(self)
+        action.deadline = min(time.monotonic() + EMULATION.seconds(action.heartbeat), action.global_deadline)
+        return EmptyResult()
+
+    group_cls.set_desired_capacity = set_desired_capacity
+    group_cls.replace_autoscaling_group_instances = replace_autoscaling_group_instances
+    group_cls.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
+    state_cls.launch_template = property(launch_template)
+    backend_cls.delete_auto_scaling_group = delete_auto_scaling_group
+    backend_cls.delete_lifecycle_hook = delete_lifecycle_hook
+    backend_cls.terminate_instance = terminate_instance
+    backend_cls.notify_terminate_instances = notify_terminate_instances
+    response_cls.create_auto_scaling_group = create_auto_scaling_group
+    response_cls.put_lifecycle_hook = put_lifecycle_hook
+    response_cls.complete_lifecycle_action = complete_lifecycle_action
+    response_cls.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
+
+
+# --- 12. An Auto Scaling group updated in place by its stack -----------------------------------
+
+
+ROLLS = threading.local()
+"""The rolling updates a stack update started (``ROLLS.pending``, a list, while one runs)."""
+
+
+def _references(value: Any, names: set[str]) -> bool:
+    """Whether a template fragment refers (``Ref``, ``Fn::GetAtt``) to one of ``names``."""
+    if isinstance(value, dict):
+        if isinstance(value.get("Ref"), str) and value["Ref"] in names:
+            return True
+        att = value.get("Fn::GetAtt")
+        if isinstance(att, list) and att and att[0] in names:
+            return True
+        if isinstance(att, str) and att.split(".", 1)[0] in names:
+            return True
+        return any(_references(v, names) for v in value.values())
+    if isinstance(value, list):
+        return any(_references(v, names) for v in value)
+    return False
+
+
+def patch_group_update_in_place() -> None:
+    """moto 5.2.5 updates an ``AWS::AutoScaling::AutoScalingGroup`` by deleting the group and
+    creating another: a stack update that only changes MaxSize or a tag gives the group a new
+    name and terminates every instance. CloudFormation ("AWS::AutoScaling::AutoScalingGroup",
+    update requires: No interruption, except ``AutoScalingGroupName``) updates the group in place,
+    as ``UpdateAutoScalingGroup`` does: the group keeps its name and its instances; a smaller
+    desired capacity scales in (through the terminating hooks), a larger one scales out; tags,
+    load balancers, health check settings and the ``LifecycleHookSpecificationList`` (hooks added,
+    changed, removed) follow the template. Only what changed between the old and the new
+    template is applied, as CloudFormation does: a desired capacity an autoscaler set, or a tag
+    added through the API, stays while the template's value for it does not change. A changed
+    ``AutoScalingGroupName`` still replaces the group.
+
+    moto also compares a resource's template text to decide whether to update it, so a group whose
+    ``LaunchTemplate.Version`` is ``!GetAtt LaunchTemplate.LatestVersionNumber`` was left on the
+    old version when only the launch template changed. CloudFormation compares resolved values:
+    a group that refers to a changed or added resource is now updated too, after the resources it
+    refers to."""
+    from moto.autoscaling import models as asg_models
+    from moto.cloudformation import parsing
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    original_update = _require(group_cls, "update_from_cloudformation_json")
+    original_create = _require(group_cls, "create_from_cloudformation_json")
+    _require(group_cls, "update")
+    resource_map = _require(parsing, "ResourceMap")
+    original_diff = _require(resource_map, "build_resource_diff")
+    asg_type = "AWS::AutoScaling::AutoScalingGroup"
+
+    def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+        diff = original_diff(self, other_template, parameters)
+        new = other_template.get("Resources", {})
+        changed = set(diff["Modify"]) | set(diff["Add"])
+        for name, resource in new.items():
+            if (
+                resource.get("Type") == asg_type
+                and name in self._resource_json_map
+                and name not in diff["Modify"]
+                and _references(resource, changed)
+            ):
+                diff["Modify"].append(name)
+        # Groups last, after the resources they refer to, and in DependsOn order among
+        # themselves (the control plane chains its masters' groups so that they roll in turn).
+        order = list(new)
+        groups = [n for n in diff["Modify"] if new.get(n, {}).get("Type") == asg_type]
+        ordered: list[str] = []
+
+        def visit(name: str, seen: set[str]) -> None:
+            if name in ordered or name in seen:
+                return
+            seen.add(name)
+            deps = new[name].get("DependsOn", [])
+            for dep in [deps] if isinstance(deps, str) else deps:
+                if dep in groups:
+                    visit(dep, seen)
+            ordered.append(name)
+
+        for name in sorted(groups, key=order.index):
+            visit(name, set())
+        diff["Modify"] = [n for n in diff["Modify"] if n not in groups] + ordered
+        return diff
+
+    def as_bool(value: Any) -> bool:
+        return str(value).lower() == "true"
+
+    def update_from_cloudformation_json(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        from moto.autoscaling.models import make_int
+
+        props = cloudformation_json.get("Properties", {})
+        group = original_resource
+        named = props.get("AutoScalingGroupName")
+        if not _group_live(group) or (named and named != group.name):
+            return original_update(original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+        backend = group.autoscaling_backend
+        policy = (cloudformation_json.get("UpdatePolicy") or {}).get("AutoScalingRollingUpdate")
+        if policy is not None:
+            RollingUpdate.validate(policy)
+        old_spec = _launch_spec(group)
+        old_subnets = group.vpc_zone_identifier
+
+        specs = props.get("LifecycleHookSpecificationList", []) or []
+        wanted = {spec["LifecycleHookName"] for spec in specs}
+        for name in getattr(group, "cfn_hook_names", set()) - wanted:
+            backend.delete_lifecycle_hook(group.name, name)
+        for spec in specs:
+            _put_hook(backend, group.name, spec, merge=False)
+        group.cfn_hook_names = wanted
+
+        # CloudFormation applies what changed between the two templates: a size, tag or setting
+        # the template did not change keeps its live value (a capacity set by an autoscaler, a
+        # tag added through the API).
+        before = getattr(group, "cfn_properties", None)
+        recorded = copy.deepcopy(props)
+
+        def changed(key: str) -> bool:
+            return before is None or before.get(key) != props.get(key)
+
+        def changed_int(key: str) -> int | None:
+            return make_int(props[key]) if changed(key) and props.get(key) not in (None, "") else None
+
+        if changed("Tags"):
+            def keyed(tags: Any) -> dict[str, tuple[str, bool]]:
+                return {
+                    t["Key"]: (str(t.get("Value", "")), as_bool(t.get("PropagateAtLaunch", False)))
+                    for t in tags or []
+                }
+
+            old_tags, new_tags = keyed((before or {}).get("Tags")), keyed(props.get("Tags"))
+            live = {t["Key"]: t for t in group.tags}
+            for key in old_tags.keys() - new_tags.keys():
+                live.pop(key, None)
+            for key, (value, propagate) in new_tags.items():
+                if old_tags.get(key) != (value, propagate):
+                    live[key] = {"Key": key, "Value": value, "PropagateAtLaunch": propagate}
+            group.tags = list(live.values())
+        if changed("LoadBalancerNames"):
+            group.load_balancer_names = list(props.get("LoadBalancerNames", []) or [])
+        if changed("TargetGroupARNs"):
+            group.target_group_arns = list(props.get("TargetGroupARNs", []) or [])
+        if changed("TerminationPolicies"):
+            group.termination_policies = list(props.get("TerminationPolicies") or ["Default"])
+        if changed("Cooldown") and props.get("Cooldown") is not None:
+            group.default_cooldown = make_int(props["Cooldown"])
+        group.update(
+            availability_zones=list(props.get("AvailabilityZones", []) or []),
+            desired_capacity=changed_int("DesiredCapacity"),
+            max_size=changed_int("MaxSize"),
+            min_size=changed_int("MinSize"),
+            launch_config_name=props.get("LaunchConfigurationName"),
+            launch_template=props.get("LaunchTemplate", {}) or {},
+            vpc_zone_identifier=",".join(props.get("VPCZoneIdentifier", []) or []) or None,
+            health_check_period=changed_int("HealthCheckGracePeriod"),
+            health_check_type=props.get("HealthCheckType") if changed("HealthCheckType") else None,
+            new_instances_protected_from_scale_in=(
+                as_bool(props["NewInstancesProtectedFromScaleIn"])
+                if "NewInstancesProtectedFromScaleIn" in props and changed("NewInstancesProtectedFromScaleIn")
+                else None
+            ),
+            mixed_instances_policy=props.get("MixedInstancesPolicy") or None,
+        )
+        group.cfn_properties = recorded
+        _refresh_load_balancers(group)
+        if policy is not None and (_launch_spec(group) != old_spec or group.vpc_zone_identifier != old_subnets):
+            pending = getattr(ROLLS, "pending", None)
+            roll = RollingUpdate(group, policy, getattr(original_resource, "logical_resource_id", group.name))
+            if pending is not None:
+                pending.append(roll)
+            else:
+                threading.Thread(target=roll.run, name=f"roll-{group.name}", daemon=True).start()
+        return group
+
+    def create_from_cloudformation_json(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        # The template's properties as created, for the next update to compare with (moto
+        # changes the tag entries it is given, so they are copied first).
+        recorded = copy.deepcopy(cloudformation_json.get("Properties", {}))
+        group = original_create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        group.cfn_properties = recorded
+        return group
+
+    resource_map.build_resource_diff = build_resource_diff
+    group_cls.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
+    group_cls.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)
+
+
+# --- 13. AutoScalingRollingUpdate ----------------------------------------------------------------
+
+
+class RollingUpdate:
+    """CloudFormation's rolling replacement of one group's instances after its launch template
+    version, launch configuration or subnets changed (see ``patch_rolling_updates``)."""
+
+    POLL = 0.1
+
+    def __init__(self, group: Any, policy: dict[str, Any], logical_id: str) -> None:
+        self.group = group
+        self.logical_id = logical_id
+        self.batch = max(1, int(policy.get("MaxBatchSize", 1)))
+        self.min_in_service = max(0, int(policy.get("MinInstancesInService", 0)))
+        self.pause = _iso_duration(policy.get("PauseTime", "PT0S"))
+
+    @staticmethod
+    def validate(policy: dict[str, Any]) -> None:
+        from moto.autoscaling.exceptions import ValidationError
+
+        try:
+            if int(policy.get("MaxBatchSize", 1)) < 1 or int(policy.get("MinInstancesInService", 0)) < 0:
+                raise ValueError("MaxBatchSize must be at least 1 and MinInstancesInService at least 0")
+            if _iso_duration(policy.get("PauseTime", "PT0S")) > 3600:
+                raise ValueError("PauseTime must be at most PT1H")
+        except ValueError as err:
+            raise ValidationError(f"Invalid AutoScalingRollingUpdate UpdatePolicy: {err}")
+
+    def stale(self) -> list[Any]:
+        """Instances not yet launched from the group's current launch specification and subnets,
+        not already terminating."""
+        group = self.group
+        current = _launch_spec(group)
+        subnets = set((group.vpc_zone_identifier or "").split(",")) - {""}
+        return [
+            s
+            for s in group.instance_states
+            if s.lifecycle_state in COUNTED_STATES
+            and (
+                getattr(s, "launch_spec", None) != current
+                or (subnets and getattr(s.instance, "subnet_id", None) not in subnets)
+            )
+        ]
+
+    def wait_until(self, done: Any) -> bool:
+        """Polls ``done()`` under the state lock; False when the group went away meanwhile."""
+        while True:
+            with STATE_LOCK:
+                if not _group_live(self.group):
+                    return False
+                if done():
+                    return True
+            time.sleep(self.POLL)
+
+    def in_service(self) -> int:
+        return sum(1 for s in self.group.instance_states if s.lifecycle_state == "InService")
+
+    def run(self) -> None:
+        group = self.group
+        while True:
+            with STATE_LOCK:
+                if not _group_live(group):
+                    return
+                old = self.stale()
+                if not old:
+                    return
+                # InService instances first: they are the ones a batch takes out of service.
+                old.sort(key=lambda s: s.lifecycle_state != "InService")
+                batch = old[: self.batch]
+                leaving = sum(1 for s in batch if s.lifecycle_state == "InService")
+                in_service = self.in_service()
+                # Keep MinInstancesInService: launch the shortfall first, up to MaxSize...
+                desired = group.desired_capacity or 0
+                headroom = max(0, (group.max_size if group.max_size is not None else desired) - desired)
+                extra = min(headroom, max(0, self.min_in_service + leaving - in_service))
+                # ...and take fewer instances out when MaxSize leaves no room (one at least, or the
+                # roll would never end).
+                allowed = max(1, in_service + extra - self.min_in_service)
+                if leaving > allowed:
+                    batch = [s for s in batch if s.lifecycle_state == "InService"][:allowed]
+                    leaving = len(batch)
+                target = min(in_service + extra, self.min_in_service + leaving)
+                if extra:
+                    group.set_desired_capacity(desired + extra)
+            if extra and not self.wait_until(lambda: self.in_service() >= target):
+                return
+            with STATE_LOCK:
+                if not _group_live(group):
+                    return
+                for state in batch:
+                    _begin_termination(group, state)
+                # The terminating instances no longer count: their replacements launch now.
+                group.set_desired_capacity(group.desired_capacity)
+            ids = {s.instance.id for s in batch}
+            if not self.wait_until(lambda: not any(s.instance.id in ids for s in group.instance_states)):
+                return
+            if extra:
+                with STATE_LOCK:
+                    if not _group_live(group):
+                        return
+                    group.set_desired_capacity(group.desired_capacity - extra)
+            # The batch is done when its replacements are in service and the instances it scaled
+            # back (if any) have gone through their hooks.
+            if not self.wait_until(self.settled):
+                return
+            # PauseTime after each batch, for the new instances to start their software.
+            time.sleep(EMULATION.seconds(self.pause))
+
+    def settled(self) -> bool:
+        return not any(
+            str(s.lifecycle_state).startswith(("Pending", "Terminating")) for s in self.group.instance_states
+        )
+
+
+def patch_rolling_updates() -> None:
+    """moto 5.2.5 ignores the ``UpdatePolicy`` attribute: after a stack update that changes a
+    group's launch template version the instances stay on the old version, and the stack is
+    ``UPDATE_COMPLETE`` at once. CloudFormation ("UpdatePolicy attribute",
+    ``AutoScalingRollingUpdate``) replaces the instances when the launch template, launch
+    configuration or subnets change: in batches of ``MaxBatchSize`` (default 1), keeping
+    ``MinInstancesInService`` (default 0) instances in service (launching extra ones first when a
+    batch would go below it), waiting ``PauseTime`` (ISO-8601, default PT0S) after each batch;
+    each replaced instance goes through the terminating lifecycle hooks (``Terminating:Wait``
+    until completed or timed out) and each new one through the launching hooks. The stack stays
+    ``UPDATE_IN_PROGRESS`` until every group has rolled, then becomes ``UPDATE_COMPLETE``; an
+    ``UpdateStack`` meanwhile fails with ``ValidationError: Stack:<id> is in UPDATE_IN_PROGRESS
+    state and can not be updated.``, a ``DeleteStack`` with ``ValidationError: Stack [<id>]
+    cannot be deleted while in status UPDATE_IN_PROGRESS``. The roll runs in a background thread under ``STATE_LOCK`` so
+    that clients can complete lifecycle actions while the stack updates. The groups of one stack
+    roll one after another, in template order (the control-plane stack chains its groups with
+    DependsOn for the same effect).
+
+    Not emulated: ``MinSuccessfulInstancesPercent``, ``WaitOnResourceSignals``,
+    ``SuspendProcesses``, ``AutoScalingReplacingUpdate``, ``AutoScalingScheduledAction``,
+    ``MinActiveInstancesPercent``, cancelling an update and rollback: a roll that fails (a moto
+    error) leaves the stack ``UPDATE_ROLLBACK_FAILED`` without rolling anything back. Change sets
+    (``ExecuteChangeSet``) update groups in place but do not roll them."""
+    from moto.cloudformation import models as cfn_models
+    from moto.cloudformation import responses as cfn_responses
+    from moto.cloudformation.exceptions import ValidationError
+
+    stack_cls = _require(cfn_models, "Stack")
+    original_update = _require(stack_cls, "update")
+    _require(stack_cls, "_add_stack_event")
+    response_cls = _require(cfn_responses, "CloudFormationResponse")
+    _require(response_cls, "_validate_status")
+    original_delete = _require(response_cls, "delete_stack")
+    # CloudFormation deletes a stack being created (it cancels the creation) but not one being
+    # updated: "Stack [<id>] cannot be deleted while in status UPDATE_IN_PROGRESS".
+    UPDATING = ("UPDATE_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
+                "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS")
+
+    def update(self: Any, template: str, role_arn: Any = None, parameters: Any = None, tags: Any = None) -> None:
+        ROLLS.pending = []
+        try:
+            original_update(self, template, role_arn, parameters, tags)
+            rolls = ROLLS.pending
+        finally:
+            ROLLS.pending = None
+        if not rolls:
+            return
+        # moto marked the update complete; CloudFormation is still replacing instances.
+        if self.events and self.events[-1].resource_status == "UPDATE_COMPLETE":
+            self.events.pop()
+        self.status = "UPDATE_IN_PROGRESS"
+        threading.Thread(target=run_rolls, args=(self, rolls), name=f"rolls-{self.name}", daemon=True).start()
+
+    def run_rolls(stack: Any, rolls: list[RollingUpdate]) -> None:
+        failure = None
+        for roll in rolls:
+            try:
+                roll.run()
+            except Exception as err:  # noqa: BLE001 - reported as the stack's failure
+                failure = f"{roll.logical_id}: {type(err).__name__}: {err}"
+                break
+        with STATE_LOCK:
+            if stack.status != "UPDATE_IN_PROGRESS":
+                return  # deleted meanwhile
+            if failure is None:
+                stack._add_stack_event("UPDATE_COMPLETE")
+                stack.status = "UPDATE_COMPLETE"
+            else:
+                stack._add_stack_event("UPDATE_ROLLBACK_FAILED", resource_status_reason=failure)
+                stack.status = "UPDATE_ROLLBACK_FAILED"
+
+    def validate_status(self: Any, stack: Any) -> None:
+        settled_badly = ("ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED")
+        if str(stack.status).endswith("_IN_PROGRESS") or stack.status in settled_badly:
+            raise ValidationError(
+                stack.stack_id, message=f"Stack:{stack.stack_id} is in {stack.status} state and can not be updated."
+            )
+
+    def delete_stack(self: Any) -> Any:
+        name_or_id = self._get_param("StackName")
+        for stack in self.cloudformation_backend.stacks.values():
+            if name_or_id in (stack.stack_id, stack.name) and stack.status in UPDATING:
+                raise ValidationError(
+                    stack.stack_id, message=f"Stack [{stack.stack_id}] cannot be deleted while in status {stack.status}"
+                )
+        return original_delete(self)
+
+    stack_cls.update = update
+    response_cls._validate_status = validate_status
+    response_cls.delete_stack = delete_stack
+
+
+# --- 14. A stack delete drains its Auto Scaling groups (opt-in) ---------------------------------
+
+
+def patch_group_deletion_hooks() -> None:
+    """moto 5.2.5 deletes a stack's Auto Scaling groups at once: their instances are terminated
+    without passing through the terminating lifecycle hooks, and the stack is gone when
+    ``DeleteStack`` returns. CloudFormation scales a group it deletes to zero and waits for its
+    instances to terminate, so each instance goes through ``Terminating:Wait`` (this is why the
+    node pools declare their hook inside the group rather than as a separate
+    ``AWS::AutoScaling::LifecycleHook``, which would be deleted first); meanwhile the stack is
+    ``DELETE_IN_PROGRESS``, a repeated ``DeleteStack`` changes nothing and ``UpdateStack`` is
+    refused. With the emulation setting ``group_deletion_hooks`` on, the emulator does the same:
+    the groups that have instances and a terminating hook start terminating every instance, the
+    stack is ``DELETE_IN_PROGRESS`` until they are empty (hooks completed or timed out), then the
+    stack's resources are deleted as before and the stack is ``DELETE_COMPLETE``. A delete that
+    then fails leaves the stack ``DELETE_FAILED``. Off by default: the instances are terminated
+    at once, as moto does."""
+    from moto.autoscaling import models as asg_models
+    from moto.cloudformation import models as cfn_models
+
+    group_cls = _require(asg_models, "FakeAutoScalingGroup")
+    backend_cls = _require(cfn_models, "CloudFormationBackend")
+    original_delete = _require(backend_cls, "delete_stack")
+    _require(cfn_models.Stack, "_add_stack_event")
+
+    def live_stack(backend: Any, name_or_id: str) -> Any:
+        if name_or_id in backend.stacks:
+            return backend.stacks[name_or_id]
+        return next((s for s in backend.stacks.values() if s.name == name_or_id), None)
+
+    def draining(stack: Any) -> list[Any]:
+        parsed = getattr(stack.resource_map, "_parsed_resources", {}) or {}
+        return [
+            r
+            for r in list(parsed.values())
+            if isinstance(r, group_cls) and _group_live(r) and r.instance_states and _hooks_of(r, TERMINATING)
+        ]
+
+    def delete_stack(self: Any, name_or_stack_id: str) -> None:
+        stack = live_stack(self, name_or_stack_id)
+        if stack is not None and stack.status == "DELETE_IN_PROGRESS":
+            return  # already being deleted: AWS accepts the repeated call
+        groups = draining(stack) if stack is not None and EMULATION.group_deletion_hooks else []
+        if not groups:
+            return original_delete(self, name_or_stack_id)
+        stack._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+        stack.status = "DELETE_IN_PROGRESS"
+        for group in groups:
+            group.min_size = 0
+            group.desired_capacity = 0
+            for state in list(group.instance_states):
+                _begin_termination(group, state)
+        threading.Thread(
+            target=finish, args=(self, stack, groups), name=f"delete-{stack.name}", daemon=True
+        ).start()
+
+    def finish(backend: Any, stack: Any, groups: list[Any]) -> None:
+        while True:
+            with STATE_LOCK:
+                if backend.stacks.get(stack.stack_id) is not stack:
+                    return  # the server was reset
+                if all(not _group_live(g) or not g.instance_states for g in groups):
+                    events = len(stack.events)
+                    try:
+                        original_delete(backend, stack.stack_id)
+                    except Exception as err:  # noqa: BLE001 - reported as the stack's failure
+                        # moto dropped the stack before failing; AWS keeps it, DELETE_FAILED.
+                        backend.stacks[stack.stack_id] = stack
+                        backend.deleted_stacks.pop(stack.stack_id, None)
+                        stack._add_stack_event("DELETE_FAILED", resource_status_reason=f"{type(err).__name__}: {err}")
+                        stack.status = "DELETE_FAILED"
+                    # moto's delete logs its own DELETE_IN_PROGRESS; the stack already has one.
+                    if len(stack.events) > events and stack.events[events].resource_status == "DELETE_IN_PROGRESS":
+                        del stack.events[events]
+                    return
+            time.sleep(0.1)
+
+    backend_cls.delete_stack = delete_stack
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -681,6 +1813,11 @@ def apply_patches() -> None:
     patch_route_and_peering_deletion()
     patch_interface_and_volume_cloudformation()
     patch_tag_lookup()
+    patch_serial_requests()
+    patch_lifecycle_hooks()
+    patch_group_update_in_place()
+    patch_rolling_updates()
+    patch_group_deletion_hooks()
 
 
 # --- request log ------------------------------------------------------------------------------
@@ -712,6 +1849,25 @@ class RequestLog:
         self.entries: list[dict[str, Any]] = []
         self.issued_by: dict[str, str] = {}
 
+    @staticmethod
+    def emulation(environ: dict[str, Any], start_response: Any) -> Any:
+        """``GET`` answers the emulation settings, ``POST`` sets them (see ``Emulation``)."""
+        status = "200 OK"
+        answer: dict[str, Any] = {}
+        if environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            text = environ["wsgi.input"].read(length).decode("utf-8", "replace") if length else "{}"
+            try:
+                settings = json.loads(text)
+                if not isinstance(settings, dict):
+                    raise ValueError("the body must be a JSON object such as {\"time_scale\": 0.01}")
+                EMULATION.update(settings)
+            except ValueError as err:  # json.JSONDecodeError is a ValueError
+                status, answer = "400 Bad Request", {"error": str(err)}
+        body = json.dumps(answer or EMULATION.as_dict()).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
     def principal(self, key: str) -> str:
         seen = set()
         while key in self.issued_by and key not in seen:
@@ -725,6 +1881,8 @@ class RequestLog:
         from urllib.parse import parse_qs
 
         path = environ.get("PATH_INFO", "")
+        if path == EMULATION_PATH:
+            return self.emulation(environ, start_response)
         if path == REQUEST_LOG_PATH:
             with self.lock:
                 body = json.dumps(self.entries).encode()
@@ -814,7 +1972,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one")
     parser.add_argument("--port-file", help="file that receives the bound port once serving")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument(
+        "--time-scale",
+        default=os.environ.get(TIME_SCALE_ENV, "1.0"),
+        help=f"factor on lifecycle-hook timeouts and rolling-update pauses (default ${TIME_SCALE_ENV} or 1.0)",
+    )
+    parser.add_argument(
+        "--group-deletion-hooks",
+        default=os.environ.get(GROUP_DELETION_HOOKS_ENV, "false"),
+        help=f"true: a stack delete drains its groups through their hooks (default ${GROUP_DELETION_HOOKS_ENV} or false)",
+    )
     args = parser.parse_args(argv)
+    try:
+        EMULATION.update({"time_scale": args.time_scale, "group_deletion_hooks": args.group_deletion_hooks})
+    except ValueError as err:
+        parser.error(str(err))
 
     if not args.verbose:
         # One line per request on a pipe nobody reads would fill it and stall the server.
