@@ -66,7 +66,9 @@ fn kvm_config(annotations: serde_json::Value) -> KVMConfig {
 }
 
 struct World {
-    _env: TestEnv,
+    env: TestEnv,
+    /// The operator's user: it runs as the chart's ServiceAccount, with the chart's RBAC.
+    operator: String,
     client: kube::Client,
     wc: WorkloadCluster,
     nodes: Arc<Nodes>,
@@ -80,6 +82,14 @@ impl Drop for World {
 }
 
 impl World {
+    /// Fail when RBAC refused the operator anything: the node controllers and the drain
+    /// executor need no more than the chart grants.
+    fn no_refusals(&self) -> anyhow::Result<()> {
+        let refused = packaging::rbac::refusals(&self.env.handle().access_log_of(&self.operator));
+        anyhow::ensure!(refused.is_empty(), "RBAC refused the operator: {refused:#?}");
+        Ok(())
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), ID)
     }
@@ -172,7 +182,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
             sim = sim.node(node);
         }
     }
-    let env = TestEnv::builder().simulation(sim).start().await?;
+    let env = TestEnv::builder().secure().simulation(sim).start().await?;
     let client = env.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in apis::all_crds() {
@@ -225,7 +235,10 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         node_config: Default::default(),
         roles: ClusterRoles::default(),
     };
-    let shared = Shared::new(client.clone(), config, None, Duration::from_millis(300), Duration::from_secs(2));
+    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
+    let identity = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
+    let operator_client = env.handle().client_with_token(Some(&identity.token))?;
+    let shared = Shared::new(operator_client, config, None, Duration::from_millis(300), Duration::from_secs(2));
     let mut registry = Registry::default();
     let daemon = Daemon::build(shared, tuning, &mut registry, &operatorkit::Readiness::new())?;
     let nodes = daemon.nodes().clone();
@@ -236,7 +249,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
             eprintln!("operator stopped: {e:#}");
         }
     });
-    Ok(World { _env: env, client, wc, nodes, shutdown })
+    Ok(World { env, operator: identity.user, client, wc, nodes, shutdown })
 }
 
 fn default_limits() -> Limits {
@@ -322,6 +335,39 @@ async fn the_watcher_mirrors_node_readiness_into_the_pod_and_the_endpoints() -> 
     // The cluster goes: its watcher stops.
     Api::<KVMConfig>::namespaced(w.client.clone(), NS).delete(ID, &DeleteParams::default()).await?;
     eventually("the watcher stopped", || async { Ok(w.nodes.watchers.running().is_empty().then_some(())) }).await?;
+    w.no_refusals()?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_recovers_from_a_workload_cluster_outage() -> anyhow::Result<()> {
+    let w = start(serde_json::json!({}), default_limits()).await?;
+    let name = "worker-w1a-5d8f9-abcde";
+    w.node_pod(name, "worker", "10.77.0.21").await?;
+    w.wc.add_machine(&Machine::new(name).ip("10.77.0.21")).await?;
+    eventually("condition True", || async { Ok((w.node_ready(name).await?.as_deref() == Some("True")).then_some(())) })
+        .await?;
+
+    // The workload cluster's API goes away for a while: its node watch ends, and the next 30
+    // requests about nodes fail. The node turns NotReady meanwhile.
+    let faults = w.wc.env().handle().faults();
+    eventually("the watcher's node watch", || async { Ok((faults.open_watches() > 0).then_some(())) }).await?;
+    faults.fail_next(testenv::RequestMatch::resource("nodes"), 30, 503);
+    let closed = faults.close_watches(Some("nodes"));
+    assert!(closed >= 1, "the watcher had a node watch open");
+    w.wc.set_ready(name, false)?;
+    // Once the API answers again, the watcher sees the change without any help.
+    eventually("condition False after the outage", || async {
+        Ok((w.node_ready(name).await?.as_deref() == Some("False")).then_some(()))
+    })
+    .await?;
+    w.wc.set_ready(name, true)?;
+    eventually("condition True again", || async {
+        Ok((w.node_ready(name).await?.as_deref() == Some("True")).then_some(()))
+    })
+    .await?;
+    assert_eq!(w.nodes.watchers.running(), [ID], "one watcher, still running");
+    w.no_refusals()?;
     Ok(())
 }
 
@@ -383,6 +429,7 @@ async fn a_node_pod_is_held_until_its_node_is_drained_on_delete_and_on_eviction(
     assert_eq!(w.nodes.metrics.pod_drains("drained"), 2);
     assert_eq!(w.events(ID, "NodeDrained").await?.len(), 2);
     w.wc.wait_ready("shop", "web", 4).await.context("the workload runs on the spare node")?;
+    w.no_refusals()?;
     Ok(())
 }
 
@@ -434,6 +481,7 @@ async fn no_draining_when_the_node_is_gone_the_cluster_unreachable_or_deleted() 
     assert!(w.nodes.metrics.pod_drains("cluster_deleting") >= 1);
     let unhold = serde_json::json!({"metadata": {"finalizers": null}});
     configs.patch(ID, &PatchParams::default(), &Patch::Merge(&unhold)).await?;
+    w.no_refusals()?;
     Ok(())
 }
 
@@ -457,6 +505,7 @@ async fn the_deleter_removes_only_orphaned_notready_nodes() -> anyhow::Result<()
     let events = w.events(NS, "OrphanNodeDeleted").await?;
     assert_eq!(events.len(), 1);
     assert!(events[0].note.as_deref().unwrap_or_default().contains(orphan));
+    w.no_refusals()?;
     Ok(())
 }
 
@@ -499,6 +548,7 @@ async fn an_unhealthy_node_is_replaced() -> anyhow::Result<()> {
     assert_eq!(w.events(NS, "UnhealthyNodeTerminated").await?.len(), 1);
     let config = Api::<KVMConfig>::namespaced(w.client.clone(), NS).get(ID).await?;
     assert!(config.annotations().contains_key(kvm_operator::controllers::unhealthy::LAST_TERMINATION_ANNOTATION));
+    w.no_refusals()?;
     Ok(())
 }
 
@@ -537,5 +587,6 @@ async fn the_circuit_breaker_holds_when_three_nodes_fail_at_once() -> anyhow::Re
         assert!(w.pods().get_opt(name).await?.is_some(), "Ready nodes untouched");
     }
     assert_eq!(w.events(NS, "UnhealthyNodeTerminated").await?.len(), 1);
+    w.no_refusals()?;
     Ok(())
 }
