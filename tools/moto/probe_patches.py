@@ -577,6 +577,42 @@ def probe_tags_by_resource(port: int) -> None:
     check([s["SubnetId"] for s in found] == [subnets[0]], f"tag:Name=probe-a selects {found}")
 
 
+def probe_security_group_in_use(port: int) -> None:
+    # A load balancer's security group, as the cloud provider leaves it: refused while the load
+    # balancer, an interface or another group's rule uses it, deleted once none does.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    elb = client(port, "elb", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.6.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.6.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="probe-elb", Description="elb", VpcId=vpc)["GroupId"]
+    nodes = ec2.create_security_group(GroupName="probe-nodes", Description="nodes", VpcId=vpc)["GroupId"]
+
+    def refused() -> bool:
+        try:
+            ec2.delete_security_group(GroupId=group)
+        except ClientError as err:
+            check(error_code(err) == "DependencyViolation", f"unexpected error {error_code(err)}")
+            return True
+        return False
+
+    elb.create_load_balancer(
+        LoadBalancerName="probe-elb", Subnets=[subnet], SecurityGroups=[group],
+        Listeners=[{"Protocol": "TCP", "LoadBalancerPort": 80, "InstancePort": 80}])
+    check(refused(), "a group a load balancer uses was deleted")
+    elb.delete_load_balancer(LoadBalancerName="probe-elb")
+    eni = ec2.create_network_interface(SubnetId=subnet, Groups=[group])["NetworkInterface"]["NetworkInterfaceId"]
+    check(refused(), "a group an interface carries was deleted")
+    ec2.delete_network_interface(NetworkInterfaceId=eni)
+    permission = {"IpProtocol": "tcp", "FromPort": 80, "ToPort": 80, "UserIdGroupPairs": [{"GroupId": group}]}
+    ec2.authorize_security_group_ingress(GroupId=nodes, IpPermissions=[permission])
+    check(refused(), "a group another group's rule references was deleted")
+    ec2.revoke_security_group_ingress(GroupId=nodes, IpPermissions=[permission])
+    check(not refused(), "an unused group was refused")
+    left = ec2.describe_security_groups(Filters=[{"Name": "group-id", "Values": [group]}])["SecurityGroups"]
+    check(left == [], f"the group survived its deletion: {left}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -589,6 +625,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("stack update and delete revoke ingress rules", probe_ingress_rule_removed_by_update),
     ("etcd interface and volume keep their template properties", probe_interface_and_volume_properties),
     ("a resource's tags, read by id", probe_tags_by_resource),
+    ("a security group in use is not deleted", probe_security_group_in_use),
 ]
 
 

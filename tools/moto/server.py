@@ -49,6 +49,11 @@ One correction is of cost, not behaviour:
     hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
 
+One more behaviour, corrected after the cost one:
+
+11. ``DeleteSecurityGroup`` refuses, with ``DependencyViolation``, a group that a network
+    interface, a load balancer or another group's rule still uses, as AWS does.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -669,6 +674,55 @@ def patch_tag_lookup() -> None:
     resource_cls.get_tags = get_tags
 
 
+# --- 11. A security group in use can not be deleted ----------------------------------------------
+
+
+def patch_security_group_in_use() -> None:
+    """moto 5.2.5 deletes a security group through ``DeleteSecurityGroup`` whatever still uses
+    it. AWS refuses with ``DependencyViolation`` while a network interface carries the group
+    (an instance's, a load balancer's), a classic or v2 load balancer names it, or a rule of
+    another group references it; the teardown of a cluster retries such deletions on a later
+    reconcile, which needs the refusal to be tested. The check is made on the API only: stack
+    deletions (which delete a stack's groups through the model, in moto's own order) are
+    unchanged."""
+    from moto.ec2.exceptions import DependencyViolationError
+    from moto.ec2.responses import security_groups as sg_responses
+    from moto.elb.models import elb_backends
+    from moto.elbv2.models import elbv2_backends
+
+    responses_cls = _require(sg_responses, "SecurityGroups")
+    original = _require(responses_cls, "delete_security_group")
+
+    def users_of(backend: Any, account_id: str, region: str, group: Any) -> list[str]:
+        users = [eni.id for eni in list(backend.enis.values()) if any(g.id == group.id for g in eni.group_set)]
+        users += [lb.name for lb in elb_backends[account_id][region].load_balancers.values()
+                  if group.id in (lb.security_groups or [])]
+        users += [lb.name for lb in elbv2_backends[account_id][region].load_balancers.values()
+                  if group.id in (getattr(lb, "security_groups", None) or [])]
+        for groups in list(backend.groups.values()):
+            for other in list(groups.values()):
+                if other.id == group.id:
+                    continue
+                for rule in list(other.ingress_rules) + list(other.egress_rules):
+                    # A rule names one source group (``SecurityGroupRule``) or several (a view).
+                    sources = getattr(rule, "source_groups", None) or [getattr(rule, "source_group", None) or {}]
+                    if any(source.get("GroupId") == group.id for source in sources):
+                        users.append(other.id)
+                        break
+        return users
+
+    def delete_security_group(self: Any) -> Any:
+        wanted = self._get_param("GroupId") or self._get_param("GroupName")
+        group = self.ec2_backend.get_security_group_by_name_or_id(wanted) if wanted else None
+        if group is not None:
+            users = users_of(self.ec2_backend, self.current_account, self.region, group)
+            if users:
+                raise DependencyViolationError(f"resource {group.id} has a dependent object ({', '.join(users)})")
+        return original(self)
+
+    responses_cls.delete_security_group = delete_security_group
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -681,6 +735,7 @@ def apply_patches() -> None:
     patch_route_and_peering_deletion()
     patch_interface_and_volume_cloudformation()
     patch_tag_lookup()
+    patch_security_group_in_use()
 
 
 # --- request log ------------------------------------------------------------------------------
