@@ -613,6 +613,47 @@ def probe_security_group_in_use(port: int) -> None:
     check(left == [], f"the group survived its deletion: {left}")
 
 
+def probe_hosted_zone_deleted_with_its_stack(port: int) -> None:
+    # A cluster's zone is deleted with its stack; with a record external-dns wrote into it, the
+    # stack's deletion fails and the zone stays.
+    tenant = account()
+    cfn = client(port, "cloudformation", tenant)
+    r53 = client(port, "route53", tenant)
+
+    def create(name: str, domain: str) -> str:
+        template = json.dumps({"Resources": {
+            "HostedZone": {"Type": "AWS::Route53::HostedZone", "Properties": {"Name": f"{domain}."}},
+            "ApiRecordSet": {"Type": "AWS::Route53::RecordSet", "Properties": {
+                "HostedZoneId": {"Ref": "HostedZone"}, "Name": f"api.{domain}.", "Type": "CNAME",
+                "TTL": "300", "ResourceRecords": ["lb.example.org"]}},
+        }, "Outputs": {"Zone": {"Value": {"Ref": "HostedZone"}}}})
+        cfn.create_stack(StackName=name, TemplateBody=template)
+        outputs = cfn.describe_stacks(StackName=name)["Stacks"][0]["Outputs"]
+        return next(o["OutputValue"] for o in outputs if o["OutputKey"] == "Zone")
+
+    def zone_exists(zone: str) -> bool:
+        try:
+            r53.get_hosted_zone(Id=zone)
+            return True
+        except ClientError as err:
+            check(error_code(err) == "NoSuchHostedZone", f"unexpected error {error_code(err)}")
+            return False
+
+    empty = create("probe-zone-empty", "empty.example.org")
+    cfn.delete_stack(StackName="probe-zone-empty")
+    check(not zone_exists(empty), "the zone survived its stack")
+
+    busy = create("probe-zone-busy", "busy.example.org")
+    shop = {"Name": "shop.busy.example.org.", "Type": "A", "TTL": 300, "ResourceRecords": [{"Value": "10.0.0.1"}]}
+    r53.change_resource_record_sets(
+        HostedZoneId=busy, ChangeBatch={"Changes": [{"Action": "CREATE", "ResourceRecordSet": shop}]})
+    try:
+        cfn.delete_stack(StackName="probe-zone-busy")
+    except ClientError as err:
+        check(error_code(err) == "HostedZoneNotEmpty", f"unexpected error {error_code(err)}")
+    check(zone_exists(busy), "a zone with a foreign record was deleted with its stack")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -626,6 +667,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("etcd interface and volume keep their template properties", probe_interface_and_volume_properties),
     ("a resource's tags, read by id", probe_tags_by_resource),
     ("a security group in use is not deleted", probe_security_group_in_use),
+    ("a hosted zone is deleted with its stack once empty", probe_hosted_zone_deleted_with_its_stack),
 ]
 
 

@@ -49,10 +49,12 @@ One correction is of cost, not behaviour:
     hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
 
-One more behaviour, corrected after the cost one:
+Two more behaviours, corrected after the cost one:
 
 11. ``DeleteSecurityGroup`` refuses, with ``DependencyViolation``, a group that a network
     interface, a load balancer or another group's rule still uses, as AWS does.
+12. ``AWS::Route53::HostedZone`` is deleted with its stack, and refused (``HostedZoneNotEmpty``,
+    failing the stack's deletion) while records other than its ``NS`` and ``SOA`` remain.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -723,6 +725,33 @@ def patch_security_group_in_use() -> None:
     responses_cls.delete_security_group = delete_security_group
 
 
+# --- 12. A hosted zone is deleted with its stack, once it is empty -------------------------------
+
+
+def patch_hosted_zone_deletion() -> None:
+    """moto 5.2.5 leaves an ``AWS::Route53::HostedZone`` behind when its stack is deleted (the
+    model has no ``delete``, and the generic fallback does nothing). AWS deletes the zone, and
+    fails the stack's deletion with ``HostedZoneNotEmpty`` while the zone holds records other
+    than its own ``NS`` and ``SOA`` (records others wrote into it, such as external-dns's), which
+    is why a cluster's teardown deletes those records first. The zone is now deleted through the
+    backend's ``DeleteHostedZone``, which refuses a zone with records exactly so; moto retries a
+    refused resource after the stack's other resources (its record sets) are gone."""
+    from moto.route53 import models as route53_models
+    from moto.utilities.utils import get_partition
+
+    zone_cls = _require(route53_models, "FakeZone")
+    backends = _require(route53_models, "route53_backends")
+    _require(backends, "__getitem__")
+    _require_no_stack_delete({"HostedZone": zone_cls})
+
+    def delete(self: Any, account_id: str, region_name: str) -> None:
+        backend = backends[account_id][get_partition(region_name)]
+        if self.resource_id in backend.zones:
+            backend.delete_hosted_zone(self.resource_id)  # HostedZoneNotEmpty, as in AWS
+
+    zone_cls.delete = delete
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -736,6 +765,7 @@ def apply_patches() -> None:
     patch_interface_and_volume_cloudformation()
     patch_tag_lookup()
     patch_security_group_in_use()
+    patch_hosted_zone_deletion()
 
 
 # --- request log ------------------------------------------------------------------------------

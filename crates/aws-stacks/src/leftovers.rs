@@ -124,7 +124,7 @@ pub struct Volume {
 }
 
 /// Which of the cluster's two zones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Zone {
     /// The public zone (TCCP `HostedZoneID`).
     Public,
