@@ -654,6 +654,39 @@ def probe_hosted_zone_deleted_with_its_stack(port: int) -> None:
     check(zone_exists(busy), "a zone with a foreign record was deleted with its stack")
 
 
+def probe_load_balancer_from_template(port: int) -> None:
+    # A stack's classic load balancer is in its template's subnets and security group, and
+    # carries its template's tags, the stack's and CloudFormation's own.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    elb = client(port, "elb", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="probe-api-elb", Description="api", VpcId=vpc)["GroupId"]
+    template = json.dumps({"Resources": {"ApiLoadBalancer": {
+        "Type": "AWS::ElasticLoadBalancing::LoadBalancer", "Properties": {
+            "LoadBalancerName": "probe-api", "Subnets": [subnet], "SecurityGroups": [group], "Scheme": "internal",
+            "Listeners": [{"LoadBalancerPort": "443", "Protocol": "TCP", "InstancePort": "443"}],
+            "Tags": [{"Key": "Name", "Value": "probe-api"}]}}}})
+    stack_tags = [{"Key": "kubernetes.io/cluster/probe", "Value": "owned"}, {"Key": "giantswarm.io/stack", "Value": "tccp"}]
+    cfn.create_stack(StackName="probe-lb", TemplateBody=template, Tags=stack_tags)
+    lb = elb.describe_load_balancers(LoadBalancerNames=["probe-api"])["LoadBalancerDescriptions"][0]
+    placed = (lb.get("VPCId"), lb.get("Subnets"), lb.get("SecurityGroups"))
+    check(placed == (vpc, [subnet], [group]), f"the load balancer is not where its template puts it: {placed}")
+    described = elb.describe_tags(LoadBalancerNames=["probe-api"])["TagDescriptions"][0]["Tags"]
+    tags = {t["Key"]: t["Value"] for t in described}
+    want = {
+        "Name": "probe-api",
+        "kubernetes.io/cluster/probe": "owned",
+        "giantswarm.io/stack": "tccp",
+        "aws:cloudformation:stack-name": "probe-lb",
+        "aws:cloudformation:logical-id": "ApiLoadBalancer",
+    }
+    missing = {k: v for k, v in want.items() if tags.get(k) != v}
+    check(not missing, f"the stack's load balancer lacks {missing}: {tags}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -668,6 +701,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a resource's tags, read by id", probe_tags_by_resource),
     ("a security group in use is not deleted", probe_security_group_in_use),
     ("a hosted zone is deleted with its stack once empty", probe_hosted_zone_deleted_with_its_stack),
+    ("a stack's load balancer as its template places and tags it", probe_load_balancer_from_template),
 ]
 
 

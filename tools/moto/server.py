@@ -49,12 +49,15 @@ One correction is of cost, not behaviour:
     hundred clusters in one account, seconds per call, and a benchmark measured moto instead of
     the operator. AWS's cost does not grow with unrelated resources. The answer is unchanged.
 
-Two more behaviours, corrected after the cost one:
+Three more behaviours, corrected after the cost one:
 
 11. ``DeleteSecurityGroup`` refuses, with ``DependencyViolation``, a group that a network
     interface, a load balancer or another group's rule still uses, as AWS does.
 12. ``AWS::Route53::HostedZone`` is deleted with its stack, and refused (``HostedZoneNotEmpty``,
     failing the stack's deletion) while records other than its ``NS`` and ``SOA`` remain.
+13. A stack's classic load balancer is placed in its template's subnets with its security groups
+    and tags, and a stack's load balancers and target groups carry the stack's tags, as
+    CloudFormation puts them on every resource that takes tags.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -752,6 +755,83 @@ def patch_hosted_zone_deletion() -> None:
     zone_cls.delete = delete
 
 
+# --- 13. A stack's load balancers where and as the template puts them -------------------------
+
+
+def patch_load_balancer_cloudformation() -> None:
+    """moto 5.2.5 creates an ``AWS::ElasticLoadBalancing::LoadBalancer`` from a template without
+    its ``Subnets``, ``SecurityGroups`` and ``Tags``: the load balancer lands in no VPC, with a
+    security group moto makes up in the default VPC, and untagged. And CloudFormation copies a
+    stack's tags (with its own ``aws:cloudformation:stack-name``, ``stack-id`` and
+    ``logical-id``) onto every resource that takes tags, which moto does for EC2 resources only:
+    a stack's classic and v2 load balancers and target groups get none. The cluster stacks' tags
+    include ``kubernetes.io/cluster/<id>=owned``, the tag the cloud provider puts on the load
+    balancers of a cluster's Services, so without both corrections a test could not tell whether
+    the teardown leaves the stack's own load balancers in the cluster's VPC alone. A classic load
+    balancer now gets the template's subnets (and their VPC and zones), security groups and tags,
+    and after each stack create or update the stack's load balancers and target groups carry the
+    stack's tags as in AWS (template tags win)."""
+    from moto.cloudformation import parsing
+    from moto.ec2.models import ec2_backends
+    from moto.elb.models import LoadBalancer as ClassicLoadBalancer
+    from moto.elbv2.models import FakeLoadBalancer, FakeTargetGroup, elbv2_backends
+
+    resource_map_cls = _require(parsing, "ResourceMap")
+    original_create = _require(resource_map_cls, "create")
+    original_update = _require(resource_map_cls, "update")
+    original_from_template = _require(ClassicLoadBalancer, "create_from_cloudformation_json").__func__
+
+    def create_classic(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        lb = original_from_template(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        properties = cloudformation_json["Properties"]
+        ec2 = ec2_backends[account_id][region_name]
+        subnets = [ec2.get_subnet(s) for s in properties.get("Subnets", []) or []]
+        if subnets:
+            lb.subnets = [s.id for s in subnets]
+            lb.vpc_id = subnets[0].vpc_id
+            lb.availability_zones = sorted({s.availability_zone for s in subnets})
+        groups = list(properties.get("SecurityGroups", []) or [])
+        if groups:
+            made_up = [g for g in lb.security_groups if g not in groups]
+            lb.security_groups = groups
+            for group_id in made_up:
+                ec2.delete_security_group(group_id=group_id)
+        lb.tags.update({t["Key"]: t["Value"] for t in properties.get("Tags", []) or []})
+        return lb
+
+    def tag_load_balancers(resource_map: Any) -> None:
+        stack_tags = {k: v for k, v in resource_map.tags.items() if k != "aws:cloudformation:logical-id"}
+        for logical_id, resource in list(resource_map._parsed_resources.items()):
+            tags = dict(stack_tags, **{"aws:cloudformation:logical-id": logical_id})
+            if isinstance(resource, ClassicLoadBalancer):
+                # Directly: moto's ``add_tag`` caps a classic load balancer at 10 tags, AWS at 50.
+                for key, value in tags.items():
+                    resource.tags.setdefault(key, value)
+            elif isinstance(resource, (FakeLoadBalancer, FakeTargetGroup)):
+                arn = resource.arn
+                backend = elbv2_backends[resource_map._account_id][resource_map._region_name]
+                own = backend.tagging_service.get_tag_dict_for_resource(arn)
+                missing = [{"Key": k, "Value": v} for k, v in tags.items() if k not in own]
+                if missing:
+                    backend.tagging_service.tag_resource(arn, missing)
+
+    def create(self: Any, template: dict[str, Any]) -> bool:
+        ready = original_create(self, template)
+        tag_load_balancers(self)
+        return ready
+
+    def update(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original_update(self, *args, **kwargs)
+        tag_load_balancers(self)
+        return out
+
+    ClassicLoadBalancer.create_from_cloudformation_json = classmethod(create_classic)
+    resource_map_cls.create = create
+    resource_map_cls.update = update
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -766,6 +846,7 @@ def apply_patches() -> None:
     patch_tag_lookup()
     patch_security_group_in_use()
     patch_hosted_zone_deletion()
+    patch_load_balancer_cloudformation()
 
 
 # --- request log ------------------------------------------------------------------------------

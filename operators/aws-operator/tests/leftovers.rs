@@ -369,7 +369,19 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
         tenant_stacks.iter().any(|(name, status)| *name == tccp_name && !status.starts_with("DELETE")),
         "TCCP is not deleted while a leftover is in use: {tenant_stacks:?}"
     );
-    assert!(!classic_lbs(&tenant).await?.contains(&created.classic_lb), "the classic load balancer went first");
+    let lbs = classic_lbs(&tenant).await?;
+    assert!(!lbs.contains(&created.classic_lb), "the classic load balancer went first: {lbs:?}");
+    // TCCP's own load balancer carries the same ownership tag (stack tags are copied onto it) and
+    // stays for its stack to delete.
+    let api = format!("{ID}-api");
+    assert!(lbs.contains(&api), "TCCP's load balancer is the stack's to delete: {lbs:?}");
+    let api_tags = tenant.elb.describe_tags().load_balancer_names(&api).send().await?;
+    let owned = api_tags
+        .tag_descriptions()
+        .iter()
+        .flat_map(|d| d.tags())
+        .any(|t| t.key() == format!("kubernetes.io/cluster/{ID}") && t.value() == Some("owned"));
+    assert!(owned, "TCCP's load balancer is tagged as the cluster's: {api_tags:?}");
     // The group waits several reconciles, not one: the refusal is not fatal.
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert!(clusters.get_opt(ID).await?.is_some(), "the cluster waits for its leftovers");
