@@ -55,6 +55,36 @@ struct Created {
     foreign_lb: String,
 }
 
+/// A classic load balancer in `subnet`, as the cloud provider creates one for a Service.
+async fn create_classic_lb(
+    tenant: &AccountClients,
+    name: &str,
+    subnet: &str,
+    group: Option<&str>,
+    tags: &[(String, String)],
+) -> anyhow::Result<()> {
+    let tags: Vec<_> = tags
+        .iter()
+        .map(|(k, v)| aws_sdk_elasticloadbalancing::types::Tag::builder().key(k).value(v).build())
+        .collect::<Result<_, _>>()?;
+    let listener = aws_sdk_elasticloadbalancing::types::Listener::builder()
+        .protocol("TCP")
+        .load_balancer_port(80)
+        .instance_port(30080)
+        .build()?;
+    tenant
+        .elb
+        .create_load_balancer()
+        .load_balancer_name(name)
+        .subnets(subnet)
+        .set_security_groups(group.map(|g| vec![g.to_string()]))
+        .listeners(listener)
+        .set_tags(Some(tags))
+        .send()
+        .await?;
+    Ok(())
+}
+
 async fn create_leftovers(tenant: &AccountClients, outputs: &tccp::Outputs) -> anyhow::Result<Created> {
     let vpc = outputs.vpc_id.clone();
     let az = outputs.az(AZ).ok_or_else(|| anyhow::anyhow!("TCCP has no outputs for {AZ}"))?;
@@ -75,26 +105,7 @@ async fn create_leftovers(tenant: &AccountClients, outputs: &tccp::Outputs) -> a
         .unwrap_or_default()
         .to_string();
     let classic_lb = "a0f1e2d3c4b5".to_string();
-    let elb_tags: Vec<_> = owned
-        .iter()
-        .map(|(k, v)| aws_sdk_elasticloadbalancing::types::Tag::builder().key(k).value(v).build())
-        .collect::<Result<_, _>>()?;
-    tenant
-        .elb
-        .create_load_balancer()
-        .load_balancer_name(&classic_lb)
-        .subnets(&subnet)
-        .security_groups(&elb_group)
-        .listeners(
-            aws_sdk_elasticloadbalancing::types::Listener::builder()
-                .protocol("TCP")
-                .load_balancer_port(80)
-                .instance_port(30080)
-                .build()?,
-        )
-        .set_tags(Some(elb_tags))
-        .send()
-        .await?;
+    create_classic_lb(tenant, &classic_lb, &subnet, Some(&elb_group), &owned).await?;
 
     // A Service with the NLB annotation: a network load balancer, its target group and listener.
     let v2_tags: Vec<_> = owned
@@ -240,25 +251,7 @@ async fn create_leftovers(tenant: &AccountClients, outputs: &tccp::Outputs) -> a
         .unwrap_or_default()
         .to_string();
     let foreign_lb = "b9a8c7d6e5f4".to_string();
-    let foreign_tags: Vec<_> = service_tags("zz9zz")
-        .iter()
-        .map(|(k, v)| aws_sdk_elasticloadbalancing::types::Tag::builder().key(k).value(v).build())
-        .collect::<Result<_, _>>()?;
-    tenant
-        .elb
-        .create_load_balancer()
-        .load_balancer_name(&foreign_lb)
-        .subnets(&other_subnet)
-        .listeners(
-            aws_sdk_elasticloadbalancing::types::Listener::builder()
-                .protocol("TCP")
-                .load_balancer_port(80)
-                .instance_port(30080)
-                .build()?,
-        )
-        .set_tags(Some(foreign_tags))
-        .send()
-        .await?;
+    create_classic_lb(tenant, &foreign_lb, &other_subnet, None, &service_tags("zz9zz")).await?;
 
     // external-dns: a record in the cluster's public zone.
     let zone = outputs.hosted_zone_id.clone().ok_or_else(|| anyhow::anyhow!("TCCP has no hosted zone"))?;

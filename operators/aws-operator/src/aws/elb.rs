@@ -85,14 +85,10 @@ async fn v2_load_balancers(aws: &AccountClients) -> Result<Vec<LoadBalancer>, Aw
             _ => break,
         }
     }
-    let arns: Vec<String> = found.iter().map(|(arn, _, _)| arn.clone()).collect();
-    let mut tags = v2_tags(aws, &arns).await?;
-    Ok(found
+    Ok(with_v2_tags(aws, found)
+        .await?
         .into_iter()
-        .map(|(arn, name, vpc_id)| {
-            let tags = tags.remove(&arn).unwrap_or_default();
-            LoadBalancer { id: arn, name, v2: true, vpc_id, tags }
-        })
+        .map(|(arn, name, vpc_id, tags)| LoadBalancer { id: arn, name, v2: true, vpc_id, tags })
         .collect())
 }
 
@@ -122,20 +118,20 @@ pub async fn target_groups(aws: &AccountClients) -> Result<Vec<TargetGroup>, Aws
             _ => break,
         }
     }
-    let arns: Vec<String> = found.iter().map(|(arn, _, _)| arn.clone()).collect();
-    let mut tags = v2_tags(aws, &arns).await?;
-    Ok(found
+    Ok(with_v2_tags(aws, found)
+        .await?
         .into_iter()
-        .map(|(arn, name, vpc_id)| {
-            let tags = tags.remove(&arn).unwrap_or_default();
-            TargetGroup { arn, name, vpc_id, tags }
-        })
+        .map(|(arn, name, vpc_id, tags)| TargetGroup { arn, name, vpc_id, tags })
         .collect())
 }
 
-/// The tags of v2 resources by ARN.
-async fn v2_tags(aws: &AccountClients, arns: &[String]) -> Result<std::collections::HashMap<String, Tags>, AwsError> {
-    let mut out = std::collections::HashMap::new();
+/// v2 resources as `(arn, name, vpc)`, each with its tags.
+async fn with_v2_tags(
+    aws: &AccountClients,
+    found: Vec<(String, String, Option<String>)>,
+) -> Result<Vec<(String, String, Option<String>, Tags)>, AwsError> {
+    let arns: Vec<String> = found.iter().map(|(arn, _, _)| arn.clone()).collect();
+    let mut tags = std::collections::HashMap::new();
     for chunk in arns.chunks(TAGS_PER_CALL) {
         let described = aws
             .elbv2
@@ -146,16 +142,22 @@ async fn v2_tags(aws: &AccountClients, arns: &[String]) -> Result<std::collectio
             .map_err(|e| api_error("ELBv2", "DescribeTags", e))?;
         for d in described.tag_descriptions() {
             if let Some(arn) = d.resource_arn() {
-                let tags: Tags = d
+                let these: Tags = d
                     .tags()
                     .iter()
                     .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
                     .collect();
-                out.insert(arn.to_string(), tags);
+                tags.insert(arn.to_string(), these);
             }
         }
     }
-    Ok(out)
+    Ok(found
+        .into_iter()
+        .map(|(arn, name, vpc_id)| {
+            let these = tags.remove(&arn).unwrap_or_default();
+            (arn, name, vpc_id, these)
+        })
+        .collect())
 }
 
 /// Delete a classic (by name) or v2 (by ARN) load balancer.

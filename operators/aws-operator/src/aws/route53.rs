@@ -69,7 +69,7 @@ pub async fn change_ns_record(
     values: &[String],
     delete: bool,
 ) -> Result<(), AwsError> {
-    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    use aws_sdk_route53::types::{ChangeAction, ResourceRecord, ResourceRecordSet, RrType};
     let build = |what: &str| AwsError::Setup(format!("building the Route53 change of {name}: {what}"));
     let records = values
         .iter()
@@ -83,9 +83,21 @@ pub async fn change_ns_record(
         .build()
         .map_err(|e| build(&e.to_string()))?;
     let action = if delete { ChangeAction::Delete } else { ChangeAction::Upsert };
+    change(aws, zone_id, action, set).await
+}
+
+/// Send one change of `set` in zone `zone_id`.
+async fn change(
+    aws: &AccountClients,
+    zone_id: &str,
+    action: aws_sdk_route53::types::ChangeAction,
+    set: aws_sdk_route53::types::ResourceRecordSet,
+) -> Result<(), AwsError> {
+    use aws_sdk_route53::types::{Change, ChangeBatch};
+    let build = |what: String| AwsError::Setup(format!("building the Route53 change of {}: {what}", set.name()));
     let change =
-        Change::builder().action(action).resource_record_set(set).build().map_err(|e| build(&e.to_string()))?;
-    let batch = ChangeBatch::builder().changes(change).build().map_err(|e| build(&e.to_string()))?;
+        Change::builder().action(action).resource_record_set(set.clone()).build().map_err(|e| build(e.to_string()))?;
+    let batch = ChangeBatch::builder().changes(change).build().map_err(|e| build(e.to_string()))?;
     aws.route53
         .change_resource_record_sets()
         .hosted_zone_id(zone_id)
@@ -133,20 +145,5 @@ pub async fn delete_record_set(
     zone_id: &str,
     record: &aws_sdk_route53::types::ResourceRecordSet,
 ) -> Result<(), AwsError> {
-    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch};
-    let build = |what: &str| AwsError::Setup(format!("building the Route53 deletion of {}: {what}", record.name()));
-    let change = Change::builder()
-        .action(ChangeAction::Delete)
-        .resource_record_set(record.clone())
-        .build()
-        .map_err(|e| build(&e.to_string()))?;
-    let batch = ChangeBatch::builder().changes(change).build().map_err(|e| build(&e.to_string()))?;
-    aws.route53
-        .change_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .change_batch(batch)
-        .send()
-        .await
-        .map_err(|e| api_error("Route53", "ChangeResourceRecordSets", e))?;
-    Ok(())
+    change(aws, zone_id, aws_sdk_route53::types::ChangeAction::Delete, record.clone()).await
 }
