@@ -196,25 +196,49 @@ impl Pass<'_> {
     }
 
     fn outcome(self) -> Cleanup {
-        if self.in_use.is_empty() {
-            return Cleanup::Pending {
-                reason: "DeletingLeftovers",
-                message: format!(
-                    "deleted {} resources the cluster left outside its stacks; looking again before deleting the stacks",
-                    self.deleted
-                ),
-            };
-        }
-        let mut named = self.in_use.iter().take(NAMED_IN_STATUS).cloned().collect::<Vec<_>>().join("; ");
-        if self.in_use.len() > NAMED_IN_STATUS {
-            named.push_str(&format!("; and {} more", self.in_use.len() - NAMED_IN_STATUS));
-        }
-        Cleanup::Pending {
-            reason: "LeftoversInUse",
+        pending(self.deleted, &self.in_use)
+    }
+}
+
+/// The outcome of a pass that deleted `deleted` resources and found `in_use` ones still in use
+/// (at least one of the two): what the `Ready` condition says.
+fn pending(deleted: usize, in_use: &[String]) -> Cleanup {
+    if in_use.is_empty() {
+        return Cleanup::Pending {
+            reason: "DeletingLeftovers",
             message: format!(
-                "deleted {} resources the cluster left outside its stacks; still in use, tried again: {named}",
-                self.deleted
+                "deleted {deleted} resources the cluster left outside its stacks; looking again before deleting the stacks"
             ),
-        }
+        };
+    }
+    let mut named = in_use.iter().take(NAMED_IN_STATUS).cloned().collect::<Vec<_>>().join("; ");
+    if in_use.len() > NAMED_IN_STATUS {
+        named.push_str(&format!("; and {} more", in_use.len() - NAMED_IN_STATUS));
+    }
+    Cleanup::Pending {
+        reason: "LeftoversInUse",
+        message: format!(
+            "deleted {deleted} resources the cluster left outside its stacks; still in use, tried again: {named}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_names_the_resources_in_use_and_counts_the_rest() {
+        let in_use: Vec<String> =
+            (1..=7).map(|n| format!("security group sg-{n} (DependencyViolation: in use)")).collect();
+        let Cleanup::Pending { reason, message } = pending(3, &in_use) else { panic!("a pass with leftovers") };
+        assert_eq!(reason, "LeftoversInUse");
+        assert!(message.starts_with("deleted 3 resources"), "{message}");
+        assert!(message.contains("sg-1 ") && message.contains("sg-5 ") && !message.contains("sg-6"), "{message}");
+        assert!(message.ends_with("; and 2 more"), "{message}");
+
+        let Cleanup::Pending { reason, message } = pending(2, &[]) else { panic!("a pass that deleted") };
+        assert_eq!(reason, "DeletingLeftovers");
+        assert!(message.starts_with("deleted 2 resources"), "{message}");
     }
 }
