@@ -1029,6 +1029,115 @@ def probe_group_deletion_hooks(port: int) -> None:
         check(statuses[:2] == ["DELETE_COMPLETE", "DELETE_IN_PROGRESS"] and statuses.count("DELETE_IN_PROGRESS") == 1,
               f"stack events {statuses}")
 
+def probe_security_group_in_use(port: int) -> None:
+    # A load balancer's security group, as the cloud provider leaves it: refused while the load
+    # balancer, an interface or another group's rule uses it, deleted once none does.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    elb = client(port, "elb", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.6.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.6.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="probe-elb", Description="elb", VpcId=vpc)["GroupId"]
+    nodes = ec2.create_security_group(GroupName="probe-nodes", Description="nodes", VpcId=vpc)["GroupId"]
+
+    def refused() -> bool:
+        try:
+            ec2.delete_security_group(GroupId=group)
+        except ClientError as err:
+            check(error_code(err) == "DependencyViolation", f"unexpected error {error_code(err)}")
+            return True
+        return False
+
+    elb.create_load_balancer(
+        LoadBalancerName="probe-elb", Subnets=[subnet], SecurityGroups=[group],
+        Listeners=[{"Protocol": "TCP", "LoadBalancerPort": 80, "InstancePort": 80}])
+    check(refused(), "a group a load balancer uses was deleted")
+    elb.delete_load_balancer(LoadBalancerName="probe-elb")
+    eni = ec2.create_network_interface(SubnetId=subnet, Groups=[group])["NetworkInterface"]["NetworkInterfaceId"]
+    check(refused(), "a group an interface carries was deleted")
+    ec2.delete_network_interface(NetworkInterfaceId=eni)
+    permission = {"IpProtocol": "tcp", "FromPort": 80, "ToPort": 80, "UserIdGroupPairs": [{"GroupId": group}]}
+    ec2.authorize_security_group_ingress(GroupId=nodes, IpPermissions=[permission])
+    check(refused(), "a group another group's rule references was deleted")
+    ec2.revoke_security_group_ingress(GroupId=nodes, IpPermissions=[permission])
+    check(not refused(), "an unused group was refused")
+    left = ec2.describe_security_groups(Filters=[{"Name": "group-id", "Values": [group]}])["SecurityGroups"]
+    check(left == [], f"the group survived its deletion: {left}")
+
+
+def probe_hosted_zone_deleted_with_its_stack(port: int) -> None:
+    # A cluster's zone is deleted with its stack; with a record external-dns wrote into it, the
+    # stack's deletion fails and the zone stays.
+    tenant = account()
+    cfn = client(port, "cloudformation", tenant)
+    r53 = client(port, "route53", tenant)
+
+    def create(name: str, domain: str) -> str:
+        template = json.dumps({"Resources": {
+            "HostedZone": {"Type": "AWS::Route53::HostedZone", "Properties": {"Name": f"{domain}."}},
+            "ApiRecordSet": {"Type": "AWS::Route53::RecordSet", "Properties": {
+                "HostedZoneId": {"Ref": "HostedZone"}, "Name": f"api.{domain}.", "Type": "CNAME",
+                "TTL": "300", "ResourceRecords": ["lb.example.org"]}},
+        }, "Outputs": {"Zone": {"Value": {"Ref": "HostedZone"}}}})
+        cfn.create_stack(StackName=name, TemplateBody=template)
+        outputs = cfn.describe_stacks(StackName=name)["Stacks"][0]["Outputs"]
+        return next(o["OutputValue"] for o in outputs if o["OutputKey"] == "Zone")
+
+    def zone_exists(zone: str) -> bool:
+        try:
+            r53.get_hosted_zone(Id=zone)
+            return True
+        except ClientError as err:
+            check(error_code(err) == "NoSuchHostedZone", f"unexpected error {error_code(err)}")
+            return False
+
+    empty = create("probe-zone-empty", "empty.example.org")
+    cfn.delete_stack(StackName="probe-zone-empty")
+    check(not zone_exists(empty), "the zone survived its stack")
+
+    busy = create("probe-zone-busy", "busy.example.org")
+    shop = {"Name": "shop.busy.example.org.", "Type": "A", "TTL": 300, "ResourceRecords": [{"Value": "10.0.0.1"}]}
+    r53.change_resource_record_sets(
+        HostedZoneId=busy, ChangeBatch={"Changes": [{"Action": "CREATE", "ResourceRecordSet": shop}]})
+    try:
+        cfn.delete_stack(StackName="probe-zone-busy")
+    except ClientError as err:
+        check(error_code(err) == "HostedZoneNotEmpty", f"unexpected error {error_code(err)}")
+    check(zone_exists(busy), "a zone with a foreign record was deleted with its stack")
+
+
+def probe_load_balancer_from_template(port: int) -> None:
+    # A stack's classic load balancer is in its template's subnets and security group, and
+    # carries its template's tags, the stack's and CloudFormation's own.
+    tenant = account()
+    ec2 = client(port, "ec2", tenant)
+    cfn = client(port, "cloudformation", tenant)
+    elb = client(port, "elb", tenant)
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.0.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="probe-api-elb", Description="api", VpcId=vpc)["GroupId"]
+    template = json.dumps({"Resources": {"ApiLoadBalancer": {
+        "Type": "AWS::ElasticLoadBalancing::LoadBalancer", "Properties": {
+            "LoadBalancerName": "probe-api", "Subnets": [subnet], "SecurityGroups": [group], "Scheme": "internal",
+            "Listeners": [{"LoadBalancerPort": "443", "Protocol": "TCP", "InstancePort": "443"}],
+            "Tags": [{"Key": "Name", "Value": "probe-api"}]}}}})
+    stack_tags = [{"Key": "kubernetes.io/cluster/probe", "Value": "owned"}, {"Key": "giantswarm.io/stack", "Value": "tccp"}]
+    cfn.create_stack(StackName="probe-lb", TemplateBody=template, Tags=stack_tags)
+    lb = elb.describe_load_balancers(LoadBalancerNames=["probe-api"])["LoadBalancerDescriptions"][0]
+    placed = (lb.get("VPCId"), lb.get("Subnets"), lb.get("SecurityGroups"))
+    check(placed == (vpc, [subnet], [group]), f"the load balancer is not where its template puts it: {placed}")
+    described = elb.describe_tags(LoadBalancerNames=["probe-api"])["TagDescriptions"][0]["Tags"]
+    tags = {t["Key"]: t["Value"] for t in described}
+    want = {
+        "Name": "probe-api",
+        "kubernetes.io/cluster/probe": "owned",
+        "giantswarm.io/stack": "tccp",
+        "aws:cloudformation:stack-name": "probe-lb",
+        "aws:cloudformation:logical-id": "ApiLoadBalancer",
+    }
+    missing = {k: v for k, v in want.items() if tags.get(k) != v}
+    check(not missing, f"the stack's load balancer lacks {missing}: {tags}")
+
 
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
@@ -1048,6 +1157,9 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("AutoScalingRollingUpdate", probe_rolling_update),
     ("the groups of a stack roll in DependsOn order", probe_rolls_in_depends_on_order),
     ("a stack delete drains its groups (group_deletion_hooks)", probe_group_deletion_hooks),
+    ("a security group in use is not deleted", probe_security_group_in_use),
+    ("a hosted zone is deleted with its stack once empty", probe_hosted_zone_deleted_with_its_stack),
+    ("a stack's load balancer as its template places and tags it", probe_load_balancer_from_template),
 ]
 
 

@@ -76,6 +76,16 @@ by flags (``--time-scale``, ``--group-deletion-hooks``, which win), or at run ti
 from background threads; every request and every background step holds one lock around moto's
 state (``STATE_LOCK``).
 
+Three more behaviours, corrected for the teardown of what a cluster leaves outside its stacks:
+
+15. ``DeleteSecurityGroup`` refuses, with ``DependencyViolation``, a group that a network
+    interface, a load balancer or another group's rule still uses, as AWS does.
+16. ``AWS::Route53::HostedZone`` is deleted with its stack, and refused (``HostedZoneNotEmpty``,
+    failing the stack's deletion) while records other than its ``NS`` and ``SOA`` remain.
+17. A stack's classic load balancer is placed in its template's subnets with its security groups
+    and tags, and a stack's load balancers and target groups carry the stack's tags, as
+    CloudFormation puts them on every resource that takes tags.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -1800,6 +1810,158 @@ def patch_group_deletion_hooks() -> None:
 
     backend_cls.delete_stack = delete_stack
 
+# --- 15. A security group in use can not be deleted ----------------------------------------------
+
+
+def patch_security_group_in_use() -> None:
+    """moto 5.2.5 deletes a security group through ``DeleteSecurityGroup`` whatever still uses
+    it. AWS refuses with ``DependencyViolation`` while a network interface carries the group
+    (an instance's, a load balancer's), a classic or v2 load balancer names it, or a rule of
+    another group references it; the teardown of a cluster retries such deletions on a later
+    reconcile, which needs the refusal to be tested. The check is made on the API only: stack
+    deletions (which delete a stack's groups through the model, in moto's own order) are
+    unchanged."""
+    from moto.ec2.exceptions import DependencyViolationError
+    from moto.ec2.responses import security_groups as sg_responses
+    from moto.elb.models import elb_backends
+    from moto.elbv2.models import elbv2_backends
+
+    responses_cls = _require(sg_responses, "SecurityGroups")
+    original = _require(responses_cls, "delete_security_group")
+
+    def users_of(backend: Any, account_id: str, region: str, group: Any) -> list[str]:
+        users = [eni.id for eni in list(backend.enis.values()) if any(g.id == group.id for g in eni.group_set)]
+        users += [lb.name for lb in elb_backends[account_id][region].load_balancers.values()
+                  if group.id in (lb.security_groups or [])]
+        users += [lb.name for lb in elbv2_backends[account_id][region].load_balancers.values()
+                  if group.id in (getattr(lb, "security_groups", None) or [])]
+        for groups in list(backend.groups.values()):
+            for other in list(groups.values()):
+                if other.id == group.id:
+                    continue
+                for rule in list(other.ingress_rules) + list(other.egress_rules):
+                    # A rule names one source group (``SecurityGroupRule``) or several (a view).
+                    sources = getattr(rule, "source_groups", None) or [getattr(rule, "source_group", None) or {}]
+                    if any(source.get("GroupId") == group.id for source in sources):
+                        users.append(other.id)
+                        break
+        return users
+
+    def delete_security_group(self: Any) -> Any:
+        wanted = self._get_param("GroupId") or self._get_param("GroupName")
+        group = self.ec2_backend.get_security_group_by_name_or_id(wanted) if wanted else None
+        if group is not None:
+            users = users_of(self.ec2_backend, self.current_account, self.region, group)
+            if users:
+                raise DependencyViolationError(f"resource {group.id} has a dependent object ({', '.join(users)})")
+        return original(self)
+
+    responses_cls.delete_security_group = delete_security_group
+
+
+# --- 16. A hosted zone is deleted with its stack, once it is empty -------------------------------
+
+
+def patch_hosted_zone_deletion() -> None:
+    """moto 5.2.5 leaves an ``AWS::Route53::HostedZone`` behind when its stack is deleted (the
+    model has no ``delete``, and the generic fallback does nothing). AWS deletes the zone, and
+    fails the stack's deletion with ``HostedZoneNotEmpty`` while the zone holds records other
+    than its own ``NS`` and ``SOA`` (records others wrote into it, such as external-dns's), which
+    is why a cluster's teardown deletes those records first. The zone is now deleted through the
+    backend's ``DeleteHostedZone``, which refuses a zone with records exactly so; moto retries a
+    refused resource after the stack's other resources (its record sets) are gone."""
+    from moto.route53 import models as route53_models
+    from moto.utilities.utils import get_partition
+
+    zone_cls = _require(route53_models, "FakeZone")
+    backends = _require(route53_models, "route53_backends")
+    _require(backends, "__getitem__")
+    _require_no_stack_delete({"HostedZone": zone_cls})
+
+    def delete(self: Any, account_id: str, region_name: str) -> None:
+        backend = backends[account_id][get_partition(region_name)]
+        if self.resource_id in backend.zones:
+            backend.delete_hosted_zone(self.resource_id)  # HostedZoneNotEmpty, as in AWS
+
+    zone_cls.delete = delete
+
+
+# --- 17. A stack's load balancers where and as the template puts them -------------------------
+
+
+def patch_load_balancer_cloudformation() -> None:
+    """moto 5.2.5 creates an ``AWS::ElasticLoadBalancing::LoadBalancer`` from a template without
+    its ``Subnets``, ``SecurityGroups`` and ``Tags``: the load balancer lands in no VPC, with a
+    security group moto makes up in the default VPC, and untagged. And CloudFormation copies a
+    stack's tags (with its own ``aws:cloudformation:stack-name``, ``stack-id`` and
+    ``logical-id``) onto every resource that takes tags, which moto does for EC2 resources only:
+    a stack's classic and v2 load balancers and target groups get none. The cluster stacks' tags
+    include ``kubernetes.io/cluster/<id>=owned``, the tag the cloud provider puts on the load
+    balancers of a cluster's Services, so without both corrections a test could not tell whether
+    the teardown leaves the stack's own load balancers in the cluster's VPC alone. A classic load
+    balancer now gets the template's subnets (and their VPC and zones), security groups and tags,
+    and after each stack create or update the stack's load balancers and target groups carry the
+    stack's tags as in AWS (template tags win)."""
+    from moto.cloudformation import parsing
+    from moto.ec2.models import ec2_backends
+    from moto.elb.models import LoadBalancer as ClassicLoadBalancer
+    from moto.elbv2.models import FakeLoadBalancer, FakeTargetGroup, elbv2_backends
+
+    resource_map_cls = _require(parsing, "ResourceMap")
+    original_create = _require(resource_map_cls, "create")
+    original_update = _require(resource_map_cls, "update")
+    original_from_template = _require(ClassicLoadBalancer, "create_from_cloudformation_json").__func__
+
+    def create_classic(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        lb = original_from_template(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        properties = cloudformation_json["Properties"]
+        ec2 = ec2_backends[account_id][region_name]
+        subnets = [ec2.get_subnet(s) for s in properties.get("Subnets", []) or []]
+        if subnets:
+            lb.subnets = [s.id for s in subnets]
+            lb.vpc_id = subnets[0].vpc_id
+            lb.availability_zones = sorted({s.availability_zone for s in subnets})
+        groups = list(properties.get("SecurityGroups", []) or [])
+        if groups:
+            made_up = [g for g in lb.security_groups if g not in groups]
+            lb.security_groups = groups
+            for group_id in made_up:
+                ec2.delete_security_group(group_id=group_id)
+        lb.tags.update({t["Key"]: t["Value"] for t in properties.get("Tags", []) or []})
+        return lb
+
+    def tag_load_balancers(resource_map: Any) -> None:
+        stack_tags = {k: v for k, v in resource_map.tags.items() if k != "aws:cloudformation:logical-id"}
+        for logical_id, resource in list(resource_map._parsed_resources.items()):
+            tags = dict(stack_tags, **{"aws:cloudformation:logical-id": logical_id})
+            if isinstance(resource, ClassicLoadBalancer):
+                # Directly: moto's ``add_tag`` caps a classic load balancer at 10 tags, AWS at 50.
+                for key, value in tags.items():
+                    resource.tags.setdefault(key, value)
+            elif isinstance(resource, (FakeLoadBalancer, FakeTargetGroup)):
+                arn = resource.arn
+                backend = elbv2_backends[resource_map._account_id][resource_map._region_name]
+                own = backend.tagging_service.get_tag_dict_for_resource(arn)
+                missing = [{"Key": k, "Value": v} for k, v in tags.items() if k not in own]
+                if missing:
+                    backend.tagging_service.tag_resource(arn, missing)
+
+    def create(self: Any, template: dict[str, Any]) -> bool:
+        ready = original_create(self, template)
+        tag_load_balancers(self)
+        return ready
+
+    def update(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original_update(self, *args, **kwargs)
+        tag_load_balancers(self)
+        return out
+
+    ClassicLoadBalancer.create_from_cloudformation_json = classmethod(create_classic)
+    resource_map_cls.create = create
+    resource_map_cls.update = update
+
 
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
@@ -1818,6 +1980,9 @@ def apply_patches() -> None:
     patch_group_update_in_place()
     patch_rolling_updates()
     patch_group_deletion_hooks()
+    patch_security_group_in_use()
+    patch_hosted_zone_deletion()
+    patch_load_balancer_cloudformation()
 
 
 # --- request log ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 pub mod cfn;
 pub mod ignition;
 pub mod ipam;
+pub mod leftovers;
 pub mod names;
 pub mod stacks;
 pub mod state;

@@ -259,13 +259,84 @@ fn classic_elb(
     if internet_facing { lb.depends_on([GATEWAY_ATTACHMENT]) } else { lb }
 }
 
+/// What a record of TCCP points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordTarget {
+    /// The DNS name of the load balancer with this logical ID.
+    LoadBalancer(&'static str),
+    /// `ingress.<base>`, the ingress controller's name.
+    Ingress,
+}
+
+/// One record set of TCCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSetSpec {
+    /// Its logical ID.
+    pub logical_id: &'static str,
+    /// The logical ID of its zone ([`HOSTED_ZONE`] or [`INTERNAL_HOSTED_ZONE`]).
+    pub zone: &'static str,
+    /// Its name below the cluster's domain: `api` is `api.<id>.k8s.<domain>.`.
+    pub label: &'static str,
+    /// What it points at.
+    pub target: RecordTarget,
+}
+
+/// The type of every record set of TCCP.
+pub const RECORD_TYPE: &str = "CNAME";
+
+/// The record sets TCCP creates in the cluster's zones (the teardown leaves these to the stack).
+pub const RECORD_SETS: [RecordSetSpec; 7] = [
+    RecordSetSpec {
+        logical_id: "ApiRecordSet",
+        zone: HOSTED_ZONE,
+        label: "api",
+        target: RecordTarget::LoadBalancer(API_ELB),
+    },
+    RecordSetSpec {
+        logical_id: "ApiInternalRecordSet",
+        zone: HOSTED_ZONE,
+        label: "internal-api",
+        target: RecordTarget::LoadBalancer(API_INTERNAL_ELB),
+    },
+    RecordSetSpec {
+        logical_id: "EtcdRecordSet",
+        zone: HOSTED_ZONE,
+        label: "etcd",
+        target: RecordTarget::LoadBalancer(ETCD_ELB),
+    },
+    RecordSetSpec {
+        logical_id: "IngressWildcardRecordSet",
+        zone: HOSTED_ZONE,
+        label: "*",
+        target: RecordTarget::Ingress,
+    },
+    RecordSetSpec {
+        logical_id: "InternalApiRecordSet",
+        zone: INTERNAL_HOSTED_ZONE,
+        label: "api",
+        target: RecordTarget::LoadBalancer(API_INTERNAL_ELB),
+    },
+    RecordSetSpec {
+        logical_id: "InternalEtcdRecordSet",
+        zone: INTERNAL_HOSTED_ZONE,
+        label: "etcd",
+        target: RecordTarget::LoadBalancer(ETCD_ELB),
+    },
+    RecordSetSpec {
+        logical_id: "InternalIngressWildcardRecordSet",
+        zone: INTERNAL_HOSTED_ZONE,
+        label: "*",
+        target: RecordTarget::Ingress,
+    },
+];
+
 fn record(zone: &str, name: String, target: Value) -> Resource {
     Resource::new(
         "AWS::Route53::RecordSet",
         json!({
             "HostedZoneId": cfn::r#ref(zone),
             "Name": name,
-            "Type": "CNAME",
+            "Type": RECORD_TYPE,
             "TTL": "300",
             "ResourceRecords": [target],
         }),
@@ -628,15 +699,13 @@ fn add_route53(t: &mut Template, c: &Common) {
             }),
         ),
     );
-    let dns = |lb: &str| cfn::get_att(lb, "DNSName");
-    let ingress = json!(format!("ingress.{base}."));
-    t.add("ApiRecordSet", record(HOSTED_ZONE, format!("api.{base}."), dns(API_ELB)));
-    t.add("ApiInternalRecordSet", record(HOSTED_ZONE, format!("internal-api.{base}."), dns(API_INTERNAL_ELB)));
-    t.add("EtcdRecordSet", record(HOSTED_ZONE, format!("etcd.{base}."), dns(ETCD_ELB)));
-    t.add("IngressWildcardRecordSet", record(HOSTED_ZONE, format!("*.{base}."), ingress.clone()));
-    t.add("InternalApiRecordSet", record(INTERNAL_HOSTED_ZONE, format!("api.{base}."), dns(API_INTERNAL_ELB)));
-    t.add("InternalEtcdRecordSet", record(INTERNAL_HOSTED_ZONE, format!("etcd.{base}."), dns(ETCD_ELB)));
-    t.add("InternalIngressWildcardRecordSet", record(INTERNAL_HOSTED_ZONE, format!("*.{base}."), ingress));
+    for set in RECORD_SETS {
+        let target = match set.target {
+            RecordTarget::LoadBalancer(lb) => cfn::get_att(lb, "DNSName"),
+            RecordTarget::Ingress => json!(format!("ingress.{base}.")),
+        };
+        t.add(set.logical_id, record(set.zone, format!("{}.{base}.", set.label), target));
+    }
     t.output("HostedZoneID", cfn::r#ref(HOSTED_ZONE), Some("Public hosted zone of the cluster"));
     t.output("InternalHostedZoneID", cfn::r#ref(INTERNAL_HOSTED_ZONE), Some("Private hosted zone of the cluster"));
 }

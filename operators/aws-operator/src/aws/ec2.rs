@@ -1,5 +1,7 @@
-//! The EC2 and Auto Scaling reads the operator needs: the account's subnets (reserved by IPAM),
-//! the management VPC and its route tables, the masters' addresses and a node pool's capacity.
+//! The EC2 and Auto Scaling calls the operator makes: the account's subnets (reserved by IPAM),
+//! the management VPC and its route tables, the masters' addresses and a node pool's capacity;
+//! and, for the teardown's leftovers, the security groups, interfaces, volumes and peerings of a
+//! cluster with their deletion.
 
 use crate::aws::{AccountClients, AwsError, api_error};
 
@@ -106,4 +108,183 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
     Ok(out.auto_scaling_groups().first().map(|g| {
         (g.desired_capacity().unwrap_or_default(), g.min_size().unwrap_or_default(), g.max_size().unwrap_or_default())
     }))
+}
+
+/// The tags of an EC2 resource as a map.
+fn tag_map(tags: &[aws_sdk_ec2::types::Tag]) -> aws_stacks::leftovers::Tags {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+fn filter(name: &str, value: impl Into<String>) -> aws_sdk_ec2::types::Filter {
+    aws_sdk_ec2::types::Filter::builder().name(name).values(value).build()
+}
+
+/// The security groups of VPC `vpc_id`.
+pub async fn security_groups(
+    aws: &AccountClients,
+    vpc_id: &str,
+) -> Result<Vec<aws_stacks::leftovers::SecurityGroup>, AwsError> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_security_groups()
+            .filters(filter("vpc-id", vpc_id))
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| api_error("EC2", "DescribeSecurityGroups", e))?;
+        out.extend(page.security_groups().iter().filter_map(|g| {
+            Some(aws_stacks::leftovers::SecurityGroup {
+                id: g.group_id()?.to_string(),
+                name: g.group_name().unwrap_or_default().to_string(),
+                vpc_id: g.vpc_id().map(str::to_string),
+                tags: tag_map(g.tags()),
+            })
+        }));
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The network interfaces of VPC `vpc_id`.
+pub async fn network_interfaces(
+    aws: &AccountClients,
+    vpc_id: &str,
+) -> Result<Vec<aws_stacks::leftovers::NetworkInterface>, AwsError> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_network_interfaces()
+            .filters(filter("vpc-id", vpc_id))
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| api_error("EC2", "DescribeNetworkInterfaces", e))?;
+        out.extend(page.network_interfaces().iter().filter_map(|n| {
+            Some(aws_stacks::leftovers::NetworkInterface {
+                id: n.network_interface_id()?.to_string(),
+                vpc_id: n.vpc_id().map(str::to_string),
+                status: n.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                requester_managed: n.requester_managed().unwrap_or(false),
+                tags: tag_map(n.tag_set()),
+            })
+        }));
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The volumes tagged `kubernetes.io/cluster/<cluster_id>=owned`.
+pub async fn cluster_volumes(
+    aws: &AccountClients,
+    cluster_id: &str,
+) -> Result<Vec<aws_stacks::leftovers::Volume>, AwsError> {
+    let tag = format!("tag:{}", aws_stacks::names::tags::kubernetes_cluster(cluster_id));
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_volumes()
+            .filters(filter(&tag, "owned"))
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| api_error("EC2", "DescribeVolumes", e))?;
+        out.extend(page.volumes().iter().filter_map(|v| {
+            Some(aws_stacks::leftovers::Volume {
+                id: v.volume_id()?.to_string(),
+                state: v.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                tags: tag_map(v.tags()),
+            })
+        }));
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The peering connections with VPC `vpc_id` on either side.
+pub async fn peerings(aws: &AccountClients, vpc_id: &str) -> Result<Vec<aws_stacks::leftovers::Peering>, AwsError> {
+    let mut out: Vec<aws_stacks::leftovers::Peering> = Vec::new();
+    // Filters are ANDed: one listing per side.
+    for side in ["requester-vpc-info.vpc-id", "accepter-vpc-info.vpc-id"] {
+        let mut token = None;
+        loop {
+            let page = aws
+                .ec2
+                .describe_vpc_peering_connections()
+                .filters(filter(side, vpc_id))
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| api_error("EC2", "DescribeVpcPeeringConnections", e))?;
+            for p in page.vpc_peering_connections() {
+                let Some(id) = p.vpc_peering_connection_id() else { continue };
+                if out.iter().any(|seen| seen.id == id) {
+                    continue;
+                }
+                out.push(aws_stacks::leftovers::Peering {
+                    id: id.to_string(),
+                    requester_vpc_id: p.requester_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
+                    accepter_vpc_id: p.accepter_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
+                    status: p.status().and_then(|s| s.code()).map(|c| c.as_str().to_string()).unwrap_or_default(),
+                    tags: tag_map(p.tags()),
+                });
+            }
+            match page.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                _ => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Delete security group `id`.
+pub async fn delete_security_group(aws: &AccountClients, id: &str) -> Result<(), AwsError> {
+    aws.ec2
+        .delete_security_group()
+        .group_id(id)
+        .send()
+        .await
+        .map_err(|e| api_error("EC2", "DeleteSecurityGroup", e))?;
+    Ok(())
+}
+
+/// Delete network interface `id`.
+pub async fn delete_network_interface(aws: &AccountClients, id: &str) -> Result<(), AwsError> {
+    aws.ec2
+        .delete_network_interface()
+        .network_interface_id(id)
+        .send()
+        .await
+        .map_err(|e| api_error("EC2", "DeleteNetworkInterface", e))?;
+    Ok(())
+}
+
+/// Delete volume `id`.
+pub async fn delete_volume(aws: &AccountClients, id: &str) -> Result<(), AwsError> {
+    aws.ec2.delete_volume().volume_id(id).send().await.map_err(|e| api_error("EC2", "DeleteVolume", e))?;
+    Ok(())
+}
+
+/// Delete peering connection `id` (either side may).
+pub async fn delete_peering(aws: &AccountClients, id: &str) -> Result<(), AwsError> {
+    aws.ec2
+        .delete_vpc_peering_connection()
+        .vpc_peering_connection_id(id)
+        .send()
+        .await
+        .map_err(|e| api_error("EC2", "DeleteVpcPeeringConnection", e))?;
+    Ok(())
 }

@@ -8,7 +8,8 @@
 //! | [`kms`] | the cluster key and the encryption of node-config secrets |
 //! | [`s3`] | the cluster buckets and the node-config objects |
 //! | [`ec2`] | EC2 and Auto Scaling reads: subnets, the management VPC, master addresses, pool capacity |
-//! | [`route53`] | the cluster zone's NS delegation |
+//! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
+//! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
 //! web identity / IRSA, container or instance metadata) or are given explicitly. With them it
@@ -37,6 +38,7 @@ use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
 pub mod cloudformation;
 pub mod ec2;
+pub mod elb;
 pub mod kms;
 pub mod route53;
 pub mod s3;
@@ -140,6 +142,10 @@ pub struct AccountClients {
     pub autoscaling: aws_sdk_autoscaling::Client,
     /// Route53 (a global service: the region only signs the requests).
     pub route53: aws_sdk_route53::Client,
+    /// Classic Elastic Load Balancing.
+    pub elb: aws_sdk_elasticloadbalancing::Client,
+    /// Elastic Load Balancing v2.
+    pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -274,6 +280,8 @@ impl AwsFactory {
             kms: aws_sdk_kms::Client::new(&conf),
             autoscaling: aws_sdk_autoscaling::Client::new(&conf),
             route53: aws_sdk_route53::Client::new(&conf),
+            elb: aws_sdk_elasticloadbalancing::Client::new(&conf),
+            elbv2: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
         }
     }
 
@@ -315,6 +323,8 @@ impl AwsFactory {
         let kms_conf = aws_sdk_kms::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let asg_conf = aws_sdk_autoscaling::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let route53_conf = aws_sdk_route53::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let elb_conf = aws_sdk_elasticloadbalancing::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let elbv2_conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -324,6 +334,8 @@ impl AwsFactory {
             kms: aws_sdk_kms::Client::from_conf(kms_conf),
             autoscaling: aws_sdk_autoscaling::Client::from_conf(asg_conf),
             route53: aws_sdk_route53::Client::from_conf(route53_conf),
+            elb: aws_sdk_elasticloadbalancing::Client::from_conf(elb_conf),
+            elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

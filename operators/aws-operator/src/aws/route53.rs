@@ -1,4 +1,5 @@
-//! Route53: the cluster zone's NS delegation in the installation's intermediate zone.
+//! Route53: the cluster zone's NS delegation in the installation's intermediate zone, and the
+//! records others left in the cluster's zones (the teardown's leftovers).
 
 use crate::aws::{AccountClients, AwsError, api_error};
 
@@ -68,7 +69,7 @@ pub async fn change_ns_record(
     values: &[String],
     delete: bool,
 ) -> Result<(), AwsError> {
-    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    use aws_sdk_route53::types::{ChangeAction, ResourceRecord, ResourceRecordSet, RrType};
     let build = |what: &str| AwsError::Setup(format!("building the Route53 change of {name}: {what}"));
     let records = values
         .iter()
@@ -82,9 +83,21 @@ pub async fn change_ns_record(
         .build()
         .map_err(|e| build(&e.to_string()))?;
     let action = if delete { ChangeAction::Delete } else { ChangeAction::Upsert };
+    change(aws, zone_id, action, set).await
+}
+
+/// Send one change of `set` in zone `zone_id`.
+async fn change(
+    aws: &AccountClients,
+    zone_id: &str,
+    action: aws_sdk_route53::types::ChangeAction,
+    set: aws_sdk_route53::types::ResourceRecordSet,
+) -> Result<(), AwsError> {
+    use aws_sdk_route53::types::{Change, ChangeBatch};
+    let build = |what: String| AwsError::Setup(format!("building the Route53 change of {}: {what}", set.name()));
     let change =
-        Change::builder().action(action).resource_record_set(set).build().map_err(|e| build(&e.to_string()))?;
-    let batch = ChangeBatch::builder().changes(change).build().map_err(|e| build(&e.to_string()))?;
+        Change::builder().action(action).resource_record_set(set.clone()).build().map_err(|e| build(e.to_string()))?;
+    let batch = ChangeBatch::builder().changes(change).build().map_err(|e| build(e.to_string()))?;
     aws.route53
         .change_resource_record_sets()
         .hosted_zone_id(zone_id)
@@ -93,4 +106,44 @@ pub async fn change_ns_record(
         .await
         .map_err(|e| api_error("Route53", "ChangeResourceRecordSets", e))?;
     Ok(())
+}
+
+/// Every record set of hosted zone `zone_id`.
+pub async fn record_sets(
+    aws: &AccountClients,
+    zone_id: &str,
+) -> Result<Vec<aws_sdk_route53::types::ResourceRecordSet>, AwsError> {
+    let mut out = Vec::new();
+    let (mut name, mut kind, mut identifier) = (None, None, None);
+    loop {
+        let page = aws
+            .route53
+            .list_resource_record_sets()
+            .hosted_zone_id(zone_id)
+            .set_start_record_name(name.take())
+            .set_start_record_type(kind.take())
+            .set_start_record_identifier(identifier.take())
+            .send()
+            .await
+            .map_err(|e| api_error("Route53", "ListResourceRecordSets", e))?;
+        out.extend(page.resource_record_sets().iter().cloned());
+        if !page.is_truncated() {
+            return Ok(out);
+        }
+        name = page.next_record_name().map(str::to_string);
+        kind = page.next_record_type().cloned();
+        identifier = page.next_record_identifier().map(str::to_string);
+        if name.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+/// Delete `record` from zone `zone_id`: a delete names the record set exactly as it is.
+pub async fn delete_record_set(
+    aws: &AccountClients,
+    zone_id: &str,
+    record: &aws_sdk_route53::types::ResourceRecordSet,
+) -> Result<(), AwsError> {
+    change(aws, zone_id, aws_sdk_route53::types::ChangeAction::Delete, record.clone()).await
 }

@@ -5,7 +5,7 @@
 //! object is requeued instead of waiting):
 //!
 //! Steps 1 to 3 are in this file; each larger step has its own file, named after it
-//! ([`stacks`], [`delegation`], [`master`], [`status`], [`teardown`]).
+//! ([`stacks`], [`delegation`], [`master`], [`status`], [`teardown`] with [`leftovers`]).
 //!
 //! 1. `inputs` — validates the spec, resolves the Release and the two AWS accounts. Bad input
 //!    stops here with a `Ready=False` condition and a Warning event, before anything is touched
@@ -20,8 +20,10 @@
 //! 7. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
 //!
 //! Deletion (`teardown`, last): deletes the cluster's AWSControlPlanes and
-//! AWSMachineDeployments and waits until they are gone, removes the zone delegation, then deletes
-//! TCCP (tenant) and after it
+//! AWSMachineDeployments and waits until they are gone, removes the zone delegation, deletes what
+//! the cluster created outside its stacks ([`leftovers`]: load balancers, target groups, security
+//! groups, unattached interfaces, volumes, zone records, extra peerings) and waits until a pass
+//! finds none, then deletes TCCP (tenant) and after it
 //! TCCPF and TCCPI (management account), empties and deletes the buckets, schedules the key for
 //! deletion, removes the namespace and releases the credential and certificate Secrets (held
 //! since creation, see [`operatorkit::held_secrets`]); the finalizer is held until all of that is done.
@@ -42,6 +44,7 @@ use crate::controllers;
 use operatorkit::held_secrets;
 
 pub mod delegation;
+pub mod leftovers;
 pub mod master;
 pub mod stacks;
 pub mod status;

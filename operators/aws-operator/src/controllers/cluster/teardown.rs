@@ -1,5 +1,6 @@
-//! Deletion, `teardown`: the children first, then the zone delegation, the stacks, the buckets,
-//! the key and the namespace; the Secrets the cluster held are released last.
+//! Deletion, `teardown`: the children first, then the zone delegation, what the cluster left
+//! outside its stacks ([`super::leftovers`]), the stacks, the buckets, the key and the namespace;
+//! the Secrets the cluster held are released last.
 
 use apis::aws::{AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment};
 use aws_stacks::names::{self, StackKind};
@@ -10,6 +11,7 @@ use operatorkit::{Outcome, Resource, ResourceError, held_secrets, resource};
 
 use super::ClusterState;
 use super::delegation::remove_delegation;
+use super::leftovers::{Cleanup, clean_up};
 use crate::aws::stacks::Deletion;
 use crate::context::Shared;
 use crate::controllers;
@@ -59,6 +61,21 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         }
         if shared.config.route53_enabled {
             remove_delegation(&shared, &cp, obj).await?;
+        }
+        // What the cluster created outside its stacks keeps TCCP from being deleted.
+        let tccp_name = names::stack_name(&id, StackKind::Tccp, None);
+        let tccp = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &tccp_name).await?;
+        if let Cleanup::Pending { reason, message } = clean_up(&shared, &tenant, obj, tccp.as_ref()).await? {
+            controllers::status::set_condition(
+                &mut status.conditions,
+                READY,
+                false,
+                reason,
+                message.clone(),
+                obj.metadata.generation,
+            );
+            controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
+            return Ok(keep(state, message));
         }
         // Tenant stacks before management-account stacks.
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
