@@ -205,12 +205,7 @@ impl Progress {
         let mut ready_ips = 0;
         for name in [names::MASTER_SERVICE, names::WORKER_SERVICE] {
             if let Some(e) = self.endpoints.get_opt(name).await? {
-                ready_ips += e
-                    .subsets
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
-                    .sum::<usize>();
+                ready_ips += kvm_objects::endpoints::ready_ips(&e).len();
             }
         }
         let nodes = self.nodes.list(&ListParams::default()).await?.items;

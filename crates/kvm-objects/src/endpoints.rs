@@ -213,6 +213,12 @@ pub fn desired_endpoints(service: &Service, pods: &[NodePod]) -> Option<Endpoint
     Some(serde_json::from_value(endpoints).expect("the Endpoints JSON has the Endpoints shape"))
 }
 
+/// The distinct ready IPs of `endpoints`, over all its subsets (the `master` Endpoints list
+/// the etcd master in the API subset and in the etcd one).
+pub fn ready_ips(endpoints: &Endpoints) -> std::collections::BTreeSet<String> {
+    endpoints.subsets.iter().flatten().flat_map(|s| s.addresses.iter().flatten().map(|a| a.ip.clone())).collect()
+}
+
 /// What to do to bring the current Endpoints to the desired ones.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EndpointsAction {

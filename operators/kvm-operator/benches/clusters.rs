@@ -92,8 +92,10 @@ async fn start_cluster(
     Ok(Cluster { id: id.to_string(), _wc: wc })
 }
 
+/// The distinct ready IPs of `endpoints` (the `master` Endpoints list the etcd master twice: in
+/// the API subset and in the etcd one).
 fn ready_addresses(endpoints: Option<Endpoints>) -> usize {
-    endpoints.and_then(|e| e.subsets).unwrap_or_default().iter().map(|s| s.addresses.as_ref().map_or(0, Vec::len)).sum()
+    endpoints.map_or(0, |e| kvm_objects::endpoints::ready_ips(&e).len())
 }
 
 fn peak_rss_mib(pid: u32) -> Option<f64> {
