@@ -7,7 +7,7 @@
 //! 1. one cluster of 13 nodes (3 masters, 10 workers): the time from creating its KVMConfig until
 //!    the `master` and `worker` Endpoints hold every VM IP as ready;
 //! 2. `BENCH_CLUSTERS` clusters (default 50) of 5 nodes (1 master, 4 workers): the time until all
-//!    are `Created`, and the operator's peak RSS;
+//!    are `Created`, the operator's peak RSS, and its RSS once idle;
 //! 3. the operator's Kubernetes writes during two idle resyncs once everything is created,
 //!    Lease renewals aside (leader election renews by design).
 //!
@@ -99,8 +99,13 @@ fn ready_addresses(endpoints: Option<Endpoints>) -> usize {
 }
 
 fn peak_rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmHWM:")
+}
+
+/// A memory figure of `/proc/<pid>/status` (`VmHWM:` peak, `VmRSS:` now), in MiB.
+fn status_mib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }
@@ -215,11 +220,13 @@ async fn main() -> anyhow::Result<()> {
         .map(|((verb, resource), n)| (format!("{verb:?} {resource}"), *n))
         .collect();
     let total: u64 = writes.iter().map(|(_, n)| n).sum();
+    let idle_rss = status_mib(pid, "VmRSS:").unwrap_or(f64::NAN);
 
     println!("kvm-operator against a simulated management cluster (immediate readiness):");
     println!("  13 nodes (3 masters, 10 workers) to all Endpoints ready   {:.2} s", thirteen.as_secs_f64());
     println!("  {clusters} clusters of 5 nodes, all Created after          {:.1} s", all_created.as_secs_f64());
     println!("  operator peak RSS                                         {rss:.1} MiB");
+    println!("  operator RSS once idle                                    {idle_rss:.1} MiB");
     println!(
         "  Kubernetes writes in two idle resyncs ({} s), leases aside  {total}{}",
         2 * RESYNC_SECONDS,
