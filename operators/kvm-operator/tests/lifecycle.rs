@@ -424,3 +424,36 @@ async fn a_host_volume_without_its_persistent_volume_waits_named_until_the_volum
     assert_eq!(requests["storage"].0, "100Gi");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_etcd_away_from_the_master_that_holds_its_data_is_refused_and_changes_nothing() -> anyhow::Result<()> {
+    let w = World::start().await?;
+    let config = created(&w).await?;
+    let before = names(&w.deployments(), "").await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), ID);
+    let node_config = secrets.get("master-x7k2p-m2b").await?.resource_version();
+    // m2b first: it would become the etcd master, with empty storage.
+    let mut spec = serde_json::to_value(&config.spec)?;
+    let masters = spec["cluster"]["masters"].as_array_mut().expect("masters");
+    masters.swap(0, 1);
+    let shapes = spec["kvm"]["masters"].as_array_mut().expect("master shapes");
+    shapes.swap(0, 1);
+    let configs = w.configs();
+    configs.patch(ID, &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": spec}))).await?;
+    let (reason, message) = eventually("Ready=False naming the etcd master", 30, || async {
+        let config = configs.get(ID).await?;
+        Ok(config
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
+            .map(|c| (c.reason, c.message)))
+    })
+    .await?;
+    assert_eq!(reason, "EtcdMasterMoved");
+    assert!(message.contains("master m1a holds the cluster's etcd data"), "{message}");
+    tokio::time::sleep(RESYNC).await;
+    assert_eq!(names(&w.deployments(), "").await?, before, "no Deployment created or deleted");
+    assert_eq!(secrets.get("master-x7k2p-m2b").await?.resource_version(), node_config, "m2b's node config unchanged");
+    let etcd = w.deployments().get("master-m1a").await?;
+    assert_eq!(etcd.labels().get(keys::ETCD_MEMBER).map(String::as_str), Some("true"));
+    Ok(())
+}

@@ -129,6 +129,20 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
         let managed = ListParams::default().labels(&managed_selector(&cluster.id));
+        // Checked before anything is written: a node config that moved etcd would be
+        // written too.
+        let current = deployments.list(&managed).await?.items;
+        if let Some(holder) = kvm_objects::deployment::etcd_member_moved(cluster, &current) {
+            let first = cluster.etcd_master().map(|n| n.id.clone()).unwrap_or_default();
+            return Err(operatorkit::error::InvalidInput {
+                object: operatorkit::status::describe(obj),
+                reason: "EtcdMasterMoved",
+                message: format!(
+                    "spec.cluster.masters[0] is {first}, but master {holder} holds the cluster's etcd data; put {holder} first in spec.cluster.masters again (the first master runs etcd)"
+                ),
+            }
+            .into());
+        }
         if !trusted {
             apply(&Api::<Namespace>::all(client.clone()), &objects.namespace).await?;
             apply(&Api::<ServiceAccount>::namespaced(client.clone(), &ns), &objects.service_account).await?;
@@ -148,18 +162,6 @@ impl Resource<KVMConfig, ClusterState> for Objects {
             }
         }
 
-        let current = deployments.list(&managed).await?.items;
-        if let Some(holder) = kvm_objects::deployment::etcd_member_moved(cluster, &current) {
-            let first = cluster.etcd_master().map(|n| n.id.clone()).unwrap_or_default();
-            return Err(operatorkit::error::InvalidInput {
-                object: operatorkit::status::describe(obj),
-                reason: "EtcdMasterMoved",
-                message: format!(
-                    "spec.cluster.masters[0] is {first}, but master {holder} holds the cluster's etcd data; put {holder} first in spec.cluster.masters again (the first master runs etcd)"
-                ),
-            }
-            .into());
-        }
         let mut created = Vec::new();
         for desired in &objects.deployments {
             if !current.iter().any(|c| c.name_any() == desired.name_any()) {
