@@ -14,12 +14,13 @@
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
-//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53 |
+//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
 //!
 //! Elsewhere: the desired state as pure functions in `aws_stacks` (names, IPAM arithmetic, the
-//! six templates, Ignition, and the stack state machine [`aws_stacks::state`]); what any operator
+//! six templates, Ignition, the stack state machine [`aws_stacks::state`], and the choice of
+//! what a deleted cluster left outside its stacks [`aws_stacks::leftovers`]); what any operator
 //! needs in `operatorkit` (controllers, conditions, [`operatorkit::held_secrets`],
 //! [`operatorkit::logging`]).
 //!
