@@ -45,6 +45,8 @@ pub struct Fixture {
     /// ServiceAccount (its token) with the chart's leader election, instead of as the
     /// administrator.
     pub service_account: Option<packaging::rbac::ChartIdentity>,
+    /// The operator's drainer poll interval, when not the default.
+    pub drainer_poll: Option<Duration>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -111,6 +113,7 @@ impl Fixture {
             shared: None,
             registry: None,
             service_account: None,
+            drainer_poll: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -172,6 +175,7 @@ impl Fixture {
             )?,
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
+        let drainer_poll = self.drainer_poll;
         let token = CancellationToken::new();
         let t = token.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -212,7 +216,10 @@ impl Fixture {
                 Ok(a) => a.gated_by(leadership.clone()),
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
-            let config = operator_config(installation);
+            let mut config = operator_config(installation);
+            if let Some(poll) = drainer_poll {
+                config.drainer_poll = poll;
+            }
             let shared = Shared::new(leadership.gate(client), aws, config, Fixture::amis(), &mut registry);
             let _ = tx.send(shared.clone());
             let controllers = daemon::run(
