@@ -46,27 +46,92 @@ async fn ec2_state(tenant: &aws_operator::aws::AccountClients, instance: &str) -
     Ok(state.unwrap_or_default())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_terminated_pool_instance_waits_until_its_node_is_drained() -> anyhow::Result<()> {
-    // As the chart's ServiceAccount, with its RBAC and its drain executor: a request the chart
-    // does not grant (creating or deleting a DrainerConfig) fails the run.
+/// The fixture as the chart's ServiceAccount, with its RBAC and its drain executor (a request
+/// the chart does not grant, such as creating or deleting a DrainerConfig, fails the run), on a
+/// moto started by `moto`.
+async fn chart_fixture(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
     let rendered = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?;
-    let mut f = Fixture::start_secure().await?;
+    let mut f = Fixture::start_secure_with(moto).await?;
     f.apply_basics().await?;
     f.as_chart_service_account(&rendered).await?;
     f.drainer_poll = Some(std::time::Duration::from_secs(1));
-    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
-    packaging::rbac::without_refusals(&env, &user, drain_one_instance(&mut f)).await?;
-    Ok(())
+    Ok(f)
 }
 
-async fn drain_one_instance(f: &mut Fixture) -> anyhow::Result<()> {
-    let id = "dra01";
+/// Cluster `id` with one master (no hooks) and a pool of two instances (the `NodePool` hook).
+async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
     f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 2, 3).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_pool_instance_waits_until_its_node_is_drained() -> anyhow::Result<()> {
+    let mut f = chart_fixture(motoenv::Launcher::from_env()).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, drain_one_instance(&mut f)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_cluster_lets_its_instances_go_at_once_without_draining() -> anyhow::Result<()> {
+    // Stack deletes drain their groups through the hooks, which wait AWS's hour unless completed.
+    let mut f = chart_fixture(motoenv::Launcher::from_env().group_deletion_hooks(true)).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, delete_a_cluster(&mut f)).await?;
+    Ok(())
+}
+
+async fn delete_a_cluster(f: &mut Fixture) -> anyhow::Result<()> {
+    let id = "dra02";
+    create(f, id).await?;
+    f.start_operator().await?;
+    wait_ready(f, id).await?;
+    let tenant = f.tenant_clients().await?;
+    let tcnp = aws_stacks::names::stack_name(id, aws_stacks::names::StackKind::Tcnp, Some("np001"));
+    let stack = tenant.cfn.describe(&tcnp).await?.expect("the pool's stack exists");
+    let group = stack.outputs.get("AutoScalingGroupName").expect("the pool's group output").clone();
+    let groups = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&group).send().await?;
+    let instances: Vec<String> = groups.auto_scaling_groups()[0]
+        .instances()
+        .iter()
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    assert!(!instances.is_empty(), "the pool has instances");
+
+    Api::<AWSCluster>::namespaced(f.client.clone(), NS).delete(id, &Default::default()).await?;
+    let gone = eventually(180, "the cluster to be gone", || async {
+        Ok(Api::<AWSCluster>::namespaced(f.client.clone(), NS).get_opt(id).await?.is_none().then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    // The pool's stack delete waited for its instances to leave Terminating:Wait, which at AWS's
+    // timing takes the hook's hour unless the operator completes the actions.
+    for instance in &instances {
+        assert_eq!(ec2_state(&tenant, instance).await?, "terminated", "{instance}");
+    }
+    // Nothing was drained: no DrainerConfig, and the pool tells why its instances went (the
+    // event recorder folds repeats of one reason into one event).
+    let dcs: Api<DrainerConfig> = Api::namespaced(f.client.clone(), NS);
+    assert!(dcs.list(&ListParams::default()).await?.items.is_empty(), "no DrainerConfig is left");
+    let events: Api<Event> = Api::namespaced(f.client.clone(), NS);
+    let released = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
+        e.reason.as_deref() == Some("NodeReleasedForDeletion")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("np001")
+            && e.note.as_deref().is_some_and(|n| instances.iter().any(|i| n.contains(i.as_str())))
+    });
+    assert!(released, "a NodeReleasedForDeletion event on the pool");
+    Ok(())
+}
+
+async fn drain_one_instance(f: &mut Fixture) -> anyhow::Result<()> {
+    let id = "dra01";
+    create(f, id).await?;
     f.start_operator().await?;
     wait_ready(f, id).await?;
 

@@ -1,4 +1,5 @@
-//! The AWSControlPlane controller: the masters' node configs and the TCCPN stack.
+//! The AWSControlPlane controller: the masters' node configs and the TCCPN stack, and the
+//! drainers of the masters' groups ([`crate::drainers`]).
 //!
 //! The master count is `spec.replicas` of the AWSControlPlane (1 or 3; when absent, 3 if three
 //! zones are listed, else 1) — this operator does not read a G8sControlPlane.

@@ -1,5 +1,6 @@
-//! The AWSMachineDeployment controller: the node-pool CIDR, the pool's node config, and the
-//! TCNP (tenant) and TCNPF (management account) stacks.
+//! The AWSMachineDeployment controller: the node-pool CIDR, the pool's node config, the
+//! TCNP (tenant) and TCNPF (management account) stacks, and the drainers of the pool's group
+//! ([`crate::drainers`]).
 //!
 //! Pool updates wait until the masters' stack is settled and runs this operator's version
 //! (masters roll before workers, reference §5.7.1). Deletion removes TCNP, then TCNPF.

@@ -85,7 +85,17 @@ impl Fixture {
         Self::start_on(TestEnv::builder().secure().start().await?).await
     }
 
+    /// Like [`Fixture::start_secure`], with moto started by `moto` (e.g. with its emulation
+    /// settings).
+    pub async fn start_secure_with(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
+        Self::start_on_with(TestEnv::builder().secure().start().await?, moto).await
+    }
+
     async fn start_on(env: TestEnv) -> anyhow::Result<Fixture> {
+        Self::start_on_with(env, motoenv::Launcher::from_env()).await
+    }
+
+    async fn start_on_with(env: TestEnv, launcher: motoenv::Launcher) -> anyhow::Result<Fixture> {
         // The operator's log goes to the test's output, which the runner shows when it fails.
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "aws_operator=info".to_string());
         let _ = tracing_subscriber::fmt()
@@ -93,7 +103,7 @@ impl Fixture {
             .with_ansi(false)
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .try_init();
-        let moto = tokio::task::spawn_blocking(MotoServer::start).await??;
+        let moto = tokio::task::spawn_blocking(move || launcher.start()).await??;
         let client = env.client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in apis::all_crds() {
