@@ -238,3 +238,42 @@ async fn drain_one_instance(f: &mut Fixture) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_clusters_share_one_auto_scaling_listing_per_poll_and_describe_no_instance() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    f.drainer_poll = Some(std::time::Duration::from_secs(1));
+    // Two clusters in one tenant account: four owners (two control planes, two pools) look for
+    // waiting instances every second.
+    for (id, cp, pool) in [("drc01", "cp001", "np001"), ("drc02", "cp002", "np002")] {
+        f.credential_secret(id).await?;
+        f.certificates(id).await?;
+        f.cluster(id).await?;
+        f.control_plane(id, cp, &["eu-central-1a"], 1).await?;
+        f.node_pool(id, pool, &["eu-central-1a"], 2, 3).await?;
+    }
+    f.start_operator().await?;
+    for id in ["drc01", "drc02"] {
+        wait_ready(&f, id).await?;
+    }
+    let count = |action: &str, since: f64| -> anyhow::Result<usize> {
+        Ok(f.moto.request_log()?.iter().filter(|r| r.action == action && r.time >= since).count())
+    };
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64());
+    let window = 8.0;
+    let start = now()?;
+    tokio::time::sleep(std::time::Duration::from_secs_f64(window)).await;
+    let listings = count("DescribeAutoScalingInstances", start)?;
+    let described = count("DescribeInstances", start)?;
+    let poll = operator_config(String::new()).poll.as_secs_f64();
+    // At most one listing per poll interval for the account (plus one at each edge of the
+    // window), where four owners each listing on their own would make four per second.
+    let most = (window / poll).ceil() as usize + 2;
+    eprintln!("{listings} DescribeAutoScalingInstances and {described} DescribeInstances in {window} s");
+    assert!(listings >= 1, "the drainers looked at the groups");
+    assert!(listings <= most, "{listings} DescribeAutoScalingInstances in {window} s (at most {most})");
+    assert!(listings < (4.0 * window) as usize, "{listings} listings: not shared across owners");
+    assert_eq!(described, 0, "no DescribeInstances while no instance waits");
+    Ok(())
+}
