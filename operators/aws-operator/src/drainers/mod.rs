@@ -248,7 +248,10 @@ where
             .map_err(|e| api_error("AutoScaling", "CompleteLifecycleAction", e));
         match done {
             Ok(_) => {}
-            Err(e) if already_completed(&e) => continue,
+            Err(e) if already_completed(&e) => {
+                tracing::debug!(instance = %c.instance_id, error = %e, "the instance no longer waits on its hook");
+                continue;
+            }
             Err(e) => return Err(e.into()),
         }
         let node = c.node.as_deref().unwrap_or("(none)");
