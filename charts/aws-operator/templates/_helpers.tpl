@@ -123,10 +123,11 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "patch"]
-# The drain executor: DrainerConfigs of this version, their status and finalizer.
+# The drain executor: DrainerConfigs of this version, their status and finalizer. The drainers:
+# a DrainerConfig per instance a terminating lifecycle hook holds, deleted once it went.
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["list", "watch", "patch", "create", "delete"]
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs/status"]
   verbs: ["patch"]

@@ -100,6 +100,14 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// [`Launcher::time_scale`] was given a factor the server cannot use.
+    #[error(
+        "time scale {scale} is not a positive, finite number: use e.g. 1.0 (AWS timing) or 0.01 (a hundred times faster)"
+    )]
+    InvalidTimeScale {
+        /// The factor given.
+        scale: f64,
+    },
     /// Local file-system trouble (the temporary directory for the port file and log).
     #[error("{context}: {source}")]
     Io {
@@ -132,6 +140,8 @@ pub struct Launcher {
     python: PathBuf,
     script: PathBuf,
     startup_timeout: Duration,
+    time_scale: Option<f64>,
+    group_deletion_hooks: Option<bool>,
 }
 
 impl Launcher {
@@ -144,7 +154,31 @@ impl Launcher {
 
     /// A launcher running `script` with `python`.
     pub fn new(python: impl Into<PathBuf>, script: impl Into<PathBuf>) -> Launcher {
-        Launcher { python: python.into(), script: script.into(), startup_timeout: DEFAULT_STARTUP_TIMEOUT }
+        Launcher {
+            python: python.into(),
+            script: script.into(),
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            time_scale: None,
+            group_deletion_hooks: None,
+        }
+    }
+
+    /// Scales the server's emulated waits (`--time-scale`): Auto Scaling lifecycle hooks'
+    /// heartbeat timeouts and rolling updates' pauses last `scale` times what AWS waits, so at
+    /// 0.01 a 3600 s drain hook times out after 36 s. Unset, the server takes `$MOTO_TIME_SCALE`
+    /// or AWS's timing (1.0). `scale` must be positive and finite; [`Launcher::start`] refuses
+    /// anything else with [`Error::InvalidTimeScale`].
+    pub fn time_scale(mut self, scale: f64) -> Launcher {
+        self.time_scale = Some(scale);
+        self
+    }
+
+    /// Whether a stack delete drains its Auto Scaling groups through their terminating
+    /// lifecycle hooks, as CloudFormation does (`--group-deletion-hooks`). Unset, the server
+    /// takes `$MOTO_GROUP_DELETION_HOOKS` or its default, off (instances go at once).
+    pub fn group_deletion_hooks(mut self, on: bool) -> Launcher {
+        self.group_deletion_hooks = Some(on);
+        self
     }
 
     /// Waits at most `timeout` for the server to answer.
@@ -166,6 +200,11 @@ impl Launcher {
         if !self.script.is_file() {
             return Err(Error::ScriptNotFound { path: self.script.clone() });
         }
+        if let Some(scale) = self.time_scale
+            && !(scale.is_finite() && scale > 0.0)
+        {
+            return Err(Error::InvalidTimeScale { scale });
+        }
         let dir = tempfile::Builder::new()
             .prefix("motoenv-")
             .tempdir()
@@ -180,6 +219,7 @@ impl Launcher {
             .arg(&self.script)
             .args(["--host", "127.0.0.1", "--port", "0", "--port-file"])
             .arg(&port_file)
+            .args(self.emulation_args())
             // moto prefers this variable over the per-request account header, which would put
             // every test into one account.
             .env_remove("MOTO_ACCOUNT_ID")
@@ -211,6 +251,20 @@ impl Launcher {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl Launcher {
+    /// The server flags for the emulation settings this launcher sets.
+    fn emulation_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(scale) = self.time_scale {
+            args.extend(["--time-scale".to_owned(), scale.to_string()]);
+        }
+        if let Some(on) = self.group_deletion_hooks {
+            args.extend(["--group-deletion-hooks".to_owned(), on.to_string()]);
+        }
+        args
     }
 }
 
@@ -277,6 +331,16 @@ impl LoggedRequest {
     }
 }
 
+/// The emulation settings of a running server (see [`Launcher::time_scale`] and
+/// [`Launcher::group_deletion_hooks`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct Emulation {
+    /// The factor applied to emulated waits (1.0 is AWS's timing).
+    pub time_scale: f64,
+    /// Whether a stack delete drains its Auto Scaling groups through their terminating hooks.
+    pub group_deletion_hooks: bool,
+}
+
 /// A running moto server on 127.0.0.1, killed when dropped.
 #[derive(Debug)]
 pub struct MotoServer {
@@ -321,6 +385,14 @@ impl MotoServer {
     /// kept by `tools/moto/server.py`): who sent it, when, and which action it was.
     pub fn request_log(&self) -> Result<Vec<LoggedRequest>, Error> {
         const PATH: &str = "/moto-api/request-log";
+        let body = http(self.port, "GET", PATH)?;
+        serde_json::from_slice(&body).map_err(|e| Error::Http { request: "GET", path: PATH, reason: e.to_string() })
+    }
+
+    /// The server's emulation settings (`GET /moto-api/emulation`): the time scale and whether
+    /// stack deletes drain their groups' terminating hooks.
+    pub fn emulation(&self) -> Result<Emulation, Error> {
+        const PATH: &str = "/moto-api/emulation";
         let body = http(self.port, "GET", PATH)?;
         serde_json::from_slice(&body).map_err(|e| Error::Http { request: "GET", path: PATH, reason: e.to_string() })
     }

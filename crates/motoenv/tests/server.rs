@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use motoenv::{Error, Launcher, MotoServer, fresh_account_id};
+use motoenv::{Emulation, Error, Launcher, MotoServer, fresh_account_id};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -95,6 +95,55 @@ fn the_launcher_corrections_hold() -> Result<(), Error> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
+}
+
+/// Terminates the one instance of a group whose terminating hook has a 30 s heartbeat timeout
+/// and prints how many seconds it stayed in `Terminating:Wait` (or that it never waited).
+const HOOK_TIMEOUT: &str = r#"
+import sys, time, boto3
+kw = dict(endpoint_url=f"http://127.0.0.1:{sys.argv[1]}", region_name="eu-west-1",
+          aws_access_key_id="AKIATEST", aws_secret_access_key="test")
+ec2, asg = boto3.client("ec2", **kw), boto3.client("autoscaling", **kw)
+subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+asg.create_launch_configuration(LaunchConfigurationName="lc", ImageId="ami-12c6146b", InstanceType="t3.micro")
+asg.create_auto_scaling_group(AutoScalingGroupName="g", LaunchConfigurationName="lc", MinSize=0, MaxSize=1,
+                              DesiredCapacity=1, VPCZoneIdentifier=subnet)
+asg.put_lifecycle_hook(LifecycleHookName="drain", AutoScalingGroupName="g", HeartbeatTimeout=30,
+                       LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", DefaultResult="CONTINUE")
+instance = asg.describe_auto_scaling_groups()["AutoScalingGroups"][0]["Instances"][0]["InstanceId"]
+asg.terminate_instance_in_auto_scaling_group(InstanceId=instance, ShouldDecrementDesiredCapacity=True)
+start, waited = time.time(), False
+while time.time() - start < 60:
+    found = asg.describe_auto_scaling_instances(InstanceIds=[instance])["AutoScalingInstances"]
+    if not found or found[0]["LifecycleState"] != "Terminating:Wait":
+        break
+    waited = True
+    time.sleep(0.05)
+print(round(time.time() - start, 2) if waited else "never waited")
+"#;
+
+#[test]
+fn the_launcher_sets_the_emulation_settings_and_they_shrink_hook_timeouts() -> Result<(), Error> {
+    let moto = Launcher::from_env().time_scale(0.01).group_deletion_hooks(true).start()?;
+    assert_eq!(moto.emulation()?, Emulation { time_scale: 0.01, group_deletion_hooks: true });
+    // A 30 s heartbeat timeout lasts 0.3 s at this scale (AWS's timing would exceed the
+    // script's 60 s limit).
+    let out = python(HOOK_TIMEOUT, moto.port());
+    let waited: f64 = out.parse().unwrap_or_else(|_| panic!("the hook did not hold the instance: {out}"));
+    assert!(waited < 10.0, "the instance waited {waited} s in Terminating:Wait");
+
+    let moto = Launcher::from_env().time_scale(2.5).group_deletion_hooks(false).start()?;
+    assert_eq!(moto.emulation()?, Emulation { time_scale: 2.5, group_deletion_hooks: false });
+    Ok(())
+}
+
+#[test]
+fn a_time_scale_that_is_not_positive_is_refused_before_starting() {
+    for scale in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let err = Launcher::from_env().time_scale(scale).start().expect_err("started with a bad time scale");
+        assert!(matches!(err, Error::InvalidTimeScale { .. }), "{err:?}");
+        assert!(err.to_string().contains("positive"), "{err}");
+    }
 }
 
 /// Waits up to `limit` for the port file a launcher writes once it serves.

@@ -78,6 +78,10 @@ pub struct DaemonArgs {
     /// Name of the leader election Lease (default: `aws-operator-<version>`, one per version).
     #[arg(long)]
     pub leader_election_name: Option<String>,
+    /// How often each control plane and node pool looks for instances waiting on a terminating
+    /// lifecycle hook, in seconds (while some wait: every `--poll-seconds`).
+    #[arg(long, default_value_t = 120)]
+    pub drainer_poll_seconds: u64,
     /// How long an account's stack listing (`DescribeStacks`) is used before it is listed again,
     /// in seconds.
     #[arg(long, default_value_t = 600)]
@@ -121,6 +125,9 @@ pub struct OperatorConfig {
     pub stack_busy_ttl: Duration,
     /// The requeue interval while a stack or a prerequisite is pending.
     pub poll: Duration,
+    /// How often each control plane and node pool looks for instances waiting on a terminating
+    /// lifecycle hook (reference §4.4: the drainer controllers resynced every 2 minutes).
+    pub drainer_poll: Duration,
     /// Templates larger than this many bytes are uploaded to the cluster bucket and passed to
     /// CloudFormation by URL. CloudFormation's own inline limit; only tests lower it, to send
     /// templates of ordinary size down that path.
@@ -198,6 +205,7 @@ impl Default for OperatorConfig {
             stack_listing_ttl: Duration::from_secs(600),
             stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
+            drainer_poll: Duration::from_secs(120),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
             alike_instances: AlikeInstances::default(),

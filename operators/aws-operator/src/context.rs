@@ -124,6 +124,8 @@ pub struct Shared {
     pub config: OperatorConfig,
     /// DescribeStacks per account.
     pub stacks: StackCache,
+    /// Auto Scaling instances per account, for the drainers.
+    pub instances: crate::drainers::InstanceCache,
     /// AMIs.
     pub amis: AmiMap,
     /// Metrics.
@@ -153,6 +155,7 @@ impl Shared {
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
+            instances: crate::drainers::InstanceCache::new(config.poll),
             config,
             amis,
             metrics: StackMetrics::new(registry),

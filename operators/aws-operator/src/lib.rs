@@ -15,6 +15,7 @@
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
+//! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
 //!
@@ -56,6 +57,7 @@ pub mod config;
 pub mod context;
 pub mod controllers;
 pub mod daemon;
+pub mod drainers;
 pub mod ipam;
 pub mod node_config;
 pub mod plan;

@@ -111,6 +111,13 @@ const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
         "patch core.giantswarm.io/drainerconfigs/status",
         "the drain executor's progress and result on a DrainerConfig; as above",
     ),
+    (
+        "create core.giantswarm.io/drainerconfigs",
+        "the drainers ask for a node's drain when a terminating lifecycle hook holds its instance; this \
+         run's groups lose no instance while the cluster lives, tests/drainers.rs runs that path as the \
+         chart's ServiceAccount",
+    ),
+    ("delete core.giantswarm.io/drainerconfigs", "the drainers' DrainerConfig goes once its instance did; as above"),
 ];
 
 /// The chart's objects as `helm template` renders them with its minimal values.

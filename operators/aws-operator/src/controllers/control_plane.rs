@@ -1,4 +1,5 @@
-//! The AWSControlPlane controller: the masters' node configs and the TCCPN stack.
+//! The AWSControlPlane controller: the masters' node configs and the TCCPN stack, and the
+//! drainers of the masters' groups ([`crate::drainers`]).
 //!
 //! The master count is `spec.replicas` of the AWSControlPlane (1 or 3; when absent, 3 if three
 //! zones are listed, else 1) — this operator does not read a G8sControlPlane.
@@ -32,6 +33,7 @@ pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSControlPlane> {
     controllers::resource_set(shared, name, requirement, ControlPlaneState::new)
         .resource(Inputs)
+        .resource(Drainers)
         .resource(Masters)
         .build()
 }
@@ -379,5 +381,35 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
             .await?;
         Ok(out)
+    }
+}
+
+/// Drains the masters their groups are about to terminate ([`crate::drainers`]); first, so that
+/// a rolling update or deletion in progress does not hold it up.
+#[derive(Debug)]
+pub struct Drainers;
+
+impl Drainers {
+    async fn step(state: &ControlPlaneState, obj: &AWSControlPlane, deleting: bool) -> Outcome {
+        let (Some(cluster), Some(tenant)) = (&state.cluster, &state.tenant) else {
+            return Outcome::proceed();
+        };
+        let kind = crate::drainers::plan::OwnerKind::ControlPlane(obj.name_any());
+        let hook = aws_stacks::stacks::tccpn::TERMINATING_HOOK;
+        crate::drainers::step(&state.shared, tenant, cluster, obj, kind, hook, deleting).await
+    }
+}
+
+impl Resource<AWSControlPlane, ControlPlaneState> for Drainers {
+    fn name(&self) -> &str {
+        "drainers"
+    }
+
+    async fn ensure_created(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        Ok(Self::step(state, obj, false).await)
+    }
+
+    async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
+        Ok(Self::step(state, obj, true).await)
     }
 }

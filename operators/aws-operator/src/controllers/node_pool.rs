@@ -1,5 +1,6 @@
-//! The AWSMachineDeployment controller: the node-pool CIDR, the pool's node config, and the
-//! TCNP (tenant) and TCNPF (management account) stacks.
+//! The AWSMachineDeployment controller: the node-pool CIDR, the pool's node config, the
+//! TCNP (tenant) and TCNPF (management account) stacks, and the drainers of the pool's group
+//! ([`crate::drainers`]).
 //!
 //! Pool updates wait until the masters' stack is settled and runs this operator's version
 //! (masters roll before workers, reference §5.7.1). Deletion removes TCNP, then TCNPF.
@@ -32,6 +33,7 @@ pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSMachineDeployment> {
     controllers::resource_set(shared, name, requirement, PoolState::new)
         .resource(Inputs)
+        .resource(Drainers)
         .resource(Ipam)
         .resource(Pool)
         .build()
@@ -500,6 +502,35 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         }
         shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
         Ok(Outcome::proceed())
+    }
+}
+
+/// Drains the pool's instances its group is about to terminate ([`crate::drainers`]); first, so
+/// that a stack update or deletion in progress does not hold it up.
+#[derive(Debug)]
+pub struct Drainers;
+
+impl Drainers {
+    async fn step(state: &PoolState, obj: &AWSMachineDeployment, deleting: bool) -> Outcome {
+        let (Some(cluster), Some(tenant)) = (&state.cluster, &state.tenant) else {
+            return Outcome::proceed();
+        };
+        let kind = crate::drainers::plan::OwnerKind::NodePool(obj.name_any());
+        crate::drainers::step(&state.shared, tenant, cluster, obj, kind, tcnp::TERMINATING_HOOK, deleting).await
+    }
+}
+
+impl Resource<AWSMachineDeployment, PoolState> for Drainers {
+    fn name(&self) -> &str {
+        "drainers"
+    }
+
+    async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        Ok(Self::step(state, obj, false).await)
+    }
+
+    async fn ensure_deleted(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
+        Ok(Self::step(state, obj, true).await)
     }
 }
 

@@ -45,6 +45,8 @@ pub struct Fixture {
     /// ServiceAccount (its token) with the chart's leader election, instead of as the
     /// administrator.
     pub service_account: Option<packaging::rbac::ChartIdentity>,
+    /// The operator's drainer poll interval, when not the default.
+    pub drainer_poll: Option<Duration>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -83,7 +85,17 @@ impl Fixture {
         Self::start_on(TestEnv::builder().secure().start().await?).await
     }
 
+    /// Like [`Fixture::start_secure`], with moto started by `moto` (e.g. with its emulation
+    /// settings).
+    pub async fn start_secure_with(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
+        Self::start_on_with(TestEnv::builder().secure().start().await?, moto).await
+    }
+
     async fn start_on(env: TestEnv) -> anyhow::Result<Fixture> {
+        Self::start_on_with(env, motoenv::Launcher::from_env()).await
+    }
+
+    async fn start_on_with(env: TestEnv, launcher: motoenv::Launcher) -> anyhow::Result<Fixture> {
         // The operator's log goes to the test's output, which the runner shows when it fails.
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "aws_operator=info".to_string());
         let _ = tracing_subscriber::fmt()
@@ -91,7 +103,7 @@ impl Fixture {
             .with_ansi(false)
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .try_init();
-        let moto = tokio::task::spawn_blocking(MotoServer::start).await??;
+        let moto = tokio::task::spawn_blocking(move || launcher.start()).await??;
         let client = env.client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in apis::all_crds() {
@@ -111,6 +123,7 @@ impl Fixture {
             shared: None,
             registry: None,
             service_account: None,
+            drainer_poll: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -172,6 +185,7 @@ impl Fixture {
             )?,
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
+        let drainer_poll = self.drainer_poll;
         let token = CancellationToken::new();
         let t = token.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -212,7 +226,10 @@ impl Fixture {
                 Ok(a) => a.gated_by(leadership.clone()),
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
-            let config = operator_config(installation);
+            let mut config = operator_config(installation);
+            if let Some(poll) = drainer_poll {
+                config.drainer_poll = poll;
+            }
             let shared = Shared::new(leadership.gate(client), aws, config, Fixture::amis(), &mut registry);
             let _ = tx.send(shared.clone());
             let controllers = daemon::run(

@@ -1,0 +1,328 @@
+//! The drainers: Auto Scaling terminating lifecycle hooks meet DrainerConfigs.
+//!
+//! A control-plane or node-pool group whose instance is about to go holds it in
+//! `Terminating:Wait` (the hooks of reference §6.4). The drainers create a DrainerConfig for the
+//! instance's workload-cluster node, let the drain executor ([`node_lifecycle::drain`]) drain
+//! it, and complete the lifecycle action once it is drained or timed out, so that pods leave a
+//! node before its instance does (reference §6.5).
+//!
+//! The decision is pure ([`plan`]); the controllers read and apply it.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apis::drainer::DrainerConfig;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use operatorkit::ResourceError;
+use parking_lot::Mutex;
+
+use crate::aws::{AccountClients, AwsError, api_error};
+use crate::context::Shared;
+use plan::{CompletionReason, GroupInstance, LifecycleState, Owner};
+
+/// The lifecycle action result the drainers send: the instance may go.
+const CONTINUE: &str = "CONTINUE";
+/// Instances per `DescribeInstances` call.
+const DESCRIBE_BATCH: usize = 100;
+
+/// The Auto Scaling instances of each account, read in one batched listing
+/// (`DescribeAutoScalingInstances` without ids) at most once per `ttl` and shared by every
+/// control plane and node pool of the account, and the private DNS names of instances once
+/// described (they never change).
+///
+/// A steady account therefore costs one paginated Auto Scaling read per poll, whatever its
+/// number of clusters, and no EC2 call: `DescribeInstances` runs only for instances newly found
+/// waiting, batched.
+#[derive(Debug)]
+pub struct InstanceCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Entry>>>>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    read: Option<Instant>,
+    instances: Vec<GroupInstance>,
+    dns: BTreeMap<String, String>,
+    /// Owners seen without waiting instances or DrainerConfigs: their DrainerConfigs are not
+    /// listed again until one of their instances waits.
+    settled: HashSet<String>,
+}
+
+impl InstanceCache {
+    /// A cache whose listings live `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self { ttl, entries: Mutex::new(HashMap::new()) }
+    }
+
+    fn entry(&self, account: &str) -> Arc<tokio::sync::Mutex<Entry>> {
+        self.entries.lock().entry(account.to_string()).or_default().clone()
+    }
+
+    /// The instances of `aws`'s account and region, listed again when older than the TTL.
+    async fn instances(&self, aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
+        let entry = self.entry(&aws.cache_key());
+        let mut e = entry.lock().await;
+        if e.read.is_none_or(|t| t.elapsed() >= self.ttl) {
+            e.instances = list_instances(aws).await?;
+            e.read = Some(Instant::now());
+        }
+        Ok(e.instances.clone())
+    }
+
+    /// The known private DNS names of the account's instances.
+    async fn dns(&self, aws: &AccountClients) -> BTreeMap<String, String> {
+        self.entry(&aws.cache_key()).lock().await.dns.clone()
+    }
+
+    /// Describes `ids` (batched) and remembers their private DNS names; an instance EC2 does not
+    /// know any more gets an empty name.
+    async fn describe(&self, aws: &AccountClients, ids: &[String]) -> Result<(), AwsError> {
+        let mut found = BTreeMap::new();
+        for batch in ids.chunks(DESCRIBE_BATCH) {
+            let mut token = None;
+            loop {
+                let page = aws
+                    .ec2
+                    .describe_instances()
+                    .filters(
+                        aws_sdk_ec2::types::Filter::builder()
+                            .name("instance-id")
+                            .set_values(Some(batch.to_vec()))
+                            .build(),
+                    )
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                    .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+                for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                    if let Some(id) = i.instance_id() {
+                        found.insert(id.to_string(), i.private_dns_name().unwrap_or_default().to_string());
+                    }
+                }
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+        }
+        let entry = self.entry(&aws.cache_key());
+        let mut e = entry.lock().await;
+        for id in ids {
+            e.dns.insert(id.clone(), found.remove(id).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// Forget the account's listing: the next read lists again (after a completion, so that the
+    /// next pass sees the instance leave).
+    fn invalidate(&self, account: &str) {
+        if let Ok(mut e) = self.entry(account).try_lock() {
+            e.read = None;
+        }
+    }
+
+    async fn is_settled(&self, account: &str, owner: &str) -> bool {
+        self.entry(account).lock().await.settled.contains(owner)
+    }
+
+    async fn set_settled(&self, account: &str, owner: &str, settled: bool) {
+        let entry = self.entry(account);
+        let mut e = entry.lock().await;
+        if settled {
+            e.settled.insert(owner.to_string());
+        } else {
+            e.settled.remove(owner);
+        }
+    }
+}
+
+/// Every Auto Scaling instance of the account and region (paginated).
+async fn list_instances(aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let page = aws
+            .autoscaling
+            .describe_auto_scaling_instances()
+            .max_records(50)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingInstances", e))?;
+        for i in page.auto_scaling_instances() {
+            out.push(GroupInstance {
+                instance_id: i.instance_id().unwrap_or_default().to_string(),
+                group: i.auto_scaling_group_name().unwrap_or_default().to_string(),
+                state: LifecycleState::parse(i.lifecycle_state().unwrap_or_default()),
+            });
+        }
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `err` says the instance no longer waits on the hook (completed before, or gone):
+/// the completion is then done.
+fn already_completed(err: &AwsError) -> bool {
+    err.code() == "ValidationError"
+}
+
+/// One drainer pass for `owner`'s groups (those whose name starts with `group_prefix`, e.g.
+/// `cluster-al9qy-tcnp-g3j50-`): reads, plans ([`plan::plan`]) and applies; returns how many
+/// instances still wait, for which the caller keeps its finalizer and looks again at the poll
+/// interval.
+///
+/// `obj` receives the events: Normal for each completed lifecycle action, Warning for each drain
+/// that timed out.
+pub async fn pass<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &K,
+    owner: &Owner,
+    group_prefix: &str,
+    deleting: bool,
+) -> Result<usize, ResourceError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let account = tenant.cache_key();
+    let owner_key = format!("{}/{}", owner.namespace, owner.selector());
+    let instances: Vec<GroupInstance> =
+        shared.instances.instances(tenant).await?.into_iter().filter(|i| i.group.starts_with(group_prefix)).collect();
+    let any_waiting = instances.iter().any(|i| i.state == LifecycleState::TerminatingWait);
+    if !any_waiting && shared.instances.is_settled(&account, &owner_key).await {
+        return Ok(0);
+    }
+    let api: Api<DrainerConfig> = Api::namespaced(shared.client.clone(), &owner.namespace);
+    let existing = api.list(&ListParams::default().labels(&owner.selector())).await?.items;
+
+    let mut dns = shared.instances.dns(tenant).await;
+    let mut decided = plan::plan(owner, &instances, &dns, &existing, deleting);
+    if !decided.describe.is_empty() {
+        shared.instances.describe(tenant, &decided.describe).await?;
+        dns = shared.instances.dns(tenant).await;
+        decided = plan::plan(owner, &instances, &dns, &existing, deleting);
+    }
+
+    for name in &decided.delete {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for dc in &decided.create {
+        match api.create(&PostParams::default(), dc).await {
+            Ok(_) => {
+                let instance = dc.labels().get(plan::INSTANCE_LABEL).cloned().unwrap_or_default();
+                shared
+                    .event(
+                        obj,
+                        "DrainerConfigCreated",
+                        format!("draining node {} of instance {instance}", dc.name_any()),
+                    )
+                    .await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for c in &decided.complete {
+        let done = tenant
+            .autoscaling
+            .complete_lifecycle_action()
+            .auto_scaling_group_name(&c.group)
+            .lifecycle_hook_name(&c.hook)
+            .instance_id(&c.instance_id)
+            .lifecycle_action_result(CONTINUE)
+            .send()
+            .await
+            .map_err(|e| api_error("AutoScaling", "CompleteLifecycleAction", e));
+        match done {
+            Ok(_) => {}
+            Err(e) if already_completed(&e) => {
+                tracing::debug!(instance = %c.instance_id, error = %e, "the instance no longer waits on its hook");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let node = c.node.as_deref().unwrap_or("(none)");
+        let note = match c.reason {
+            CompletionReason::Drained => format!("instance {} may go: node {node} is drained", c.instance_id),
+            CompletionReason::DrainTimeout => {
+                format!("instance {} goes although draining node {node} timed out", c.instance_id)
+            }
+            CompletionReason::ClusterDeleting => {
+                format!("instance {} goes without draining: the cluster is being deleted", c.instance_id)
+            }
+            CompletionReason::NoNode => format!("instance {} goes: it has no node to drain", c.instance_id),
+        };
+        if c.reason.is_warning() {
+            shared.warning(obj, c.reason.event_reason(), note).await;
+        } else {
+            shared.event(obj, c.reason.event_reason(), note).await;
+        }
+    }
+    if !decided.complete.is_empty() {
+        shared.instances.invalidate(&account);
+    }
+    let settled = decided.waiting == 0 && existing.len() == decided.delete.len() && decided.create.is_empty();
+    shared.instances.set_settled(&account, &owner_key, settled).await;
+    Ok(decided.waiting)
+}
+
+/// The drainers' step of a controller, shared by the control-plane and node-pool controllers:
+/// one [`pass`] for `owner`'s groups of `cluster`, as an outcome. While instances wait, the
+/// object is looked at again at the poll interval and, on the delete path, keeps its finalizer;
+/// otherwise at the drainer poll interval, since nothing in Kubernetes tells of an instance that
+/// starts to wait.
+/// A failing pass (AWS refusing, the management cluster unreachable) becomes a Warning event and
+/// a retry at the poll interval, so that it never holds up the object's stacks.
+pub async fn step<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    cluster: &apis::aws::AWSCluster,
+    obj: &K,
+    kind: plan::OwnerKind,
+    hook: &str,
+    deleting_obj: bool,
+) -> operatorkit::Outcome
+where
+    K: Resource<DynamicType = ()>,
+{
+    use aws_stacks::names::{self, StackKind};
+    let id = cluster.name_any();
+    let stack = match &kind {
+        plan::OwnerKind::ControlPlane(_) => names::stack_name(&id, StackKind::Tccpn, None),
+        plan::OwnerKind::NodePool(md) => names::stack_name(&id, StackKind::Tcnp, Some(md)),
+    };
+    let owner = Owner {
+        cluster_id: id.clone(),
+        namespace: obj.meta().namespace.clone().unwrap_or_default(),
+        api_endpoint: names::api_host(&id, &cluster.spec.cluster.dns.domain),
+        kind,
+        operator_version: shared.config.version.clone(),
+        hook: hook.to_string(),
+    };
+    let deleting = cluster.metadata.deletion_timestamp.is_some();
+    let again = operatorkit::Outcome::proceed().requeue_after(shared.config.poll);
+    match pass(shared, tenant, obj, &owner, &format!("{stack}-"), deleting).await {
+        Ok(0) => operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_poll),
+        Ok(waiting) => {
+            tracing::debug!(%stack, waiting, "instances wait in Terminating:Wait");
+            if deleting_obj { again.keep_finalizer() } else { again }
+        }
+        Err(e) => {
+            shared.warning(obj, "DrainersFailed", format!("drainers of {stack}: {e}")).await;
+            if deleting_obj { again.keep_finalizer() } else { again }
+        }
+    }
+}
