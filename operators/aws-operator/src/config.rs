@@ -128,6 +128,9 @@ pub struct OperatorConfig {
     /// How often each control plane and node pool looks for instances waiting on a terminating
     /// lifecycle hook (reference §4.4: the drainer controllers resynced every 2 minutes).
     pub drainer_poll: Duration,
+    /// How long a node drain may take (`--drain-timeout-seconds`); a drain for a lifecycle hook
+    /// gets less when the hook would time out first.
+    pub drain_timeout: Duration,
     /// Templates larger than this many bytes are uploaded to the cluster bucket and passed to
     /// CloudFormation by URL. CloudFormation's own inline limit; only tests lower it, to send
     /// templates of ordinary size down that path.
@@ -206,6 +209,7 @@ impl Default for OperatorConfig {
             stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
             drainer_poll: Duration::from_secs(120),
+            drain_timeout: Duration::from_secs(3600),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
             alike_instances: AlikeInstances::default(),

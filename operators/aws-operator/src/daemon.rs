@@ -168,6 +168,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
+        drain_timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         certificates_namespace: args.certificates_namespace.clone(),
         alike_instances: args.alike_instances.clone(),
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),

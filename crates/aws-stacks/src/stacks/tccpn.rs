@@ -45,6 +45,9 @@ pub const ROUTE53_MANAGER_ROLE: &str = "Route53ManagerRole";
 pub const LAUNCHING_HOOK: &str = "ControlPlaneLaunching";
 /// Lifecycle hook the drainer completes after draining a leaving master.
 pub const TERMINATING_HOOK: &str = "ControlPlane";
+/// How long [`TERMINATING_HOOK`] holds a leaving master before AWS continues without the
+/// drainer, in seconds.
+pub const TERMINATING_HOOK_TIMEOUT: u64 = 900;
 
 /// Size of the etcd volume and of each data volume, GiB.
 const VOLUME_GIB: u32 = 100;
@@ -303,7 +306,7 @@ pub fn render(p: &Params) -> Template {
                 {
                     "LifecycleHookName": TERMINATING_HOOK,
                     "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-                    "HeartbeatTimeout": 900,
+                    "HeartbeatTimeout": TERMINATING_HOOK_TIMEOUT,
                     "DefaultResult": "CONTINUE",
                 },
             ]);

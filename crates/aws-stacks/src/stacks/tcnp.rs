@@ -42,6 +42,9 @@ pub const POLICY: &str = "NodePoolRolePolicy";
 pub const INSTANCE_PROFILE: &str = "NodePoolInstanceProfile";
 /// The termination hook completed by the drainer.
 pub const TERMINATING_HOOK: &str = "NodePool";
+/// How long [`TERMINATING_HOOK`] holds a leaving worker before AWS continues without the
+/// drainer, in seconds.
+pub const TERMINATING_HOOK_TIMEOUT: u64 = 3600;
 
 /// Annotation (on the machine deployment, else the cluster) overriding `MaxBatchSize`.
 pub const MAX_BATCH_SIZE_ANNOTATION: &str = "alpha.aws.giantswarm.io/update-max-batch-size";
@@ -579,7 +582,7 @@ fn add_asg(t: &mut Template, p: &Params, subnets: Vec<Value>, nat_routes: Vec<St
                 "LifecycleHookSpecificationList": [{
                     "LifecycleHookName": TERMINATING_HOOK,
                     "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-                    "HeartbeatTimeout": 3600,
+                    "HeartbeatTimeout": TERMINATING_HOOK_TIMEOUT,
                     "DefaultResult": "CONTINUE",
                 }],
                 "HealthCheckGracePeriod": 10,

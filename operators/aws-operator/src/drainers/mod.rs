@@ -299,7 +299,12 @@ where
     K: Resource<DynamicType = ()>,
 {
     use aws_stacks::names::{self, StackKind};
+    use aws_stacks::stacks::{tccpn, tcnp};
     let id = cluster.name_any();
+    let hook_timeout = std::time::Duration::from_secs(match &kind {
+        plan::OwnerKind::ControlPlane(_) => tccpn::TERMINATING_HOOK_TIMEOUT,
+        plan::OwnerKind::NodePool(_) => tcnp::TERMINATING_HOOK_TIMEOUT,
+    });
     let stack = match &kind {
         plan::OwnerKind::ControlPlane(_) => names::stack_name(&id, StackKind::Tccpn, None),
         plan::OwnerKind::NodePool(md) => names::stack_name(&id, StackKind::Tcnp, Some(md)),
@@ -311,6 +316,7 @@ where
         kind,
         operator_version: shared.config.version.clone(),
         hook: hook.to_string(),
+        drain_timeout: plan::drain_timeout(shared.config.drain_timeout, hook_timeout),
     };
     let deleting = cluster.metadata.deletion_timestamp.is_some();
     let again = operatorkit::Outcome::proceed().requeue_after(shared.config.poll);

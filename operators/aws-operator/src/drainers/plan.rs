@@ -21,10 +21,11 @@
 //!   (the node name was reused) is deleted, and the right one created on a later pass.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use apis::drainer::{
     DrainerConfig, DrainerConfigSpec, DrainerConfigSpecGuest, DrainerConfigSpecGuestCluster,
-    DrainerConfigSpecGuestClusterAPI, DrainerConfigSpecGuestNode, DrainerConfigSpecVersionBundle,
+    DrainerConfigSpecGuestClusterAPI, DrainerConfigSpecGuestNode, DrainerConfigSpecVersionBundle, TIMEOUT_ANNOTATION,
 };
 use apis::labels;
 use kube::ResourceExt;
@@ -84,6 +85,21 @@ pub struct Owner {
     pub operator_version: String,
     /// The terminating lifecycle hook of the owner's groups (`ControlPlane` or `NodePool`).
     pub hook: String,
+    /// How long a drain of this owner's nodes may take: the operator's drain timeout, or less
+    /// when the hook would time out first ([`drain_timeout`]).
+    pub drain_timeout: Duration,
+}
+
+/// How long before a terminating hook times out its drain ends: the drain then reports
+/// `Timeout` and the operator completes the action itself, with a Warning, instead of AWS
+/// continuing on its own while the node is still being drained.
+pub const HOOK_MARGIN: Duration = Duration::from_secs(60);
+
+/// The drain timeout for a hook of `hook_timeout`: `configured`, but at most the hook's timeout
+/// less [`HOOK_MARGIN`] (and at least a tenth of the hook's timeout, for very short hooks).
+pub fn drain_timeout(configured: Duration, hook_timeout: Duration) -> Duration {
+    let before_the_hook = hook_timeout.saturating_sub(HOOK_MARGIN).max(hook_timeout / 10);
+    configured.min(before_the_hook)
 }
 
 /// The kind of group owner.
@@ -134,7 +150,10 @@ impl Owner {
                 name: Some(node.to_string()),
                 namespace: Some(self.namespace.clone()),
                 labels: Some(labels),
-                annotations: Some(BTreeMap::from([(INSTANCE_LABEL.to_string(), instance_id.to_string())])),
+                annotations: Some(BTreeMap::from([
+                    (INSTANCE_LABEL.to_string(), instance_id.to_string()),
+                    (TIMEOUT_ANNOTATION.to_string(), format!("{}s", self.drain_timeout.as_secs().max(1))),
+                ])),
                 ..ObjectMeta::default()
             },
             spec,
@@ -305,7 +324,24 @@ mod tests {
             kind: OwnerKind::NodePool("p4k2m".into()),
             operator_version: "16.2.0".into(),
             hook: "NodePool".into(),
+            drain_timeout: Duration::from_secs(3540),
         }
+    }
+
+    #[test]
+    fn a_drain_ends_before_its_hook_times_out() {
+        let hour = Duration::from_secs(3600);
+        // Masters: the 900 s hook would let AWS continue while the 3600 s drain still runs.
+        assert_eq!(drain_timeout(hour, Duration::from_secs(900)), Duration::from_secs(840));
+        assert_eq!(drain_timeout(hour, hour), Duration::from_secs(3540));
+        // A shorter configured timeout stays.
+        assert_eq!(drain_timeout(Duration::from_secs(300), Duration::from_secs(900)), Duration::from_secs(300));
+        // A hook shorter than the margin still leaves the drain some time.
+        assert_eq!(drain_timeout(hour, Duration::from_secs(30)), Duration::from_secs(3));
+        let cp = Owner { drain_timeout: Duration::from_secs(840), ..owner() };
+        let dc = cp.drainer_config("ip-10-1-2-3.eu-central-1.compute.internal", "i-0aaa");
+        assert_eq!(dc.annotations()[TIMEOUT_ANNOTATION], "840s");
+        assert_eq!(node_lifecycle::drain::plan::parse_timeout("840s"), Ok(Duration::from_secs(840)));
     }
 
     fn instance(id: &str, state: &str) -> GroupInstance {
