@@ -20,7 +20,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::names::keys;
 use kvm_objects::rolling::is_available;
-use support::{ID, RESYNC, World, eventually, kvm_config, names, ready, settled};
+use support::{ID, RESYNC, World, eventually, kvm_config, names, not_ready, ready, settled};
 use tokio_util::sync::CancellationToken;
 
 const NODE_PODS: &str = "kvm-operator.giantswarm.io/pod-watcher=kvm-operator";
@@ -355,15 +355,7 @@ async fn an_invalid_spec_is_named_once_in_its_condition_and_event() -> anyhow::R
     let mut config = kvm_config();
     config.spec.cluster.workers[0].id = "m1a".into();
     w.configs().create(&PostParams::default(), &config).await?;
-    let configs = w.configs();
-    let (status, message) = eventually("Ready=False", 30, || async {
-        let config = configs.get(ID).await?;
-        Ok(config
-            .status
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
-            .map(|c| (c.reason, c.message)))
-    })
-    .await?;
+    let (status, message) = not_ready(&w, "").await?;
     assert_eq!(status, "InvalidSpec");
     assert!(
         message.contains("spec.cluster.workers[0].id")
@@ -395,15 +387,7 @@ async fn a_host_volume_without_its_persistent_volume_waits_named_until_the_volum
         .host_volumes
         .push(apis::kvm::KVMConfigSpecKVMNodeHostVolume { mount_tag: "bulk".into(), host_path: "/srv/bulk".into() });
     w.configs().create(&PostParams::default(), &config).await?;
-    let configs = w.configs();
-    let (reason, message) = eventually("Ready=False naming the host volume", 30, || async {
-        let config = configs.get(ID).await?;
-        Ok(config
-            .status
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
-            .map(|c| (c.reason, c.message)))
-    })
-    .await?;
+    let (reason, message) = not_ready(&w, "naming the host volume").await?;
     assert_eq!(reason, "HostVolumeUnavailable");
     assert!(message.contains("worker w2b: no PersistentVolume is labelled mount-tag=bulk"), "{message}");
     let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(w.client.clone());
@@ -440,14 +424,7 @@ async fn moving_etcd_away_from_the_master_that_holds_its_data_is_refused_and_cha
     shapes.swap(0, 1);
     let configs = w.configs();
     configs.patch(ID, &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": spec}))).await?;
-    let (reason, message) = eventually("Ready=False naming the etcd master", 30, || async {
-        let config = configs.get(ID).await?;
-        Ok(config
-            .status
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
-            .map(|c| (c.reason, c.message)))
-    })
-    .await?;
+    let (reason, message) = not_ready(&w, "naming the etcd master").await?;
     assert_eq!(reason, "EtcdMasterMoved");
     assert!(message.contains("master m1a holds the cluster's etcd data"), "{message}");
     tokio::time::sleep(RESYNC).await;

@@ -264,6 +264,19 @@ pub fn ready(config: &KVMConfig) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.message.clone()))
 }
 
+/// Wait (30 s at most) until the cluster's `Ready` is `False`; its reason and message.
+pub async fn not_ready(w: &World, what: &str) -> anyhow::Result<(String, String)> {
+    let configs = w.configs();
+    eventually(&format!("Ready=False {what}"), 30, || async {
+        let config = configs.get(ID).await?;
+        Ok(config
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
+            .map(|c| (c.reason, c.message)))
+    })
+    .await
+}
+
 /// Wait until the cluster is settled on `release`: `settled_by` (`Created` or `Updated`) set,
 /// the release recorded, `nodes` nodes on it, `Ready=True`.
 pub async fn settled(
