@@ -89,6 +89,10 @@ pub struct Memo {
     /// Per `<management account/region>/<cluster id>`: the cluster zone whose delegation is in
     /// place, or when the delegation was last skipped for want of an intermediate zone.
     pub delegations: HashMap<String, Delegated>,
+    /// Auto Scaling group (`<account cache key>/<group>`) → whether this process last put the
+    /// cluster autoscaler's tag on it (`true`) or took it off (`false`); a group not in here
+    /// gets the tag written once.
+    pub autoscaler: HashMap<String, bool>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.
@@ -126,6 +130,9 @@ pub struct Shared {
     pub stacks: StackCache,
     /// Auto Scaling instances per account, for the drainers.
     pub instances: crate::drainers::InstanceCache,
+    /// Clients of the workload clusters (their master nodes during an upgrade), shared with the
+    /// drain executor, so that one cache follows the clusters' Secrets.
+    pub workload_clients: node_lifecycle::clients::WorkloadClients,
     /// AMIs.
     pub amis: AmiMap,
     /// Metrics.
@@ -152,6 +159,7 @@ impl Shared {
     ) -> Arc<Self> {
         let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
         Arc::new(Self {
+            workload_clients: node_lifecycle::clients::WorkloadClients::new(client.clone(), Default::default()),
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),

@@ -187,13 +187,14 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
     };
-    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+    let shared = Shared::new(leadership.gate(client.clone()), aws, config, amis, &mut registry);
+    let drainer = Drainer::builder(leadership.gate(client), drain_settings, &mut registry)
         .metrics(&metrics)
         .readiness(&readiness)
         .leadership(leadership.clone())
+        .clients(shared.workload_clients.clone())
         .build()
         .context("the drain executor")?;
-    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");

@@ -161,6 +161,53 @@ pub fn rolling_update(
     }
 }
 
+/// A rolling-update annotation that [`rolling_update`] ignored, and why: the pool's status
+/// names it, since the default applies in its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationProblem {
+    /// The annotation key.
+    pub annotation: &'static str,
+    /// Its value as given.
+    pub value: String,
+    /// What is wrong and what it accepts.
+    pub problem: String,
+}
+
+/// The rolling-update annotations [`rolling_update`] ignores, in annotation order: a batch size
+/// that is neither an integer above 0 nor a ratio in (0, 1], and a pause that is not an
+/// ISO-8601 `PT[nH][nM][nS]` duration above 0 and at most one hour.
+pub fn annotation_problems(
+    max_batch_annotation: Option<&str>,
+    pause_annotation: Option<&str>,
+) -> Vec<AnnotationProblem> {
+    let mut problems = Vec::new();
+    if let Some(raw) = max_batch_annotation
+        && parse_max_batch(raw.trim(), |_| 1).is_none()
+    {
+        problems.push(AnnotationProblem {
+            annotation: MAX_BATCH_SIZE_ANNOTATION,
+            value: raw.to_string(),
+            problem: "expected an integer above 0 (instances) or a ratio in (0, 1] of the desired capacity, such as \"2\" or \"0.25\"".into(),
+        });
+    }
+    if let Some(raw) = pause_annotation {
+        let problem = match pause_seconds(raw.trim()) {
+            None => Some("expected an ISO-8601 duration such as \"PT5M\" or \"PT1H\""),
+            Some(0) => Some("expected a pause above zero, such as \"PT5M\""),
+            Some(s) if s > 3600 => Some("the pause is over its bound of one hour (\"PT1H\")"),
+            Some(_) => None,
+        };
+        if let Some(problem) = problem {
+            problems.push(AnnotationProblem {
+                annotation: PAUSE_TIME_ANNOTATION,
+                value: raw.to_string(),
+                problem: problem.into(),
+            });
+        }
+    }
+    problems
+}
+
 fn parse_max_batch(raw: &str, ratio: impl Fn(f64) -> u32) -> Option<u32> {
     if let Ok(n) = raw.parse::<u32>()
         && n > 0
@@ -793,6 +840,19 @@ pub(crate) mod tests {
         assert_eq!(rolling_update(1, 20, 10, Some("25"), None).max_batch_size, 25, "integers are used verbatim");
         assert_eq!(rolling_update(1, 20, 10, Some("0.25"), None).max_batch_size, 3, "2.5 rounds half up");
         assert_eq!(rolling_update(1, 20, 10, Some("1.0"), None).max_batch_size, 10);
+        assert!(annotation_problems(Some("4"), Some("PT5M")).is_empty());
+        assert!(annotation_problems(Some("0.5"), Some("PT1H")).is_empty());
+        let problems = annotation_problems(Some("1.5"), Some("PT2H"));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(problems[0].annotation, MAX_BATCH_SIZE_ANNOTATION);
+        assert_eq!(problems[1].annotation, PAUSE_TIME_ANNOTATION);
+        assert!(problems[1].problem.contains("one hour"), "{problems:?}");
+        for bad in ["0", "-1", "ten", ""] {
+            assert_eq!(annotation_problems(Some(bad), None).len(), 1, "{bad}");
+        }
+        for bad in ["10m", "PT", "PT0S", "PT5X"] {
+            assert_eq!(annotation_problems(None, Some(bad)).len(), 1, "{bad}");
+        }
         assert_eq!(rolling_update(1, 20, 2, Some("0.1"), None).max_batch_size, 1, "at least one");
         for invalid in ["0", "-3", "1.5", "abc", "", "0.0"] {
             assert_eq!(rolling_update(1, 20, 10, Some(invalid), None).max_batch_size, 1, "{invalid:?} is ignored");

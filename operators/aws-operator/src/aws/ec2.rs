@@ -110,6 +110,29 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
     }))
 }
 
+/// Put the cluster autoscaler's discovery tag ([`crate::upgrade::AUTOSCALER_ENABLED_TAG`]) on
+/// Auto Scaling group `name` (`enabled`), or take it off.
+pub async fn set_autoscaler_enabled(aws: &AccountClients, name: &str, enabled: bool) -> Result<(), AwsError> {
+    let tag = aws_sdk_autoscaling::types::Tag::builder()
+        .key(crate::upgrade::AUTOSCALER_ENABLED_TAG)
+        .resource_id(name)
+        .resource_type("auto-scaling-group")
+        .value("true")
+        .propagate_at_launch(false)
+        .build();
+    if enabled {
+        aws.autoscaling
+            .create_or_update_tags()
+            .tags(tag)
+            .send()
+            .await
+            .map_err(|e| api_error("AutoScaling", "CreateOrUpdateTags", e))?;
+    } else {
+        aws.autoscaling.delete_tags().tags(tag).send().await.map_err(|e| api_error("AutoScaling", "DeleteTags", e))?;
+    }
+    Ok(())
+}
+
 /// The tags of an EC2 resource as a map.
 fn tag_map(tags: &[aws_sdk_ec2::types::Tag]) -> aws_stacks::leftovers::Tags {
     tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()

@@ -150,6 +150,14 @@ pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(
     Ok(api.get_opt(&id).await?)
 }
 
+/// How the operator reaches `cluster`'s workload cluster: its Secrets in the cluster's
+/// namespace (`<id>-kubeconfig`, else the `api` certificate) and its API host.
+pub fn workload_cluster(cluster: &AWSCluster) -> node_lifecycle::clients::ClusterRef {
+    let id = cluster.name_any();
+    let api = aws_stacks::names::api_host(&id, &cluster.spec.cluster.dns.domain);
+    node_lifecycle::clients::ClusterRef::new(cluster.namespace().unwrap_or_default(), id, api)
+}
+
 /// The control planes of a cluster.
 pub async fn control_planes(
     shared: &Shared,

@@ -2,8 +2,9 @@
 //! TCNP (tenant) and TCNPF (management account) stacks, and the drainers of the pool's group
 //! ([`crate::drainers`]).
 //!
-//! Pool updates wait until the masters' stack is settled and runs this operator's version
-//! (masters roll before workers, reference §5.7.1). Deletion removes TCNP, then TCNPF.
+//! Pool updates that replace instances wait for the masters, and the cluster autoscaler steps
+//! aside while the pool rolls ([`crate::upgrade`], reference §5.7.1); scaling is never held.
+//! Deletion removes TCNP, then TCNPF.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,10 @@ use aws_stacks::ignition::Role;
 use aws_stacks::ipam::{self, Ipv4Net};
 use aws_stacks::names::{self, StackKind};
 use aws_stacks::stacks::{self, tccp, tcnp, tcnpf};
-use kube::ResourceExt;
+use aws_stacks::state::StackView;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
@@ -24,6 +28,7 @@ use crate::aws::stacks::{Deletion, DesiredStack, Progress};
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
+use crate::upgrade;
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-machine-deployment-controller";
@@ -53,7 +58,15 @@ pub struct PoolState {
     /// The `Ready` reason of a failure being retried; `waiting` holds its message.
     failure: Option<&'static str>,
     ready: bool,
+    /// What is wrong with the rolling-update annotations, once the pool's stack was built
+    /// (the [`ROLLING_UPDATE`] condition); `None` before.
+    rolling_update: Option<Vec<String>>,
 }
+
+/// The condition saying whether the rolling-update annotations
+/// (`alpha.aws.giantswarm.io/update-max-batch-size`, `…/update-pause-time`) apply: `False`
+/// with reason `InvalidAnnotation` names each ignored annotation, whose default applies.
+pub const ROLLING_UPDATE: &str = "RollingUpdateSettings";
 
 impl PoolState {
     /// A fresh state for `obj`.
@@ -69,6 +82,7 @@ impl PoolState {
             waiting: None,
             failure: None,
             ready: false,
+            rolling_update: None,
         }
     }
 }
@@ -82,6 +96,27 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
         (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
     };
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    if let Some(problems) = &state.rolling_update {
+        let (ok, reason, message) = if problems.is_empty() {
+            (true, "Valid", "the rolling-update annotations, if any, apply".to_string())
+        } else {
+            (false, "InvalidAnnotation", problems.join("; "))
+        };
+        let changed = controllers::status::set_condition(
+            &mut status.conditions,
+            ROLLING_UPDATE,
+            ok,
+            reason,
+            message.clone(),
+            obj.metadata.generation,
+        );
+        let was_false = obj.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == ROLLING_UPDATE && c.status == "False" && c.message == message)
+        });
+        if changed && !ok && !was_false {
+            state.shared.warning(obj, "InvalidAnnotation", message).await;
+        }
+    }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
@@ -387,37 +422,58 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             peer_security_groups: &peers,
             alike: &shared.config.alike_instances,
         };
-        let params = |current_desired: u32| inputs.tcnp(current_desired);
+        let (batch, pause) = inputs.rolling_update_annotations();
+        state.rolling_update = Some(
+            tcnp::annotation_problems(batch.as_deref(), pause.as_deref())
+                .into_iter()
+                .map(|p| {
+                    let on = if obj.annotations().contains_key(p.annotation) { "AWSMachineDeployment" } else { "AWSCluster" };
+                    format!(
+                        "{}: annotation {}={:?} (on the {on}) is ignored and the default applies: {}; fix the value or remove the annotation",
+                        controllers::status::describe(obj),
+                        p.annotation,
+                        p.value,
+                        p.problem
+                    )
+                })
+                .collect(),
+        );
         // The hash ignores the live desired capacity (an autoscaled pool must not be updated
         // because it scaled); the template sent keeps it.
-        let canonical = tcnp::render(&params(0)).hash();
+        let canonical = tcnp::render(&inputs.tcnp(0)).hash();
         let tags = stacks::stack_tags(&common, StackKind::Tcnp, Some(&md));
         let unchanged = aws_stacks::cfn::stack_hash(&canonical, &tags);
-        let live_desired = match observed.as_ref().filter(|v| v.template_hash() != Some(unchanged.as_str())) {
-            Some(view) => match view.outputs.get("AutoScalingGroupName") {
-                Some(asg) => crate::aws::ec2::asg_capacity(&tenant, asg).await?.map_or(0, |(d, _, _)| d.max(0) as u32),
-                None => 0,
-            },
-            None => 0,
+        let deployed = observed.as_ref().and_then(|v| v.template_hash().map(str::to_string));
+        let group = observed.as_ref().and_then(|v| v.outputs.get("AutoScalingGroupName").cloned());
+        // The group's live size, read only when the stack differs: it sizes the rolling update
+        // and tells a scaling-only change from one that replaces instances.
+        let live = match (&group, deployed.as_deref() != Some(unchanged.as_str())) {
+            (Some(group), true) => crate::aws::ec2::asg_capacity(&tenant, group).await?,
+            _ => None,
         };
-        // Masters first: pool updates wait for a settled masters' stack of this version.
-        let tccpn = shared
-            .stacks
-            .get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None))
-            .await?;
-        let masters_current = tccpn
-            .as_ref()
-            .is_some_and(|v| v.status.is_usable() && v.outputs.get("OperatorVersion") == Some(&shared.config.version));
-        // An update held for the masters is Ready for now, and is retried at the poll interval:
-        // nothing else wakes the pool when the masters' stack becomes current.
-        let update_held =
-            !masters_current && observed.as_ref().is_some_and(|v| v.template_hash() != Some(unchanged.as_str()));
+        let live_desired = live.map_or(0, |(d, _, _)| d.max(0) as u32);
+        let at_live_size = live.map(|(_, min, max)| {
+            let sized = inputs.tcnp_sized(0, min.max(0) as u32, max.max(0) as u32);
+            aws_stacks::cfn::stack_hash(&tcnp::render(&sized).hash(), &tags)
+        });
+        let change = upgrade::change(deployed.as_deref(), &unchanged, at_live_size.as_deref());
+        // Masters first (§5.7.1): an update that replaces instances waits for the masters.
+        let decision = match (&observed, change) {
+            (Some(view), upgrade::Change::Update) => {
+                let masters = masters_of(&shared, &tenant, &cluster, view).await?;
+                upgrade::decide(change, &shared.config.version, &masters)
+            }
+            _ => upgrade::decide(change, &shared.config.version, &upgrade::Masters::none()),
+        };
+        if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group) {
+            autoscaler(&shared, &tenant, obj, group, false).await?;
+        }
         let desired = DesiredStack {
             kind: StackKind::Tcnp,
             name: name.clone(),
-            template: tcnp::render(&params(live_desired)),
+            template: tcnp::render(&inputs.tcnp(live_desired)),
             tags,
-            may_update: masters_current,
+            may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::Scale),
             canonical_hash: Some(canonical),
         };
         let (progress, entry) =
@@ -425,6 +481,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
+        }
+        // Current again: the autoscaler may act on the group.
+        if let (upgrade::Decision::Current, Some(group)) = (&decision, &group) {
+            autoscaler(&shared, &tenant, obj, group, true).await?;
         }
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
@@ -444,13 +504,19 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
         }
+        if let upgrade::Decision::Hold(why) = decision {
+            // Nothing else wakes the pool when the masters are done: look again at the poll
+            // interval.
+            state.failure = Some(upgrade::WAITING_FOR_MASTERS);
+            wait!("{why}");
+        }
         state.ready = true;
         state.waiting = None;
         write_status(state, obj).await?;
         // A sibling pool whose group is not known yet (its stack is still being created) is
         // admitted once it is: nothing else would wake this pool when that stack completes.
-        if peers_pending || update_held {
-            tracing::debug!(pool = %md, peers_pending, update_held, "looking again at the poll interval");
+        if peers_pending {
+            tracing::debug!(pool = %md, "looking again at the poll interval for sibling pools");
             return Ok(Outcome::proceed().requeue_after(shared.config.poll));
         }
         Ok(Outcome::proceed())
@@ -608,6 +674,83 @@ async fn pools_admitting(
         .collect())
 }
 
+/// What the pool's update waits for on the masters' side: TCCPN, and — while the pool runs
+/// another operator version (`view`'s `OperatorVersion`) — the workload cluster's master nodes.
+async fn masters_of(
+    shared: &Shared,
+    tenant: &AccountClients,
+    cluster: &AWSCluster,
+    view: &StackView,
+) -> Result<upgrade::Masters, ResourceError> {
+    let id = cluster.name_any();
+    let tccpn = shared
+        .stacks
+        .get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None))
+        .await?;
+    let ns = cluster.namespace().unwrap_or_default();
+    let replicas = controllers::lookup::control_planes(shared, &ns, &id)
+        .await?
+        .first()
+        .map_or(1, |cp| cp.spec.master_replicas() as usize);
+    let nodes =
+        if upgrade::nodes_needed(&shared.config.version, view.outputs.get("OperatorVersion").map(String::as_str)) {
+            Some(master_nodes(shared, cluster).await)
+        } else {
+            None
+        };
+    Ok(upgrade::Masters {
+        stack_usable: tccpn.as_ref().is_some_and(|v| v.status.is_usable()),
+        stack_version: tccpn.and_then(|v| v.outputs.get("OperatorVersion").cloned()),
+        replicas,
+        nodes,
+    })
+}
+
+/// The workload cluster's master nodes, or why they could not be read.
+async fn master_nodes(shared: &Shared, cluster: &AWSCluster) -> Result<Vec<upgrade::MasterNode>, String> {
+    let wc = shared
+        .workload_clients
+        .client_for(&controllers::lookup::workload_cluster(cluster))
+        .await
+        .map_err(|e| e.to_string())?;
+    let nodes: Api<Node> = Api::all(wc.client());
+    match nodes.list(&ListParams::default()).await {
+        Ok(list) => Ok(upgrade::master_nodes(&list.items)),
+        Err(e) => Err(wc.error(e).to_string()),
+    }
+}
+
+/// Put the cluster autoscaler's tag on `group` or take it off, once per change this process
+/// makes, with an event.
+async fn autoscaler(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &AWSMachineDeployment,
+    group: &str,
+    enabled: bool,
+) -> Result<(), ResourceError> {
+    let key = format!("{}/{group}", tenant.cache_key());
+    if shared.memo.lock().autoscaler.get(&key) == Some(&enabled) {
+        return Ok(());
+    }
+    crate::aws::ec2::set_autoscaler_enabled(tenant, group, enabled).await?;
+    let before = shared.memo.lock().autoscaler.insert(key, enabled);
+    let tag = upgrade::AUTOSCALER_ENABLED_TAG;
+    match (enabled, before) {
+        (false, _) => {
+            shared
+                .event(obj, "AutoscalingPaused", format!("tag {tag} removed from group {group} for the rolling update"))
+                .await;
+        }
+        // Back after a roll this process paused it; a first write after a start is silent.
+        (true, Some(false)) => {
+            shared.event(obj, "AutoscalingResumed", format!("tag {tag} put back on group {group}")).await;
+        }
+        (true, _) => {}
+    }
+    Ok(())
+}
+
 /// The Flatcar version a node pool runs: its `FLATCAR_RELEASE_VERSION` annotation when that is
 /// newer than its Release's `containerlinux`, else the Release's.
 pub fn pool_flatcar<'a>(pool: &'a AWSMachineDeployment, release: &'a Release) -> &'a str {
@@ -647,12 +790,22 @@ impl PoolStacks<'_> {
     /// TCNP's parameters, with the Auto Scaling group's live desired capacity (0 for a new
     /// group; it only shapes the rolling update, never the template hash).
     pub fn tcnp(&self, current_desired: u32) -> tcnp::Params {
-        let obj = self.pool;
+        let scaling = &self.pool.spec.node_pool.scaling;
+        self.tcnp_sized(current_desired, scaling.min.max(0) as u32, scaling.max.max(0) as u32)
+    }
+
+    /// The rolling-update annotations, the pool's own before the cluster's.
+    pub fn rolling_update_annotations(&self) -> (Option<String>, Option<String>) {
         let annotation =
-            |key: &str| obj.annotations().get(key).or_else(|| self.cluster.annotations().get(key)).cloned();
-        let (batch, pause) = (annotation(labels::AWS_UPDATE_MAX_BATCH_SIZE), annotation(labels::AWS_UPDATE_PAUSE_TIME));
-        let scaling = &obj.spec.node_pool.scaling;
-        let (min, max) = (scaling.min.max(0) as u32, scaling.max.max(0) as u32);
+            |key: &str| self.pool.annotations().get(key).or_else(|| self.cluster.annotations().get(key)).cloned();
+        (annotation(labels::AWS_UPDATE_MAX_BATCH_SIZE), annotation(labels::AWS_UPDATE_PAUSE_TIME))
+    }
+
+    /// [`PoolStacks::tcnp`] with the group's minimum and maximum given instead of the spec's:
+    /// the template the pool would have at another size, which tells a scaling-only change.
+    pub fn tcnp_sized(&self, current_desired: u32, min: u32, max: u32) -> tcnp::Params {
+        let obj = self.pool;
+        let (batch, pause) = self.rolling_update_annotations();
         let dist = obj.spec.provider.instance_distribution.clone().unwrap_or_default();
         let machine = &obj.spec.node_pool.machine;
         let outputs = self.outputs;

@@ -3,6 +3,8 @@
 //! in-process so a test can stop it at any point and start it again.
 #![allow(dead_code)]
 
+pub mod bridge;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 pub const REGION: &str = "eu-central-1";
 pub const NS: &str = "org-acme";
 pub const FLATCAR: &str = "4230.2.4";
+/// A newer Flatcar, with its own AMI in [`Fixture::amis`], for upgrades.
+pub const FLATCAR_NEXT: &str = "4230.2.5";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub struct Fixture {
@@ -38,7 +42,7 @@ pub struct Fixture {
     pub cp_account: String,
     pub tenant_account: String,
     pub installation: String,
-    running: Option<(CancellationToken, tokio::task::JoinHandle<()>, tokio::runtime::Runtime)>,
+    running: Option<OperatorProcess>,
     pub shared: Option<Arc<Shared>>,
     pub registry: Option<Registry>,
     /// Set by [`Fixture::as_chart_service_account`]: the operator runs as the chart's
@@ -54,10 +58,34 @@ pub struct Fixture {
 /// that the test reports its own failure rather than a panic in `Drop`.
 impl Drop for Fixture {
     fn drop(&mut self) {
-        if let Some((token, _handle, runtime)) = self.running.take() {
-            token.cancel();
+        if let Some(mut process) = self.running.take() {
+            process.kill();
+        }
+    }
+}
+
+/// An operator running in the test process on its own runtime ([`Fixture::spawn_operator`]).
+pub struct OperatorProcess {
+    token: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+    runtime: Option<tokio::runtime::Runtime>,
+    /// What its controllers share.
+    pub shared: Arc<Shared>,
+}
+
+impl OperatorProcess {
+    /// Stop it abruptly: its runtime is dropped with every task wherever it is.
+    pub fn kill(&mut self) {
+        self.token.cancel();
+        if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -76,6 +104,11 @@ impl Fixture {
     /// testenv as an open API server (no authentication, no RBAC) and moto.
     pub async fn start() -> anyhow::Result<Fixture> {
         Self::start_on(TestEnv::start().await?).await
+    }
+
+    /// Like [`Fixture::start`], with moto started by `moto` (e.g. with its emulation settings).
+    pub async fn start_with(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
+        Self::start_on_with(TestEnv::start().await?, moto).await
     }
 
     /// testenv as a production API server (TLS, bearer tokens, RBAC, Pod Security) and moto.
@@ -154,8 +187,26 @@ impl Fixture {
     }
 
     pub fn amis() -> AmiMap {
-        AmiMap::from_json(&format!(r#"{{"{FLATCAR}": {{"{REGION}": "ami-0a1b2c3d4e5f60001"}}}}"#))
-            .expect("static AMI JSON")
+        AmiMap::from_json(&format!(
+            r#"{{"{FLATCAR}": {{"{REGION}": "ami-0a1b2c3d4e5f60001"}}, "{FLATCAR_NEXT}": {{"{REGION}": "ami-0a1b2c3d4e5f60002"}}}}"#
+        ))
+        .expect("static AMI JSON")
+    }
+
+    /// Release `v<version>` with `flatcar` and `aws_operator` (the operator version that
+    /// reconciles its clusters).
+    pub async fn release(&self, version: &str, flatcar: &str, aws_operator: &str) -> anyhow::Result<()> {
+        let release: Release = serde_json::from_value(serde_json::json!({
+            "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release", "metadata": {"name": format!("v{version}")},
+            "spec": {"state": "active", "date": "2026-10-01T12:00:00Z", "components": [
+                {"name": "kubernetes", "version": "1.34.2"},
+                {"name": "etcd", "version": "3.5.16"},
+                {"name": "containerlinux", "version": flatcar},
+                {"name": "aws-operator", "version": aws_operator}
+            ]}
+        }))?;
+        Api::<Release>::all(self.client.clone()).create(&PostParams::default(), &release).await?;
+        Ok(())
     }
 
     /// Create the ServiceAccount, ClusterRoles, Roles and their bindings of `rendered` (a render
@@ -171,8 +222,22 @@ impl Fixture {
     /// Start the operator (again), on its own runtime, as its own "process": every task it
     /// spawns lives on that runtime and dies with it.
     pub async fn start_operator(&mut self) -> anyhow::Result<()> {
+        let process = self.spawn_operator(VERSION, "AKIATESTOPERATOR").await?;
+        self.shared = Some(process.shared.clone());
+        self.running = Some(process);
+        Ok(())
+    }
+
+    /// An operator of `version` signing its AWS calls with `access_key`, on its own runtime,
+    /// as its own "process", with the drain executor beside its controllers; several can run
+    /// side by side (operator versions, as a platform runs them). As the chart's ServiceAccount
+    /// after [`Fixture::as_chart_service_account`], with the chart's leader election.
+    pub async fn spawn_operator(&self, version: &str, access_key: &str) -> anyhow::Result<OperatorProcess> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let settings = factory_settings(&self.moto, &self.cp_account);
+        let settings = AwsSettings {
+            credentials: Some(Credentials::new(access_key, "secret", None, None, "test")),
+            ..factory_settings(&self.moto, &self.cp_account)
+        };
         let installation = self.installation.clone();
         let client = match &self.service_account {
             Some(sa) => self.env.handle().client_with_token(Some(&sa.token))?,
@@ -186,6 +251,7 @@ impl Fixture {
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
+        let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -193,44 +259,46 @@ impl Fixture {
             let mut registry = Registry::default();
             let metrics = operatorkit::Metrics::new(&mut registry);
             let readiness = operatorkit::Readiness::new();
-            // As the chart's pod: leader election on the chart's Lease, and the drain executor.
-            let (leadership, election, drainer) = match lease_namespace {
+            // As the chart's pod: leader election on the chart's Lease.
+            let (leadership, election) = match lease_namespace {
                 Some(namespace) => {
                     let config = LeaderElectionConfig {
                         release_on_cancel: true,
-                        ..LeaderElectionConfig::new(namespace, daemon::lease_name(VERSION))
+                        ..LeaderElectionConfig::new(namespace, daemon::lease_name(&version))
                     };
                     let elector = match LeaderElector::new(client.clone(), config) {
                         Ok(e) => e,
                         Err(e) => return eprintln!("operator leader election: {e}"),
                     };
-                    let leadership = elector.leadership();
-                    let settings = DrainerSettings::new(
-                        "aws-operator",
-                        semver::Version::parse(VERSION).expect("the crate version is semver"),
-                    );
-                    let drainer = match Drainer::builder(leadership.gate(client.clone()), settings, &mut registry)
-                        .metrics(&metrics)
-                        .readiness(&readiness)
-                        .leadership(leadership.clone())
-                        .build()
-                    {
-                        Ok(d) => d,
-                        Err(e) => return eprintln!("operator drain executor: {e}"),
-                    };
-                    (leadership, Some(tokio::spawn(elector.run(t.clone()))), Some(drainer))
+                    (elector.leadership(), Some(tokio::spawn(elector.run(t.clone()))))
                 }
-                None => (Leadership::always(), None, None),
+                None => (Leadership::always(), None),
             };
             let aws = match AwsFactory::new(settings).await {
                 Ok(a) => a.gated_by(leadership.clone()),
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
-            let mut config = operator_config(installation);
+            let mut config = OperatorConfig { version: version.clone(), ..operator_config(installation) };
             if let Some(poll) = drainer_poll {
                 config.drainer_poll = poll;
             }
-            let shared = Shared::new(leadership.gate(client), aws, config, Fixture::amis(), &mut registry);
+            let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
+            // The drain executor takes the DrainerConfigs of this version, through the
+            // operator's workload-cluster clients.
+            let settings = DrainerSettings::new(
+                "aws-operator",
+                semver::Version::parse(&version).expect("the operator version is semver"),
+            );
+            let drainer = match Drainer::builder(leadership.gate(client), settings, &mut registry)
+                .metrics(&metrics)
+                .readiness(&readiness)
+                .leadership(leadership.clone())
+                .clients(shared.workload_clients.clone())
+                .build()
+            {
+                Ok(d) => d,
+                Err(e) => return eprintln!("operator drain executor: {e}"),
+            };
             let _ = tx.send(shared.clone());
             let controllers = daemon::run(
                 shared,
@@ -239,12 +307,7 @@ impl Fixture {
                 RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership },
                 t.clone(),
             );
-            let drain = async {
-                if let Some(drainer) = drainer {
-                    drainer.run(t.clone()).await;
-                }
-            };
-            let (result, ()) = tokio::join!(controllers, drain);
+            let (result, ()) = tokio::join!(controllers, drainer.run(t.clone()));
             if let Err(e) = result {
                 eprintln!("operator stopped: {e:#}");
             }
@@ -252,23 +315,21 @@ impl Fixture {
                 let _ = election.await;
             }
         });
-        self.shared = rx.await.ok();
-        self.running = Some((token, handle, runtime));
-        Ok(())
+        let shared = rx.await.map_err(|_| anyhow::anyhow!("the operator {access_key} did not start"))?;
+        Ok(OperatorProcess { token, handle, runtime: Some(runtime), shared })
     }
 
     /// Stop the operator abruptly: its runtime is dropped with every task wherever it is.
     pub async fn kill_operator(&mut self) {
-        if let Some((token, _handle, runtime)) = self.running.take() {
-            token.cancel();
-            runtime.shutdown_background();
+        if let Some(mut process) = self.running.take() {
+            process.kill();
         }
         self.shared = None;
     }
 
     /// Whether the operator task is still running.
     pub fn operator_alive(&self) -> bool {
-        self.running.as_ref().is_some_and(|(_, h, _)| !h.is_finished())
+        self.running.as_ref().is_some_and(|p| !p.handle.is_finished())
     }
 
     pub async fn apply_basics(&self) -> anyhow::Result<()> {

@@ -1,0 +1,276 @@
+//! Release upgrades against moto and a simulated workload cluster, with two operator versions
+//! running side by side as a platform runs them.
+//!
+//! An HA cluster (three masters) with two node pools of three nodes and a workload under a
+//! disruption budget is created by the operator of its Release. Relabelling it to a Release
+//! whose Flatcar has no AMI stops at `AmiNotFound` and rolls nothing. Relabelling it to a
+//! Release of the other operator version hands it over: that operator rolls the masters one at
+//! a time (each new master's launching hook completed once its node is Ready, each old one
+//! drained through the terminating hook), and only once every master node carries the new
+//! version do the pools roll, in batches, with the cluster autoscaler's tag off meanwhile. The
+//! cluster ends `Updated` with the new version, every instance replaced, and the old operator
+//! made no AWS write after the handover (moto's request log, by access key).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use apis::cluster_status::ClusterCondition;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use support::bridge::NodeBridge;
+use support::*;
+use workload_sim::{Workload, WorkloadCluster};
+
+const ID: &str = "upg01";
+const OLD_KEY: &str = "AKIAOLDOPERATOR";
+const NEW_KEY: &str = "AKIANEWOPERATOR";
+const POOLS: [&str; 2] = ["np001", "np002"];
+
+/// The other operator version: the next minor of this one.
+fn next_version() -> String {
+    let v = semver::Version::parse(VERSION).expect("the crate version is semver");
+    format!("{}.{}.0", v.major, v.minor + 1)
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
+}
+
+/// Relabel the cluster's four objects to Release `release`, run by operator `version`.
+async fn relabel(f: &Fixture, release: &str, version: &str) -> anyhow::Result<()> {
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {
+        "release.giantswarm.io/version": release,
+        "aws-operator.giantswarm.io/version": version,
+    }}}));
+    let pp = PatchParams::default();
+    Api::<AWSCluster>::namespaced(f.client.clone(), NS).patch(ID, &pp, &patch).await?;
+    Api::<AWSControlPlane>::namespaced(f.client.clone(), NS).patch("cp001", &pp, &patch).await?;
+    for pool in POOLS {
+        Api::<AWSMachineDeployment>::namespaced(f.client.clone(), NS).patch(pool, &pp, &patch).await?;
+    }
+    Ok(())
+}
+
+/// The workload's ready pods.
+async fn ready_pods(wc: &WorkloadCluster) -> anyhow::Result<usize> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(wc.client(), "web");
+    let list = pods.list(&ListParams::default().labels("app=web")).await?;
+    Ok(list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && workload_sim::is_ready(p)).count())
+}
+
+/// Whether the group of pool `pool` carries the cluster autoscaler's tag.
+async fn autoscaler_tagged(tenant: &aws_operator::aws::AccountClients, group: &str) -> anyhow::Result<bool> {
+    let out = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(group).send().await?;
+    Ok(out
+        .auto_scaling_groups()
+        .first()
+        .is_some_and(|g| g.tags().iter().any(|t| t.key() == Some(aws_operator::upgrade::AUTOSCALER_ENABLED_TAG))))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluster_over() -> anyhow::Result<()> {
+    // AWS's waits at 2 %: masters pause 2.4 s between them, the launching hook would give up
+    // after 20 s, the pools' terminating hook after 72 s.
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    f.apply_basics().await?;
+    let next = next_version();
+    f.release("20.0.9", "9999.0.0", &next).await?;
+    f.release("20.1.0", FLATCAR_NEXT, &next).await?;
+    f.drainer_poll = Some(Duration::from_secs(1));
+
+    f.credential_secret(ID).await?;
+    f.certificates(ID).await?;
+    f.cluster(ID).await?;
+    f.control_plane(ID, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
+    f.node_pool(ID, "np001", &["eu-central-1a"], 3, 5).await?;
+    f.node_pool(ID, "np002", &["eu-central-1b"], 3, 5).await?;
+    // Batches of one, a minute apart (1.2 s here); np002's batch size is not a number, so its
+    // default (10 %, one instance) applies and its status says so.
+    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
+    for (pool, batch) in [("np001", "1"), ("np002", "one")] {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            "alpha.aws.giantswarm.io/update-max-batch-size": batch,
+            "alpha.aws.giantswarm.io/update-pause-time": "PT1M",
+        }}});
+        mds.patch(pool, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+
+    // The workload cluster, its nodes following the instances.
+    let wc = Arc::new(WorkloadCluster::start().await?);
+    Api::<Secret>::namespaced(f.client.clone(), NS)
+        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
+        .await?;
+    let tenant = f.tenant_clients().await?;
+    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
+
+    let mut old = f.spawn_operator(VERSION, OLD_KEY).await?;
+    let new = f.spawn_operator(&next, NEW_KEY).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let created = eventually(400, "the cluster to be Ready with nine nodes", || async {
+        let c = clusters.get(ID).await?;
+        let nodes = bridge.seen().iter().filter(|s| s.lifecycle == "InService").count();
+        Ok((ready(c.status.as_ref().map(|s| &s.conditions)) && nodes == 9).then_some(()))
+    })
+    .await;
+    if let Err(e) = created {
+        anyhow::bail!("{e}\nbridge: {:?}\n{}", bridge.errors(), dump(&f.client).await);
+    }
+    let workload = Workload::new("web", "web", 4).max_unavailable(1).node_selector("kubernetes.io/role", "worker");
+    wc.deploy(&workload).await?;
+    wc.wait_ready("web", "web", 4).await?;
+
+    // The ignored annotation is named on np002; np001's apply.
+    let condition = |md: &AWSMachineDeployment| {
+        md.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "RollingUpdateSettings").cloned())
+    };
+    let np002 = condition(&mds.get("np002").await?).expect("np002's RollingUpdateSettings condition");
+    assert_eq!((np002.status.as_str(), np002.reason.as_str()), ("False", "InvalidAnnotation"), "{np002:?}");
+    assert!(np002.message.contains("alpha.aws.giantswarm.io/update-max-batch-size"), "{np002:?}");
+    assert_eq!(condition(&mds.get("np001").await?).map(|c| c.status), Some("True".to_string()));
+
+    // Both pools' groups carry the autoscaler's tag once created.
+    let group_of = |pool: &str| aws_stacks::names::stack_name(ID, aws_stacks::names::StackKind::Tcnp, Some(pool));
+    let mut groups = Vec::new();
+    for pool in POOLS {
+        let stack = tenant.cfn.describe(&group_of(pool)).await?.expect("the pool's stack");
+        groups.push(stack.outputs.get("AutoScalingGroupName").expect("the group output").clone());
+    }
+    for group in &groups {
+        let tagged = eventually(30, "the autoscaler tag", || async {
+            Ok(autoscaler_tagged(&tenant, group).await?.then_some(()))
+        });
+        tagged.await?;
+    }
+    let before: Vec<support::bridge::Seen> = bridge.seen();
+    let old_instances: BTreeSet<String> = before.iter().map(|s| s.instance.clone()).collect();
+    assert_eq!(old_instances.len(), 9);
+    assert!(before.iter().all(|s| s.version == VERSION), "{before:?}");
+
+    // A Release whose Flatcar has no AMI here, of the other operator version: the cluster is
+    // handed over, the control plane says what is missing, and nothing rolls.
+    let handover = now();
+    relabel(&f, "20.0.9", &next).await?;
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    let refused = eventually(120, "AmiNotFound on the control plane", || async {
+        let cp = cps.get("cp001").await?;
+        Ok(cp
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == "False" && c.reason == "AmiNotFound"))
+    })
+    .await;
+    if let Err(e) = refused {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
+    assert_eq!(still, old_instances, "nothing rolled for a Release without an AMI");
+
+    // The real upgrade.
+    relabel(&f, "20.1.0", &next).await?;
+    let mut first_pool_replacement: Option<Vec<support::bridge::Seen>> = None;
+    let mut samples = 0;
+    let mut untagged_while_rolling = true;
+    let mut unavailable = 0usize;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let seen = bridge.seen();
+        // The first moment a pool instance of the old version stops being in service.
+        let pool_moved =
+            seen.iter().any(|s| !s.master && old_instances.contains(&s.instance) && s.lifecycle != "InService")
+                || before.iter().filter(|s| !s.master).any(|s| !seen.iter().any(|n| n.instance == s.instance));
+        if pool_moved && first_pool_replacement.is_none() {
+            first_pool_replacement = Some(seen.clone());
+        }
+        // While a pool rolls, its group is off the autoscaler's list.
+        for (pool, group) in POOLS.iter().zip(&groups) {
+            let rolling = seen.iter().any(|s| &s.group == group && s.lifecycle.starts_with("Terminating"));
+            if rolling && autoscaler_tagged(&tenant, group).await? {
+                eprintln!("pool {pool} rolls with the autoscaler tag on its group");
+                untagged_while_rolling = false;
+            }
+        }
+        let ready_pods = ready_pods(&wc).await.unwrap_or(4);
+        if ready_pods < 3 {
+            unavailable += 1;
+        }
+        samples += 1;
+        let c = clusters.get(ID).await?;
+        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
+        let updated = lifecycle.has_condition(ClusterCondition::Updated)
+            && lifecycle.versions.iter().any(|v| v.semver == next)
+            && ready(c.status.as_ref().map(|s| &s.conditions));
+        let all_new = seen.len() == 9
+            && seen
+                .iter()
+                .all(|s| !old_instances.contains(&s.instance) && s.version == next && s.lifecycle == "InService");
+        if updated && all_new {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "the upgrade did not finish: {seen:#?}\nbridge: {:?}\n{}",
+                bridge.errors(),
+                dump(&f.client).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!("upgrade: {samples} samples, {unavailable} with fewer than 3 ready pods");
+
+    // Masters first: when the first pool instance left service, every master was new.
+    let at = first_pool_replacement.expect("the pools rolled");
+    let masters: Vec<_> = at.iter().filter(|s| s.master).collect();
+    assert!(
+        masters.iter().all(|s| !old_instances.contains(&s.instance) && s.version == next),
+        "a pool rolled before the masters were done: {at:#?}"
+    );
+    assert!(untagged_while_rolling, "the autoscaler tag stayed on a rolling group");
+    for group in &groups {
+        let tagged = eventually(30, "the autoscaler tag back", || async {
+            Ok(autoscaler_tagged(&tenant, group).await?.then_some(()))
+        });
+        tagged.await?;
+    }
+    assert_eq!(unavailable, 0, "the workload's budget was broken");
+    wc.wait_ready("web", "web", 4).await?;
+
+    // Every replaced node was drained first: the events of the drainers.
+    let events: Api<Event> = Api::namespaced(f.client.clone(), NS);
+    let drained: Vec<Event> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeDrained"))
+        .collect();
+    let on = |name: &str| drained.iter().any(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name));
+    assert!(on("cp001") && on("np001") && on("np002"), "NodeDrained events: {drained:?}");
+    let cluster = clusters.get(ID).await?;
+    let names: Vec<String> = cluster
+        .status
+        .as_ref()
+        .map(|s| s.cluster.versions.iter().map(|v| v.semver.clone()).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&VERSION.to_string()) && names.contains(&next), "{names:?}");
+
+    // The two operators never both wrote: the old one made no write after the handover (the
+    // reconcile under way then may finish: 5 s), the new one none before it.
+    let log = f.moto.request_log()?;
+    let late: Vec<_> =
+        log.iter().filter(|r| r.principal == OLD_KEY && r.is_write() && r.time > handover + 5.0).collect();
+    assert!(late.is_empty(), "the old operator wrote after the handover: {late:?}");
+    let early: Vec<_> = log.iter().filter(|r| r.principal == NEW_KEY && r.is_write() && r.time < handover).collect();
+    assert!(early.is_empty(), "the new operator wrote before the handover: {early:?}");
+    assert!(log.iter().any(|r| r.principal == OLD_KEY && r.is_write()), "the old operator created the cluster");
+    old.kill();
+    drop(new);
+    drop(bridge);
+    Ok(())
+}
