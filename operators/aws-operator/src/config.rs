@@ -78,10 +78,15 @@ pub struct DaemonArgs {
     /// Name of the leader election Lease (default: `aws-operator-<version>`, one per version).
     #[arg(long)]
     pub leader_election_name: Option<String>,
-    /// How often each control plane and node pool looks for instances waiting on a terminating
-    /// lifecycle hook, in seconds (while some wait: every `--poll-seconds`).
+    /// How often each control plane and node pool of a steady cluster looks for instances
+    /// waiting on a terminating lifecycle hook, in seconds.
     #[arg(long, default_value_t = 120)]
     pub drainer_poll_seconds: u64,
+    /// How often a control plane or node pool whose stack is changing (a rolling update, a
+    /// delete) or whose instances wait on a terminating hook looks again, in seconds: how soon a
+    /// node starts to drain after its instance starts to wait.
+    #[arg(long, default_value_t = 2)]
+    pub drainer_active_poll_seconds: u64,
     /// How long an account's stack listing (`DescribeStacks`) is used before it is listed again,
     /// in seconds.
     #[arg(long, default_value_t = 600)]
@@ -128,6 +133,9 @@ pub struct OperatorConfig {
     /// How often each control plane and node pool looks for instances waiting on a terminating
     /// lifecycle hook (reference §4.4: the drainer controllers resynced every 2 minutes).
     pub drainer_poll: Duration,
+    /// How often an owner whose stack is changing, or whose instances wait, looks again; also
+    /// how long an account's Auto Scaling listing is shared.
+    pub drainer_active_poll: Duration,
     /// How long a node drain may take (`--drain-timeout-seconds`); a drain for a lifecycle hook
     /// gets less when the hook would time out first.
     pub drain_timeout: Duration,
@@ -209,6 +217,7 @@ impl Default for OperatorConfig {
             stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
             drainer_poll: Duration::from_secs(120),
+            drainer_active_poll: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(3600),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,

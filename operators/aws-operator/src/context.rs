@@ -163,7 +163,7 @@ impl Shared {
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
-            instances: crate::drainers::InstanceCache::new(config.poll),
+            instances: crate::drainers::InstanceCache::new(config.drainer_active_poll),
             config,
             amis,
             metrics: StackMetrics::new(registry),

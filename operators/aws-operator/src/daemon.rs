@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use apis::drainer::DrainerConfig;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use node_lifecycle::drain::{Drainer, DrainerSettings};
@@ -93,6 +94,34 @@ fn sibling_pools() -> impl Fn(&AWSMachineDeployment) -> Vec<ObjectRef<AWSMachine
     }
 }
 
+/// The DrainerConfigs of every namespace.
+fn drainer_configs(shared: &Shared) -> Api<DrainerConfig> {
+    Api::all(shared.client.clone())
+}
+
+/// The owner of a DrainerConfig this operator version made: the object named by its `owner`
+/// label (`giantswarm.io/control-plane` or `giantswarm.io/machine-deployment`), in its namespace.
+fn drainer_owner<K>(
+    owner: &'static str,
+    version: &str,
+) -> impl Fn(&DrainerConfig) -> Vec<ObjectRef<K>> + Send + Sync + 'static
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let version = version.to_string();
+    move |dc: &DrainerConfig| {
+        let labels = dc.labels();
+        if labels.get(apis::labels::AWS_OPERATOR_VERSION) != Some(&version) {
+            return Vec::new();
+        }
+        labels
+            .get(owner)
+            .map(|name| ObjectRef::new(name).within(&dc.namespace().unwrap_or_default()))
+            .into_iter()
+            .collect()
+    }
+}
+
 /// Build and run the three controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
@@ -114,13 +143,18 @@ pub async fn run(
         .build()?;
 
     let cps = control_plane::resource_set(shared.clone(), set_name.clone(), req.clone());
-    let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings).build()?;
+    // A DrainerConfig that drained (or timed out) requeues its owner, whose drainers then
+    // complete the lifecycle action at once instead of at the next poll.
+    let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings)
+        .watches(drainer_configs(&shared), drainer_owner(apis::labels::CONTROL_PLANE, &shared.config.version))
+        .build()?;
 
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
     let md_controller = builder(node_pool::CONTROLLER, mds, &shared, metrics, readiness, &settings)
         .watches(Api::<AWSMachineDeployment>::all(client.clone()), sibling_pools())
+        .watches(drainer_configs(&shared), drainer_owner(apis::labels::MACHINE_DEPLOYMENT, &shared.config.version))
         .build()?;
 
     tokio::join!(
@@ -168,6 +202,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
+        drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),
         drain_timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         certificates_namespace: args.certificates_namespace.clone(),
         alike_instances: args.alike_instances.clone(),

@@ -13,16 +13,20 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::cluster_status::ClusterCondition;
+use apis::drainer::DrainerConfig;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, ResourceExt as _};
 use support::bridge::NodeBridge;
 use support::*;
 use workload_sim::{Workload, WorkloadCluster};
@@ -109,6 +113,23 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     let tenant = f.tenant_clients().await?;
     let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
 
+    // When each instance's node was drained, from the DrainerConfigs as they change.
+    let drained_at: Arc<parking_lot::Mutex<BTreeMap<String, f64>>> = Arc::default();
+    let recorder = {
+        let (drained_at, dcs) = (drained_at.clone(), Api::<DrainerConfig>::namespaced(f.client.clone(), NS));
+        tokio::spawn(async move {
+            let mut stream =
+                std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
+            while let Some(item) = stream.next().await {
+                let Ok(dc) = item else { continue };
+                let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
+                if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
+                    drained_at.lock().entry(instance).or_insert_with(now);
+                }
+            }
+        })
+    };
+
     let mut old = f.spawn_operator(VERSION, OLD_KEY).await?;
     let new = f.spawn_operator(&next, NEW_KEY).await?;
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
@@ -172,8 +193,27 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
     assert_eq!(still, old_instances, "nothing rolled for a Release without an AMI");
 
-    // The real upgrade.
+    // The real upgrade, while the workload cluster cannot be reached: the masters wait (their
+    // drains need it), and the control plane says why.
+    wc.set_reachable(false);
     relabel(&f, "20.1.0", &next).await?;
+    let held = eventually(120, "the masters' upgrade to wait for the workload cluster", || async {
+        let cp = cps.get("cp001").await?;
+        Ok(cp
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == "False" && c.reason == "WorkloadClusterUnreachable"))
+    })
+    .await;
+    if let Err(e) = held {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
+    assert_eq!(still, old_instances, "nothing rolled while the workload cluster was unreachable");
+    wc.set_reachable(true);
+    let mut waited: BTreeSet<String> = BTreeSet::new();
+    let mut left_at: BTreeMap<String, f64> = BTreeMap::new();
     let mut first_pool_replacement: Option<Vec<support::bridge::Seen>> = None;
     let mut samples = 0;
     let mut untagged_while_rolling = true;
@@ -185,6 +225,15 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
         let pool_moved =
             seen.iter().any(|s| !s.master && old_instances.contains(&s.instance) && s.lifecycle != "InService")
                 || before.iter().filter(|s| !s.master).any(|s| !seen.iter().any(|n| n.instance == s.instance));
+        // When each old instance stopped waiting on its terminating hook.
+        for instance in &old_instances {
+            let state = seen.iter().find(|s| &s.instance == instance).map(|s| s.lifecycle.as_str());
+            if state == Some("Terminating:Wait") {
+                waited.insert(instance.clone());
+            } else if waited.contains(instance) {
+                left_at.entry(instance.clone()).or_insert_with(now);
+            }
+        }
         if pool_moved && first_pool_replacement.is_none() {
             first_pool_replacement = Some(seen.clone());
         }
@@ -241,7 +290,23 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     assert_eq!(unavailable, 0, "the workload's budget was broken");
     wc.wait_ready("web", "web", 4).await?;
 
-    // Every replaced node was drained first: the events of the drainers.
+    // Every replaced instance's node was drained before the instance went on.
+    recorder.abort();
+    let drained_at = drained_at.lock().clone();
+    for instance in &old_instances {
+        let drained = drained_at
+            .get(instance)
+            .with_context(|| format!("instance {instance} was never drained: {drained_at:?}"))?;
+        if let Some(left) = left_at.get(instance) {
+            assert!(
+                drained <= left,
+                "instance {instance} left its hook at {left} before its node was drained at {drained}"
+            );
+        }
+    }
+    eprintln!("{} of 9 instances seen waiting on their hook, all drained first", left_at.len());
+
+    // The drainers' events.
     let events: Api<Event> = Api::namespaced(f.client.clone(), NS);
     let drained: Vec<Event> = events
         .list(&ListParams::default())
@@ -272,5 +337,87 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     old.kill();
     drop(new);
     drop(bridge);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_killed_five_times_during_an_upgrade_converges() -> anyhow::Result<()> {
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    f.apply_basics().await?;
+    let next = next_version();
+    f.release("20.1.0", FLATCAR_NEXT, &next).await?;
+    f.drainer_poll = Some(Duration::from_secs(1));
+    f.credential_secret(ID).await?;
+    f.certificates(ID).await?;
+    f.cluster(ID).await?;
+    f.control_plane(ID, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
+    for pool in POOLS {
+        f.node_pool(ID, pool, &["eu-central-1a"], 2, 3).await?;
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {"alpha.aws.giantswarm.io/update-pause-time": "PT1M"}}});
+        Api::<AWSMachineDeployment>::namespaced(f.client.clone(), NS)
+            .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    let wc = Arc::new(WorkloadCluster::start().await?);
+    Api::<Secret>::namespaced(f.client.clone(), NS)
+        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
+        .await?;
+    let tenant = f.tenant_clients().await?;
+    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
+    let _old = f.spawn_operator(VERSION, OLD_KEY).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let created = eventually(400, "the cluster to be Ready with seven nodes", || async {
+        let c = clusters.get(ID).await?;
+        let nodes = bridge.seen().iter().filter(|s| s.lifecycle == "InService").count();
+        Ok((ready(c.status.as_ref().map(|s| &s.conditions)) && nodes == 7).then_some(()))
+    })
+    .await;
+    if let Err(e) = created {
+        anyhow::bail!("{e}\nbridge: {:?}\n{}", bridge.errors(), dump(&f.client).await);
+    }
+    let old_instances: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
+
+    // The new operator dies five times while it rolls the cluster, at different stages.
+    relabel(&f, "20.1.0", &next).await?;
+    for round in 0..5 {
+        let mut new = f.spawn_operator(&next, NEW_KEY).await?;
+        tokio::time::sleep(Duration::from_millis(2500 + 1300 * round)).await;
+        new.kill();
+        let waiting = bridge.seen().iter().filter(|s| s.lifecycle.starts_with("Terminating")).count();
+        eprintln!("killed the operator (round {round}); {waiting} instances terminating");
+    }
+    let _new = f.spawn_operator(&next, NEW_KEY).await?;
+    let converged = eventually(600, "the cluster to be Updated with every instance replaced", || async {
+        let c = clusters.get(ID).await?;
+        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
+        let seen = bridge.seen();
+        let all_new = seen.len() == 7
+            && seen
+                .iter()
+                .all(|s| !old_instances.contains(&s.instance) && s.version == next && s.lifecycle == "InService");
+        Ok((lifecycle.has_condition(ClusterCondition::Updated)
+            && lifecycle.versions.iter().any(|v| v.semver == next)
+            && ready(c.status.as_ref().map(|s| &s.conditions))
+            && all_new)
+            .then_some(()))
+    })
+    .await;
+    if let Err(e) = converged {
+        anyhow::bail!("{e}\n{:#?}\nbridge: {:?}\n{}", bridge.seen(), bridge.errors(), dump(&f.client).await);
+    }
+    // Nothing is left waiting on a hook, and no DrainerConfig is left.
+    let instances = tenant.autoscaling.describe_auto_scaling_instances().send().await?;
+    let stuck: Vec<_> = instances
+        .auto_scaling_instances()
+        .iter()
+        .filter(|i| i.lifecycle_state().is_some_and(|s| s.starts_with("Terminating")))
+        .collect();
+    assert!(stuck.is_empty(), "instances still terminating: {stuck:?}");
+    let dcs = eventually(30, "no DrainerConfig left", || async {
+        let left = Api::<DrainerConfig>::namespaced(f.client.clone(), NS).list(&ListParams::default()).await?.items;
+        Ok(left.is_empty().then_some(()))
+    });
+    dcs.await?;
     Ok(())
 }

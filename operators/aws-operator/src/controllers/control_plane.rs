@@ -322,9 +322,31 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             may_update: true,
             canonical_hash: Some(canonical),
         };
+        // An upgrade replaces HA masters through their terminating hook, which drains each
+        // through the workload cluster: while it cannot be reached, the roll waits.
+        let held = match shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await? {
+            Some(view)
+                if replicas > 1
+                    && view.template_hash() != Some(desired_hash(&desired).as_str())
+                    && crate::upgrade::nodes_needed(
+                        &shared.config.version,
+                        view.outputs.get("OperatorVersion").map(String::as_str),
+                    ) =>
+            {
+                workload_unreachable(&shared, &cluster).await
+            }
+            _ => None,
+        };
+        let desired = DesiredStack { may_update: held.is_none(), ..desired };
         let (progress, entry) =
             crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
+        if let Some(why) = held {
+            state.failure = Some(WORKLOAD_CLUSTER_UNREACHABLE);
+            let out = wait(state, format!("the masters' upgrade waits: {why}"));
+            write_status(state, obj).await?;
+            return Ok(out);
+        }
         match progress {
             Progress::Ready(_) => {
                 state.ready = true;
@@ -381,6 +403,29 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
             .await?;
         Ok(out)
+    }
+}
+
+/// The `Ready` reason of a control plane whose masters' upgrade waits for the workload cluster.
+pub const WORKLOAD_CLUSTER_UNREACHABLE: &str = "WorkloadClusterUnreachable";
+
+/// The hash `ensure` compares with the deployed stack's.
+fn desired_hash(desired: &DesiredStack) -> String {
+    let canonical = desired.canonical_hash.clone().unwrap_or_else(|| desired.template.hash());
+    aws_stacks::cfn::stack_hash(&canonical, &desired.tags)
+}
+
+/// Why `cluster`'s workload cluster cannot be reached (one `list nodes` of one item), or
+/// `None` when it can.
+async fn workload_unreachable(shared: &Shared, cluster: &AWSCluster) -> Option<String> {
+    let wc = match shared.workload_clients.client_for(&controllers::lookup::workload_cluster(cluster)).await {
+        Ok(wc) => wc,
+        Err(e) => return Some(e.to_string()),
+    };
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(wc.client());
+    match nodes.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => None,
+        Err(e) => Some(wc.error(e).to_string()),
     }
 }
 

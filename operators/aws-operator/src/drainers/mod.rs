@@ -280,12 +280,15 @@ where
 }
 
 /// The drainers' step of a controller, shared by the control-plane and node-pool controllers:
-/// one [`pass`] for `owner`'s groups of `cluster`, as an outcome. While instances wait, the
-/// object is looked at again at the poll interval and, on the delete path, keeps its finalizer;
-/// otherwise at the drainer poll interval, since nothing in Kubernetes tells of an instance that
-/// starts to wait.
+/// one [`pass`] for `owner`'s groups of `cluster`, as an outcome. While instances wait, or the
+/// owner's stack is changing (a rolling update or a delete holds instances next), or the
+/// cluster is being deleted, the object is looked at again at the active poll interval
+/// (`--drainer-active-poll-seconds`) and, on the delete path, keeps its finalizer; otherwise at
+/// the drainer poll interval, since nothing in Kubernetes tells of an instance that starts to
+/// wait. A DrainerConfig that drained requeues its owner (a watch of the controllers), so the
+/// completion follows the drain at once.
 /// A failing pass (AWS refusing, the management cluster unreachable) becomes a Warning event and
-/// a retry at the poll interval, so that it never holds up the object's stacks.
+/// a retry at the active poll interval, so that it never holds up the object's stacks.
 pub async fn step<K>(
     shared: &Shared,
     tenant: &AccountClients,
@@ -319,8 +322,18 @@ where
         drain_timeout: plan::drain_timeout(shared.config.drain_timeout, hook_timeout),
     };
     let deleting = cluster.metadata.deletion_timestamp.is_some();
-    let again = operatorkit::Outcome::proceed().requeue_after(shared.config.poll);
+    let again = operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_active_poll);
+    // A stack that is changing (a rolling update, a delete) is about to hold instances: look
+    // at the active pace until it settles. The stack view comes from the shared cache.
+    let changing = shared
+        .stacks
+        .get(&tenant.cache_key(), tenant.cfn.as_ref(), &stack)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|v| v.status.as_str().ends_with("_IN_PROGRESS"));
     match pass(shared, tenant, obj, &owner, &format!("{stack}-"), deleting).await {
+        Ok(0) if changing || deleting => again,
         Ok(0) => operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_poll),
         Ok(waiting) => {
             tracing::debug!(%stack, waiting, "instances wait in Terminating:Wait");
