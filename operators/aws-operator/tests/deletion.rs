@@ -117,7 +117,10 @@ async fn deleting_the_secrets_then_the_cluster_tears_everything_down_and_a_recre
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_control_plane_and_node_pool_without_their_cluster_delete_their_stacks_first() -> anyhow::Result<()> {
-    let mut f = Fixture::start().await?;
+    // Stack deletes hold the pool's instances on its terminating hook (an hour at AWS's pace),
+    // as CloudFormation does: without their cluster nothing can drain them, so the operator
+    // releases them at once.
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().group_deletion_hooks(true)).await?;
     f.apply_basics().await?;
     let id = "orp01";
     create(&f, id).await?;

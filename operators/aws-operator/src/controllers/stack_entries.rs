@@ -87,8 +87,9 @@ pub enum Account {
     ControlPlane,
 }
 
-/// Delete the stacks of a control plane or node pool whose AWSCluster is gone, in order. They
-/// are looked up in the accounts it recorded ([`remember_account`]) by name and tags (cluster
+/// Delete the stacks of a control plane or node pool whose AWSCluster is gone, in order,
+/// releasing the instances their groups hold on terminating hooks
+/// ([`crate::drainers::release_orphaned`]). They are looked up in the accounts it recorded ([`remember_account`]) by name and tags (cluster
 /// id and stack kind), so nothing but its own stacks is touched. Returns `proceed` once none is
 /// left, and an outcome that keeps the finalizer while any exists.
 ///
@@ -139,6 +140,11 @@ where
         });
         if !ours {
             continue;
+        }
+        // Its groups' instances waiting on their terminating hook go at once: nothing can
+        // drain them without the cluster.
+        if matches!(kind, aws_stacks::names::StackKind::Tccpn | aws_stacks::names::StackKind::Tcnp) {
+            crate::drainers::release_orphaned(shared, aws, obj, cluster_id, name).await?;
         }
         let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
         let (deletion, entry) = crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;

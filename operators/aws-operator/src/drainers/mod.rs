@@ -279,6 +279,39 @@ where
     Ok(decided.waiting)
 }
 
+/// Release the waiting instances of a control plane or node pool whose AWSCluster is gone, at
+/// once and without a drain (the workload cluster's address went with the cluster), while its
+/// stack `stack` is deleted: otherwise each instance would wait out its hook's timeout (an hour
+/// for a pool) before CloudFormation could delete its group. Returns how many still wait.
+pub async fn release_orphaned<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &K,
+    cluster_id: &str,
+    stack: &str,
+) -> Result<usize, ResourceError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    use aws_stacks::stacks::{tccpn, tcnp};
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let (kind, hook, hook_timeout) = if stack.ends_with("-tccpn") {
+        (plan::OwnerKind::ControlPlane(name), tccpn::TERMINATING_HOOK, tccpn::TERMINATING_HOOK_TIMEOUT)
+    } else {
+        (plan::OwnerKind::NodePool(name), tcnp::TERMINATING_HOOK, tcnp::TERMINATING_HOOK_TIMEOUT)
+    };
+    let owner = Owner {
+        cluster_id: cluster_id.to_string(),
+        namespace: obj.meta().namespace.clone().unwrap_or_default(),
+        api_endpoint: String::new(),
+        kind,
+        operator_version: shared.config.version.clone(),
+        hook: hook.to_string(),
+        drain_timeout: plan::drain_timeout(shared.config.drain_timeout, Duration::from_secs(hook_timeout)),
+    };
+    pass(shared, tenant, obj, &owner, &format!("{stack}-"), true).await
+}
+
 /// The drainers' step of a controller, shared by the control-plane and node-pool controllers:
 /// one [`pass`] for `owner`'s groups of `cluster`, as an outcome. While instances wait, or the
 /// owner's stack is changing (a rolling update or a delete holds instances next), or the
