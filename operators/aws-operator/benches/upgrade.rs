@@ -15,7 +15,7 @@
 //!   so each figure is exact to about 0.1 s.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
