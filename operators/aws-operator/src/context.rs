@@ -1,5 +1,6 @@
 //! What every controller of the operator shares ([`Shared`]): the configuration, the Kubernetes
-//! and AWS clients, the caches and memos, the event recorder and the metrics.
+//! and AWS clients, the workload-cluster clients, the caches and memos, the event recorder and
+//! the metrics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Instant;
 
 use apis::release::Release;
 use kube::runtime::events::EventType;
+use node_lifecycle::clients::{ClientOptions, WorkloadClients};
 use operatorkit::Events;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -65,6 +67,52 @@ impl StackMetrics {
             m.transitions.clone(),
         );
         m
+    }
+}
+
+/// The `role` label of the unhealthy-node metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoleLabels {
+    /// `master` or `worker`.
+    pub role: String,
+}
+
+/// Metrics of the unhealthy-node terminator.
+#[derive(Clone, Debug, Default)]
+pub struct UnhealthyMetrics {
+    /// `aws_operator_unhealthy_nodes_terminated_total`.
+    pub terminated: Family<RoleLabels, Counter>,
+    /// `aws_operator_unhealthy_nodes_held_total`.
+    pub held: Counter,
+    /// `aws_operator_unhealthy_nodes_unreplaceable_total`.
+    pub unreplaceable: Counter,
+}
+
+impl UnhealthyMetrics {
+    /// Register the metrics.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "aws_operator_unhealthy_nodes_terminated",
+            "Instances terminated in their Auto Scaling group because their workload-cluster node stayed NotReady, by role",
+            m.terminated.clone(),
+        );
+        registry.register(
+            "aws_operator_unhealthy_nodes_held",
+            "Unhealthy nodes held back by the circuit breaker or the cooldown, counted per run",
+            m.held.clone(),
+        );
+        registry.register(
+            "aws_operator_unhealthy_nodes_unreplaceable",
+            "Unhealthy nodes skipped because their spec.providerID names no instance, counted per run",
+            m.unreplaceable.clone(),
+        );
+        m
+    }
+
+    /// Instances terminated so far for nodes of `role`.
+    pub fn terminated(&self, role: &str) -> u64 {
+        self.terminated.get_or_create(&RoleLabels { role: role.into() }).get()
     }
 }
 
@@ -130,6 +178,11 @@ pub struct Shared {
     pub amis: AmiMap,
     /// Metrics.
     pub metrics: StackMetrics,
+    /// The unhealthy-node terminator's metrics.
+    pub unhealthy: UnhealthyMetrics,
+    /// Workload-cluster clients, one cached per cluster: the process's one cache, which the
+    /// drain executor keeps current ([`node_lifecycle::drain::DrainerBuilder::clients`]).
+    pub workload_clients: WorkloadClients,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
     events: Events,
@@ -151,6 +204,7 @@ impl Shared {
         registry: &mut Registry,
     ) -> Arc<Self> {
         let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
+        let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::default());
         Arc::new(Self {
             client,
             aws,
@@ -159,6 +213,8 @@ impl Shared {
             config,
             amis,
             metrics: StackMetrics::new(registry),
+            unhealthy: UnhealthyMetrics::new(registry),
+            workload_clients,
             memo: Mutex::new(Memo::default()),
             events,
         })

@@ -1,5 +1,5 @@
 //! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
-//! the clients become the [`Shared`] context, and the three controllers run on it beside the
+//! the clients become the [`Shared`] context, and the four controllers run on it beside the
 //! drain executor, under leader election, with the `/metrics`, `/healthz` and `/readyz` server,
 //! until SIGTERM or Ctrl-C.
 //!
@@ -25,10 +25,10 @@ use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::{AwsFactory, AwsSettings};
-use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
+use crate::config::{AmiMap, DaemonArgs, OperatorConfig, UnhealthySettings};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
-use crate::controllers::{cluster, control_plane, node_pool};
+use crate::controllers::{cluster, control_plane, node_pool, unhealthy};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
@@ -93,7 +93,7 @@ fn sibling_pools() -> impl Fn(&AWSMachineDeployment) -> Vec<ObjectRef<AWSMachine
     }
 }
 
-/// Build and run the three controllers until `shutdown`.
+/// Build and run the four controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
     metrics: &Metrics,
@@ -116,6 +116,19 @@ pub async fn run(
     let cps = control_plane::resource_set(shared.clone(), set_name.clone(), req.clone());
     let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings).build()?;
 
+    // The unhealthy-node terminator looks at each cluster every `--unhealthy-node-resync-seconds`
+    // (reference §4.5: 3 min), besides when a node is due. It writes no status: the cluster
+    // controller owns the AWSCluster's conditions, and the terminator reports by events.
+    let terminator = Controller::<AWSCluster>::builder(client.clone(), unhealthy::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(unhealthy::resource_set(shared.clone(), set_name.clone(), req.clone()))
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(shared.config.unhealthy.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
@@ -127,6 +140,7 @@ pub async fn run(
         cluster_controller.run(shutdown.clone()),
         cp_controller.run(shutdown.clone()),
         md_controller.run(shutdown.clone()),
+        terminator.run(shutdown.clone()),
     );
     Ok(())
 }
@@ -173,6 +187,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         alike_instances: args.alike_instances.clone(),
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
         endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+        unhealthy: UnhealthySettings::new(&args),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();
@@ -187,13 +202,14 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
     };
-    let drainer = Drainer::builder(leadership.gate(client.clone()), drain_settings, &mut registry)
+    let shared = Shared::new(leadership.gate(client.clone()), aws, config, amis, &mut registry);
+    let drainer = Drainer::builder(leadership.gate(client), drain_settings, &mut registry)
+        .clients(shared.workload_clients.clone())
         .metrics(&metrics)
         .readiness(&readiness)
         .leadership(leadership.clone())
         .build()
         .context("the drain executor")?;
-    let shared = Shared::new(leadership.gate(client), aws, config, amis, &mut registry);
     let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");

@@ -11,7 +11,7 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::config::{AmiMap, OperatorConfig, UnhealthySettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -47,6 +47,10 @@ pub struct Fixture {
     pub service_account: Option<packaging::rbac::ChartIdentity>,
     /// The operator's drainer poll interval, when not the default.
     pub drainer_poll: Option<Duration>,
+    /// The unhealthy-node terminator's settings, when not the fixture's (off unless a cluster
+    /// opts in: the fixture's certificates are placeholders that give no workload-cluster
+    /// client).
+    pub unhealthy: Option<UnhealthySettings>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -124,6 +128,7 @@ impl Fixture {
             registry: None,
             service_account: None,
             drainer_poll: None,
+            unhealthy: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -186,6 +191,7 @@ impl Fixture {
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
+        let unhealthy = self.unhealthy.clone();
         let token = CancellationToken::new();
         let t = token.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -194,7 +200,7 @@ impl Fixture {
             let metrics = operatorkit::Metrics::new(&mut registry);
             let readiness = operatorkit::Readiness::new();
             // As the chart's pod: leader election on the chart's Lease, and the drain executor.
-            let (leadership, election, drainer) = match lease_namespace {
+            let (leadership, election, drains) = match lease_namespace {
                 Some(namespace) => {
                     let config = LeaderElectionConfig {
                         release_on_cancel: true,
@@ -205,22 +211,9 @@ impl Fixture {
                         Err(e) => return eprintln!("operator leader election: {e}"),
                     };
                     let leadership = elector.leadership();
-                    let settings = DrainerSettings::new(
-                        "aws-operator",
-                        semver::Version::parse(VERSION).expect("the crate version is semver"),
-                    );
-                    let drainer = match Drainer::builder(leadership.gate(client.clone()), settings, &mut registry)
-                        .metrics(&metrics)
-                        .readiness(&readiness)
-                        .leadership(leadership.clone())
-                        .build()
-                    {
-                        Ok(d) => d,
-                        Err(e) => return eprintln!("operator drain executor: {e}"),
-                    };
-                    (leadership, Some(tokio::spawn(elector.run(t.clone()))), Some(drainer))
+                    (leadership, Some(tokio::spawn(elector.run(t.clone()))), true)
                 }
-                None => (Leadership::always(), None, None),
+                None => (Leadership::always(), None, false),
             };
             let aws = match AwsFactory::new(settings).await {
                 Ok(a) => a.gated_by(leadership.clone()),
@@ -230,7 +223,29 @@ impl Fixture {
             if let Some(poll) = drainer_poll {
                 config.drainer_poll = poll;
             }
-            let shared = Shared::new(leadership.gate(client), aws, config, Fixture::amis(), &mut registry);
+            if let Some(unhealthy) = unhealthy {
+                config.unhealthy = unhealthy;
+            }
+            let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
+            // The drain executor shares the controllers' workload-cluster clients, as in the daemon.
+            let drainer = if drains {
+                let settings = DrainerSettings::new(
+                    "aws-operator",
+                    semver::Version::parse(VERSION).expect("the crate version is semver"),
+                );
+                match Drainer::builder(leadership.gate(client), settings, &mut registry)
+                    .clients(shared.workload_clients.clone())
+                    .metrics(&metrics)
+                    .readiness(&readiness)
+                    .leadership(leadership.clone())
+                    .build()
+                {
+                    Ok(d) => Some(d),
+                    Err(e) => return eprintln!("operator drain executor: {e}"),
+                }
+            } else {
+                None
+            };
             let _ = tx.send(shared.clone());
             let controllers = daemon::run(
                 shared,
@@ -385,6 +400,9 @@ pub fn operator_config(installation: String) -> OperatorConfig {
         // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
         // templates over CloudFormation's 51,200 bytes take; the others stay inline.
         template_body_limit: TEMPLATE_BODY_LIMIT,
+        // The fixture's certificates are placeholders that give no workload-cluster client: the
+        // terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
+        unhealthy: UnhealthySettings { all_clusters: false, ..UnhealthySettings::default() },
         ..OperatorConfig::default()
     }
 }
