@@ -116,6 +116,17 @@ impl Cluster {
         Ok(self.state(instance).await?.as_deref() != Some("InService"))
     }
 
+    /// The EC2 state of `instance` (`running`, `terminated`, …).
+    async fn ec2_state(&self, instance: &str) -> anyhow::Result<String> {
+        let out = self.tenant.ec2.describe_instances().instance_ids(instance).send().await?;
+        let state = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()));
+        Ok(state.unwrap_or_default())
+    }
+
     /// The pool group's desired capacity.
     async fn desired(&self) -> anyhow::Result<i32> {
         let out =
@@ -140,11 +151,19 @@ impl Cluster {
     }
 }
 
+/// As the chart's ServiceAccount with its drain executor: the chart grants what the terminator
+/// does, and the terminated instance goes the whole way (drained through the pool's hook, then
+/// terminated by EC2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notready_pool_node_is_terminated_in_its_group_without_shrinking_it() -> anyhow::Result<()> {
-    let mut f = Fixture::start().await?;
-    f.apply_basics().await?;
-    let c = cluster(&mut f, "unh01", serde_json::json!({})).await?;
+    let mut f = Fixture::start_as_chart(motoenv::Launcher::from_env()).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, terminate_one(&mut f)).await?;
+    Ok(())
+}
+
+async fn terminate_one(f: &mut Fixture) -> anyhow::Result<()> {
+    let c = cluster(f, "unh01", serde_json::json!({})).await?;
     let desired = c.desired().await?;
     let (victim, victim_node) = c.workers[0].clone();
     let (other, _) = c.workers[1].clone();
@@ -159,9 +178,14 @@ async fn a_notready_pool_node_is_terminated_in_its_group_without_shrinking_it() 
     }
     // Terminated in its group, which keeps its size and replaces it.
     assert_eq!(c.desired().await?, desired, "the group's desired capacity is kept");
+    // The pool's hook held it until its node was drained; then EC2 terminated it.
+    eventually(60, "EC2 to terminate the victim", || async {
+        Ok((c.ec2_state(&victim).await? == "terminated").then_some(()))
+    })
+    .await?;
     assert_eq!(c.state(&other).await?.as_deref(), Some("InService"), "the Ready node's instance stays");
     let terminated = eventually(10, "an UnhealthyNodeTerminated event", || async {
-        Ok(c.events(&f, "UnhealthyNodeTerminated").await?.into_iter().next())
+        Ok(c.events(f, "UnhealthyNodeTerminated").await?.into_iter().next())
     })
     .await?;
     assert_eq!(terminated.0, "Normal");

@@ -163,6 +163,18 @@ impl Fixture {
             .expect("static AMI JSON")
     }
 
+    /// The fixture as the chart's ServiceAccount, with its RBAC and its drain executor (a
+    /// request the chart does not grant fails the run under `packaging::rbac::without_refusals`),
+    /// on a moto started by `moto`, polling for waiting instances every second.
+    pub async fn start_as_chart(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
+        let rendered = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?;
+        let mut f = Fixture::start_secure_with(moto).await?;
+        f.apply_basics().await?;
+        f.as_chart_service_account(&rendered).await?;
+        f.drainer_poll = Some(Duration::from_secs(1));
+        Ok(f)
+    }
+
     /// Create the ServiceAccount, ClusterRoles, Roles and their bindings of `rendered` (a render
     /// of the chart) as the administrator, and run the operator from now on as that
     /// ServiceAccount, with leader election on the Lease the chart's Role names and the drain
