@@ -71,6 +71,14 @@ pub struct Limits {
     pub cooldown: Duration,
 }
 
+impl Limits {
+    /// A threshold and a cooldown of so many seconds, as the operators' flags
+    /// `--unhealthy-node-threshold-seconds` and `--unhealthy-node-cooldown-seconds` give them.
+    pub fn from_secs(threshold: u64, cooldown: u64) -> Self {
+        Self { threshold: Duration::from_secs(threshold), cooldown: Duration::from_secs(cooldown) }
+    }
+}
+
 impl Default for Limits {
     /// 15 min NotReady (about the middle of the originals' effective range: 6 ticks at a
     /// 3-minute resync), 10 min between terminations (the original library's

@@ -142,10 +142,10 @@ impl UnhealthySettings {
     pub fn new(args: &DaemonArgs) -> Self {
         Self {
             all_clusters: args.terminate_unhealthy_nodes,
-            limits: node_lifecycle::unhealthy::Limits {
-                threshold: Duration::from_secs(args.unhealthy_node_threshold_seconds),
-                cooldown: Duration::from_secs(args.unhealthy_node_cooldown_seconds),
-            },
+            limits: node_lifecycle::unhealthy::Limits::from_secs(
+                args.unhealthy_node_threshold_seconds,
+                args.unhealthy_node_cooldown_seconds,
+            ),
             resync: Duration::from_secs(args.unhealthy_node_resync_seconds.max(1)),
         }
     }

@@ -106,25 +106,13 @@ async fn cluster(f: &mut Fixture, id: &str, annotations: serde_json::Value) -> a
 impl Cluster {
     /// The lifecycle state of `instance` in Auto Scaling, `None` once it left its group.
     async fn state(&self, instance: &str) -> anyhow::Result<Option<String>> {
-        let out = self.tenant.autoscaling.describe_auto_scaling_instances().instance_ids(instance).send().await?;
-        Ok(out.auto_scaling_instances().first().and_then(|i| i.lifecycle_state()).map(str::to_string))
+        lifecycle_state(&self.tenant, instance).await
     }
 
     /// Whether `instance` was terminated: it left service in its group (waiting in the pool's
     /// terminating hook, or gone from the group).
     async fn terminated(&self, instance: &str) -> anyhow::Result<bool> {
         Ok(self.state(instance).await?.as_deref() != Some("InService"))
-    }
-
-    /// The EC2 state of `instance` (`running`, `terminated`, …).
-    async fn ec2_state(&self, instance: &str) -> anyhow::Result<String> {
-        let out = self.tenant.ec2.describe_instances().instance_ids(instance).send().await?;
-        let state = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .find_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()));
-        Ok(state.unwrap_or_default())
     }
 
     /// The pool group's desired capacity.
@@ -180,7 +168,7 @@ async fn terminate_one(f: &mut Fixture) -> anyhow::Result<()> {
     assert_eq!(c.desired().await?, desired, "the group's desired capacity is kept");
     // The pool's hook held it until its node was drained; then EC2 terminated it.
     eventually(60, "EC2 to terminate the victim", || async {
-        Ok((c.ec2_state(&victim).await? == "terminated").then_some(()))
+        Ok((ec2_state(&c.tenant, &victim).await? == "terminated").then_some(()))
     })
     .await?;
     assert_eq!(c.state(&other).await?.as_deref(), Some("InService"), "the Ready node's instance stays");

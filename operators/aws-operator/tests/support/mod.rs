@@ -403,6 +403,23 @@ impl Fixture {
     }
 }
 
+/// The lifecycle state of `instance` in Auto Scaling, `None` once it left its group.
+pub async fn lifecycle_state(tenant: &AccountClients, instance: &str) -> anyhow::Result<Option<String>> {
+    let out = tenant.autoscaling.describe_auto_scaling_instances().instance_ids(instance).send().await?;
+    Ok(out.auto_scaling_instances().first().and_then(|i| i.lifecycle_state()).map(str::to_string))
+}
+
+/// The EC2 state of `instance` (`running`, `terminated`, …).
+pub async fn ec2_state(tenant: &AccountClients, instance: &str) -> anyhow::Result<String> {
+    let out = tenant.ec2.describe_instances().instance_ids(instance).send().await?;
+    let state = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()));
+    Ok(state.unwrap_or_default())
+}
+
 /// The settings every test operator runs with.
 pub fn operator_config(installation: String) -> OperatorConfig {
     OperatorConfig {
