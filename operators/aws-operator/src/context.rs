@@ -137,6 +137,10 @@ pub struct Memo {
     /// Per `<management account/region>/<cluster id>`: the cluster zone whose delegation is in
     /// place, or when the delegation was last skipped for want of an intermediate zone.
     pub delegations: HashMap<String, Delegated>,
+    /// When the unhealthy-node terminator last terminated an instance, per `<namespace>/<name>`
+    /// of the AWSCluster: the annotation that keeps it across restarts may reach the cache
+    /// after the next run started, and the cooldown must hold in between.
+    pub unhealthy_terminations: HashMap<String, jiff::Timestamp>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.
@@ -157,6 +161,7 @@ impl Memo {
         self.keys.remove(&cluster);
         self.endpoints_refreshed.remove(&cluster);
         self.delegations.retain(|key, _| !key.ends_with(&format!("/{id}")));
+        self.unhealthy_terminations.retain(|key, _| !key.ends_with(&format!("/{id}")));
         let prefix = format!("{bucket}/");
         self.uploads.retain(|key, _| !key.starts_with(&prefix));
     }

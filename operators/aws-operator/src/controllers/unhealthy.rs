@@ -19,7 +19,8 @@
 //! most one master and at most `max(1, round(10 %))` of the cluster's nodes per run, the longest
 //! NotReady first, and no other termination within `--unhealthy-node-cooldown-seconds` of the
 //! last one, whose time is kept in the AWSCluster's annotation [`LAST_TERMINATION_ANNOTATION`]
-//! so a restart does not lift the cooldown. Each termination gets a Normal event
+//! so a restart does not lift the cooldown, and in the process's memo, so a run that starts
+//! before the annotation reached the cache does not either. Each termination gets a Normal event
 //! `UnhealthyNodeTerminated`; nodes held back a Warning `UnhealthyNodesHeld`; NotReady nodes
 //! whose `spec.providerID` names no instance a Warning `UnhealthyNodeWithoutInstance` (skipped,
 //! never a failed run).
@@ -188,10 +189,13 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
         };
         let limits = settings.limits;
         let now = Timestamp::now();
-        let last = unhealthy::since_last_termination(
-            cluster.annotations().get(LAST_TERMINATION_ANNOTATION).map(String::as_str),
-            now,
-        );
+        let key = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+        let remembered = shared.memo.lock().unhealthy_terminations.get(&key).map(ToString::to_string);
+        // The later of the annotation and this process's memory of its own last termination.
+        let last = [cluster.annotations().get(LAST_TERMINATION_ANNOTATION).cloned(), remembered]
+            .iter()
+            .filter_map(|at| unhealthy::since_last_termination(at.as_deref(), now))
+            .min();
         let mut observed = Observed::new(&nodes, now);
         let mut planned = unhealthy::plan(&observed.health, limits, last);
 
@@ -254,6 +258,7 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
                     .await;
             }
             if terminated > 0 {
+                shared.memo.lock().unhealthy_terminations.insert(key, now);
                 let patch = serde_json::json!({
                     "metadata": { "annotations": { LAST_TERMINATION_ANNOTATION: now.to_string() } }
                 });
