@@ -2,7 +2,8 @@
 //! EC2 instances become WC nodes (named by their private DNS names, `spec.providerID`
 //! `aws:///<zone>/<instance id>`, the master labelled as control plane); a node flipped NotReady
 //! past a short threshold gets its instance terminated in its Auto Scaling group without the
-//! group shrinking, and an `UnhealthyNodeTerminated` event; the AWSCluster's opt-out annotation
+//! group shrinking, and an `UnhealthyNodeTerminated` event, while a NotReady node without an
+//! instance is reported and skipped; the AWSCluster's opt-out annotation
 //! prevents it; the circuit breaker holds back a second node within one run and the cooldown.
 
 mod support;
@@ -156,6 +157,11 @@ async fn terminate_one(f: &mut Fixture) -> anyhow::Result<()> {
     let (victim, victim_node) = c.workers[0].clone();
     let (other, _) = c.workers[1].clone();
 
+    // A node the AWS cloud provider did not register (no providerID) fails beside it: it is
+    // reported and skipped, and the run goes on.
+    let stray = "stray-node";
+    c.wc.add_machine(&Machine::new(stray)).await?;
+    c.wc.set_ready(stray, false)?;
     c.wc.set_ready(&victim_node, false)?;
     let result = eventually(30, "the victim's instance to leave service", || async {
         Ok(c.terminated(&victim).await?.then_some(()))
@@ -178,6 +184,12 @@ async fn terminate_one(f: &mut Fixture) -> anyhow::Result<()> {
     .await?;
     assert_eq!(terminated.0, "Normal");
     assert!(terminated.1.contains(&victim) && terminated.1.contains(&victim_node), "{}", terminated.1);
+    let without = eventually(10, "an UnhealthyNodeWithoutInstance event", || async {
+        Ok(c.events(f, "UnhealthyNodeWithoutInstance").await?.into_iter().next())
+    })
+    .await?;
+    assert_eq!(without.0, "Warning");
+    assert!(without.1.contains(stray) && !without.1.contains(&victim_node), "{}", without.1);
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     assert!(clusters.get(&c.id).await?.annotations().contains_key(LAST_TERMINATION_ANNOTATION), "cooldown recorded");
     let shared = f.shared.clone().expect("the operator runs");
