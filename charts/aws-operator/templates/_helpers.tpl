@@ -24,6 +24,10 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --concurrency={{ .Values.operator.concurrency }}
 - --resync-seconds={{ .Values.operator.resyncSeconds }}
 - --poll-seconds={{ .Values.operator.pollSeconds }}
+- --terminate-unhealthy-nodes={{ .Values.operator.unhealthyNodes.terminate }}
+- --unhealthy-node-threshold-seconds={{ .Values.operator.unhealthyNodes.thresholdSeconds }}
+- --unhealthy-node-cooldown-seconds={{ .Values.operator.unhealthyNodes.cooldownSeconds }}
+- --unhealthy-node-resync-seconds={{ .Values.operator.unhealthyNodes.resyncSeconds }}
 {{- with .Values.operator.routeTables }}
 - --route-tables={{ join "," . }}
 {{- end }}

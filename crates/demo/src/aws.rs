@@ -114,6 +114,12 @@ impl RunningOperator {
             installation: INSTALLATION.into(),
             // Moto finishes stacks at once; a short requeue keeps the demo brisk.
             poll: Duration::from_secs(1),
+            // The demo's workload cluster has no API server to judge its nodes by: the
+            // unhealthy-node terminator acts only on clusters that opt in.
+            unhealthy: aws_operator::config::UnhealthySettings {
+                all_clusters: false,
+                ..aws_operator::config::UnhealthySettings::default()
+            },
             ..OperatorConfig::default()
         };
         let mut registry = Registry::default();

@@ -19,9 +19,8 @@
 //! | [`endpoints`] | the Endpoints as a function of all observed node pods |
 //! | [`rolling`] | which single Deployment to replace next, which removed node's Deployment to delete next |
 //! | [`lifecycle`] | `status.cluster`: Creating, Created, Updating, Updated, nodes and versions |
-//! | [`unhealthy`] | which NotReady nodes to replace, behind a circuit breaker |
 //! | [`drain`] | what the pod finalizer does next for a node pod being deleted; its DrainerConfig |
-//! | [`nodes`] | the workload-cluster side: the node-ready pod condition, orphaned nodes, node health |
+//! | [`nodes`] | the workload-cluster side: the node-ready pod condition, orphaned nodes, node roles |
 //! | [`ignition`](mod@ignition) | a node's Ignition config and its Secret |
 //!
 //! ```
@@ -85,8 +84,8 @@
 //! - **§14.6 certificate files in completion order, needless ConfigMap rewrites**: files are
 //!   sorted by path and gzip has a fixed header, so equal inputs give byte-equal node Secrets.
 //! - **Node configs with private keys in ConfigMaps**: they are Secrets here, same name and key.
-//! - **§14.8 a NotReady node without a pod failed the terminator**: [`unhealthy::plan`] reports
-//!   it and goes on.
+//! - **§14.8 a NotReady node without a pod failed the terminator**: the plan
+//!   (`node_lifecycle::unhealthy::plan`, shared with aws-operator) reports it and goes on.
 //! - **§14.7 the node watcher rebuilt on quiet clusters; conditions rewritten**: the condition
 //!   is written only when its status or reason changes ([`nodes::condition_patch`]); the
 //!   operator restarts a watcher only when what it watches changes.
@@ -104,7 +103,7 @@
 //! - **§15 node indexes**: [`node_index::allocate`] never gives an index twice, even from a
 //!   damaged map, and reuses a freed index only from the next pass.
 //! - **§15 tick-based unhealthy threshold; the pause between terminations not enforced**: a
-//!   NotReady duration and an enforced cooldown ([`unhealthy::Limits`]).
+//!   NotReady duration and an enforced cooldown (`node_lifecycle::unhealthy::Limits`).
 //! - **§15 rolling safety**: workers wait while a workload-cluster master is cordoned or tainted
 //!   (today's `control-plane` taint key counts as a role, not as unschedulable); the
 //!   availability gate requires the Deployment's status to describe its current generation.
@@ -123,7 +122,6 @@ pub mod node_index;
 pub mod nodes;
 pub mod rolling;
 pub mod services;
-pub mod unhealthy;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};

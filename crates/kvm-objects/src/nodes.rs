@@ -1,7 +1,8 @@
 //! The workload-cluster side of the node pods, as pure functions: what a WC node's readiness
 //! makes of its pod's condition [`names::NODE_READY_CONDITION`] (the node watcher), which WC
-//! nodes are left over from pods that are gone (the deleter), and what the unhealthy-node
-//! terminator observes ([`unhealthy::NodeHealth`]).
+//! nodes are left over from pods that are gone (the deleter), and the role of a WC node
+//! (the unhealthy-node terminator's observation, `node_lifecycle::unhealthy::NodeHealth`, is
+//! built from it in kvm-operator).
 //!
 //! A node pod and its WC node share a name (the VM's host name is the pod name), so every
 //! pairing here is by name, within one cluster.
@@ -18,7 +19,6 @@ use serde_json::{Value, json};
 
 use crate::cluster::Role;
 use crate::names;
-use crate::unhealthy::{self, NodeHealth};
 
 /// The reason of the condition while the WC node is being deleted (or is gone).
 pub const NODE_DELETED: &str = "NodeDeleted";
@@ -145,34 +145,9 @@ pub fn pod_roles(pods: &[Pod]) -> BTreeMap<String, Role> {
         .collect()
 }
 
-/// What the unhealthy-node terminator observes of a cluster at `now`: every WC node with a
-/// role, its NotReady time and whether a node pod of its name exists. Nodes of neither role
-/// (not kvm-operator's) are left out: they are not this operator's to replace, and they do not
-/// count towards the 10 % cap.
-pub fn health(nodes: &[Node], pods: &[Pod], now: Timestamp) -> Vec<NodeHealth> {
-    let roles = pod_roles(pods);
-    let mut observed: Vec<NodeHealth> = nodes
-        .iter()
-        .filter(|n| n.metadata.deletion_timestamp.is_none())
-        .filter_map(|n| {
-            let name = n.metadata.name.clone()?;
-            let role = role_of(&name, &roles)?;
-            Some(NodeHealth {
-                not_ready_for: unhealthy::not_ready_for(n, now),
-                has_pod: roles.contains_key(&name),
-                name,
-                role,
-            })
-        })
-        .collect();
-    observed.sort_by(|a, b| a.name.cmp(&b.name));
-    observed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn node(name: &str, ready: &str, deleting: bool) -> Node {
         let mut value = json!({
@@ -257,28 +232,5 @@ mod tests {
         ];
         let pods: BTreeSet<String> = ["worker-w1-new-bbbbb".to_string()].into();
         assert_eq!(orphans(&nodes, &pods), ["worker-w1-old-aaaaa"], "Ready, with a pod, or already deleting: kept");
-    }
-
-    #[test]
-    fn health_pairs_nodes_with_pods_by_name() {
-        let nodes = [
-            node("master-m1-a-b", "True", false),
-            node("worker-w1-a-b", "False", false),
-            node("worker-w2-gone-x", "False", false),
-            node("ip-10-0-0-1", "False", false),
-        ];
-        let pods = [pod("master-m1-a-b", "master", None), pod("worker-w1-a-b", "worker", None)];
-        let observed = health(&nodes, &pods, now());
-        let names: Vec<_> = observed.iter().map(|h| (h.name.as_str(), h.role, h.has_pod)).collect();
-        assert_eq!(
-            names,
-            [
-                ("master-m1-a-b", Role::Master, true),
-                ("worker-w1-a-b", Role::Worker, true),
-                ("worker-w2-gone-x", Role::Worker, false)
-            ]
-        );
-        assert_eq!(observed[0].not_ready_for, None);
-        assert_eq!(observed[1].not_ready_for, Some(Duration::from_secs(20 * 60)));
     }
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -434,6 +434,36 @@ impl WorkloadClients {
         let server = config.cluster_url.to_string();
         let client = Client::try_from(config).map_err(|e| describe_client_error(&e))?;
         Ok(WorkloadClient { client, cluster: cluster.clone(), secret: secret.to_string(), server })
+    }
+
+    /// The workload cluster's client and its Nodes, or `None` when the cluster cannot be
+    /// reached (no credentials yet, nothing answering: the normal state of a cluster being
+    /// created). A caller judging node health skips its run then: a NotReady node in an
+    /// unreachable cluster cannot be told from a network problem. A cluster that refuses the
+    /// credentials, or a Secret that gives no client, is an error.
+    pub async fn reachable_nodes(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
+        let wc = match self.client_for(cluster).await {
+            Ok(wc) => wc,
+            Err(e) if e.is_not_ready() => {
+                tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable yet");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
+            Ok(list) => Ok(Some((wc, list.items))),
+            Err(e) => {
+                let e = wc.error(e);
+                if e.is_not_ready() {
+                    tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable");
+                    return Ok(None);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Follow the management cluster's Secret metadata until `shutdown`, dropping cached clients

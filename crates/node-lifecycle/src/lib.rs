@@ -9,7 +9,10 @@
 //!   "not reachable yet" from real failures, and no key material in any message;
 //! * [`drain`]: the `DrainerConfig` executor, an operatorkit controller that cordons a node,
 //!   evicts its pods under their PodDisruptionBudgets and sets `Drained` or `Timeout`, one
-//!   short step per reconcile.
+//!   short step per reconcile;
+//! * [`unhealthy`]: which NotReady nodes to replace in one run, behind the circuit breaker both
+//!   operators share (at most one master and `max(1, round(10 %))` of the nodes per run, a
+//!   cooldown between runs that replace), as pure functions.
 //!
 //! Tests simulate a workload cluster with the `workload-sim` crate: a second `testenv` with
 //! nodes for the machines a test declares and workloads under disruption budgets.
@@ -36,6 +39,7 @@
 
 pub mod clients;
 pub mod drain;
+pub mod unhealthy;
 
 pub use clients::{ClientOptions, ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
 pub use drain::{Drainer, DrainerSettings};

@@ -255,6 +255,10 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--subnet-mask-bits=25",
         "--route-tables=ci-private-0,ci-private-1",
         "--ami-file=/etc/aws-operator/ami.json",
+        "--terminate-unhealthy-nodes=false",
+        "--unhealthy-node-threshold-seconds=1200",
+        "--unhealthy-node-cooldown-seconds=300",
+        "--unhealthy-node-resync-seconds=60",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }

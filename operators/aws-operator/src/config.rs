@@ -98,6 +98,62 @@ pub struct DaemonArgs {
     /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
     #[arg(long, default_value_t = 3600)]
     pub drain_timeout_seconds: u64,
+    /// Terminate the instances of workload-cluster nodes that stay NotReady in every cluster
+    /// whose AWSCluster does not opt out with the annotation
+    /// `alpha.node.giantswarm.io/terminate-unhealthy: "false"`. With `false`, only in clusters
+    /// annotated with another value.
+    #[arg(long, env = "AWS_OPERATOR_TERMINATE_UNHEALTHY_NODES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub terminate_unhealthy_nodes: bool,
+    /// How long a workload-cluster node must be NotReady before its instance is terminated, in
+    /// seconds.
+    #[arg(long, default_value_t = 900)]
+    pub unhealthy_node_threshold_seconds: u64,
+    /// How long after terminating an unhealthy node's instance no other node of the cluster is
+    /// terminated, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub unhealthy_node_cooldown_seconds: u64,
+    /// How often the unhealthy-node terminator looks at each cluster's nodes, in seconds (it
+    /// also looks when a NotReady node is due).
+    #[arg(long, default_value_t = 180)]
+    pub unhealthy_node_resync_seconds: u64,
+}
+
+/// The unhealthy-node terminator's settings (`--terminate-unhealthy-nodes`,
+/// `--unhealthy-node-*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnhealthySettings {
+    /// On in every cluster that does not opt out (`true`), or only in those that opt in.
+    pub all_clusters: bool,
+    /// The NotReady threshold and the cooldown.
+    pub limits: node_lifecycle::unhealthy::Limits,
+    /// How often each cluster is looked at without a reason.
+    pub resync: Duration,
+}
+
+impl Default for UnhealthySettings {
+    /// On by default, as in the original; 15 min NotReady, 10 min cooldown, 3 min resync
+    /// (reference §4.5).
+    fn default() -> Self {
+        Self {
+            all_clusters: true,
+            limits: node_lifecycle::unhealthy::Limits::default(),
+            resync: Duration::from_secs(180),
+        }
+    }
+}
+
+impl UnhealthySettings {
+    /// The settings of `args`.
+    pub fn new(args: &DaemonArgs) -> Self {
+        Self {
+            all_clusters: args.terminate_unhealthy_nodes,
+            limits: node_lifecycle::unhealthy::Limits::from_secs(
+                args.unhealthy_node_threshold_seconds,
+                args.unhealthy_node_cooldown_seconds,
+            ),
+            resync: Duration::from_secs(args.unhealthy_node_resync_seconds.max(1)),
+        }
+    }
 }
 
 /// The operator's settings (flags of `aws-operator daemon`).
@@ -147,6 +203,8 @@ pub struct OperatorConfig {
     pub certificates_namespace: Option<String>,
     /// The instance types a node pool with `useAlikeInstanceTypes` may also run on.
     pub alike_instances: AlikeInstances,
+    /// The unhealthy-node terminator's settings.
+    pub unhealthy: UnhealthySettings,
 }
 
 /// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
@@ -222,6 +280,7 @@ impl Default for OperatorConfig {
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
             alike_instances: AlikeInstances::default(),
+            unhealthy: UnhealthySettings::default(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What every controller of the operator shares ([`Shared`]): the configuration, the Kubernetes
-//! and AWS clients, the caches and memos, the event recorder and the metrics.
+//! and AWS clients, the workload-cluster clients, the caches and memos, the event recorder and
+//! the metrics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Instant;
 
 use apis::release::Release;
 use kube::runtime::events::EventType;
+use node_lifecycle::clients::{ClientOptions, WorkloadClients};
 use operatorkit::Events;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -68,6 +70,52 @@ impl StackMetrics {
     }
 }
 
+/// The `role` label of the unhealthy-node metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoleLabels {
+    /// `master` or `worker`.
+    pub role: String,
+}
+
+/// Metrics of the unhealthy-node terminator.
+#[derive(Clone, Debug, Default)]
+pub struct UnhealthyMetrics {
+    /// `aws_operator_unhealthy_nodes_terminated_total`.
+    pub terminated: Family<RoleLabels, Counter>,
+    /// `aws_operator_unhealthy_nodes_held_total`.
+    pub held: Counter,
+    /// `aws_operator_unhealthy_nodes_unreplaceable_total`.
+    pub unreplaceable: Counter,
+}
+
+impl UnhealthyMetrics {
+    /// Register the metrics.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "aws_operator_unhealthy_nodes_terminated",
+            "Instances terminated in their Auto Scaling group because their workload-cluster node stayed NotReady, by role",
+            m.terminated.clone(),
+        );
+        registry.register(
+            "aws_operator_unhealthy_nodes_held",
+            "Unhealthy nodes held back by the circuit breaker or the cooldown, counted per run",
+            m.held.clone(),
+        );
+        registry.register(
+            "aws_operator_unhealthy_nodes_unreplaceable",
+            "Unhealthy nodes skipped because their spec.providerID names no instance, counted per run",
+            m.unreplaceable.clone(),
+        );
+        m
+    }
+
+    /// Instances terminated so far for nodes of `role`.
+    pub fn terminated(&self, role: &str) -> u64 {
+        self.terminated.get_or_create(&RoleLabels { role: role.into() }).get()
+    }
+}
+
 /// The management VPC: id, CIDR, and route tables as `(id, Name tag)`.
 pub type ControlPlaneNetwork = (String, String, Vec<(String, String)>);
 
@@ -93,6 +141,10 @@ pub struct Memo {
     /// cluster autoscaler's tag on it (`true`) or took it off (`false`); a group not in here
     /// gets the tag written once.
     pub autoscaler: HashMap<String, bool>,
+    /// When the unhealthy-node terminator last terminated an instance, per `<namespace>/<name>`
+    /// of the AWSCluster: the annotation that keeps it across restarts may reach the cache
+    /// after the next run started, and the cooldown must hold in between.
+    pub unhealthy_terminations: HashMap<String, jiff::Timestamp>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.
@@ -113,6 +165,7 @@ impl Memo {
         self.keys.remove(&cluster);
         self.endpoints_refreshed.remove(&cluster);
         self.delegations.retain(|key, _| !key.ends_with(&format!("/{id}")));
+        self.unhealthy_terminations.retain(|key, _| !key.ends_with(&format!("/{id}")));
         let prefix = format!("{bucket}/");
         self.uploads.retain(|key, _| !key.starts_with(&prefix));
     }
@@ -130,13 +183,15 @@ pub struct Shared {
     pub stacks: StackCache,
     /// Auto Scaling instances per account, for the drainers.
     pub instances: crate::drainers::InstanceCache,
-    /// Clients of the workload clusters (their master nodes during an upgrade), shared with the
-    /// drain executor, so that one cache follows the clusters' Secrets.
-    pub workload_clients: node_lifecycle::clients::WorkloadClients,
     /// AMIs.
     pub amis: AmiMap,
     /// Metrics.
     pub metrics: StackMetrics,
+    /// The unhealthy-node terminator's metrics.
+    pub unhealthy: UnhealthyMetrics,
+    /// Workload-cluster clients, one cached per cluster: the process's one cache, which the
+    /// drain executor keeps current ([`node_lifecycle::drain::DrainerBuilder::clients`]).
+    pub workload_clients: WorkloadClients,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
     events: Events,
@@ -158,8 +213,8 @@ impl Shared {
         registry: &mut Registry,
     ) -> Arc<Self> {
         let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
+        let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::default());
         Arc::new(Self {
-            workload_clients: node_lifecycle::clients::WorkloadClients::new(client.clone(), Default::default()),
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
@@ -167,6 +222,8 @@ impl Shared {
             config,
             amis,
             metrics: StackMetrics::new(registry),
+            unhealthy: UnhealthyMetrics::new(registry),
+            workload_clients,
             memo: Mutex::new(Memo::default()),
             events,
         })

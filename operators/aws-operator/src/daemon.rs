@@ -1,5 +1,5 @@
 //! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
-//! the clients become the [`Shared`] context, and the three controllers run on it beside the
+//! the clients become the [`Shared`] context, and the four controllers run on it beside the
 //! drain executor, under leader election, with the `/metrics`, `/healthz` and `/readyz` server,
 //! until SIGTERM or Ctrl-C.
 //!
@@ -26,10 +26,10 @@ use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::{AwsFactory, AwsSettings};
-use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
+use crate::config::{AmiMap, DaemonArgs, OperatorConfig, UnhealthySettings};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
-use crate::controllers::{cluster, control_plane, node_pool};
+use crate::controllers::{cluster, control_plane, node_pool, unhealthy};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
@@ -122,7 +122,7 @@ where
     }
 }
 
-/// Build and run the three controllers until `shutdown`.
+/// Build and run the four controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
     metrics: &Metrics,
@@ -149,6 +149,19 @@ pub async fn run(
         .watches(drainer_configs(&shared), drainer_owner(apis::labels::CONTROL_PLANE, &shared.config.version))
         .build()?;
 
+    // The unhealthy-node terminator looks at each cluster every `--unhealthy-node-resync-seconds`
+    // (reference §4.5: 3 min), besides when a node is due. It writes no status: the cluster
+    // controller owns the AWSCluster's conditions, and the terminator reports by events.
+    let terminator = Controller::<AWSCluster>::builder(client.clone(), unhealthy::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(unhealthy::resource_set(shared.clone(), set_name.clone(), req.clone()))
+        .metrics(metrics)
+        .readiness(readiness)
+        .concurrency(settings.concurrency)
+        .resync(shared.config.unhealthy.resync)
+        .leadership(settings.leadership.clone())
+        .build()?;
+
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
@@ -161,6 +174,7 @@ pub async fn run(
         cluster_controller.run(shutdown.clone()),
         cp_controller.run(shutdown.clone()),
         md_controller.run(shutdown.clone()),
+        terminator.run(shutdown.clone()),
     );
     Ok(())
 }
@@ -208,6 +222,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         alike_instances: args.alike_instances.clone(),
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
         endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+        unhealthy: UnhealthySettings::new(&args),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();
@@ -224,10 +239,10 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     };
     let shared = Shared::new(leadership.gate(client.clone()), aws, config, amis, &mut registry);
     let drainer = Drainer::builder(leadership.gate(client), drain_settings, &mut registry)
+        .clients(shared.workload_clients.clone())
         .metrics(&metrics)
         .readiness(&readiness)
         .leadership(leadership.clone())
-        .clients(shared.workload_clients.clone())
         .build()
         .context("the drain executor")?;
     let shutdown = CancellationToken::new();

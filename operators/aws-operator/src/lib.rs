@@ -8,13 +8,13 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
-//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the three controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the four controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
-//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
-//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
+//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
+//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |

@@ -29,35 +29,6 @@ async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The lifecycle state of `instance` in Auto Scaling, `None` once it left its group.
-async fn lifecycle_state(tenant: &aws_operator::aws::AccountClients, instance: &str) -> anyhow::Result<Option<String>> {
-    let out = tenant.autoscaling.describe_auto_scaling_instances().instance_ids(instance).send().await?;
-    Ok(out.auto_scaling_instances().first().and_then(|i| i.lifecycle_state()).map(str::to_string))
-}
-
-/// The EC2 state of `instance` (`running`, `terminated`, …).
-async fn ec2_state(tenant: &aws_operator::aws::AccountClients, instance: &str) -> anyhow::Result<String> {
-    let out = tenant.ec2.describe_instances().instance_ids(instance).send().await?;
-    let state = out
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .find_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()));
-    Ok(state.unwrap_or_default())
-}
-
-/// The fixture as the chart's ServiceAccount, with its RBAC and its drain executor (a request
-/// the chart does not grant, such as creating or deleting a DrainerConfig, fails the run), on a
-/// moto started by `moto`.
-async fn chart_fixture(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
-    let rendered = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?;
-    let mut f = Fixture::start_secure_with(moto).await?;
-    f.apply_basics().await?;
-    f.as_chart_service_account(&rendered).await?;
-    f.drainer_poll = Some(std::time::Duration::from_secs(1));
-    Ok(f)
-}
-
 /// Cluster `id` with one master (no hooks) and a pool of two instances (the `NodePool` hook).
 async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
@@ -70,7 +41,7 @@ async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_pool_instance_waits_until_its_node_is_drained() -> anyhow::Result<()> {
-    let mut f = chart_fixture(motoenv::Launcher::from_env()).await?;
+    let mut f = Fixture::start_as_chart(motoenv::Launcher::from_env()).await?;
     let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
     packaging::rbac::without_refusals(&env, &user, drain_one_instance(&mut f)).await?;
     Ok(())
@@ -79,7 +50,7 @@ async fn a_terminated_pool_instance_waits_until_its_node_is_drained() -> anyhow:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_cluster_lets_its_instances_go_at_once_without_draining() -> anyhow::Result<()> {
     // Stack deletes drain their groups through the hooks, which wait AWS's hour unless completed.
-    let mut f = chart_fixture(motoenv::Launcher::from_env().group_deletion_hooks(true)).await?;
+    let mut f = Fixture::start_as_chart(motoenv::Launcher::from_env().group_deletion_hooks(true)).await?;
     let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
     packaging::rbac::without_refusals(&env, &user, delete_a_cluster(&mut f)).await?;
     Ok(())

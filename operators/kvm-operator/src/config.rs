@@ -89,7 +89,7 @@ pub struct NodeSettings {
     /// Replace unhealthy nodes in every cluster, not only the annotated ones.
     pub terminate_unhealthy: bool,
     /// The unhealthy-node thresholds.
-    pub limits: kvm_objects::unhealthy::Limits,
+    pub limits: node_lifecycle::unhealthy::Limits,
     /// The deleter's resync period.
     pub deleter_resync: std::time::Duration,
     /// How often a node watcher compares every node pod with its node even without events.
@@ -104,10 +104,10 @@ impl NodeSettings {
         use std::time::Duration;
         Self {
             terminate_unhealthy: args.terminate_unhealthy_nodes,
-            limits: kvm_objects::unhealthy::Limits {
-                threshold: Duration::from_secs(args.unhealthy_node_threshold_seconds),
-                cooldown: Duration::from_secs(args.unhealthy_node_cooldown_seconds),
-            },
+            limits: node_lifecycle::unhealthy::Limits::from_secs(
+                args.unhealthy_node_threshold_seconds,
+                args.unhealthy_node_cooldown_seconds,
+            ),
             deleter_resync: Duration::from_secs(args.deleter_resync_seconds.max(1)),
             watcher_resync: Duration::from_secs(300),
             watcher_retry: Duration::from_secs(10),

@@ -8,6 +8,7 @@
 //! | [`kms`] | the cluster key and the encryption of node-config secrets |
 //! | [`s3`] | the cluster buckets and the node-config objects |
 //! | [`ec2`] | EC2 and Auto Scaling reads: subnets, the management VPC, master addresses, pool capacity |
+//! | [`autoscaling`] | the unhealthy-node terminator's Auto Scaling calls: instances' states in their groups, terminating one in its group |
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
@@ -36,6 +37,7 @@ use parking_lot::Mutex;
 
 use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
+pub mod autoscaling;
 pub mod cloudformation;
 pub mod ec2;
 pub mod elb;

@@ -13,7 +13,7 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::config::{AmiMap, OperatorConfig, UnhealthySettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -51,6 +51,10 @@ pub struct Fixture {
     pub service_account: Option<packaging::rbac::ChartIdentity>,
     /// The operator's drainer poll interval, when not the default.
     pub drainer_poll: Option<Duration>,
+    /// The unhealthy-node terminator's settings, when not the fixture's (off unless a cluster
+    /// opts in: the fixture's certificates are placeholders that give no workload-cluster
+    /// client).
+    pub unhealthy: Option<UnhealthySettings>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -157,6 +161,7 @@ impl Fixture {
             registry: None,
             service_account: None,
             drainer_poll: None,
+            unhealthy: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -209,6 +214,18 @@ impl Fixture {
         Ok(())
     }
 
+    /// The fixture as the chart's ServiceAccount, with its RBAC and its drain executor (a
+    /// request the chart does not grant fails the run under `packaging::rbac::without_refusals`),
+    /// on a moto started by `moto`, polling for waiting instances every second.
+    pub async fn start_as_chart(moto: motoenv::Launcher) -> anyhow::Result<Fixture> {
+        let rendered = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?;
+        let mut f = Fixture::start_secure_with(moto).await?;
+        f.apply_basics().await?;
+        f.as_chart_service_account(&rendered).await?;
+        f.drainer_poll = Some(Duration::from_secs(1));
+        Ok(f)
+    }
+
     /// Create the ServiceAccount, ClusterRoles, Roles and their bindings of `rendered` (a render
     /// of the chart) as the administrator, and run the operator from now on as that
     /// ServiceAccount, with leader election on the Lease the chart's Role names and the drain
@@ -251,6 +268,7 @@ impl Fixture {
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
+        let unhealthy = self.unhealthy.clone();
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -281,6 +299,9 @@ impl Fixture {
             let mut config = OperatorConfig { version: version.clone(), ..operator_config(installation) };
             if let Some(poll) = drainer_poll {
                 config.drainer_poll = poll;
+            }
+            if let Some(unhealthy) = unhealthy {
+                config.unhealthy = unhealthy;
             }
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
@@ -446,8 +467,28 @@ pub fn operator_config(installation: String) -> OperatorConfig {
         // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
         // templates over CloudFormation's 51,200 bytes take; the others stay inline.
         template_body_limit: TEMPLATE_BODY_LIMIT,
+        // The fixture's certificates are placeholders that give no workload-cluster client: the
+        // terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
+        unhealthy: UnhealthySettings { all_clusters: false, ..UnhealthySettings::default() },
         ..OperatorConfig::default()
     }
+}
+
+/// The lifecycle state of `instance` in Auto Scaling, `None` once it left its group.
+pub async fn lifecycle_state(tenant: &AccountClients, instance: &str) -> anyhow::Result<Option<String>> {
+    let out = tenant.autoscaling.describe_auto_scaling_instances().instance_ids(instance).send().await?;
+    Ok(out.auto_scaling_instances().first().and_then(|i| i.lifecycle_state()).map(str::to_string))
+}
+
+/// The EC2 state of `instance` (`running`, `terminated`, …).
+pub async fn ec2_state(tenant: &AccountClients, instance: &str) -> anyhow::Result<String> {
+    let out = tenant.ec2.describe_instances().instance_ids(instance).send().await?;
+    let state = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()));
+    Ok(state.unwrap_or_default())
 }
 
 /// Poll `f` until it returns `Some`, for at most `secs` seconds.

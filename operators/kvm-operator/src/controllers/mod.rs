@@ -111,31 +111,12 @@ impl Nodes {
 
 impl Nodes {
     /// The workload cluster's client and its Nodes, or `None` when the cluster cannot be
-    /// reached yet (no credentials, nothing answering: the normal state of a cluster being
-    /// created, and no reason to fail a run). A cluster that refuses the credentials is an error.
+    /// reached yet ([`WorkloadClients::reachable_nodes`]).
     pub async fn workload_nodes(
         &self,
         cluster: &ClusterRef,
     ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
-        let wc = match self.clients().client_for(cluster).await {
-            Ok(wc) => wc,
-            Err(e) if e.is_not_ready() => {
-                tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable yet");
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
-        match Api::<Node>::all(wc.client()).list(&ListParams::default()).await {
-            Ok(list) => Ok(Some((wc, list.items))),
-            Err(e) => {
-                let e = wc.error(e);
-                if e.is_not_ready() {
-                    tracing::debug!(cluster = %cluster.id, error = %e, "workload cluster not reachable");
-                    return Ok(None);
-                }
-                Err(e)
-            }
-        }
+        self.clients().reachable_nodes(cluster).await
     }
 }
 

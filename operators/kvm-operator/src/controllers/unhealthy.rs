@@ -7,7 +7,8 @@
 //! [`TERMINATE_UNHEALTHY_ANNOTATION`] (any value but `false`), or for every cluster with
 //! `--terminate-unhealthy-nodes`.
 //!
-//! The circuit breaker ([`kvm_objects::unhealthy::plan`]): at most one master and at most
+//! The circuit breaker ([`node_lifecycle::unhealthy::plan`], shared with aws-operator): at
+//! most one master and at most
 //! `max(1, round(10 %))` of the cluster's nodes per run, the longest NotReady first, and no
 //! other replacement within `--unhealthy-node-cooldown-seconds` of the last one. The time of
 //! the last replacement is kept in the KVMConfig's annotation [`LAST_TERMINATION_ANNOTATION`],
@@ -24,16 +25,16 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use apis::kvm::KVMConfig;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Resource as _, ResourceExt};
+use kvm_objects::cluster::Role as KvmRole;
 use kvm_objects::names;
-use kvm_objects::nodes::health;
-use kvm_objects::unhealthy::plan;
+use kvm_objects::nodes::{pod_roles, role_of};
+use node_lifecycle::unhealthy::{self, NodeHealth, Role, plan};
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
 
@@ -95,11 +96,10 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
             .collect();
         let now = Timestamp::now();
         let observed = health(&live_nodes, &live_pods, now);
-        let last = config
-            .annotations()
-            .get(LAST_TERMINATION_ANNOTATION)
-            .and_then(|t| t.parse::<Timestamp>().ok())
-            .map(|t| Duration::try_from(now.duration_since(t)).unwrap_or_default());
+        let last = unhealthy::since_last_termination(
+            config.annotations().get(LAST_TERMINATION_ANNOTATION).map(String::as_str),
+            now,
+        );
         let limits = nodes.settings.limits;
         let planned = plan(&observed, limits, last);
         let events = &nodes.events.terminator;
@@ -136,15 +136,7 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
         }
         if !planned.held.is_empty() {
             nodes.metrics.unhealthy_nodes_held.inc_by(planned.held.len() as u64);
-            let why = if last.is_some_and(|d| d < limits.cooldown) {
-                format!("the last replacement was less than {}s ago", limits.cooldown.as_secs())
-            } else {
-                format!(
-                    "at most one master and at most {} of the cluster's {} nodes are replaced per run",
-                    kvm_objects::unhealthy::max_per_run(observed.len()),
-                    observed.len()
-                )
-            };
+            let why = unhealthy::held_reason(observed.len(), limits, last);
             events
                 .warning(
                     &subject,
@@ -154,7 +146,10 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
                 )
                 .await;
         }
-        Ok(requeue(&observed, limits, last, terminated > 0))
+        Ok(match unhealthy::next_look(&observed, limits, last, terminated > 0) {
+            Some(wait) => Outcome::proceed().requeue_after(wait),
+            None => Outcome::proceed(),
+        })
     }
 
     async fn ensure_deleted(&self, _: &mut Arc<Nodes>, _: &KVMConfig) -> resource::Result<Outcome> {
@@ -162,23 +157,73 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
     }
 }
 
-/// When to look again: when the next NotReady node crosses the threshold, or when the cooldown
-/// ends while nodes wait; otherwise at the resync.
-fn requeue(
-    observed: &[kvm_objects::unhealthy::NodeHealth],
-    limits: kvm_objects::unhealthy::Limits,
-    last: Option<Duration>,
-    just_terminated: bool,
-) -> Outcome {
-    let cooldown_left =
-        if just_terminated { Some(limits.cooldown) } else { last.and_then(|d| limits.cooldown.checked_sub(d)) };
-    let mut next: Option<Duration> = None;
-    for not_ready in observed.iter().filter(|h| h.has_pod).filter_map(|h| h.not_ready_for) {
-        let wait = limits.threshold.saturating_sub(not_ready).max(cooldown_left.unwrap_or_default());
-        next = Some(next.map_or(wait, |n| n.min(wait)));
+/// What the terminator observes of a cluster at `now`: every WC node with a role, its NotReady
+/// time and whether a node pod of its name exists (what there is to replace). Nodes of neither
+/// role (not kvm-operator's) are left out: they are not this operator's to replace, and they do
+/// not count towards the 10 % cap.
+pub fn health(nodes: &[Node], pods: &[Pod], now: Timestamp) -> Vec<NodeHealth> {
+    let roles = pod_roles(pods);
+    let mut observed: Vec<NodeHealth> = nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter_map(|n| {
+            let name = n.metadata.name.clone()?;
+            let role = match role_of(&name, &roles)? {
+                KvmRole::Master => Role::Master,
+                KvmRole::Worker => Role::Worker,
+            };
+            Some(NodeHealth {
+                not_ready_for: unhealthy::not_ready_for(n, now),
+                replaceable: roles.contains_key(&name),
+                name,
+                role,
+            })
+        })
+        .collect();
+    observed.sort_by(|a, b| a.name.cmp(&b.name));
+    observed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn node(name: &str, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": "2026-03-01T11:00:00Z"},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": "2026-03-01T11:40:00Z"}]}
+        }))
+        .expect("node")
     }
-    match next {
-        Some(wait) => Outcome::proceed().requeue_after(wait.max(Duration::from_secs(1))),
-        None => Outcome::proceed(),
+
+    fn pod(name: &str, role: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "q7m2x", "labels": {"app": role}}}))
+            .expect("pod")
+    }
+
+    #[test]
+    fn health_pairs_nodes_with_pods_by_name() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("time");
+        let nodes = [
+            node("master-m1-a-b", "True"),
+            node("worker-w1-a-b", "False"),
+            node("worker-w2-gone-x", "False"),
+            node("ip-10-0-0-1", "False"),
+        ];
+        let pods = [pod("master-m1-a-b", "master"), pod("worker-w1-a-b", "worker")];
+        let observed = health(&nodes, &pods, now);
+        let names: Vec<_> = observed.iter().map(|h| (h.name.as_str(), h.role, h.replaceable)).collect();
+        assert_eq!(
+            names,
+            [
+                ("master-m1-a-b", Role::Master, true),
+                ("worker-w1-a-b", Role::Worker, true),
+                ("worker-w2-gone-x", Role::Worker, false)
+            ]
+        );
+        assert_eq!(observed[0].not_ready_for, None);
+        assert_eq!(observed[1].not_ready_for, Some(Duration::from_secs(20 * 60)));
     }
 }
