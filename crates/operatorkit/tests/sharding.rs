@@ -633,3 +633,84 @@ async fn namespace_ranges_refuse_a_server_that_ignores_shard_selectors() {
     assert!(log.lock().is_empty(), "nothing is reconciled: {:?}", log.lock().first());
     replica.stop().await;
 }
+
+/// `/readyz` turns ready once the shard holds its Lease, and the sharding metrics count what
+/// happened: objects per shard, assignments, Lease renewals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_and_metrics_follow_the_shard() {
+    let env = TestEnv::start().await.expect("testenv starts");
+    let client = env.client();
+    for i in 0..6 {
+        let ns =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": cluster(i * 2)}})).expect("a Namespace");
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("a namespace");
+        Api::<ConfigMap>::namespaced(client.clone(), &cluster(i * 2))
+            .create(&PostParams::default(), &object(i * 2))
+            .await
+            .expect("an object");
+    }
+    let config = ShardingConfig {
+        shard: "replica-0".into(),
+        identity: "replica-0_1".into(),
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(300),
+        ..ShardingConfig::new(NS, RING)
+    };
+    let sharding = Sharding::new(client.clone(), config, label_key(CLUSTER)).expect("valid settings");
+    let readiness = operatorkit::Readiness::new();
+    sharding.readiness(&readiness);
+    let mut registry = prometheus_client::registry::Registry::default();
+    sharding.register_metrics(&mut registry);
+    assert!(!readiness.is_ready(), "not ready before the shard holds its Lease");
+    let set = ResourceSet::with_default_state("v1", VersionReq::parse("^1").expect("requirement"))
+        .resource(Recorder { replica: "replica-0".into(), log: Arc::new(Mutex::new(Vec::new())) })
+        .build();
+    let controller = Controller::<ConfigMap>::builder(client.clone(), "sharding-test")
+        .operator(OPERATOR)
+        .routing(Routing::Legacy { version: Version::new(1, 0, 0) })
+        .sharding(&sharding)
+        .resource_set(set)
+        .build()
+        .expect("the controller builds");
+    let shutdown = CancellationToken::new();
+    let member = tokio::spawn(sharding.clone().run(Leadership::always(), shutdown.clone()));
+    let running = tokio::spawn(controller.run(shutdown.clone()));
+    eventually("ready", CONVERGE, || {
+        let ready = readiness.is_ready();
+        async move { if ready { Ok(()) } else { Err("not ready".into()) } }
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    eventually("every object assigned", CONVERGE, || {
+        let cms = cms.clone();
+        async move {
+            let list = cms.list(&ListParams::default().labels(VERSION_LABEL)).await.map_err(|e| e.to_string())?;
+            let assigned = list.items.iter().filter(|cm| owner(cm, ShardingMode::Labels, &[]).is_some()).count();
+            if assigned == 6 { Ok(()) } else { Err(format!("{assigned} assigned")) }
+        }
+    })
+    .await;
+    // Two renewals at least, and a pass of the sharder after the last assignment.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("metrics encode");
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(value("operatorkit_sharding_lease_held{"), 1.0, "{text}");
+    assert!(value("operatorkit_sharding_lease_renewals_total{") >= 2.0, "{text}");
+    assert_eq!(value("operatorkit_sharding_objects{"), 6.0, "{text}");
+    assert!(value("operatorkit_sharding_assignment_requests_total") >= 6.0, "{text}");
+    shutdown.cancel();
+    let _ = running.await;
+    let _ = member.await;
+    assert!(!readiness.is_ready(), "not ready after leaving the ring");
+}
