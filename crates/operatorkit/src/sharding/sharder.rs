@@ -194,6 +194,15 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The shard Lease cache that outlives the sharder's terms.
+#[derive(Clone, Copy)]
+struct LeaseCache<'a> {
+    leases: &'a Store<Lease>,
+    api: &'a Api<Lease>,
+    changed: &'a Notify,
+    synced: &'a AtomicBool,
+}
+
 /// The sharder of one replica; it works only while the replica leads.
 pub(crate) struct Sharder {
     config: ShardingConfig,
@@ -206,8 +215,6 @@ pub(crate) struct Sharder {
 /// What one term as sharder remembers between passes.
 #[derive(Default)]
 struct Term {
-    /// The shard Leases as observed.
-    members: Membership,
     /// Objects being moved: uid → (old shard, when the move was decided).
     moving: HashMap<String, (String, Instant)>,
     /// uid → the resourceVersion a write was last sent for; not retried until the cache moves on.
@@ -224,6 +231,21 @@ pub(crate) struct Membership {
 }
 
 impl Membership {
+    /// Record the Leases as cached: the expiry clock of each restarts when its record changed.
+    pub(crate) fn observe(&mut self, leases: &Store<Lease>) {
+        for lease in leases.state() {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let spec = lease.spec.clone().unwrap_or_default();
+            let rv = lease.metadata.resource_version.clone();
+            match self.leases.get_mut(&name) {
+                Some(observed) => observed.update(spec, rv),
+                None => {
+                    self.leases.insert(name, Observed::new(spec, rv));
+                }
+            }
+        }
+    }
+
     /// Whether a Lease of this name was seen.
     pub(crate) fn knows(&self, shard: &str) -> bool {
         self.leases.contains_key(shard)
@@ -237,17 +259,7 @@ impl Membership {
         leases: &Store<Lease>,
         api: &Api<Lease>,
     ) -> BTreeSet<String> {
-        for lease in leases.state() {
-            let name = lease.metadata.name.clone().unwrap_or_default();
-            let spec = lease.spec.clone().unwrap_or_default();
-            let rv = lease.metadata.resource_version.clone();
-            match self.leases.get_mut(&name) {
-                Some(observed) => observed.update(spec, rv),
-                None => {
-                    self.leases.insert(name, Observed::new(spec, rv));
-                }
-            }
-        }
+        self.observe(leases);
         let now = Instant::now();
         // A shard is declared dead only after a fresh read agrees: a watch that lags must not
         // make a live shard look expired.
@@ -303,43 +315,67 @@ impl Sharder {
 
     /// Work as sharder whenever `leadership` leads, until `shutdown`.
     pub(crate) async fn run(self, mut leadership: Leadership, shutdown: CancellationToken) {
+        // The shard Leases are watched on every replica, leader or not: a replica that becomes
+        // the sharder then already knows how long each Lease has gone without a renewal, and
+        // moves the objects of a replica that died with the old sharder after one lease
+        // duration, not two.
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        let writer = reflector::store::Writer::<Lease>::default();
+        let leases = writer.as_reader();
+        let lease_changed = Arc::new(Notify::new());
+        let lease_synced = Arc::new(AtomicBool::new(false));
+        let lease_config = watcher::Config::default().labels(&format!("{}={}", super::RING_LABEL, self.config.ring));
+        let lease_events = watcher::watcher(api.clone(), lease_config).default_backoff().reflect(writer);
+        let (notify, flag) = (lease_changed.clone(), lease_synced.clone());
+        let _leases = AbortOnDrop(tokio::spawn(async move {
+            let mut lease_events = std::pin::pin!(lease_events);
+            while let Some(event) = lease_events.next().await {
+                if matches!(event, Ok(Event::InitDone)) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                notify.notify_one();
+            }
+        }));
+        let mut members = Membership::default();
         loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return,
-                () = leadership.acquired() => {}
+            if !leadership.is_leader() {
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return,
+                    () = leadership.acquired() => {}
+                    () = lease_changed.notified() => {}
+                    () = tokio::time::sleep(self.config.retry_period) => {}
+                }
+                if lease_synced.load(Ordering::SeqCst) {
+                    members.observe(&leases);
+                }
+                if !leadership.is_leader() {
+                    continue;
+                }
             }
             tracing::info!(ring = %self.config.ring, kinds = self.kinds.len(), "sharder starting");
             let mut lost = leadership.clone();
+            let shared = LeaseCache { leases: &leases, api: &api, changed: &lease_changed, synced: &lease_synced };
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return,
                 () = lost.lost() => {}
-                () = self.term(leadership.clone()) => {}
+                () = self.term(leadership.clone(), shared, &mut members) => {}
             }
             tracing::info!(ring = %self.config.ring, "sharder stopped: leadership lost");
         }
     }
 
-    /// One term as sharder: fresh caches, then passes on every change and retry period.
-    async fn term(&self, leadership: Leadership) {
+    /// One term as sharder: fresh caches of the kinds, then passes on every change and retry
+    /// period.
+    async fn term(&self, leadership: Leadership, leases: LeaseCache<'_>, members: &mut Membership) {
         let client = leadership.gate(self.client.clone());
         let events = Events::with_instance(client.clone(), "operatorkit-sharder", Some(self.config.shard.clone()));
-        let leases_api: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        let writer = reflector::store::Writer::<Lease>::default();
-        let leases = writer.as_reader();
         let changed = Arc::new(Notify::new());
-        let synced: Vec<Arc<AtomicBool>> = (0..=self.kinds.len()).map(|_| Arc::new(AtomicBool::new(false))).collect();
-
-        let lease_config = watcher::Config::default().labels(&format!("{}={}", super::RING_LABEL, self.config.ring));
-        let lease_events = watcher::watcher(leases_api.clone(), lease_config)
-            .default_backoff()
-            .reflect(writer)
-            .filter_map(|event| std::future::ready(event.ok().map(|e| matches!(e, Event::InitDone))))
-            .boxed();
-        let mut streams: Vec<BoxStream<'static, (usize, bool)>> = vec![lease_events.map(|d| (0, d)).boxed()];
+        let synced: Vec<Arc<AtomicBool>> = (0..self.kinds.len()).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let mut streams: Vec<BoxStream<'static, (usize, bool)>> = Vec::new();
         for (i, kind) in self.kinds.iter().enumerate() {
-            streams.push(kind.start().map(move |d| (i + 1, d)).boxed());
+            streams.push(kind.start().map(move |d| (i, d)).boxed());
         }
         let notify = changed.clone();
         let flags = synced.clone();
@@ -357,19 +393,28 @@ impl Sharder {
         loop {
             tokio::select! {
                 () = changed.notified() => {}
+                () = leases.changed.notified() => {}
                 () = tokio::time::sleep(self.config.retry_period) => {}
             }
             // Deciding on a partial list of Leases would take live shards for unknown ones.
-            if !synced.iter().all(|s| s.load(Ordering::SeqCst)) {
+            if !leases.synced.load(Ordering::SeqCst) || !synced.iter().all(|s| s.load(Ordering::SeqCst)) {
                 continue;
             }
-            self.pass(&mut term, &client, &events, &leases, &leases_api).await;
+            self.pass(&mut term, members, &client, &events, leases.leases, leases.api).await;
         }
     }
 
     /// Observe the Leases, build the ring, and correct every object that needs it.
-    async fn pass(&self, term: &mut Term, client: &Client, events: &Events, leases: &Store<Lease>, api: &Api<Lease>) {
-        let live = term.members.refresh(&self.config, leases, api).await;
+    async fn pass(
+        &self,
+        term: &mut Term,
+        members: &mut Membership,
+        client: &Client,
+        events: &Events,
+        leases: &Store<Lease>,
+        api: &Api<Lease>,
+    ) {
+        let live = members.refresh(&self.config, leases, api).await;
         let live_set: HashSet<&str> = live.iter().map(String::as_str).collect();
         let ring = Ring::new(live_set.iter().copied(), self.config.virtual_nodes);
         let shard_label = self.config.shard_label();
@@ -389,13 +434,8 @@ impl Sharder {
                 }
                 let draining = label(&meta, &drain_label).is_some();
                 let key = (self.key)(&meta);
-                let decision = decide(
-                    current,
-                    draining,
-                    ring.shard_for(&key),
-                    |s| live_set.contains(s),
-                    |s| term.members.knows(s),
-                );
+                let decision =
+                    decide(current, draining, ring.shard_for(&key), |s| live_set.contains(s), |s| members.knows(s));
                 if decision == Decision::Keep {
                     continue;
                 }
