@@ -46,6 +46,14 @@
 //! cloud calls), so that the check happens at each request. A reconcile that fails after this
 //! replica lost the lease ends as [`ReconcileError::LeadershipLost`]: no error event, no failure
 //! metric, no backoff. When a replica becomes leader it reconciles every cached object.
+//!
+//! # Sharding
+//!
+//! With [`ControllerBuilder::sharding`] every replica works at once, each on its own share of
+//! the objects (see [`crate::sharding`]): the watch (and the related watches) select only
+//! objects labelled with this replica's shard, the shard Lease replaces the leader Lease as the
+//! fence, an object the sharder asks to drain is handed over (its labels removed) instead of
+//! reconciled, and after taking its shard Lease back a replica re-lists before it reconciles.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
@@ -62,7 +70,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Config as RuntimeConfig};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{Controller as RuntimeController, PredicateConfig, WatchStreamExt};
+use kube::runtime::{Controller as RuntimeController, WatchStreamExt};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -79,12 +87,16 @@ use crate::predicate::{change_hash_ignoring, default_pause_annotations, paused_b
 use crate::resource_set::{ReconcileMeta, ResourceSet, SetEnd, WritePaths};
 use crate::router::{Route, Router, Routing};
 use crate::server::{Readiness, ReadyFlag};
+use crate::sharding::ranges::{self, RangeView, RunningHashes, ShardSelectingClient};
+use crate::sharding::{KindHandle, Ownership, ShardedKind, Sharding, ShardingMode};
 use crate::status::StatusHook;
 
 /// The default resync period: every object is reconciled at least this often.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
 /// How long a reconcile waits for the Release cache to sync before requeueing.
 const RELEASE_CACHE_WAIT: Duration = Duration::from_secs(5);
+/// How soon an object is retried when it was refused because a renewal of the lease was late.
+const RENEWAL_OVERDUE_RETRY: Duration = Duration::from_secs(1);
 /// The default bound on concurrent reconciles.
 pub const DEFAULT_CONCURRENCY: u16 = 4;
 
@@ -147,10 +159,16 @@ pub struct ControllerBuilder<K: Watched> {
     backoff: ErrorBackoff,
     instance: Option<String>,
     related: Vec<RelatedWatch<K>>,
+    sharding: Option<Sharding>,
 }
 
 /// A watch on another kind whose changes name objects of `K` to reconcile.
-type RelatedWatch<K> = Box<dyn FnOnce() -> stream::BoxStream<'static, ObjectRef<K>> + Send>;
+struct RelatedWatch<K: Watched> {
+    /// Starts the watch with this configuration (the shard selector when sharded).
+    start: Box<dyn FnOnce(watcher::Config) -> stream::BoxStream<'static, ObjectRef<K>> + Send>,
+    /// The kind, for the sharder to assign.
+    kind: Arc<dyn ShardedKind>,
+}
 
 impl<K: Watched> Debug for ControllerBuilder<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,15 +195,28 @@ impl<K: Watched> ControllerBuilder<K> {
         C: Watched,
         F: Fn(&C) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     {
-        self.related.push(Box::new(move || {
-            watcher::watcher(api, watcher::Config::default())
+        let kind: Arc<dyn ShardedKind> = Arc::new(KindHandle::new(api.clone(), None));
+        let start = Box::new(move |config: watcher::Config| {
+            watcher::watcher(api, config)
                 .default_backoff()
                 .touched_objects()
                 // Watch errors are retried by the backoff; only objects reach the mapper.
                 .filter_map(|result| std::future::ready(result.ok()))
                 .flat_map(move |obj: C| stream::iter(map(&obj)))
                 .boxed()
-        }));
+        });
+        self.related.push(RelatedWatch { start, kind });
+        self
+    }
+
+    /// Shard the objects over the replicas instead of leaving them all to the leader (see
+    /// [`crate::sharding`]): watch only this replica's objects (the kinds of
+    /// [`watches`](Self::watches) too, which the sharder then assigns alongside), fence writes
+    /// with the shard Lease, and hand drained objects over. Replaces
+    /// [`leadership`](Self::leadership). Build every sharded controller before
+    /// [`Sharding::run`] starts.
+    pub fn sharding(mut self, sharding: &Sharding) -> Self {
+        self.sharding = Some(sharding.clone());
         self
     }
 
@@ -294,11 +325,45 @@ impl<K: Watched> ControllerBuilder<K> {
             (Some(a), Some(b)) => Some(format!("{a},{b}")),
             (a, b) => a.or(b),
         };
+        let mut api = self.api.unwrap_or_else(|| Api::all(self.client.clone()));
+        let mut leadership = self.leadership;
+        let mut related_config = watcher::Config::default();
+        let mut namespace_field = None;
+        let mut range_gate = None;
+        let watch_selector = match &self.sharding {
+            Some(sharding) if sharding.config().mode == ShardingMode::NamespaceRanges => {
+                // The watch carries the replica's current shardSelector: an all-namespaces Api
+                // on a client that adds it, narrowed to the configured namespace by a field.
+                leadership = sharding.held();
+                let view = sharding.ranges().view.subscribe();
+                namespace_field = api.namespace().map(|ns| format!("metadata.namespace={ns}"));
+                api = Api::all_with(ShardSelectingClient::client(self.client.clone(), view.clone()), &());
+                let running = Arc::new(Mutex::new(Vec::new()));
+                sharding.ranges().running.lock().push(running.clone());
+                range_gate = Some((view, running));
+                selector
+            }
+            Some(sharding) => {
+                sharding.register_kind(Arc::new(KindHandle::new(api.clone(), selector.clone())));
+                for related in &self.related {
+                    sharding.register_kind(related.kind.clone());
+                }
+                leadership = sharding.held();
+                related_config = related_config.labels(&sharding.selector());
+                Some(match &selector {
+                    Some(s) => format!("{s},{}", sharding.selector()),
+                    None => sharding.selector(),
+                })
+            }
+            None => selector,
+        };
         let mut watch = watcher::Config::default();
-        if let Some(selector) = &selector {
+        if let Some(selector) = &watch_selector {
             watch = watch.labels(selector);
         }
-        let api = self.api.unwrap_or_else(|| Api::all(self.client.clone()));
+        if let Some(field) = &namespace_field {
+            watch = watch.fields(field);
+        }
         let writer = reflector::store::Writer::<K>::default();
         let objects = writer.as_reader();
         let release = match router.routing() {
@@ -331,7 +396,13 @@ impl<K: Watched> ControllerBuilder<K> {
             releases,
             pause: self.pause,
             resync: self.resync,
-            leadership: self.leadership,
+            leadership,
+            sharding: self.sharding.map(|sharding| ShardGate {
+                sharding,
+                acquired: AtomicU64::new(0),
+                listed: AtomicU64::new(0),
+                ranges: range_gate,
+            }),
             metrics: self.metrics,
             status_hook: self.status_hook,
             backoff: self.backoff,
@@ -349,7 +420,7 @@ impl<K: Watched> ControllerBuilder<K> {
             release,
             concurrency: self.concurrency,
             readiness,
-            related: self.related,
+            related: self.related.into_iter().map(|r| (r.start)(related_config.clone())).collect(),
         })
     }
 }
@@ -392,7 +463,7 @@ pub struct Controller<K: Watched> {
     release: Option<(Api<Release>, reflector::store::Writer<Release>)>,
     concurrency: u16,
     readiness: Option<(ReadyFlag, Option<ReadyFlag>)>,
-    related: Vec<RelatedWatch<K>>,
+    related: Vec<stream::BoxStream<'static, ObjectRef<K>>>,
 }
 
 impl<K: Watched> Debug for Controller<K> {
@@ -428,6 +499,7 @@ impl<K: Watched> Controller<K> {
             backoff: ErrorBackoff::default(),
             instance: None,
             related: Vec::new(),
+            sharding: None,
         }
     }
 
@@ -491,25 +563,40 @@ impl<K: Watched> Controller<K> {
         // kube-runtime applier is already one.
         let marking = shared.clone();
         let own_finalizer = shared.finalizer.clone();
-        let objects = watcher::watcher(api, watch)
-            .default_backoff()
+        let (relisted_tx, relisted_rx) = futures::channel::mpsc::unbounded::<()>();
+        let epochs = shared.clone();
+        let raw = match &shared.sharding {
+            Some(gate) => {
+                let view = gate.ranges.as_ref().map(|(view, _)| view.clone());
+                sharded_watch(api, watch, gate.sharding.held(), view, shared.clone()).boxed()
+            }
+            None => watcher::watcher(api, watch).default_backoff().boxed(),
+        };
+        let objects = raw
             // managedFields are often the largest part of an object and no resource needs
             // them: dropping them before the cache roughly halves its memory.
             .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
             .reflect(writer)
             .inspect_ok(move |event| {
                 if matches!(event, Event::InitDone) {
+                    if let Some(gate) = &epochs.sharding {
+                        // The cache now reflects the shard as it is since the Lease was taken.
+                        let epoch = gate.acquired.load(Ordering::SeqCst);
+                        gate.listed.store(epoch, Ordering::SeqCst);
+                        if epoch > 1 {
+                            let _ = relisted_tx.unbounded_send(());
+                        }
+                    }
                     listed_flag.store(true, std::sync::atomic::Ordering::SeqCst);
                     if let Some(flag) = &objects_flag {
                         flag.set(true);
                     }
                 }
             })
-            .applied_objects()
-            .predicate_filter(
-                move |obj: &K| change_hash_ignoring(obj, Some(&own_finalizer)),
-                PredicateConfig::default(),
-            )
+            .flat_map({
+                let mut changes = Changes::<K>::new(own_finalizer);
+                move |event| stream::iter(changes.on(event))
+            })
             .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
         let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
             .with_config(RuntimeConfig::default().concurrency(concurrency));
@@ -535,7 +622,7 @@ impl<K: Watched> Controller<K> {
             let marking = shared.clone();
             // Only objects in the cache are queued: a name that maps to nothing is dropped here
             // rather than counted as pending forever.
-            let known = watch().filter(move |oref| {
+            let known = watch.filter(move |oref| {
                 let exists = marking.objects.get(oref).is_some();
                 if exists {
                     marking.mark_pending([oref.clone()]);
@@ -545,8 +632,14 @@ impl<K: Watched> Controller<K> {
             controller = controller.reconcile_on(known);
         }
         let bulk = shared.clone();
+        // Everything cached is reconciled when this replica becomes the leader, or, sharded,
+        // when it re-listed its share after taking its shard Lease back.
+        let everything = match &shared.sharding {
+            Some(_) => relisted_rx.boxed(),
+            None => leadership_gained(shared.leadership.clone()).boxed(),
+        };
         controller = controller
-            .reconcile_on(leadership_gained(shared.leadership.clone()).flat_map(move |()| {
+            .reconcile_on(everything.flat_map(move |()| {
                 let refs: Vec<_> = bulk.objects.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
                 bulk.mark_pending(refs.iter().cloned());
                 stream::iter(refs)
@@ -578,6 +671,113 @@ impl<K: Watched> Controller<K> {
         }
         stop_task.abort();
         tracing::info!(controller = %shared.name, "controller stopped");
+    }
+}
+
+/// The watch of a sharded controller: one watch per term of the shard Lease, each started
+/// after the Lease was taken and ended when it is lost. Each term starts with a full list, so
+/// the cache forgets objects moved away while the Lease was lost; reconciles wait for it
+/// ([`ShardGate::fresh`]).
+fn sharded_watch<K: Watched>(
+    api: Api<K>,
+    config: watcher::Config,
+    held: Leadership,
+    view: Option<tokio::sync::watch::Receiver<RangeView>>,
+    shared: Arc<Shared<K>>,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static {
+    stream::unfold((held, view), move |(mut held, mut view)| {
+        let (api, config, shared) = (api.clone(), config.clone(), shared.clone());
+        async move {
+            held.acquired().await;
+            // Namespace-range mode: a term also needs an adopted range, and ends when it changes.
+            let owned = match &mut view {
+                Some(view) => {
+                    let owned = view.wait_for(|v| v.owned.is_some()).await.ok().and_then(|v| v.owned);
+                    if owned.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                    owned
+                }
+                None => None,
+            };
+            if let Some(gate) = &shared.sharding {
+                let epoch = gate.acquired.fetch_add(1, Ordering::SeqCst) + 1;
+                tracing::info!(controller = %shared.name, shard = %gate.sharding.shard(), term = epoch, range = ?owned, "shard Lease held; listing this shard's objects");
+            }
+            let mut lost = held.clone();
+            let mut moved = view.clone();
+            let ended = async move {
+                let range_changed = async {
+                    match &mut moved {
+                        Some(view) => {
+                            let _ = view.wait_for(|v| v.owned != owned).await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                tokio::select! {
+                    () = lost.lost() => {}
+                    () = range_changed => {}
+                }
+            };
+            let term = watcher::watcher(api, config).default_backoff().take_until(ended);
+            Some((term, (held, view)))
+        }
+    })
+    .flatten()
+}
+
+/// The change predicate on the watch: an applied object passes if its
+/// [`change_hash_ignoring`] differs from the last one seen. Unlike kube-runtime's
+/// `predicate_filter`, it forgets objects that leave the watch (deleted, or no longer selected,
+/// or gone in a re-list): an object that comes back unchanged, as a sharded object returning to
+/// a shard it had before does, is a change for this cache.
+struct Changes<K: Watched> {
+    own_finalizer: String,
+    hashes: HashMap<ObjectRef<K>, u64>,
+    /// Objects seen since a re-list began.
+    relisted: Option<HashSet<ObjectRef<K>>>,
+}
+
+impl<K: Watched> Changes<K> {
+    fn new(own_finalizer: String) -> Self {
+        Self { own_finalizer, hashes: HashMap::new(), relisted: None }
+    }
+
+    fn on(&mut self, event: Result<Event<K>, watcher::Error>) -> Vec<Result<K, watcher::Error>> {
+        match event {
+            Err(error) => vec![Err(error)],
+            Ok(Event::Init) => {
+                self.relisted = Some(HashSet::new());
+                Vec::new()
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = self.relisted.take() {
+                    self.hashes.retain(|oref, _| seen.contains(oref));
+                }
+                Vec::new()
+            }
+            Ok(Event::Delete(obj)) => {
+                self.hashes.remove(&ObjectRef::from_obj(&obj));
+                Vec::new()
+            }
+            Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                let oref = ObjectRef::from_obj(&obj);
+                if let Some(seen) = &mut self.relisted {
+                    seen.insert(oref.clone());
+                }
+                let changed = match change_hash_ignoring(&obj, Some(&self.own_finalizer)) {
+                    Some(hash) => self.hashes.insert(oref, hash) != Some(hash),
+                    None => true,
+                };
+                if changed {
+                    vec![Ok(obj)]
+                } else {
+                    tracing::trace!(object = ?obj.meta().name, "unchanged; not reconciling");
+                    Vec::new()
+                }
+            }
+        }
     }
 }
 
@@ -680,6 +880,7 @@ struct Shared<K: Watched> {
     pause: BTreeMap<String, String>,
     resync: Duration,
     leadership: Leadership,
+    sharding: Option<ShardGate>,
     metrics: Option<Metrics>,
     warnings: Events,
     status_hook: Option<Arc<dyn StatusHook<K>>>,
@@ -696,7 +897,65 @@ struct Shared<K: Watched> {
     loops: AtomicU64,
 }
 
+/// A sharded controller's view of its shard.
+struct ShardGate {
+    sharding: Sharding,
+    /// Terms of the shard Lease so far (1 = the first).
+    acquired: AtomicU64,
+    /// The term whose list the cache last completed.
+    listed: AtomicU64,
+    /// Namespace-range mode: the replica's ranges, and the hashes of the reconciles running.
+    ranges: Option<(tokio::sync::watch::Receiver<RangeView>, RunningHashes)>,
+}
+
+/// Marks a reconcile of a namespace hash as running (namespace-range mode) until dropped.
+struct RunningHash {
+    running: RunningHashes,
+    hash: u128,
+}
+
+impl Drop for RunningHash {
+    fn drop(&mut self) {
+        let mut running = self.running.lock();
+        if let Some(i) = running.iter().position(|h| *h == self.hash) {
+            running.swap_remove(i);
+        }
+    }
+}
+
+impl ShardGate {
+    /// Whether the cache was listed in the current term of the shard Lease.
+    fn fresh(&self) -> bool {
+        let acquired = self.acquired.load(Ordering::SeqCst);
+        acquired > 0 && self.listed.load(Ordering::SeqCst) == acquired
+    }
+}
+
 impl<K: Watched> Shared<K> {
+    /// Let go of an object the sharder moves elsewhere: remove its shard and drain labels,
+    /// guarded by the cached resourceVersion. No reconcile of it runs here any more (the
+    /// runtime never runs two of one object at once, so none is running now).
+    async fn hand_over(&self, obj: &K, oref: &ObjectRef<K>, gate: &ShardGate) -> Result<Action, ReconcileError> {
+        self.may_write()?;
+        let patch = gate.sharding.acknowledge_patch(obj.meta());
+        match finalizer::json_patch::<K>(&self.client, obj.meta(), &patch).await {
+            Ok(_) => {
+                tracing::info!(object = %oref, shard = %gate.sharding.shard(), "handed the object over to another shard");
+                Ok(Action::await_change())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
+            Err(error) if finalizer::is_stale(&error) => {
+                tracing::debug!(%error, "the cached object was stale when handing it over; requeueing");
+                Ok(self.conflict_requeue(oref))
+            }
+            Err(source) => Err(ReconcileError::ShardHandover {
+                shard_label: gate.sharding.config().shard_label(),
+                drain_label: gate.sharding.config().drain_label(),
+                source,
+            }),
+        }
+    }
+
     fn mark_pending(&self, refs: impl IntoIterator<Item = ObjectRef<K>>) {
         self.update_pending(|pending| pending.extend(refs));
     }
@@ -973,9 +1232,54 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
         g
     }));
     if !shared.leadership.is_leader() {
+        tracing::debug!(object = %oref, overdue = shared.leadership.overdue(), "not leading; not reconciling");
+        if shared.leadership.overdue() {
+            // A renewal is late: if it lands, nothing else would bring this object back.
+            return Ok(Action::requeue(RENEWAL_OVERDUE_RETRY));
+        }
         // Standby: keep the cache warm, write nothing. Becoming leader reconciles everything.
         return Ok(Action::await_change());
     }
+    if let Some(gate) = &shared.sharding {
+        if !gate.fresh() {
+            // Re-listing after the shard Lease was taken back: the cache may still hold objects
+            // that moved away meanwhile. The list's end reconciles everything.
+            tracing::debug!(object = %oref, "re-listing this shard's objects; not reconciling yet");
+            return Ok(Action::await_change());
+        }
+        if let Some((view, running)) = &gate.ranges {
+            // Registered before the range is checked, so that a coordinator that narrows the
+            // range and then looks for running reconciles cannot miss this one.
+            let hash = ranges::hash(obj.meta().namespace.as_deref().unwrap_or_default());
+            running.lock().push(hash);
+            let marker = RunningHash { running: running.clone(), hash };
+            let allowed = view.borrow().allowed;
+            if !allowed.is_some_and(|(start, end)| start <= hash && hash < end) {
+                tracing::debug!(object = %oref, "outside this shard's hash range; leaving it");
+                return Ok(Action::await_change());
+            }
+            return reconcile_owned(obj, oref, shared, Some(marker)).await;
+        }
+        match gate.sharding.ownership(obj.meta()) {
+            Ownership::Mine => {}
+            Ownership::NotMine => {
+                tracing::debug!(object = %oref, "the cached object belongs to another shard; leaving it");
+                return Ok(Action::await_change());
+            }
+            Ownership::Draining => return shared.hand_over(&obj, &oref, gate).await,
+        }
+    }
+    reconcile_owned(obj, oref, shared, None).await
+}
+
+/// The reconcile of an object this replica may work on now. `_running` marks it as running
+/// until the end (namespace-range sharding).
+async fn reconcile_owned<K: Watched>(
+    obj: Arc<K>,
+    oref: ObjectRef<K>,
+    shared: Arc<Shared<K>>,
+    _running: Option<RunningHash>,
+) -> Result<Action, ReconcileError> {
     if !*shared.releases_ready.borrow() {
         // Routing against an incomplete Release cache would report Releases as missing, so the
         // first reconciles wait for it (bounded: a missing CRD must not hold a worker forever).
@@ -1040,6 +1344,8 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
 
 fn error_policy<K: Watched>(obj: Arc<K>, error: &ReconcileError, shared: Arc<Shared<K>>) -> Action {
     match error {
+        // A late renewal may still land: try again soon.
+        ReconcileError::LeadershipLost if shared.leadership.overdue() => Action::requeue(RENEWAL_OVERDUE_RETRY),
         // The new leader reconciles everything; this replica waits until it leads again.
         ReconcileError::LeadershipLost => Action::await_change(),
         _ => {

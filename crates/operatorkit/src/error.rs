@@ -170,6 +170,19 @@ pub enum ReconcileError {
     /// This replica stopped being the leader; the reconcile stopped before its next write.
     #[error("leadership was lost; the reconcile stopped before its next write")]
     LeadershipLost,
+    /// A sharded replica could not acknowledge a drain (remove the shard and drain labels) for
+    /// another reason than a stale cache; the object stays with this shard until it can.
+    #[error(
+        "cannot hand the object over to another shard (removing the labels {shard_label} and {drain_label}): {source}"
+    )]
+    ShardHandover {
+        /// The shard label.
+        shard_label: String,
+        /// The drain label.
+        drain_label: String,
+        /// The API error.
+        source: kube::Error,
+    },
 }
 
 impl ReconcileError {
@@ -181,6 +194,7 @@ impl ReconcileError {
             }
             ReconcileError::Finalizer { .. } => Cow::Borrowed("FinalizerUpdateFailed"),
             ReconcileError::LeadershipLost => Cow::Borrowed("LeadershipLost"),
+            ReconcileError::ShardHandover { .. } => Cow::Borrowed("ShardHandoverFailed"),
         }
     }
 }

@@ -65,14 +65,18 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -82,9 +86,15 @@ use tokio_util::sync::CancellationToken;
 
 /// Whether this replica currently holds the lease. Cheap to clone; every clone sees changes at
 /// once.
+///
+/// A leadership that comes from a [`LeaderElector`] also knows the renew deadline of the last
+/// renewal, and stops answering "leader" when it passes even if the elector's task has not run
+/// yet to step down (a busy or starved runtime): fencing does not depend on scheduling.
 #[derive(Clone, Debug)]
 pub struct Leadership {
     rx: watch::Receiver<bool>,
+    /// The instant until which the last renewal lets this replica lead (elector-made only).
+    valid_until: Option<Arc<Mutex<Option<Instant>>>>,
 }
 
 impl Leadership {
@@ -92,17 +102,25 @@ impl Leadership {
     pub fn always() -> Self {
         // The sender is dropped at once; the receiver keeps the last value forever.
         let (_tx, rx) = watch::channel(true);
-        Self { rx }
+        Self { rx, valid_until: None }
     }
 
     /// Wrap the receiving end of a leadership channel (`true` = leader).
     pub fn from_receiver(rx: watch::Receiver<bool>) -> Self {
-        Self { rx }
+        Self { rx, valid_until: None }
     }
 
     /// Whether this replica may write now.
     pub fn is_leader(&self) -> bool {
         *self.rx.borrow()
+            && self.valid_until.as_ref().is_none_or(|until| until.lock().is_some_and(|d| Instant::now() < d))
+    }
+
+    /// Whether the renew deadline passed while the elector has not (yet) stepped down: a
+    /// renewal is late. Either it still lands and this replica leads on, or the elector steps
+    /// down. Work refused meanwhile must be retried, not dropped.
+    pub(crate) fn overdue(&self) -> bool {
+        *self.rx.borrow() && !self.is_leader()
     }
 
     /// Wait until this replica is the leader. Returns at once if it already is. If the
@@ -376,23 +394,38 @@ impl Error {
     }
 }
 
-/// The lease as this candidate last saw it.
-#[derive(Debug)]
-struct Observed {
-    spec: LeaseSpec,
-    resource_version: Option<String>,
+/// A lease as this process last saw it. The sharder judges shard Leases with it too, by the
+/// same rule: expiry counts from the last *observed change*, on the local clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub(crate) spec: LeaseSpec,
+    pub(crate) resource_version: Option<String>,
     /// When the spec was last seen to change, on the local monotonic clock: the start of the
     /// lease duration for everyone but the holder.
-    changed_at: Instant,
+    pub(crate) changed_at: Instant,
 }
 
 impl Observed {
-    fn holder(&self) -> &str {
+    /// First sight of `spec`, now.
+    pub(crate) fn new(spec: LeaseSpec, resource_version: Option<String>) -> Self {
+        Self { spec, resource_version, changed_at: Instant::now() }
+    }
+
+    /// Record `spec` as read again: the expiry clock restarts only if it changed.
+    pub(crate) fn update(&mut self, spec: LeaseSpec, resource_version: Option<String>) {
+        if self.spec != spec {
+            self.spec = spec;
+            self.changed_at = Instant::now();
+        }
+        self.resource_version = resource_version;
+    }
+
+    pub(crate) fn holder(&self) -> &str {
         self.spec.holder_identity.as_deref().unwrap_or("")
     }
 
     /// Whether the holder's lease still runs, as seen from here (client-go `isLeaseValid`).
-    fn is_valid(&self, now: Instant) -> bool {
+    pub(crate) fn is_valid(&self, now: Instant) -> bool {
         let seconds = u64::try_from(self.spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
         self.changed_at + Duration::from_secs(seconds) > now
     }
@@ -423,6 +456,14 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
     leader: watch::Sender<bool>,
+    /// The renew deadline of the last renewal, shared with every [`Leadership`].
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    /// Labels written on the Lease (a shard Lease's ring, say).
+    lease_labels: BTreeMap<String, String>,
+    /// Annotations written with every renewal; others may change them while the elector runs.
+    lease_annotations: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Successful acquisitions and renewals.
+    renewals: Counter,
     observed: Option<Observed>,
     /// Whether this candidate's own last write made it the holder; the renewal fast path uses
     /// the resourceVersion of that write without reading first.
@@ -460,12 +501,42 @@ impl LeaderElector {
         let metric_labels = vec![("name".to_string(), config.lease_name.clone())];
         // Export 0 from the start, so a dashboard can tell a standby from a missing replica.
         status_metric.get_or_create(&metric_labels).set(0);
-        Ok(Self { api, config, leader, observed: None, holding: false, status_metric, metric_labels })
+        Ok(Self {
+            api,
+            config,
+            leader,
+            valid_until: Arc::new(Mutex::new(None)),
+            lease_labels: BTreeMap::new(),
+            lease_annotations: Arc::new(Mutex::new(BTreeMap::new())),
+            renewals: Counter::default(),
+            observed: None,
+            holding: false,
+            status_metric,
+            metric_labels,
+        })
+    }
+
+    /// Also write these labels on the Lease (kept as found otherwise), so that leases of one
+    /// kind can be listed by label: the shard Leases of one ring, for example.
+    pub fn with_lease_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.lease_labels = labels;
+        self
     }
 
     /// The read side for controllers: follows this elector from now on.
     pub fn leadership(&self) -> Leadership {
-        Leadership::from_receiver(self.leader.subscribe())
+        Leadership { rx: self.leader.subscribe(), valid_until: Some(self.valid_until.clone()) }
+    }
+
+    /// Annotations to write on the Lease with every renewal from now on (removing one here
+    /// leaves it on the Lease).
+    pub(crate) fn lease_annotations(&self) -> Arc<Mutex<BTreeMap<String, String>>> {
+        self.lease_annotations.clone()
+    }
+
+    /// Counts every successful acquisition and renewal of the lease.
+    pub(crate) fn renewal_counter(&self) -> Counter {
+        self.renewals.clone()
     }
 
     /// This candidate's identity.
@@ -492,6 +563,7 @@ impl LeaderElector {
             let Some(deadline) = self.acquire(&shutdown).await else {
                 return self.shut_down().await;
             };
+            *self.valid_until.lock() = Some(deadline);
             self.set_leader(true);
             tracing::info!(lease = %self.lease_key(), identity = %self.config.identity, "became leader");
             match self.lead(&shutdown, deadline).await {
@@ -579,6 +651,7 @@ impl LeaderElector {
                 match attempt {
                     Ok(Ok(Attempt::Held { sent })) => {
                         deadline = sent + self.config.renew_deadline;
+                        *self.valid_until.lock() = Some(deadline);
                         tracing::trace!(lease = %self.lease_key(), "renewed the lease");
                         break;
                     }
@@ -679,6 +752,14 @@ impl LeaderElector {
     /// kept); `resource_version` guards the write.
     fn lease_object(&self, resource_version: Option<String>, metadata: Option<ObjectMeta>, spec: LeaseSpec) -> Lease {
         let mut metadata = metadata.unwrap_or_default();
+        if !self.lease_labels.is_empty() {
+            let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+            labels.extend(self.lease_labels.clone());
+        }
+        let annotations = self.lease_annotations.lock().clone();
+        if !annotations.is_empty() {
+            metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+        }
         metadata.name = Some(self.config.lease_name.clone());
         metadata.namespace = Some(self.config.lease_namespace.clone());
         metadata.resource_version = resource_version;
@@ -712,6 +793,7 @@ impl LeaderElector {
     /// Record a lease as this candidate wrote it (the server's copy, so that later reads of the
     /// same record compare equal).
     fn observe_own_write(&mut self, lease: Lease) {
+        self.renewals.inc();
         self.observed = Some(Observed {
             spec: lease.spec.unwrap_or_default(),
             resource_version: lease.metadata.resource_version,
@@ -730,6 +812,7 @@ impl LeaderElector {
     }
 
     fn step_down(&mut self) {
+        *self.valid_until.lock() = None;
         self.set_leader(false);
         self.holding = false;
     }

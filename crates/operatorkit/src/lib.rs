@@ -53,6 +53,7 @@
 //! * [`resource_set`], [`router`]: versioned sets and the pure, build-time-checked router;
 //! * [`controller`]: the kube-runtime controller, finalizers ([`finalizer`]), change predicates
 //!   and pause ([`predicate`]), leader election ([`leader`]), status hook ([`status`]);
+//! * [`sharding`]: active-active replicas, each reconciling its own share of the objects;
 //! * [`metrics`], [`server`], Warning events, [`wrapper`]s for retries and metrics;
 //! * [`conditions`]: `metav1.Condition` helpers and the Giant Swarm cluster lifecycle;
 //! * [`held_secrets`]: Secrets a cluster uses, held by a finalizer until its teardown ends;
@@ -78,6 +79,7 @@ pub mod resource;
 pub mod resource_set;
 pub mod router;
 pub mod server;
+pub mod sharding;
 pub mod status;
 pub mod wrapper;
 
@@ -91,4 +93,5 @@ pub use resource::Resource;
 pub use resource_set::{ReconcileMeta, ResourceSet, ResourceSetBuilder};
 pub use router::{Route, Router, Routing, Unroutable};
 pub use server::{Readiness, Server};
+pub use sharding::{Sharding, ShardingConfig};
 pub use status::{ReleaseCondition, StatusHook};

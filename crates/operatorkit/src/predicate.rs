@@ -4,8 +4,9 @@
 //!
 //! Writing status triggered a full reconcile in Go operatorkit (no generation predicate), and a
 //! status write by the reconcile itself then triggered another one. Here the watch passes through
-//! kube-runtime's `predicate_filter` with [`change_hash`]: an event starts a reconcile only if
-//! one of these changed since the last event of that object (same UID):
+//! a change filter with [`change_hash`]: an event starts a reconcile only if one of these changed
+//! since the last event of that object while it stayed in the watch (an object that leaves the
+//! watch, as a sharded object moved to another shard does, is forgotten, so its return counts):
 //!
 //! * `metadata.generation` (the API server bumps it on spec changes only), or, for kinds without
 //!   a generation such as ConfigMaps, `metadata.resourceVersion` (every change counts);

@@ -19,6 +19,9 @@ pub struct RequestMatch {
     pub namespace: Option<String>,
     /// The object name.
     pub name: Option<String>,
+    /// The authenticated user's name (authentication on), e.g. one replica's static user: to
+    /// cut one client off while the others go on.
+    pub user: Option<String>,
 }
 
 impl RequestMatch {
@@ -38,6 +41,11 @@ impl RequestMatch {
         self
     }
 
+    /// Requests of the authenticated user `user`, whatever they ask.
+    pub fn user(user: &str) -> RequestMatch {
+        RequestMatch { user: Some(user.to_string()), ..RequestMatch::default() }
+    }
+
     /// Also require this namespace.
     pub fn in_namespace(mut self, namespace: &str) -> RequestMatch {
         self.namespace = Some(namespace.to_string());
@@ -49,6 +57,7 @@ impl RequestMatch {
             && self.resource.as_deref().is_none_or(|r| r == req.plural || r == req.qualified)
             && self.namespace.as_deref().is_none_or(|n| Some(n) == req.namespace)
             && self.name.as_deref().is_none_or(|n| Some(n) == req.name)
+            && self.user.as_deref().is_none_or(|u| Some(u) == req.user)
     }
 }
 
@@ -60,6 +69,7 @@ pub(crate) struct RequestInfo<'a> {
     pub qualified: &'a str,
     pub namespace: Option<&'a str>,
     pub name: Option<&'a str>,
+    pub user: Option<&'a str>,
 }
 
 #[derive(Debug)]
@@ -80,6 +90,7 @@ struct DelayRule {
 struct OpenWatch {
     plural: String,
     qualified: String,
+    user: Option<String>,
     token: CancellationToken,
 }
 
@@ -124,6 +135,25 @@ impl Faults {
         n
     }
 
+    /// Cut the user `user` off from the server, as a network partition would: every request it
+    /// makes fails with `503 ServiceUnavailable` and its open watches end, until [`heal`]ed.
+    /// The user must be authenticated (a static token, say), so the server knows who asks.
+    ///
+    /// [`heal`]: Self::heal
+    pub fn partition(&self, user: &str) {
+        self.fail_next(RequestMatch::user(user), usize::MAX, 503);
+        let mut watches = self.watches.lock();
+        watches.retain(|w| !w.token.is_cancelled());
+        for w in watches.iter().filter(|w| w.user.as_deref() == Some(user)) {
+            w.token.cancel();
+        }
+    }
+
+    /// End a [`partition`](Self::partition) of `user`: its requests are served again.
+    pub fn heal(&self, user: &str) {
+        self.fails.lock().retain(|r| r.matcher != RequestMatch::user(user));
+    }
+
     /// Number of watches currently open.
     pub fn open_watches(&self) -> usize {
         let mut watches = self.watches.lock();
@@ -131,10 +161,15 @@ impl Faults {
         watches.len()
     }
 
-    pub(crate) fn register_watch(&self, plural: &str, qualified: &str, token: CancellationToken) {
+    pub(crate) fn register_watch(&self, plural: &str, qualified: &str, user: Option<&str>, token: CancellationToken) {
         let mut watches = self.watches.lock();
         watches.retain(|w| !w.token.is_cancelled());
-        watches.push(OpenWatch { plural: plural.to_string(), qualified: qualified.to_string(), token });
+        watches.push(OpenWatch {
+            plural: plural.to_string(),
+            qualified: qualified.to_string(),
+            user: user.map(str::to_string),
+            token,
+        });
     }
 
     /// The injected failure status for this request, consuming one use of the rule.
@@ -165,7 +200,14 @@ mod tests {
     use super::*;
 
     fn info(verb: Verb) -> RequestInfo<'static> {
-        RequestInfo { verb, plural: "configmaps", qualified: "configmaps", namespace: Some("default"), name: Some("a") }
+        RequestInfo {
+            verb,
+            plural: "configmaps",
+            qualified: "configmaps",
+            namespace: Some("default"),
+            name: Some("a"),
+            user: Some("replica-a"),
+        }
     }
 
     #[test]
@@ -192,10 +234,28 @@ mod tests {
         let f = Faults::default();
         let a = CancellationToken::new();
         let b = CancellationToken::new();
-        f.register_watch("configmaps", "configmaps", a.clone());
-        f.register_watch("deployments", "deployments.apps", b.clone());
+        f.register_watch("configmaps", "configmaps", None, a.clone());
+        f.register_watch("deployments", "deployments.apps", None, b.clone());
         assert_eq!(f.close_watches(Some("deployments.apps")), 1);
         assert!(b.is_cancelled() && !a.is_cancelled());
         assert_eq!(f.open_watches(), 1);
+    }
+
+    #[test]
+    fn a_partition_cuts_off_one_user_until_healed() {
+        let f = Faults::default();
+        let own = CancellationToken::new();
+        let other = CancellationToken::new();
+        f.register_watch("configmaps", "configmaps", Some("replica-a"), own.clone());
+        f.register_watch("configmaps", "configmaps", Some("replica-b"), other.clone());
+        f.partition("replica-a");
+        assert!(own.is_cancelled() && !other.is_cancelled());
+        for _ in 0..1000 {
+            assert_eq!(f.take_failure(&info(Verb::Get)), Some(503));
+        }
+        let other_user = RequestInfo { user: Some("replica-b"), ..info(Verb::Get) };
+        assert_eq!(f.take_failure(&other_user), None);
+        f.heal("replica-a");
+        assert_eq!(f.take_failure(&info(Verb::Get)), None);
     }
 }

@@ -46,6 +46,7 @@ pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod shape;
+pub mod shard;
 pub mod sim;
 pub mod ssa;
 pub mod store;
@@ -162,6 +163,15 @@ impl TestEnvBuilder {
     /// Interval of BOOKMARK events on idle watches that allow them (default: 60 s).
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.server.bookmark_interval = every;
+        self
+    }
+
+    /// Serve KEP-5866's `shardSelector` on lists and watches, as kube-apiserver 1.36 does
+    /// with the `ShardedListAndWatch` feature gate (default: off). Off, the parameter is
+    /// ignored as an older server ignores it: the full collection, without `shardInfo`. See
+    /// [`shard`].
+    pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
+        self.server.sharded_list_and_watch = on;
         self
     }
 

@@ -187,7 +187,24 @@ impl Api {
         after: Option<&ObjKey>,
         limit: Option<usize>,
     ) -> Result<ListResult, ApiError> {
-        let filter = |key: &ObjKey, s: &Stored| matches(def, key, s, labels, fields);
+        self.list_where(def, namespace, labels, fields, &|_, _| true, at, after, limit)
+    }
+
+    /// [`list`](Self::list), keeping only objects that `extra` also accepts (a shard
+    /// selector, say), so that limits and continue tokens count only selected objects.
+    #[allow(clippy::too_many_arguments)]
+    pub fn list_where(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        extra: &(dyn Fn(&ObjKey, &Stored) -> bool + Sync),
+        at: ReadAt,
+        after: Option<&ObjKey>,
+        limit: Option<usize>,
+    ) -> Result<ListResult, ApiError> {
+        let filter = |key: &ObjKey, s: &Stored| matches(def, key, s, labels, fields) && extra(key, s);
         let at_rv = match at {
             ReadAt::Latest => None,
             ReadAt::Exact(rv) => Some(rv),

@@ -64,11 +64,17 @@ pub struct ServerConfig {
     pub bookmark_interval: Duration,
     /// The Kubernetes version `/version` reports.
     pub git_version: String,
+    /// Whether `shardSelector` is served (the `ShardedListAndWatch` feature gate).
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { bookmark_interval: Duration::from_secs(60), git_version: "v1.34.0".into() }
+        ServerConfig {
+            bookmark_interval: Duration::from_secs(60),
+            git_version: "v1.34.0".into(),
+            sharded_list_and_watch: false,
+        }
     }
 }
 
@@ -402,12 +408,14 @@ impl ServerState {
             None => qualified.clone(),
         };
         self.counters.count(verb, &counted);
+        let user = req.extensions().get::<Arc<crate::auth::UserInfo>>().cloned();
         let info = RequestInfo {
             verb,
             plural: &def.plural,
             qualified: &qualified,
             namespace: rp.namespace.as_deref(),
             name: rp.name.as_deref(),
+            user: user.as_deref().map(|u| u.name.as_str()),
         };
         if let Some(delay) = self.faults.take_delay(&info) {
             tokio::time::sleep(delay).await;
@@ -426,7 +434,7 @@ impl ServerState {
         let manager = manager_of(&req, &query);
         let ns = rp.namespace.clone().unwrap_or_default();
         let name = rp.name.clone().unwrap_or_default();
-        let req_user = req.extensions().get::<Arc<crate::auth::UserInfo>>().cloned();
+        let req_user = user.clone();
         let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
             match Limited::new(req.into_body(), MAX_BODY).collect().await {
                 Ok(b) => b.to_bytes(),
@@ -451,6 +459,7 @@ impl ServerState {
             Verb::Watch => {
                 let mut opts = ListOptions::parse(&query, rp.watch_prefix)?;
                 opts.watch = true;
+                opts.shard = self.shard_selector(&query)?;
                 if let Some(n) = &rp.name {
                     // Legacy single-object watch (E14): the same as a name field selector.
                     let sel = format!("metadata.name={n}");
@@ -458,7 +467,14 @@ impl ServerState {
                 }
                 self.check_field_selector(&def, &opts.fields)?;
                 let format = negotiate(accept.as_deref(), true, true, &query)?;
-                Ok(watch::start(self.clone(), def, rp.namespace.clone(), opts, format))
+                Ok(watch::start(
+                    self.clone(),
+                    def,
+                    rp.namespace.clone(),
+                    opts,
+                    format,
+                    user.as_deref().map(|u| u.name.as_str()),
+                ))
             }
             Verb::Create => {
                 let opts = self.write_options(&query, manager, false, "CreateOptions")?;
@@ -579,6 +595,19 @@ impl ServerState {
         })
     }
 
+    /// `shardSelector` when the feature gate is on (parsed and validated); ignored when off.
+    fn shard_selector(&self, query: &Query) -> Result<Option<crate::shard::ShardSelector>, ApiError> {
+        if !self.config.sharded_list_and_watch {
+            return Ok(None);
+        }
+        match query.get("shardSelector") {
+            Some(s) if !s.trim().is_empty() => crate::shard::ShardSelector::parse(s)
+                .map(Some)
+                .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}"))),
+            _ => Ok(None),
+        }
+    }
+
     fn check_field_selector(&self, def: &ResourceDef, fields: &crate::selector::FieldSelector) -> Result<(), ApiError> {
         for f in fields.fields() {
             if !def.field_selectable(f) {
@@ -658,7 +687,8 @@ impl ServerState {
         query: &Query,
         warnings: Vec<String>,
     ) -> Result<Response<Body>, ApiError> {
-        let opts = ListOptions::parse(query, false)?;
+        let mut opts = ListOptions::parse(query, false)?;
+        opts.shard = self.shard_selector(query)?;
         self.check_field_selector(def, &opts.fields)?;
         let format = negotiate(accept, true, false, query)?;
         let (at, after) = match &opts.continue_token {
@@ -683,8 +713,20 @@ impl ServerState {
                 }
             }
         };
-        let result = self.api.list(def, ns, &opts.labels, &opts.fields, at, after.as_ref(), opts.limit)?;
+        let shard = opts.shard.as_ref();
+        let in_shard = |key: &crate::store::ObjKey, s: &crate::store::Stored| {
+            shard.is_none_or(|sel| sel.matches(&s.meta.uid, &key.0))
+        };
+        let result =
+            self.api.list_where(def, ns, &opts.labels, &opts.fields, &in_shard, at, after.as_ref(), opts.limit)?;
         let rv = result.rv.to_string();
+        let list_meta = |rv: &str, token: &Option<String>, remaining: Option<usize>| {
+            let mut md = list_meta(rv, token, remaining);
+            if let (Some(sel), Some(map)) = (shard, md.as_object_mut()) {
+                map.insert("shardInfo".into(), json!({"selector": sel.source}));
+            }
+            md
+        };
         match format {
             Format::Json => {
                 let mut out = Vec::with_capacity(result.items.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 256);

@@ -81,6 +81,8 @@ pub struct ListOptions {
     pub send_initial_events: Option<bool>,
     /// `timeoutSeconds`.
     pub timeout: Option<Duration>,
+    /// `shardSelector` (KEP-5866), set by the server when its feature gate is on.
+    pub shard: Option<crate::shard::ShardSelector>,
 }
 
 impl ListOptions {
@@ -125,6 +127,7 @@ impl ListOptions {
             bookmarks: q.flag("allowWatchBookmarks"),
             send_initial_events,
             timeout,
+            shard: None,
         };
         opts.validate()?;
         Ok(opts)

@@ -34,10 +34,11 @@ pub(super) fn start(
     namespace: Option<String>,
     opts: ListOptions,
     format: Format,
+    user: Option<&str>,
 ) -> Response<Body> {
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
     let token = state.stop.child_token();
-    state.faults.register_watch(&def.plural, &def.qualified(), token.clone());
+    state.faults.register_watch(&def.plural, &def.qualified(), user, token.clone());
     tokio::spawn(async move {
         let mut w = Watcher { state, def, namespace, opts, format, tx, token, sent_headers: false };
         w.run().await;
@@ -90,11 +91,15 @@ impl Watcher {
         };
         let mut last = if initial {
             // Synthetic ADDED events for the current state (E2, E8), then everything after it.
-            let list = match api.list(
+            let shard = self.opts.shard.clone();
+            let in_shard =
+                move |key: &ObjKey, s: &Stored| shard.as_ref().is_none_or(|sel| sel.matches(&s.meta.uid, &key.0));
+            let list = match api.list_where(
                 &self.def,
                 self.namespace.as_deref(),
                 &self.opts.labels,
                 &self.opts.fields,
+                &in_shard,
                 ReadAt::Latest,
                 None,
                 None,
@@ -235,6 +240,7 @@ impl Watcher {
         }
         self.opts.labels.matches(&stored.meta.labels)
             && self.opts.fields.matches(|f| field_of(&self.def, key, &stored.meta, f))
+            && self.opts.shard.as_ref().is_none_or(|s| s.matches(&stored.meta.uid, &key.0))
     }
 
     /// One change, with selector transitions (E4): entering the selection is ADDED, leaving it
