@@ -61,6 +61,33 @@ async fn relabel(f: &Fixture, release: &str, version: &str) -> anyhow::Result<()
     Ok(())
 }
 
+/// The control plane says `Ready=False` with `reason`, and five seconds later the cluster still
+/// runs exactly `instances`.
+async fn held(
+    f: &Fixture,
+    bridge: &NodeBridge,
+    instances: &BTreeSet<String>,
+    reason: &str,
+    what: &str,
+) -> anyhow::Result<()> {
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    let found = eventually(120, &format!("{reason} on the control plane"), || async {
+        let cp = cps.get("cp001").await?;
+        Ok(cp
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == "False" && c.reason == reason))
+    })
+    .await;
+    if let Err(e) = found {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
+    assert_eq!(&still, instances, "{what}");
+    Ok(())
+}
+
 /// The workload's ready pods.
 async fn ready_pods(wc: &WorkloadCluster) -> anyhow::Result<usize> {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(wc.client(), "web");
@@ -177,40 +204,20 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     // handed over, the control plane says what is missing, and nothing rolls.
     let handover = now();
     relabel(&f, "20.0.9", &next).await?;
-    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
-    let refused = eventually(120, "AmiNotFound on the control plane", || async {
-        let cp = cps.get("cp001").await?;
-        Ok(cp
-            .status
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
-            .filter(|c| c.status == "False" && c.reason == "AmiNotFound"))
-    })
-    .await;
-    if let Err(e) = refused {
-        anyhow::bail!("{e}\n{}", dump(&f.client).await);
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
-    assert_eq!(still, old_instances, "nothing rolled for a Release without an AMI");
+    held(&f, &bridge, &old_instances, "AmiNotFound", "nothing rolled for a Release without an AMI").await?;
 
     // The real upgrade, while the workload cluster cannot be reached: the masters wait (their
     // drains need it), and the control plane says why.
     wc.set_reachable(false);
     relabel(&f, "20.1.0", &next).await?;
-    let held = eventually(120, "the masters' upgrade to wait for the workload cluster", || async {
-        let cp = cps.get("cp001").await?;
-        Ok(cp
-            .status
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
-            .filter(|c| c.status == "False" && c.reason == "WorkloadClusterUnreachable"))
-    })
-    .await;
-    if let Err(e) = held {
-        anyhow::bail!("{e}\n{}", dump(&f.client).await);
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let still: BTreeSet<String> = bridge.seen().iter().map(|s| s.instance.clone()).collect();
-    assert_eq!(still, old_instances, "nothing rolled while the workload cluster was unreachable");
+    held(
+        &f,
+        &bridge,
+        &old_instances,
+        "WorkloadClusterUnreachable",
+        "nothing rolled while the workload cluster was unreachable",
+    )
+    .await?;
     wc.set_reachable(true);
     let mut waited: BTreeSet<String> = BTreeSet::new();
     let mut left_at: BTreeMap<String, f64> = BTreeMap::new();

@@ -333,7 +333,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                         view.outputs.get("OperatorVersion").map(String::as_str),
                     ) =>
             {
-                workload_unreachable(&shared, &cluster).await
+                controllers::lookup::workload_nodes(&shared, &cluster).await.err()
             }
             _ => None,
         };
@@ -413,20 +413,6 @@ pub const WORKLOAD_CLUSTER_UNREACHABLE: &str = "WorkloadClusterUnreachable";
 fn desired_hash(desired: &DesiredStack) -> String {
     let canonical = desired.canonical_hash.clone().unwrap_or_else(|| desired.template.hash());
     aws_stacks::cfn::stack_hash(&canonical, &desired.tags)
-}
-
-/// Why `cluster`'s workload cluster cannot be reached (one `list nodes` of one item), or
-/// `None` when it can.
-async fn workload_unreachable(shared: &Shared, cluster: &AWSCluster) -> Option<String> {
-    let wc = match shared.workload_clients.client_for(&controllers::lookup::workload_cluster(cluster)).await {
-        Ok(wc) => wc,
-        Err(e) => return Some(e.to_string()),
-    };
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(wc.client());
-    match nodes.list_metadata(&kube::api::ListParams::default().limit(1)).await {
-        Ok(_) => None,
-        Err(e) => Some(wc.error(e).to_string()),
-    }
 }
 
 /// Drains the masters their groups are about to terminate ([`crate::drainers`]); first, so that

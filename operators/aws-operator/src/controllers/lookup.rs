@@ -158,6 +158,17 @@ pub fn workload_cluster(cluster: &AWSCluster) -> node_lifecycle::clients::Cluste
     node_lifecycle::clients::ClusterRef::new(cluster.namespace().unwrap_or_default(), id, api)
 }
 
+/// The Nodes of `cluster`'s workload cluster, or why they could not be read (no credentials,
+/// nothing answering, refused): the upgrade gates hold on any of these and say which.
+pub async fn workload_nodes(
+    shared: &Shared,
+    cluster: &AWSCluster,
+) -> Result<Vec<k8s_openapi::api::core::v1::Node>, String> {
+    let wc = shared.workload_clients.client_for(&workload_cluster(cluster)).await.map_err(|e| e.to_string())?;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(wc.client());
+    nodes.list(&ListParams::default()).await.map(|l| l.items).map_err(|e| wc.error(e).to_string())
+}
+
 /// The control planes of a cluster.
 pub async fn control_planes(
     shared: &Shared,

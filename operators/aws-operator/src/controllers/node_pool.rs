@@ -17,9 +17,7 @@ use aws_stacks::ipam::{self, Ipv4Net};
 use aws_stacks::names::{self, StackKind};
 use aws_stacks::stacks::{self, tccp, tcnp, tcnpf};
 use aws_stacks::state::StackView;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
@@ -694,7 +692,7 @@ async fn masters_of(
         .map_or(1, |cp| cp.spec.master_replicas() as usize);
     let nodes =
         if upgrade::nodes_needed(&shared.config.version, view.outputs.get("OperatorVersion").map(String::as_str)) {
-            Some(master_nodes(shared, cluster).await)
+            Some(controllers::lookup::workload_nodes(shared, cluster).await.map(|nodes| upgrade::master_nodes(&nodes)))
         } else {
             None
         };
@@ -704,20 +702,6 @@ async fn masters_of(
         replicas,
         nodes,
     })
-}
-
-/// The workload cluster's master nodes, or why they could not be read.
-async fn master_nodes(shared: &Shared, cluster: &AWSCluster) -> Result<Vec<upgrade::MasterNode>, String> {
-    let wc = shared
-        .workload_clients
-        .client_for(&controllers::lookup::workload_cluster(cluster))
-        .await
-        .map_err(|e| e.to_string())?;
-    let nodes: Api<Node> = Api::all(wc.client());
-    match nodes.list(&ListParams::default()).await {
-        Ok(list) => Ok(upgrade::master_nodes(&list.items)),
-        Err(e) => Err(wc.error(e).to_string()),
-    }
 }
 
 /// Put the cluster autoscaler's tag on `group` or take it off, once per change this process
