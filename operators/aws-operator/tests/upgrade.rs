@@ -225,6 +225,7 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     let mut samples = 0;
     let mut untagged_while_rolling = true;
     let mut unavailable = 0usize;
+    let mut fewest_masters = 3usize;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
     loop {
         let seen = bridge.seen();
@@ -253,6 +254,8 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
             }
         }
         let ready_pods = ready_pods(&wc).await.unwrap_or(4);
+        // Masters one at a time: never more than one of the three out of service.
+        fewest_masters = fewest_masters.min(seen.iter().filter(|s| s.master && s.lifecycle == "InService").count());
         if ready_pods < 3 {
             unavailable += 1;
         }
@@ -287,6 +290,7 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
         masters.iter().all(|s| !old_instances.contains(&s.instance) && s.version == next),
         "a pool rolled before the masters were done: {at:#?}"
     );
+    assert_eq!(fewest_masters, 2, "masters are replaced one at a time (fewest in service at once)");
     assert!(untagged_while_rolling, "the autoscaler tag stayed on a rolling group");
     for group in &groups {
         let tagged = eventually(30, "the autoscaler tag back", || async {
