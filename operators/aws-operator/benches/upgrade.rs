@@ -1,7 +1,9 @@
 //! `make bench`: a Release upgrade of a cluster with 3 masters and 3 node pools of 10 nodes,
 //! against moto at 1 % of AWS's waits and a simulated workload cluster, the operators in this
 //! process (the old version, and the new one that takes the cluster over), with their drainer
-//! settings at the defaults (`--drainer-poll-seconds` 120, `--drainer-active-poll-seconds` 2).
+//! settings at the defaults (`--drainer-poll-seconds` 120, `--drainer-active-poll-seconds` 2)
+//! and the test fixture's `--poll-seconds` of 0.5 s (default 10): a pool whose stack is
+//! updating is reconciled more often than in production, so the call count is an upper bound.
 //!
 //! Prints:
 //! - the total time from the relabel until the cluster is `Updated` with every instance
