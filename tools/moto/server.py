@@ -2005,14 +2005,18 @@ class RequestLog:
     (the long-term key behind it: keys issued by ``sts:AssumeRole`` are traced back to the key
     that assumed the role), ``service`` (from the credential scope), ``action`` (the Query
     ``Action``, the JSON ``X-Amz-Target`` operation, or for REST services such as S3 the HTTP
-    method) and ``method``. ``GET /moto-api/request-log`` returns the entries; the request log's
-    own requests and moto's ``/moto-api/`` are not logged."""
+    method), ``method`` and ``account``: for a key issued by ``sts:AssumeRole``, the account of
+    the role it was issued for (so a test can tell which tenant account, and with one account
+    per cluster which cluster, a call was for), else ``""``. ``GET /moto-api/request-log``
+    returns the entries; the request log's own requests and moto's ``/moto-api/`` are not
+    logged."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.lock = threading.Lock()
         self.entries: list[dict[str, Any]] = []
         self.issued_by: dict[str, str] = {}
+        self.account_of: dict[str, str] = {}
 
     @staticmethod
     def emulation(environ: dict[str, Any], start_response: Any) -> Any:
@@ -2062,6 +2066,7 @@ class RequestLog:
         key, service = (scope.group(1), scope.group(2)) if scope else ("", "")
         method = environ.get("REQUEST_METHOD", "")
         action = ""
+        role_arn = ""
         params = parse_qs(environ.get("QUERY_STRING", ""))
         if "Action" in params:
             action = params["Action"][0]
@@ -2074,12 +2079,23 @@ class RequestLog:
             length = int(environ.get("CONTENT_LENGTH") or 0)
             raw = environ["wsgi.input"].read(length) if length else b""
             environ["wsgi.input"] = io.BytesIO(raw)
-            action = parse_qs(raw.decode("utf-8", "replace")).get("Action", [""])[0]
+            body = parse_qs(raw.decode("utf-8", "replace"))
+            action = body.get("Action", [""])[0]
+            role_arn = body.get("RoleArn", [""])[0]
         if not action:
             action = method
-        entry = {"time": arrived, "key": key, "principal": "", "service": service, "action": action, "method": method}
+        entry = {
+            "time": arrived,
+            "key": key,
+            "principal": "",
+            "service": service,
+            "action": action,
+            "method": method,
+            "account": "",
+        }
         with self.lock:
             entry["principal"] = self.principal(key)
+            entry["account"] = self.account_of.get(key, "")
             self.entries.append(entry)
             if len(self.entries) > REQUEST_LOG_LIMIT:
                 del self.entries[: len(self.entries) - REQUEST_LOG_LIMIT]
@@ -2091,6 +2107,10 @@ class RequestLog:
         if issued and key:
             with self.lock:
                 self.issued_by[issued.group(1).decode()] = key
+                # arn:aws:iam::<account>:role/<name>
+                parts = role_arn.split(":")
+                if len(parts) > 4 and parts[4]:
+                    self.account_of[issued.group(1).decode()] = parts[4]
         return chunks
 
 

@@ -45,12 +45,18 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+{{- if .Values.sharding.enabled }}
+- --sharding-mode={{ .Values.sharding.mode }}
+{{- end }}
 {{- end -}}
 
 {{- define "operator.env" -}}
 # Leader election among the replicas (the Lease "aws-operator-<version>" in POD_NAMESPACE).
 - name: AWS_OPERATOR_LEADER_ELECTION
   value: {{ .Values.leaderElection.enabled | quote }}
+# Sharding: each replica's shard Lease is named after its pod (POD_NAME).
+- name: AWS_OPERATOR_SHARDING
+  value: {{ .Values.sharding.enabled | quote }}
 {{- with (include "aws-operator.credentialsSecret" .) }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:

@@ -57,12 +57,18 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+{{- if .Values.sharding.enabled }}
+- --sharding-mode={{ .Values.sharding.mode }}
+{{- end }}
 {{- end -}}
 
 {{- define "operator.env" -}}
 # Leader election among the replicas (the Lease "kvm-operator-<version>" in POD_NAMESPACE).
 - name: KVM_OPERATOR_LEADER_ELECTION
   value: {{ .Values.leaderElection.enabled | quote }}
+# Sharding: each replica's shard Lease is named after its pod (POD_NAME).
+- name: KVM_OPERATOR_SHARDING
+  value: {{ .Values.sharding.enabled | quote }}
 {{- end -}}
 
 {{- define "operator.volumes" -}}

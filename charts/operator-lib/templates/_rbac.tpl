@@ -1,7 +1,8 @@
 {{/*
 RBAC: one ClusterRole with the rules the including chart lists in "operator.clusterRules" (the
 kinds the operator watches and writes across namespaces), bound to the operator's
-ServiceAccount, and a Role in the release namespace for the leader-election Lease. No wildcard
+ServiceAccount, and a Role in the release namespace for the leader-election Lease (and, when
+sharded, the replicas' shard Leases). No wildcard
 verbs, resources or API groups: the charts' tests reject them.
 */}}
 
@@ -29,7 +30,7 @@ subjects:
   - kind: ServiceAccount
     name: {{ include "operator-lib.fullname" . }}
     namespace: {{ .Release.Namespace }}
-{{- if .Values.leaderElection.enabled }}
+{{- if or .Values.leaderElection.enabled .Values.sharding.enabled }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -46,6 +47,13 @@ rules:
     resources: ["leases"]
     resourceNames: [{{ include "operator-lib.leaseName" . | quote }}]
     verbs: ["get", "update"]
+  {{- if .Values.sharding.enabled }}
+  # Sharding: each replica holds a shard Lease named after its pod, which cannot be named
+  # here; the leader follows them all (list, watch) to place the shards on its ring.
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["get", "list", "watch", "update"]
+  {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

@@ -28,7 +28,7 @@ use kvm_objects::names::{self, keys};
 use kvm_operator::config::OperatorConfig;
 use kvm_operator::context::Shared;
 use kvm_operator::daemon;
-use operatorkit::{Leadership, Readiness, RunSettings};
+use operatorkit::{Readiness, RunSettings};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
 use tokio::time::Instant;
@@ -156,7 +156,7 @@ fn start_operator(client: kube::Client, stop: CancellationToken) -> tokio::task:
     );
     tokio::spawn(async move {
         let tuning = daemon::Tuning {
-            run: RunSettings { concurrency: 4, resync: Duration::from_secs(30), leadership: Leadership::always() },
+            run: RunSettings { concurrency: 4, resync: Duration::from_secs(30), ..RunSettings::default() },
             ..daemon::Tuning::new(operator_version)?
         };
         let mut registry = Registry::default();

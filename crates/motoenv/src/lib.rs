@@ -319,6 +319,10 @@ pub struct LoggedRequest {
     pub action: String,
     /// The HTTP method.
     pub method: String,
+    /// For a key issued by `sts:AssumeRole`, the account of the role it was issued for; empty
+    /// for long-term keys.
+    #[serde(default)]
+    pub account: String,
 }
 
 impl LoggedRequest {

@@ -190,13 +190,30 @@ impl<K: Watched> ControllerBuilder<K> {
     /// including its status, or deleted): `map` names the objects to reconcile, for example the
     /// cluster a node pool belongs to by its label. An object named that does not exist is
     /// skipped. The related objects are watched, not cached.
-    pub fn watches<C, F>(mut self, api: Api<C>, map: F) -> Self
+    pub fn watches<C, F>(self, api: Api<C>, map: F) -> Self
     where
         C: Watched,
         F: Fn(&C) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     {
-        let kind: Arc<dyn ShardedKind> = Arc::new(KindHandle::new(api.clone(), None));
-        let start = Box::new(move |config: watcher::Config| {
+        self.watches_selected(api, None, map)
+    }
+
+    /// [`watches`](Self::watches) for the objects of `C` that match the label `selector` only:
+    /// the watch selects them on the API server, and when sharded the sharder assigns only
+    /// those (a related kind such as Pods must not have every pod of the cluster labelled).
+    pub fn watches_selected<C, F>(mut self, api: Api<C>, selector: Option<String>, map: F) -> Self
+    where
+        C: Watched,
+        F: Fn(&C) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+    {
+        let kind: Arc<dyn ShardedKind> = Arc::new(KindHandle::new(api.clone(), selector.clone()));
+        let start = Box::new(move |mut config: watcher::Config| {
+            if let Some(own) = &selector {
+                config.label_selector = Some(match config.label_selector.take() {
+                    Some(shard) => format!("{own},{shard}"),
+                    None => own.clone(),
+                });
+            }
             watcher::watcher(api, config)
                 .default_backoff()
                 .touched_objects()
@@ -274,6 +291,18 @@ impl<K: Watched> ControllerBuilder<K> {
     pub fn leadership(mut self, leadership: Leadership) -> Self {
         self.leadership = leadership;
         self
+    }
+
+    /// The operator-wide settings: [`concurrency`](Self::concurrency),
+    /// [`resync`](Self::resync), [`leadership`](Self::leadership) and, when set,
+    /// [`sharding`](Self::sharding).
+    pub fn run_settings(self, settings: &RunSettings) -> Self {
+        let builder =
+            self.concurrency(settings.concurrency).resync(settings.resync).leadership(settings.leadership.clone());
+        match &settings.sharding {
+            Some(sharding) => builder.sharding(sharding),
+            None => builder,
+        }
     }
 
     /// Record metrics here.
@@ -1420,10 +1449,14 @@ pub struct RunSettings {
     /// Whether this replica leads ([`Leadership::always`] without leader election). The same
     /// leadership must gate every client the operator writes through.
     pub leadership: Leadership,
+    /// This replica's shard, when the replicas share the objects instead of leaving them to
+    /// the leader ([`crate::replicas`]); sharded controllers use its fence instead of
+    /// `leadership`.
+    pub sharding: Option<Sharding>,
 }
 
 impl Default for RunSettings {
     fn default() -> Self {
-        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always() }
+        Self { concurrency: 8, resync: Duration::from_secs(300), leadership: Leadership::always(), sharding: None }
     }
 }

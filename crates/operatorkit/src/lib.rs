@@ -53,7 +53,9 @@
 //! * [`resource_set`], [`router`]: versioned sets and the pure, build-time-checked router;
 //! * [`controller`]: the kube-runtime controller, finalizers ([`finalizer`]), change predicates
 //!   and pause ([`predicate`]), leader election ([`leader`]), status hook ([`status`]);
-//! * [`sharding`]: active-active replicas, each reconciling its own share of the objects;
+//! * [`sharding`]: active-active replicas, each reconciling its own share of the objects, and
+//!   [`replicas`]: the one choice a daemon makes between one replica, leader election and
+//!   sharding;
 //! * [`metrics`], [`server`], Warning events, [`wrapper`]s for retries and metrics;
 //! * [`conditions`]: `metav1.Condition` helpers and the Giant Swarm cluster lifecycle;
 //! * [`held_secrets`]: Secrets a cluster uses, held by a finalizer until its teardown ends;
@@ -75,6 +77,7 @@ pub mod logging;
 pub mod metrics;
 pub mod outcome;
 pub mod predicate;
+pub mod replicas;
 pub mod resource;
 pub mod resource_set;
 pub mod router;

@@ -173,12 +173,15 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
         }
     }
     // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
-    // for everything but create.
+    // for everything but create, and, when sharded, the shard Leases (named after the pods,
+    // which the chart cannot name) with no more than their holders and the sharder need.
     let lease = format!("{chart}-{}", operator_version(chart)?);
     let role = one(objects, "Role");
     for rule in role["rules"].as_array().unwrap() {
         assert_eq!(rule["resources"], serde_json::json!(["leases"]));
-        if rule["verbs"] != serde_json::json!(["create"]) {
+        if rule["verbs"] == serde_json::json!(["get", "list", "watch", "update"]) && sharded(objects) {
+            assert!(rule.get("resourceNames").is_none(), "{rule}");
+        } else if rule["verbs"] != serde_json::json!(["create"]) {
             assert_eq!(rule["resourceNames"], serde_json::json!([lease]));
         }
     }
@@ -189,6 +192,44 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
         assert_eq!(b["roleRef"]["name"], name(b));
     }
     Ok(secret_verbs)
+}
+
+/// Whether the Deployment turns sharding on.
+fn sharded(objects: &[Value]) -> bool {
+    let container = &one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"].as_str().is_some_and(|n| n.ends_with("_OPERATOR_SHARDING")) && e["value"] == "true")
+}
+
+#[test]
+fn sharding_is_a_value_with_the_replica_count_and_the_shard_lease_rule() -> Result<()> {
+    for (chart, env) in [(CHART, "AWS_OPERATOR_SHARDING"), (KVM, "KVM_OPERATOR_SHARDING")] {
+        let objects = helm_template(chart, &["ci/sharding-values.yaml"], &[])?;
+        let deploy = one(&objects, "Deployment");
+        assert_eq!(deploy["spec"]["replicas"], 3, "{chart}");
+        let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        assert!(args.contains(&"--sharding-mode=labels"), "{chart}: {args:?}");
+        let vars = container["env"].as_array().unwrap();
+        let var = |name: &str| vars.iter().find(|e| e["name"] == name).cloned().unwrap_or(Value::Null);
+        assert_eq!(var(env)["value"], "true", "{chart}");
+        // The shard Lease is named after the pod.
+        assert_eq!(var("POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name", "{chart}");
+        let role = one(&objects, "Role");
+        let shard_rule = role["rules"].as_array().unwrap().iter().any(|r| {
+            r["verbs"] == serde_json::json!(["get", "list", "watch", "update"]) && r.get("resourceNames").is_none()
+        });
+        assert!(shard_rule, "{chart}: the Role lets replicas hold and follow shard Leases: {role}");
+        check_rbac(chart, &objects, if chart == KVM { &["kvm-operator", "kvm-operator-psp"] } else { &[] })?;
+        // Off by default: no shard Lease rule.
+        let plain = helm_template(chart, &["ci/minimal-values.yaml"], &[])?;
+        assert!(!sharded(&plain), "{chart}");
+        assert_eq!(one(&plain, "Role")["rules"].as_array().unwrap().len(), 2, "{chart}");
+    }
+    Ok(())
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
 //! the clients become the [`Shared`] context, and the four controllers run on it beside the
-//! drain executor, under leader election, with the `/metrics`, `/healthz` and `/readyz` server,
-//! until SIGTERM or Ctrl-C.
+//! drain executor, under leader election or sharded over the replicas
+//! ([`operatorkit::replicas`]), with the `/metrics`, `/healthz` and `/readyz` server, until
+//! SIGTERM or Ctrl-C.
 //!
 //! Each controller routes an object by its `release.giantswarm.io/version` label: the Release
 //! `v<version>` names the `aws-operator` component version, and this process handles exactly its
@@ -19,8 +20,8 @@ use apis::drainer::DrainerConfig;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use node_lifecycle::drain::{Drainer, DrainerSettings};
-use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
-use operatorkit::{Controller, ControllerBuilder, Leadership, Metrics, Readiness, ResourceSet, RunSettings, Server};
+use operatorkit::replicas::{self, ReplicaSettings, Replicas};
+use operatorkit::{Controller, ControllerBuilder, Metrics, Readiness, ResourceSet, RunSettings, Server};
 use prometheus_client::registry::Registry;
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
@@ -64,9 +65,7 @@ fn builder<K: WithStatus>(
         .metrics(metrics)
         .readiness(readiness)
         .status_hook(StatusReport::new(client.clone()))
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .leadership(settings.leadership.clone())
+        .run_settings(settings)
 }
 
 /// The AWSCluster a control plane or node pool belongs to: its `giantswarm.io/cluster` label, in
@@ -97,6 +96,11 @@ fn sibling_pools() -> impl Fn(&AWSMachineDeployment) -> Vec<ObjectRef<AWSMachine
 /// The DrainerConfigs of every namespace.
 fn drainer_configs(shared: &Shared) -> Api<DrainerConfig> {
     Api::all(shared.client.clone())
+}
+
+/// The DrainerConfigs this operator version makes: when sharded, the sharder assigns only those.
+fn own_drainer_configs(shared: &Shared) -> Option<String> {
+    Some(format!("{}={}", apis::labels::AWS_OPERATOR_VERSION, shared.config.version))
 }
 
 /// The owner of a DrainerConfig this operator version made: the object named by its `owner`
@@ -146,7 +150,11 @@ pub async fn run(
     // A DrainerConfig that drained (or timed out) requeues its owner, whose drainers then
     // complete the lifecycle action at once instead of at the next poll.
     let cp_controller = builder(control_plane::CONTROLLER, cps, &shared, metrics, readiness, &settings)
-        .watches(drainer_configs(&shared), drainer_owner(apis::labels::CONTROL_PLANE, &shared.config.version))
+        .watches_selected(
+            drainer_configs(&shared),
+            own_drainer_configs(&shared),
+            drainer_owner(apis::labels::CONTROL_PLANE, &shared.config.version),
+        )
         .build()?;
 
     // The unhealthy-node terminator looks at each cluster every `--unhealthy-node-resync-seconds`
@@ -157,9 +165,7 @@ pub async fn run(
         .resource_set(unhealthy::resource_set(shared.clone(), set_name.clone(), req.clone()))
         .metrics(metrics)
         .readiness(readiness)
-        .concurrency(settings.concurrency)
-        .resync(shared.config.unhealthy.resync)
-        .leadership(settings.leadership.clone())
+        .run_settings(&RunSettings { resync: shared.config.unhealthy.resync, ..settings.clone() })
         .build()?;
 
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
@@ -167,15 +173,22 @@ pub async fn run(
     // getting its group) requeues the cluster's other pools.
     let md_controller = builder(node_pool::CONTROLLER, mds, &shared, metrics, readiness, &settings)
         .watches(Api::<AWSMachineDeployment>::all(client.clone()), sibling_pools())
-        .watches(drainer_configs(&shared), drainer_owner(apis::labels::MACHINE_DEPLOYMENT, &shared.config.version))
+        .watches_selected(
+            drainer_configs(&shared),
+            own_drainer_configs(&shared),
+            drainer_owner(apis::labels::MACHINE_DEPLOYMENT, &shared.config.version),
+        )
         .build()?;
 
-    tokio::join!(
-        cluster_controller.run(shutdown.clone()),
-        cp_controller.run(shutdown.clone()),
-        md_controller.run(shutdown.clone()),
-        terminator.run(shutdown.clone()),
-    );
+    replicas::run_controllers(&settings, async {
+        tokio::join!(
+            cluster_controller.run(shutdown.clone()),
+            cp_controller.run(shutdown.clone()),
+            md_controller.run(shutdown.clone()),
+            terminator.run(shutdown.clone()),
+        )
+    })
+    .await;
     Ok(())
 }
 
@@ -184,19 +197,22 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
     let amis = AmiMap::load(&args.ami_file)?;
     let version = OperatorConfig::default().version;
-    let elector = if args.leader_election {
-        let lease = args.leader_election_name.clone().unwrap_or_else(|| lease_name(&version));
-        let config = LeaderElectionConfig {
-            // The controllers have stopped (and with them every write) when the lease is
-            // released, so a standby may start at once.
-            release_on_cancel: true,
-            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
-        };
-        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
-    } else {
-        None
-    };
-    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
+    let replicas = Replicas::new(
+        client.clone(),
+        &ReplicaSettings::from_flags(
+            args.leader_election,
+            args.sharding.then_some(args.sharding_mode),
+            &args.leader_election_namespace,
+            args.leader_election_name.clone(),
+            COMPONENT,
+            &version,
+        ),
+        operatorkit::sharding::cluster_key(),
+    )
+    .context("leader election and sharding")?;
+    // The controllers write (to AWS and to the management cluster) while this replica holds
+    // its shard (sharded) or leads; the drain executor runs on the leader only.
+    let (writes, leader) = (replicas.writes(), replicas.leader());
     let aws = AwsFactory::new(AwsSettings {
         default_region: args.region.clone(),
         endpoint_url: args.aws_endpoint_url.clone(),
@@ -206,7 +222,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         operation_timeout: None,
     })
     .await?
-    .gated_by(leadership.clone());
+    .gated_by(writes.clone());
     let config = OperatorConfig {
         installation: args.installation.clone(),
         ipam_range: args.ipam_range.clone(),
@@ -227,22 +243,20 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
-    if let Some(elector) = &elector {
-        elector.register_metrics(&mut registry);
-    }
     let readiness = Readiness::new();
+    replicas.register(&mut registry, &readiness);
     // The drain executor: the DrainerConfigs labelled with this version, so that a platform
     // needs no node-operator.
     let drain_settings = DrainerSettings {
         timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
     };
-    let shared = Shared::new(leadership.gate(client.clone()), aws, config, amis, &mut registry);
-    let drainer = Drainer::builder(leadership.gate(client), drain_settings, &mut registry)
+    let shared = Shared::new(writes.gate(client.clone()), aws, config, amis, &mut registry);
+    let drainer = Drainer::builder(leader.gate(client), drain_settings, &mut registry)
         .clients(shared.workload_clients.clone())
         .metrics(&metrics)
         .readiness(&readiness)
-        .leadership(leadership.clone())
+        .leadership(leader)
         .build()
         .context("the drain executor")?;
     let shutdown = CancellationToken::new();
@@ -254,35 +268,20 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.ami_reload_seconds.max(1)),
         shutdown.clone(),
     ));
+    let settings = replicas.run_settings(args.concurrency, Duration::from_secs(args.resync_seconds));
     // The election stops after the controllers, so that releasing the lease comes last.
-    let stop_election = CancellationToken::new();
-    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
+    let election = replicas.start();
     let stop = shutdown.clone();
     tokio::spawn(async move {
         operatorkit::server::terminated().await;
         tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
-    let (controllers, ()) = tokio::join!(
-        run(
-            shared,
-            &metrics,
-            &readiness,
-            RunSettings { concurrency: args.concurrency, resync: Duration::from_secs(args.resync_seconds), leadership },
-            shutdown.clone(),
-        ),
-        drainer.run(shutdown.clone()),
-    );
+    let (controllers, ()) =
+        tokio::join!(run(shared, &metrics, &readiness, settings, shutdown.clone()), drainer.run(shutdown.clone()),);
     controllers?;
     shutdown.cancel();
-    stop_election.cancel();
-    if let Some(election) = election {
-        match election.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
-            Err(error) => tracing::warn!(%error, "leader election task failed"),
-        }
-    }
+    election.stop().await;
     let _ = serving.await;
     Ok(())
 }

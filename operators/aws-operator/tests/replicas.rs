@@ -68,7 +68,12 @@ impl Replica {
             &mut registry,
         );
         let stop = CancellationToken::new();
-        let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership: leadership.clone() };
+        let settings = RunSettings {
+            concurrency: 4,
+            resync: Duration::from_secs(300),
+            leadership: leadership.clone(),
+            sharding: None,
+        };
         let (election_stop, controllers_stop) = (stop.clone(), stop.clone());
         let tasks = vec![
             tokio::spawn(async move {

@@ -37,6 +37,16 @@ pub struct DaemonArgs {
     /// Name of the leader election Lease (default: `kvm-operator-<version>`, one per version).
     #[arg(long)]
     pub leader_election_name: Option<String>,
+    /// Share the clusters among the replicas instead of leaving them to the leader: each
+    /// replica holds its own shard Lease (named after its pod, `POD_NAME`) and reconciles the
+    /// clusters assigned to it; the leader assigns them. Implies leader election.
+    #[arg(long, env = "KVM_OPERATOR_SHARDING", default_value_t = false, action = clap::ArgAction::Set)]
+    pub sharding: bool,
+    /// How clusters are assigned to shards: `labels` (a shard label on each object, any API
+    /// server) or `namespace-ranges` (hash ranges of the namespace in the watches' shardSelector;
+    /// Kubernetes 1.36+ with `ShardedListAndWatch`, one cluster per namespace).
+    #[arg(long, default_value_t = operatorkit::sharding::ShardingMode::Labels)]
+    pub sharding_mode: operatorkit::sharding::ShardingMode,
     /// How long a node drain may take before it ends with `Timeout`, in seconds, for
     /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
     #[arg(long, default_value_t = 3600)]

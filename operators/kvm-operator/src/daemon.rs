@@ -1,7 +1,8 @@
 //! `kvm-operator daemon`: the wiring. The flags become the configuration, the configuration and
 //! the client become the [`Shared`] context, and the cluster controller runs on it beside the
-//! drain executor, under leader election (one Lease per operator version), with the `/metrics`,
-//! `/healthz` and `/readyz` server, until SIGTERM or Ctrl-C.
+//! drain executor, under leader election (one Lease per operator version) or sharded over the
+//! replicas ([`operatorkit::replicas`]), with the `/metrics`, `/healthz` and `/readyz` server,
+//! until SIGTERM or Ctrl-C.
 //!
 //! The cluster controller routes a KVMConfig by its `release.giantswarm.io/version` label: the
 //! Release `v<version>` names the `kvm-operator` component version, and this process handles
@@ -21,8 +22,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
-use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
-use operatorkit::{Leadership, Server};
+use operatorkit::Server;
+use operatorkit::replicas::{self, ReplicaSettings, Replicas};
 use prometheus_client::registry::Registry;
 
 use apis::kvm::KVMConfig;
@@ -142,9 +143,7 @@ async fn run_with_nodes(
         .metrics(metrics)
         .readiness(readiness)
         .status_hook(StatusReport::new(client.clone()))
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .leadership(settings.leadership.clone())
+        .run_settings(&settings)
         .build()?;
     // Node pods carry the operator version as a label, not a Release: legacy routing.
     let version = semver::Version::parse(&shared.config.version)?;
@@ -155,38 +154,41 @@ async fn run_with_nodes(
         .label_selector(drainer::pod_selector())
         .resource_set(pods)
         // Readiness and the node-ready condition are pod status: follow every change.
-        .watches(Api::<Pod>::all(client.clone()), drainer::requeue_node_pod)
-        .watches(Api::<DrainerConfig>::all(client.clone()), drainer::requeue_drained_pod)
+        // Only node pods, and only this version's DrainerConfigs: when sharded, the sharder
+        // assigns what these watches select, and must not label every pod of the cluster.
+        .watches_selected(Api::<Pod>::all(client.clone()), Some(drainer::pod_selector()), drainer::requeue_node_pod)
+        .watches_selected(
+            Api::<DrainerConfig>::all(client.clone()),
+            Some(format!("{}={}", apis::labels::KVM_OPERATOR_VERSION, shared.config.version)),
+            drainer::requeue_drained_pod,
+        )
         .metrics(metrics)
         .readiness(readiness)
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .leadership(settings.leadership.clone())
+        .run_settings(&settings)
         .build()?;
     let deleter = Controller::<KVMConfig>::builder(client.clone(), deleter::CONTROLLER)
         .operator(COMPONENT)
         .resource_set(deleter::resource_set(nodes.clone(), set_name.clone(), requirement.clone()))
         .metrics(metrics)
         .readiness(readiness)
-        .concurrency(settings.concurrency)
-        .resync(nodes.settings.deleter_resync.min(settings.resync))
-        .leadership(settings.leadership.clone())
+        .run_settings(&RunSettings { resync: nodes.settings.deleter_resync.min(settings.resync), ..settings.clone() })
         .build()?;
     let terminator = Controller::<KVMConfig>::builder(client.clone(), unhealthy::CONTROLLER)
         .operator(COMPONENT)
         .resource_set(unhealthy::resource_set(nodes.clone(), set_name, requirement))
         .metrics(metrics)
         .readiness(readiness)
-        .concurrency(settings.concurrency)
-        .resync(settings.resync)
-        .leadership(settings.leadership.clone())
+        .run_settings(&settings)
         .build()?;
-    tokio::join!(
-        controller.run(shutdown.clone()),
-        drainer.run(shutdown.clone()),
-        deleter.run(shutdown.clone()),
-        terminator.run(shutdown)
-    );
+    replicas::run_controllers(&settings, async {
+        tokio::join!(
+            controller.run(shutdown.clone()),
+            drainer.run(shutdown.clone()),
+            deleter.run(shutdown.clone()),
+            terminator.run(shutdown.clone())
+        )
+    })
+    .await;
     nodes.watchers.stop_all();
     Ok(())
 }
@@ -200,31 +202,27 @@ pub fn lease_name(version: &str) -> String {
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
     let version = env!("CARGO_PKG_VERSION").to_string();
-    let elector = if args.leader_election {
-        let lease = args.leader_election_name.clone().unwrap_or_else(|| lease_name(&version));
-        let config = LeaderElectionConfig {
-            // The controllers have stopped (and with them every write) when the lease is
-            // released, so a standby may start at once.
-            release_on_cancel: true,
-            ..LeaderElectionConfig::new(&args.leader_election_namespace, lease)
-        };
-        Some(LeaderElector::new(client.clone(), config).context("leader election")?)
-    } else {
-        None
-    };
-    let leadership = elector.as_ref().map_or_else(Leadership::always, LeaderElector::leadership);
+    let replicas = Replicas::new(
+        client.clone(),
+        &ReplicaSettings::from_flags(
+            args.leader_election,
+            args.sharding.then_some(args.sharding_mode),
+            &args.leader_election_namespace,
+            args.leader_election_name.clone(),
+            COMPONENT,
+            &version,
+        ),
+        operatorkit::sharding::cluster_key(),
+    )
+    .context("leader election and sharding")?;
     let mut registry = Registry::default();
-    if let Some(elector) = &elector {
-        elector.register_metrics(&mut registry);
-    }
     let readiness = Readiness::new();
+    replicas.register(&mut registry, &readiness);
     let defaults = Tuning::new(&version)?;
     let tuning = Tuning {
-        run: RunSettings {
-            concurrency: args.concurrency,
-            resync: Duration::from_secs(args.resync_seconds),
-            leadership: leadership.clone(),
-        },
+        // The drain executor runs on the leader; the controllers write while this replica
+        // leads or (sharded) holds its shard.
+        run: replicas.run_settings(args.concurrency, Duration::from_secs(args.resync_seconds)),
         nodes: NodeSettings {
             watcher_resync: Duration::from_secs(args.resync_seconds.max(1)),
             ..NodeSettings::new(&args.nodes)
@@ -233,7 +231,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         drain: DrainerSettings { timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)), ..defaults.drain },
     };
     let shared = Shared::new(
-        leadership.gate(client),
+        replicas.writes().gate(client),
         OperatorConfig::new(&version, &args.cluster),
         args.certificates_namespace.clone(),
         Duration::from_secs(args.poll_seconds.max(1)),
@@ -245,8 +243,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");
     let serving = tokio::spawn(server.serve(shutdown.clone()));
     // The election stops after the controllers, so that releasing the lease comes last.
-    let stop_election = CancellationToken::new();
-    let election = elector.map(|elector| tokio::spawn(elector.run(stop_election.clone())));
+    let election = replicas.start();
     let stop = shutdown.clone();
     tokio::spawn(async move {
         operatorkit::server::terminated().await;
@@ -255,14 +252,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     });
     daemon.run(shutdown.clone()).await?;
     shutdown.cancel();
-    stop_election.cancel();
-    if let Some(election) = election {
-        match election.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "leader election ended with an error"),
-            Err(error) => tracing::warn!(%error, "leader election task failed"),
-        }
-    }
+    election.stop().await;
     let _ = serving.await;
     Ok(())
 }

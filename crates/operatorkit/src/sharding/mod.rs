@@ -115,6 +115,34 @@ pub enum ShardingMode {
     NamespaceRanges,
 }
 
+impl ShardingMode {
+    /// The mode's name on a command line: `labels` or `namespace-ranges`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardingMode::Labels => "labels",
+            ShardingMode::NamespaceRanges => "namespace-ranges",
+        }
+    }
+}
+
+impl std::fmt::Display for ShardingMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ShardingMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "labels" => Ok(ShardingMode::Labels),
+            "namespace-ranges" => Ok(ShardingMode::NamespaceRanges),
+            other => Err(format!("unknown sharding mode {other:?}: use \"labels\" or \"namespace-ranges\"")),
+        }
+    }
+}
+
 /// Which ring this replica joins, as which shard, and how fast shards come and go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardingConfig {
@@ -502,7 +530,12 @@ impl Sharding {
 
     /// Register a kind for the sharder to assign.
     pub(crate) fn register_kind(&self, kind: Arc<dyn ShardedKind>) {
-        self.inner.kinds.lock().push(kind);
+        // Several controllers of one operator watch the same kind (a cluster controller, its
+        // deleter, its terminator): the sharder keeps one cache of it.
+        let mut kinds = self.inner.kinds.lock();
+        if !kinds.iter().any(|k| k.identity() == kind.identity()) {
+            kinds.push(kind);
+        }
     }
 
     /// What a replica must do with a cached object of its watch.

@@ -42,6 +42,9 @@ const WRITE_CONCURRENCY: usize = 16;
 pub(crate) trait ShardedKind: Send + Sync {
     /// The kind's name, for logs and metrics.
     fn kind(&self) -> String;
+    /// What the sharder caches for it: the kind, the namespace and the label selector. Two
+    /// registrations with one identity are one cache.
+    fn identity(&self) -> String;
     /// Start a fresh metadata cache; the stream drives it and yields `true` once listed.
     fn start(&self) -> BoxStream<'static, bool>;
     /// The cached objects' metadata.
@@ -68,6 +71,15 @@ impl<K: Watched> KindHandle<K> {
 impl<K: Watched> ShardedKind for KindHandle<K> {
     fn kind(&self) -> String {
         K::kind(&()).to_string()
+    }
+
+    fn identity(&self) -> String {
+        format!(
+            "{}|{}|{}",
+            K::kind(&()),
+            self.api.namespace().unwrap_or_default(),
+            self.selector.as_deref().unwrap_or_default()
+        )
     }
 
     fn start(&self) -> BoxStream<'static, bool> {

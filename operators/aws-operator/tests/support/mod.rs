@@ -325,7 +325,7 @@ impl Fixture {
                 shared,
                 &metrics,
                 &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership },
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership, sharding: None },
                 t.clone(),
             );
             let (result, ()) = tokio::join!(controllers, drainer.run(t.clone()));
