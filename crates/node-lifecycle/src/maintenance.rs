@@ -340,6 +340,14 @@ impl Schedule {
         &self.windows
     }
 
+    /// `at` as a local time in the schedule's zone, for messages: `Mon 22:00 CEST`.
+    pub fn local(&self, at: Timestamp) -> String {
+        match chrono::DateTime::from_timestamp(at.as_second(), 0) {
+            Some(t) => t.with_timezone(&self.zone).format("%a %H:%M %Z").to_string(),
+            None => at.to_string(),
+        }
+    }
+
     /// `Err` naming the first window shorter than `pause` (a rolling update's pause between
     /// batches): a roll could not complete one batch and its pause inside it.
     pub fn check_pause(&self, pause: Duration) -> Result<(), MaintenanceError> {
@@ -558,6 +566,7 @@ mod tests {
         assert!(s.is_open(at("2026-06-01T20:00:00Z")));
         assert!(s.is_open(at("2026-06-01T23:59:59Z")), "past midnight UTC and local, still in the window");
         assert!(!s.is_open(at("2026-06-02T00:00:00Z")), "the end is exclusive");
+        assert_eq!(s.local(at("2026-06-01T20:00:00Z")), "Mon 22:00 CEST");
         // After it closes, the next one is a week later.
         assert_eq!(
             s.next_window(at("2026-06-02T00:00:00Z")),

@@ -194,6 +194,9 @@ pub struct Shared {
     pub workload_clients: WorkloadClients,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
+    /// The time the controllers go by for maintenance windows and node ages: the system's;
+    /// tests move it ([`node_lifecycle::maintenance::Clock::set`]).
+    pub clock: node_lifecycle::maintenance::Clock,
     events: Events,
 }
 
@@ -225,6 +228,7 @@ impl Shared {
             unhealthy: UnhealthyMetrics::new(registry),
             workload_clients,
             memo: Mutex::new(Memo::default()),
+            clock: node_lifecycle::maintenance::Clock::system(),
             events,
         })
     }
