@@ -15,7 +15,9 @@
 //!   cooldown between runs that replace), as pure functions;
 //! * [`maintenance`]: weekly maintenance windows in a time zone (daylight-saving changes
 //!   included), the max-age choice of the next node to replace, and the [`maintenance::Clock`]
-//!   the controllers share, as pure functions.
+//!   the controllers share, as pure functions;
+//! * [`slots`]: rollout limits (clusters rolling per management cluster, node pools rolling per
+//!   cluster) as Leases that every replica shares and that survive restarts.
 //!
 //! Tests simulate a workload cluster with the `workload-sim` crate: a second `testenv` with
 //! nodes for the machines a test declares and workloads under disruption budgets.
@@ -43,6 +45,7 @@
 pub mod clients;
 pub mod drain;
 pub mod maintenance;
+pub mod slots;
 pub mod unhealthy;
 
 pub use clients::{ClientOptions, ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
