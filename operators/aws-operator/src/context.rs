@@ -145,6 +145,12 @@ pub struct Memo {
     /// of the AWSCluster: the annotation that keeps it across restarts may reach the cache
     /// after the next run started, and the cooldown must hold in between.
     pub unhealthy_terminations: HashMap<String, jiff::Timestamp>,
+    /// The objects (`<Kind>/<namespace>/<name>`) this process knows to hold no rollout slot
+    /// ([`crate::rollout`]): their release reads no Lease until they acquire again.
+    pub rollout_released: std::collections::HashSet<String>,
+    /// Instances this process terminated for their age, per Auto Scaling group
+    /// (`<account cache key>/<group>`): never counted again while a listing still shows them.
+    pub max_age_replaced: HashMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.

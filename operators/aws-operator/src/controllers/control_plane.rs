@@ -374,7 +374,16 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         } else {
             crate::maintenance::Gate::Go
         };
-        let desired = DesiredStack { may_update: held.is_none() && window == crate::maintenance::Gate::Go, ..desired };
+        // Rollout limits (`crate::rollout`): the cluster's slot for the masters' roll.
+        let slot_wait = if settled_and_changing && window == crate::maintenance::Gate::Go && held.is_none() {
+            crate::rollout::acquire(&shared, &cluster, obj).await?
+        } else {
+            None
+        };
+        let desired = DesiredStack {
+            may_update: held.is_none() && window == crate::maintenance::Gate::Go && slot_wait.is_none(),
+            ..desired
+        };
         let (progress, entry) =
             crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
@@ -404,8 +413,17 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 return Ok(out);
             }
         }
+        if let Some(why) = slot_wait {
+            state.failure = Some(crate::rollout::WAITING_FOR_SLOT);
+            let out = wait(state, why);
+            write_status(state, obj).await?;
+            return Ok(out);
+        }
         match progress {
             Progress::Ready(_) => {
+                if !settled_and_changing {
+                    crate::rollout::release(&shared, &cluster, obj).await?;
+                }
                 state.ready = true;
                 write_status(state, obj).await?;
                 if created {
@@ -451,7 +469,10 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let (deletion, entry) =
             crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
         let (out, failed) = match deletion {
-            Deletion::Gone => (Outcome::proceed(), None),
+            Deletion::Gone => {
+                crate::rollout::release(&shared, &cluster, obj).await?;
+                (Outcome::proceed(), None)
+            }
             Deletion::Pending => (keep("deleting"), None),
             Deletion::Failed { message, retry_after } => {
                 (Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after), Some(message))

@@ -530,6 +530,17 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             }
             (decision, _) => decision,
         };
+        // Rollout limits (`crate::rollout`), for a roll that may start now.
+        let decision = match (decision, settled) {
+            (upgrade::Decision::Roll, true) => match crate::rollout::acquire(&shared, &cluster, obj).await? {
+                None => upgrade::Decision::Roll,
+                Some(why) => {
+                    hold_reason = crate::rollout::WAITING_FOR_SLOT;
+                    upgrade::Decision::Hold(why)
+                }
+            },
+            (decision, _) => decision,
+        };
         if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group) {
             autoscaler(&shared, &tenant, obj, group, false).await?;
         }
@@ -547,9 +558,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
         }
-        // Current again: the autoscaler may act on the group.
+        // Current again: the autoscaler may act on the group, and the pool's rollout slots are
+        // free.
         if let (upgrade::Decision::Current, Some(group)) = (&decision, &group) {
             autoscaler(&shared, &tenant, obj, group, true).await?;
+        }
+        if decision == upgrade::Decision::Current {
+            crate::rollout::release(&shared, &cluster, obj).await?;
         }
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
@@ -633,6 +648,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                 return Ok(out);
             }
         }
+        crate::rollout::release(&shared, &cluster, obj).await?;
         shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
         Ok(Outcome::proceed())
     }
