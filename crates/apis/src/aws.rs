@@ -165,6 +165,10 @@ pub struct AWSClusterSpecCluster {
     /// OpenID Connect authentication for the workload cluster's API server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oidc: Option<AWSClusterSpecClusterOIDC>,
+    /// When disruptive work may run, and how much at once; at any time, without limit, when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<crate::maintenance::Maintenance>,
 }
 
 /// `spec.cluster.dns`.
@@ -492,6 +496,10 @@ pub struct AWSMachineDeploymentSpecNodePool {
     pub machine: AWSMachineDeploymentSpecNodePoolMachine,
     /// Autoscaling bounds.
     pub scaling: AWSMachineDeploymentSpecNodePoolScaling,
+    /// Replace nodes older than this, one at a time, inside the cluster's maintenance windows:
+    /// a number and a unit such as `30d` or `720h`, at least a day. Never when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_age: Option<String>,
 }
 
 /// `spec.nodePool.machine`.
@@ -807,6 +815,7 @@ mod tests {
                     kubelet_volume_size_gb: 100,
                 },
                 scaling: AWSMachineDeploymentSpecNodePoolScaling { min, max },
+                max_node_age: None,
             },
             provider: AWSMachineDeploymentSpecProvider {
                 availability_zones: zones.iter().map(|z| z.to_string()).collect(),

@@ -19,6 +19,7 @@ pub mod drainer;
 pub mod go;
 pub mod kvm;
 pub mod labels;
+pub mod maintenance;
 pub mod release;
 pub mod status;
 pub mod validation;

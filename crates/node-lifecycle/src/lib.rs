@@ -12,7 +12,12 @@
 //!   short step per reconcile;
 //! * [`unhealthy`]: which NotReady nodes to replace in one run, behind the circuit breaker both
 //!   operators share (at most one master and `max(1, round(10 %))` of the nodes per run, a
-//!   cooldown between runs that replace), as pure functions.
+//!   cooldown between runs that replace), as pure functions;
+//! * [`maintenance`]: weekly maintenance windows in a time zone (daylight-saving changes
+//!   included), the max-age choice of the next node to replace, and the [`maintenance::Clock`]
+//!   the controllers share, as pure functions;
+//! * [`slots`]: rollout limits (clusters rolling per management cluster, node pools rolling per
+//!   cluster) as Leases that every replica shares and that survive restarts.
 //!
 //! Tests simulate a workload cluster with the `workload-sim` crate: a second `testenv` with
 //! nodes for the machines a test declares and workloads under disruption budgets.
@@ -39,6 +44,8 @@
 
 pub mod clients;
 pub mod drain;
+pub mod maintenance;
+pub mod slots;
 pub mod unhealthy;
 
 pub use clients::{ClientOptions, ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};

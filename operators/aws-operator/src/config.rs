@@ -126,6 +126,10 @@ pub struct DaemonArgs {
     /// also looks when a NotReady node is due).
     #[arg(long, default_value_t = 180)]
     pub unhealthy_node_resync_seconds: u64,
+    /// At most this many clusters roll (replace instances) at once, across every replica and
+    /// version of the operator; 0: no limit. Slots are Leases in the operator's namespace.
+    #[arg(long, default_value_t = 0)]
+    pub max_rolling_clusters: u32,
 }
 
 /// The unhealthy-node terminator's settings (`--terminate-unhealthy-nodes`,
@@ -215,6 +219,10 @@ pub struct OperatorConfig {
     pub alike_instances: AlikeInstances,
     /// The unhealthy-node terminator's settings.
     pub unhealthy: UnhealthySettings,
+    /// At most this many clusters roll at once (`--max-rolling-clusters`); 0: no limit.
+    pub max_rolling_clusters: u32,
+    /// The namespace of the rollout-slot Leases (`crate::rollout`): the operator's own.
+    pub slot_namespace: String,
 }
 
 /// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
@@ -291,6 +299,8 @@ impl Default for OperatorConfig {
             certificates_namespace: None,
             alike_instances: AlikeInstances::default(),
             unhealthy: UnhealthySettings::default(),
+            max_rolling_clusters: 0,
+            slot_namespace: "giantswarm".into(),
         }
     }
 }

@@ -145,6 +145,12 @@ pub struct Memo {
     /// of the AWSCluster: the annotation that keeps it across restarts may reach the cache
     /// after the next run started, and the cooldown must hold in between.
     pub unhealthy_terminations: HashMap<String, jiff::Timestamp>,
+    /// The objects (`<Kind>/<namespace>/<name>`) this process knows to hold no rollout slot
+    /// ([`crate::rollout`]): their release reads no Lease until they acquire again.
+    pub rollout_released: std::collections::HashSet<String>,
+    /// Instances this process terminated for their age, per Auto Scaling group
+    /// (`<account cache key>/<group>`): never counted again while a listing still shows them.
+    pub max_age_replaced: HashMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.
@@ -194,6 +200,9 @@ pub struct Shared {
     pub workload_clients: WorkloadClients,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
+    /// The time the controllers go by for maintenance windows and node ages: the system's;
+    /// tests move it ([`node_lifecycle::maintenance::Clock::set`]).
+    pub clock: node_lifecycle::maintenance::Clock,
     events: Events,
 }
 
@@ -225,6 +234,7 @@ impl Shared {
             unhealthy: UnhealthyMetrics::new(registry),
             workload_clients,
             memo: Mutex::new(Memo::default()),
+            clock: node_lifecycle::maintenance::Clock::system(),
             events,
         })
     }

@@ -239,6 +239,8 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
         endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
         unhealthy: UnhealthySettings::new(&args),
+        max_rolling_clusters: args.max_rolling_clusters,
+        slot_namespace: args.leader_election_namespace.clone(),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();

@@ -17,6 +17,8 @@
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
+//! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
+//! | [`rollout`] | rollout limits: the Lease slots of clusters and node pools that roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
 //!
@@ -60,7 +62,9 @@ pub mod controllers;
 pub mod daemon;
 pub mod drainers;
 pub mod ipam;
+pub mod maintenance;
 pub mod node_config;
 pub mod plan;
 pub mod render;
+pub mod rollout;
 pub mod upgrade;

@@ -129,6 +129,14 @@ pub struct RollingUpdate {
     pub pause_time: String,
 }
 
+impl RollingUpdate {
+    /// The pause between batches; `None` if [`RollingUpdate::pause_time`] is not a duration
+    /// this module writes.
+    pub fn pause(&self) -> Option<std::time::Duration> {
+        pause_seconds(&self.pause_time).map(std::time::Duration::from_secs)
+    }
+}
+
 /// Computes the rolling-update settings (§5.7.1).
 ///
 /// * `desired = max(min, min(current_desired, max))`; pass 0 when the group does not exist yet.

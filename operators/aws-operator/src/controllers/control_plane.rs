@@ -51,6 +51,9 @@ pub struct ControlPlaneState {
     /// The `Ready` reason of a failure being retried; `waiting` holds its message.
     failure: Option<&'static str>,
     ready: bool,
+    /// Whether the cluster's maintenance settings can be used (the
+    /// [`crate::maintenance::SETTINGS`] condition); `None`: not looked at, or not set.
+    maintenance: Option<Result<(), String>>,
 }
 
 impl ControlPlaneState {
@@ -66,6 +69,7 @@ impl ControlPlaneState {
             waiting: None,
             failure: None,
             ready: false,
+            maintenance: None,
         }
     }
 }
@@ -80,6 +84,18 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
         (None, false) => (false, "StacksCreating", "the masters' stack is being created".to_string()),
     };
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    if let Some(settings) = &state.maintenance {
+        let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+        let warn = crate::maintenance::set_settings_condition(
+            &mut status.conditions,
+            before,
+            settings,
+            obj.metadata.generation,
+        );
+        if let Some(message) = warn {
+            state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
+        }
+    }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
@@ -337,7 +353,37 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             }
             _ => None,
         };
-        let desired = DesiredStack { may_update: held.is_none(), ..desired };
+        // Maintenance windows (`crate::maintenance`): an update of the settled stack replaces
+        // the masters and waits for one; a first creation does not.
+        let schedule = crate::maintenance::schedule(&cluster, None);
+        let had_condition =
+            obj.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == crate::maintenance::SETTINGS));
+        if cluster.spec.cluster.maintenance.is_some() || had_condition {
+            let whose = format!("AWSCluster {}/{id}", cluster.namespace().unwrap_or_default());
+            state.maintenance =
+                Some(schedule.as_ref().map(|_| ()).map_err(|e| crate::maintenance::problems_message(&whose, e)));
+        }
+        let settled_and_changing = shared
+            .stacks
+            .get(&tenant.cache_key(), tenant.cfn.as_ref(), &name)
+            .await?
+            .is_some_and(|v| v.status.is_usable() && v.template_hash() != Some(desired_hash(&desired).as_str()));
+        let window = if settled_and_changing {
+            let what = format!("the masters' rolling update of cluster {id}");
+            crate::maintenance::gate(&cluster, &schedule, &what, shared.clock.now(), shared.config.poll)
+        } else {
+            crate::maintenance::Gate::Go
+        };
+        // Rollout limits (`crate::rollout`): the cluster's slot for the masters' roll.
+        let slot_wait = if settled_and_changing && window == crate::maintenance::Gate::Go && held.is_none() {
+            crate::rollout::acquire(&shared, &cluster, obj).await?
+        } else {
+            None
+        };
+        let desired = DesiredStack {
+            may_update: held.is_none() && window == crate::maintenance::Gate::Go && slot_wait.is_none(),
+            ..desired
+        };
         let (progress, entry) =
             crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
         state.stacks.push(entry);
@@ -347,8 +393,37 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             write_status(state, obj).await?;
             return Ok(out);
         }
+        match window {
+            crate::maintenance::Gate::Go => {}
+            crate::maintenance::Gate::Wait { message, retry_after } => {
+                let reason = crate::maintenance::WAITING_FOR_WINDOW;
+                let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+                if !crate::maintenance::ready_reason_is(before, reason) {
+                    shared.event(obj, reason, message.clone()).await;
+                }
+                state.failure = Some(reason);
+                state.waiting = Some(message);
+                write_status(state, obj).await?;
+                return Ok(Outcome::cancel_reconciliation().requeue_after(retry_after));
+            }
+            crate::maintenance::Gate::Invalid(message) => {
+                state.failure = Some(crate::maintenance::INVALID_MAINTENANCE);
+                let out = wait(state, message);
+                write_status(state, obj).await?;
+                return Ok(out);
+            }
+        }
+        if let Some(why) = slot_wait {
+            state.failure = Some(crate::rollout::WAITING_FOR_SLOT);
+            let out = wait(state, why);
+            write_status(state, obj).await?;
+            return Ok(out);
+        }
         match progress {
             Progress::Ready(_) => {
+                if !settled_and_changing {
+                    crate::rollout::release(&shared, &cluster, obj).await?;
+                }
                 state.ready = true;
                 write_status(state, obj).await?;
                 if created {
@@ -394,7 +469,10 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let (deletion, entry) =
             crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
         let (out, failed) = match deletion {
-            Deletion::Gone => (Outcome::proceed(), None),
+            Deletion::Gone => {
+                crate::rollout::release(&shared, &cluster, obj).await?;
+                (Outcome::proceed(), None)
+            }
             Deletion::Pending => (keep("deleting"), None),
             Deletion::Failed { message, retry_after } => {
                 (Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after), Some(message))

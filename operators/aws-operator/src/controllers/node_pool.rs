@@ -59,6 +59,9 @@ pub struct PoolState {
     /// What is wrong with the rolling-update annotations, once the pool's stack was built
     /// (the [`ROLLING_UPDATE`] condition); `None` before.
     rolling_update: Option<Vec<String>>,
+    /// Whether the cluster's maintenance settings and the pool's max age can be used (the
+    /// [`crate::maintenance::SETTINGS`] condition); `None`: not looked at, or not set.
+    maintenance: Option<Result<(), String>>,
 }
 
 /// The condition saying whether the rolling-update annotations
@@ -81,6 +84,7 @@ impl PoolState {
             failure: None,
             ready: false,
             rolling_update: None,
+            maintenance: None,
         }
     }
 }
@@ -113,6 +117,18 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
         });
         if changed && !ok && !was_false {
             state.shared.warning(obj, "InvalidAnnotation", message).await;
+        }
+    }
+    if let Some(settings) = &state.maintenance {
+        let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+        let warn = crate::maintenance::set_settings_condition(
+            &mut status.conditions,
+            before,
+            settings,
+            obj.metadata.generation,
+        );
+        if let Some(message) = warn {
+            state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
         }
     }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
@@ -463,6 +479,68 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             }
             _ => upgrade::decide(change, &shared.config.version, &upgrade::Masters::none()),
         };
+        // Maintenance windows (`crate::maintenance`): an update of an existing stack that
+        // replaces instances waits for one; scaling and a new pool do not.
+        let pause = inputs.tcnp(live_desired).rolling_update.pause();
+        let schedule = crate::maintenance::schedule(&cluster, pause);
+        let max_age = obj
+            .spec
+            .node_pool
+            .max_node_age
+            .as_deref()
+            .map(|raw| node_lifecycle::maintenance::parse_max_age("spec.nodePool.maxNodeAge", raw));
+        let had_condition =
+            obj.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == crate::maintenance::SETTINGS));
+        if cluster.spec.cluster.maintenance.is_some() || max_age.is_some() || had_condition {
+            let mut problems = Vec::new();
+            if let Err(errors) = &schedule {
+                let whose = format!("AWSCluster {}/{}", cluster.namespace().unwrap_or_default(), id);
+                problems.push(crate::maintenance::problems_message(&whose, errors));
+            }
+            if let Some(Err(e)) = &max_age {
+                problems.push(format!(
+                    "{}: {e}; nodes are not replaced for their age until this is fixed",
+                    controllers::status::describe(obj)
+                ));
+            }
+            state.maintenance = Some(if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) });
+        }
+        let (mut hold_reason, mut hold_retry) = (upgrade::WAITING_FOR_MASTERS, poll);
+        // A stack being updated goes on: a roll started in a window is not stopped when it
+        // closes (CloudFormation cannot pause it).
+        let settled = observed.as_ref().is_some_and(|v| v.status.is_usable());
+        let decision = match (decision, settled) {
+            (upgrade::Decision::Roll, true) => {
+                let what = format!("the rolling update of node pool {md}");
+                match crate::maintenance::gate(&cluster, &schedule, &what, shared.clock.now(), poll) {
+                    crate::maintenance::Gate::Go => upgrade::Decision::Roll,
+                    crate::maintenance::Gate::Wait { message, retry_after } => {
+                        (hold_reason, hold_retry) = (crate::maintenance::WAITING_FOR_WINDOW, retry_after);
+                        let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+                        if !crate::maintenance::ready_reason_is(before, hold_reason) {
+                            shared.event(obj, hold_reason, message.clone()).await;
+                        }
+                        upgrade::Decision::Hold(message)
+                    }
+                    crate::maintenance::Gate::Invalid(message) => {
+                        hold_reason = crate::maintenance::INVALID_MAINTENANCE;
+                        upgrade::Decision::Hold(message)
+                    }
+                }
+            }
+            (decision, _) => decision,
+        };
+        // Rollout limits (`crate::rollout`), for a roll that may start now.
+        let decision = match (decision, settled) {
+            (upgrade::Decision::Roll, true) => match crate::rollout::acquire(&shared, &cluster, obj).await? {
+                None => upgrade::Decision::Roll,
+                Some(why) => {
+                    hold_reason = crate::rollout::WAITING_FOR_SLOT;
+                    upgrade::Decision::Hold(why)
+                }
+            },
+            (decision, _) => decision,
+        };
         if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group) {
             autoscaler(&shared, &tenant, obj, group, false).await?;
         }
@@ -480,9 +558,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
         }
-        // Current again: the autoscaler may act on the group.
+        // Current again: the autoscaler may act on the group, and the pool's rollout slots are
+        // free.
         if let (upgrade::Decision::Current, Some(group)) = (&decision, &group) {
             autoscaler(&shared, &tenant, obj, group, true).await?;
+        }
+        if decision == upgrade::Decision::Current {
+            crate::rollout::release(&shared, &cluster, obj).await?;
         }
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
@@ -505,8 +587,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if let upgrade::Decision::Hold(why) = decision {
             // Nothing else wakes the pool when the masters are done: look again at the poll
             // interval.
-            state.failure = Some(upgrade::WAITING_FOR_MASTERS);
-            wait!("{why}");
+            state.failure = Some(hold_reason);
+            state.waiting = Some(why);
+            write_status(state, obj).await?;
+            return Ok(Outcome::cancel_reconciliation().requeue_after(hold_retry));
         }
         state.ready = true;
         state.waiting = None;
@@ -564,6 +648,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                 return Ok(out);
             }
         }
+        crate::rollout::release(&shared, &cluster, obj).await?;
         shared.event(obj, "MachineDeploymentDeleted", format!("node pool {md}: stacks deleted")).await;
         Ok(Outcome::proceed())
     }

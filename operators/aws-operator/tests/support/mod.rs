@@ -55,6 +55,8 @@ pub struct Fixture {
     /// opts in: the fixture's certificates are placeholders that give no workload-cluster
     /// client).
     pub unhealthy: Option<UnhealthySettings>,
+    /// The operator's `--max-rolling-clusters` (0: no limit).
+    pub max_rolling_clusters: u32,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -162,6 +164,7 @@ impl Fixture {
             service_account: None,
             drainer_poll: None,
             unhealthy: None,
+            max_rolling_clusters: 0,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -269,6 +272,7 @@ impl Fixture {
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
         let unhealthy = self.unhealthy.clone();
+        let max_rolling_clusters = self.max_rolling_clusters;
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -303,6 +307,7 @@ impl Fixture {
             if let Some(unhealthy) = unhealthy {
                 config.unhealthy = unhealthy;
             }
+            config.max_rolling_clusters = max_rolling_clusters;
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
             // operator's workload-cluster clients.

@@ -1,0 +1,192 @@
+//! Maintenance windows as the controllers apply them: whether a disruptive step (a TCCPN or
+//! TCNP stack update that replaces instances) may run now, and what the object's status says
+//! when it may not. Pure; the schedule itself is `node_lifecycle::maintenance`, shared with
+//! kvm-operator.
+//!
+//! Only disruptive work waits. A scaling-only change, a new pool and a first stack creation go
+//! at once ([`crate::upgrade::Change`] tells them apart). A spec the operator cannot read
+//! (a malformed window, an unknown time zone, a window shorter than the pool's pause between
+//! batches, a `maxNodeAge` below a day) holds the disruptive work too: a mistake never lets a
+//! roll run outside the windows someone meant to set.
+
+use std::time::Duration;
+
+use apis::aws::AWSCluster;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt as _;
+use node_lifecycle::maintenance::{MaintenanceError, Schedule, WindowState};
+
+/// The condition on control planes and node pools saying whether their cluster's
+/// `spec.cluster.maintenance` (and the pool's `spec.nodePool.maxNodeAge`) can be used:
+/// `False` with reason [`INVALID_MAINTENANCE`] names each field and its fix.
+pub const SETTINGS: &str = "MaintenanceSettings";
+
+/// The `Ready` reason of an object whose disruptive work waits for the next window.
+pub const WAITING_FOR_WINDOW: &str = "WaitingForMaintenanceWindow";
+
+/// The `Ready` reason (and the [`SETTINGS`] reason) of an object whose disruptive work waits
+/// because the maintenance settings cannot be read.
+pub const INVALID_MAINTENANCE: &str = "InvalidMaintenance";
+
+/// The path of the cluster's settings.
+pub const FIELD: &str = "spec.cluster.maintenance";
+
+/// The cluster's schedule: `Ok(None)` when it sets no maintenance, every problem otherwise.
+/// `pause`, a pool's pause between batches, must fit in every window.
+pub fn schedule(cluster: &AWSCluster, pause: Option<Duration>) -> Result<Option<Schedule>, Vec<MaintenanceError>> {
+    let Some(spec) = &cluster.spec.cluster.maintenance else {
+        return Ok(None);
+    };
+    let schedule = Schedule::parse(FIELD, spec)?;
+    if let Some(pause) = pause {
+        schedule.check_pause(pause).map_err(|e| vec![e])?;
+    }
+    Ok(Some(schedule))
+}
+
+/// The message of the [`SETTINGS`] condition for `problems` of the objects named `whose`
+/// (`AWSCluster org-acme/a1b2c`).
+pub fn problems_message(whose: &str, problems: &[MaintenanceError]) -> String {
+    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    format!("{whose}: {}; disruptive work (rolling node replacement) waits until this is fixed", list.join("; "))
+}
+
+/// Set the [`SETTINGS`] condition in `conditions` (`before`: the object's conditions as read)
+/// from `settings`: `Ok` when they can be used, else the problems' message. Returns the message
+/// of a `False` condition that is new (not `False` with that message before), for the Warning
+/// event.
+pub fn set_settings_condition(
+    conditions: &mut Vec<Condition>,
+    before: &[Condition],
+    settings: &Result<(), String>,
+    generation: Option<i64>,
+) -> Option<String> {
+    let (ok, reason, message) = match settings {
+        Ok(()) => (true, "Valid", "the maintenance settings apply".to_string()),
+        Err(message) => (false, INVALID_MAINTENANCE, message.clone()),
+    };
+    crate::controllers::status::set_condition(conditions, SETTINGS, ok, reason, message.clone(), generation);
+    let was_false = before.iter().any(|c| c.type_ == SETTINGS && c.status == "False" && c.message == message);
+    (!ok && !was_false).then_some(message)
+}
+
+/// Whether `conditions` already hold a `Ready` condition with `reason`: an event announcing a
+/// wait is published once, when the wait starts.
+pub fn ready_reason_is(conditions: &[Condition], reason: &str) -> bool {
+    conditions.iter().any(|c| c.type_ == crate::controllers::status::READY && c.reason == reason)
+}
+
+/// Whether a disruptive step may run now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Yes.
+    Go,
+    /// Not before the next window: the `Ready` message, and when to look again (the window's
+    /// start, or the poll interval if that is sooner, so that a moved clock or a changed spec
+    /// is seen).
+    Wait {
+        /// Why it waits and when the window opens (RFC 3339, and local time).
+        message: String,
+        /// When to look again.
+        retry_after: Duration,
+    },
+    /// Not until the settings are fixed: the `Ready` message.
+    Invalid(String),
+}
+
+/// The gate of a disruptive step of `what` (e.g. `the rolling update of node pool np001`) in
+/// `cluster`, at `now`; `poll` bounds the requeue.
+pub fn gate(
+    cluster: &AWSCluster,
+    schedule: &Result<Option<Schedule>, Vec<MaintenanceError>>,
+    what: &str,
+    now: Timestamp,
+    poll: Duration,
+) -> Gate {
+    let schedule = match schedule {
+        Ok(None) => return Gate::Go,
+        Ok(Some(s)) => s,
+        Err(problems) => {
+            let whose = format!("AWSCluster {}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+            return Gate::Invalid(problems_message(&whose, problems));
+        }
+    };
+    match schedule.state(now) {
+        WindowState::Unrestricted | WindowState::Open { .. } => Gate::Go,
+        WindowState::Closed { opens, closes } => {
+            let until = now.duration_until(opens);
+            let retry_after = Duration::from_secs(until.as_secs().max(1) as u64).min(poll);
+            Gate::Wait {
+                message: format!(
+                    "{what} waits for the next maintenance window, which opens at {opens} ({}) and closes at {closes}",
+                    schedule.local(opens)
+                ),
+                retry_after,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(maintenance: serde_json::Value) -> AWSCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "a1b2c", "namespace": "org-acme"},
+            "spec": {
+                "cluster": {"dns": {"domain": "example.com"}, "maintenance": maintenance},
+                "provider": {"credentialSecret": {"name": "c", "namespace": "giantswarm"}, "region": "eu-central-1"}
+            }
+        }))
+        .expect("a cluster")
+    }
+
+    #[test]
+    fn outside_its_window_a_roll_waits_with_the_window_named_and_looks_again_at_the_poll() {
+        let c = cluster(
+            serde_json::json!({"timeZone": "Europe/Berlin", "windows": [{"days": ["Mon"], "start": "22:00", "duration": "4h"}]}),
+        );
+        let s = schedule(&c, Some(Duration::from_secs(600)));
+        let poll = Duration::from_secs(10);
+        match gate(&c, &s, "the rolling update of node pool np001", "2026-06-01T12:00:00Z".parse().expect("t"), poll) {
+            Gate::Wait { message, retry_after } => {
+                assert_eq!(
+                    message,
+                    "the rolling update of node pool np001 waits for the next maintenance window, which opens at 2026-06-01T20:00:00Z (Mon 22:00 CEST) and closes at 2026-06-02T00:00:00Z"
+                );
+                assert_eq!(retry_after, poll);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Five seconds before it opens, look again when it opens.
+        let gate_soon = gate(&c, &s, "x", "2026-06-01T19:59:55Z".parse().expect("t"), poll);
+        assert!(matches!(gate_soon, Gate::Wait { retry_after, .. } if retry_after == Duration::from_secs(5)));
+        assert_eq!(gate(&c, &s, "x", "2026-06-01T20:00:00Z".parse().expect("t"), poll), Gate::Go);
+    }
+
+    #[test]
+    fn no_settings_never_wait_and_bad_settings_hold_with_the_field_named() {
+        let plain: AWSCluster = {
+            let mut c = cluster(serde_json::Value::Null);
+            c.spec.cluster.maintenance = None;
+            c
+        };
+        let now: Timestamp = "2026-06-01T12:00:00Z".parse().expect("t");
+        assert_eq!(gate(&plain, &schedule(&plain, None), "x", now, Duration::from_secs(1)), Gate::Go);
+        let short = cluster(serde_json::json!({"windows": [{"start": "02:00", "duration": "5m"}]}));
+        let s = schedule(&short, Some(Duration::from_secs(600)));
+        match gate(&short, &s, "x", now, Duration::from_secs(1)) {
+            Gate::Invalid(message) => assert!(
+                message.starts_with("AWSCluster org-acme/a1b2c: spec.cluster.maintenance.windows[0].duration: a window of 5m is shorter than the rolling update's pause of 10m"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let zone = cluster(serde_json::json!({"timeZone": "Europe/Berlln", "windows": []}));
+        let err = schedule(&zone, None).expect_err("unknown zone");
+        assert_eq!(err[0].field(), "spec.cluster.maintenance.timeZone");
+    }
+}
