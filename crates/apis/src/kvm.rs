@@ -110,6 +110,15 @@ pub struct KVMConfigSpecCluster {
     pub id: String,
     /// Kubernetes settings.
     pub kubernetes: ClusterKubernetes,
+    /// When disruptive work (rolling node replacement, max-age replacement) may run; the
+    /// same settings as an AWSCluster's (`maxRollingNodePools` does not apply: a KVM cluster
+    /// replaces one node at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<crate::maintenance::Maintenance>,
+    /// Replace nodes older than this, one at a time, drained first, inside the maintenance
+    /// windows: a number and a unit such as `30d` or `720h`, at least a day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_age: Option<String>,
     /// The control-plane nodes; at least one.
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(length(min = 1, max = 7))]

@@ -149,6 +149,7 @@ fn start_operator(client: kube::Client, stop: CancellationToken) -> tokio::task:
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        rollout: Default::default(),
     };
     let shared = Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30));
     println!(

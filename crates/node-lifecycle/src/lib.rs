@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clients;
+pub mod disruption;
 pub mod drain;
 pub mod maintenance;
 pub mod slots;

@@ -47,6 +47,11 @@ pub struct DaemonArgs {
     /// Kubernetes 1.36+ with `ShardedListAndWatch`, one cluster per namespace).
     #[arg(long, default_value_t = operatorkit::sharding::ShardingMode::Labels)]
     pub sharding_mode: operatorkit::sharding::ShardingMode,
+    /// At most this many clusters replace nodes (a rolling update, a max-age replacement) at
+    /// once, across every replica and version of the operator; 0: no limit. Slots are Leases in
+    /// the operator's namespace.
+    #[arg(long, default_value_t = 0)]
+    pub max_rolling_clusters: u32,
     /// How long a node drain may take before it ends with `Timeout`, in seconds, for
     /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
     #[arg(long, default_value_t = 3600)]
@@ -205,6 +210,25 @@ pub struct OperatorConfig {
     pub node_config: NodeConfigSettings,
     /// The ClusterRoles of the two bindings.
     pub roles: ClusterRoles,
+    /// How many clusters may replace nodes at once.
+    pub rollout: RolloutLimits,
+}
+
+/// The management cluster's rollout limit: at most `max_rolling_clusters` clusters replace
+/// nodes at once, across every replica and version (`--max-rolling-clusters`; 0: no limit),
+/// counted in rollout-slot Leases in `slot_namespace` (the operator's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutLimits {
+    /// At most this many clusters at once; 0: no limit.
+    pub max_rolling_clusters: u32,
+    /// The namespace of the slot Leases.
+    pub slot_namespace: String,
+}
+
+impl Default for RolloutLimits {
+    fn default() -> Self {
+        Self { max_rolling_clusters: 0, slot_namespace: "giantswarm".into() }
+    }
 }
 
 impl OperatorConfig {
@@ -241,6 +265,7 @@ impl OperatorConfig {
                 }),
             },
             roles: ClusterRoles { general: args.cluster_role_general.clone(), psp: args.cluster_role_psp.clone() },
+            rollout: RolloutLimits::default(),
         }
     }
 }

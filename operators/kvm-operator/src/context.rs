@@ -26,6 +26,12 @@ pub struct Shared {
     pub applied: std::sync::Arc<AppliedCache>,
     /// The cluster controller's events (its lifecycle: `ClusterCreating`, `ClusterCreated`, …).
     pub events: operatorkit::Events,
+    /// The time maintenance windows and node ages are judged by: the system's, which tests
+    /// move ([`node_lifecycle::maintenance::Clock::set`]).
+    pub clock: node_lifecycle::maintenance::Clock,
+    /// The clusters whose rollout slot this process has given back since it last took one, so
+    /// that a settled cluster does not read the slot Leases on every reconcile.
+    pub released: std::sync::Arc<parking_lot::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Shared {
@@ -46,6 +52,8 @@ impl Shared {
             certificates_namespace,
             poll,
             applied: std::sync::Arc::new(AppliedCache::new(recheck)),
+            clock: node_lifecycle::maintenance::Clock::system(),
+            released: std::sync::Arc::default(),
         }
     }
 

@@ -36,7 +36,7 @@ use apis::drainer::DrainerConfig;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
-use crate::config::{DaemonArgs, NodeSettings, OperatorConfig};
+use crate::config::{DaemonArgs, NodeSettings, OperatorConfig, RolloutLimits};
 use crate::context::Shared;
 use crate::controllers::{NodeMetrics, Nodes, cluster, deleter, drainer, unhealthy};
 
@@ -232,7 +232,13 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     };
     let shared = Shared::new(
         replicas.writes().gate(client),
-        OperatorConfig::new(&version, &args.cluster),
+        OperatorConfig {
+            rollout: RolloutLimits {
+                max_rolling_clusters: args.max_rolling_clusters,
+                slot_namespace: args.leader_election_namespace.clone(),
+            },
+            ..OperatorConfig::new(&version, &args.cluster)
+        },
         args.certificates_namespace.clone(),
         Duration::from_secs(args.poll_seconds.max(1)),
         Duration::from_secs(args.resync_seconds),

@@ -137,6 +137,7 @@ async fn start() -> anyhow::Result<World> {
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        rollout: Default::default(),
     };
     // The operator runs as the chart's ServiceAccount, with the chart's RBAC.
     let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;

@@ -234,6 +234,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        rollout: Default::default(),
     };
     let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     let identity = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;

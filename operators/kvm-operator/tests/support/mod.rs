@@ -84,6 +84,7 @@ pub fn operator_config() -> OperatorConfig {
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        rollout: Default::default(),
     }
 }
 
@@ -93,12 +94,15 @@ pub fn operator_config() -> OperatorConfig {
 pub struct Operator {
     mc: testenv::Handle,
     running: Option<(tokio::runtime::Runtime, CancellationToken)>,
+    /// The operator's clock (kept across restarts): tests move it to open a maintenance window
+    /// or to age the nodes.
+    pub clock: node_lifecycle::maintenance::Clock,
 }
 
 impl Operator {
     /// Start the operator against the management cluster `mc`.
     pub fn start(mc: testenv::Handle) -> anyhow::Result<Operator> {
-        let mut operator = Operator { mc, running: None };
+        let mut operator = Operator { mc, running: None, clock: Default::default() };
         operator.restart()?;
         Ok(operator)
     }
@@ -116,7 +120,8 @@ impl Operator {
             let _runtime = runtime.enter();
             self.mc.client()?
         };
-        let shared = Shared::new(client, operator_config(), None, Duration::from_millis(300), RESYNC);
+        let mut shared = Shared::new(client, operator_config(), None, Duration::from_millis(300), RESYNC);
+        shared.clock = self.clock.clone();
         let mut tuning = Tuning::new(VERSION)?;
         tuning.run = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
         tuning.nodes = NodeSettings { watcher_resync: RESYNC, ..NodeSettings::default() };

@@ -23,18 +23,21 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::Resource as _;
 use kube::api::DeleteParams;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::deployment::removable_pvcs;
 use kvm_objects::rolling::{RollingDecision, ScaleDown, WaitReason, master_nodes, next_removal, next_update};
+use node_lifecycle::maintenance::{MaxAgeStep, format_duration};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
+use super::maintenance::{self, MAX_AGE_FIELD};
 use super::{ClusterState, cache_key, managed_selector};
 use crate::plan::build;
 use apis::kvm::KVMConfig;
@@ -203,11 +206,21 @@ impl Resource<KVMConfig, ClusterState> for Objects {
             match next_update(&current, &objects.deployments, masters.as_deref()) {
                 RollingDecision::UpToDate => None,
                 RollingDecision::Update(name) => {
-                    if let Some(desired) = objects.deployments.iter().find(|d| d.name_any() == name) {
-                        tracing::info!(cluster = %cluster.id, deployment = %name, "replacing a node Deployment");
-                        apply(&deployments, desired).await?;
+                    let what = format!("the replacement of node Deployment {name}");
+                    match maintenance::may_disrupt(&shared, obj, state.maintenance()?, &what).await? {
+                        Some(hold) => {
+                            let message = hold.message.clone();
+                            state.hold = Some(hold);
+                            Some(message)
+                        }
+                        None => {
+                            if let Some(desired) = objects.deployments.iter().find(|d| d.name_any() == name) {
+                                tracing::info!(cluster = %cluster.id, deployment = %name, "replacing a node Deployment");
+                                apply(&deployments, desired).await?;
+                            }
+                            Some(format!("updating node Deployment {name}"))
+                        }
                     }
-                    Some(format!("updating node Deployment {name}"))
                 }
                 RollingDecision::Wait(reason) => Some(describe_wait(&reason, state.wc_problem.as_deref())),
             }
@@ -248,10 +261,66 @@ impl Resource<KVMConfig, ClusterState> for Objects {
                     .then(|| format!("waiting for node Deployments to be available: {}", unavailable.join(", ")))
             })
             .or_else(|| state.wc_problem.as_ref().map(|p| format!("waiting for the workload cluster: {p}")));
+        // Every node is current and back: replace a node past its age, or give the rollout
+        // slot back.
+        if state.waiting.is_none() {
+            state.waiting = replace_aged_node(state, obj, &ns).await?;
+        }
         Ok(Outcome::proceed())
     }
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &KVMConfig) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
+    }
+}
+
+/// With every node current and back: the next node past `spec.cluster.maxNodeAge`, oldest
+/// first, one at a time, inside the maintenance windows and the rollout limit, replaced by
+/// deleting its node pod (the drainer's finalizer drains the workload-cluster node first, and
+/// its Deployment starts a new VM). `Some` says what the cluster waits for; `None` when nothing
+/// is due, and then the cluster's rollout slot is given back.
+async fn replace_aged_node(
+    state: &mut ClusterState,
+    obj: &KVMConfig,
+    ns: &str,
+) -> Result<Option<String>, operatorkit::ResourceError> {
+    let shared = state.shared.clone();
+    let Ok(Some(max_age)) = state.maintenance()?.max_age else {
+        maintenance::done(&shared, obj).await?;
+        return Ok(None);
+    };
+    let pods_api = Api::<Pod>::namespaced(shared.client.clone(), ns);
+    let pods = pods_api.list(&ListParams::default().labels(&crate::controllers::drainer::pod_selector())).await?.items;
+    let now = shared.clock.now();
+    match maintenance::next_replacement(&pods, max_age, now) {
+        MaxAgeStep::Idle { due } => {
+            maintenance::done(&shared, obj).await?;
+            state.look_again =
+                due.map(|due| std::time::Duration::from_secs(now.duration_until(due).as_secs().max(1) as u64));
+            Ok(None)
+        }
+        MaxAgeStep::Busy(pod) => Ok(Some(format!("replacing node pod {pod}, older than {MAX_AGE_FIELD}"))),
+        MaxAgeStep::Replace { id, age } => {
+            let what =
+                format!("the replacement of node pod {id}, {} old (older than {MAX_AGE_FIELD})", format_duration(age));
+            if let Some(hold) = maintenance::may_disrupt(&shared, obj, state.maintenance()?, &what).await? {
+                let message = hold.message.clone();
+                state.hold = Some(hold);
+                return Ok(Some(message));
+            }
+            match pods_api.delete(&id, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+            tracing::info!(pod = %id, age = %format_duration(age), "replacing a node past its max age");
+            let note = format!(
+                "deleted node pod {ns}/{id}, {} old, older than {MAX_AGE_FIELD} ({}): its node is drained first and its Deployment starts a new one",
+                format_duration(age),
+                format_duration(max_age)
+            );
+            shared.events.normal(&obj.object_ref(&()), "DeletePod", "MaxAgeNodeReplaced", note).await;
+            Ok(Some(format!("replacing node pod {id}, older than {MAX_AGE_FIELD}")))
+        }
     }
 }

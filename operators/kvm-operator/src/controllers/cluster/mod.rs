@@ -37,6 +37,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Resource as _, ResourceExt};
 use kvm_objects::cluster::{Cluster, InputError};
 use kvm_objects::ignition::{MASTER_CERTS, WORKER_CERTS};
+use node_lifecycle::disruption;
 use operatorkit::error::InvalidInput;
 use operatorkit::status::{READY, describe, reject, set_condition, write_status};
 use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
@@ -46,6 +47,7 @@ use crate::context::Shared;
 use crate::plan::{ClusterSecrets, components};
 
 pub mod apply;
+pub mod maintenance;
 pub mod teardown;
 pub mod workload;
 
@@ -84,6 +86,12 @@ pub struct ClusterState {
     wc_nodes: Option<Vec<k8s_openapi::api::core::v1::Node>>,
     /// Why the workload cluster could not be read.
     wc_problem: Option<String>,
+    /// The cluster's maintenance settings, read with its inputs.
+    maintenance: Option<maintenance::Settings>,
+    /// Why a disruptive step waits, when it does: `Ready`'s reason and when to look again.
+    hold: Option<maintenance::Hold>,
+    /// When to look again at a settled cluster (the next node to come of age).
+    look_again: Option<std::time::Duration>,
 }
 
 impl ClusterState {
@@ -98,7 +106,20 @@ impl ClusterState {
             waiting: None,
             wc_nodes: None,
             wc_problem: None,
+            maintenance: None,
+            hold: None,
+            look_again: None,
         }
+    }
+
+    fn maintenance(&self) -> Result<&maintenance::Settings, ResourceError> {
+        self.maintenance.as_ref().ok_or_else(|| {
+            ResourceError::from(InvalidInput {
+                object: "KVMConfig".into(),
+                reason: "InputsNotRead",
+                message: "the cluster's maintenance settings were not read before its objects".into(),
+            })
+        })
     }
 
     fn cluster(&self) -> Result<&Cluster, ResourceError> {
@@ -217,6 +238,7 @@ impl Resource<KVMConfig, ClusterState> for Inputs {
                 state.cluster = Some(cluster);
                 state.secrets = secrets;
                 state.host_volume_pvcs = host_volume_pvcs;
+                state.maintenance = Some(maintenance::Settings::of(obj));
                 Ok(Outcome::proceed())
             }
             Err(e) if !e.is_retryable() => {
@@ -288,7 +310,8 @@ impl Resource<KVMConfig, ClusterState> for Status {
         }
         match &state.waiting {
             Some(why) => {
-                set_condition(&mut status.conditions, READY, false, "Converging", why.clone(), generation);
+                let reason = state.hold.as_ref().map_or("Converging", |h| h.reason);
+                set_condition(&mut status.conditions, READY, false, reason, why.clone(), generation);
             }
             None => {
                 set_condition(
@@ -318,12 +341,51 @@ impl Resource<KVMConfig, ClusterState> for Status {
         let settled = lifecycle.has_condition(ClusterCondition::Created)
             && !lifecycle.has_condition(ClusterCondition::Updating)
             && lifecycle.has_version(&cluster.release_version);
+        // The maintenance settings: a condition naming each problem (and a Warning when one
+        // appears); a problem holds disruptive work only.
+        let problems = state.maintenance.as_ref().map_or(Ok(()), |m| m.problems(obj));
+        let was_false = |message: &str| {
+            obj.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == disruption::SETTINGS && c.status == "False" && c.message == message)
+            })
+        };
+        let new_problem = problems.as_ref().err().filter(|m| !was_false(m)).cloned();
+        let _ = match &problems {
+            Ok(()) => set_condition(
+                &mut status.conditions,
+                disruption::SETTINGS,
+                true,
+                "Valid",
+                "the maintenance settings apply",
+                generation,
+            ),
+            Err(message) => set_condition(
+                &mut status.conditions,
+                disruption::SETTINGS,
+                false,
+                disruption::INVALID_MAINTENANCE,
+                message.clone(),
+                generation,
+            ),
+        };
         let outcome = if state.waiting.is_some() || !settled {
-            Outcome::proceed().requeue_after(state.shared.poll)
+            let retry = state.hold.as_ref().and_then(|h| h.retry_after).unwrap_or(state.shared.poll);
+            Outcome::proceed().requeue_after(retry.min(state.shared.poll))
+        } else if let Some(after) = state.look_again {
+            Outcome::proceed().requeue_after(after)
         } else {
             Outcome::proceed()
         };
         write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
+        if let Some(message) = new_problem {
+            state
+                .shared
+                .events
+                .warning(&obj.object_ref(&()), "Reconcile", disruption::INVALID_MAINTENANCE, message)
+                .await;
+        }
         if let Some(condition) = set {
             let note = condition.event_note(&cluster.id);
             state.shared.events.normal(&obj.object_ref(&()), "Reconcile", &condition.event_reason(), note).await;

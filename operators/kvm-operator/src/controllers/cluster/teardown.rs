@@ -68,6 +68,8 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
                 .await;
         }
 
+        // A cluster that goes away gives its rollout slot back (if it held one).
+        super::maintenance::done(&shared, obj).await?;
         let managed = ListParams::default().labels(&managed_selector(&id));
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
         let current = deployments.list(&managed).await?.items;
