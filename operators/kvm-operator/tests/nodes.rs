@@ -510,11 +510,9 @@ async fn the_deleter_removes_only_orphaned_notready_nodes() -> anyhow::Result<()
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unhealthy_node_is_replaced() -> anyhow::Result<()> {
-    let limits = Limits { threshold: Duration::from_secs(3), cooldown: Duration::from_secs(3600) };
-    let w = start(serde_json::json!({"node.giantswarm.io/terminate-unhealthy": "true"}), limits).await?;
-    // One worker Deployment, as the cluster controller makes it; its pod's VM registers a node.
+/// One worker Deployment, as the cluster controller makes it, whose pod's VM registers a node,
+/// beside three spare Ready nodes; the worker's node then turns NotReady. Its pod's name.
+async fn unhealthy_worker(w: &World) -> anyhow::Result<String> {
     let mut template = pod_template("", "worker", "10.77.0.61");
     template["metadata"]["labels"]["node"] = serde_json::json!("w1a");
     let deployment: Deployment = serde_json::from_value(serde_json::json!({
@@ -539,16 +537,60 @@ async fn an_unhealthy_node_is_replaced() -> anyhow::Result<()> {
     })
     .await?;
     w.wc.set_ready(&first, false)?;
-    let second = eventually("a new node pod replacing the unhealthy one", || async {
+    Ok(first)
+}
+
+async fn replacement_of(w: &World, first: &str) -> anyhow::Result<String> {
+    eventually("a new node pod replacing the unhealthy one", || async {
         let list = w.pods().list(&ListParams::default().labels("node=w1a")).await?;
         let names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
-        Ok((!names.contains(&first)).then(|| names.first().cloned()).flatten())
+        Ok((!names.iter().any(|n| n == first)).then(|| names.first().cloned()).flatten())
     })
-    .await?;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_node_is_replaced() -> anyhow::Result<()> {
+    let limits = Limits { threshold: Duration::from_secs(3), cooldown: Duration::from_secs(3600) };
+    let w = start(serde_json::json!({"node.giantswarm.io/terminate-unhealthy": "true"}), limits).await?;
+    let first = unhealthy_worker(&w).await?;
+    let second = replacement_of(&w, &first).await?;
     assert_ne!(first, second);
     assert_eq!(w.events(NS, "UnhealthyNodeTerminated").await?.len(), 1);
     let config = Api::<KVMConfig>::namespaced(w.client.clone(), NS).get(ID).await?;
     assert!(config.annotations().contains_key(kvm_operator::controllers::unhealthy::LAST_TERMINATION_ANNOTATION));
+    w.no_refusals()?;
+    Ok(())
+}
+
+/// A cluster that opts its unhealthy-node replacement into its maintenance windows: a node
+/// NotReady outside the window waits (an event names the window), and is replaced once it opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_node_waits_for_the_window_when_the_cluster_opts_in() -> anyhow::Result<()> {
+    let limits = Limits { threshold: Duration::from_secs(2), cooldown: Duration::from_secs(3600) };
+    let w = start(serde_json::json!({"node.giantswarm.io/terminate-unhealthy": "true"}), limits).await?;
+    w.nodes.shared.clock.set("2026-06-01T12:00:00Z".parse()?);
+    let patch = serde_json::json!({"spec": {"cluster": {"maintenance": {
+        "windows": [{"start": "20:00", "duration": "1h"}],
+        "unhealthyNodeTerminationInWindow": true
+    }}}});
+    Api::<KVMConfig>::namespaced(w.client.clone(), NS)
+        .patch(ID, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let first = unhealthy_worker(&w).await?;
+    eventually("an event naming the window", || async {
+        let events = w.events(NS, "WaitingForMaintenanceWindow").await?;
+        Ok(events.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains("2026-06-01T20:00:00Z"))).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let names = w.pods().list(&ListParams::default().labels("node=w1a")).await?;
+    assert!(names.items.iter().any(|p| p.name_any() == first), "the unhealthy node's pod stays outside the window");
+    assert!(w.events(NS, "UnhealthyNodeTerminated").await?.is_empty());
+
+    w.nodes.shared.clock.set("2026-06-01T20:00:01Z".parse()?);
+    let second = replacement_of(&w, &first).await?;
+    assert_ne!(first, second);
     w.no_refusals()?;
     Ok(())
 }

@@ -16,6 +16,11 @@
 //! event `UnhealthyNodesHeld` naming them; each replacement a Normal event
 //! `UnhealthyNodeTerminated`.
 //!
+//! A cluster that sets `spec.cluster.maintenance.unhealthyNodeTerminationInWindow` has its
+//! unhealthy nodes replaced only inside its maintenance windows (a Normal event
+//! `WaitingForMaintenanceWindow` names the next one); by default a broken node is replaced at
+//! once.
+//!
 //! Fixed by design (§11.3, §14.8): the threshold is a NotReady duration, not a count of
 //! reconciles; a node whose pod is gone or already terminating is skipped, not an error for the
 //! whole run; an unreachable WC skips the run (a NotReady node in an unreachable cluster
@@ -34,6 +39,7 @@ use kube::{Api, Resource as _, ResourceExt};
 use kvm_objects::cluster::Role as KvmRole;
 use kvm_objects::names;
 use kvm_objects::nodes::{pod_roles, role_of};
+use node_lifecycle::disruption::{self, Gate};
 use node_lifecycle::unhealthy::{self, NodeHealth, Role, plan};
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
@@ -104,6 +110,28 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
         let planned = plan(&observed, limits, last);
         let events = &nodes.events.terminator;
         let subject = config.object_ref(&());
+        // A cluster that opted in (`spec.cluster.maintenance.unhealthyNodeTerminationInWindow`)
+        // has its unhealthy nodes replaced only inside its maintenance window.
+        let maintenance = config.spec.cluster.maintenance.as_ref();
+        if !planned.terminate.is_empty()
+            && maintenance.and_then(|m| m.unhealthy_node_termination_in_window) == Some(true)
+        {
+            let settings = crate::controllers::cluster::maintenance::Settings::of(config);
+            let what = format!("replacing the unhealthy nodes {}", planned.terminate.join(", "));
+            let whose = crate::controllers::cluster::maintenance::whose(config);
+            let poll = nodes.shared.poll;
+            match disruption::gate(&whose, &settings.schedule, &what, nodes.shared.clock.now(), poll) {
+                Gate::Go => {}
+                Gate::Wait { message, retry_after } => {
+                    events.normal(&subject, "DeletePod", disruption::WAITING_FOR_WINDOW, message).await;
+                    return Ok(Outcome::proceed().requeue_after(retry_after));
+                }
+                Gate::Invalid(message) => {
+                    events.warning(&subject, "DeletePod", disruption::INVALID_MAINTENANCE, message).await;
+                    return Ok(Outcome::proceed().requeue_after(poll));
+                }
+            }
+        }
         let mut terminated = 0;
         for name in &planned.terminate {
             match pods_api.delete(name, &DeleteParams::default()).await {
