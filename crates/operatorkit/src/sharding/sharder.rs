@@ -465,24 +465,27 @@ impl Sharder {
             self.metrics.objects.get_or_create(&ShardLabels { ring: self.config.ring.clone(), shard, kind }).set(n);
         }
 
+        // The writes go out WRITE_CONCURRENCY at a time and each result is handled as it
+        // arrives: a pass that assigns every object of a large ring holds its work list, not
+        // every request and response at once.
         type Written = (String, String, ObjectMeta, Decision, Result<(), kube::Error>);
-        let writes: Vec<BoxFuture<'static, Written>> = work
-            .into_iter()
-            .map(|(kind, kind_name, meta, decision)| {
-                let patch = patch_for(&self.config, &meta, &decision);
-                let client = client.clone();
+        let (config, writer) = (self.config.clone(), client.clone());
+        let mut results = stream::iter(work)
+            .map(move |(kind, kind_name, meta, decision)| -> BoxFuture<'static, Written> {
+                let patch = patch_for(&config, &meta, &decision);
+                let client = writer.clone();
                 Box::pin(async move {
                     let result = match patch {
                         Some(patch) => kind.patch(client, meta.clone(), patch).await,
                         None => Ok(()),
                     };
                     (kind_name, meta.uid.clone().unwrap_or_default(), meta, decision, result)
-                }) as BoxFuture<'static, Written>
+                })
             })
-            .collect();
-        let results: Vec<Written> = stream::iter(writes).buffer_unordered(WRITE_CONCURRENCY).collect().await;
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .boxed();
 
-        for (kind_name, uid, meta, decision, result) in results {
+        while let Some((kind_name, uid, meta, decision, result)) = results.next().await {
             self.metrics.assignment_requests.inc();
             term.attempted.insert(uid.clone(), meta.resource_version.clone().unwrap_or_default());
             if let Err(error) = result {
