@@ -145,6 +145,9 @@ pub struct Memo {
     /// of the AWSCluster: the annotation that keeps it across restarts may reach the cache
     /// after the next run started, and the cooldown must hold in between.
     pub unhealthy_terminations: HashMap<String, jiff::Timestamp>,
+    /// Per `account/region/stack`: the last approval problem (a stale or malformed approval)
+    /// announced by a Warning event, so that each is announced once, not on every look.
+    pub approval_notes: HashMap<String, String>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.

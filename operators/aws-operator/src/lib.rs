@@ -16,6 +16,7 @@
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
+//! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
@@ -53,6 +54,7 @@
 //! without I/O ([`plan`]), next to what it mirrors.
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod aws;
 pub mod config;
 pub mod context;

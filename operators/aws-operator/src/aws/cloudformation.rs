@@ -97,6 +97,50 @@ pub trait CloudFormation: Send + Sync {
     /// The logical ids of resources whose deletion failed, with their reasons
     /// (`DescribeStackResources`).
     fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>>;
+    /// The deployed template's body (`GetTemplate`); `Ok(None)` when the stack does not exist.
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>>;
+    /// `CreateChangeSet` of type `UPDATE` (named explicitly: moto defaults to `CREATE`) named
+    /// `change_set`, for updating the stack to `request`.
+    fn create_change_set<'a>(
+        &'a self,
+        request: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// `DescribeChangeSet` (every page); `Ok(None)` when it does not exist.
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>>;
+    /// `ExecuteChangeSet`.
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// `DeleteChangeSet`; a change set that does not exist is not an error.
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
+}
+
+/// A change set as `DescribeChangeSet` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSetView {
+    /// `CREATE_PENDING`, `CREATE_IN_PROGRESS`, `CREATE_COMPLETE`, `FAILED`, …
+    pub status: String,
+    /// `AVAILABLE`, `UNAVAILABLE`, `EXECUTE_IN_PROGRESS`, `EXECUTE_COMPLETE`, `OBSOLETE`, …
+    pub execution_status: String,
+    /// Why it failed, when it did.
+    pub status_reason: Option<String>,
+    /// The resource changes.
+    pub changes: Vec<crate::approval::ChangeSetChange>,
+}
+
+impl ChangeSetView {
+    /// Whether CloudFormation is still computing it.
+    pub fn computing(&self) -> bool {
+        matches!(self.status.as_str(), "CREATE_PENDING" | "CREATE_IN_PROGRESS")
+    }
+
+    /// Whether it can be executed.
+    pub fn executable(&self) -> bool {
+        self.status == "CREATE_COMPLETE" && self.execution_status == "AVAILABLE"
+    }
 }
 
 /// [`CloudFormation`] on the AWS SDK.
@@ -283,6 +327,128 @@ impl CloudFormation for SdkCloudFormation {
                 .collect())
         })
     }
+
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>> {
+        Box::pin(async move {
+            match self.client.get_template().stack_name(name).send().await {
+                Ok(out) => Ok(out.template_body().map(str::to_string)),
+                Err(e) => match cfn_error("GetTemplate", name, e) {
+                    CfnError::NotFound(_) => Ok(None),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+
+    fn create_change_set<'a>(
+        &'a self,
+        r: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .create_change_set()
+                .stack_name(&r.name)
+                .change_set_name(change_set)
+                .change_set_type(aws_sdk_cloudformation::types::ChangeSetType::Update)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)));
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("CreateChangeSet", &r.name, e))
+        })
+    }
+
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>> {
+        Box::pin(async move {
+            let mut view: Option<ChangeSetView> = None;
+            let mut token: Option<String> = None;
+            loop {
+                let page = match self
+                    .client
+                    .describe_change_set()
+                    .stack_name(stack)
+                    .change_set_name(change_set)
+                    .include_property_values(true)
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(e) => {
+                        return match cfn_error("DescribeChangeSet", stack, e) {
+                            CfnError::NotFound(_) => Ok(None),
+                            e => Err(e),
+                        };
+                    }
+                };
+                let v = view.get_or_insert_with(|| ChangeSetView {
+                    status: page.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    execution_status: page.execution_status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    status_reason: page.status_reason().map(str::to_string),
+                    changes: Vec::new(),
+                });
+                v.changes.extend(page.changes().iter().filter_map(change_of));
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(view)
+        })
+    }
+
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .execute_change_set()
+                .stack_name(stack)
+                .change_set_name(change_set)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("ExecuteChangeSet", stack, e))
+        })
+    }
+
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            match self.client.delete_change_set().stack_name(stack).change_set_name(change_set).send().await {
+                Ok(_) => Ok(()),
+                Err(e) => match cfn_error("DeleteChangeSet", stack, e) {
+                    CfnError::NotFound(_) => Ok(()),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+}
+
+fn change_of(c: &aws_sdk_cloudformation::types::Change) -> Option<crate::approval::ChangeSetChange> {
+    let r = c.resource_change()?;
+    Some(crate::approval::ChangeSetChange {
+        action: r.action().map(|a| a.as_str().to_string()).unwrap_or_default(),
+        logical_id: r.logical_resource_id().unwrap_or_default().to_string(),
+        resource_type: r.resource_type().unwrap_or_default().to_string(),
+        replacement: r.replacement().map(|x| x.as_str().to_string()),
+        paths: r
+            .details()
+            .iter()
+            .filter_map(|d| {
+                let t = d.target()?;
+                let attribute = t.attribute().map(|a| a.as_str().to_string()).unwrap_or_default();
+                let path = t.path().or(t.name()).unwrap_or_default().trim_start_matches('/').replace('/', ".");
+                Some(if path.is_empty() { attribute } else { format!("{attribute}.{path}") })
+            })
+            .collect(),
+    })
 }
 
 /// A per-account cache of `DescribeStacks`: all stacks of an account and region are read with one
@@ -404,6 +570,8 @@ struct FakeState {
     /// Outputs and request before the last update, for [`FakeCloudFormation::roll_back`].
     before_update: BTreeMap<String, (BTreeMap<String, String>, StackRequest)>,
     hold_deletes: bool,
+    /// Change sets by (stack, name): the request they would apply and how they look.
+    change_sets: BTreeMap<(String, String), (StackRequest, ChangeSetView)>,
 }
 
 /// An error a [`FakeCloudFormation`] returns for the next call of an operation.
@@ -616,6 +784,86 @@ impl CloudFormation for FakeCloudFormation {
         Box::pin(async move {
             self.begin("DescribeStackResources", name)?;
             Ok(self.state.lock().failed_resources.get(name).cloned().unwrap_or_default())
+        })
+    }
+
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>> {
+        Box::pin(async move {
+            self.begin("GetTemplate", name)?;
+            Ok(self.state.lock().stacks.get(name).map(|(_, r)| r.template_body.clone().unwrap_or_default()))
+        })
+    }
+
+    fn create_change_set<'a>(
+        &'a self,
+        r: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("CreateChangeSet", &r.name)?;
+            let mut s = self.state.lock();
+            let Some((_, deployed)) = s.stacks.get(&r.name) else {
+                return Err(CfnError::NotFound(r.name.clone()));
+            };
+            let parse = |b: &Option<String>| {
+                serde_json::from_str::<serde_json::Value>(b.as_deref().unwrap_or("{}")).unwrap_or_default()
+            };
+            // The fake's own account of the change: the template diff, without CloudFormation's
+            // replacement verdicts.
+            let changes = crate::approval::template_diff(&parse(&deployed.template_body), &parse(&r.template_body))
+                .into_iter()
+                .map(|c| crate::approval::ChangeSetChange {
+                    action: format!("{:?}", c.action),
+                    logical_id: c.logical_id,
+                    resource_type: c.resource_type,
+                    replacement: None,
+                    paths: c.paths,
+                })
+                .collect();
+            let view = ChangeSetView {
+                status: "CREATE_COMPLETE".into(),
+                execution_status: "AVAILABLE".into(),
+                status_reason: None,
+                changes,
+            };
+            s.change_sets.insert((r.name.clone(), change_set.to_string()), (r.clone(), view));
+            Ok(())
+        })
+    }
+
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>> {
+        Box::pin(async move {
+            self.begin("DescribeChangeSet", stack)?;
+            Ok(self.state.lock().change_sets.get(&(stack.to_string(), change_set.to_string())).map(|(_, v)| v.clone()))
+        })
+    }
+
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("ExecuteChangeSet", stack)?;
+            let request = {
+                let mut s = self.state.lock();
+                let Some((request, _)) = s.change_sets.get(&(stack.to_string(), change_set.to_string())).cloned()
+                else {
+                    return Err(CfnError::NotFound(stack.to_string()));
+                };
+                // As CloudFormation: executing one change set removes the stack's others.
+                s.change_sets.retain(|(st, _), _| st != stack);
+                request
+            };
+            self.update(&request).await
+        })
+    }
+
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("DeleteChangeSet", stack)?;
+            self.state.lock().change_sets.remove(&(stack.to_string(), change_set.to_string()));
+            Ok(())
         })
     }
 }

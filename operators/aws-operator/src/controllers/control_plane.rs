@@ -80,6 +80,7 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
         (None, false) => (false, "StacksCreating", "the masters' stack is being created".to_string()),
     };
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
@@ -338,8 +339,18 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             _ => None,
         };
         let desired = DesiredStack { may_update: held.is_none(), ..desired };
-        let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, crate::approval::UpdateKind::Other);
+        let (progress, entry) = crate::aws::stacks::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            desired,
+            Some(&bucket),
+            recorded.as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         if let Some(why) = held {
             state.failure = Some(WORKLOAD_CLUSTER_UNREACHABLE);
@@ -359,6 +370,12 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                     // `initial-cluster-state=existing` instead of founding a new cluster.
                     Ok(Outcome::proceed().requeue_after(shared.config.poll))
                 }
+            }
+            Progress::AwaitingApproval { message } => {
+                state.failure = Some(crate::approval::UPDATE_PENDING);
+                let out = wait(state, message);
+                write_status(state, obj).await?;
+                Ok(out)
             }
             Progress::Pending => {
                 let out = wait(state, format!("stack {name} is not ready"));

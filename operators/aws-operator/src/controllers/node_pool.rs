@@ -94,6 +94,7 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
         (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
     };
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     if let Some(problems) = &state.rolling_update {
         let (ok, reason, message) = if problems.is_empty() {
             (true, "Valid", "the rolling-update annotations, if any, apply".to_string())
@@ -319,6 +320,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                         write_status(state, obj).await?;
                         return Ok(Outcome::cancel_reconciliation().requeue_after(retry_after));
                     }
+                    Progress::AwaitingApproval { message } => {
+                        state.failure = Some(crate::approval::UPDATE_PENDING);
+                        wait!("{message}")
+                    }
                     Progress::Ready(_) | Progress::Pending => wait!("stack {} is not ready", $name),
                 }
             }};
@@ -463,7 +468,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             }
             _ => upgrade::decide(change, &shared.config.version, &upgrade::Masters::none()),
         };
-        if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group) {
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let kind = match change {
+            upgrade::Change::ScalingOnly => crate::approval::UpdateKind::ScalingOnly,
+            _ => crate::approval::UpdateKind::Other,
+        };
+        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, kind);
+        // An update that waits for approval leaves the autoscaler alone until it runs.
+        if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group)
+            && !gate.holds(&name, &unchanged)
+        {
             autoscaler(&shared, &tenant, obj, group, false).await?;
         }
         let desired = DesiredStack {
@@ -474,8 +488,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::Scale),
             canonical_hash: Some(canonical),
         };
-        let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) = crate::aws::stacks::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            desired,
+            Some(&bucket),
+            recorded(&name).as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
