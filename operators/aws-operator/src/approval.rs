@@ -114,6 +114,9 @@ pub fn change_set_name(stack: &str, plan: &str) -> String {
 pub enum UpdateKind {
     /// Only a node pool's minimum or maximum size changes ([`crate::upgrade::Change::ScalingOnly`]).
     ScalingOnly,
+    /// No resource changes: the change set and the template diff list none (only the stack's
+    /// outputs change, such as its template hash).
+    OutputsOnly,
     /// Anything else.
     Other,
 }
@@ -151,7 +154,9 @@ pub enum Action {
 /// approval on this object's stacks.
 pub fn decide(setting: Setting, kind: UpdateKind, plan: &str, approval: &Approval, applied: &[String]) -> Action {
     match (setting, kind) {
-        (Setting::Off, _) | (Setting::Required, UpdateKind::ScalingOnly) => return Action::Update,
+        (Setting::Off, _) | (Setting::Required, UpdateKind::ScalingOnly | UpdateKind::OutputsOnly) => {
+            return Action::Update;
+        }
         _ => {}
     }
     match approval {
@@ -708,6 +713,8 @@ mod tests {
         assert_eq!(decide(Setting::Off, Other, plan, &Approval::None, &[]), Action::Update);
         assert_eq!(decide(Setting::Off, Other, plan, &stale, &[]), Action::Update, "off ignores approvals");
         assert_eq!(decide(Setting::Required, ScalingOnly, plan, &Approval::None, &[]), Action::Update);
+        assert_eq!(decide(Setting::Required, OutputsOnly, plan, &Approval::None, &[]), Action::Update);
+        assert_eq!(decide(Setting::Strict, OutputsOnly, plan, &Approval::None, &[]), Action::Hold(Hold::Unapproved));
         assert_eq!(decide(Setting::Strict, ScalingOnly, plan, &Approval::None, &[]), Action::Hold(Hold::Unapproved));
         assert_eq!(decide(Setting::Required, Other, plan, &Approval::None, &[]), Action::Hold(Hold::Unapproved));
         assert_eq!(decide(Setting::Required, Other, plan, &ok, &[]), Action::Execute);

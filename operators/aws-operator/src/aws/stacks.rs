@@ -123,8 +123,12 @@ impl Gate {
 
     /// What the gate says about updating stack `stack` to the stack hash `desired_hash`.
     pub fn decide(&self, stack: &str, desired_hash: &str) -> approval::Action {
+        self.decide_as(self.kind, stack, desired_hash)
+    }
+
+    fn decide_as(&self, kind: approval::UpdateKind, stack: &str, desired_hash: &str) -> approval::Action {
         let plan = approval::plan_hash(stack, desired_hash);
-        approval::decide(self.setting, self.kind, &plan, &self.approval, &self.applied)
+        approval::decide(self.setting, kind, &plan, &self.approval, &self.applied)
     }
 
     /// Whether an update of `stack` to `desired_hash` would wait for approval (for a caller that
@@ -440,7 +444,7 @@ where
                 let req = request().await?;
                 let plan = approval::plan_hash(&name, &hash);
                 let current = view_status(&current).to_string();
-                let gated = Gated { subject: &subject, kind, gate, recorded, plan, current, attempts };
+                let gated = Gated { subject: &subject, kind, gate, recorded, plan, hash: &hash, current, attempts };
                 return gated.run(action, &req, &template).await;
             }
             let req = request().await?;
@@ -522,6 +526,8 @@ struct Gated<'a, K> {
     gate: &'a Gate,
     recorded: Option<&'a StatusEntry>,
     plan: String,
+    /// The desired stack hash.
+    hash: &'a str,
     /// The stack's observed status, kept in the entry while the update waits.
     current: String,
     attempts: Option<u32>,
@@ -587,6 +593,7 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             }
         };
         let previous = self.recorded.and_then(|r| r.pending_update.clone());
+        let mut action = action;
         let summary = if view.computing() {
             // CloudFormation is still computing it: keep what was recorded, if it is this plan.
             previous.clone().filter(|p| p.plan_hash == self.plan).unwrap_or_else(|| apis::aws::PendingUpdate {
@@ -598,6 +605,13 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             let deployed = timed(shared, kind, "get_template", aws.cfn.template(name)).await?.unwrap_or_default();
             let deployed: serde_json::Value = serde_json::from_str(&deployed).unwrap_or_default();
             let own = approval::template_diff(&deployed, &template.to_value());
+            if view.changes.is_empty() && own.is_empty() {
+                // Nothing but outputs changes: the setting says whether that waits.
+                let kind = approval::UpdateKind::OutputsOnly;
+                if self.gate.decide_as(kind, name, self.hash) == approval::Action::Update {
+                    action = approval::Action::Execute;
+                }
+            }
             approval::summarize(&self.plan, &change_set, &view.changes, &own)
         };
         let note_key = format!("{}/{name}", aws.cache_key());
@@ -605,14 +619,20 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             timed(shared, kind, "execute_change_set", aws.cfn.execute_change_set(name, &change_set)).await?;
             aws_invalidate(shared, aws, name);
             shared.memo.lock().approval_notes.remove(&note_key);
+            let why = if self.gate.decide(name, self.hash) == approval::Action::Execute {
+                format!("plan {} approved", self.plan)
+            } else {
+                format!("plan {} changes no resource", self.plan)
+            };
             let note = format!(
-                "updating stack {name}: plan {} approved, executing change set {change_set} ({})",
-                self.plan,
+                "updating stack {name}: {why}, executing change set {change_set} ({})",
                 approval::describe(name, &summary)
             );
             self.subject.event(EventType::Normal, "CFUpdateRequested", "ExecuteChangeSet", note).await;
             let mut entry = status_entry(kind, name, UPDATE_REQUESTED, None, self.recorded, self.attempts);
-            entry.applied_plan = Some(self.plan.clone());
+            if self.gate.decide(name, self.hash) == approval::Action::Execute {
+                entry.applied_plan = Some(self.plan.clone());
+            }
             return Ok((Progress::Pending, entry));
         }
         let command = self.gate.approve_command(&self.plan);
