@@ -116,6 +116,8 @@ pub trait CloudFormation: Send + Sync {
     fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
     /// `DeleteChangeSet`; a change set that does not exist is not an error.
     fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// The names of the change sets of `stack` (`ListChangeSets`, every page).
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>>;
 }
 
 /// A change set as `DescribeChangeSet` shows it.
@@ -415,6 +417,37 @@ impl CloudFormation for SdkCloudFormation {
                 .await
                 .map(|_| ())
                 .map_err(|e| cfn_error("ExecuteChangeSet", stack, e))
+        })
+    }
+
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>> {
+        Box::pin(async move {
+            let mut names = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page =
+                    match self.client.list_change_sets().stack_name(stack).set_next_token(token.take()).send().await {
+                        Ok(page) => page,
+                        Err(e) => {
+                            return match cfn_error("ListChangeSets", stack, e) {
+                                CfnError::NotFound(_) => Ok(names),
+                                e => Err(e),
+                            };
+                        }
+                    };
+                // Filtered here too: an emulator may list other stacks' change sets.
+                names.extend(
+                    page.summaries()
+                        .iter()
+                        .filter(|c| c.stack_name().is_none_or(|n| n == stack))
+                        .filter_map(|c| c.change_set_name().map(str::to_string)),
+                );
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(names)
         })
     }
 
@@ -856,6 +889,13 @@ impl CloudFormation for FakeCloudFormation {
                 request
             };
             self.update(&request).await
+        })
+    }
+
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>> {
+        Box::pin(async move {
+            self.begin("ListChangeSets", stack)?;
+            Ok(self.state.lock().change_sets.keys().filter(|(s, _)| s == stack).map(|(_, n)| n.clone()).collect())
         })
     }
 
