@@ -168,6 +168,15 @@ pub fn decide(setting: Setting, kind: UpdateKind, plan: &str, approval: &Approva
     }
 }
 
+/// How `kubectl` names the kind of `K` unambiguously: `<plural>.<group>` (Giant Swarm's and
+/// Cluster API's AWSCluster share a kind name).
+pub fn kubectl_resource<K: kube::Resource<DynamicType = ()>>() -> String {
+    match K::group(&()).as_ref() {
+        "" => K::plural(&()).to_string(),
+        group => format!("{}.{group}", K::plural(&())),
+    }
+}
+
 /// The `kubectl annotate` command that approves `plan` on the object `resource` (plural and
 /// group, e.g. `awsclusters.infrastructure.giantswarm.io`) `namespace/name`.
 pub fn approve_command(resource: &str, namespace: &str, name: &str, plan: &str) -> String {
@@ -653,7 +662,7 @@ pub fn set_update_pending<K: kube::Resource<DynamicType = ()>>(
 ) {
     use kube::ResourceExt;
     let had = conditions.iter().any(|c| c.type_ == UPDATE_PENDING);
-    let resource = format!("{}.{}", K::plural(&()), K::group(&()));
+    let resource = kubectl_resource::<K>();
     let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     let approve = |plan: &str| approve_command(&resource, &namespace, &name, plan);
     if let Some((on, reason, message)) = update_pending_condition(obj.annotations(), stacks, had, approve) {

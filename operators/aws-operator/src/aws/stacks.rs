@@ -113,11 +113,7 @@ impl Gate {
             approval: approval::approval(obj.annotations()),
             applied: stacks.iter().filter_map(|s| s.applied_plan.clone()).collect(),
             kind,
-            resource: (
-                format!("{}.{}", K::plural(&()), K::group(&())),
-                obj.namespace().unwrap_or_default(),
-                obj.name_any(),
-            ),
+            resource: (approval::kubectl_resource::<K>(), obj.namespace().unwrap_or_default(), obj.name_any()),
         }
     }
 
@@ -633,6 +629,12 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             if self.gate.decide(name, self.hash) == approval::Action::Execute {
                 entry.applied_plan = Some(self.plan.clone());
             }
+            return Ok((Progress::Pending, entry));
+        }
+        if matches!(action, approval::Action::Execute) {
+            // Approved, and CloudFormation is still computing the change set: run it next time.
+            let mut entry = status_entry(kind, name, &self.current, None, self.recorded, self.attempts);
+            entry.pending_update = Some(summary);
             return Ok((Progress::Pending, entry));
         }
         let command = self.gate.approve_command(&self.plan);
