@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::StackStatus as StatusEntry;
-use aws_operator::aws::cloudformation::FakeCloudFormation;
+use aws_operator::aws::cloudformation::{CloudFormation as _, FakeCloudFormation};
 use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress};
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, OperatorConfig};
@@ -441,5 +441,15 @@ async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() ->
     let (p, _) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", Some(&pending.plan_hash))?).await?;
     assert!(matches!(p, Progress::Ready(_)), "current again: {p:?}");
     assert_eq!(b.events_with("UpdatePending").await?.len(), 1);
+
+    // A held update whose gate is turned off runs as a plain update, and its change set goes.
+    let (_, e) = ensure(with_group("gated", "3"), None, gate(&b, "required", None)?).await?;
+    let held = e.pending_update.clone().expect("held");
+    assert_eq!(b.fake.change_sets("gated").await?, std::slice::from_ref(&held.change_set));
+    let (p, e) = ensure(with_group("gated", "3"), Some(e), gate(&b, "off", None)?).await?;
+    assert!(matches!(p, Progress::Pending), "{p:?}");
+    assert_eq!(e.status, stacks::UPDATE_REQUESTED);
+    assert!(b.fake.change_sets("gated").await?.is_empty(), "the held change set is deleted");
+    assert_eq!(b.fake.calls("UpdateStack"), 2);
     Ok(())
 }

@@ -411,6 +411,13 @@ where
         }
         step => step,
     };
+    // A change set held for approval that will not run (the gate went off, the desired state
+    // went back to the deployed one, the update runs another way) is deleted, not left behind.
+    let held = matches!(step, EnsureStep::Update { .. })
+        && gate.is_some_and(|g| !matches!(g.decide(&name, &hash), approval::Action::Update));
+    if !held && let Some(old) = recorded.and_then(|r| r.pending_update.as_ref()) {
+        timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(&name, &old.change_set)).await?;
+    }
     Ok(match step {
         EnsureStep::Ready => {
             let Some(view) = observed else {
