@@ -476,8 +476,13 @@ fn change_of(c: &aws_sdk_cloudformation::types::Change) -> Option<crate::approva
             .iter()
             .filter_map(|d| {
                 let t = d.target()?;
+                // `Properties.<path>` as the template diff writes it: the property path
+                // (`/LaunchTemplateData/ImageId`, with IncludePropertyValues) or else its name.
                 let attribute = t.attribute().map(|a| a.as_str().to_string()).unwrap_or_default();
-                let path = t.path().or(t.name()).unwrap_or_default().trim_start_matches('/').replace('/', ".");
+                let raw = t.path().or(t.name()).unwrap_or_default().trim_start_matches('/');
+                // The path may or may not start with the attribute (`/Properties/…`).
+                let raw = raw.strip_prefix(&format!("{attribute}/")).unwrap_or(raw);
+                let path = raw.replace('/', ".");
                 Some(if path.is_empty() { attribute } else { format!("{attribute}.{path}") })
             })
             .collect(),
@@ -911,6 +916,64 @@ impl CloudFormation for FakeCloudFormation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_described_change_keeps_cloudformations_replacement_and_property_paths() {
+        use aws_sdk_cloudformation::types::{
+            Change, ChangeAction, ChangeSource, ChangeType, Replacement, RequiresRecreation, ResourceAttribute,
+            ResourceChange, ResourceChangeDetail, ResourceTargetDefinition,
+        };
+        let detail = |attribute, name: &str, path: Option<&str>| {
+            let mut target = ResourceTargetDefinition::builder()
+                .attribute(attribute)
+                .name(name)
+                .requires_recreation(RequiresRecreation::Always);
+            if let Some(p) = path {
+                target = target.path(p);
+            }
+            ResourceChangeDetail::builder()
+                .target(target.build())
+                .change_source(ChangeSource::DirectModification)
+                .build()
+        };
+        let change = Change::builder()
+            .r#type(ChangeType::Resource)
+            .resource_change(
+                ResourceChange::builder()
+                    .action(ChangeAction::Modify)
+                    .logical_resource_id("Group")
+                    .resource_type("AWS::EC2::SecurityGroup")
+                    .replacement(Replacement::True)
+                    .details(detail(ResourceAttribute::Properties, "GroupDescription", None))
+                    .details(detail(
+                        ResourceAttribute::Properties,
+                        "LaunchTemplateData",
+                        Some("/LaunchTemplateData/ImageId"),
+                    ))
+                    .details(detail(
+                        ResourceAttribute::Properties,
+                        "SecurityGroupIngress",
+                        Some("/Properties/SecurityGroupIngress/0/FromPort"),
+                    ))
+                    .details(detail(ResourceAttribute::Tags, "Tags", None))
+                    .build(),
+            )
+            .build();
+        let c = change_of(&change).expect("a resource change");
+        assert_eq!((c.action.as_str(), c.logical_id.as_str()), ("Modify", "Group"));
+        assert_eq!(c.replacement.as_deref(), Some("True"));
+        assert_eq!(
+            c.paths,
+            [
+                "Properties.GroupDescription",
+                "Properties.LaunchTemplateData.ImageId",
+                "Properties.SecurityGroupIngress.0.FromPort",
+                "Tags.Tags"
+            ]
+        );
+        // A change of another type (a hook invocation) is not a resource change.
+        assert!(change_of(&Change::builder().r#type(ChangeType::Resource).build()).is_none());
+    }
 
     /// A request for an empty stack called `name`.
     fn request(name: &str, termination_protection: bool) -> StackRequest {
