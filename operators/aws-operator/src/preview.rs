@@ -30,7 +30,7 @@ use crate::approval::{ChangeSetChange, ResourceChange, template_diff};
 use crate::aws::cloudformation::StackRequest;
 use crate::aws::{AccountClients, AwsFactory, AwsSettings};
 use crate::plan::{Objects, PlannedStack, Settings, plan};
-use crate::render::{AwsArgs, RenderArgs};
+use crate::render::{AwsArgs, PlanningArgs, RenderArgs};
 
 /// The exit code when some stack would change.
 pub const EXIT_CHANGES: u8 = 2;
@@ -52,9 +52,10 @@ pub struct PlanArgs {
     /// Release objects (as `kubectl get -o yaml` gives them: the recorded CIDRs are kept).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Installation (management cluster) name; the management VPC carries it as its Name tag.
-    #[arg(long, env = "AWS_OPERATOR_INSTALLATION")]
-    pub installation: String,
+    /// The operator's settings the stacks depend on, as for `render` (`--installation` names
+    /// the management VPC by its Name tag).
+    #[command(flatten)]
+    pub planning: PlanningArgs,
     /// The region of the clusters and of the management account.
     #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
     pub region: String,
@@ -74,24 +75,6 @@ pub struct PlanArgs {
     /// Names of the management VPC's route tables to route into the clusters (repeatable).
     #[arg(long = "route-table", env = "AWS_OPERATOR_ROUTE_TABLES", value_delimiter = ',')]
     pub route_tables: Vec<String>,
-    /// IPAM range for cluster and node-pool CIDRs not recorded on the objects.
-    #[arg(long, default_value = "10.1.0.0/16")]
-    pub ipam_range: String,
-    /// Size (mask bits) of cluster and node-pool CIDRs, unless annotated otherwise.
-    #[arg(long, default_value_t = 24)]
-    pub subnet_mask_bits: u8,
-    /// The AMI file, `{"<flatcarVersion>": {"<region>": "ami-…"}}`.
-    #[arg(long, env = "AWS_OPERATOR_AMI_FILE")]
-    pub ami_file: Option<PathBuf>,
-    /// The operator version written into the stacks.
-    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-    pub operator_version: String,
-    /// Whether hosted zones and records are managed.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub route53_enabled: bool,
-    /// Instance types alike to each instance type, as JSON (see `render --help`).
-    #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = crate::config::AlikeInstances::parse)]
-    pub alike_instances: crate::config::AlikeInstances,
     /// Plan only the stack with this name.
     #[arg(long, value_name = "NAME")]
     pub stack: Option<String>,
@@ -188,9 +171,10 @@ pub async fn run(args: &PlanArgs, out: &mut impl Write) -> anyhow::Result<u8> {
         Some(arn) => factory.tenant(arn, &args.region).await.context("the tenant account")?,
         None => cp.clone(),
     };
-    let (vpc, vpc_cidr) = crate::aws::ec2::control_plane_vpc(&cp, &args.installation).await?.with_context(|| {
-        format!("no VPC tagged Name={} in the management account: check --installation", args.installation)
-    })?;
+    let (vpc, vpc_cidr) =
+        crate::aws::ec2::control_plane_vpc(&cp, &args.planning.installation).await?.with_context(|| {
+            format!("no VPC tagged Name={} in the management account: check --installation", args.planning.installation)
+        })?;
     let tables = crate::aws::ec2::control_plane_route_tables(&cp, &vpc, &args.route_tables).await?;
     let render = RenderArgs {
         files: args.files.clone(),
@@ -200,13 +184,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl Write) -> anyhow::Result<u8> {
             control_plane_vpc_cidr: Some(vpc_cidr),
             route_tables: tables.iter().map(|(id, name)| format!("{id}={name}")).collect(),
         }),
-        installation: args.installation.clone(),
-        ipam_range: args.ipam_range.clone(),
-        subnet_mask_bits: args.subnet_mask_bits,
-        ami_file: args.ami_file.clone(),
-        operator_version: args.operator_version.clone(),
-        route53_enabled: args.route53_enabled,
-        alike_instances: args.alike_instances.clone(),
+        planning: args.planning.clone(),
         stack: args.stack.clone(),
         summary: false,
     };
@@ -264,7 +242,7 @@ async fn plan_stacks(
     for cluster in plans {
         // What the planner could not know, from the live stacks and the key.
         let mut known = BTreeMap::new();
-        known.insert(format!("VPC tagged Name={}", args.installation), vpc.to_string());
+        known.insert(format!("VPC tagged Name={}", args.planning.installation), vpc.to_string());
         let mut live = BTreeMap::new();
         for stack in &cluster.stacks {
             let clients = clients_of(stack, cp, tenant);
