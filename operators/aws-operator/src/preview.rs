@@ -191,6 +191,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl Write) -> anyhow::Result<u8> {
     let settings = Settings::from_args(&render)?;
     let objects = Objects::load(&args.files)?;
     let plans = plan(&objects, &settings)?;
+    anyhow::ensure!(!plans.is_empty(), "no AWSCluster in the given files: nothing to plan");
     for p in &plans {
         anyhow::ensure!(
             p.region == args.region,

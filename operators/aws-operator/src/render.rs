@@ -1,7 +1,8 @@
 //! `aws-operator render`: the CloudFormation stacks a set of CR files would produce, printed
 //! without touching AWS or Kubernetes.
 //!
-//! The files are multi-document YAML (or JSON) as they would be applied with `kubectl`. Of
+//! The files are multi-document YAML (or JSON) as they would be applied with `kubectl`, or the
+//! `List` that `kubectl get … -o yaml` prints for several objects. Of
 //! their objects, `AWSCluster`, `AWSControlPlane`, `AWSMachineDeployment`, `NetworkPool`
 //! (`infrastructure.giantswarm.io`) and `Release` (`release.giantswarm.io`) are read; every
 //! other kind (Namespaces, Secrets, …) is skipped.

@@ -33,9 +33,10 @@ async fn cr_file(f: &Fixture, dir: &Path, release: &str) -> anyhow::Result<PathB
     for name in ["v20.0.0", "v20.1.0"] {
         docs.push(serde_json::to_value(Api::<Release>::all(f.client.clone()).get(name).await?)?);
     }
-    let text: Vec<String> = docs.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+    // As `kubectl get … -o yaml` prints several objects: one List.
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
     let path = dir.join(format!("cluster-{release}.yaml"));
-    std::fs::write(&path, text.join("\n---\n"))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&list)?)?;
     Ok(path)
 }
 
