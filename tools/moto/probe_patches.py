@@ -1139,6 +1139,36 @@ def probe_load_balancer_from_template(port: int) -> None:
     check(not missing, f"the stack's load balancer lacks {missing}: {tags}")
 
 
+def probe_execute_change_set(port: int) -> None:
+    cfn = client(port, "cloudformation", account())
+    name = "probe-change-set"
+
+    def template(v: str) -> str:
+        return json.dumps({
+            "Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": f"d{v}"}}},
+            "Outputs": {"Hash": {"Value": f"h{v}"}},
+        })
+
+    cfn.create_stack(StackName=name, TemplateBody=template("1"))
+    for cs in ("probe-cs-a", "probe-cs-b"):
+        cfn.create_change_set(StackName=name, ChangeSetName=cs, TemplateBody=template("2"), ChangeSetType="UPDATE",
+                              Tags=[{"Key": "k", "Value": cs}])
+    cfn.execute_change_set(StackName=name, ChangeSetName="probe-cs-a")
+    stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    check(stack["StackStatus"] == "UPDATE_COMPLETE", f"status {stack['StackStatus']}")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    check(outputs.get("Hash") == "h2", f"outputs not recomputed: {outputs}")
+    check({"Key": "k", "Value": "probe-cs-a"} in stack.get("Tags", []), f"tags not applied: {stack.get('Tags')}")
+    left = [s["ChangeSetName"] for s in cfn.list_change_sets(StackName=name)["Summaries"]
+            if s.get("StackName") == name]
+    check(left == [], f"change sets left after execution: {left}")
+    try:
+        cfn.delete_change_set(StackName=name, ChangeSetName="probe-cs-b")
+        raise AssertionError("deleting a missing change set succeeded")
+    except ClientError as err:
+        check(error_code(err) == "ChangeSetNotFound", f"unexpected error {error_code(err)}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1160,6 +1190,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a security group in use is not deleted", probe_security_group_in_use),
     ("a hosted zone is deleted with its stack once empty", probe_hosted_zone_deleted_with_its_stack),
     ("a stack's load balancer as its template places and tags it", probe_load_balancer_from_template),
+    ("ExecuteChangeSet updates a stack as UpdateStack does", probe_execute_change_set),
 ]
 
 

@@ -86,6 +86,12 @@ Three more behaviours, corrected for the teardown of what a cluster leaves outsi
     and tags, and a stack's load balancers and target groups carry the stack's tags, as
     CloudFormation puts them on every resource that takes tags.
 
+One more, for stack updates approved as change sets:
+
+19. ``ExecuteChangeSet`` of an ``UPDATE`` change set updates the stack as ``UpdateStack`` does
+    (outputs recomputed, tags applied, rolling updates run) and removes the stack's change sets;
+    deleting a change set that does not exist gives 404 ``ChangeSetNotFound``.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -1963,6 +1969,58 @@ def patch_load_balancer_cloudformation() -> None:
     resource_map_cls.update = update
 
 
+# --- 19. ExecuteChangeSet updates a stack as UpdateStack does -------------------------------------
+
+
+def patch_execute_change_set() -> None:
+    """moto 5.2.5 executes an ``UPDATE`` change set by applying its resources and copying its
+    template, without the rest of an update: the stack's ``Outputs`` keep their old values (AWS
+    recomputes them), its tags stay (AWS applies the change set's), an Auto Scaling group's
+    rolling update (correction 13) is skipped, and every change set of the stack stays listed
+    (AWS deletes the stack's change sets once one is executed: they no longer describe a
+    possible update). The operator's own ``TemplateHash`` output is how it knows a stack is
+    current, so stale outputs made an approved update look unapplied forever. A ``CREATE``
+    change set keeps moto's path. Deleting a change set that does not exist gave 500 (an
+    unbound variable); AWS answers 404 ``ChangeSetNotFound``."""
+    from moto.cloudformation import models as cfn_models
+    from moto.cloudformation.exceptions import CloudFormationError
+
+    backend_cls = _require(cfn_models, "CloudFormationBackend")
+    original_execute = _require(backend_cls, "execute_change_set")
+    original_delete = _require(backend_cls, "delete_change_set")
+    _require(cfn_models.Stack, "update")
+
+    class ChangeSetNotFound(CloudFormationError):
+        # The code is the one AWS's model names (ChangeSetNotFoundException, 404 in its
+        # error metadata); the serializer takes the status from the model.
+        code = "ChangeSetNotFound"
+
+    def find(backend: Any, name: str) -> Any:
+        if name in backend.change_sets:
+            return backend.change_sets[name]
+        return next((cs for cs in backend.change_sets.values() if cs.change_set_name == name), None)
+
+    def execute_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
+        change_set = find(self, change_set_name)
+        if change_set is None or change_set.change_set_type != "UPDATE":
+            return original_execute(self, change_set_name, stack_name)
+        stack = self.stacks[change_set.stack_id]
+        # Stack.update (as patched by 12 and 13) sets the events, status, outputs and rolls.
+        stack.update(change_set.template, change_set.role_arn, parameters=change_set.parameters or None,
+                     tags=change_set.tags)
+        change_set.execution_status = "EXECUTE_COMPLETE"
+        for cs_id in [k for k, cs in self.change_sets.items() if cs.stack_id == stack.stack_id]:
+            del self.change_sets[cs_id]
+
+    def delete_change_set(self: Any, change_set_name: str) -> None:
+        if find(self, change_set_name) is None:
+            raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
+        original_delete(self, change_set_name)
+
+    backend_cls.execute_change_set = execute_change_set
+    backend_cls.delete_change_set = delete_change_set
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -1983,6 +2041,7 @@ def apply_patches() -> None:
     patch_security_group_in_use()
     patch_hosted_zone_deletion()
     patch_load_balancer_cloudformation()
+    patch_execute_change_set()
 
 
 # --- request log ------------------------------------------------------------------------------

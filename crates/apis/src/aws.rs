@@ -84,6 +84,52 @@ pub struct StackStatus {
     /// survives a restart of the operator; absent when nothing failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// An update of this stack that waits for approval (the cluster's
+    /// `aws-operator.giantswarm.io/update-approval` annotation): what it would change and the
+    /// plan hash to approve it with. Absent when no update waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_update: Option<PendingUpdate>,
+    /// The plan hash of the last update of this stack run by approval, so that an approval left
+    /// on the object after it ran is not taken for a stale one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_plan: Option<String>,
+}
+
+/// A stack update that waits for approval, as CloudFormation's change set describes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingUpdate {
+    /// The plan hash: approve the update by annotating the object with
+    /// `aws-operator.giantswarm.io/approved-plan: <planHash>`. A stable hash of the stack name
+    /// and the desired template (with its tags), so a changed desired state is a new plan.
+    pub plan_hash: String,
+    /// The change set that holds the update, in the stack's account.
+    pub change_set: String,
+    /// Resources the update adds.
+    pub added: u32,
+    /// Resources the update modifies.
+    pub modified: u32,
+    /// Resources the update removes.
+    pub removed: u32,
+    /// Resources CloudFormation replaces (a new physical resource), with `True` or
+    /// `Conditional` as CloudFormation says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replacements: Vec<PlannedReplacement>,
+    /// Auto Scaling groups whose instances the update replaces (a rolling update).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_rolls: Vec<String>,
+}
+
+/// One resource a pending update replaces.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedReplacement {
+    /// The logical id in the template.
+    pub logical_id: String,
+    /// The resource type, e.g. `AWS::EC2::SecurityGroup`.
+    pub resource_type: String,
+    /// `True` or `Conditional`.
+    pub replacement: String,
 }
 
 /// Check that every availability zone lies in `region` and none is listed twice.
@@ -951,6 +997,8 @@ mod tests {
             reason: None,
             last_transition_time: None,
             attempts: None,
+            pending_update: None,
+            applied_plan: None,
         };
         assert_eq!(
             serde_json::to_value(&stack).unwrap_or_default(),

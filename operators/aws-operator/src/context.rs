@@ -151,6 +151,9 @@ pub struct Memo {
     /// Instances this process terminated for their age, per Auto Scaling group
     /// (`<account cache key>/<group>`): never counted again while a listing still shows them.
     pub max_age_replaced: HashMap<String, std::collections::BTreeSet<String>>,
+    /// Per `account/region/stack`: the last approval problem (a stale or malformed approval)
+    /// announced by a Warning event, so that each is announced once, not on every look.
+    pub approval_notes: HashMap<String, String>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.

@@ -7,15 +7,17 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
+//! | `main.rs` | the binary: the `daemon`, `render` and `plan` commands and their dispatch, nothing else |
 //! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the four controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
+//! | [`preview`] | the `plan` command's edge: the planner's stacks against the live ones, through change sets and [`approval::template_diff`] |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
+//! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
 //! | [`rollout`] | rollout limits: the Lease slots of clusters and node pools that roll |
@@ -55,6 +57,7 @@
 //! without I/O ([`plan`]), next to what it mirrors.
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod aws;
 pub mod config;
 pub mod context;
@@ -65,6 +68,7 @@ pub mod ipam;
 pub mod maintenance;
 pub mod node_config;
 pub mod plan;
+pub mod preview;
 pub mod render;
 pub mod rollout;
 pub mod upgrade;

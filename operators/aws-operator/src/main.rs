@@ -1,5 +1,6 @@
 //! The aws-operator binary: `daemon` reconciles clusters; `render` prints the stacks a set of
-//! CR files would produce without touching AWS.
+//! CR files would produce without touching AWS; `plan` shows what would change in their live
+//! stacks (exit code 0: nothing, 2: changes).
 
 use aws_operator::config::DaemonArgs;
 use clap::{Parser, Subcommand};
@@ -18,14 +19,19 @@ enum Command {
     Daemon(Box<DaemonArgs>),
     /// Print the stacks and templates the given CR files would produce, without touching AWS.
     Render(aws_operator::render::RenderArgs),
+    /// Show what the operator would change in the live stacks of the clusters in the given CR
+    /// files, through CloudFormation change sets it deletes again; exit code 0 when nothing
+    /// would change, 2 when something would.
+    Plan(Box<aws_operator::preview::PlanArgs>),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<std::process::ExitCode> {
     operatorkit::logging::init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()),
-        Command::Daemon(args) => aws_operator::daemon::serve(*args).await,
+        Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()).map(|()| Default::default()),
+        Command::Plan(args) => aws_operator::preview::run(&args, &mut std::io::stdout()).await.map(Into::into),
+        Command::Daemon(args) => aws_operator::daemon::serve(*args).await.map(|()| Default::default()),
     }
 }

@@ -143,7 +143,14 @@ impl Objects {
         let path = source.display().to_string();
         let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
             .map_err(|e| RenderError::Parse { path: path.clone(), message: format!("not valid YAML: {e}") })?;
-        for (index, document) in documents.into_iter().enumerate() {
+        // `kubectl get` of several objects prints one `v1` `List`: its items count as documents.
+        let documents = documents.into_iter().flat_map(|d| match (d.get("apiVersion"), d.get("kind")) {
+            (Some(v), Some(k)) if v == "v1" && k == "List" => {
+                d.get("items").and_then(|i| i.as_array()).cloned().unwrap_or_default()
+            }
+            _ => vec![d],
+        });
+        for (index, document) in documents.enumerate() {
             if document.is_null() {
                 continue;
             }

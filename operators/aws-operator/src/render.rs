@@ -1,7 +1,8 @@
 //! `aws-operator render`: the CloudFormation stacks a set of CR files would produce, printed
 //! without touching AWS or Kubernetes.
 //!
-//! The files are multi-document YAML (or JSON) as they would be applied with `kubectl`. Of
+//! The files are multi-document YAML (or JSON) as they would be applied with `kubectl`, or the
+//! `List` that `kubectl get … -o yaml` prints for several objects. Of
 //! their objects, `AWSCluster`, `AWSControlPlane`, `AWSMachineDeployment`, `NetworkPool`
 //! (`infrastructure.giantswarm.io`) and `Release` (`release.giantswarm.io`) are read; every
 //! other kind (Namespaces, Secrets, …) is skipped.
@@ -37,6 +38,21 @@ pub struct RenderArgs {
     /// What the operator would learn from AWS.
     #[command(flatten)]
     pub aws: Box<AwsArgs>,
+    /// The operator's settings the stacks depend on.
+    #[command(flatten)]
+    pub planning: PlanningArgs,
+    /// Print only the stack with this name.
+    #[arg(long, value_name = "NAME")]
+    pub stack: Option<String>,
+    /// Print only names, accounts, resource counts and template sizes.
+    #[arg(long)]
+    pub summary: bool,
+}
+
+/// The operator settings the planned stacks depend on: the flags `aws-operator render` and
+/// `aws-operator plan` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlanningArgs {
     /// Installation (management cluster) name.
     #[arg(long, default_value = "gauss")]
     pub installation: String,
@@ -61,12 +77,6 @@ pub struct RenderArgs {
     /// `useAlikeInstanceTypes`.
     #[arg(long, env = "AWS_OPERATOR_ALIKE_INSTANCES", default_value = "", value_parser = crate::config::AlikeInstances::parse)]
     pub alike_instances: crate::config::AlikeInstances,
-    /// Print only the stack with this name.
-    #[arg(long, value_name = "NAME")]
-    pub stack: Option<String>,
-    /// Print only names, accounts, resource counts and template sizes.
-    #[arg(long)]
-    pub summary: bool,
 }
 
 /// The flags of `aws-operator render` for what the operator would learn from AWS: account ids
@@ -118,13 +128,13 @@ impl Settings {
                 return Err(flag(name, id, "an AWS account id has 12 digits".into()));
             }
         }
-        if let Err(e) = args.ipam_range.parse::<Ipv4Net>() {
-            return Err(flag("ipam-range", &args.ipam_range, e.to_string()));
+        if let Err(e) = args.planning.ipam_range.parse::<Ipv4Net>() {
+            return Err(flag("ipam-range", &args.planning.ipam_range, e.to_string()));
         }
-        if !(16..=28).contains(&args.subnet_mask_bits) {
+        if !(16..=28).contains(&args.planning.subnet_mask_bits) {
             return Err(flag(
                 "subnet-mask-bits",
-                &args.subnet_mask_bits.to_string(),
+                &args.planning.subnet_mask_bits.to_string(),
                 "use a mask from 16 to 28".into(),
             ));
         }
@@ -142,15 +152,15 @@ impl Settings {
                 _ => Err(flag("route-table", raw, "write it as ID=NAME, e.g. rtb-0abc=gauss_private_0".into())),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let amis = args.ami_file.as_deref().map(AmiMap::load).transpose()?;
+        let amis = args.planning.ami_file.as_deref().map(AmiMap::load).transpose()?;
         Ok(Settings {
             config: OperatorConfig {
-                version: args.operator_version.clone(),
-                installation: args.installation.clone(),
-                ipam_range: args.ipam_range.clone(),
-                subnet_mask_bits: args.subnet_mask_bits,
-                route53_enabled: args.route53_enabled,
-                alike_instances: args.alike_instances.clone(),
+                version: args.planning.operator_version.clone(),
+                installation: args.planning.installation.clone(),
+                ipam_range: args.planning.ipam_range.clone(),
+                subnet_mask_bits: args.planning.subnet_mask_bits,
+                route53_enabled: args.planning.route53_enabled,
+                alike_instances: args.planning.alike_instances.clone(),
                 ..OperatorConfig::default()
             },
             tenant_account_id: args.aws.tenant_account_id.clone(),

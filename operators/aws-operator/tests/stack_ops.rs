@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::StackStatus as StatusEntry;
-use aws_operator::aws::cloudformation::FakeCloudFormation;
+use aws_operator::aws::cloudformation::{CloudFormation as _, FakeCloudFormation};
 use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress};
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, OperatorConfig};
@@ -360,5 +360,96 @@ async fn a_failed_delete_names_the_resources_and_is_retried_with_backoff() -> an
     assert!(matches!(d, Deletion::Gone));
     assert_eq!((gone.status.as_str(), gone.attempts), ("DELETE_COMPLETE", None));
     assert_eq!(b.events_with("CFDeleted").await?.len(), 1);
+    Ok(())
+}
+
+/// A stack with one security group whose description (a property CloudFormation replaces the
+/// group for) follows `version`.
+fn with_group(name: &str, version: &str) -> DesiredStack {
+    let mut d = desired(name, version);
+    let props = serde_json::json!({"GroupDescription": format!("group {version}")});
+    d.template.add("Group", aws_stacks::cfn::Resource::new("AWS::EC2::SecurityGroup", props));
+    d
+}
+
+/// The gate of a cluster annotated `update-approval: <setting>`, for the bench's owner, with
+/// `approved` as the owner's approval.
+fn gate(b: &Bench, setting: &str, approved: Option<&str>) -> anyhow::Result<stacks::Gate> {
+    use aws_operator::approval::{self, UPDATE_APPROVAL};
+    let cluster: apis::aws::AWSCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+        "metadata": {"name": "a1b2c", "namespace": NS, "annotations": {UPDATE_APPROVAL: setting}},
+        "spec": {"cluster": {"description": "x", "dns": {"domain": "example.com"}},
+                 "provider": {"credentialSecret": {"name": "c", "namespace": "giantswarm"}, "region": REGION}}
+    }))?;
+    let mut gate = stacks::Gate::new(&cluster, &b.owner, &[], approval::UpdateKind::Other);
+    gate.approval = approved.map_or(approval::Approval::None, |a| {
+        approval::approval(&[(approval::APPROVED_PLAN.to_string(), a.to_string())].into_iter().collect())
+    });
+    Ok(gate)
+}
+
+#[tokio::test]
+async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let ensure = |d: DesiredStack, recorded: Option<StatusEntry>, gate: stacks::Gate| {
+        let b = &b;
+        async move {
+            let out =
+                stacks::ensure_gated(&b.shared, &b.aws, &b.owner, d, None, recorded.as_ref(), Some(&gate)).await?;
+            anyhow::Ok(out)
+        }
+    };
+    // Creates never wait.
+    let (p, e) = ensure(with_group("gated", "1"), None, gate(&b, "strict", None)?).await?;
+    assert!(matches!(p, Progress::Pending), "{p:?}");
+    let (p, e) = ensure(with_group("gated", "1"), Some(e), gate(&b, "strict", None)?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "{p:?}");
+
+    // An update waits as a change set, with its summary; looking again reuses it.
+    let (p, e) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", None)?).await?;
+    let Progress::AwaitingApproval { message } = p else { anyhow::bail!("not held: {p:?}") };
+    let pending = e.pending_update.clone().expect("a pending update");
+    assert_eq!((pending.added, pending.modified, pending.removed), (0, 1, 0), "{pending:?}");
+    assert_eq!(pending.replacements.len(), 1, "{pending:?}");
+    assert_eq!(
+        (pending.replacements[0].logical_id.as_str(), pending.replacements[0].replacement.as_str()),
+        ("Group", "True")
+    );
+    assert!(message.contains(&pending.plan_hash), "{message}");
+    assert_eq!(e.status, "CREATE_COMPLETE", "the stack is untouched");
+    let (p, e) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", None)?).await?;
+    assert!(matches!(p, Progress::AwaitingApproval { .. }));
+    assert_eq!((b.fake.calls("CreateChangeSet"), b.fake.calls("UpdateStack")), (1, 0));
+
+    // A stale approval runs nothing and is warned about once.
+    for _ in 0..2 {
+        let (p, _) =
+            ensure(with_group("gated", "2"), Some(e.clone()), gate(&b, "required", Some("0123456789abcdef"))?).await?;
+        assert!(matches!(p, Progress::AwaitingApproval { .. }));
+    }
+    assert_eq!(b.events_with("StaleApproval").await?.len(), 1);
+    assert_eq!((b.fake.calls("ExecuteChangeSet"), b.fake.calls("UpdateStack")), (0, 0));
+
+    // The approved plan runs as its change set.
+    let (p, e) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", Some(&pending.plan_hash))?).await?;
+    assert!(matches!(p, Progress::Pending), "{p:?}");
+    assert_eq!((b.fake.calls("ExecuteChangeSet"), b.fake.calls("UpdateStack")), (1, 1), "executed as one update");
+    assert_eq!(e.status, stacks::UPDATE_REQUESTED);
+    assert_eq!(e.applied_plan.as_deref(), Some(pending.plan_hash.as_str()));
+    assert!(e.pending_update.is_none());
+    let (p, _) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", Some(&pending.plan_hash))?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "current again: {p:?}");
+    assert_eq!(b.events_with("UpdatePending").await?.len(), 1);
+
+    // A held update whose gate is turned off runs as a plain update, and its change set goes.
+    let (_, e) = ensure(with_group("gated", "3"), None, gate(&b, "required", None)?).await?;
+    let held = e.pending_update.clone().expect("held");
+    assert_eq!(b.fake.change_sets("gated").await?, std::slice::from_ref(&held.change_set));
+    let (p, e) = ensure(with_group("gated", "3"), Some(e), gate(&b, "off", None)?).await?;
+    assert!(matches!(p, Progress::Pending), "{p:?}");
+    assert_eq!(e.status, stacks::UPDATE_REQUESTED);
+    assert!(b.fake.change_sets("gated").await?.is_empty(), "the held change set is deleted");
+    assert_eq!(b.fake.calls("UpdateStack"), 2);
     Ok(())
 }

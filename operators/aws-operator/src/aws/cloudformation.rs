@@ -97,6 +97,52 @@ pub trait CloudFormation: Send + Sync {
     /// The logical ids of resources whose deletion failed, with their reasons
     /// (`DescribeStackResources`).
     fn failed_resources<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<(String, String)>, CfnError>>;
+    /// The deployed template's body (`GetTemplate`); `Ok(None)` when the stack does not exist.
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>>;
+    /// `CreateChangeSet` of type `UPDATE` (named explicitly: moto defaults to `CREATE`) named
+    /// `change_set`, for updating the stack to `request`.
+    fn create_change_set<'a>(
+        &'a self,
+        request: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// `DescribeChangeSet` (every page); `Ok(None)` when it does not exist.
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>>;
+    /// `ExecuteChangeSet`.
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// `DeleteChangeSet`; a change set that does not exist is not an error.
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>>;
+    /// The names of the change sets of `stack` (`ListChangeSets`, every page).
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>>;
+}
+
+/// A change set as `DescribeChangeSet` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSetView {
+    /// `CREATE_PENDING`, `CREATE_IN_PROGRESS`, `CREATE_COMPLETE`, `FAILED`, …
+    pub status: String,
+    /// `AVAILABLE`, `UNAVAILABLE`, `EXECUTE_IN_PROGRESS`, `EXECUTE_COMPLETE`, `OBSOLETE`, …
+    pub execution_status: String,
+    /// Why it failed, when it did.
+    pub status_reason: Option<String>,
+    /// The resource changes.
+    pub changes: Vec<crate::approval::ChangeSetChange>,
+}
+
+impl ChangeSetView {
+    /// Whether CloudFormation is still computing it.
+    pub fn computing(&self) -> bool {
+        matches!(self.status.as_str(), "CREATE_PENDING" | "CREATE_IN_PROGRESS")
+    }
+
+    /// Whether it can be executed.
+    pub fn executable(&self) -> bool {
+        self.status == "CREATE_COMPLETE" && self.execution_status == "AVAILABLE"
+    }
 }
 
 /// [`CloudFormation`] on the AWS SDK.
@@ -283,6 +329,164 @@ impl CloudFormation for SdkCloudFormation {
                 .collect())
         })
     }
+
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>> {
+        Box::pin(async move {
+            match self.client.get_template().stack_name(name).send().await {
+                Ok(out) => Ok(out.template_body().map(str::to_string)),
+                Err(e) => match cfn_error("GetTemplate", name, e) {
+                    CfnError::NotFound(_) => Ok(None),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+
+    fn create_change_set<'a>(
+        &'a self,
+        r: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .create_change_set()
+                .stack_name(&r.name)
+                .change_set_name(change_set)
+                .change_set_type(aws_sdk_cloudformation::types::ChangeSetType::Update)
+                .set_template_body(r.template_body.clone())
+                .set_template_url(r.template_url.clone())
+                .set_tags(Some(tags_of(&r.tags)));
+            if r.named_iam {
+                call = call.capabilities(Capability::CapabilityNamedIam);
+            }
+            call.send().await.map(|_| ()).map_err(|e| cfn_error("CreateChangeSet", &r.name, e))
+        })
+    }
+
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>> {
+        Box::pin(async move {
+            let mut view: Option<ChangeSetView> = None;
+            let mut token: Option<String> = None;
+            loop {
+                let page = match self
+                    .client
+                    .describe_change_set()
+                    .stack_name(stack)
+                    .change_set_name(change_set)
+                    .include_property_values(true)
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(e) => {
+                        return match cfn_error("DescribeChangeSet", stack, e) {
+                            CfnError::NotFound(_) => Ok(None),
+                            e => Err(e),
+                        };
+                    }
+                };
+                let v = view.get_or_insert_with(|| ChangeSetView {
+                    status: page.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    execution_status: page.execution_status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    status_reason: page.status_reason().map(str::to_string),
+                    changes: Vec::new(),
+                });
+                v.changes.extend(page.changes().iter().filter_map(change_of));
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(view)
+        })
+    }
+
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.client
+                .execute_change_set()
+                .stack_name(stack)
+                .change_set_name(change_set)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| cfn_error("ExecuteChangeSet", stack, e))
+        })
+    }
+
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>> {
+        Box::pin(async move {
+            let mut names = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page =
+                    match self.client.list_change_sets().stack_name(stack).set_next_token(token.take()).send().await {
+                        Ok(page) => page,
+                        Err(e) => {
+                            return match cfn_error("ListChangeSets", stack, e) {
+                                CfnError::NotFound(_) => Ok(names),
+                                e => Err(e),
+                            };
+                        }
+                    };
+                // Filtered here too: an emulator may list other stacks' change sets.
+                names.extend(
+                    page.summaries()
+                        .iter()
+                        .filter(|c| c.stack_name().is_none_or(|n| n == stack))
+                        .filter_map(|c| c.change_set_name().map(str::to_string)),
+                );
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+            Ok(names)
+        })
+    }
+
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            match self.client.delete_change_set().stack_name(stack).change_set_name(change_set).send().await {
+                Ok(_) => Ok(()),
+                Err(e) => match cfn_error("DeleteChangeSet", stack, e) {
+                    CfnError::NotFound(_) => Ok(()),
+                    e => Err(e),
+                },
+            }
+        })
+    }
+}
+
+fn change_of(c: &aws_sdk_cloudformation::types::Change) -> Option<crate::approval::ChangeSetChange> {
+    let r = c.resource_change()?;
+    Some(crate::approval::ChangeSetChange {
+        action: r.action().map(|a| a.as_str().to_string()).unwrap_or_default(),
+        logical_id: r.logical_resource_id().unwrap_or_default().to_string(),
+        resource_type: r.resource_type().unwrap_or_default().to_string(),
+        replacement: r.replacement().map(|x| x.as_str().to_string()),
+        paths: r
+            .details()
+            .iter()
+            .filter_map(|d| {
+                let t = d.target()?;
+                // `Properties.<path>` as the template diff writes it: the property path
+                // (`/LaunchTemplateData/ImageId`, with IncludePropertyValues) or else its name.
+                let attribute = t.attribute().map(|a| a.as_str().to_string()).unwrap_or_default();
+                let raw = t.path().or(t.name()).unwrap_or_default().trim_start_matches('/');
+                // The path may or may not start with the attribute (`/Properties/…`).
+                let raw = raw.strip_prefix(&format!("{attribute}/")).unwrap_or(raw);
+                let path = raw.replace('/', ".");
+                Some(if path.is_empty() { attribute } else { format!("{attribute}.{path}") })
+            })
+            .collect(),
+    })
 }
 
 /// A per-account cache of `DescribeStacks`: all stacks of an account and region are read with one
@@ -404,6 +608,8 @@ struct FakeState {
     /// Outputs and request before the last update, for [`FakeCloudFormation::roll_back`].
     before_update: BTreeMap<String, (BTreeMap<String, String>, StackRequest)>,
     hold_deletes: bool,
+    /// Change sets by (stack, name): the request they would apply and how they look.
+    change_sets: BTreeMap<(String, String), (StackRequest, ChangeSetView)>,
 }
 
 /// An error a [`FakeCloudFormation`] returns for the next call of an operation.
@@ -618,11 +824,156 @@ impl CloudFormation for FakeCloudFormation {
             Ok(self.state.lock().failed_resources.get(name).cloned().unwrap_or_default())
         })
     }
+
+    fn template<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, CfnError>> {
+        Box::pin(async move {
+            self.begin("GetTemplate", name)?;
+            Ok(self.state.lock().stacks.get(name).map(|(_, r)| r.template_body.clone().unwrap_or_default()))
+        })
+    }
+
+    fn create_change_set<'a>(
+        &'a self,
+        r: &'a StackRequest,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("CreateChangeSet", &r.name)?;
+            let mut s = self.state.lock();
+            let Some((_, deployed)) = s.stacks.get(&r.name) else {
+                return Err(CfnError::NotFound(r.name.clone()));
+            };
+            let parse = |b: &Option<String>| {
+                serde_json::from_str::<serde_json::Value>(b.as_deref().unwrap_or("{}")).unwrap_or_default()
+            };
+            // The fake's own account of the change: the template diff, without CloudFormation's
+            // replacement verdicts.
+            let changes = crate::approval::template_diff(&parse(&deployed.template_body), &parse(&r.template_body))
+                .into_iter()
+                .map(|c| crate::approval::ChangeSetChange {
+                    action: format!("{:?}", c.action),
+                    logical_id: c.logical_id,
+                    resource_type: c.resource_type,
+                    replacement: None,
+                    paths: c.paths,
+                })
+                .collect();
+            let view = ChangeSetView {
+                status: "CREATE_COMPLETE".into(),
+                execution_status: "AVAILABLE".into(),
+                status_reason: None,
+                changes,
+            };
+            s.change_sets.insert((r.name.clone(), change_set.to_string()), (r.clone(), view));
+            Ok(())
+        })
+    }
+
+    fn describe_change_set<'a>(
+        &'a self,
+        stack: &'a str,
+        change_set: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>> {
+        Box::pin(async move {
+            self.begin("DescribeChangeSet", stack)?;
+            Ok(self.state.lock().change_sets.get(&(stack.to_string(), change_set.to_string())).map(|(_, v)| v.clone()))
+        })
+    }
+
+    fn execute_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("ExecuteChangeSet", stack)?;
+            let request = {
+                let mut s = self.state.lock();
+                let Some((request, _)) = s.change_sets.get(&(stack.to_string(), change_set.to_string())).cloned()
+                else {
+                    return Err(CfnError::NotFound(stack.to_string()));
+                };
+                // As CloudFormation: executing one change set removes the stack's others.
+                s.change_sets.retain(|(st, _), _| st != stack);
+                request
+            };
+            self.update(&request).await
+        })
+    }
+
+    fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>> {
+        Box::pin(async move {
+            self.begin("ListChangeSets", stack)?;
+            Ok(self.state.lock().change_sets.keys().filter(|(s, _)| s == stack).map(|(_, n)| n.clone()).collect())
+        })
+    }
+
+    fn delete_change_set<'a>(&'a self, stack: &'a str, change_set: &'a str) -> BoxFuture<'a, Result<(), CfnError>> {
+        Box::pin(async move {
+            self.begin("DeleteChangeSet", stack)?;
+            self.state.lock().change_sets.remove(&(stack.to_string(), change_set.to_string()));
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_described_change_keeps_cloudformations_replacement_and_property_paths() {
+        use aws_sdk_cloudformation::types::{
+            Change, ChangeAction, ChangeSource, ChangeType, Replacement, RequiresRecreation, ResourceAttribute,
+            ResourceChange, ResourceChangeDetail, ResourceTargetDefinition,
+        };
+        let detail = |attribute, name: &str, path: Option<&str>| {
+            let mut target = ResourceTargetDefinition::builder()
+                .attribute(attribute)
+                .name(name)
+                .requires_recreation(RequiresRecreation::Always);
+            if let Some(p) = path {
+                target = target.path(p);
+            }
+            ResourceChangeDetail::builder()
+                .target(target.build())
+                .change_source(ChangeSource::DirectModification)
+                .build()
+        };
+        let change = Change::builder()
+            .r#type(ChangeType::Resource)
+            .resource_change(
+                ResourceChange::builder()
+                    .action(ChangeAction::Modify)
+                    .logical_resource_id("Group")
+                    .resource_type("AWS::EC2::SecurityGroup")
+                    .replacement(Replacement::True)
+                    .details(detail(ResourceAttribute::Properties, "GroupDescription", None))
+                    .details(detail(
+                        ResourceAttribute::Properties,
+                        "LaunchTemplateData",
+                        Some("/LaunchTemplateData/ImageId"),
+                    ))
+                    .details(detail(
+                        ResourceAttribute::Properties,
+                        "SecurityGroupIngress",
+                        Some("/Properties/SecurityGroupIngress/0/FromPort"),
+                    ))
+                    .details(detail(ResourceAttribute::Tags, "Tags", None))
+                    .build(),
+            )
+            .build();
+        let c = change_of(&change).expect("a resource change");
+        assert_eq!((c.action.as_str(), c.logical_id.as_str()), ("Modify", "Group"));
+        assert_eq!(c.replacement.as_deref(), Some("True"));
+        assert_eq!(
+            c.paths,
+            [
+                "Properties.GroupDescription",
+                "Properties.LaunchTemplateData.ImageId",
+                "Properties.SecurityGroupIngress.0.FromPort",
+                "Tags.Tags"
+            ]
+        );
+        // A change of another type (a hook invocation) is not a resource change.
+        assert!(change_of(&Change::builder().r#type(ChangeType::Resource).build()).is_none());
+    }
 
     /// A request for an empty stack called `name`.
     fn request(name: &str, termination_protection: bool) -> StackRequest {

@@ -30,6 +30,7 @@ use aws_stacks::state::{
     DeleteStep, EnsureStep, StackStatus, StackView, TEMPLATE_HASH_OUTPUT, plan_delete, plan_ensure, retry_backoff,
 };
 
+use crate::approval;
 use crate::aws::cloudformation::{CfnError, StackRequest};
 use crate::context::{Shared, StackOpLabels};
 
@@ -69,6 +70,73 @@ pub enum Progress {
         /// How long until the next attempt.
         retry_after: Duration,
     },
+    /// An update waits for approval ([`crate::approval`]): the stack is usable with its
+    /// deployed template; `message` says what the update would do and how to approve it.
+    AwaitingApproval {
+        /// The summary and the approval command.
+        message: String,
+    },
+}
+
+/// The approval gate of one stack update ([`crate::approval`]): the cluster's setting and the
+/// owning object's approval.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The cluster's setting.
+    pub setting: approval::Setting,
+    /// A problem with the setting's value, repeated in the pending message.
+    pub setting_problem: Option<String>,
+    /// The owning object's approval annotation.
+    pub approval: approval::Approval,
+    /// The plans already run by approval on the owning object's stacks.
+    pub applied: Vec<String>,
+    /// Whether the update only scales.
+    pub kind: approval::UpdateKind,
+    /// How to approve: `kubectl annotate <resource> -n <namespace> <name>` without the value.
+    resource: (String, String, String),
+}
+
+impl Gate {
+    /// The gate for a stack of `obj` in cluster `cluster` (whose annotations hold the setting);
+    /// `stacks` are `obj`'s recorded stack entries.
+    pub fn new<K: kube::Resource<DynamicType = ()>>(
+        cluster: &apis::aws::AWSCluster,
+        obj: &K,
+        stacks: &[StatusEntry],
+        kind: approval::UpdateKind,
+    ) -> Self {
+        use kube::ResourceExt;
+        let (setting, setting_problem) = approval::setting(cluster.annotations());
+        Gate {
+            setting,
+            setting_problem,
+            approval: approval::approval(obj.annotations()),
+            applied: stacks.iter().filter_map(|s| s.applied_plan.clone()).collect(),
+            kind,
+            resource: (approval::kubectl_resource::<K>(), obj.namespace().unwrap_or_default(), obj.name_any()),
+        }
+    }
+
+    /// What the gate says about updating stack `stack` to the stack hash `desired_hash`.
+    pub fn decide(&self, stack: &str, desired_hash: &str) -> approval::Action {
+        self.decide_as(self.kind, stack, desired_hash)
+    }
+
+    fn decide_as(&self, kind: approval::UpdateKind, stack: &str, desired_hash: &str) -> approval::Action {
+        let plan = approval::plan_hash(stack, desired_hash);
+        approval::decide(self.setting, kind, &plan, &self.approval, &self.applied)
+    }
+
+    /// Whether an update of `stack` to `desired_hash` would wait for approval (for a caller that
+    /// prepares an update before it runs, as a node pool turns the autoscaler off).
+    pub fn holds(&self, stack: &str, desired_hash: &str) -> bool {
+        matches!(self.decide(stack, desired_hash), approval::Action::Hold(_))
+    }
+
+    fn approve_command(&self, plan: &str) -> String {
+        let (resource, namespace, name) = &self.resource;
+        approval::approve_command(resource, namespace, name, plan)
+    }
 }
 
 /// The status recorded for a stack the operator has just asked CloudFormation to change, until
@@ -105,6 +173,8 @@ pub fn status_entry(
             previous.and_then(|p| p.last_transition_time.clone())
         },
         attempts: attempts.filter(|a| *a > 0),
+        pending_update: None,
+        applied_plan: previous.and_then(|p| p.applied_plan.clone()),
     }
 }
 
@@ -253,6 +323,24 @@ pub async fn ensure<K>(
 where
     K: kube::Resource<DynamicType = ()>,
 {
+    ensure_gated(shared, aws, obj, desired, bucket, recorded, None).await
+}
+
+/// [`ensure`], with an update of an existing stack passed through the approval `gate`
+/// ([`crate::approval`]): held as a change set until approved, then run by executing that
+/// change set. Creates never wait.
+pub async fn ensure_gated<K>(
+    shared: &Shared,
+    aws: &AccountClients,
+    obj: &K,
+    desired: DesiredStack,
+    bucket: Option<&str>,
+    recorded: Option<&StatusEntry>,
+    gate: Option<&Gate>,
+) -> Result<(Progress, StatusEntry), ResourceError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
     let DesiredStack { kind, name, mut template, tags, may_update, canonical_hash } = desired;
     let subject = Subject { shared, aws, obj, name: &name };
     // Tags are part of the change: a new cloud tag updates the stack like a template change.
@@ -323,6 +411,13 @@ where
         }
         step => step,
     };
+    // A change set held for approval that will not run (the gate went off, the desired state
+    // went back to the deployed one, the update runs another way) is deleted, not left behind.
+    let held = matches!(step, EnsureStep::Update { .. })
+        && gate.is_some_and(|g| !matches!(g.decide(&name, &hash), approval::Action::Update));
+    if !held && let Some(old) = recorded.and_then(|r| r.pending_update.as_ref()) {
+        timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(&name, &old.change_set)).await?;
+    }
     Ok(match step {
         EnsureStep::Ready => {
             let Some(view) = observed else {
@@ -347,6 +442,14 @@ where
             (Progress::Pending, entry(CREATE_REQUESTED, None, attempts))
         }
         EnsureStep::Update { deployed } => {
+            let action = gate.map_or(approval::Action::Update, |g| g.decide(&name, &hash));
+            if let (Some(gate), approval::Action::Hold(_) | approval::Action::Execute) = (gate, &action) {
+                let req = request().await?;
+                let plan = approval::plan_hash(&name, &hash);
+                let current = view_status(&current).to_string();
+                let gated = Gated { subject: &subject, kind, gate, recorded, plan, hash: &hash, current, attempts };
+                return gated.run(action, &req, &template).await;
+            }
             let req = request().await?;
             match timed(shared, kind, "update", aws.cfn.update(&req)).await {
                 Ok(()) | Err(CfnError::NoUpdates(_)) => {}
@@ -417,6 +520,168 @@ where
             ));
         }
     })
+}
+
+/// One gated update: the stack, its plan, and what the status entry should carry.
+struct Gated<'a, K> {
+    subject: &'a Subject<'a, K>,
+    kind: StackKind,
+    gate: &'a Gate,
+    recorded: Option<&'a StatusEntry>,
+    plan: String,
+    /// The desired stack hash.
+    hash: &'a str,
+    /// The stack's observed status, kept in the entry while the update waits.
+    current: String,
+    attempts: Option<u32>,
+}
+
+impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
+    /// Hold the update as a change set, or execute the approved one.
+    ///
+    /// The approved update runs as `ExecuteChangeSet` rather than `UpdateStack`: what runs is
+    /// exactly the change set whose summary was approved, and CloudFormation refuses it once
+    /// the stack changed under it (the change set is then no longer `AVAILABLE`, and a new one
+    /// is made for the same desired template). The change set carries the same template, tags
+    /// and capabilities an `UpdateStack` would.
+    async fn run(
+        &self,
+        action: approval::Action,
+        req: &StackRequest,
+        template: &Template,
+    ) -> Result<(Progress, StatusEntry), ResourceError> {
+        let Subject { shared, aws, name, .. } = *self.subject;
+        let kind = self.kind;
+        let change_set = approval::change_set_name(name, &self.plan);
+        // A change set of an earlier plan is no longer what would run.
+        if let Some(old) = self.recorded.and_then(|r| r.pending_update.as_ref())
+            && old.change_set != change_set
+        {
+            timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(name, &old.change_set)).await?;
+        }
+        let mut view =
+            timed(shared, kind, "describe_change_set", aws.cfn.describe_change_set(name, &change_set)).await?;
+        if let Some(v) = &view
+            && !v.computing()
+            && !v.executable()
+        {
+            // Failed, obsolete or already executed: make it again for the same template.
+            timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(name, &change_set)).await?;
+            view = None;
+        }
+        let view = match view {
+            Some(v) => v,
+            None => {
+                timed(shared, kind, "create_change_set", aws.cfn.create_change_set(req, &change_set)).await?;
+                let made =
+                    timed(shared, kind, "describe_change_set", aws.cfn.describe_change_set(name, &change_set)).await?;
+                match made {
+                    Some(v) if v.status == "FAILED" => {
+                        return Err(ResourceError::msg(
+                            "ChangeSetFailed",
+                            format!(
+                                "the change set {change_set} of stack {name} failed: {}",
+                                v.status_reason.as_deref().unwrap_or("CloudFormation gave no reason")
+                            ),
+                        ));
+                    }
+                    Some(v) => v,
+                    None => {
+                        return Err(ResourceError::msg(
+                            "ChangeSetMissing",
+                            format!("the change set {change_set} of stack {name} was created but cannot be found"),
+                        ));
+                    }
+                }
+            }
+        };
+        let previous = self.recorded.and_then(|r| r.pending_update.clone());
+        let mut action = action;
+        let summary = if view.computing() {
+            // CloudFormation is still computing it: keep what was recorded, if it is this plan.
+            previous.clone().filter(|p| p.plan_hash == self.plan).unwrap_or_else(|| apis::aws::PendingUpdate {
+                plan_hash: self.plan.clone(),
+                change_set: change_set.clone(),
+                ..Default::default()
+            })
+        } else {
+            let deployed = timed(shared, kind, "get_template", aws.cfn.template(name)).await?.unwrap_or_default();
+            let deployed: serde_json::Value = serde_json::from_str(&deployed).unwrap_or_default();
+            let own = approval::template_diff(&deployed, &template.to_value());
+            if view.changes.is_empty() && own.is_empty() {
+                // Nothing but outputs changes: the setting says whether that waits.
+                let kind = approval::UpdateKind::OutputsOnly;
+                if self.gate.decide_as(kind, name, self.hash) == approval::Action::Update {
+                    action = approval::Action::Execute;
+                }
+            }
+            approval::summarize(&self.plan, &change_set, &view.changes, &own)
+        };
+        let note_key = format!("{}/{name}", aws.cache_key());
+        if matches!(action, approval::Action::Execute) && view.executable() {
+            timed(shared, kind, "execute_change_set", aws.cfn.execute_change_set(name, &change_set)).await?;
+            aws_invalidate(shared, aws, name);
+            shared.memo.lock().approval_notes.remove(&note_key);
+            let why = if self.gate.decide(name, self.hash) == approval::Action::Execute {
+                format!("plan {} approved", self.plan)
+            } else {
+                format!("plan {} changes no resource", self.plan)
+            };
+            let note = format!(
+                "updating stack {name}: {why}, executing change set {change_set} ({})",
+                approval::describe(name, &summary)
+            );
+            self.subject.event(EventType::Normal, "CFUpdateRequested", "ExecuteChangeSet", note).await;
+            let mut entry = status_entry(kind, name, UPDATE_REQUESTED, None, self.recorded, self.attempts);
+            if self.gate.decide(name, self.hash) == approval::Action::Execute {
+                entry.applied_plan = Some(self.plan.clone());
+            }
+            return Ok((Progress::Pending, entry));
+        }
+        if matches!(action, approval::Action::Execute) {
+            // Approved, and CloudFormation is still computing the change set: run it next time.
+            let mut entry = status_entry(kind, name, &self.current, None, self.recorded, self.attempts);
+            entry.pending_update = Some(summary);
+            return Ok((Progress::Pending, entry));
+        }
+        let command = self.gate.approve_command(&self.plan);
+        let line = approval::describe(name, &summary);
+        let announced =
+            previous.as_ref().is_some_and(|p| p.plan_hash == self.plan && p.added + p.modified + p.removed > 0);
+        if !announced && !view.computing() {
+            let note = format!("{line}; plan {}; approve with: {command}", self.plan);
+            self.subject.event(EventType::Normal, "UpdatePending", "CreateChangeSet", note).await;
+        }
+        let problem = match &action {
+            approval::Action::Hold(approval::Hold::Stale { approved }) => Some((
+                "StaleApproval",
+                format!(
+                    "the approved plan {approved} is not the pending plan {} of stack {name}: nothing runs; approve with: {command}",
+                    self.plan
+                ),
+            )),
+            approval::Action::Hold(approval::Hold::Malformed { value }) => {
+                Some(("InvalidApproval", approval::malformed_message(value, Some(&command))))
+            }
+            _ => None,
+        };
+        if let Some((reason, note)) = &problem {
+            let first = shared.memo.lock().approval_notes.insert(note_key, note.clone()).as_deref() != Some(note);
+            if first {
+                self.subject.event(EventType::Warning, reason, "ApproveUpdate", note.clone()).await;
+            }
+        }
+        let mut message = match &problem {
+            Some((_, note)) => format!("{line}; {note}"),
+            None => format!("{line}; waiting for approval of plan {}: {command}", self.plan),
+        };
+        if let Some(problem) = &self.gate.setting_problem {
+            message = format!("{message}; {problem}");
+        }
+        let mut entry = status_entry(kind, name, &self.current, None, self.recorded, self.attempts);
+        entry.pending_update = Some(summary);
+        Ok((Progress::AwaitingApproval { message }, entry))
+    }
 }
 
 fn view_status(current: &Option<String>) -> &str {

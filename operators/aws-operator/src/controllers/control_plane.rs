@@ -96,6 +96,7 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
             state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
         }
     }
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
@@ -374,18 +375,32 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         } else {
             crate::maintenance::Gate::Go
         };
+        // The approval gate (`crate::approval`): an update waiting for approval is held as a
+        // change set, and takes no rollout slot (a slot is not held for a person).
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, crate::approval::UpdateKind::Other);
+        let approval_holds = gate.holds(&name, &desired_hash(&desired));
         // Rollout limits (`crate::rollout`): the cluster's slot for the masters' roll.
-        let slot_wait = if settled_and_changing && window == crate::maintenance::Gate::Go && held.is_none() {
-            crate::rollout::acquire(&shared, &cluster, obj).await?
-        } else {
-            None
-        };
+        let slot_wait =
+            if settled_and_changing && window == crate::maintenance::Gate::Go && held.is_none() && !approval_holds {
+                crate::rollout::acquire(&shared, &cluster, obj).await?
+            } else {
+                None
+            };
         let desired = DesiredStack {
             may_update: held.is_none() && window == crate::maintenance::Gate::Go && slot_wait.is_none(),
             ..desired
         };
-        let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded.as_ref()).await?;
+        let (progress, entry) = crate::aws::stacks::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            desired,
+            Some(&bucket),
+            recorded.as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         if let Some(why) = held {
             state.failure = Some(WORKLOAD_CLUSTER_UNREACHABLE);
@@ -434,6 +449,12 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                     // `initial-cluster-state=existing` instead of founding a new cluster.
                     Ok(Outcome::proceed().requeue_after(shared.config.poll))
                 }
+            }
+            Progress::AwaitingApproval { message } => {
+                state.failure = Some(crate::approval::UPDATE_PENDING);
+                let out = wait(state, message);
+                write_status(state, obj).await?;
+                Ok(out)
             }
             Progress::Pending => {
                 let out = wait(state, format!("stack {name} is not ready"));

@@ -98,6 +98,7 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
         (None, false) => (false, "StacksCreating", "the node pool's stacks are being created".to_string()),
     };
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     if let Some(problems) = &state.rolling_update {
         let (ok, reason, message) = if problems.is_empty() {
             (true, "Valid", "the rolling-update annotations, if any, apply".to_string())
@@ -335,6 +336,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                         write_status(state, obj).await?;
                         return Ok(Outcome::cancel_reconciliation().requeue_after(retry_after));
                     }
+                    Progress::AwaitingApproval { message } => {
+                        state.failure = Some(crate::approval::UPDATE_PENDING);
+                        wait!("{message}")
+                    }
                     Progress::Ready(_) | Progress::Pending => wait!("stack {} is not ready", $name),
                 }
             }};
@@ -530,18 +535,32 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             }
             (decision, _) => decision,
         };
+        // The approval gate (`crate::approval`): an update waiting for approval is held as a
+        // change set, takes no rollout slot (a slot is not held for a person), and leaves the
+        // autoscaler alone until it runs.
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let kind = match change {
+            upgrade::Change::ScalingOnly => crate::approval::UpdateKind::ScalingOnly,
+            _ => crate::approval::UpdateKind::Other,
+        };
+        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, kind);
+        let approval_holds = gate.holds(&name, &unchanged);
         // Rollout limits (`crate::rollout`), for a roll that may start now.
         let decision = match (decision, settled) {
-            (upgrade::Decision::Roll, true) => match crate::rollout::acquire(&shared, &cluster, obj).await? {
-                None => upgrade::Decision::Roll,
-                Some(why) => {
-                    hold_reason = crate::rollout::WAITING_FOR_SLOT;
-                    upgrade::Decision::Hold(why)
+            (upgrade::Decision::Roll, true) if !approval_holds => {
+                match crate::rollout::acquire(&shared, &cluster, obj).await? {
+                    None => upgrade::Decision::Roll,
+                    Some(why) => {
+                        hold_reason = crate::rollout::WAITING_FOR_SLOT;
+                        upgrade::Decision::Hold(why)
+                    }
                 }
-            },
+            }
             (decision, _) => decision,
         };
-        if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group) {
+        if let (upgrade::Decision::Roll, Some(group)) = (&decision, &group)
+            && !approval_holds
+        {
             autoscaler(&shared, &tenant, obj, group, false).await?;
         }
         let desired = DesiredStack {
@@ -552,8 +571,16 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::Scale),
             canonical_hash: Some(canonical),
         };
-        let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) = crate::aws::stacks::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            desired,
+            Some(&bucket),
+            recorded(&name).as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);

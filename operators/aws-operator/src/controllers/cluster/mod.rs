@@ -133,6 +133,10 @@ impl ClusterState {
                 write_cluster_status(self, obj).await?;
                 Ok(Outcome::cancel_reconciliation().requeue_after(retry_after))
             }
+            Progress::AwaitingApproval { message } => {
+                self.failure = Some((crate::approval::UPDATE_PENDING, message.clone()));
+                self.wait(obj, message).await
+            }
             Progress::Ready(_) | Progress::Pending => self.wait(obj, format!("stack {name} is not ready")).await,
         }
     }

@@ -14,7 +14,7 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use super::ClusterState;
 use crate::aws::AccountClients;
-use crate::aws::stacks::{DesiredStack, Progress};
+use crate::aws::stacks::{DesiredStack, Gate, Progress};
 use crate::context::Shared;
 use crate::controllers;
 
@@ -83,6 +83,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let common = controllers::lookup::common(&shared.config, obj, &release);
         let recorded = |name: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
         let bucket = names::bucket(&tenant.account_id, &id);
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let gate = Gate::new(obj, obj, &entries, crate::approval::UpdateKind::Other);
 
         // TCCPI: the peering role in the management account; never updated.
         let name = names::stack_name(&id, StackKind::Tccpi, None);
@@ -149,8 +151,16 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             may_update: true,
             canonical_hash: None,
         };
-        let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &tenant, obj, desired, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) = crate::aws::stacks::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            desired,
+            Some(&bucket),
+            recorded(&name).as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         let Progress::Ready(view) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -183,7 +193,8 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             canonical_hash: None,
         };
         let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+            crate::aws::stacks::ensure_gated(&shared, &cp, obj, desired, None, recorded(&name).as_ref(), Some(&gate))
+                .await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             return state.stack_not_ready(obj, &name, progress).await;

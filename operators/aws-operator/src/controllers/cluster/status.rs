@@ -149,6 +149,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
         (false, "StacksCreating", state.waiting.clone().unwrap_or_else(|| "stacks are being created".into()))
     };
     controllers::status::set_condition(&mut status.conditions, READY, ready, reason, message, obj.metadata.generation);
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     // The Giant Swarm lifecycle conditions.
     let lifecycle = &mut status.cluster;
     lifecycle.id.clone_from(&id);
@@ -199,6 +200,8 @@ mod tests {
             reason: None,
             last_transition_time: Some(Time(t(at))),
             attempts: None,
+            pending_update: None,
+            applied_plan: None,
         }
     }
 
