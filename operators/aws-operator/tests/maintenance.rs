@@ -16,13 +16,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSMachineDeployment};
+use apis::drainer::DrainerConfig;
 use aws_stacks::names::{StackKind, stack_name};
+use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, ResourceExt as _};
 use support::bridge::{NodeBridge, Seen};
 use support::*;
 use workload_sim::WorkloadCluster;
@@ -357,5 +360,92 @@ async fn no_more_clusters_roll_at_once_than_max_rolling_clusters() -> anyhow::Re
         waited.iter().any(|m| m.contains("at most 1 clusters roll at once (--max-rolling-clusters)")),
         "{waited:?}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::Result<()> {
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    f.drainer_poll = Some(Duration::from_secs(1));
+    f.apply_basics().await?;
+    let id = "mw006";
+    add_cluster(&f, id, &["np006"], 2).await?;
+    let (_wc, bridge) = workload_cluster(&f, id).await?;
+    // Which instances were drained, from the DrainerConfigs as they change.
+    let drained: Arc<parking_lot::Mutex<BTreeSet<String>>> = Arc::default();
+    let recorder = {
+        let (drained, dcs) = (drained.clone(), Api::<DrainerConfig>::namespaced(f.client.clone(), NS));
+        tokio::spawn(async move {
+            let mut stream =
+                std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
+            while let Some(item) = stream.next().await {
+                let Ok(dc) = item else { continue };
+                let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
+                if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
+                    drained.lock().insert(instance);
+                }
+            }
+        })
+    };
+    f.start_operator().await?;
+    wait_ready(&f, &[id]).await?;
+    let shared = f.shared.clone().expect("the operator runs");
+    let tenant = f.tenant_clients().await?;
+    let group = tenant
+        .cfn
+        .describe(&stack_name(id, StackKind::Tcnp, Some("np006")))
+        .await?
+        .and_then(|v| v.outputs.get("AutoScalingGroupName").cloned())
+        .expect("the pool's group");
+    let old = eventually(30, "two instances in service", || async {
+        let seen: Vec<Seen> = bridge.seen().into_iter().filter(|s| s.group == group).collect();
+        Ok((seen.len() == 2 && seen.iter().all(|s| s.lifecycle == "InService"))
+            .then(|| seen.into_iter().map(|s| s.instance).collect::<BTreeSet<String>>()))
+    })
+    .await?;
+
+    // A max age of a day, and the operator's clock a day minus 30 s ahead: the instances, at
+    // least 31 s old, are past it; their replacements come due only 30 s after they launch.
+    let newest = {
+        let out = tenant.ec2.describe_instances().set_instance_ids(Some(old.iter().cloned().collect())).send().await?;
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| i.launch_time().map(|t| t.secs()))
+            .max()
+            .expect("launch times")
+    };
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
+    let wait = (newest + 31 - now()?).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    shared.clock.advance(Duration::from_secs(86_400 - 30));
+    merge::<AWSMachineDeployment>(&f, "np006", serde_json::json!({"spec": {"nodePool": {"maxNodeAge": "1d"}}})).await?;
+
+    let (mut most, deadline) = (0, tokio::time::Instant::now() + Duration::from_secs(60));
+    loop {
+        let seen: Vec<Seen> = bridge.seen().into_iter().filter(|s| s.group == group).collect();
+        let leaving = seen.iter().filter(|s| old.contains(&s.instance) && s.lifecycle != "InService").count();
+        most = most.max(leaving);
+        let replaced = seen.len() == 2 && seen.iter().all(|s| !old.contains(&s.instance) && s.lifecycle == "InService");
+        if replaced {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("the old instances were not replaced: {seen:?}\n{}", dump(&f.client).await);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    recorder.abort();
+    assert_eq!(most, 1, "one instance at a time");
+    let drained = drained.lock().clone();
+    assert!(old.is_subset(&drained), "each old instance drained first: {old:?} {drained:?}");
+    assert_eq!(shared.max_age_replacements.get(), 2, "each old instance counted once");
+    // One event per replacement (the recorder folds repeats into a series).
+    let announced: i32 =
+        events(&f, "np006", "MaxAgeReplacement").await?.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+    assert_eq!(announced, 2);
+    // The group kept its size.
+    let capacity = aws_operator::aws::ec2::asg_capacity(&tenant, &group).await?.expect("the group");
+    assert_eq!(capacity.0, 2);
     Ok(())
 }
