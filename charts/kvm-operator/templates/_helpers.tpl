@@ -166,6 +166,10 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   verbs: ["create", "patch"]
 {{- end -}}
 
+{{/* The Role's rules besides leader election: none yet. */}}
+{{- define "operator.roleRules" -}}
+{{- end -}}
+
 {{- define "operator.alertRules" -}}
 {{ include "operator-lib.commonAlertRules" . }}
 {{- end -}}

@@ -1,7 +1,8 @@
 {{/*
 RBAC: one ClusterRole with the rules the including chart lists in "operator.clusterRules" (the
 kinds the operator watches and writes across namespaces), bound to the operator's
-ServiceAccount, and a Role in the release namespace for the leader-election Lease. No wildcard
+ServiceAccount, and a Role in the release namespace for the leader-election Lease and the
+including chart's "operator.roleRules" (other Leases of the operator's). No wildcard
 verbs, resources or API groups: the charts' tests reject them.
 */}}
 
@@ -46,6 +47,9 @@ rules:
     resources: ["leases"]
     resourceNames: [{{ include "operator-lib.leaseName" . | quote }}]
     verbs: ["get", "update"]
+  {{- with (include "operator.roleRules" .) }}
+  {{- . | nindent 2 }}
+  {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

@@ -346,15 +346,22 @@ async fn no_more_pools_roll_at_once_than_max_rolling_node_pools() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_more_clusters_roll_at_once_than_max_rolling_clusters() -> anyhow::Result<()> {
-    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    // As the chart's ServiceAccount: the chart grants what the rollout slots do.
+    let mut f = Fixture::start_as_chart(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, two_clusters_one_slot(&mut f)).await?;
+    Ok(())
+}
+
+async fn two_clusters_one_slot(f: &mut Fixture) -> anyhow::Result<()> {
     f.drainer_poll = Some(Duration::from_secs(1));
     f.max_rolling_clusters = 1;
     f.apply_basics().await?;
-    let (_wc4, bridge4) = rolling_cluster(&f, "mw004", &["np004"]).await?;
-    let (_wc5, bridge5) = rolling_cluster(&f, "mw005", &["np005"]).await?;
+    let (_wc4, bridge4) = rolling_cluster(f, "mw004", &["np004"]).await?;
+    let (_wc5, bridge5) = rolling_cluster(f, "mw005", &["np005"]).await?;
     f.start_operator().await?;
-    wait_ready(&f, &["mw004", "mw005"]).await?;
-    let (most, waited) = roll_and_watch(&f, &[&bridge4, &bridge5], &[("mw004", "np004"), ("mw005", "np005")]).await?;
+    wait_ready(f, &["mw004", "mw005"]).await?;
+    let (most, waited) = roll_and_watch(f, &[&bridge4, &bridge5], &[("mw004", "np004"), ("mw005", "np005")]).await?;
     assert_eq!(most, 1, "at most one cluster rolling at once");
     assert!(
         waited.iter().any(|m| m.contains("at most 1 clusters roll at once (--max-rolling-clusters)")),

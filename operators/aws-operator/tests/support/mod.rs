@@ -273,6 +273,8 @@ impl Fixture {
         let drainer_poll = self.drainer_poll;
         let unhealthy = self.unhealthy.clone();
         let max_rolling_clusters = self.max_rolling_clusters;
+        // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
+        let slot_namespace = lease_namespace.clone();
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -308,6 +310,9 @@ impl Fixture {
                 config.unhealthy = unhealthy;
             }
             config.max_rolling_clusters = max_rolling_clusters;
+            if let Some(namespace) = slot_namespace {
+                config.slot_namespace = namespace;
+            }
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
             // operator's workload-cluster clients.
