@@ -16,16 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSMachineDeployment};
-use apis::drainer::DrainerConfig;
 use aws_stacks::names::{StackKind, stack_name};
-use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, ResourceExt as _};
 use support::bridge::{NodeBridge, Seen};
 use support::*;
 use workload_sim::WorkloadCluster;
@@ -378,22 +375,7 @@ async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::
     let id = "mw006";
     add_cluster(&f, id, &["np006"], 2).await?;
     let (_wc, bridge) = workload_cluster(&f, id).await?;
-    // Which instances were drained, from the DrainerConfigs as they change.
-    let drained: Arc<parking_lot::Mutex<BTreeSet<String>>> = Arc::default();
-    let recorder = {
-        let (drained, dcs) = (drained.clone(), Api::<DrainerConfig>::namespaced(f.client.clone(), NS));
-        tokio::spawn(async move {
-            let mut stream =
-                std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
-            while let Some(item) = stream.next().await {
-                let Ok(dc) = item else { continue };
-                let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
-                if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
-                    drained.lock().insert(instance);
-                }
-            }
-        })
-    };
+    let (drained, recorder) = record_drained(&f.client);
     f.start_operator().await?;
     wait_ready(&f, &[id]).await?;
     let shared = f.shared.clone().expect("the operator runs");
@@ -444,7 +426,7 @@ async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::
     }
     recorder.abort();
     assert_eq!(most, 1, "one instance at a time");
-    let drained = drained.lock().clone();
+    let drained: BTreeSet<String> = drained.lock().keys().cloned().collect();
     assert!(old.is_subset(&drained), "each old instance drained first: {old:?} {drained:?}");
     assert_eq!(shared.max_age_replacements.get(), 2, "each old instance counted once");
     // One event per replacement (the recorder folds repeats into a series).

@@ -121,15 +121,7 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
     }
     if let Some(settings) = &state.maintenance {
         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-        let warn = crate::maintenance::set_settings_condition(
-            &mut status.conditions,
-            before,
-            settings,
-            obj.metadata.generation,
-        );
-        if let Some(message) = warn {
-            state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
-        }
+        crate::maintenance::record_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;

@@ -580,3 +580,32 @@ pub async fn dump(client: &Client) -> String {
     }
     out
 }
+
+/// When each instance's node was drained (Unix seconds), from the DrainerConfigs of `NS` as
+/// they change, until the returned task is aborted.
+pub fn record_drained(
+    client: &Client,
+) -> (Arc<parking_lot::Mutex<BTreeMap<String, f64>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt as _;
+    use kube::ResourceExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let drained_at: Arc<parking_lot::Mutex<BTreeMap<String, f64>>> = Arc::default();
+    let (recorded, dcs) = (drained_at.clone(), Api::<apis::drainer::DrainerConfig>::namespaced(client.clone(), NS));
+    let task = tokio::spawn(async move {
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default()
+        };
+        let mut stream = std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
+        while let Some(item) = stream.next().await {
+            let Ok(dc) = item else { continue };
+            let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
+            if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
+                recorded.lock().entry(instance).or_insert_with(now);
+            }
+        }
+    });
+    (drained_at, task)
+}
