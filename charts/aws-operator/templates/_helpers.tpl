@@ -28,6 +28,7 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --unhealthy-node-threshold-seconds={{ .Values.operator.unhealthyNodes.thresholdSeconds }}
 - --unhealthy-node-cooldown-seconds={{ .Values.operator.unhealthyNodes.cooldownSeconds }}
 - --unhealthy-node-resync-seconds={{ .Values.operator.unhealthyNodes.resyncSeconds }}
+- --max-rolling-clusters={{ .Values.operator.maxRollingClusters }}
 {{- with .Values.operator.routeTables }}
 - --route-tables={{ join "," . }}
 {{- end }}
@@ -144,6 +145,17 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end -}}
+
+{{/*
+The Role's rules besides leader election: rollout slots, the Leases
+"aws-operator-rolling-clusters-<i>" (--max-rolling-clusters) and
+"aws-operator-rolling-pools-<namespace>-<cluster>-<i>" (a cluster's maxRollingNodePools), listed by
+label, created, replaced under their resourceVersion and deleted when freed; their names depend on
+the clusters, so no rule is limited by name.
+*/}}
+{{- define "operator.roleRules" -}}
+{{ include "operator-lib.rolloutSlotRule" . }}
 {{- end -}}
 
 {{- define "operator.alertRules" -}}

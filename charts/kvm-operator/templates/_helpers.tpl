@@ -51,6 +51,7 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --concurrency={{ .Values.operator.concurrency }}
 - --resync-seconds={{ .Values.operator.resyncSeconds }}
 - --poll-seconds={{ .Values.operator.pollSeconds }}
+- --max-rolling-clusters={{ .Values.operator.maxRollingClusters }}
 - --drain-timeout-seconds={{ .Values.operator.drainTimeoutSeconds }}
 {{- if .Values.leaderElection.enabled }}
 {{- range .Values.leaderElection.extraArgs }}
@@ -170,6 +171,16 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end -}}
+
+{{/*
+The Role's rules besides leader election: with a cluster limit, the rollout slots
+"kvm-operator-rolling-clusters-<i>" (--max-rolling-clusters).
+*/}}
+{{- define "operator.roleRules" -}}
+{{- if gt (int .Values.operator.maxRollingClusters) 0 }}
+{{ include "operator-lib.rolloutSlotRule" . }}
+{{- end }}
 {{- end -}}
 
 {{- define "operator.alertRules" -}}

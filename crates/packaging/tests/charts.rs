@@ -128,7 +128,11 @@ fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
     assert_eq!(env(&objects, "AWS_OPERATOR_LEADER_ELECTION"), Some(Value::from("true")), "two replicas elect a leader");
     let single = helm_template(CHART, &["ci/minimal-footprint-values.yaml"], &[])?;
     assert_eq!(env(&single, "AWS_OPERATOR_LEADER_ELECTION"), Some(Value::from("false")));
-    assert!(of_kind(&single, "Role").is_empty(), "no Lease Role without leader election");
+    // Without leader election the Role keeps only the rollout slots' rule (a cluster's
+    // maxRollingNodePools needs them whatever the chart's values).
+    let rules = one(&single, "Role")["rules"].as_array().unwrap().clone();
+    assert_eq!(rules.len(), 1, "no leader Lease rule without leader election: {rules:?}");
+    assert_eq!(rules[0]["verbs"], serde_json::json!(["list", "create", "update", "delete"]));
     let pdb = one(&objects, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], one(&objects, "Deployment")["spec"]["selector"]);
 
@@ -173,12 +177,18 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
         }
     }
     // The leader-election Role names its Lease (the operator's default, `<operator>-<version>`)
-    // for everything but create, and, when sharded, the shard Leases (named after the pods,
-    // which the chart cannot name) with no more than their holders and the sharder need.
+    // for everything but create; aws-operator's rollout slots (and kvm-operator's, with a
+    // cluster limit), whose Lease names depend on the clusters, are one rule without names,
+    // granting no more than list, create, update and delete; when sharded, the shard Leases
+    // (named after the pods) are another, with no more than their holders and the sharder need.
     let lease = format!("{chart}-{}", operator_version(chart)?);
     let role = one(objects, "Role");
+    let slots = serde_json::json!(["list", "create", "update", "delete"]);
     for rule in role["rules"].as_array().unwrap() {
         assert_eq!(rule["resources"], serde_json::json!(["leases"]));
+        if rule["verbs"] == slots && rule.get("resourceNames").is_none() {
+            continue;
+        }
         if rule["verbs"] == serde_json::json!(["get", "list", "watch", "update"]) && sharded(objects) {
             assert!(rule.get("resourceNames").is_none(), "{rule}");
         } else if rule["verbs"] != serde_json::json!(["create"]) {
@@ -227,7 +237,13 @@ fn sharding_is_a_value_with_the_replica_count_and_the_shard_lease_rule() -> Resu
         // Off by default: no shard Lease rule.
         let plain = helm_template(chart, &["ci/minimal-values.yaml"], &[])?;
         assert!(!sharded(&plain), "{chart}");
-        assert_eq!(one(&plain, "Role")["rules"].as_array().unwrap().len(), 2, "{chart}");
+        let shard_rules = one(&plain, "Role")["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["verbs"] == serde_json::json!(["get", "list", "watch", "update"]))
+            .count();
+        assert_eq!(shard_rules, 0, "{chart}");
     }
     Ok(())
 }
@@ -300,6 +316,7 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--unhealthy-node-threshold-seconds=1200",
         "--unhealthy-node-cooldown-seconds=300",
         "--unhealthy-node-resync-seconds=60",
+        "--max-rolling-clusters=2",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }
@@ -365,9 +382,13 @@ fn kvm_operator_configuration_comes_from_values() -> Result<()> {
         "--sso-public-key=ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAK ci",
         "--certificates-namespace=giantswarm-certs",
         "--drain-timeout-seconds=1800",
+        "--max-rolling-clusters=2",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }
+    // A cluster limit: the Role grants the rollout slots' Leases.
+    let slots = serde_json::json!(["list", "create", "update", "delete"]);
+    assert!(one(&objects, "Role")["rules"].as_array().unwrap().iter().any(|r| r["verbs"] == slots));
     assert_eq!(
         container["image"],
         "ghcr.io/giantswarm-rs/kvm-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"

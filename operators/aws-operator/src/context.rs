@@ -203,6 +203,9 @@ pub struct Shared {
     pub workload_clients: WorkloadClients,
     /// Memoised lookups.
     pub memo: Mutex<Memo>,
+    /// `aws_operator_max_age_replacements_total`: instances terminated for their node pool's
+    /// `maxNodeAge`.
+    pub max_age_replacements: Counter,
     /// The time the controllers go by for maintenance windows and node ages: the system's;
     /// tests move it ([`node_lifecycle::maintenance::Clock::set`]).
     pub clock: node_lifecycle::maintenance::Clock,
@@ -237,6 +240,15 @@ impl Shared {
             unhealthy: UnhealthyMetrics::new(registry),
             workload_clients,
             memo: Mutex::new(Memo::default()),
+            max_age_replacements: {
+                let counter = Counter::default();
+                registry.register(
+                    "aws_operator_max_age_replacements",
+                    "Instances terminated in their Auto Scaling group because they were older than their node pool's maxNodeAge",
+                    counter.clone(),
+                );
+                counter
+            },
             clock: node_lifecycle::maintenance::Clock::system(),
             events,
         })

@@ -71,6 +71,23 @@ pub fn set_settings_condition(
     (!ok && !was_false).then_some(message)
 }
 
+/// [`set_settings_condition`] on `obj`'s new `conditions`, with the Warning event of a new
+/// `False` condition.
+pub async fn record_settings<K>(
+    shared: &crate::context::Shared,
+    obj: &K,
+    conditions: &mut Vec<Condition>,
+    before: &[Condition],
+    settings: &Result<(), String>,
+) where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let generation = obj.meta().generation;
+    if let Some(message) = set_settings_condition(conditions, before, settings, generation) {
+        shared.warning(obj, INVALID_MAINTENANCE, message).await;
+    }
+}
+
 /// Whether `conditions` already hold a `Ready` condition with `reason`: an event announcing a
 /// wait is published once, when the wait starts.
 pub fn ready_reason_is(conditions: &[Condition], reason: &str) -> bool {

@@ -70,19 +70,33 @@ async fn alive(client: kube::Client, key: String) -> bool {
     found.map_or(true, |o| o.unwrap_or(false))
 }
 
+/// The slots an object of a cluster deals with.
+struct Scopes {
+    /// The object's member key.
+    me: String,
+    /// Whether it is a node pool (which has a pool slot besides the cluster's).
+    is_pool: bool,
+    pools: Slots,
+    clusters: Slots,
+}
+
+/// The slots of `obj` in `cluster`; `None` when no limit applies to it.
+fn scopes<K: kube::Resource<DynamicType = ()>>(shared: &Shared, cluster: &AWSCluster, obj: &K) -> Option<Scopes> {
+    let is_pool = K::kind(&()) == "AWSMachineDeployment";
+    let (pools, clusters) = (pool_slots(shared, cluster), cluster_slots(shared));
+    let limited = clusters.limit() > 0 || (is_pool && pools.limit() > 0);
+    limited.then(|| Scopes { me: member(obj), is_pool, pools, clusters })
+}
+
 /// Take the slots `obj` needs for a disruptive step in `cluster`: the cluster's, and for a node
 /// pool its pool slot. `None` when it may go; else why it waits, for its `Ready` message.
 pub async fn acquire<K>(shared: &Arc<Shared>, cluster: &AWSCluster, obj: &K) -> Result<Option<String>, ResourceError>
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let me = member(obj);
-    let is_pool = K::kind(&()) == "AWSMachineDeployment";
-    let pools = pool_slots(shared, cluster);
-    let clusters = cluster_slots(shared);
-    if clusters.limit() == 0 && (!is_pool || pools.limit() == 0) {
+    let Some(Scopes { me, is_pool, pools, clusters }) = scopes(shared, cluster, obj) else {
         return Ok(None);
-    }
+    };
     let client = shared.client.clone();
     let check = move |key: String| alive(client.clone(), key);
     // The pool's own slot first: a pool that cannot roll yet does not hold a cluster slot that
@@ -121,12 +135,10 @@ pub async fn release<K>(shared: &Arc<Shared>, cluster: &AWSCluster, obj: &K) -> 
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let me = member(obj);
-    let is_pool = K::kind(&()) == "AWSMachineDeployment";
-    let pools = pool_slots(shared, cluster);
-    let clusters = cluster_slots(shared);
-    if (clusters.limit() == 0 && (!is_pool || pools.limit() == 0)) || shared.memo.lock().rollout_released.contains(&me)
-    {
+    let Some(Scopes { me, is_pool, pools, clusters }) = scopes(shared, cluster, obj) else {
+        return Ok(());
+    };
+    if shared.memo.lock().rollout_released.contains(&me) {
         return Ok(());
     }
     if is_pool {

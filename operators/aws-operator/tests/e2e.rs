@@ -118,6 +118,13 @@ const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
          chart's ServiceAccount",
     ),
     ("delete core.giantswarm.io/drainerconfigs", "the drainers' DrainerConfig goes once its instance did; as above"),
+    (
+        "list coordination.k8s.io/leases",
+        "rollout slots (--max-rolling-clusters, maxRollingNodePools) are read before a roll; this run sets no \
+         limit, tests/maintenance.rs runs the cluster limit as the chart's ServiceAccount (their create and \
+         update are leader election's too)",
+    ),
+    ("delete coordination.k8s.io/leases", "a rollout slot is freed once its last member is done; as above"),
 ];
 
 /// The chart's objects as `helm template` renders them with its minimal values.

@@ -343,19 +343,98 @@ async fn no_more_pools_roll_at_once_than_max_rolling_node_pools() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_more_clusters_roll_at_once_than_max_rolling_clusters() -> anyhow::Result<()> {
-    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    // As the chart's ServiceAccount: the chart grants what the rollout slots do.
+    let mut f = Fixture::start_as_chart(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, two_clusters_one_slot(&mut f)).await?;
+    Ok(())
+}
+
+async fn two_clusters_one_slot(f: &mut Fixture) -> anyhow::Result<()> {
     f.drainer_poll = Some(Duration::from_secs(1));
     f.max_rolling_clusters = 1;
     f.apply_basics().await?;
-    let (_wc4, bridge4) = rolling_cluster(&f, "mw004", &["np004"]).await?;
-    let (_wc5, bridge5) = rolling_cluster(&f, "mw005", &["np005"]).await?;
+    let (_wc4, bridge4) = rolling_cluster(f, "mw004", &["np004"]).await?;
+    let (_wc5, bridge5) = rolling_cluster(f, "mw005", &["np005"]).await?;
     f.start_operator().await?;
-    wait_ready(&f, &["mw004", "mw005"]).await?;
-    let (most, waited) = roll_and_watch(&f, &[&bridge4, &bridge5], &[("mw004", "np004"), ("mw005", "np005")]).await?;
+    wait_ready(f, &["mw004", "mw005"]).await?;
+    let (most, waited) = roll_and_watch(f, &[&bridge4, &bridge5], &[("mw004", "np004"), ("mw005", "np005")]).await?;
     assert_eq!(most, 1, "at most one cluster rolling at once");
     assert!(
         waited.iter().any(|m| m.contains("at most 1 clusters roll at once (--max-rolling-clusters)")),
         "{waited:?}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::Result<()> {
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    f.drainer_poll = Some(Duration::from_secs(1));
+    f.apply_basics().await?;
+    let id = "mw006";
+    add_cluster(&f, id, &["np006"], 2).await?;
+    let (_wc, bridge) = workload_cluster(&f, id).await?;
+    let (drained, recorder) = record_drained(&f.client);
+    f.start_operator().await?;
+    wait_ready(&f, &[id]).await?;
+    let shared = f.shared.clone().expect("the operator runs");
+    let tenant = f.tenant_clients().await?;
+    let group = tenant
+        .cfn
+        .describe(&stack_name(id, StackKind::Tcnp, Some("np006")))
+        .await?
+        .and_then(|v| v.outputs.get("AutoScalingGroupName").cloned())
+        .expect("the pool's group");
+    let old = eventually(30, "two instances in service", || async {
+        let seen: Vec<Seen> = bridge.seen().into_iter().filter(|s| s.group == group).collect();
+        Ok((seen.len() == 2 && seen.iter().all(|s| s.lifecycle == "InService"))
+            .then(|| seen.into_iter().map(|s| s.instance).collect::<BTreeSet<String>>()))
+    })
+    .await?;
+
+    // A max age of a day, and the operator's clock a day minus 30 s ahead: the instances, at
+    // least 31 s old, are past it; their replacements come due only 30 s after they launch.
+    let newest = {
+        let out = tenant.ec2.describe_instances().set_instance_ids(Some(old.iter().cloned().collect())).send().await?;
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| i.launch_time().map(|t| t.secs()))
+            .max()
+            .expect("launch times")
+    };
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
+    let wait = (newest + 31 - now()?).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    shared.clock.advance(Duration::from_secs(86_400 - 30));
+    merge::<AWSMachineDeployment>(&f, "np006", serde_json::json!({"spec": {"nodePool": {"maxNodeAge": "1d"}}})).await?;
+
+    let (mut most, deadline) = (0, tokio::time::Instant::now() + Duration::from_secs(60));
+    loop {
+        let seen: Vec<Seen> = bridge.seen().into_iter().filter(|s| s.group == group).collect();
+        let leaving = seen.iter().filter(|s| old.contains(&s.instance) && s.lifecycle != "InService").count();
+        most = most.max(leaving);
+        let replaced = seen.len() == 2 && seen.iter().all(|s| !old.contains(&s.instance) && s.lifecycle == "InService");
+        if replaced {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("the old instances were not replaced: {seen:?}\n{}", dump(&f.client).await);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    recorder.abort();
+    assert_eq!(most, 1, "one instance at a time");
+    let drained: BTreeSet<String> = drained.lock().keys().cloned().collect();
+    assert!(old.is_subset(&drained), "each old instance drained first: {old:?} {drained:?}");
+    assert_eq!(shared.max_age_replacements.get(), 2, "each old instance counted once");
+    // One event per replacement (the recorder folds repeats into a series).
+    let announced: i32 =
+        events(&f, "np006", "MaxAgeReplacement").await?.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+    assert_eq!(announced, 2);
+    // The group kept its size.
+    let capacity = aws_operator::aws::ec2::asg_capacity(&tenant, &group).await?.expect("the group");
+    assert_eq!(capacity.0, 2);
     Ok(())
 }

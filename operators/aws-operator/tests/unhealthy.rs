@@ -263,3 +263,42 @@ async fn the_circuit_breaker_terminates_one_of_three_notready_nodes_and_holds_th
     assert!(shared.unhealthy.held.get() >= 1);
     Ok(())
 }
+
+/// A cluster that opts unhealthy-node termination into its maintenance window
+/// (`spec.cluster.maintenance.unhealthyNodeTerminationInWindow`) keeps a NotReady node's
+/// instance until the window opens, with a Normal event naming the window; then it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opted_in_cluster_terminates_unhealthy_nodes_only_in_its_window() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let c = cluster(&mut f, "unh05", serde_json::json!({})).await?;
+    let shared = f.shared.clone().expect("the operator runs");
+    // Sundays 03:00 UTC for an hour; the operator's clock on a Wednesday.
+    shared.clock.set("2026-12-02T12:00:00Z".parse()?);
+    let maintenance = serde_json::json!({"spec": {"cluster": {"maintenance": {
+        "windows": [{"days": ["Sun"], "start": "03:00", "duration": "1h"}],
+        "unhealthyNodeTerminationInWindow": true
+    }}}});
+    Api::<AWSCluster>::namespaced(f.client.clone(), NS)
+        .patch(&c.id, &PatchParams::default(), &Patch::Merge(&maintenance))
+        .await?;
+    let (victim, victim_node) = c.workers[0].clone();
+    c.wc.set_ready(&victim_node, false)?;
+    let waiting = eventually(30, "a WaitingForMaintenanceWindow event", || async {
+        Ok(c.events(&f, "WaitingForMaintenanceWindow").await?.into_iter().next())
+    })
+    .await?;
+    assert_eq!(waiting.0, "Normal");
+    assert!(waiting.1.contains(&victim) && waiting.1.contains("opens at 2026-12-06T03:00:00Z"), "{}", waiting.1);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(c.state(&victim).await?.as_deref(), Some("InService"), "kept outside the window");
+    assert_eq!(shared.unhealthy.terminated("worker"), 0);
+    // The window opens.
+    shared.clock.set("2026-12-06T03:00:05Z".parse()?);
+    eventually(30, "the victim's instance to leave service", || async {
+        Ok(c.terminated(&victim).await?.then_some(()))
+    })
+    .await?;
+    assert_eq!(shared.unhealthy.terminated("worker"), 1);
+    Ok(())
+}

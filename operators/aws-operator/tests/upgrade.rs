@@ -21,12 +21,10 @@ use anyhow::Context as _;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::cluster_status::ClusterCondition;
 use apis::drainer::DrainerConfig;
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
+use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, ResourceExt as _};
 use support::bridge::NodeBridge;
 use support::*;
 use workload_sim::{Workload, WorkloadCluster};
@@ -141,21 +139,7 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
 
     // When each instance's node was drained, from the DrainerConfigs as they change.
-    let drained_at: Arc<parking_lot::Mutex<BTreeMap<String, f64>>> = Arc::default();
-    let recorder = {
-        let (drained_at, dcs) = (drained_at.clone(), Api::<DrainerConfig>::namespaced(f.client.clone(), NS));
-        tokio::spawn(async move {
-            let mut stream =
-                std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
-            while let Some(item) = stream.next().await {
-                let Ok(dc) = item else { continue };
-                let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
-                if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
-                    drained_at.lock().entry(instance).or_insert_with(now);
-                }
-            }
-        })
-    };
+    let (drained_at, recorder) = record_drained(&f.client);
 
     let mut old = f.spawn_operator(VERSION, OLD_KEY).await?;
     let new = f.spawn_operator(&next, NEW_KEY).await?;

@@ -1,5 +1,6 @@
-//! Auto Scaling for the unhealthy-node terminator: which of a few instances are in service in
-//! their group, and terminating one in its group so that the group replaces it.
+//! Auto Scaling for the unhealthy-node terminator and max-age replacement: which instances are
+//! in service in their group (and since when), and terminating one in its group so that the
+//! group replaces it.
 
 use std::collections::BTreeMap;
 
@@ -66,4 +67,49 @@ pub async fn terminate_in_group(aws: &AccountClients, instance: &str) -> Result<
         Err(e) if e.code() == "ValidationError" => Ok(Termination::Gone),
         Err(e) => Err(e),
     }
+}
+
+/// The instances of Auto Scaling group `group` with their lifecycle state and EC2 launch time
+/// (Unix seconds), for max-age replacement; empty when the group does not exist. An instance
+/// EC2 no longer describes is left out.
+pub async fn group_instances(aws: &AccountClients, group: &str) -> Result<Vec<(String, String, i64)>, AwsError> {
+    let out = aws
+        .autoscaling
+        .describe_auto_scaling_groups()
+        .auto_scaling_group_names(group)
+        .send()
+        .await
+        .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingGroups", e))?;
+    let states: BTreeMap<String, String> = out
+        .auto_scaling_groups()
+        .iter()
+        .flat_map(|g| g.instances())
+        .filter_map(|i| Some((i.instance_id()?.to_string(), i.lifecycle_state()?.as_str().to_string())))
+        .collect();
+    if states.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = states.keys().cloned().collect();
+    let mut launched = BTreeMap::new();
+    for batch in ids.chunks(DESCRIBE_BATCH) {
+        let page = aws
+            .ec2
+            .describe_instances()
+            .set_instance_ids(Some(batch.to_vec()))
+            .send()
+            .await
+            .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+        for i in page.reservations().iter().flat_map(|r| r.instances()) {
+            if let (Some(id), Some(at)) = (i.instance_id(), i.launch_time()) {
+                launched.insert(id.to_string(), at.secs());
+            }
+        }
+    }
+    Ok(states
+        .into_iter()
+        .filter_map(|(id, state)| {
+            let at = *launched.get(&id)?;
+            Some((id, state, at))
+        })
+        .collect())
 }

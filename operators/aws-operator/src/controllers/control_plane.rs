@@ -86,15 +86,7 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
     if let Some(settings) = &state.maintenance {
         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-        let warn = crate::maintenance::set_settings_condition(
-            &mut status.conditions,
-            before,
-            settings,
-            obj.metadata.generation,
-        );
-        if let Some(message) = warn {
-            state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
-        }
+        crate::maintenance::record_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;

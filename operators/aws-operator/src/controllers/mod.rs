@@ -11,6 +11,7 @@
 //! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
 //! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
 //! | [`unhealthy`] | AWSCluster: terminates the instances of workload-cluster nodes NotReady too long, behind the circuit breaker shared with kvm-operator |
+//! | [`max_age`] | AWSMachineDeployment: replaces instances past `spec.nodePool.maxNodeAge`, one at a time, in the window and within the rollout limits |
 //! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
 //! | [`status`] | `operatorkit::status`, the status lifecycle both operators share (`Ready`, status writes, rejected input, the status hook), under its name here; its traits are implemented for this operator's kinds in `apis::status` |
 //! | [`stack_entries`] | the stack entries of a status, and the stacks of a control plane or node pool whose cluster is gone |
@@ -18,6 +19,7 @@
 pub mod cluster;
 pub mod control_plane;
 pub mod lookup;
+pub mod max_age;
 pub mod node_pool;
 pub mod stack_entries;
 pub mod unhealthy;

@@ -122,15 +122,7 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
     }
     if let Some(settings) = &state.maintenance {
         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-        let warn = crate::maintenance::set_settings_condition(
-            &mut status.conditions,
-            before,
-            settings,
-            obj.metadata.generation,
-        );
-        if let Some(message) = warn {
-            state.shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
-        }
+        crate::maintenance::record_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
@@ -590,8 +582,22 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if let (upgrade::Decision::Current, Some(group)) = (&decision, &group) {
             autoscaler(&shared, &tenant, obj, group, true).await?;
         }
+        // Max age (`controllers::max_age`), while the pool is current; its slots are given back
+        // once no replacement, roll or max-age, is in flight.
+        let mut max_age_requeue = None;
         if decision == upgrade::Decision::Current {
-            crate::rollout::release(&shared, &cluster, obj).await?;
+            let mut in_flight = false;
+            if let (Some(Ok(age)), Some(group)) = (&max_age, &group) {
+                match controllers::max_age::step(&shared, &tenant, &cluster, obj, group, *age, &schedule).await? {
+                    controllers::max_age::MaxAge::Idle(after) => max_age_requeue = Some(after),
+                    controllers::max_age::MaxAge::InFlight(after) => {
+                        (in_flight, max_age_requeue) = (true, Some(after));
+                    }
+                }
+            }
+            if !in_flight {
+                crate::rollout::release(&shared, &cluster, obj).await?;
+            }
         }
 
         // TCNPF: routes from the management VPC to the pool's subnets; never updated.
@@ -627,6 +633,9 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         if peers_pending {
             tracing::debug!(pool = %md, "looking again at the poll interval for sibling pools");
             return Ok(Outcome::proceed().requeue_after(shared.config.poll));
+        }
+        if let Some(after) = max_age_requeue {
+            return Ok(Outcome::proceed().requeue_after(after));
         }
         Ok(Outcome::proceed())
     }

@@ -220,6 +220,27 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
         }
 
         let candidates = observed.candidates(&planned);
+        // A cluster that opted in (`spec.cluster.maintenance.unhealthyNodeTerminationInWindow`)
+        // has its unhealthy nodes replaced only inside its maintenance window.
+        let in_window = cluster.spec.cluster.maintenance.as_ref().and_then(|m| m.unhealthy_node_termination_in_window);
+        if !candidates.is_empty() && in_window == Some(true) {
+            let schedule = crate::maintenance::schedule(cluster, None);
+            let what = format!("terminating the unhealthy nodes' instances {}", candidates.join(", "));
+            let (type_, reason, note, after) =
+                match crate::maintenance::gate(cluster, &schedule, &what, shared.clock.now(), settings.resync) {
+                    crate::maintenance::Gate::Go => (None, "", String::new(), settings.resync),
+                    crate::maintenance::Gate::Wait { message, retry_after } => {
+                        (Some(EventType::Normal), crate::maintenance::WAITING_FOR_WINDOW, message, retry_after)
+                    }
+                    crate::maintenance::Gate::Invalid(message) => {
+                        (Some(EventType::Warning), crate::maintenance::INVALID_MAINTENANCE, message, settings.resync)
+                    }
+                };
+            if let Some(type_) = type_ {
+                shared.publish(cluster, type_, reason, "TerminateInstance", None, note).await;
+                return Ok(Outcome::proceed().requeue_after(after));
+            }
+        }
         if !candidates.is_empty() {
             // Only now, with nodes due, is AWS asked: which of their instances are still in
             // service (a terminated node stays NotReady in the WC until it is removed).

@@ -273,6 +273,8 @@ impl Fixture {
         let drainer_poll = self.drainer_poll;
         let unhealthy = self.unhealthy.clone();
         let max_rolling_clusters = self.max_rolling_clusters;
+        // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
+        let slot_namespace = lease_namespace.clone();
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -308,6 +310,9 @@ impl Fixture {
                 config.unhealthy = unhealthy;
             }
             config.max_rolling_clusters = max_rolling_clusters;
+            if let Some(namespace) = slot_namespace {
+                config.slot_namespace = namespace;
+            }
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
             // operator's workload-cluster clients.
@@ -574,4 +579,33 @@ pub async fn dump(client: &Client) -> String {
         }
     }
     out
+}
+
+/// When each instance's node was drained (Unix seconds), from the DrainerConfigs of `NS` as
+/// they change, until the returned task is aborted.
+pub fn record_drained(
+    client: &Client,
+) -> (Arc<parking_lot::Mutex<BTreeMap<String, f64>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt as _;
+    use kube::ResourceExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let drained_at: Arc<parking_lot::Mutex<BTreeMap<String, f64>>> = Arc::default();
+    let (recorded, dcs) = (drained_at.clone(), Api::<apis::drainer::DrainerConfig>::namespaced(client.clone(), NS));
+    let task = tokio::spawn(async move {
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default()
+        };
+        let mut stream = std::pin::pin!(watcher(dcs, watcher::Config::default()).default_backoff().applied_objects());
+        while let Some(item) = stream.next().await {
+            let Ok(dc) = item else { continue };
+            let instance = dc.labels().get("aws-operator.giantswarm.io/instance").cloned();
+            if let (Some(instance), true) = (instance, dc.status.as_ref().is_some_and(|s| s.is_drained())) {
+                recorded.lock().entry(instance).or_insert_with(now);
+            }
+        }
+    });
+    (drained_at, task)
 }
