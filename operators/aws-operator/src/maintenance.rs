@@ -15,19 +15,9 @@ use apis::aws::AWSCluster;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt as _;
-use node_lifecycle::maintenance::{MaintenanceError, Schedule, WindowState};
+use node_lifecycle::maintenance::{MaintenanceError, Schedule};
 
-/// The condition on control planes and node pools saying whether their cluster's
-/// `spec.cluster.maintenance` (and the pool's `spec.nodePool.maxNodeAge`) can be used:
-/// `False` with reason [`INVALID_MAINTENANCE`] names each field and its fix.
-pub const SETTINGS: &str = "MaintenanceSettings";
-
-/// The `Ready` reason of an object whose disruptive work waits for the next window.
-pub const WAITING_FOR_WINDOW: &str = "WaitingForMaintenanceWindow";
-
-/// The `Ready` reason (and the [`SETTINGS`] reason) of an object whose disruptive work waits
-/// because the maintenance settings cannot be read.
-pub const INVALID_MAINTENANCE: &str = "InvalidMaintenance";
+pub use node_lifecycle::disruption::{Gate, INVALID_MAINTENANCE, SETTINGS, WAITING_FOR_WINDOW, problems_message};
 
 /// The path of the cluster's settings.
 pub const FIELD: &str = "spec.cluster.maintenance";
@@ -43,13 +33,6 @@ pub fn schedule(cluster: &AWSCluster, pause: Option<Duration>) -> Result<Option<
         schedule.check_pause(pause).map_err(|e| vec![e])?;
     }
     Ok(Some(schedule))
-}
-
-/// The message of the [`SETTINGS`] condition for `problems` of the objects named `whose`
-/// (`AWSCluster org-acme/a1b2c`).
-pub fn problems_message(whose: &str, problems: &[MaintenanceError]) -> String {
-    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    format!("{whose}: {}; disruptive work (rolling node replacement) waits until this is fixed", list.join("; "))
 }
 
 /// Set the [`SETTINGS`] condition in `conditions` (`before`: the object's conditions as read)
@@ -94,26 +77,8 @@ pub fn ready_reason_is(conditions: &[Condition], reason: &str) -> bool {
     conditions.iter().any(|c| c.type_ == crate::controllers::status::READY && c.reason == reason)
 }
 
-/// Whether a disruptive step may run now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
-    /// Yes.
-    Go,
-    /// Not before the next window: the `Ready` message, and when to look again (the window's
-    /// start, or the poll interval if that is sooner, so that a moved clock or a changed spec
-    /// is seen).
-    Wait {
-        /// Why it waits and when the window opens (RFC 3339, and local time).
-        message: String,
-        /// When to look again.
-        retry_after: Duration,
-    },
-    /// Not until the settings are fixed: the `Ready` message.
-    Invalid(String),
-}
-
 /// The gate of a disruptive step of `what` (e.g. `the rolling update of node pool np001`) in
-/// `cluster`, at `now`; `poll` bounds the requeue.
+/// `cluster`, at `now`; `poll` bounds the requeue ([`node_lifecycle::disruption::gate`]).
 pub fn gate(
     cluster: &AWSCluster,
     schedule: &Result<Option<Schedule>, Vec<MaintenanceError>>,
@@ -121,28 +86,8 @@ pub fn gate(
     now: Timestamp,
     poll: Duration,
 ) -> Gate {
-    let schedule = match schedule {
-        Ok(None) => return Gate::Go,
-        Ok(Some(s)) => s,
-        Err(problems) => {
-            let whose = format!("AWSCluster {}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
-            return Gate::Invalid(problems_message(&whose, problems));
-        }
-    };
-    match schedule.state(now) {
-        WindowState::Unrestricted | WindowState::Open { .. } => Gate::Go,
-        WindowState::Closed { opens, closes } => {
-            let until = now.duration_until(opens);
-            let retry_after = Duration::from_secs(until.as_secs().max(1) as u64).min(poll);
-            Gate::Wait {
-                message: format!(
-                    "{what} waits for the next maintenance window, which opens at {opens} ({}) and closes at {closes}",
-                    schedule.local(opens)
-                ),
-                retry_after,
-            }
-        }
-    }
+    let whose = format!("AWSCluster {}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    node_lifecycle::disruption::gate(&whose, schedule, what, now, poll)
 }
 
 #[cfg(test)]
