@@ -28,6 +28,8 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --unhealthy-node-threshold-seconds={{ .Values.operator.unhealthyNodes.thresholdSeconds }}
 - --unhealthy-node-cooldown-seconds={{ .Values.operator.unhealthyNodes.cooldownSeconds }}
 - --unhealthy-node-resync-seconds={{ .Values.operator.unhealthyNodes.resyncSeconds }}
+- --drift-detection-interval-seconds={{ .Values.operator.driftDetection.intervalSeconds }}
+- --drift-detections-per-account-per-minute={{ .Values.operator.driftDetection.perAccountPerMinute }}
 {{- with .Values.operator.routeTables }}
 - --route-tables={{ join "," . }}
 {{- end }}

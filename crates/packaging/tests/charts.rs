@@ -259,6 +259,8 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--unhealthy-node-threshold-seconds=1200",
         "--unhealthy-node-cooldown-seconds=300",
         "--unhealthy-node-resync-seconds=60",
+        "--drift-detection-interval-seconds=7200",
+        "--drift-detections-per-account-per-minute=4",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }

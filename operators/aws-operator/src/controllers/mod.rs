@@ -1,4 +1,4 @@
-//! The four controllers, one module each, and the helpers they share.
+//! The five controllers, one module each, and the helpers they share.
 //!
 //! Each controller module reads top-down: its per-reconcile state, then its resources in the
 //! order they run — dereference (read the object's Release, cluster, credentials), validate
@@ -10,6 +10,7 @@
 //! | [`cluster`] | AWSCluster: key, buckets, CIDR, TCCPI / TCCP / TCCPF, zone delegation, `master` Service, status, teardown |
 //! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
 //! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
+//! | [`drift`] | AWSCluster: CloudFormation drift detection of the cluster's stacks, `Drifted`, and remediation on request |
 //! | [`unhealthy`] | AWSCluster: terminates the instances of workload-cluster nodes NotReady too long, behind the circuit breaker shared with kvm-operator |
 //! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
 //! | [`status`] | `operatorkit::status`, the status lifecycle both operators share (`Ready`, status writes, rejected input, the status hook), under its name here; its traits are implemented for this operator's kinds in `apis::status` |
@@ -17,6 +18,7 @@
 
 pub mod cluster;
 pub mod control_plane;
+pub mod drift;
 pub mod lookup;
 pub mod node_pool;
 pub mod stack_entries;

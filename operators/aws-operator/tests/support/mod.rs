@@ -13,7 +13,7 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::config::{AmiMap, OperatorConfig, UnhealthySettings};
+use aws_operator::config::{AmiMap, DriftSettings, OperatorConfig, UnhealthySettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -55,6 +55,8 @@ pub struct Fixture {
     /// opts in: the fixture's certificates are placeholders that give no workload-cluster
     /// client).
     pub unhealthy: Option<UnhealthySettings>,
+    /// The drift detector's settings, when not the fixture's (off).
+    pub drift: Option<DriftSettings>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -162,6 +164,7 @@ impl Fixture {
             service_account: None,
             drainer_poll: None,
             unhealthy: None,
+            drift: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -269,6 +272,7 @@ impl Fixture {
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
         let unhealthy = self.unhealthy.clone();
+        let drift = self.drift.clone();
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -302,6 +306,9 @@ impl Fixture {
             }
             if let Some(unhealthy) = unhealthy {
                 config.unhealthy = unhealthy;
+            }
+            if let Some(drift) = drift {
+                config.drift = drift;
             }
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
@@ -470,6 +477,9 @@ pub fn operator_config(installation: String) -> OperatorConfig {
         // The fixture's certificates are placeholders that give no workload-cluster client: the
         // terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
         unhealthy: UnhealthySettings { all_clusters: false, ..UnhealthySettings::default() },
+        // Off unless a test turns it on (`Fixture::drift`): detections add CloudFormation calls
+        // that the call-counting tests do not expect.
+        drift: DriftSettings { interval: Duration::ZERO, ..DriftSettings::default() },
         ..OperatorConfig::default()
     }
 }
