@@ -43,6 +43,7 @@ use apis::aws::{
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use parking_lot::Mutex;
@@ -721,15 +722,22 @@ async fn finish(
     }
     shared.drift.count(key, Some(per_kind));
 
-    let was = before.as_ref().map(fingerprint).unwrap_or_default();
-    let now = fingerprint(&drift);
-    if now != was {
-        if drift.stacks.is_empty() {
-            shared.event(cluster, "DriftResolved", "every stack checked matches its template again".into()).await;
-        } else {
-            let (_, _, message) = condition(&drift);
-            shared.warning(cluster, "StackDrifted", format!("{message}: {}", describe(&drift))).await;
+    // One event per stack whose drift changed, naming the stack as its related object: the
+    // recorder would fold the events of two stacks into one otherwise.
+    let was = before.clone().unwrap_or_default();
+    for stack in &drift.stacks {
+        let earlier = was.stacks.iter().find(|s| s.name == stack.name);
+        let one = |s: &StackDrift| fingerprint(&DriftStatus { last_detection_time: None, stacks: vec![s.clone()] });
+        if earlier.map(one) != Some(one(stack)) {
+            let alone = DriftStatus { last_detection_time: None, stacks: vec![stack.clone()] };
+            let (_, _, message) = condition(&alone);
+            let note = format!("{message}: {}", describe(&alone));
+            let related = Some(crate::aws::stacks::stack_reference(&stack.name));
+            shared.publish(cluster, EventType::Warning, "StackDrifted", "DetectStackDrift", related, note).await;
         }
+    }
+    if drift.stacks.is_empty() && !was.stacks.is_empty() {
+        shared.event(cluster, "DriftResolved", "every stack checked matches its template again".into()).await;
     }
     if remediation_requested(cluster) && (run.after_remediation || drift.stacks.is_empty()) {
         if run.after_remediation && !drift.stacks.is_empty() {
