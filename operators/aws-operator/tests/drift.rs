@@ -4,7 +4,8 @@
 //! shows up at the next detection as `Drifted=True` with the rule as an `ADD` difference of the
 //! TCCP stack's `MasterSecurityGroup`, a `StackDrifted` event and the drifted-resources metric;
 //! annotating the cluster for remediation revokes that rule (and only that rule), detects
-//! again, removes the annotation, and returns the condition to `False`.
+//! again, removes the annotation, and returns the condition to `False`. Then a node pool's Auto
+//! Scaling group resized by hand shows up as a `NOT_EQUAL` `MaxSize` of TCNP, and is set back.
 
 mod support;
 
@@ -70,7 +71,7 @@ ec2.authorize_security_group_ingress(GroupId="{group}", IpPermissions=[{{
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_rule_added_by_hand_is_reported_and_remediated() -> anyhow::Result<()> {
+async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() -> anyhow::Result<()> {
     let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.1)).await?;
     f.apply_basics().await?;
     let id = "d1r7x";
@@ -171,5 +172,41 @@ async fn a_rule_added_by_hand_is_reported_and_remediated() -> anyhow::Result<()>
             && e.note.as_deref().is_some_and(|n| n.contains("MasterSecurityGroup"))
     });
     assert!(remediated, "a DriftRemediated event names what was put back");
+
+    // A node pool's group resized by hand: a NOT_EQUAL MaxSize in TCNP, set back on request.
+    let tcnp = aws_stacks::names::stack_name(id, aws_stacks::names::StackKind::Tcnp, Some("np001"));
+    let pool = tenant.cfn.describe(&tcnp).await?.expect("TCNP exists");
+    let asg = pool.outputs.get("AutoScalingGroupName").expect("the pool's group output").clone();
+    tenant.autoscaling.update_auto_scaling_group().auto_scaling_group_name(&asg).max_size(7).send().await?;
+    let resized = eventually(60, "Drifted=True naming the group's MaxSize", || async {
+        let c = clusters.get(id).await?;
+        Ok(drifted(&c).is_some_and(|d| d.status == "True").then_some(c))
+    })
+    .await?;
+    let drift = resized.status.as_ref().and_then(|s| s.drift.clone()).expect("status.drift");
+    let s = drift.stacks.iter().find(|s| s.name == tcnp).expect("the pool's stack drifted");
+    let r = &s.resources[0];
+    assert_eq!(
+        (r.resource_type.as_str(), r.physical_id.as_deref()),
+        ("AWS::AutoScaling::AutoScalingGroup", Some(asg.as_str()))
+    );
+    assert_eq!(
+        r.differences
+            .iter()
+            .map(|d| (d.path.as_str(), d.expected.as_str(), d.actual.as_str(), d.difference_type.as_str()))
+            .collect::<Vec<_>>(),
+        [("/MaxSize", "2", "7", "NOT_EQUAL")]
+    );
+    assert_eq!(shared.drift.metrics.drifted("tcnp"), 1);
+    clusters.patch(id, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    eventually(60, "Drifted=False after the group's remediation", || async {
+        let c = clusters.get(id).await?;
+        let done = drifted(&c).is_some_and(|d| d.status == "False")
+            && !c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(REMEDIATE_ANNOTATION));
+        Ok(done.then_some(()))
+    })
+    .await?;
+    let groups = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&asg).send().await?;
+    assert_eq!(groups.auto_scaling_groups()[0].max_size(), Some(2), "MaxSize is the template's again");
     Ok(())
 }
