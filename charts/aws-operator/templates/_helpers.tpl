@@ -158,6 +158,14 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
     severity: {{ .Values.metrics.prometheusRule.severity }}
   annotations:
     summary: "aws-operator {{ .Chart.AppVersion }}: CloudFormation {{ "{{" }} $labels.operation {{ "}}" }} calls on {{ "{{" }} $labels.stack {{ "}}" }} stacks keep failing"
+- alert: {{ .Values.metrics.prometheusRule.alertPrefix }}StacksDrifted
+  expr: sum by (stack_kind) (aws_operator_drifted_resources{ {{- include "operator-lib.jobSelector" . -}} }) > 0
+  for: 1h
+  labels:
+    severity: {{ .Values.metrics.prometheusRule.severity }}
+  annotations:
+    summary: "aws-operator {{ .Chart.AppVersion }}: resources of {{ "{{" }} $labels.stack_kind {{ "}}" }} stacks were changed outside CloudFormation"
+    description: "kubectl get awsclusters -A shows the Drifted condition; status.drift lists the differences. Annotate the cluster with aws-operator.giantswarm.io/remediate-drift=true to put them back."
 {{- end -}}
 
 {{- define "operator.serviceAccountAnnotations" -}}

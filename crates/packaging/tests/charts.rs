@@ -366,8 +366,9 @@ fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
                 "AWSOperatorStackFailed",
                 "AWSOperatorDrainTimeouts",
                 "AWSOperatorNoLeader",
+                "AWSOperatorStacksDrifted",
             ],
-            source("operators/aws-operator/src/context.rs")?,
+            source("operators/aws-operator/src/context.rs")? + &source("operators/aws-operator/src/controllers/drift.rs")?,
         ),
         (KVM, vec!["KVMOperatorReconcileErrors", "KVMOperatorDrainTimeouts", "KVMOperatorNoLeader"], String::new()),
     ];
