@@ -368,7 +368,8 @@ fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
                 "AWSOperatorNoLeader",
                 "AWSOperatorStacksDrifted",
             ],
-            source("operators/aws-operator/src/context.rs")? + &source("operators/aws-operator/src/controllers/drift.rs")?,
+            source("operators/aws-operator/src/context.rs")?
+                + &source("operators/aws-operator/src/controllers/drift.rs")?,
         ),
         (KVM, vec!["KVMOperatorReconcileErrors", "KVMOperatorDrainTimeouts", "KVMOperatorNoLeader"], String::new()),
     ];

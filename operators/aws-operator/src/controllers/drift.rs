@@ -644,6 +644,14 @@ impl Resource<AWSCluster, Arc<Shared>> for DetectDrift {
             shared.drift.runs.lock().insert(key, run);
             return Ok(Outcome::proceed().requeue_after(wait));
         }
+        if run.done.is_empty() {
+            // Nothing could be checked (no stack yet, or every one mid-operation, as while the
+            // cluster is being created): no result to record; the same round starts again soon,
+            // with the stacks' states read again.
+            let again = Run::new(cluster_stacks(shared, cluster).await?, run.after_remediation);
+            shared.drift.runs.lock().insert(key, again);
+            return Ok(Outcome::proceed().requeue_after(settings.poll));
+        }
         finish(shared, cluster, &key, recorded, run).await?;
         Ok(Outcome::proceed().requeue_after(settings.interval))
     }
