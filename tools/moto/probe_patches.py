@@ -1279,6 +1279,16 @@ def probe_drift_detection(port: int) -> None:
     status = detect(cfn, stack)
     check(status["StackDriftStatus"] == "IN_SYNC", f"restored stack: {status} {resource_drifts(cfn, stack)}")
 
+    # A route pointed elsewhere is a NOT_EQUAL of its target.
+    other = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.replace_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=other)
+    one = cfn.detect_stack_resource_drift(StackName=stack, LogicalResourceId="DefaultRoute")["StackResourceDrift"]
+    check(one["StackResourceDriftStatus"] == "MODIFIED", f"a redirected route: {one}")
+    check(one["PropertyDifferences"] == [{"PropertyPath": "/GatewayId", "ExpectedValue": ids["Gateway"],
+                                          "ActualValue": other, "DifferenceType": "NOT_EQUAL"}],
+          f"a redirected route: {one}")
+    ec2.replace_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=ids["Gateway"])
+
     # A removed inline rule is a REMOVE; a type without drift support is not checked.
     ec2.revoke_security_group_ingress(GroupId=masters, IpPermissions=[{
         "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "IpRanges": [{"CidrIp": "10.0.0.0/8"}]}])

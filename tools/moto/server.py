@@ -1979,6 +1979,9 @@ DRIFT_DETECTION_SECONDS = 10.0
 """How long a drift detection stays ``DETECTION_IN_PROGRESS``, in AWS seconds (scaled by the time
 scale, see ``Emulation``): AWS takes seconds to minutes, and a caller has to poll."""
 
+DRIFT_DETECTIONS_KEPT = 1000
+"""Detections remembered per account and region, so a long-running server stays bounded."""
+
 DRIFT_CHECKED_TYPES = (
     "AWS::EC2::SecurityGroup",
     "AWS::EC2::SecurityGroupIngress",
@@ -2325,7 +2328,11 @@ def patch_drift_detection() -> None:
         drifts = [d for d in detect_drift(stack, self.current_account, self.region)
                   if only is None or d.logical_id in only]
         detection = DriftDetection(stack, drifts)
-        detections.setdefault(key(self), {})[detection.id] = detection
+        known = detections.setdefault(key(self), {})
+        known[detection.id] = detection
+        # Bounded: the oldest detections are forgotten (AWS, too, keeps them for a while only).
+        while len(known) > DRIFT_DETECTIONS_KEPT:
+            known.pop(next(iter(known)))
         latest[(*key(self), stack.stack_id)] = detection.id
         return ActionResult({"StackDriftDetectionId": detection.id})
 
