@@ -6,6 +6,7 @@
 //! annotating the cluster for remediation revokes that rule (and only that rule), detects
 //! again, removes the annotation, and returns the condition to `False`. Then a node pool's Auto
 //! Scaling group resized by hand shows up as a `NOT_EQUAL` `MaxSize` of TCNP, and is set back.
+//! And the per-account budget holds, measured on the emulator's request log.
 
 mod support;
 
@@ -208,5 +209,61 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     .await?;
     let groups = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&asg).send().await?;
     assert_eq!(groups.auto_scaling_groups()[0].max_size(), Some(2), "MaxSize is the template's again");
+    Ok(())
+}
+
+/// The per-account budget: at 3 detections a minute, a cluster's four tenant stacks take a
+/// third of a minute to be checked (three at once, the fourth 20 s later), while the management
+/// account's two stacks, with their own budget, are not held back; and in no window does an
+/// account see more `DetectStackDrift` calls than the bucket allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn detections_stay_within_each_accounts_budget() -> anyhow::Result<()> {
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.1)).await?;
+    f.apply_basics().await?;
+    let id = "b4dg7";
+    f.credential_secret(id).await?;
+    f.certificates(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool(id, "np001", &["eu-central-1a"], 1, 2).await?;
+    let per_minute = 3;
+    f.drift = Some(DriftSettings { per_account_per_minute: per_minute, ..settings() });
+    f.start_operator().await?;
+    let shared = f.shared.clone().expect("the operator runs");
+    let kinds = ["tccpi", "tccp", "tccpf", "tccpn", "tcnp", "tcnpf"];
+    let checked = eventually(120, "every stack kind detected in sync", || async {
+        Ok(kinds.iter().all(|kind| shared.drift.metrics.detections(kind, "in_sync") >= 1).then_some(()))
+    })
+    .await;
+    if let Err(e) = checked {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+
+    // The operator's calls per signing key: one assumed-role key per account.
+    let mut per_key: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for r in f.moto.request_log()?.into_iter().filter(|r| r.action == "DetectStackDrift") {
+        per_key.entry(r.key).or_default().push(r.time);
+    }
+    assert_eq!(per_key.len(), 2, "the tenant and the management account: {per_key:?}");
+    let capacity = f64::from(per_minute);
+    for (key, mut times) in per_key.clone() {
+        times.sort_by(f64::total_cmp);
+        for (i, start) in times.iter().enumerate() {
+            for (j, end) in times.iter().enumerate().skip(i) {
+                // Calls i..=j, within `end - start` seconds: at most the bucket plus its refill
+                // (and one for the clocks' rounding).
+                let allowed = capacity + (end - start) * capacity / 60.0 + 1.0;
+                assert!((j - i + 1) as f64 <= allowed, "{key}: {} calls in {:.1} s: {times:?}", j - i + 1, end - start);
+            }
+        }
+    }
+    let tenant = per_key.values().find(|t| t.len() >= 4).expect("the tenant's four stacks");
+    let first = tenant.iter().copied().fold(f64::INFINITY, f64::min);
+    let fourth = {
+        let mut t = tenant.clone();
+        t.sort_by(f64::total_cmp);
+        t[3]
+    };
+    assert!(fourth - first >= 15.0, "the fourth tenant detection waited for a token: {tenant:?}");
     Ok(())
 }
