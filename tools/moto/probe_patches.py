@@ -1139,6 +1139,168 @@ def probe_load_balancer_from_template(port: int) -> None:
     check(not missing, f"the stack's load balancer lacks {missing}: {tags}")
 
 
+def drift_template() -> dict[str, Any]:
+    """A stack with each resource type the emulator checks for drift, and one it does not."""
+    return {"Resources": {
+        "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.8.0.0/16"}},
+        "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+            "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.8.0.0/24", "AvailabilityZone": f"{REGION}a"}},
+        "Gateway": {"Type": "AWS::EC2::InternetGateway"},
+        "Attachment": {"Type": "AWS::EC2::VPCGatewayAttachment", "Properties": {
+            "VpcId": {"Ref": "Vpc"}, "InternetGatewayId": {"Ref": "Gateway"}}},
+        "Table": {"Type": "AWS::EC2::RouteTable", "Properties": {"VpcId": {"Ref": "Vpc"}}},
+        "DefaultRoute": {"Type": "AWS::EC2::Route", "DependsOn": "Attachment", "Properties": {
+            "RouteTableId": {"Ref": "Table"}, "DestinationCidrBlock": "0.0.0.0/0",
+            "GatewayId": {"Ref": "Gateway"}}},
+        "Masters": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+            "GroupDescription": "masters", "VpcId": {"Ref": "Vpc"},
+            "SecurityGroupIngress": [{"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443,
+                                      "CidrIp": "10.0.0.0/8", "Description": "API"}]}},
+        "Workers": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+            "GroupDescription": "workers", "VpcId": {"Ref": "Vpc"}}},
+        "WorkersToMasters": {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {
+            "GroupId": {"Ref": "Masters"}, "SourceSecurityGroupId": {"Ref": "Workers"},
+            "IpProtocol": "-1"}},
+        "Template": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": {
+            "ImageId": "ami-0a1b2c3d4e5f60001", "InstanceType": "m5.large",
+            "UserData": "c2VjcmV0"}}},
+        "Group": {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {
+            "MinSize": "1", "MaxSize": "3", "DesiredCapacity": "1",
+            "VPCZoneIdentifier": [{"Ref": "Subnet"}],
+            "LaunchTemplate": {"LaunchTemplateId": {"Ref": "Template"},
+                               "Version": {"Fn::GetAtt": ["Template", "LatestVersionNumber"]}}}},
+    }}
+
+
+def detect(cfn: Any, stack: str, in_progress: bool = False) -> dict[str, Any]:
+    """Run DetectStackDrift on ``stack`` and wait for it; with ``in_progress`` check that the
+    detection is first reported as running."""
+    detection = cfn.detect_stack_drift(StackName=stack)["StackDriftDetectionId"]
+    if in_progress:
+        first = cfn.describe_stack_drift_detection_status(StackDriftDetectionId=detection)
+        check(first["DetectionStatus"] == "DETECTION_IN_PROGRESS", f"a detection started done: {first}")
+        check("StackDriftStatus" not in first, f"a running detection has a result: {first}")
+
+    def done() -> Any:
+        status = cfn.describe_stack_drift_detection_status(StackDriftDetectionId=detection)
+        return status if status["DetectionStatus"] == "DETECTION_COMPLETE" else None
+
+    status = eventually("the drift detection", done, timeout=30)
+    check(status["StackDriftDetectionId"] == detection, f"another detection answered: {status}")
+    return status
+
+
+def resource_drifts(cfn: Any, stack: str, **filters: Any) -> dict[str, dict[str, Any]]:
+    drifts: list[dict[str, Any]] = []
+    token: dict[str, str] = {}
+    while True:
+        page = cfn.describe_stack_resource_drifts(StackName=stack, MaxResults=2, **filters, **token)
+        drifts += page["StackResourceDrifts"]
+        if not page.get("NextToken"):
+            break
+        token = {"NextToken": page["NextToken"]}
+    return {d["LogicalResourceId"]: d for d in drifts}
+
+
+def probe_drift_detection(port: int) -> None:
+    tenant = account()
+    cfn = client(port, "cloudformation", tenant)
+    ec2 = client(port, "ec2", tenant)
+    autoscaling = client(port, "autoscaling", tenant)
+    stack = "probe-drift"
+    expect_error(lambda: cfn.detect_stack_drift(StackName=stack), "ValidationError",
+                 f"Stack with id {stack} does not exist")
+    cfn.create_stack(StackName=stack, TemplateBody=json.dumps(drift_template()))
+    ids = {r["LogicalResourceId"]: r.get("PhysicalResourceId")
+           for r in cfn.describe_stack_resources(StackName=stack)["StackResources"]}
+    masters, workers, group = ids["Masters"], ids["Workers"], ids["Group"]
+    table = ids["Table"]
+
+    with scaled(port, 0.4):  # 4 s in progress
+        status = detect(cfn, stack, in_progress=True)
+    # An untouched stack is in sync, and only the checked types are listed.
+    check(status["StackDriftStatus"] == "IN_SYNC", f"untouched stack: {status}")
+    check(status["DriftedStackResourceCount"] == 0, f"untouched stack: {status}")
+    drifts = resource_drifts(cfn, stack)
+    check(sorted(drifts) == ["DefaultRoute", "Group", "Masters", "Workers", "WorkersToMasters"],
+          f"checked resources: {sorted(drifts)}")
+    check(all(d["StackResourceDriftStatus"] == "IN_SYNC" and not d["PropertyDifferences"]
+              for d in drifts.values()), f"untouched resources drifted: {drifts}")
+    expected = json.loads(drifts["Masters"]["ExpectedProperties"])
+    check(expected["VpcId"] == ids["Vpc"], f"references are resolved in ExpectedProperties: {expected}")
+
+    # By hand, through the services' own APIs: a rule added, a group resized, a route deleted,
+    # a standalone rule revoked.
+    ec2.authorize_security_group_ingress(GroupId=masters, IpPermissions=[{
+        "IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "203.0.113.0/24"}]}])
+    autoscaling.update_auto_scaling_group(AutoScalingGroupName=group, MaxSize=5)
+    ec2.delete_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0")
+    ec2.revoke_security_group_ingress(GroupId=masters, IpPermissions=[{
+        "IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": workers}]}])
+    live = ec2.describe_security_groups(GroupIds=[masters])["SecurityGroups"][0]["IpPermissions"]
+    check(any(r.get("FromPort") == 22 for r in live), f"the hand-added rule is not there: {live}")
+
+    status = detect(cfn, stack)
+    check(status["StackDriftStatus"] == "DRIFTED", f"changed stack: {status}")
+    check(status["DriftedStackResourceCount"] == 4, f"changed stack: {status}")
+    drifts = resource_drifts(cfn, stack)
+    sg = drifts["Masters"]
+    check(sg["StackResourceDriftStatus"] == "MODIFIED", f"security group: {sg}")
+    check(sg["PhysicalResourceId"] == masters, f"security group: {sg}")
+    (added,) = sg["PropertyDifferences"]
+    check(added["DifferenceType"] == "ADD" and added["PropertyPath"].startswith("/SecurityGroupIngress/"),
+          f"the added rule: {added}")
+    check(added["ExpectedValue"] == "null", f"the added rule: {added}")
+    check(json.loads(added["ActualValue"]) == {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                               "CidrIp": "203.0.113.0/24"}, f"the added rule: {added}")
+    actual = json.loads(sg["ActualProperties"])
+    check(len(actual["SecurityGroupIngress"]) == 2, f"ActualProperties: {actual}")
+    asg = drifts["Group"]
+    check(asg["StackResourceDriftStatus"] == "MODIFIED", f"group: {asg}")
+    check(asg["PropertyDifferences"] == [{"PropertyPath": "/MaxSize", "ExpectedValue": "3", "ActualValue": "5",
+                                          "DifferenceType": "NOT_EQUAL"}], f"group: {asg}")
+    check(json.loads(asg["ActualProperties"])["MaxSize"] == "5", f"group: {asg}")
+    for deleted in ("DefaultRoute", "WorkersToMasters"):
+        d = drifts[deleted]
+        check(d["StackResourceDriftStatus"] == "DELETED" and "ActualProperties" not in d, f"{deleted}: {d}")
+    check(drifts["Workers"]["StackResourceDriftStatus"] == "IN_SYNC", f"workers: {drifts['Workers']}")
+    modified = resource_drifts(cfn, stack, StackResourceDriftStatusFilters=["MODIFIED"])
+    check(sorted(modified) == ["Group", "Masters"], f"filtered: {sorted(modified)}")
+    one = cfn.detect_stack_resource_drift(StackName=stack, LogicalResourceId="Group")["StackResourceDrift"]
+    check(one["StackResourceDriftStatus"] == "MODIFIED", f"DetectStackResourceDrift: {one}")
+
+    # Put back through the APIs: in sync again.
+    ec2.revoke_security_group_ingress(GroupId=masters, IpPermissions=[{
+        "IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "203.0.113.0/24"}]}])
+    autoscaling.update_auto_scaling_group(AutoScalingGroupName=group, MaxSize=3)
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=ids["Gateway"])
+    ec2.authorize_security_group_ingress(GroupId=masters, IpPermissions=[{
+        "IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": workers}]}])
+    status = detect(cfn, stack)
+    check(status["StackDriftStatus"] == "IN_SYNC", f"restored stack: {status} {resource_drifts(cfn, stack)}")
+
+    # A route pointed elsewhere is a NOT_EQUAL of its target.
+    other = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.replace_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=other)
+    one = cfn.detect_stack_resource_drift(StackName=stack, LogicalResourceId="DefaultRoute")["StackResourceDrift"]
+    check(one["StackResourceDriftStatus"] == "MODIFIED", f"a redirected route: {one}")
+    check(one["PropertyDifferences"] == [{"PropertyPath": "/GatewayId", "ExpectedValue": ids["Gateway"],
+                                          "ActualValue": other, "DifferenceType": "NOT_EQUAL"}],
+          f"a redirected route: {one}")
+    ec2.replace_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=ids["Gateway"])
+
+    # A removed inline rule is a REMOVE; a type without drift support is not checked.
+    ec2.revoke_security_group_ingress(GroupId=masters, IpPermissions=[{
+        "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "IpRanges": [{"CidrIp": "10.0.0.0/8"}]}])
+    one = cfn.detect_stack_resource_drift(StackName=stack, LogicalResourceId="Masters")["StackResourceDrift"]
+    check([(d["PropertyPath"], d["DifferenceType"], d["ActualValue"]) for d in one["PropertyDifferences"]]
+          == [("/SecurityGroupIngress/0", "REMOVE", "null")], f"a removed rule: {one}")
+    expect_error(lambda: cfn.detect_stack_resource_drift(StackName=stack, LogicalResourceId="Template"),
+                 "ValidationError")
+    expect_error(lambda: cfn.describe_stack_drift_detection_status(StackDriftDetectionId="no-such-id"),
+                 "ValidationError")
+
+
 def probe_execute_change_set(port: int) -> None:
     cfn = client(port, "cloudformation", account())
     name = "probe-change-set"
@@ -1190,6 +1352,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a security group in use is not deleted", probe_security_group_in_use),
     ("a hosted zone is deleted with its stack once empty", probe_hosted_zone_deleted_with_its_stack),
     ("a stack's load balancer as its template places and tags it", probe_load_balancer_from_template),
+    ("stack drift detection", probe_drift_detection),
     ("ExecuteChangeSet updates a stack as UpdateStack does", probe_execute_change_set),
 ]
 

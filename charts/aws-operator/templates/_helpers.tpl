@@ -29,6 +29,8 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --unhealthy-node-cooldown-seconds={{ .Values.operator.unhealthyNodes.cooldownSeconds }}
 - --unhealthy-node-resync-seconds={{ .Values.operator.unhealthyNodes.resyncSeconds }}
 - --max-rolling-clusters={{ .Values.operator.maxRollingClusters }}
+- --drift-detection-interval-seconds={{ .Values.operator.driftDetection.intervalSeconds }}
+- --drift-detections-per-account-per-minute={{ .Values.operator.driftDetection.perAccountPerMinute }}
 {{- with .Values.operator.routeTables }}
 - --route-tables={{ join "," . }}
 {{- end }}
@@ -174,6 +176,14 @@ the clusters, so no rule is limited by name.
     severity: {{ .Values.metrics.prometheusRule.severity }}
   annotations:
     summary: "aws-operator {{ .Chart.AppVersion }}: CloudFormation {{ "{{" }} $labels.operation {{ "}}" }} calls on {{ "{{" }} $labels.stack {{ "}}" }} stacks keep failing"
+- alert: {{ .Values.metrics.prometheusRule.alertPrefix }}StacksDrifted
+  expr: sum by (stack_kind) (aws_operator_drifted_resources{ {{- include "operator-lib.jobSelector" . -}} }) > 0
+  for: 1h
+  labels:
+    severity: {{ .Values.metrics.prometheusRule.severity }}
+  annotations:
+    summary: "aws-operator {{ .Chart.AppVersion }}: resources of {{ "{{" }} $labels.stack_kind {{ "}}" }} stacks were changed outside CloudFormation"
+    description: "kubectl get awsclusters -A shows the Drifted condition; status.drift lists the differences. Annotate the cluster with aws-operator.giantswarm.io/remediate-drift=true to put them back."
 {{- end -}}
 
 {{- define "operator.serviceAccountAnnotations" -}}

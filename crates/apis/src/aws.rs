@@ -352,6 +352,87 @@ pub struct AWSClusterStatus {
     /// Where the workload cluster's API server is reached, once its DNS record exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_endpoint: Option<ControlPlaneEndpoint>,
+    /// What the last drift detection of the cluster's stacks found (written by the drift
+    /// detector; absent while detection is off or has not completed yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftStatus>,
+}
+
+/// `status.drift` of an `AWSCluster`: the result of the last CloudFormation drift detection of
+/// the cluster's stacks. Bounded: at most a few resources per stack and a few differences per
+/// resource are listed, the rest counted in `omitted*`; values are shortened, and those that
+/// could hold secrets (user data, node configs) are redacted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftStatus {
+    /// When the last detection of every stack completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_detection_time: Option<Time>,
+    /// The stacks found drifted (empty: every stack checked is in sync).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
+    pub stacks: Vec<StackDrift>,
+}
+
+/// One drifted stack.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StackDrift {
+    /// The stack name, e.g. `cluster-al9qy-tccp`.
+    pub name: String,
+    /// The short stack kind: `tccp`, `tcnp`, ….
+    pub kind: String,
+    /// CloudFormation's id of the detection that found the drift.
+    pub detection_id: String,
+    /// How many of the stack's resources drifted (modified or deleted), as CloudFormation
+    /// counts them.
+    pub drifted_resources: u32,
+    /// The drifted resources (at most a few; see `omittedResources`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
+    pub resources: Vec<ResourceDrift>,
+    /// Drifted resources not listed, to keep the status small.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_resources: u32,
+}
+
+/// One drifted resource of a stack.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDrift {
+    /// The resource's logical id in the template, e.g. `MasterSecurityGroup`.
+    pub logical_id: String,
+    /// The resource type, e.g. `AWS::EC2::SecurityGroup`.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The resource's physical id, e.g. `sg-0abc`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_id: Option<String>,
+    /// `MODIFIED` or `DELETED`.
+    pub status: String,
+    /// The properties that differ from the template (for `MODIFIED`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
+    pub differences: Vec<PropertyDrift>,
+    /// Differences not listed, to keep the status small.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_differences: u32,
+}
+
+/// One property of a resource that differs from its template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PropertyDrift {
+    /// The property's path, e.g. `/SecurityGroupIngress/2` or `/MaxSize`.
+    pub path: String,
+    /// The value the template sets (`null` for a value added by hand).
+    pub expected: String,
+    /// The value found (`null` for a value removed by hand).
+    pub actual: String,
+    /// `ADD` (a value added to a list), `REMOVE` or `NOT_EQUAL`.
+    #[serde(rename = "type")]
+    pub difference_type: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `status.provider` of an `AWSCluster`.

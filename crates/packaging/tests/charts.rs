@@ -317,6 +317,8 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--unhealthy-node-cooldown-seconds=300",
         "--unhealthy-node-resync-seconds=60",
         "--max-rolling-clusters=2",
+        "--drift-detection-interval-seconds=7200",
+        "--drift-detections-per-account-per-minute=4",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }
@@ -426,8 +428,10 @@ fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
                 "AWSOperatorStackFailed",
                 "AWSOperatorDrainTimeouts",
                 "AWSOperatorNoLeader",
+                "AWSOperatorStacksDrifted",
             ],
-            source("operators/aws-operator/src/context.rs")?,
+            source("operators/aws-operator/src/context.rs")?
+                + &source("operators/aws-operator/src/controllers/drift.rs")?,
         ),
         (KVM, vec!["KVMOperatorReconcileErrors", "KVMOperatorDrainTimeouts", "KVMOperatorNoLeader"], String::new()),
     ];

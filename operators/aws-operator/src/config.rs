@@ -130,6 +130,48 @@ pub struct DaemonArgs {
     /// version of the operator; 0: no limit. Slots are Leases in the operator's namespace.
     #[arg(long, default_value_t = 0)]
     pub max_rolling_clusters: u32,
+    /// How often CloudFormation drift detection runs on each cluster's stacks, in seconds; 0
+    /// turns drift detection off.
+    #[arg(long, env = "AWS_OPERATOR_DRIFT_DETECTION_INTERVAL_SECONDS", default_value_t = 3600)]
+    pub drift_detection_interval_seconds: u64,
+    /// How many drift detections (`DetectStackDrift`) the operator starts per AWS account and
+    /// region per minute, across all clusters.
+    #[arg(long, default_value_t = 10)]
+    pub drift_detections_per_account_per_minute: u32,
+}
+
+/// The drift detector's settings (`--drift-detection-*`, `--drift-detections-*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriftSettings {
+    /// How often each cluster's stacks are checked; zero: never.
+    pub interval: Duration,
+    /// `DetectStackDrift` calls per account and region per minute.
+    pub per_account_per_minute: u32,
+    /// How often a running detection's status is asked for.
+    pub poll: Duration,
+}
+
+impl Default for DriftSettings {
+    /// Hourly, ten detections per account per minute, polled every 10 s.
+    fn default() -> Self {
+        Self { interval: Duration::from_secs(3600), per_account_per_minute: 10, poll: Duration::from_secs(10) }
+    }
+}
+
+impl DriftSettings {
+    /// The settings of `args`.
+    pub fn new(args: &DaemonArgs) -> Self {
+        Self {
+            interval: Duration::from_secs(args.drift_detection_interval_seconds),
+            per_account_per_minute: args.drift_detections_per_account_per_minute.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// Whether drift detection runs at all.
+    pub fn enabled(&self) -> bool {
+        !self.interval.is_zero()
+    }
 }
 
 /// The unhealthy-node terminator's settings (`--terminate-unhealthy-nodes`,
@@ -223,6 +265,8 @@ pub struct OperatorConfig {
     pub max_rolling_clusters: u32,
     /// The namespace of the rollout-slot Leases (`crate::rollout`): the operator's own.
     pub slot_namespace: String,
+    /// The drift detector's settings.
+    pub drift: DriftSettings,
 }
 
 /// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
@@ -301,6 +345,7 @@ impl Default for OperatorConfig {
             unhealthy: UnhealthySettings::default(),
             max_rolling_clusters: 0,
             slot_namespace: "giantswarm".into(),
+            drift: DriftSettings::default(),
         }
     }
 }

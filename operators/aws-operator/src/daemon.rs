@@ -1,5 +1,5 @@
 //! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
-//! the clients become the [`Shared`] context, and the four controllers run on it beside the
+//! the clients become the [`Shared`] context, and the five controllers run on it beside the
 //! drain executor, under leader election or sharded over the replicas
 //! ([`operatorkit::replicas`]), with the `/metrics`, `/healthz` and `/readyz` server, until
 //! SIGTERM or Ctrl-C.
@@ -27,10 +27,10 @@ use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::{AwsFactory, AwsSettings};
-use crate::config::{AmiMap, DaemonArgs, OperatorConfig, UnhealthySettings};
+use crate::config::{AmiMap, DaemonArgs, DriftSettings, OperatorConfig, UnhealthySettings};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
-use crate::controllers::{cluster, control_plane, node_pool, unhealthy};
+use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
@@ -126,7 +126,7 @@ where
     }
 }
 
-/// Build and run the four controllers until `shutdown`.
+/// Build and run the five controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
     metrics: &Metrics,
@@ -168,6 +168,19 @@ pub async fn run(
         .run_settings(&RunSettings { resync: shared.config.unhealthy.resync, ..settings.clone() })
         .build()?;
 
+    // The drift detector looks at each cluster every `--drift-detection-interval-seconds`, and
+    // requeues itself while detections run; it writes only `status.drift` and its `Drifted`
+    // condition. It runs even when detection is off (doing nothing), so that the finalizer it
+    // put on the clusters while it was on is still released when they are deleted.
+    let drift_resync = if shared.config.drift.enabled() { shared.config.drift.interval } else { settings.resync };
+    let drift_detector = Controller::<AWSCluster>::builder(client.clone(), drift::CONTROLLER)
+        .operator(COMPONENT)
+        .resource_set(drift::resource_set(shared.clone(), set_name.clone(), req.clone()))
+        .metrics(metrics)
+        .readiness(readiness)
+        .run_settings(&RunSettings { resync: drift_resync, ..settings.clone() })
+        .build()?;
+
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
@@ -186,6 +199,7 @@ pub async fn run(
             cp_controller.run(shutdown.clone()),
             md_controller.run(shutdown.clone()),
             terminator.run(shutdown.clone()),
+            drift_detector.run(shutdown.clone()),
         )
     })
     .await;
@@ -241,6 +255,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         unhealthy: UnhealthySettings::new(&args),
         max_rolling_clusters: args.max_rolling_clusters,
         slot_namespace: args.leader_election_namespace.clone(),
+        drift: DriftSettings::new(&args),
         ..OperatorConfig::default()
     };
     let mut registry = Registry::default();

@@ -8,7 +8,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `main.rs` | the binary: the `daemon`, `render` and `plan` commands and their dispatch, nothing else |
-//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the four controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the five controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |

@@ -8,6 +8,7 @@
 //! | [`kms`] | the cluster key and the encryption of node-config secrets |
 //! | [`s3`] | the cluster buckets and the node-config objects |
 //! | [`ec2`] | EC2 and Auto Scaling reads: subnets, the management VPC, master addresses, pool capacity |
+//! | [`drift`] | CloudFormation drift detection of a stack, and writing drifted security-group rules, routes and group sizes back |
 //! | [`autoscaling`] | the unhealthy-node terminator's Auto Scaling calls: instances' states in their groups, terminating one in its group |
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
@@ -39,6 +40,7 @@ use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
 pub mod autoscaling;
 pub mod cloudformation;
+pub mod drift;
 pub mod ec2;
 pub mod elb;
 pub mod kms;
@@ -134,6 +136,9 @@ pub struct AccountClients {
     pub region: String,
     /// CloudFormation.
     pub cfn: Arc<dyn CloudFormation>,
+    /// CloudFormation's SDK client, for the calls outside the stack state machine (drift
+    /// detection, [`drift`]).
+    pub cfn_client: aws_sdk_cloudformation::Client,
     /// EC2.
     pub ec2: aws_sdk_ec2::Client,
     /// S3.
@@ -277,6 +282,7 @@ impl AwsFactory {
             account_id: account_id.to_string(),
             region: region.to_string(),
             cfn,
+            cfn_client: aws_sdk_cloudformation::Client::new(&conf),
             ec2: aws_sdk_ec2::Client::new(&conf),
             s3: aws_sdk_s3::Client::new(&conf),
             kms: aws_sdk_kms::Client::new(&conf),
@@ -330,7 +336,8 @@ impl AwsFactory {
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
-            cfn: Arc::new(SdkCloudFormation::new(aws_sdk_cloudformation::Client::from_conf(cfn_conf))),
+            cfn: Arc::new(SdkCloudFormation::new(aws_sdk_cloudformation::Client::from_conf(cfn_conf.clone()))),
+            cfn_client: aws_sdk_cloudformation::Client::from_conf(cfn_conf),
             ec2: aws_sdk_ec2::Client::from_conf(ec2_conf),
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
             kms: aws_sdk_kms::Client::from_conf(kms_conf),

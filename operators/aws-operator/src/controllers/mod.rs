@@ -1,4 +1,4 @@
-//! The four controllers, one module each, and the helpers they share.
+//! The five controllers, one module each, and the helpers they share.
 //!
 //! Each controller module reads top-down: its per-reconcile state, then its resources in the
 //! order they run — dereference (read the object's Release, cluster, credentials), validate
@@ -10,6 +10,7 @@
 //! | [`cluster`] | AWSCluster: key, buckets, CIDR, TCCPI / TCCP / TCCPF, zone delegation, `master` Service, status, teardown |
 //! | [`control_plane`] | AWSControlPlane: the masters' node configs and TCCPN |
 //! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
+//! | [`drift`] | AWSCluster: CloudFormation drift detection of the cluster's stacks, `Drifted`, and remediation on request |
 //! | [`unhealthy`] | AWSCluster: terminates the instances of workload-cluster nodes NotReady too long, behind the circuit breaker shared with kvm-operator |
 //! | [`max_age`] | AWSMachineDeployment: replaces instances past `spec.nodePool.maxNodeAge`, one at a time, in the window and within the rollout limits |
 //! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
@@ -18,6 +19,7 @@
 
 pub mod cluster;
 pub mod control_plane;
+pub mod drift;
 pub mod lookup;
 pub mod max_age;
 pub mod node_pool;

@@ -13,7 +13,7 @@ use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
 use aws_credential_types::Credentials;
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
-use aws_operator::config::{AmiMap, OperatorConfig, UnhealthySettings};
+use aws_operator::config::{AmiMap, DriftSettings, OperatorConfig, UnhealthySettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -57,6 +57,8 @@ pub struct Fixture {
     pub unhealthy: Option<UnhealthySettings>,
     /// The operator's `--max-rolling-clusters` (0: no limit).
     pub max_rolling_clusters: u32,
+    /// The drift detector's settings, when not the fixture's (off).
+    pub drift: Option<DriftSettings>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -165,6 +167,7 @@ impl Fixture {
             drainer_poll: None,
             unhealthy: None,
             max_rolling_clusters: 0,
+            drift: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -275,6 +278,7 @@ impl Fixture {
         let max_rolling_clusters = self.max_rolling_clusters;
         // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
         let slot_namespace = lease_namespace.clone();
+        let drift = self.drift.clone();
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -312,6 +316,9 @@ impl Fixture {
             config.max_rolling_clusters = max_rolling_clusters;
             if let Some(namespace) = slot_namespace {
                 config.slot_namespace = namespace;
+            }
+            if let Some(drift) = drift {
+                config.drift = drift;
             }
             let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
@@ -480,6 +487,9 @@ pub fn operator_config(installation: String) -> OperatorConfig {
         // The fixture's certificates are placeholders that give no workload-cluster client: the
         // terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
         unhealthy: UnhealthySettings { all_clusters: false, ..UnhealthySettings::default() },
+        // Off unless a test turns it on (`Fixture::drift`): detections add CloudFormation calls
+        // that the call-counting tests do not expect.
+        drift: DriftSettings { interval: Duration::ZERO, ..DriftSettings::default() },
         ..OperatorConfig::default()
     }
 }
