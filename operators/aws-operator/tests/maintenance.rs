@@ -11,6 +11,9 @@
 
 mod support;
 
+/// The chart's release namespace, where its Leases are.
+const LEASE_NAMESPACE: &str = "giantswarm";
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -364,6 +367,62 @@ async fn two_clusters_one_slot(f: &mut Fixture) -> anyhow::Result<()> {
         waited.iter().any(|m| m.contains("at most 1 clusters roll at once (--max-rolling-clusters)")),
         "{waited:?}"
     );
+    Ok(())
+}
+
+/// Two replicas sharing the clusters (`--sharding`), each owning one of two clusters, and
+/// `--max-rolling-clusters=1`: they reconcile at the same time, yet never roll both clusters at
+/// once, because the slot is a Lease both see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sharded_replicas_together_respect_max_rolling_clusters() -> anyhow::Result<()> {
+    let mut f = Fixture::start_secure_with(motoenv::Launcher::from_env().time_scale(0.02)).await?;
+    f.apply_basics().await?;
+    f.as_chart_service_account(&packaging::helm_template("aws-operator", &["ci/sharding-values.yaml"], &[])?).await?;
+    let (env, user) = (f.env.handle().clone(), f.service_account.clone().expect("the chart's identity").user);
+    packaging::rbac::without_refusals(&env, &user, two_shards_one_slot(&mut f)).await?;
+    Ok(())
+}
+
+async fn two_shards_one_slot(f: &mut Fixture) -> anyhow::Result<()> {
+    f.drainer_poll = Some(Duration::from_secs(1));
+    f.max_rolling_clusters = 1;
+    f.sharded = true;
+    // Two clusters that the ring of the two replicas puts on different shards.
+    let ring =
+        operatorkit::sharding::Ring::new(["akiashardx", "akiashardy"], operatorkit::sharding::DEFAULT_VIRTUAL_NODES);
+    let first = "mw007";
+    let second = (8..100)
+        .map(|i| format!("mw{i:03}"))
+        .find(|id| ring.shard_for(id) != ring.shard_for(first))
+        .expect("a cluster on the other shard");
+    let (_wc1, bridge1) = rolling_cluster(f, first, &["np007"]).await?;
+    let (_wc2, bridge2) = rolling_cluster(f, &second, &["np008"]).await?;
+    let _x = f.spawn_operator(VERSION, "AKIASHARDX").await?;
+    let _y = f.spawn_operator(VERSION, "AKIASHARDY").await?;
+    wait_ready(f, &[first, &second]).await?;
+    // Each replica owns one of them.
+    let label = operatorkit::sharding::ShardingConfig::new(LEASE_NAMESPACE, aws_operator::daemon::lease_name(VERSION))
+        .shard_label();
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let mut owners = BTreeSet::new();
+    for id in [first, second.as_str()] {
+        owners.insert(
+            clusters.get(id).await?.metadata.labels.unwrap_or_default().get(&label).cloned().unwrap_or_default(),
+        );
+    }
+    assert_eq!(owners, BTreeSet::from(["akiashardx".to_string(), "akiashardy".to_string()]), "one cluster each");
+
+    let (most, waited) = roll_and_watch(f, &[&bridge1, &bridge2], &[(first, "np007"), (&second, "np008")]).await?;
+    assert_eq!(most, 1, "at most one cluster rolling at once across both replicas");
+    assert!(
+        waited.iter().any(|m| m.contains("at most 1 clusters roll at once (--max-rolling-clusters)")),
+        "{waited:?}"
+    );
+    // Both replicas wrote to AWS: each rolled its own cluster.
+    let log = f.moto.request_log()?;
+    for key in ["AKIASHARDX", "AKIASHARDY"] {
+        assert!(log.iter().any(|r| r.principal == key && r.is_write()), "{key} wrote nothing");
+    }
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use kube::api::{Api, PostParams};
 use motoenv::MotoServer;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
+use operatorkit::sharding::{Sharding, ShardingConfig, cluster_key};
 use operatorkit::{Leadership, RunSettings};
 use prometheus_client::registry::Registry;
 use testenv::TestEnv;
@@ -57,6 +58,10 @@ pub struct Fixture {
     pub unhealthy: Option<UnhealthySettings>,
     /// The operator's `--max-rolling-clusters` (0: no limit).
     pub max_rolling_clusters: u32,
+    /// Run the operators spawned from now on with `--sharding`: each holds a shard Lease named
+    /// after its access key (lower case) in the chart's namespace, with short Lease settings
+    /// (4 s lease, 2.5 s renew deadline, 0.5 s retry), beside the leader Lease.
+    pub sharded: bool,
     /// The drift detector's settings, when not the fixture's (off).
     pub drift: Option<DriftSettings>,
 }
@@ -167,6 +172,7 @@ impl Fixture {
             drainer_poll: None,
             unhealthy: None,
             max_rolling_clusters: 0,
+            sharded: false,
             drift: None,
         };
         // The management cluster's VPC with one route table, in the management account.
@@ -279,6 +285,7 @@ impl Fixture {
         // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
         let slot_namespace = lease_namespace.clone();
         let drift = self.drift.clone();
+        let shard = self.sharded.then(|| access_key.to_ascii_lowercase());
         let version = version.to_string();
         let token = CancellationToken::new();
         let t = token.clone();
@@ -302,8 +309,29 @@ impl Fixture {
                 }
                 None => (Leadership::always(), None),
             };
+            // Sharded (`--sharding`): the controllers write while this replica holds its shard;
+            // the leader assigns the shards and runs the drain executor.
+            let sharding = match shard {
+                Some(shard) => {
+                    let namespace = slot_namespace.clone().unwrap_or_else(|| "giantswarm".into());
+                    let config = ShardingConfig {
+                        shard: shard.clone(),
+                        identity: shard,
+                        lease_duration: Duration::from_secs(4),
+                        renew_deadline: Duration::from_millis(2500),
+                        retry_period: Duration::from_millis(500),
+                        ..ShardingConfig::new(namespace, daemon::lease_name(&version))
+                    };
+                    match Sharding::new(client.clone(), config, cluster_key()) {
+                        Ok(s) => Some(s),
+                        Err(e) => return eprintln!("operator sharding: {e}"),
+                    }
+                }
+                None => None,
+            };
+            let writes = sharding.as_ref().map_or_else(|| leadership.clone(), Sharding::held);
             let aws = match AwsFactory::new(settings).await {
-                Ok(a) => a.gated_by(leadership.clone()),
+                Ok(a) => a.gated_by(writes.clone()),
                 Err(e) => return eprintln!("operator AWS: {e}"),
             };
             let mut config = OperatorConfig { version: version.clone(), ..operator_config(installation) };
@@ -320,7 +348,7 @@ impl Fixture {
             if let Some(drift) = drift {
                 config.drift = drift;
             }
-            let shared = Shared::new(leadership.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
+            let shared = Shared::new(writes.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
             // operator's workload-cluster clients.
             let settings = DrainerSettings::new(
@@ -342,7 +370,7 @@ impl Fixture {
                 shared,
                 &metrics,
                 &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership, sharding: None },
+                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership, sharding },
                 t.clone(),
             );
             let (result, ()) = tokio::join!(controllers, drainer.run(t.clone()));
