@@ -37,6 +37,9 @@ pub struct SlotError {
     pub source: kube::Error,
 }
 
+/// How many fresh listings [`Slots::acquire`] tries after lost races before it answers busy.
+const MAX_ATTEMPTS: usize = 32;
+
 /// What [`Slots::acquire`] got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquired {
@@ -155,8 +158,11 @@ impl Slots {
         if self.limit == 0 {
             return Ok(Acquired::Unlimited);
         }
-        // A lost race (a conflict) is tried again with a fresh listing, a few times.
-        for _ in 0..5 {
+        // A lost race (a conflict) is tried again with a fresh listing. Every conflict is some
+        // other writer's success, so racers make progress; the bound only keeps a pathological
+        // storm from spinning, and is generous enough that many replicas racing for the last
+        // slots are not told "busy" while one is still free.
+        for _ in 0..MAX_ATTEMPTS {
             let leases = self.list().await?;
             if let Some(own) = leases.iter().find(|l| holder_of(l) == Some(holder)) {
                 if self.join(own, member).await? {
