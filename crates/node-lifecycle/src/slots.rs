@@ -176,17 +176,27 @@ impl Slots {
                 for i in 0..self.limit {
                     let name = format!("{}-{i}", self.scope);
                     let new = self.lease(&name, holder, &[member.to_string()], None);
+                    // One write per listing: after a lost race the next slot is tried only on
+                    // a fresh listing, which shows whether this holder took a slot meanwhile
+                    // (through another replica) — trying the next slot at once could give one
+                    // holder two slots.
                     match leases.iter().find(|l| l.name_any() == name) {
                         None => match self.api.create(&PostParams::default(), &new).await {
                             Ok(_) => return Ok(Acquired::Held(name)),
-                            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) => raced = true,
+                            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) => {
+                                raced = true;
+                                break;
+                            }
                             Err(e) => return Err(self.err(e)),
                         },
                         Some(free) if holder_of(free).is_none() => {
                             let new = self.lease(&name, holder, &[member.to_string()], free.resource_version());
                             match self.api.replace(&name, &PostParams::default(), &new).await {
                                 Ok(_) => return Ok(Acquired::Held(name)),
-                                Err(e) if is_conflict(&e) => raced = true,
+                                Err(e) if is_conflict(&e) => {
+                                    raced = true;
+                                    break;
+                                }
                                 Err(e) => return Err(self.err(e)),
                             }
                         }
