@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::maintenance::{MaintenanceError, Schedule, WindowState};
 
@@ -29,6 +30,25 @@ pub const INVALID_MAINTENANCE: &str = "InvalidMaintenance";
 pub fn problems_message(whose: &str, problems: &[MaintenanceError]) -> String {
     let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
     format!("{whose}: {}; disruptive work (rolling node replacement) waits until this is fixed", list.join("; "))
+}
+
+/// Set the [`SETTINGS`] condition in `conditions` (`before`: the object's conditions as read)
+/// from `settings`: `Ok` when they can be used, else the problems' message. Returns the message
+/// of a `False` condition that is new (not `False` with that message before), for the Warning
+/// event.
+pub fn set_settings_condition(
+    conditions: &mut Vec<Condition>,
+    before: &[Condition],
+    settings: &Result<(), String>,
+    generation: Option<i64>,
+) -> Option<String> {
+    let (ok, reason, message) = match settings {
+        Ok(()) => (true, "Valid", "the maintenance settings apply".to_string()),
+        Err(message) => (false, INVALID_MAINTENANCE, message.clone()),
+    };
+    operatorkit::status::set_condition(conditions, SETTINGS, ok, reason, message.clone(), generation);
+    let was_false = before.iter().any(|c| c.type_ == SETTINGS && c.status == "False" && c.message == message);
+    (!ok && !was_false).then_some(message)
 }
 
 /// Whether a disruptive step may run now.

@@ -17,7 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt as _;
 use node_lifecycle::maintenance::{MaintenanceError, Schedule};
 
-pub use node_lifecycle::disruption::{Gate, INVALID_MAINTENANCE, SETTINGS, WAITING_FOR_WINDOW, problems_message};
+pub use node_lifecycle::disruption::{
+    Gate, INVALID_MAINTENANCE, SETTINGS, WAITING_FOR_WINDOW, problems_message, set_settings_condition,
+};
 
 /// The path of the cluster's settings.
 pub const FIELD: &str = "spec.cluster.maintenance";
@@ -33,25 +35,6 @@ pub fn schedule(cluster: &AWSCluster, pause: Option<Duration>) -> Result<Option<
         schedule.check_pause(pause).map_err(|e| vec![e])?;
     }
     Ok(Some(schedule))
-}
-
-/// Set the [`SETTINGS`] condition in `conditions` (`before`: the object's conditions as read)
-/// from `settings`: `Ok` when they can be used, else the problems' message. Returns the message
-/// of a `False` condition that is new (not `False` with that message before), for the Warning
-/// event.
-pub fn set_settings_condition(
-    conditions: &mut Vec<Condition>,
-    before: &[Condition],
-    settings: &Result<(), String>,
-    generation: Option<i64>,
-) -> Option<String> {
-    let (ok, reason, message) = match settings {
-        Ok(()) => (true, "Valid", "the maintenance settings apply".to_string()),
-        Err(message) => (false, INVALID_MAINTENANCE, message.clone()),
-    };
-    crate::controllers::status::set_condition(conditions, SETTINGS, ok, reason, message.clone(), generation);
-    let was_false = before.iter().any(|c| c.type_ == SETTINGS && c.status == "False" && c.message == message);
-    (!ok && !was_false).then_some(message)
 }
 
 /// [`set_settings_condition`] on `obj`'s new `conditions`, with the Warning event of a new

@@ -344,32 +344,8 @@ impl Resource<KVMConfig, ClusterState> for Status {
         // The maintenance settings: a condition naming each problem (and a Warning when one
         // appears); a problem holds disruptive work only.
         let problems = state.maintenance.as_ref().map_or(Ok(()), |m| m.problems(obj));
-        let was_false = |message: &str| {
-            obj.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == disruption::SETTINGS && c.status == "False" && c.message == message)
-            })
-        };
-        let new_problem = problems.as_ref().err().filter(|m| !was_false(m)).cloned();
-        let _ = match &problems {
-            Ok(()) => set_condition(
-                &mut status.conditions,
-                disruption::SETTINGS,
-                true,
-                "Valid",
-                "the maintenance settings apply",
-                generation,
-            ),
-            Err(message) => set_condition(
-                &mut status.conditions,
-                disruption::SETTINGS,
-                false,
-                disruption::INVALID_MAINTENANCE,
-                message.clone(),
-                generation,
-            ),
-        };
+        let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+        let new_problem = disruption::set_settings_condition(&mut status.conditions, before, &problems, generation);
         let outcome = if state.waiting.is_some() || !settled {
             let retry = state.hold.as_ref().and_then(|h| h.retry_after).unwrap_or(state.shared.poll);
             Outcome::proceed().requeue_after(retry.min(state.shared.poll))
