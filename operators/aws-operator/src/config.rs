@@ -18,18 +18,9 @@ pub struct DaemonArgs {
     /// Installation (management cluster) name; the management VPC carries it as its Name tag.
     #[arg(long, env = "AWS_OPERATOR_INSTALLATION")]
     pub installation: String,
-    /// Region used for the management account when a cluster names none.
-    #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
-    pub region: String,
-    /// Role to assume in the management-cluster account (none: use the operator's credentials).
-    #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
-    pub control_plane_role_arn: Option<String>,
-    /// One endpoint for every AWS service (an emulator or a proxy).
-    #[arg(long, env = "AWS_ENDPOINT_URL")]
-    pub aws_endpoint_url: Option<String>,
-    /// Extra PEM CA certificates to trust for AWS endpoints.
-    #[arg(long, env = "AWS_CA_BUNDLE")]
-    pub aws_ca_bundle: Option<PathBuf>,
+    /// How the operator reaches AWS (the flags `plan` shares).
+    #[command(flatten)]
+    pub aws: AwsAccessArgs,
     /// The AMI file: `{"<flatcarVersion>": {"<region>": "ami-…"}}`.
     #[arg(long, env = "AWS_OPERATOR_AMI_FILE")]
     pub ami_file: PathBuf,
@@ -45,10 +36,6 @@ pub struct DaemonArgs {
     /// Manage hosted zones and records.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub route53_enabled: bool,
-    /// Name tags of the management VPC's route tables to route into tenant clusters (default:
-    /// every non-main route table of that VPC).
-    #[arg(long, value_delimiter = ',')]
-    pub route_tables: Vec<String>,
     /// Image registry of the node images.
     #[arg(long, default_value = "gsoci.azurecr.io")]
     pub registry: String,
@@ -138,6 +125,44 @@ pub struct DaemonArgs {
     /// region per minute, across all clusters.
     #[arg(long, default_value_t = 10)]
     pub drift_detections_per_account_per_minute: u32,
+}
+
+/// How `aws-operator daemon` and `aws-operator plan` reach AWS: the flags both take, with the
+/// same names, environment variables and meanings. Credentials come from the environment (the
+/// SDK's default chain).
+#[derive(clap::Args, Debug, Clone)]
+pub struct AwsAccessArgs {
+    /// Region of the management account, used for clusters that name none (`plan`: the
+    /// clusters' region too).
+    #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
+    pub region: String,
+    /// Role to assume in the management-cluster account (none: use the credentials there).
+    #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
+    pub control_plane_role_arn: Option<String>,
+    /// One endpoint for every AWS service (an emulator or a proxy).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// Extra PEM CA certificates to trust for AWS endpoints.
+    #[arg(long, env = "AWS_CA_BUNDLE")]
+    pub aws_ca_bundle: Option<PathBuf>,
+    /// Name tags of the management VPC's route tables to route into tenant clusters,
+    /// comma-separated or repeated (default: every non-main route table of that VPC).
+    #[arg(long, env = "AWS_OPERATOR_ROUTE_TABLES", value_delimiter = ',')]
+    pub route_tables: Vec<String>,
+}
+
+impl AwsAccessArgs {
+    /// The client settings of these flags; `operation_timeout` bounds each AWS call.
+    pub fn settings(&self, operation_timeout: Option<Duration>) -> crate::aws::AwsSettings {
+        crate::aws::AwsSettings {
+            default_region: self.region.clone(),
+            endpoint_url: self.aws_endpoint_url.clone(),
+            ca_bundle: self.aws_ca_bundle.clone(),
+            control_plane_role_arn: self.control_plane_role_arn.clone(),
+            credentials: None,
+            operation_timeout,
+        }
+    }
 }
 
 /// The drift detector's settings (`--drift-detection-*`, `--drift-detections-*`).

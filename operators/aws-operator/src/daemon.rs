@@ -26,7 +26,7 @@ use prometheus_client::registry::Registry;
 use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
-use crate::aws::{AwsFactory, AwsSettings};
+use crate::aws::AwsFactory;
 use crate::config::{AmiMap, DaemonArgs, DriftSettings, OperatorConfig, UnhealthySettings};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
@@ -227,22 +227,13 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // The controllers write (to AWS and to the management cluster) while this replica holds
     // its shard (sharded) or leads; the drain executor runs on the leader only.
     let (writes, leader) = (replicas.writes(), replicas.leader());
-    let aws = AwsFactory::new(AwsSettings {
-        default_region: args.region.clone(),
-        endpoint_url: args.aws_endpoint_url.clone(),
-        ca_bundle: args.aws_ca_bundle.clone(),
-        control_plane_role_arn: args.control_plane_role_arn.clone(),
-        credentials: None,
-        operation_timeout: None,
-    })
-    .await?
-    .gated_by(writes.clone());
+    let aws = AwsFactory::new(args.aws.settings(None)).await?.gated_by(writes.clone());
     let config = OperatorConfig {
         installation: args.installation.clone(),
         ipam_range: args.ipam_range.clone(),
         subnet_mask_bits: args.subnet_mask_bits,
         route53_enabled: args.route53_enabled,
-        control_plane_route_tables: args.route_tables.clone(),
+        control_plane_route_tables: args.aws.route_tables.clone(),
         registry: args.registry.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),

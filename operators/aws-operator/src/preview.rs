@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::approval::{ChangeSetChange, ResourceChange, template_diff};
 use crate::aws::cloudformation::StackRequest;
-use crate::aws::{AccountClients, AwsFactory, AwsSettings};
+use crate::aws::{AccountClients, AwsFactory};
 use crate::plan::{Objects, PlannedStack, Settings, plan};
 use crate::render::{AwsArgs, PlanningArgs, RenderArgs};
 
@@ -56,25 +56,13 @@ pub struct PlanArgs {
     /// the management VPC by its Name tag).
     #[command(flatten)]
     pub planning: PlanningArgs,
-    /// The region of the clusters and of the management account.
-    #[arg(long, env = "AWS_REGION", default_value = "eu-central-1")]
-    pub region: String,
-    /// Role to assume in the management-cluster account (none: use the credentials there).
-    #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
-    pub control_plane_role_arn: Option<String>,
+    /// How to reach AWS: the daemon's flags.
+    #[command(flatten)]
+    pub aws: crate::config::AwsAccessArgs,
     /// Role to assume in the clusters' tenant account, as their credential Secret names it
     /// (`aws.awsoperator.arn`); none: the tenant account is the management account.
     #[arg(long)]
     pub tenant_role_arn: Option<String>,
-    /// One endpoint for every AWS service (an emulator or a proxy).
-    #[arg(long, env = "AWS_ENDPOINT_URL")]
-    pub aws_endpoint_url: Option<String>,
-    /// Extra PEM CA certificates to trust for AWS endpoints.
-    #[arg(long, env = "AWS_CA_BUNDLE")]
-    pub aws_ca_bundle: Option<PathBuf>,
-    /// Names of the management VPC's route tables to route into the clusters (repeatable).
-    #[arg(long = "route-table", env = "AWS_OPERATOR_ROUTE_TABLES", value_delimiter = ',')]
-    pub route_tables: Vec<String>,
     /// Plan only the stack with this name.
     #[arg(long, value_name = "NAME")]
     pub stack: Option<String>,
@@ -157,25 +145,17 @@ pub fn keep_deployed_capacity(desired: &mut Value, deployed: &Value) {
 
 /// Run `aws-operator plan`; the exit code is 0 (no changes) or [`EXIT_CHANGES`].
 pub async fn run(args: &PlanArgs, out: &mut impl Write) -> anyhow::Result<u8> {
-    let factory = AwsFactory::new(AwsSettings {
-        default_region: args.region.clone(),
-        endpoint_url: args.aws_endpoint_url.clone(),
-        ca_bundle: args.aws_ca_bundle.clone(),
-        control_plane_role_arn: args.control_plane_role_arn.clone(),
-        credentials: None,
-        operation_timeout: Some(Duration::from_secs(60)),
-    })
-    .await?;
-    let cp = factory.control_plane(&args.region).await.context("the management account")?;
+    let factory = AwsFactory::new(args.aws.settings(Some(Duration::from_secs(60)))).await?;
+    let cp = factory.control_plane(&args.aws.region).await.context("the management account")?;
     let tenant = match &args.tenant_role_arn {
-        Some(arn) => factory.tenant(arn, &args.region).await.context("the tenant account")?,
+        Some(arn) => factory.tenant(arn, &args.aws.region).await.context("the tenant account")?,
         None => cp.clone(),
     };
     let (vpc, vpc_cidr) =
         crate::aws::ec2::control_plane_vpc(&cp, &args.planning.installation).await?.with_context(|| {
             format!("no VPC tagged Name={} in the management account: check --installation", args.planning.installation)
         })?;
-    let tables = crate::aws::ec2::control_plane_route_tables(&cp, &vpc, &args.route_tables).await?;
+    let tables = crate::aws::ec2::control_plane_route_tables(&cp, &vpc, &args.aws.route_tables).await?;
     let render = RenderArgs {
         files: args.files.clone(),
         aws: Box::new(AwsArgs {
@@ -194,7 +174,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl Write) -> anyhow::Result<u8> {
     anyhow::ensure!(!plans.is_empty(), "no AWSCluster in the given files: nothing to plan");
     for p in &plans {
         anyhow::ensure!(
-            p.region == args.region,
+            p.region == args.aws.region,
             "{} is in region {}: plan the clusters of one region at a time with --region",
             p.cluster,
             p.region
