@@ -7,6 +7,10 @@
 //!   the clock reaches the window.
 //! - Unreadable settings (`maxNodeAge` below a day) get the `MaintenanceSettings` condition
 //!   naming the field, and a Warning; the cluster is still created (creation is not disruptive).
+//! - With `--max-rolling-clusters 1` and the one slot held by another cluster (a slot Lease, as
+//!   another replica or version would hold it), an upgrade waits (`Ready=False`
+//!   `WaitingForRolloutSlot`, naming the holder) and changes no Deployment; once that slot is
+//!   given back the cluster takes it, rolls, and gives it back when it is done.
 //! - Once the nodes are past `maxNodeAge`, their pods are replaced oldest first, one at a time:
 //!   never two node pods going at once, never one replaced twice.
 
@@ -23,6 +27,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kvm_objects::names::keys;
+use kvm_operator::config::RolloutLimits;
+use kvm_operator::controllers::cluster::maintenance::{SLOT_SCOPE, WAITING_FOR_SLOT};
+use node_lifecycle::slots::Slots;
 use support::{ID, NS, World, eventually, kvm_config, settled};
 use tokio_util::sync::CancellationToken;
 
@@ -84,6 +91,67 @@ async fn an_upgrade_outside_the_window_waits_and_rolls_when_the_window_opens() -
     w.operator.clock.set("2026-06-01T20:00:01Z".parse()?);
     settled(&w, ClusterCondition::Updated, "20.2.0", 8).await?;
     assert!(releases().await?.values().all(|r| r == "20.2.0"));
+    Ok(())
+}
+
+/// The release of each node Deployment of the cluster, by name.
+async fn deployment_releases(w: &World) -> anyhow::Result<BTreeMap<String, String>> {
+    let list = w.deployments().list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|d| (d.name_any(), d.annotations().get(keys::RELEASE_VERSION).cloned().unwrap_or_default()))
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_waits_for_a_rollout_slot_held_elsewhere_and_gives_its_own_back() -> anyhow::Result<()> {
+    let mut config = support::operator_config();
+    config.rollout = RolloutLimits { max_rolling_clusters: 1, slot_namespace: NS.into() };
+    let w = World::start_with(config).await?;
+    w.configs().create(&PostParams::default(), &kvm_config()).await?;
+    settled(&w, ClusterCondition::Created, "20.1.0", 8).await?;
+
+    // Another cluster (its KVMConfig exists, on a release no operator here serves) holds the
+    // management cluster's only slot, as a replica of another version would.
+    let other = "q9z8w";
+    let mut other_config = kvm_config();
+    other_config.metadata.name = Some(other.into());
+    other_config
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("release.giantswarm.io/version".into(), "19.0.0".into());
+    w.configs().create(&PostParams::default(), &other_config).await?;
+    let slots = Slots::new(w.client.clone(), NS, SLOT_SCOPE, 1);
+    let holder = format!("{NS}/{other}");
+    assert!(slots.acquire(&holder, &holder, |_| async { true }).await?.is_held());
+
+    Api::<Release>::all(w.client.clone()).create(&PostParams::default(), &support::release("20.2.0", "1.34.3")).await?;
+    let before = deployment_releases(&w).await?;
+    let patch = serde_json::json!({"metadata": {"labels": {"release.giantswarm.io/version": "20.2.0"}}});
+    w.configs().patch(ID, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let configs = w.configs();
+    let message = eventually("Ready=False waiting for a rollout slot", 30, || async {
+        let config = configs.get(ID).await?;
+        Ok(condition(&config, "Ready").filter(|(s, r, _)| s == "False" && r == WAITING_FOR_SLOT).map(|(.., m)| m))
+    })
+    .await?;
+    assert!(message.contains("--max-rolling-clusters") && message.contains(&holder), "{message}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(deployment_releases(&w).await?, before, "no node Deployment changed without a slot");
+    assert_eq!(slots.holders().await?, [holder.clone()], "the waiting cluster took no slot");
+
+    // The other cluster is done: this one takes the slot, rolls, and gives the slot back.
+    slots.release(&holder, &holder).await?;
+    let mine = format!("{NS}/{ID}");
+    eventually("the cluster holds the slot", 30, || async {
+        Ok((slots.holders().await? == [mine.clone()]).then_some(()))
+    })
+    .await?;
+    settled(&w, ClusterCondition::Updated, "20.2.0", 8).await?;
+    assert!(deployment_releases(&w).await?.values().all(|r| r == "20.2.0"));
+    eventually("the slot given back", 30, || async { Ok(slots.holders().await?.is_empty().then_some(())) }).await?;
     Ok(())
 }
 

@@ -97,12 +97,19 @@ pub struct Operator {
     /// The operator's clock (kept across restarts): tests move it to open a maintenance window
     /// or to age the nodes.
     pub clock: node_lifecycle::maintenance::Clock,
+    /// The operator's configuration, [`operator_config`] unless the test starts it otherwise.
+    config: OperatorConfig,
 }
 
 impl Operator {
     /// Start the operator against the management cluster `mc`.
     pub fn start(mc: testenv::Handle) -> anyhow::Result<Operator> {
-        let mut operator = Operator { mc, running: None, clock: Default::default() };
+        Self::start_with(mc, operator_config())
+    }
+
+    /// Start the operator with `config` against the management cluster `mc`.
+    pub fn start_with(mc: testenv::Handle, config: OperatorConfig) -> anyhow::Result<Operator> {
+        let mut operator = Operator { mc, running: None, clock: Default::default(), config };
         operator.restart()?;
         Ok(operator)
     }
@@ -120,7 +127,7 @@ impl Operator {
             let _runtime = runtime.enter();
             self.mc.client()?
         };
-        let mut shared = Shared::new(client, operator_config(), None, Duration::from_millis(300), RESYNC);
+        let mut shared = Shared::new(client, self.config.clone(), None, Duration::from_millis(300), RESYNC);
         shared.clock = self.clock.clone();
         let mut tuning = Tuning::new(VERSION)?;
         tuning.run = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
@@ -174,6 +181,11 @@ impl Management {
     /// Release v20.1.0 and namespace [`NS`], and run the operator (poll 300 ms, resync
     /// [`RESYNC`]).
     pub async fn start() -> anyhow::Result<Management> {
+        Self::start_with(operator_config()).await
+    }
+
+    /// [`Management::start`] with the operator's configuration `config`.
+    pub async fn start_with(config: OperatorConfig) -> anyhow::Result<Management> {
         let sim = pods::hosts(3, 6, "32", "64Gi", 110);
         let mc = TestEnv::builder().simulation(sim).start().await?;
         let client = mc.client();
@@ -185,7 +197,7 @@ impl Management {
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
 
-        let operator = Operator::start(mc.handle().clone())?;
+        let operator = Operator::start_with(mc.handle().clone(), config)?;
         Ok(Management { mc, client, operator })
     }
 }
@@ -215,7 +227,12 @@ impl World {
     /// create the CRDs, Release v20.1.0, the namespace, the certificate and encryption-key
     /// Secrets and the workload cluster's kubeconfig Secret.
     pub async fn start() -> anyhow::Result<World> {
-        let Management { mc, client, operator } = Management::start().await?;
+        Self::start_with(operator_config()).await
+    }
+
+    /// [`World::start`] with the operator's configuration `config`.
+    pub async fn start_with(config: OperatorConfig) -> anyhow::Result<World> {
+        let Management { mc, client, operator } = Management::start_with(config).await?;
         let shutdown = CancellationToken::new();
         create_secrets(&client).await?;
         let wc = Arc::new(WorkloadCluster::start().await?);
