@@ -32,6 +32,9 @@ pub struct Shared {
     /// The clusters whose rollout slot this process has given back since it last took one, so
     /// that a settled cluster does not read the slot Leases on every reconcile.
     pub released: std::sync::Arc<parking_lot::Mutex<std::collections::BTreeSet<String>>>,
+    /// `kvm_operator_max_age_replacements_total`: node pods deleted because they were older
+    /// than their cluster's `maxNodeAge` (registered by [`crate::daemon::Daemon::build`]).
+    pub max_age_replacements: prometheus_client::metrics::counter::Counter,
 }
 
 impl Shared {
@@ -54,6 +57,7 @@ impl Shared {
             applied: std::sync::Arc::new(AppliedCache::new(recheck)),
             clock: node_lifecycle::maintenance::Clock::system(),
             released: std::sync::Arc::default(),
+            max_age_replacements: Default::default(),
         }
     }
 

@@ -95,6 +95,11 @@ impl Daemon {
         readiness: &Readiness,
     ) -> anyhow::Result<Daemon> {
         let metrics = Metrics::new(registry);
+        registry.register(
+            "kvm_operator_max_age_replacements",
+            "Node pods deleted (drained first, then started anew) because they were older than their cluster's maxNodeAge",
+            shared.max_age_replacements.clone(),
+        );
         let drainer = Drainer::builder(shared.client.clone(), tuning.drain, registry)
             .metrics(&metrics)
             .readiness(readiness)

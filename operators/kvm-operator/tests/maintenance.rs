@@ -240,9 +240,10 @@ async fn nodes_past_their_max_age_are_replaced_oldest_first_one_at_a_time() -> a
     let replaced: i32 = events
         .items
         .iter()
-        .filter(|e| e.reason.as_deref() == Some("MaxAgeNodeReplaced"))
+        .filter(|e| e.reason.as_deref() == Some("MaxAgeReplacement"))
         .map(|e| e.series.as_ref().map_or(1, |s| s.count))
         .sum();
     assert!(replaced >= 3, "an event per replacement: {replaced}");
+    assert_eq!(w.operator.max_age_replacements.get(), order.len() as u64, "each replacement counted once");
     Ok(())
 }

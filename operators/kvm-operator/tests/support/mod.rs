@@ -97,6 +97,8 @@ pub struct Operator {
     /// The operator's clock (kept across restarts): tests move it to open a maintenance window
     /// or to age the nodes.
     pub clock: node_lifecycle::maintenance::Clock,
+    /// The operator's count of max-age replacements (kept across restarts).
+    pub max_age_replacements: prometheus_client::metrics::counter::Counter,
     /// The operator's configuration, [`operator_config`] unless the test starts it otherwise.
     config: OperatorConfig,
 }
@@ -109,7 +111,8 @@ impl Operator {
 
     /// Start the operator with `config` against the management cluster `mc`.
     pub fn start_with(mc: testenv::Handle, config: OperatorConfig) -> anyhow::Result<Operator> {
-        let mut operator = Operator { mc, running: None, clock: Default::default(), config };
+        let mut operator =
+            Operator { mc, running: None, clock: Default::default(), max_age_replacements: Default::default(), config };
         operator.restart()?;
         Ok(operator)
     }
@@ -129,6 +132,7 @@ impl Operator {
         };
         let mut shared = Shared::new(client, self.config.clone(), None, Duration::from_millis(300), RESYNC);
         shared.clock = self.clock.clone();
+        shared.max_age_replacements = self.max_age_replacements.clone();
         let mut tuning = Tuning::new(VERSION)?;
         tuning.run = RunSettings { concurrency: 2, resync: RESYNC, ..RunSettings::default() };
         tuning.nodes = NodeSettings { watcher_resync: RESYNC, ..NodeSettings::default() };

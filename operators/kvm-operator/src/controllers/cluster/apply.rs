@@ -319,7 +319,8 @@ async fn replace_aged_node(
                 format_duration(age),
                 format_duration(max_age)
             );
-            shared.events.normal(&obj.object_ref(&()), "DeletePod", "MaxAgeNodeReplaced", note).await;
+            shared.max_age_replacements.inc();
+            shared.events.normal(&obj.object_ref(&()), "DeletePod", "MaxAgeReplacement", note).await;
             Ok(Some(format!("replacing node pod {id}, older than {MAX_AGE_FIELD}")))
         }
     }
