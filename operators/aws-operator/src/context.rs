@@ -154,6 +154,10 @@ pub struct Memo {
     /// Per `account/region/stack`: the last approval problem (a stale or malformed approval)
     /// announced by a Warning event, so that each is announced once, not on every look.
     pub approval_notes: HashMap<String, String>,
+    /// Per `<account cache key>/<stack>`: whether the update from the deployed template hash
+    /// (first) to the desired one (second) replaces instances, so that a pool that waits reads
+    /// its deployed template once, not on every look.
+    pub update_rolls: HashMap<String, (String, String, bool)>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.

@@ -37,7 +37,11 @@ pub enum Change {
     None,
     /// Only in the group's minimum or maximum size.
     ScalingOnly,
-    /// In anything else: the launch template, the network, the group's tags…
+    /// In what replaces no instance: security-group rules (a new pool's peer rule), tags,
+    /// outputs. The controller tells it from [`Change::Update`] by the templates' own diff
+    /// ([`crate::approval::template_diff`]); [`change`] never returns it.
+    InPlace,
+    /// In anything else, or in what replaces instances: the launch template, the network…
     Update,
 }
 
@@ -161,8 +165,9 @@ pub fn masters_gate(own_version: &str, masters: &Masters) -> Result<(), String> 
 pub enum Decision {
     /// Nothing to change: the autoscaler tag belongs on the group.
     Current,
-    /// Apply a scaling-only change now; nothing rolls, the tag stays.
-    Scale,
+    /// Apply a change that replaces no instance (scaling, rules, tags) now; nothing rolls, no
+    /// window, rollout slot or master is waited for, the autoscaler's tag stays.
+    InPlace,
     /// Update the stack, which replaces instances: the tag comes off first.
     Roll,
     /// Wait for the masters (the `Ready` message).
@@ -173,7 +178,7 @@ pub enum Decision {
 pub fn decide(change: Change, own_version: &str, masters: &Masters) -> Decision {
     match change {
         Change::None => Decision::Current,
-        Change::ScalingOnly => Decision::Scale,
+        Change::ScalingOnly | Change::InPlace => Decision::InPlace,
         Change::Update => match masters_gate(own_version, masters) {
             Ok(()) => Decision::Roll,
             Err(why) => Decision::Hold(why),
@@ -273,10 +278,11 @@ mod tests {
     }
 
     #[test]
-    fn scaling_is_never_held_and_updates_roll_only_behind_the_masters() {
+    fn scaling_and_in_place_changes_are_never_held_and_updates_roll_only_behind_the_masters() {
         let held = Masters { stack_usable: false, ..masters(None) };
         assert_eq!(decide(Change::None, "16.2.0", &held), Decision::Current);
-        assert_eq!(decide(Change::ScalingOnly, "16.2.0", &held), Decision::Scale);
+        assert_eq!(decide(Change::ScalingOnly, "16.2.0", &held), Decision::InPlace);
+        assert_eq!(decide(Change::InPlace, "16.2.0", &held), Decision::InPlace);
         assert!(matches!(decide(Change::Update, "16.2.0", &held), Decision::Hold(_)));
         assert_eq!(decide(Change::Update, "16.2.0", &masters(None)), Decision::Roll);
     }

@@ -4,7 +4,9 @@
 //! AWSCluster then gets a weekly window, the operator's clock is set outside it, and one pool's
 //! instance type changes, which replaces its instances: the pool says
 //! `Ready=False WaitingForMaintenanceWindow` with the next window's start, gets a Normal event,
-//! and its stack stays as it was; a scaling-only change of the other pool applies at once. Moving
+//! and its stack stays as it was; a scaling-only change of the other pool applies at once, and so
+//! does the security-group rule it gets for a third pool added meanwhile (no instance is
+//! replaced for it). Moving
 //! the clock into the window rolls the pool. Settings the operator cannot read (an unknown time
 //! zone, a max age under a day) are named in a `MaintenanceSettings` condition with a Warning
 //! event, and nothing rolls.
@@ -161,6 +163,50 @@ async fn an_update_outside_its_window_waits_then_rolls_when_the_window_opens() -
         Ok(out.auto_scaling_groups().first().and_then(|g| g.max_size()).filter(|m| *m == 2).map(|_| ()))
     })
     .await?;
+    // A new pool never waits, and the rule the other pools get for its security group replaces
+    // no instance: np002 takes it at once (seen through EC2), its instance stays; np001, whose
+    // update rolls, still waits.
+    let group_instances = |group: String| {
+        let tenant = tenant.clone();
+        async move {
+            let out = tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(group).send().await?;
+            let mut ids: Vec<String> = out
+                .auto_scaling_groups()
+                .iter()
+                .flat_map(|g| g.instances())
+                .filter_map(|i| i.instance_id().map(str::to_string))
+                .collect();
+            ids.sort();
+            Ok::<_, anyhow::Error>(ids)
+        }
+    };
+    let np002_instances = group_instances(np002_group.clone()).await?;
+    f.node_pool(id, "np003", &["eu-central-1a"], 1, 1).await?;
+    let output = |pool: &'static str| {
+        let tenant = tenant.clone();
+        async move {
+            let view = tenant.cfn.describe(&stack_name(id, StackKind::Tcnp, Some(pool))).await?;
+            Ok::<_, anyhow::Error>(view.and_then(|v| v.outputs.get("SecurityGroupID").cloned()))
+        }
+    };
+    let np002_sg = output("np002").await?.expect("np002's security group");
+    let peered = eventually(90, "np002's security group to admit np003's", || async {
+        let Some(np003_sg) = output("np003").await? else { return Ok(None) };
+        let out = tenant.ec2.describe_security_groups().group_ids(&np002_sg).send().await?;
+        let admits = out
+            .security_groups()
+            .iter()
+            .flat_map(|g| g.ip_permissions())
+            .flat_map(|p| p.user_id_group_pairs())
+            .any(|pair| pair.group_id() == Some(np003_sg.as_str()));
+        Ok(admits.then_some(()))
+    })
+    .await;
+    if let Err(e) = peered {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    assert_eq!(group_instances(np002_group.clone()).await?, np002_instances, "np002's instance was not replaced");
+    assert!(events(&f, "np002", "WaitingForMaintenanceWindow").await?.is_empty(), "np002 never waited");
     // Meanwhile np001's stack was not touched.
     assert_eq!(tcnp(&f, id, "np001").await?, before);
 

@@ -468,6 +468,19 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             aws_stacks::cfn::stack_hash(&tcnp::render(&sized).hash(), &tags)
         });
         let change = upgrade::change(deployed.as_deref(), &unchanged, at_live_size.as_deref());
+        let template = tcnp::render(&inputs.tcnp(live_desired));
+        // An update that replaces no instance (a new peer pool's rule, a tag) is not disruptive:
+        // it waits neither for the masters nor for a window or a rollout slot.
+        let change = match (change, &observed, deployed.as_deref()) {
+            (upgrade::Change::Update, Some(view), Some(deployed)) if view.status.is_usable() => {
+                if update_rolls(&shared, &tenant, &name, deployed, &unchanged, &template).await {
+                    upgrade::Change::Update
+                } else {
+                    upgrade::Change::InPlace
+                }
+            }
+            (change, ..) => change,
+        };
         // Masters first (§5.7.1): an update that replaces instances waits for the masters.
         let decision = match (&observed, change) {
             (Some(view), upgrade::Change::Update) => {
@@ -558,9 +571,9 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         let desired = DesiredStack {
             kind: StackKind::Tcnp,
             name: name.clone(),
-            template: tcnp::render(&inputs.tcnp(live_desired)),
+            template,
             tags,
-            may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::Scale),
+            may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::InPlace),
             canonical_hash: Some(canonical),
         };
         let (progress, entry) = crate::aws::stacks::ensure_gated(
@@ -823,6 +836,41 @@ async fn masters_of(
         replicas,
         nodes,
     })
+}
+
+/// Whether updating the pool's stack `stack` from its deployed template (hash `deployed`) to
+/// `desired` (hash `desired_hash`) replaces instances, by the templates' own diff
+/// ([`crate::approval::template_diff`]: the group's rolling update, through its launch
+/// template's version or its own properties). A deployed template that cannot be read counts
+/// as rolling: the update then waits as any other would.
+async fn update_rolls(
+    shared: &Shared,
+    tenant: &AccountClients,
+    stack: &str,
+    deployed: &str,
+    desired_hash: &str,
+    desired: &aws_stacks::cfn::Template,
+) -> bool {
+    let key = format!("{}/{stack}", tenant.cache_key());
+    if let Some((d, h, rolls)) = shared.memo.lock().update_rolls.get(&key)
+        && d == deployed
+        && h == desired_hash
+    {
+        return *rolls;
+    }
+    let body = match tenant.cfn.template(stack).await {
+        Ok(Some(body)) => body,
+        Ok(None) => return true,
+        Err(e) => {
+            tracing::warn!(stack, error = %e, "the deployed template could not be read; the update counts as rolling");
+            return true;
+        }
+    };
+    let Ok(deployed_template) = serde_json::from_str::<serde_json::Value>(&body) else { return true };
+    let rolls =
+        crate::approval::template_diff(&deployed_template, &desired.to_value()).iter().any(|c| c.replaces_instances);
+    shared.memo.lock().update_rolls.insert(key, (deployed.to_string(), desired_hash.to_string(), rolls));
+    rolls
 }
 
 /// Put the cluster autoscaler's tag on `group` or take it off, once per change this process
