@@ -18,6 +18,17 @@ fn node_of(p: &Pod) -> String {
     p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
 }
 
+/// Wait until exactly `count` pods match `selector`, all on node-2. The Deployment may still
+/// report the evicted pod available for a moment after the drain, so its rollout alone is not
+/// proof that the replacement is scheduled.
+async fn on_node_2(env: &testenv::TestEnv, selector: &str, count: usize) {
+    eventually(&format!("{count} pods {selector} on node-2"), || async {
+        let pods = pods(env, selector).await;
+        (pods.len() == count && pods.iter().all(|p| node_of(p) == "node-2")).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
     // Everything starts on node-1; node-2 joins later to take the evicted pods.
@@ -64,7 +75,7 @@ async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
         assert!(api.get_opt(name).await.unwrap().is_none(), "{name} is gone");
     }
     rolled_out(&env, "free").await;
-    assert!(pods(&env, "app=free").await.iter().all(|p| node_of(p) == "node-2"));
+    on_node_2(&env, "app=free", 2).await;
     let still = api.get(&guarded_name).await.unwrap();
     assert_eq!(node_of(&still), "node-1");
     assert!(still.metadata.deletion_timestamp.is_none());
@@ -77,7 +88,7 @@ async fn drain_evicts_what_budgets_allow_and_waits_for_the_rest() {
     assert!(out.contains(&format!("pod/{guarded_name} evicted")), "{out}");
     assert!(out.contains("node/node-1 drained"), "{out}");
     rolled_out(&env, "guarded").await;
-    assert!(pods(&env, "app=guarded").await.iter().all(|p| node_of(p) == "node-2"));
+    on_node_2(&env, "app=guarded", 1).await;
     let on_node_1 = api.list(&kube::api::ListParams::default().fields("spec.nodeName=node-1")).await.unwrap().items;
     assert!(on_node_1.is_empty());
 }
