@@ -204,23 +204,15 @@ fn tags_of(tags: &BTreeMap<String, String>) -> Vec<Tag> {
 impl CloudFormation for SdkCloudFormation {
     fn describe_all(&self) -> BoxFuture<'_, Result<Vec<StackView>, CfnError>> {
         Box::pin(async move {
-            let mut out = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = self
-                    .client
-                    .describe_stacks()
-                    .set_next_token(token.take())
-                    .send()
-                    .await
-                    .map_err(|e| cfn_error("DescribeStacks", "", e))?;
-                out.extend(page.stacks().iter().map(view_of));
-                match page.next_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                    _ => break,
-                }
-            }
-            Ok(out)
+            let pages = self
+                .client
+                .describe_stacks()
+                .into_paginator()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| cfn_error("DescribeStacks", "", e))?;
+            Ok(pages.iter().flat_map(|p| p.stacks()).map(view_of).collect())
         })
     }
 
@@ -370,40 +362,32 @@ impl CloudFormation for SdkCloudFormation {
         change_set: &'a str,
     ) -> BoxFuture<'a, Result<Option<ChangeSetView>, CfnError>> {
         Box::pin(async move {
-            let mut view: Option<ChangeSetView> = None;
-            let mut token: Option<String> = None;
-            loop {
-                let page = match self
-                    .client
-                    .describe_change_set()
-                    .stack_name(stack)
-                    .change_set_name(change_set)
-                    .include_property_values(true)
-                    .set_next_token(token.take())
-                    .send()
-                    .await
-                {
-                    Ok(page) => page,
-                    Err(e) => {
-                        return match cfn_error("DescribeChangeSet", stack, e) {
-                            CfnError::NotFound(_) => Ok(None),
-                            e => Err(e),
-                        };
-                    }
-                };
-                let v = view.get_or_insert_with(|| ChangeSetView {
-                    status: page.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
-                    execution_status: page.execution_status().map(|s| s.as_str().to_string()).unwrap_or_default(),
-                    status_reason: page.status_reason().map(str::to_string),
-                    changes: Vec::new(),
-                });
-                v.changes.extend(page.changes().iter().filter_map(change_of));
-                match page.next_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                    _ => break,
+            let pages = match self
+                .client
+                .describe_change_set()
+                .stack_name(stack)
+                .change_set_name(change_set)
+                .include_property_values(true)
+                .into_paginator()
+                .send()
+                .try_collect()
+                .await
+            {
+                Ok(pages) => pages,
+                Err(e) => {
+                    return match cfn_error("DescribeChangeSet", stack, e) {
+                        CfnError::NotFound(_) => Ok(None),
+                        e => Err(e),
+                    };
                 }
-            }
-            Ok(view)
+            };
+            // The status is on every page; the changes are spread over them.
+            Ok(pages.first().map(|first| ChangeSetView {
+                status: first.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                execution_status: first.execution_status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                status_reason: first.status_reason().map(str::to_string),
+                changes: pages.iter().flat_map(|p| p.changes()).filter_map(change_of).collect(),
+            }))
         })
     }
 
@@ -422,32 +406,23 @@ impl CloudFormation for SdkCloudFormation {
 
     fn change_sets<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<Vec<String>, CfnError>> {
         Box::pin(async move {
-            let mut names = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page =
-                    match self.client.list_change_sets().stack_name(stack).set_next_token(token.take()).send().await {
-                        Ok(page) => page,
-                        Err(e) => {
-                            return match cfn_error("ListChangeSets", stack, e) {
-                                CfnError::NotFound(_) => Ok(names),
-                                e => Err(e),
-                            };
-                        }
-                    };
-                // Filtered here too: an emulator may list other stacks' change sets.
-                names.extend(
-                    page.summaries()
-                        .iter()
-                        .filter(|c| c.stack_name().is_none_or(|n| n == stack))
-                        .filter_map(|c| c.change_set_name().map(str::to_string)),
-                );
-                match page.next_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                    _ => break,
-                }
-            }
-            Ok(names)
+            let pages =
+                match self.client.list_change_sets().stack_name(stack).into_paginator().send().try_collect().await {
+                    Ok(pages) => pages,
+                    Err(e) => {
+                        return match cfn_error("ListChangeSets", stack, e) {
+                            CfnError::NotFound(_) => Ok(Vec::new()),
+                            e => Err(e),
+                        };
+                    }
+                };
+            // Filtered here too: an emulator may list other stacks' change sets.
+            Ok(pages
+                .iter()
+                .flat_map(|p| p.summaries())
+                .filter(|c| c.stack_name().is_none_or(|n| n == stack))
+                .filter_map(|c| c.change_set_name().map(str::to_string))
+                .collect())
         })
     }
 

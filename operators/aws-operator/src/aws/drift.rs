@@ -114,47 +114,42 @@ pub struct ResourceReport {
 /// The drifted resources (modified or deleted) of stack `name`'s latest completed detection
 /// (`DescribeStackResourceDrifts`, every page).
 pub async fn drifted_resources(aws: &AccountClients, name: &str) -> Result<Vec<ResourceReport>, AwsError> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = aws
-            .cfn_client
-            .describe_stack_resource_drifts()
-            .stack_name(name)
-            .stack_resource_drift_status_filters(StackResourceDriftStatus::Modified)
-            .stack_resource_drift_status_filters(StackResourceDriftStatus::Deleted)
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("CloudFormation", "DescribeStackResourceDrifts", e))?;
-        for d in page.stack_resource_drifts() {
-            out.push(ResourceReport {
-                logical_id: d.logical_resource_id().unwrap_or_default().to_string(),
-                resource_type: d.resource_type().unwrap_or_default().to_string(),
-                physical_id: d.physical_resource_id().map(str::to_string),
-                status: d
-                    .stack_resource_drift_status()
-                    .map(StackResourceDriftStatus::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                expected: d.expected_properties().and_then(|p| serde_json::from_str(p).ok()).unwrap_or(Value::Null),
-                differences: d
-                    .property_differences()
-                    .iter()
-                    .map(|p| Difference {
-                        path: p.property_path().unwrap_or_default().to_string(),
-                        expected: p.expected_value().unwrap_or_default().to_string(),
-                        actual: p.actual_value().unwrap_or_default().to_string(),
-                        kind: p.difference_type().map(|t| t.as_str()).unwrap_or_default().to_string(),
-                    })
-                    .collect(),
-            });
-        }
-        match page.next_token() {
-            Some(next) if !next.is_empty() => token = Some(next.to_string()),
-            _ => return Ok(out),
-        }
-    }
+    let pages = aws
+        .cfn_client
+        .describe_stack_resource_drifts()
+        .stack_name(name)
+        .stack_resource_drift_status_filters(StackResourceDriftStatus::Modified)
+        .stack_resource_drift_status_filters(StackResourceDriftStatus::Deleted)
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("CloudFormation", "DescribeStackResourceDrifts", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.stack_resource_drifts())
+        .map(|d| ResourceReport {
+            logical_id: d.logical_resource_id().unwrap_or_default().to_string(),
+            resource_type: d.resource_type().unwrap_or_default().to_string(),
+            physical_id: d.physical_resource_id().map(str::to_string),
+            status: d
+                .stack_resource_drift_status()
+                .map(StackResourceDriftStatus::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            expected: d.expected_properties().and_then(|p| serde_json::from_str(p).ok()).unwrap_or(Value::Null),
+            differences: d
+                .property_differences()
+                .iter()
+                .map(|p| Difference {
+                    path: p.property_path().unwrap_or_default().to_string(),
+                    expected: p.expected_value().unwrap_or_default().to_string(),
+                    actual: p.actual_value().unwrap_or_default().to_string(),
+                    kind: p.difference_type().map(|t| t.as_str()).unwrap_or_default().to_string(),
+                })
+                .collect(),
+        })
+        .collect())
 }
 
 /// A security-group rule as a template writes it (`{"IpProtocol": "tcp", "FromPort": 22,

@@ -7,22 +7,15 @@ use crate::aws::{AccountClients, AwsError, api_error};
 
 /// Every subnet CIDR of the account and region (IPAM reserves them).
 pub async fn subnet_cidrs(aws: &AccountClients) -> Result<Vec<String>, AwsError> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_subnets()
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("EC2", "DescribeSubnets", e))?;
-        out.extend(page.subnets().iter().filter_map(|s| s.cidr_block().map(str::to_string)));
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
-    }
+    let pages = aws
+        .ec2
+        .describe_subnets()
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeSubnets", e))?;
+    Ok(pages.iter().flat_map(|p| p.subnets()).filter_map(|s| s.cidr_block().map(str::to_string)).collect())
 }
 
 /// The management cluster's VPC: `(id, cidr)` of the VPC tagged `Name=<installation>`.
@@ -69,28 +62,22 @@ pub async fn control_plane_route_tables(
 
 /// Private IPs of the running master instances of a cluster (tag `Name=<id>-master`).
 pub async fn master_ips(aws: &AccountClients, cluster_id: &str) -> Result<Vec<String>, AwsError> {
-    let mut ips = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_instances()
-            .filters(
-                aws_sdk_ec2::types::Filter::builder().name("tag:Name").values(format!("{cluster_id}-master")).build(),
-            )
-            .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
-        for r in page.reservations() {
-            ips.extend(r.instances().iter().filter_map(|i| i.private_ip_address().map(str::to_string)));
-        }
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => break,
-        }
-    }
+    let pages = aws
+        .ec2
+        .describe_instances()
+        .filters(filter("tag:Name", format!("{cluster_id}-master")))
+        .filters(filter("instance-state-name", "running"))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+    let mut ips: Vec<String> = pages
+        .iter()
+        .flat_map(|p| p.reservations())
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.private_ip_address().map(str::to_string))
+        .collect();
     ips.sort();
     ips.dedup();
     Ok(ips)
@@ -147,30 +134,27 @@ pub async fn security_groups(
     aws: &AccountClients,
     vpc_id: &str,
 ) -> Result<Vec<aws_stacks::leftovers::SecurityGroup>, AwsError> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_security_groups()
-            .filters(filter("vpc-id", vpc_id))
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("EC2", "DescribeSecurityGroups", e))?;
-        out.extend(page.security_groups().iter().filter_map(|g| {
+    let pages = aws
+        .ec2
+        .describe_security_groups()
+        .filters(filter("vpc-id", vpc_id))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeSecurityGroups", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.security_groups())
+        .filter_map(|g| {
             Some(aws_stacks::leftovers::SecurityGroup {
                 id: g.group_id()?.to_string(),
                 name: g.group_name().unwrap_or_default().to_string(),
                 vpc_id: g.vpc_id().map(str::to_string),
                 tags: tag_map(g.tags()),
             })
-        }));
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
-    }
+        })
+        .collect())
 }
 
 /// The network interfaces of VPC `vpc_id`.
@@ -178,18 +162,19 @@ pub async fn network_interfaces(
     aws: &AccountClients,
     vpc_id: &str,
 ) -> Result<Vec<aws_stacks::leftovers::NetworkInterface>, AwsError> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_network_interfaces()
-            .filters(filter("vpc-id", vpc_id))
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("EC2", "DescribeNetworkInterfaces", e))?;
-        out.extend(page.network_interfaces().iter().filter_map(|n| {
+    let pages = aws
+        .ec2
+        .describe_network_interfaces()
+        .filters(filter("vpc-id", vpc_id))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeNetworkInterfaces", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.network_interfaces())
+        .filter_map(|n| {
             Some(aws_stacks::leftovers::NetworkInterface {
                 id: n.network_interface_id()?.to_string(),
                 vpc_id: n.vpc_id().map(str::to_string),
@@ -197,12 +182,8 @@ pub async fn network_interfaces(
                 requester_managed: n.requester_managed().unwrap_or(false),
                 tags: tag_map(n.tag_set()),
             })
-        }));
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
-    }
+        })
+        .collect())
 }
 
 /// The volumes tagged `kubernetes.io/cluster/<cluster_id>=owned`.
@@ -211,29 +192,26 @@ pub async fn cluster_volumes(
     cluster_id: &str,
 ) -> Result<Vec<aws_stacks::leftovers::Volume>, AwsError> {
     let tag = format!("tag:{}", aws_stacks::names::tags::kubernetes_cluster(cluster_id));
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_volumes()
-            .filters(filter(&tag, "owned"))
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("EC2", "DescribeVolumes", e))?;
-        out.extend(page.volumes().iter().filter_map(|v| {
+    let pages = aws
+        .ec2
+        .describe_volumes()
+        .filters(filter(&tag, "owned"))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeVolumes", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.volumes())
+        .filter_map(|v| {
             Some(aws_stacks::leftovers::Volume {
                 id: v.volume_id()?.to_string(),
                 state: v.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
                 tags: tag_map(v.tags()),
             })
-        }));
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
-    }
+        })
+        .collect())
 }
 
 /// The peering connections with VPC `vpc_id` on either side.
@@ -241,33 +219,27 @@ pub async fn peerings(aws: &AccountClients, vpc_id: &str) -> Result<Vec<aws_stac
     let mut out: Vec<aws_stacks::leftovers::Peering> = Vec::new();
     // Filters are ANDed: one listing per side.
     for side in ["requester-vpc-info.vpc-id", "accepter-vpc-info.vpc-id"] {
-        let mut token = None;
-        loop {
-            let page = aws
-                .ec2
-                .describe_vpc_peering_connections()
-                .filters(filter(side, vpc_id))
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|e| api_error("EC2", "DescribeVpcPeeringConnections", e))?;
-            for p in page.vpc_peering_connections() {
-                let Some(id) = p.vpc_peering_connection_id() else { continue };
-                if out.iter().any(|seen| seen.id == id) {
-                    continue;
-                }
-                out.push(aws_stacks::leftovers::Peering {
-                    id: id.to_string(),
-                    requester_vpc_id: p.requester_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
-                    accepter_vpc_id: p.accepter_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
-                    status: p.status().and_then(|s| s.code()).map(|c| c.as_str().to_string()).unwrap_or_default(),
-                    tags: tag_map(p.tags()),
-                });
+        let pages = aws
+            .ec2
+            .describe_vpc_peering_connections()
+            .filters(filter(side, vpc_id))
+            .into_paginator()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| api_error("EC2", "DescribeVpcPeeringConnections", e))?;
+        for p in pages.iter().flat_map(|p| p.vpc_peering_connections()) {
+            let Some(id) = p.vpc_peering_connection_id() else { continue };
+            if out.iter().any(|seen| seen.id == id) {
+                continue;
             }
-            match page.next_token() {
-                Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                _ => break,
-            }
+            out.push(aws_stacks::leftovers::Peering {
+                id: id.to_string(),
+                requester_vpc_id: p.requester_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
+                accepter_vpc_id: p.accepter_vpc_info().and_then(|i| i.vpc_id()).map(str::to_string),
+                status: p.status().and_then(|s| s.code()).map(|c| c.as_str().to_string()).unwrap_or_default(),
+                tags: tag_map(p.tags()),
+            });
         }
     }
     Ok(out)

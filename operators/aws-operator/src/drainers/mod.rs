@@ -84,29 +84,20 @@ impl InstanceCache {
     async fn describe(&self, aws: &AccountClients, ids: &[String]) -> Result<(), AwsError> {
         let mut found = BTreeMap::new();
         for batch in ids.chunks(DESCRIBE_BATCH) {
-            let mut token = None;
-            loop {
-                let page = aws
-                    .ec2
-                    .describe_instances()
-                    .filters(
-                        aws_sdk_ec2::types::Filter::builder()
-                            .name("instance-id")
-                            .set_values(Some(batch.to_vec()))
-                            .build(),
-                    )
-                    .set_next_token(token.take())
-                    .send()
-                    .await
-                    .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
-                for i in page.reservations().iter().flat_map(|r| r.instances()) {
-                    if let Some(id) = i.instance_id() {
-                        found.insert(id.to_string(), i.private_dns_name().unwrap_or_default().to_string());
-                    }
-                }
-                match page.next_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_string()),
-                    _ => break,
+            let pages = aws
+                .ec2
+                .describe_instances()
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder().name("instance-id").set_values(Some(batch.to_vec())).build(),
+                )
+                .into_paginator()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+            for i in pages.iter().flat_map(|p| p.reservations()).flat_map(|r| r.instances()) {
+                if let Some(id) = i.instance_id() {
+                    found.insert(id.to_string(), i.private_dns_name().unwrap_or_default().to_string());
                 }
             }
         }
@@ -143,30 +134,24 @@ impl InstanceCache {
 
 /// Every Auto Scaling instance of the account and region (paginated).
 async fn list_instances(aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let page = aws
-            .autoscaling
-            .describe_auto_scaling_instances()
-            .max_records(50)
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingInstances", e))?;
-        for i in page.auto_scaling_instances() {
-            out.push(GroupInstance {
-                instance_id: i.instance_id().unwrap_or_default().to_string(),
-                group: i.auto_scaling_group_name().unwrap_or_default().to_string(),
-                state: LifecycleState::parse(i.lifecycle_state().unwrap_or_default()),
-            });
-        }
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => break,
-        }
-    }
-    Ok(out)
+    let pages = aws
+        .autoscaling
+        .describe_auto_scaling_instances()
+        .max_records(50)
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingInstances", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.auto_scaling_instances())
+        .map(|i| GroupInstance {
+            instance_id: i.instance_id().unwrap_or_default().to_string(),
+            group: i.auto_scaling_group_name().unwrap_or_default().to_string(),
+            state: LifecycleState::parse(i.lifecycle_state().unwrap_or_default()),
+        })
+        .collect())
 }
 
 /// Whether `err` says the instance no longer waits on the hook (completed before, or gone):
