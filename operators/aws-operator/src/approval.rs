@@ -636,6 +636,13 @@ pub fn update_pending_condition(
                     p.plan_hash
                 ),
             ),
+            Approval::Plan(a) if a == &p.plan_hash => (
+                "Approved",
+                format!(
+                    "{summary}; plan {} is approved and runs once nothing else holds it (a maintenance window, a rollout slot, the masters: see Ready)",
+                    p.plan_hash
+                ),
+            ),
             _ => ("AwaitingApproval", format!("{summary}; plan {}; approve with: {command}", p.plan_hash)),
         };
         let message = match setting_problem {
@@ -908,6 +915,11 @@ mod tests {
         assert_eq!(reason, "StaleApproval", "{message}");
         let old = [entry("s", Some(plan), Some("fedcba9876543210"))];
         assert_eq!(update_pending_condition(&stale, &old, false, approve).map(|c| c.1), Some("AwaitingApproval"));
+        // Approved, and held by something else (a window): said so, with no command to run.
+        let approved = ann(&[(APPROVED_PLAN, plan)]);
+        let (on, reason, message) = update_pending_condition(&approved, &pending, false, approve).unwrap_or_default();
+        assert_eq!((on, reason), (true, "Approved"), "{message}");
+        assert!(message.contains("is approved") && !message.contains("approve "), "{message}");
         let bad = ann(&[(APPROVED_PLAN, "lgtm")]);
         let (_, reason, message) = update_pending_condition(&bad, &pending, false, approve).unwrap_or_default();
         assert_eq!(reason, "InvalidApproval");

@@ -193,3 +193,119 @@ async fn an_upgrade_waits_for_the_approved_plan_and_scaling_needs_no_approval() 
     assert!(pending.is_some_and(|c| c.status == "False"), "scaling waited for nothing");
     Ok(())
 }
+
+/// The approval gate with a maintenance window: an upgrade outside the window is planned at
+/// once (its plans readable and approvable ahead), waits for the window once approved, and runs
+/// exactly the approved change sets when the window opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_approved_ahead_of_the_window_and_runs_when_it_opens() -> anyhow::Result<()> {
+    const ID: &str = "apr02";
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.002)).await?;
+    f.apply_basics().await?;
+    f.release("20.1.0", FLATCAR_NEXT, VERSION).await?;
+    f.credential_secret(ID).await?;
+    f.certificates(ID).await?;
+    f.cluster(ID).await?;
+    f.control_plane(ID, "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool(ID, "np001", &["eu-central-1a"], 1, 2).await?;
+    f.start_operator().await?;
+    let clock = f.shared.clone().expect("the operator runs").clock.clone();
+
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
+    let created = eventually(60, "the cluster to be Ready", || async {
+        let c = clusters.get(ID).await?;
+        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
+    })
+    .await;
+    if let Err(e) = created {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    let tenant = f.tenant_clients().await?;
+    let tccpn = stack_name(ID, StackKind::Tccpn, None);
+    let tcnp = stack_name(ID, StackKind::Tcnp, Some("np001"));
+    let before = (deployed(&tenant, &tccpn).await?, deployed(&tenant, &tcnp).await?);
+
+    // Mondays 02:00 in Berlin for 4 hours; the clock on a Wednesday. The gate on, then the
+    // upgrade.
+    clock.set("2026-12-02T12:00:00Z".parse()?);
+    let window = serde_json::json!({"timeZone": "Europe/Berlin", "windows": [{"days": ["Mon"], "start": "02:00", "duration": "4h"}]});
+    let patch = serde_json::json!({"spec": {"cluster": {"maintenance": window}}});
+    clusters.patch(ID, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    annotate(&clusters, ID, UPDATE_APPROVAL, "required").await?;
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {"release.giantswarm.io/version": "20.1.0"}}}));
+    clusters.patch(ID, &PatchParams::default(), &patch).await?;
+    cps.patch("cp001", &PatchParams::default(), &patch).await?;
+    mds.patch("np001", &PatchParams::default(), &patch).await?;
+
+    // Both plans are made at once, though the window is closed: `UpdatePending` says what waits
+    // for approval, `Ready` that the window is awaited.
+    let conditions = || async {
+        let cp = cps.get("cp001").await?;
+        let md = mds.get("np001").await?;
+        let of = |conds: Option<&Vec<Condition>>| {
+            (condition(conds, UPDATE_PENDING).map(|c| c.reason), condition(conds, "Ready").map(|c| c.reason))
+        };
+        let plans = (
+            pending_plan(cp.status.as_ref().map(|s| &s.stacks), &tccpn),
+            pending_plan(md.status.as_ref().map(|s| &s.stacks), &tcnp),
+        );
+        anyhow::Ok((
+            of(cp.status.as_ref().map(|s| &s.conditions)),
+            of(md.status.as_ref().map(|s| &s.conditions)),
+            plans,
+        ))
+    };
+    let waiting = (Some("AwaitingApproval".to_string()), Some("WaitingForMaintenanceWindow".to_string()));
+    let planned = eventually(40, "both plans made ahead of the window", || async {
+        let (cp, md, plans) = conditions().await?;
+        Ok(match plans {
+            (Some(a), Some(b)) if cp == waiting && md == waiting => Some((a, b)),
+            _ => None,
+        })
+    })
+    .await;
+    let (cp_plan, md_plan) = match planned {
+        Ok(p) => p,
+        Err(e) => anyhow::bail!("{e}: {:?}\n{}", conditions().await.ok(), dump(&f.client).await),
+    };
+
+    // Approved ahead: nothing runs while the window is closed.
+    annotate(&cps, "cp001", APPROVED_PLAN, &cp_plan).await?;
+    annotate(&mds, "np001", APPROVED_PLAN, &md_plan).await?;
+    let approved = (Some("Approved".to_string()), Some("WaitingForMaintenanceWindow".to_string()));
+    eventually(30, "both plans approved and waiting for the window", || async {
+        let (cp, md, _) = conditions().await?;
+        Ok((cp == approved && md == approved).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!((deployed(&tenant, &tccpn).await?, deployed(&tenant, &tcnp).await?), before, "nothing ran");
+
+    // The window opens: the approved change sets run, and the cluster ends Updated.
+    clock.set("2026-12-07T01:00:30Z".parse()?);
+    let updated = eventually(60, "the cluster to be Updated with no update pending", || async {
+        let c = clusters.get(ID).await?;
+        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
+        let latest_updated = lifecycle.has_condition(apis::cluster_status::ClusterCondition::Updated)
+            && lifecycle.conditions.first().is_none_or(|c| c.type_ != "Updating");
+        let (cp, md, plans) = conditions().await?;
+        let none_pending = cp.0.as_deref() == Some("NoUpdatePending") && md.0.as_deref() == Some("NoUpdatePending");
+        Ok((latest_updated && none_pending && plans == (None, None)).then_some(()))
+    })
+    .await;
+    if let Err(e) = updated {
+        anyhow::bail!("{e}: {:?}\n{}", conditions().await.ok(), dump(&f.client).await);
+    }
+    let md = mds.get("np001").await?;
+    let entry = md.status.and_then(|s| s.stacks.into_iter().find(|e| e.name == tcnp)).expect("the pool's entry");
+    assert_eq!(entry.applied_plan.as_deref(), Some(md_plan.as_str()), "the approved plan ran");
+    assert_ne!(deployed(&tenant, &tccpn).await?.0, before.0.0, "the masters' stack runs the new template");
+    Ok(())
+}
+
+/// The plan hash pending for `stack` among `stacks`.
+fn pending_plan(stacks: Option<&Vec<apis::aws::StackStatus>>, stack: &str) -> Option<String> {
+    stacks?.iter().find(|e| e.name == stack)?.pending_update.as_ref().map(|p| p.plan_hash.clone())
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apis::aws::StackStatus as StatusEntry;
 use aws_operator::aws::cloudformation::{CloudFormation as _, FakeCloudFormation};
-use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress};
+use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress, UpdateWhen};
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, OperatorConfig};
 use aws_operator::context::Shared;
@@ -120,7 +120,7 @@ fn desired(name: &str, version: &str) -> DesiredStack {
         name: name.into(),
         template,
         tags: vec![("giantswarm.io/cluster".into(), "a1b2c".into())],
-        may_update: true,
+        update: UpdateWhen::Now,
         canonical_hash: None,
     }
 }
@@ -451,5 +451,52 @@ async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() ->
     assert_eq!(e.status, stacks::UPDATE_REQUESTED);
     assert!(b.fake.change_sets("gated").await?.is_empty(), "the held change set is deleted");
     assert_eq!(b.fake.calls("UpdateStack"), 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_update_held_by_something_else_is_planned_ahead_and_its_approved_plan_runs_when_it_may() -> anyhow::Result<()>
+{
+    let b = Bench::start().await?;
+    let ensure = |d: DesiredStack, recorded: Option<StatusEntry>, gate: stacks::Gate| {
+        let b = &b;
+        async move {
+            let out =
+                stacks::ensure_gated(&b.shared, &b.aws, &b.owner, d, None, recorded.as_ref(), Some(&gate)).await?;
+            anyhow::Ok(out)
+        }
+    };
+    let at = |version: &str, update: UpdateWhen| DesiredStack { update, ..with_group("ahead", version) };
+    let (_, e) = ensure(at("1", UpdateWhen::Now), None, gate(&b, "required", None)?).await?;
+    let (p, e) = ensure(at("1", UpdateWhen::Now), Some(e), gate(&b, "required", None)?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "{p:?}");
+
+    // Held elsewhere (a closed window, say) and not gated: nothing is planned or run.
+    let (p, _) = ensure(at("2", UpdateWhen::Later), Some(e.clone()), gate(&b, "off", None)?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "{p:?}");
+    assert_eq!((b.fake.calls("CreateChangeSet"), b.fake.calls("UpdateStack")), (0, 0));
+    // Never updated: not planned either, gate or not.
+    let (p, _) = ensure(at("2", UpdateWhen::Never), Some(e.clone()), gate(&b, "strict", None)?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "{p:?}");
+    assert_eq!(b.fake.calls("CreateChangeSet"), 0);
+
+    // Held elsewhere and gated: the plan is made and can be approved ahead.
+    let (p, e) = ensure(at("2", UpdateWhen::Later), Some(e), gate(&b, "required", None)?).await?;
+    assert!(matches!(p, Progress::AwaitingApproval { .. }), "{p:?}");
+    let pending = e.pending_update.clone().expect("the plan");
+    assert_eq!(b.fake.calls("CreateChangeSet"), 1);
+    // Approved while still held: nothing runs, the change set and the plan stay.
+    let approved = || gate(&b, "required", Some(&pending.plan_hash));
+    let (p, e) = ensure(at("2", UpdateWhen::Later), Some(e), approved()?).await?;
+    assert!(matches!(p, Progress::Ready(_)), "{p:?}");
+    assert_eq!(e.pending_update.as_ref().map(|p| p.plan_hash.as_str()), Some(pending.plan_hash.as_str()));
+    assert_eq!(b.fake.change_sets("ahead").await?, std::slice::from_ref(&pending.change_set));
+    assert_eq!((b.fake.calls("ExecuteChangeSet"), b.fake.calls("UpdateStack")), (0, 0));
+    // Once it may: the approved change set runs, and nothing else.
+    let (p, e) = ensure(at("2", UpdateWhen::Now), Some(e), approved()?).await?;
+    assert!(matches!(p, Progress::Pending), "{p:?}");
+    assert_eq!(b.fake.calls("ExecuteChangeSet"), 1);
+    assert_eq!(b.fake.calls("CreateChangeSet"), 1, "the plan approved is the plan run");
+    assert_eq!(e.applied_plan.as_deref(), Some(pending.plan_hash.as_str()));
     Ok(())
 }

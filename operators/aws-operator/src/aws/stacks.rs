@@ -45,12 +45,25 @@ pub struct DesiredStack {
     pub template: Template,
     /// Stack tags.
     pub tags: Vec<(String, String)>,
-    /// Whether an existing stack may be updated now.
-    pub may_update: bool,
+    /// When an existing stack may be updated.
+    pub update: UpdateWhen,
     /// The hash to compare and record instead of the template's own, for templates that
     /// depend on live state which must not by itself cause an update (a node pool's current
     /// desired capacity, the create-only ordering of masters).
     pub canonical_hash: Option<String>,
+}
+
+/// When an existing stack may be updated to its desired template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateWhen {
+    /// Now.
+    Now,
+    /// Not yet: something else holds it (the masters, a closed maintenance window, a rollout
+    /// slot). Under the approval gate the update is planned all the same, so that its plan can
+    /// be read and approved ahead; the approved change set runs once the update may.
+    Later,
+    /// Never: the stack is created once and kept as it is (TCCPI, TCNPF).
+    Never,
 }
 
 /// Where a stack stands after one reconcile.
@@ -341,7 +354,7 @@ pub async fn ensure_gated<K>(
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let DesiredStack { kind, name, mut template, tags, may_update, canonical_hash } = desired;
+    let DesiredStack { kind, name, mut template, tags, update, canonical_hash } = desired;
     let subject = Subject { shared, aws, obj, name: &name };
     // Tags are part of the change: a new cloud tag updates the stack like a template change.
     let hash = aws_stacks::cfn::stack_hash(&canonical_hash.unwrap_or_else(|| template.hash()), &tags);
@@ -355,7 +368,10 @@ where
     if let Some(view) = &observed {
         subject.note_transition(kind, view.status.as_str(), recorded).await;
     }
-    let step = plan_ensure(observed.as_ref(), &hash, may_update);
+    // An update the gate holds or has approved is planned even while it may not run yet.
+    let gated = gate.is_some_and(|g| !matches!(g.decide(&name, &hash), approval::Action::Update));
+    let may_run = update == UpdateWhen::Now;
+    let step = plan_ensure(observed.as_ref(), &hash, may_run || (update == UpdateWhen::Later && gated));
     let request = || async {
         let body = template.to_json();
         let limit = shared.config.template_body_limit;
@@ -443,6 +459,12 @@ where
         }
         EnsureStep::Update { deployed } => {
             let action = gate.map_or(approval::Action::Update, |g| g.decide(&name, &hash));
+            if let (false, approval::Action::Execute, Some(view)) = (may_run, &action, &observed) {
+                // Approved, and held by something else: the change set waits as it is.
+                let mut entry = entry(view_status(&current), reason, attempts);
+                entry.pending_update = recorded.and_then(|r| r.pending_update.clone());
+                return Ok((Progress::Ready(view.clone()), entry));
+            }
             if let (Some(gate), approval::Action::Hold(_) | approval::Action::Execute) = (gate, &action) {
                 let req = request().await?;
                 let plan = approval::plan_hash(&name, &hash);

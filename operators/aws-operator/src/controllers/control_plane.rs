@@ -20,7 +20,7 @@ use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::{Deletion, DesiredStack, Progress};
+use crate::aws::stacks::{Deletion, DesiredStack, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
@@ -328,7 +328,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             name: name.clone(),
             template: tccpn::render(&params(exists)),
             tags: stacks::stack_tags(&common, StackKind::Tccpn, Some(&obj.name_any())),
-            may_update: true,
+            update: UpdateWhen::Now,
             canonical_hash: Some(canonical),
         };
         // An upgrade replaces HA masters through their terminating hook, which drains each
@@ -380,7 +380,11 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 None
             };
         let desired = DesiredStack {
-            may_update: held.is_none() && window == crate::maintenance::Gate::Go && slot_wait.is_none(),
+            update: if held.is_none() && window == crate::maintenance::Gate::Go && slot_wait.is_none() {
+                UpdateWhen::Now
+            } else {
+                UpdateWhen::Later
+            },
             ..desired
         };
         let (progress, entry) = crate::aws::stacks::ensure_gated(

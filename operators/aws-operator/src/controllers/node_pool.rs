@@ -22,7 +22,7 @@ use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::{Deletion, DesiredStack, Progress};
+use crate::aws::stacks::{Deletion, DesiredStack, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
@@ -573,7 +573,10 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             name: name.clone(),
             template,
             tags,
-            may_update: matches!(decision, upgrade::Decision::Roll | upgrade::Decision::InPlace),
+            update: match decision {
+                upgrade::Decision::Roll | upgrade::Decision::InPlace => UpdateWhen::Now,
+                upgrade::Decision::Current | upgrade::Decision::Hold(_) => UpdateWhen::Later,
+            },
             canonical_hash: Some(canonical),
         };
         let (progress, entry) = crate::aws::stacks::ensure_gated(
@@ -587,7 +590,11 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         )
         .await?;
         state.stacks.push(entry);
-        if !matches!(progress, Progress::Ready(_)) {
+        // A plan awaiting approval while something else holds the roll (the masters, a window)
+        // is in `UpdatePending`; `Ready` names what else it waits for, below.
+        let planned_ahead =
+            matches!(progress, Progress::AwaitingApproval { .. }) && matches!(decision, upgrade::Decision::Hold(_));
+        if !matches!(progress, Progress::Ready(_)) && !planned_ahead {
             not_ready!(name, progress);
         }
         // Current again: the autoscaler may act on the group, and the pool's rollout slots are
@@ -621,7 +628,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             name: name.clone(),
             template: tcnpf::render(&params),
             tags: stacks::stack_tags(&common, StackKind::Tcnpf, None),
-            may_update: false,
+            update: UpdateWhen::Never,
             canonical_hash: None,
         };
         let (progress, entry) =

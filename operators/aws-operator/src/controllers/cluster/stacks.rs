@@ -14,7 +14,7 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use super::ClusterState;
 use crate::aws::AccountClients;
-use crate::aws::stacks::{DesiredStack, Gate, Progress};
+use crate::aws::stacks::{DesiredStack, Gate, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
 
@@ -95,7 +95,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             name: name.clone(),
             template,
             tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccpi, None),
-            may_update: false,
+            update: UpdateWhen::Never,
             canonical_hash: None,
         };
         let (progress, entry) =
@@ -148,7 +148,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             name: name.clone(),
             template: tccp::render(&params),
             tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccp, None),
-            may_update: true,
+            update: UpdateWhen::Now,
             canonical_hash: None,
         };
         let (progress, entry) = crate::aws::stacks::ensure_gated(
@@ -189,7 +189,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             name: name.clone(),
             template: tccpf::render(&params),
             tags: aws_stacks::stacks::stack_tags(&common, StackKind::Tccpf, None),
-            may_update: true,
+            update: UpdateWhen::Now,
             canonical_hash: None,
         };
         let (progress, entry) =
