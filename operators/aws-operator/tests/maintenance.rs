@@ -498,8 +498,9 @@ async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::
     })
     .await?;
 
-    // A max age of a day, and the operator's clock a day minus 30 s ahead: the instances, at
-    // least 31 s old, are past it; their replacements come due only 30 s after they launch.
+    // A max age of a day, and the operator's clock a day minus 60 s ahead: the instances, at
+    // least 61 s old, are past it; their replacements come due only 60 s after they launch,
+    // which leaves both replacements a minute to finish before a new instance could be due.
     let newest = {
         let out = tenant.ec2.describe_instances().set_instance_ids(Some(old.iter().cloned().collect())).send().await?;
         out.reservations()
@@ -510,9 +511,9 @@ async fn instances_past_max_age_are_replaced_drained_one_at_a_time() -> anyhow::
             .expect("launch times")
     };
     let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
-    let wait = (newest + 31 - now()?).max(0) as u64;
+    let wait = (newest + 61 - now()?).max(0) as u64;
     tokio::time::sleep(Duration::from_secs(wait)).await;
-    shared.clock.advance(Duration::from_secs(86_400 - 30));
+    shared.clock.advance(Duration::from_secs(86_400 - 60));
     merge::<AWSMachineDeployment>(&f, "np006", serde_json::json!({"spec": {"nodePool": {"maxNodeAge": "1d"}}})).await?;
 
     let (mut most, deadline) = (0, tokio::time::Instant::now() + Duration::from_secs(60));
