@@ -50,6 +50,12 @@ pub const TERMINATING_HOOK: &str = "ControlPlane";
 pub const TERMINATING_HOOK_TIMEOUT: u64 = 900;
 
 /// Size of the etcd volume and of each data volume, GiB.
+/// The pause after each master of a rolling update (ISO-8601; part of every deployed template,
+/// so changing it rolls every cluster's masters).
+pub const MASTER_PAUSE: &str = "PT2M";
+/// [`MASTER_PAUSE`] in seconds: a maintenance window shorter than it could not hold one
+/// master's replacement.
+pub const MASTER_PAUSE_SECONDS: u64 = 120;
 const VOLUME_GIB: u32 = 100;
 
 /// One control-plane node.
@@ -318,7 +324,7 @@ pub fn render(p: &Params) -> Template {
         t.add(
             asg.clone(),
             Resource::new("AWS::AutoScaling::AutoScalingGroup", asg_props).depends_on(deps).update_policy(json!({
-                "AutoScalingRollingUpdate": { "MinInstancesInService": "0", "MaxBatchSize": "1", "PauseTime": "PT2M" },
+                "AutoScalingRollingUpdate": { "MinInstancesInService": "0", "MaxBatchSize": "1", "PauseTime": MASTER_PAUSE },
             })),
         );
         previous_asg = Some(asg);
@@ -698,6 +704,7 @@ pub(crate) mod tests {
         assert_eq!(policy["MinInstancesInService"], "0");
         assert_eq!(policy["MaxBatchSize"], "1");
         assert_eq!(policy["PauseTime"], "PT2M");
+        assert_eq!(super::super::tcnp::pause_seconds(MASTER_PAUSE), Some(MASTER_PAUSE_SECONDS));
         assert_eq!(asg.properties["LoadBalancerNames"], json!(["al9qy-api-internal", "al9qy-api", "al9qy-etcd"]));
         assert_eq!(asg.properties["MinSize"], "1");
         assert_eq!(asg.properties["MaxSize"], "1");

@@ -229,7 +229,7 @@ fn parse_max_batch(raw: &str, ratio: impl Fn(f64) -> u32) -> Option<u32> {
 }
 
 /// Seconds of an ISO-8601 time duration `PT[nH][nM][nS]` (integers), or `None` if malformed.
-fn pause_seconds(raw: &str) -> Option<u64> {
+pub fn pause_seconds(raw: &str) -> Option<u64> {
     let mut rest = raw.strip_prefix("PT")?;
     if rest.is_empty() {
         return None;

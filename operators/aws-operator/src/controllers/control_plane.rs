@@ -348,7 +348,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         };
         // Maintenance windows (`crate::maintenance`): an update of the settled stack replaces
         // the masters and waits for one; a first creation does not.
-        let schedule = crate::maintenance::schedule(&cluster, None);
+        let pause = std::time::Duration::from_secs(tccpn::MASTER_PAUSE_SECONDS);
+        let schedule = crate::maintenance::schedule(&cluster, Some(pause));
         let had_condition =
             obj.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == crate::maintenance::SETTINGS));
         if cluster.spec.cluster.maintenance.is_some() || had_condition {
