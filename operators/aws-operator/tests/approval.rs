@@ -50,29 +50,37 @@ async fn deployed(tenant: &aws_operator::aws::AccountClients, stack: &str) -> an
     Ok((hash, body))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upgrade_waits_for_the_approved_plan_and_scaling_needs_no_approval() -> anyhow::Result<()> {
+/// Cluster `id` (control plane cp001 with one master, pool np001) created by the operator and
+/// Ready, with Release 20.1.0 (a newer Flatcar) there to upgrade to; its objects' APIs.
+async fn ready_cluster(
+    id: &str,
+) -> anyhow::Result<(Fixture, Api<AWSCluster>, Api<AWSControlPlane>, Api<AWSMachineDeployment>)> {
     let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.002)).await?;
     f.apply_basics().await?;
     f.release("20.1.0", FLATCAR_NEXT, VERSION).await?;
-    f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
-    f.cluster(ID).await?;
-    f.control_plane(ID, "cp001", &["eu-central-1a"], 1).await?;
-    f.node_pool(ID, "np001", &["eu-central-1a"], 1, 2).await?;
+    f.credential_secret(id).await?;
+    f.certificates(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool(id, "np001", &["eu-central-1a"], 1, 2).await?;
     f.start_operator().await?;
-
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
     let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
     let created = eventually(60, "the cluster to be Ready", || async {
-        let c = clusters.get(ID).await?;
+        let c = clusters.get(id).await?;
         Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
     })
     .await;
     if let Err(e) = created {
         anyhow::bail!("{e}\n{}", dump(&f.client).await);
     }
+    Ok((f, clusters, cps, mds))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_waits_for_the_approved_plan_and_scaling_needs_no_approval() -> anyhow::Result<()> {
+    let (f, clusters, cps, mds) = ready_cluster(ID).await?;
     let tenant = f.tenant_clients().await?;
     let tccpn = stack_name(ID, StackKind::Tccpn, None);
     let tcnp = stack_name(ID, StackKind::Tcnp, Some("np001"));
@@ -200,28 +208,8 @@ async fn an_upgrade_waits_for_the_approved_plan_and_scaling_needs_no_approval() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_is_approved_ahead_of_the_window_and_runs_when_it_opens() -> anyhow::Result<()> {
     const ID: &str = "apr02";
-    let mut f = Fixture::start_with(motoenv::Launcher::from_env().time_scale(0.002)).await?;
-    f.apply_basics().await?;
-    f.release("20.1.0", FLATCAR_NEXT, VERSION).await?;
-    f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
-    f.cluster(ID).await?;
-    f.control_plane(ID, "cp001", &["eu-central-1a"], 1).await?;
-    f.node_pool(ID, "np001", &["eu-central-1a"], 1, 2).await?;
-    f.start_operator().await?;
+    let (f, clusters, cps, mds) = ready_cluster(ID).await?;
     let clock = f.shared.clone().expect("the operator runs").clock.clone();
-
-    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
-    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
-    let created = eventually(60, "the cluster to be Ready", || async {
-        let c = clusters.get(ID).await?;
-        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
-    })
-    .await;
-    if let Err(e) = created {
-        anyhow::bail!("{e}\n{}", dump(&f.client).await);
-    }
     let tenant = f.tenant_clients().await?;
     let tccpn = stack_name(ID, StackKind::Tccpn, None);
     let tcnp = stack_name(ID, StackKind::Tcnp, Some("np001"));

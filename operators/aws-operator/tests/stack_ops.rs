@@ -389,17 +389,20 @@ fn gate(b: &Bench, setting: &str, approved: Option<&str>) -> anyhow::Result<stac
     Ok(gate)
 }
 
+/// `stacks::ensure_gated` of `desired` on the bench, behind `gate`.
+async fn ensure_gated(
+    b: &Bench,
+    desired: DesiredStack,
+    recorded: Option<StatusEntry>,
+    gate: stacks::Gate,
+) -> anyhow::Result<(Progress, StatusEntry)> {
+    Ok(stacks::ensure_gated(&b.shared, &b.aws, &b.owner, desired, None, recorded.as_ref(), Some(&gate)).await?)
+}
+
 #[tokio::test]
 async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() -> anyhow::Result<()> {
     let b = Bench::start().await?;
-    let ensure = |d: DesiredStack, recorded: Option<StatusEntry>, gate: stacks::Gate| {
-        let b = &b;
-        async move {
-            let out =
-                stacks::ensure_gated(&b.shared, &b.aws, &b.owner, d, None, recorded.as_ref(), Some(&gate)).await?;
-            anyhow::Ok(out)
-        }
-    };
+    let ensure = |d, recorded: Option<StatusEntry>, gate| ensure_gated(&b, d, recorded, gate);
     // Creates never wait.
     let (p, e) = ensure(with_group("gated", "1"), None, gate(&b, "strict", None)?).await?;
     assert!(matches!(p, Progress::Pending), "{p:?}");
@@ -458,14 +461,7 @@ async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() ->
 async fn an_update_held_by_something_else_is_planned_ahead_and_its_approved_plan_runs_when_it_may() -> anyhow::Result<()>
 {
     let b = Bench::start().await?;
-    let ensure = |d: DesiredStack, recorded: Option<StatusEntry>, gate: stacks::Gate| {
-        let b = &b;
-        async move {
-            let out =
-                stacks::ensure_gated(&b.shared, &b.aws, &b.owner, d, None, recorded.as_ref(), Some(&gate)).await?;
-            anyhow::Ok(out)
-        }
-    };
+    let ensure = |d, recorded: Option<StatusEntry>, gate| ensure_gated(&b, d, recorded, gate);
     let at = |version: &str, update: UpdateWhen| DesiredStack { update, ..with_group("ahead", version) };
     let (_, e) = ensure(at("1", UpdateWhen::Now), None, gate(&b, "required", None)?).await?;
     let (p, e) = ensure(at("1", UpdateWhen::Now), Some(e), gate(&b, "required", None)?).await?;
