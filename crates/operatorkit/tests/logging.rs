@@ -6,7 +6,7 @@
 
 use std::io::sink;
 
-use tracing::{info_span, Instrument, Span};
+use tracing::{Instrument, Span, info_span};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_entered_and_looked_up_on_every_worker_never_panic_a_task() {
