@@ -1,7 +1,7 @@
 //! Maintenance windows as the controllers apply them: whether a disruptive step (a TCCPN or
 //! TCNP stack update that replaces instances) may run now, and what the object's status says
-//! when it may not. Pure; the schedule itself is `node_lifecycle::maintenance`, shared with
-//! kvm-operator.
+//! when it may not. The decisions are pure; the schedule itself is `node_lifecycle::maintenance`,
+//! shared with kvm-operator.
 //!
 //! Only disruptive work waits. A scaling-only change, a new pool and a first stack creation go
 //! at once ([`crate::upgrade::Change`] tells them apart). A spec the operator cannot read
@@ -54,10 +54,17 @@ pub async fn record_settings<K>(
     }
 }
 
-/// Whether `conditions` already hold a `Ready` condition with `reason`: an event announcing a
-/// wait is published once, when the wait starts.
-pub fn ready_reason_is(conditions: &[Condition], reason: &str) -> bool {
-    conditions.iter().any(|c| c.type_ == crate::controllers::status::READY && c.reason == reason)
+/// Announce with a Normal event `WaitingForMaintenanceWindow` that `obj`'s disruptive work
+/// waits (`message`), once: when the wait starts, that is when `obj`'s `Ready` condition
+/// (among its conditions `before` this reconcile) does not say so yet.
+pub async fn announce_wait<K>(shared: &crate::context::Shared, obj: &K, before: &[Condition], message: &str)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let waiting = before.iter().any(|c| c.type_ == crate::controllers::status::READY && c.reason == WAITING_FOR_WINDOW);
+    if !waiting {
+        shared.event(obj, WAITING_FOR_WINDOW, message.to_string()).await;
+    }
 }
 
 /// The gate of a disruptive step of `what` (e.g. `the rolling update of node pool np001`) in

@@ -244,6 +244,18 @@ pub fn stack_reference(name: &str) -> ObjectReference {
     }
 }
 
+/// Stack `name`'s deployed template (`GetTemplate`, counted as an operation on a `kind`
+/// stack), parsed; `None` when the stack does not exist or its body is not JSON.
+pub async fn deployed_template(
+    shared: &Shared,
+    aws: &AccountClients,
+    kind: StackKind,
+    name: &str,
+) -> Result<Option<serde_json::Value>, CfnError> {
+    let body = timed(shared, kind, "get_template", aws.cfn.template(name)).await?;
+    Ok(body.and_then(|b| serde_json::from_str(&b).ok()))
+}
+
 async fn timed<T>(
     shared: &Shared,
     kind: StackKind,
@@ -627,8 +639,7 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
                 ..Default::default()
             })
         } else {
-            let deployed = timed(shared, kind, "get_template", aws.cfn.template(name)).await?.unwrap_or_default();
-            let deployed: serde_json::Value = serde_json::from_str(&deployed).unwrap_or_default();
+            let deployed = deployed_template(shared, aws, kind, name).await?.unwrap_or_default();
             let own = approval::template_diff(&deployed, &template.to_value());
             if view.changes.is_empty() && own.is_empty() {
                 // Nothing but outputs changes: the setting says whether that waits.

@@ -301,7 +301,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let common = controllers::lookup::common(&shared.config, &cluster, &release);
         let name = names::stack_name(&id, StackKind::Tccpn, None);
         let recorded = obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
-        let exists = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?.is_some();
+        let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
+        let exists = observed.is_some();
         let params = |is_update: bool| tccpn::Params {
             common: common.clone(),
             masters: masters.clone(),
@@ -331,12 +332,14 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             update: UpdateWhen::Now,
             canonical_hash: Some(canonical),
         };
+        let hash = desired_hash(&desired);
+        // The deployed stack, when it differs from the desired one.
+        let changing = observed.as_ref().filter(|v| v.template_hash() != Some(hash.as_str()));
         // An upgrade replaces HA masters through their terminating hook, which drains each
         // through the workload cluster: while it cannot be reached, the roll waits.
-        let held = match shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await? {
+        let held = match changing {
             Some(view)
                 if replicas > 1
-                    && view.template_hash() != Some(desired_hash(&desired).as_str())
                     && crate::upgrade::nodes_needed(
                         &shared.config.version,
                         view.outputs.get("OperatorVersion").map(String::as_str),
@@ -357,11 +360,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             state.maintenance =
                 Some(schedule.as_ref().map(|_| ()).map_err(|e| crate::maintenance::problems_message(&whose, e)));
         }
-        let settled_and_changing = shared
-            .stacks
-            .get(&tenant.cache_key(), tenant.cfn.as_ref(), &name)
-            .await?
-            .is_some_and(|v| v.status.is_usable() && v.template_hash() != Some(desired_hash(&desired).as_str()));
+        let settled_and_changing = changing.is_some_and(|v| v.status.is_usable());
         let window = if settled_and_changing {
             let what = format!("the masters' rolling update of cluster {id}");
             crate::maintenance::gate(&cluster, &schedule, &what, shared.clock.now(), shared.config.poll)
@@ -372,7 +371,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         // change set, and takes no rollout slot (a slot is not held for a person).
         let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
         let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, crate::approval::UpdateKind::Other);
-        let approval_holds = gate.holds(&name, &desired_hash(&desired));
+        let approval_holds = gate.holds(&name, &hash);
         // Rollout limits (`crate::rollout`): the cluster's slot for the masters' roll.
         let slot_wait =
             if settled_and_changing && window == crate::maintenance::Gate::Go && held.is_none() && !approval_holds {
@@ -410,9 +409,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             crate::maintenance::Gate::Wait { message, retry_after } => {
                 let reason = crate::maintenance::WAITING_FOR_WINDOW;
                 let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-                if !crate::maintenance::ready_reason_is(before, reason) {
-                    shared.event(obj, reason, message.clone()).await;
-                }
+                crate::maintenance::announce_wait(&shared, obj, before, &message).await;
                 state.failure = Some(reason);
                 state.waiting = Some(message);
                 write_status(state, obj).await?;

@@ -468,7 +468,8 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             aws_stacks::cfn::stack_hash(&tcnp::render(&sized).hash(), &tags)
         });
         let change = upgrade::change(deployed.as_deref(), &unchanged, at_live_size.as_deref());
-        let template = tcnp::render(&inputs.tcnp(live_desired));
+        let params = inputs.tcnp(live_desired);
+        let template = tcnp::render(&params);
         // An update that replaces no instance (a new peer pool's rule, a tag) is not disruptive:
         // it waits neither for the masters nor for a window or a rollout slot.
         let change = match (change, &observed, deployed.as_deref()) {
@@ -491,7 +492,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
         };
         // Maintenance windows (`crate::maintenance`): an update of an existing stack that
         // replaces instances waits for one; scaling and a new pool do not.
-        let pause = inputs.tcnp(live_desired).rolling_update.pause();
+        let pause = params.rolling_update.pause();
         let schedule = crate::maintenance::schedule(&cluster, pause);
         let max_age = obj
             .spec
@@ -527,9 +528,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                     crate::maintenance::Gate::Wait { message, retry_after } => {
                         (hold_reason, hold_retry) = (crate::maintenance::WAITING_FOR_WINDOW, retry_after);
                         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-                        if !crate::maintenance::ready_reason_is(before, hold_reason) {
-                            shared.event(obj, hold_reason, message.clone()).await;
-                        }
+                        crate::maintenance::announce_wait(&shared, obj, before, &message).await;
                         upgrade::Decision::Hold(message)
                     }
                     crate::maintenance::Gate::Invalid(message) => {
@@ -865,15 +864,14 @@ async fn update_rolls(
     {
         return *rolls;
     }
-    let body = match tenant.cfn.template(stack).await {
-        Ok(Some(body)) => body,
+    let deployed_template = match crate::aws::stacks::deployed_template(shared, tenant, StackKind::Tcnp, stack).await {
+        Ok(Some(template)) => template,
         Ok(None) => return true,
         Err(e) => {
             tracing::warn!(stack, error = %e, "the deployed template could not be read; the update counts as rolling");
             return true;
         }
     };
-    let Ok(deployed_template) = serde_json::from_str::<serde_json::Value>(&body) else { return true };
     let rolls =
         crate::approval::template_diff(&deployed_template, &desired.to_value()).iter().any(|c| c.replaces_instances);
     shared.memo.lock().update_rolls.insert(key, (deployed.to_string(), desired_hash.to_string(), rolls));
