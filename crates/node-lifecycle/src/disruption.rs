@@ -87,8 +87,7 @@ pub fn gate(
     match schedule.state(now) {
         WindowState::Unrestricted | WindowState::Open { .. } => Gate::Go,
         WindowState::Closed { opens, closes } => {
-            let until = now.duration_until(opens);
-            let retry_after = Duration::from_secs(until.as_secs().max(1) as u64).min(poll);
+            let retry_after = crate::maintenance::wait_until(now, opens).min(poll);
             Gate::Wait {
                 message: format!(
                     "{what} waits for the next maintenance window, which opens at {opens} ({}) and closes at {closes}",

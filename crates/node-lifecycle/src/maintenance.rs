@@ -157,6 +157,12 @@ pub fn parse_duration(raw: &str) -> Option<Duration> {
     (total > 0).then(|| Duration::from_secs(total))
 }
 
+/// How long from `now` until `at` (a window's opening, a node coming due), in whole seconds
+/// and at least one: a requeue after zero would spin.
+pub fn wait_until(now: Timestamp, at: Timestamp) -> Duration {
+    Duration::from_secs(now.duration_until(at).as_secs().max(1) as u64)
+}
+
 /// A duration in the notation [`parse_duration`] reads, largest units first (`1h30m`).
 pub fn format_duration(d: Duration) -> String {
     let mut secs = d.as_secs();
@@ -552,6 +558,10 @@ mod tests {
         }
         assert_eq!(format_duration(Duration::from_secs(90 * 60)), "1h30m");
         assert_eq!(format_duration(Duration::from_secs(86_400 + 5)), "1d5s");
+        let now: Timestamp = "2026-06-01T12:00:00Z".parse().expect("t");
+        let later: Timestamp = "2026-06-01T12:01:30Z".parse().expect("t");
+        assert_eq!(wait_until(now, later), Duration::from_secs(90));
+        assert_eq!(wait_until(later, now), Duration::from_secs(1), "past: at least a second");
     }
 
     #[test]

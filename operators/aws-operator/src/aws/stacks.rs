@@ -380,8 +380,10 @@ where
     if let Some(view) = &observed {
         subject.note_transition(kind, view.status.as_str(), recorded).await;
     }
-    // An update the gate holds or has approved is planned even while it may not run yet.
-    let gated = gate.is_some_and(|g| !matches!(g.decide(&name, &hash), approval::Action::Update));
+    // What the gate says of an update to `hash`; an update it holds or has approved is planned
+    // even while it may not run yet.
+    let action = gate.map_or(approval::Action::Update, |g| g.decide(&name, &hash));
+    let gated = action != approval::Action::Update;
     let may_run = update == UpdateWhen::Now;
     let step = plan_ensure(observed.as_ref(), &hash, may_run || (update == UpdateWhen::Later && gated));
     let request = || async {
@@ -441,8 +443,7 @@ where
     };
     // A change set held for approval that will not run (the gate went off, the desired state
     // went back to the deployed one, the update runs another way) is deleted, not left behind.
-    let held = matches!(step, EnsureStep::Update { .. })
-        && gate.is_some_and(|g| !matches!(g.decide(&name, &hash), approval::Action::Update));
+    let held = matches!(step, EnsureStep::Update { .. }) && gated;
     if !held && let Some(old) = recorded.and_then(|r| r.pending_update.as_ref()) {
         timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(&name, &old.change_set)).await?;
     }
@@ -470,7 +471,6 @@ where
             (Progress::Pending, entry(CREATE_REQUESTED, None, attempts))
         }
         EnsureStep::Update { deployed } => {
-            let action = gate.map_or(approval::Action::Update, |g| g.decide(&name, &hash));
             if let (false, approval::Action::Execute, Some(view)) = (may_run, &action, &observed) {
                 // Approved, and held by something else: the change set waits as it is.
                 let mut entry = entry(view_status(&current), reason, attempts);

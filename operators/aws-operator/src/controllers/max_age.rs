@@ -65,7 +65,7 @@ pub async fn step(
         .collect();
     let (id, age) = match node_lifecycle::maintenance::max_age_step(&nodes, &replaced, max_age, now) {
         MaxAgeStep::Idle { due } => {
-            let until = due.map_or(idle, |d| Duration::from_secs(now.duration_until(d).as_secs().max(1) as u64));
+            let until = due.map_or(idle, |d| node_lifecycle::maintenance::wait_until(now, d));
             return Ok(MaxAge::Idle(until.min(idle)));
         }
         MaxAgeStep::Busy(_) => return Ok(MaxAge::InFlight(poll)),

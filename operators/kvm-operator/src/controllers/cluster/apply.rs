@@ -295,8 +295,7 @@ async fn replace_aged_node(
     match maintenance::next_replacement(&pods, max_age, now) {
         MaxAgeStep::Idle { due } => {
             maintenance::done(&shared, obj).await?;
-            state.look_again =
-                due.map(|due| std::time::Duration::from_secs(now.duration_until(due).as_secs().max(1) as u64));
+            state.look_again = due.map(|due| node_lifecycle::maintenance::wait_until(now, due));
             Ok(None)
         }
         MaxAgeStep::Busy(pod) => Ok(Some(format!("replacing node pod {pod}, older than {MAX_AGE_FIELD}"))),
