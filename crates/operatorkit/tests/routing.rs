@@ -181,9 +181,12 @@ async fn unroutable_objects_get_a_warning_and_a_status_report_and_nothing_else()
     let (h, script, problems, running) = three_sets().await;
     h.create_cluster("no-label", None).await;
     h.create_cluster("no-release", Some("40.0.0")).await;
-    eventually("warnings for both", || async {
+    // The warning is sent before the status hook is called: wait for both.
+    eventually("warnings and status reports for both", || async {
         h.warnings("no-label").await.iter().any(|(r, _)| r == "ReleaseLabelMissing")
             && h.warnings("no-release").await.iter().any(|(r, n)| r == "ReleaseNotFound" && n.contains("v40.0.0"))
+            && !problems.reasons("no-label").is_empty()
+            && !problems.reasons("no-release").is_empty()
     })
     .await;
     let only =
