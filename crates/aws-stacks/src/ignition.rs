@@ -355,6 +355,44 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
 }
 
+/// The secrets a node needs (a master when `master`) from a cluster's cert-operator
+/// certificates (certificate name → Secret key → bytes), placed at their [`paths`]: every
+/// node's `worker`, and on masters `api`, `etcd` and the `service-account` key. The names of the
+/// missing certificates (`<cert>` or `<cert>/<key>`) when any is missing.
+pub fn secrets_for(
+    master: bool,
+    certs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+) -> Result<Vec<NodeSecret>, Vec<String>> {
+    let mut wanted: Vec<(&str, [(&str, &str); 3])> =
+        vec![("worker", [("crt", paths::WORKER_CRT), ("key", paths::WORKER_KEY), ("ca", paths::WORKER_CA)])];
+    if master {
+        wanted.push(("api", [("crt", paths::API_CRT), ("key", paths::API_KEY), ("ca", paths::API_CA)]));
+        wanted.push(("etcd", [("crt", paths::ETCD_CRT), ("key", paths::ETCD_KEY), ("ca", paths::ETCD_CA)]));
+    }
+    let mut missing = Vec::new();
+    let mut out = Vec::new();
+    for (cert, files) in wanted {
+        match certs.get(cert) {
+            Some(data) => {
+                for (key, path) in files {
+                    match data.get(key) {
+                        Some(bytes) => out.push(NodeSecret { path: path.to_string(), plaintext: bytes.clone() }),
+                        None => missing.push(format!("{cert}/{key}")),
+                    }
+                }
+            }
+            None => missing.push(cert.to_string()),
+        }
+    }
+    if master {
+        match certs.get("service-account").and_then(|d| d.get("key")) {
+            Some(k) => out.push(NodeSecret { path: paths::SERVICE_ACCOUNT_KEY.to_string(), plaintext: k.clone() }),
+            None => missing.push("service-account".into()),
+        }
+    }
+    if missing.is_empty() { Ok(out) } else { Err(missing) }
+}
+
 // --- Ignition building blocks ---------------------------------------------------------------
 
 // --- the decryption of the secrets ---------------------------------------------------------

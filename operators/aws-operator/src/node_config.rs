@@ -100,40 +100,7 @@ pub async fn certificate_secrets(
     Ok(api.list(&ListParams::default().labels(&selector)).await?.items)
 }
 
-/// The secrets a node of `role` needs, or the names of the missing certificates.
-pub fn secrets_for(
-    master: bool,
-    certs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
-) -> Result<Vec<NodeSecret>, Vec<String>> {
-    let mut wanted: Vec<(&str, [(&str, &str); 3])> =
-        vec![("worker", [("crt", paths::WORKER_CRT), ("key", paths::WORKER_KEY), ("ca", paths::WORKER_CA)])];
-    if master {
-        wanted.push(("api", [("crt", paths::API_CRT), ("key", paths::API_KEY), ("ca", paths::API_CA)]));
-        wanted.push(("etcd", [("crt", paths::ETCD_CRT), ("key", paths::ETCD_KEY), ("ca", paths::ETCD_CA)]));
-    }
-    let mut missing = Vec::new();
-    let mut out = Vec::new();
-    for (cert, files) in wanted {
-        match certs.get(cert) {
-            Some(data) => {
-                for (key, path) in files {
-                    match data.get(key) {
-                        Some(bytes) => out.push(NodeSecret { path: path.to_string(), plaintext: bytes.clone() }),
-                        None => missing.push(format!("{cert}/{key}")),
-                    }
-                }
-            }
-            None => missing.push(cert.to_string()),
-        }
-    }
-    if master {
-        match certs.get("service-account").and_then(|d| d.get("key")) {
-            Some(k) => out.push(NodeSecret { path: paths::SERVICE_ACCOUNT_KEY.to_string(), plaintext: k.clone() }),
-            None => missing.push("service-account".into()),
-        }
-    }
-    if missing.is_empty() { Ok(out) } else { Err(missing) }
-}
+pub use aws_stacks::ignition::secrets_for;
 
 /// The pod CIDR of a cluster without `spec.provider.pods.cidrBlock`.
 pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
