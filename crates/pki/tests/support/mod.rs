@@ -29,6 +29,8 @@ pub fn aws_names() -> ClusterNames {
 /// 2026-03-01T00:00:00Z.
 pub const NOW_SECS: u64 = 1_772_323_200;
 
+pub mod node;
+
 pub fn now() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(NOW_SECS)
 }
