@@ -14,6 +14,8 @@
 //!   every reader stays as it is and clusters whose Secrets cert-operator writes keep working
 //!   ([`secret`]).
 //! - Renewal as a decision ([`renewal`]) and validation of a Secret someone else wrote ([`check`]).
+//! - What an operator writes for a cluster, given its Secrets as they are ([`ensure::plan`]):
+//!   only what is missing or due, never a Secret someone else wrote, never a second CA or key.
 //!
 //! Nothing here reads a clock, the network or a file: the time and the serial numbers come in
 //! as [`IssueOptions`], so that tests get the same certificate fields on every run. Only the key
@@ -43,6 +45,7 @@
 
 mod check;
 mod encryption;
+pub mod ensure;
 mod issue;
 mod names;
 mod renewal;

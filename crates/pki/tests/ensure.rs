@@ -1,0 +1,248 @@
+//! The operator's plan for a cluster's Secrets, applied to an in-memory store with the API
+//! server's create and update semantics (a create of an existing name conflicts; an update with
+//! a stale resourceVersion conflicts).
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use pki::ensure::{EncryptionFormat, EnsurePlan, EnsureRequest, plan};
+use pki::secret::{self, issued_here};
+use pki::{CertificateProblem, IssueOptions, Lifetimes, RenewalPolicy, Serials};
+use support::{aws_names, now};
+
+fn request<'a>(names: &'a pki::ClusterNames, at: std::time::SystemTime, format: EncryptionFormat) -> EnsureRequest<'a> {
+    EnsureRequest {
+        namespace: "org-umbra",
+        names,
+        encryption: format,
+        options: IssueOptions { now: at, lifetimes: Lifetimes::default(), serials: Serials::Random },
+        renewal: RenewalPolicy::default(),
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    secrets: Vec<Secret>,
+    version: u64,
+    writes: usize,
+}
+
+impl Store {
+    fn find(&self, name: &str) -> Option<usize> {
+        self.secrets.iter().position(|s| s.metadata.name.as_deref() == Some(name))
+    }
+
+    /// Apply `plan`, stopping (as a killed process would) after `budget` writes.
+    fn apply(&mut self, plan: &EnsurePlan, budget: usize) {
+        for secret in plan.create.iter().chain(&plan.replace).take(budget) {
+            let name = secret.metadata.name.clone().expect("name");
+            self.version += 1;
+            let mut stored = secret.clone();
+            stored.metadata.resource_version = Some(self.version.to_string());
+            match (self.find(&name), &secret.metadata.resource_version) {
+                (None, None) => self.secrets.push(stored),
+                (Some(_), None) => {} // 409 AlreadyExists: another run created it
+                (Some(i), Some(version)) if self.secrets[i].metadata.resource_version.as_ref() == Some(version) => {
+                    self.secrets[i] = stored
+                }
+                _ => {} // 409 Conflict: stale
+            }
+            self.writes += 1;
+        }
+    }
+
+    fn named(&self, name: &str) -> &Secret {
+        &self.secrets[self.find(name).unwrap_or_else(|| panic!("{name} is missing"))]
+    }
+
+    fn data(&self, name: &str, key: &str) -> String {
+        String::from_utf8(self.named(name).data.as_ref().expect("data")[key].0.clone()).expect("utf-8")
+    }
+}
+
+const ALL: [&str; 8] = [
+    "al9qy-cluster-ca",
+    "al9qy-etcd-ca",
+    "al9qy-api",
+    "al9qy-calico-etcd-client",
+    "al9qy-etcd",
+    "al9qy-service-account",
+    "al9qy-worker",
+    "al9qy-encryption-provider-config",
+];
+
+fn names_of(secrets: &[Secret]) -> Vec<&str> {
+    secrets.iter().filter_map(|s| s.metadata.name.as_deref()).collect()
+}
+
+/// Every leaf names the CA that its CA Secret holds.
+fn assert_consistent(store: &Store) {
+    for (leaf, ca) in [
+        ("al9qy-api", "al9qy-cluster-ca"),
+        ("al9qy-worker", "al9qy-cluster-ca"),
+        ("al9qy-service-account", "al9qy-cluster-ca"),
+        ("al9qy-etcd", "al9qy-etcd-ca"),
+        ("al9qy-calico-etcd-client", "al9qy-etcd-ca"),
+    ] {
+        assert_eq!(store.data(leaf, "ca"), store.data(ca, "crt"), "{leaf} is not of {ca}");
+    }
+}
+
+#[test]
+fn a_cluster_without_secrets_gets_its_cas_then_its_certificates_then_its_key() {
+    let names = aws_names();
+    let plan = plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert_eq!(names_of(&plan.create), ALL);
+    assert!(plan.replace.is_empty() && plan.foreign_problems.is_empty());
+    assert!(plan.create.iter().all(issued_here));
+    let printed = format!("{plan:?}");
+    assert!(!printed.contains("PRIVATE KEY") && !printed.contains("aescbc"), "{printed}");
+
+    let mut store = Store::default();
+    store.apply(&plan, usize::MAX);
+    assert_consistent(&store);
+    let again =
+        pki::ensure::plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert!(again.is_empty(), "{again:?}");
+    // Due at two thirds of the leaves' validity: from five minutes before issuance to a year
+    // after it.
+    let due = now() - Duration::from_secs(300) + Duration::from_secs(365 * 86_400 + 300) * 2 / 3;
+    assert_eq!(again.next_renewal, Some(due));
+}
+
+#[test]
+fn a_process_killed_at_any_write_leaves_exactly_one_ca_of_each_kind_and_one_key() {
+    let names = aws_names();
+    for kill_after in 0..ALL.len() {
+        let mut store = Store::default();
+        // Killed after `kill_after` writes, restarted, killed again after one more, restarted.
+        let first = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+        store.apply(&first, kill_after);
+        let second = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+        store.apply(&second, 1);
+        let third = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+        store.apply(&third, usize::MAX);
+
+        let mut stored = names_of(&store.secrets);
+        stored.sort();
+        let mut all = ALL.to_vec();
+        all.sort();
+        assert_eq!(stored, all, "killed after {kill_after} writes");
+        assert_consistent(&store);
+        let settled = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+        assert!(settled.is_empty(), "killed after {kill_after}: {settled:?}");
+        // A CA written before the kill is the one that stays.
+        if kill_after >= 1 {
+            let first_ca = &first.create[0].data.as_ref().expect("data")["crt"].0;
+            assert_eq!(
+                store.data("al9qy-cluster-ca", "crt").as_bytes(),
+                first_ca.as_slice(),
+                "killed after {kill_after}"
+            );
+        }
+    }
+}
+
+#[test]
+fn certificates_issued_here_are_renewed_at_two_thirds_and_the_cas_and_key_stay() {
+    let names = aws_names();
+    let mut store = Store::default();
+    store.apply(&plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan"), usize::MAX);
+    let before: Vec<(String, String)> = ALL
+        .iter()
+        .map(|n| (n.to_string(), store.data(n, if n.ends_with("config") { "encryption" } else { "crt" })))
+        .collect();
+
+    let early = plan(
+        &store.secrets,
+        &request(&names, now() + Duration::from_secs(240 * 86_400), EncryptionFormat::ProviderConfig),
+    )
+    .expect("plan");
+    assert!(early.is_empty(), "{early:?}");
+
+    let later = now() + Duration::from_secs(245 * 86_400);
+    let renew = plan(&store.secrets, &request(&names, later, EncryptionFormat::ProviderConfig)).expect("plan");
+    assert!(renew.create.is_empty(), "{renew:?}");
+    assert_eq!(names_of(&renew.replace), &ALL[2..7]);
+    store.apply(&renew, usize::MAX);
+    for (name, old) in &before {
+        let key = if name.ends_with("config") { "encryption" } else { "crt" };
+        let unchanged = name.ends_with("-ca") || name.ends_with("config");
+        assert_eq!(&store.data(name, key) == old, unchanged, "{name}");
+    }
+    assert_consistent(&store);
+    assert!(plan(&store.secrets, &request(&names, later, EncryptionFormat::ProviderConfig)).expect("plan").is_empty());
+}
+
+#[test]
+fn secrets_someone_else_wrote_are_never_written_and_their_problems_are_named() {
+    let names = aws_names();
+    let mut store = Store::default();
+    store.apply(&plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan"), usize::MAX);
+    // cert-operator's api Secret (no issued-by label) whose key is the worker's; and an
+    // encryption config from the encryption-provider operator.
+    let worker_key = store.named("al9qy-worker").data.as_ref().expect("data")["key"].clone();
+    for name in ["al9qy-api", "al9qy-encryption-provider-config"] {
+        let i = store.find(name).expect("stored");
+        store.secrets[i].metadata.labels.as_mut().expect("labels").remove(secret::ISSUED_BY_LABEL);
+    }
+    let i = store.find("al9qy-api").expect("api");
+    store.secrets[i].data.as_mut().expect("data").insert("key".into(), worker_key);
+
+    let later = now() + Duration::from_secs(300 * 86_400);
+    let plan = plan(&store.secrets, &request(&names, later, EncryptionFormat::ProviderConfig)).expect("plan");
+    assert!(!names_of(&plan.replace).contains(&"al9qy-api"), "{plan:?}");
+    assert!(!names_of(&plan.create).iter().any(|n| n.contains("encryption")), "{plan:?}");
+    assert_eq!(plan.foreign_problems.len(), 1, "{plan:?}");
+    let problem = &plan.foreign_problems[0];
+    assert_eq!((problem.secret.as_str(), problem.certificate.as_str()), ("al9qy-api", "api"));
+    assert_eq!(problem.problem, CertificateProblem::KeyMismatch);
+    // The others, ours, are renewed as usual.
+    assert_eq!(
+        names_of(&plan.replace),
+        ["al9qy-calico-etcd-client", "al9qy-etcd", "al9qy-service-account", "al9qy-worker"]
+    );
+}
+
+#[test]
+fn a_replaced_ca_reissues_every_certificate_it_signs_and_an_unreadable_one_stops_everything() {
+    let names = aws_names();
+    let mut store = Store::default();
+    store.apply(&plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan"), usize::MAX);
+    // The etcd CA Secret deleted: a new etcd CA, and both etcd leaves from it; the cluster CA's
+    // leaves stay.
+    let i = store.find("al9qy-etcd-ca").expect("etcd ca");
+    store.secrets.remove(i);
+    let plan1 = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert_eq!(names_of(&plan1.create), ["al9qy-etcd-ca"]);
+    assert_eq!(names_of(&plan1.replace), ["al9qy-calico-etcd-client", "al9qy-etcd"]);
+    store.apply(&plan1, usize::MAX);
+    assert_consistent(&store);
+
+    let i = store.find("al9qy-cluster-ca").expect("cluster ca");
+    store.secrets[i].data.as_mut().expect("data").insert("key".into(), k8s_openapi::ByteString(b"garbage".to_vec()));
+    let err =
+        plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect_err("unreadable CA");
+    assert_eq!(err, pki::PkiError::Authority { authority: "cluster", problem: CertificateProblem::UnreadableKey });
+}
+
+#[test]
+fn kvm_clusters_get_the_randomkey_secret_once() {
+    let names = aws_names();
+    let first = plan(&[], &request(&names, now(), EncryptionFormat::RandomKey)).expect("plan");
+    let key = first.create.last().expect("key");
+    assert_eq!(key.metadata.name.as_deref(), Some("al9qy-encryption"));
+    let labels = key.metadata.labels.as_ref().expect("labels");
+    assert_eq!(labels.get("giantswarm.io/randomkey").map(String::as_str), Some("encryption"));
+    let value = String::from_utf8(key.data.as_ref().expect("data")["encryption"].0.clone()).expect("utf-8");
+    assert_eq!(value.len(), 44, "32 bytes, base64");
+
+    // A randomkey Secret of another name (the randomkeys producer's) counts as the key.
+    let mut theirs = key.clone();
+    theirs.metadata.name = Some("al9qy-randomkeys".into());
+    theirs.metadata.labels.as_mut().expect("labels").remove(secret::ISSUED_BY_LABEL);
+    let again = plan(&[theirs], &request(&names, now(), EncryptionFormat::RandomKey)).expect("plan");
+    assert!(!names_of(&again.create).contains(&"al9qy-encryption"), "{again:?}");
+}
