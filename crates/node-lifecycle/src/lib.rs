@@ -16,6 +16,8 @@
 //! * [`maintenance`]: weekly maintenance windows in a time zone (daylight-saving changes
 //!   included), the max-age choice of the next node to replace, and the [`maintenance::Clock`]
 //!   the controllers share, as pure functions;
+//! * [`pki_secrets`]: a workload cluster's PKI and encryption key as Secrets in the management
+//!   cluster, issued when absent and renewed when due ([`pki::ensure`] decides);
 //! * [`slots`]: rollout limits (clusters rolling per management cluster, node pools rolling per
 //!   cluster) as Leases that every replica shares and that survive restarts.
 //!
@@ -46,6 +48,7 @@ pub mod clients;
 pub mod disruption;
 pub mod drain;
 pub mod maintenance;
+pub mod pki_secrets;
 pub mod slots;
 pub mod unhealthy;
 

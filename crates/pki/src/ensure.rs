@@ -3,6 +3,9 @@
 //!
 //! - A Secret someone else wrote (no [`ISSUED_BY_LABEL`](crate::secret::ISSUED_BY_LABEL)) is
 //!   never written: it is checked, and its problems are reported for the cluster's status.
+//! - A cluster with any certificate someone else wrote brings its own PKI: no certificate or CA
+//!   is issued for it (certificates of two CAs would not trust each other), and the missing ones
+//!   are reported ([`EnsurePlan::missing`]).
 //! - A missing certificate is issued; one issued here is issued again when it is due for
 //!   renewal, when it no longer passes its checks (the cluster's names changed), or when its CA
 //!   is no longer the cluster's (the CA Secret was replaced), so that all the leaves of a CA
@@ -77,6 +80,9 @@ pub struct EnsurePlan {
     pub replace: Vec<Secret>,
     /// Certificates someone else wrote that fail their checks; they are left as they are.
     pub foreign_problems: Vec<ForeignProblem>,
+    /// Certificates that are missing from a cluster that brings its own: the operator waits for
+    /// them.
+    pub missing: Vec<String>,
     /// The earliest moment a certificate issued here becomes due for renewal.
     pub next_renewal: Option<SystemTime>,
 }
@@ -88,6 +94,7 @@ impl std::fmt::Debug for EnsurePlan {
             .field("create", &names(&self.create))
             .field("replace", &names(&self.replace))
             .field("foreign_problems", &self.foreign_problems)
+            .field("missing", &self.missing)
             .field("next_renewal", &self.next_renewal)
             .finish()
     }
@@ -136,10 +143,15 @@ pub fn plan(existing: &[Secret], request: &EnsureRequest<'_>) -> Result<EnsurePl
         Ok(ca)
     };
 
+    let brings_its_own = ours.iter().any(|s| label(s, CERTIFICATE_LABEL).is_some() && !issued_here(s));
     let mut leaves_to_create = Vec::new();
     for (index, profile) in leaf_profiles(request.names)?.into_iter().enumerate() {
         let leaf_serial = 100 + index as u64;
         let found = ours.iter().copied().find(|s| label(s, CERTIFICATE_LABEL) == Some(profile.name.as_str()));
+        if found.is_none() && brings_its_own {
+            plan.missing.push(profile.name.clone());
+            continue;
+        }
         let Some(found) = found else {
             let ca = authority(profile.authority, &mut plan)?;
             leaves_to_create.push(secret::certificate_secret(

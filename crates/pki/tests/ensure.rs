@@ -246,3 +246,24 @@ fn kvm_clusters_get_the_randomkey_secret_once() {
     let again = plan(&[theirs], &request(&names, now(), EncryptionFormat::RandomKey)).expect("plan");
     assert!(!names_of(&again.create).contains(&"al9qy-encryption"), "{again:?}");
 }
+
+#[test]
+fn a_cluster_that_brings_its_own_certificates_gets_none_issued() {
+    let names = aws_names();
+    // cert-operator's api certificate, from a PKI of its own.
+    let theirs = pki::issue_cluster_pki(&names, &IssueOptions::at(now())).expect("theirs");
+    let mut api = secret::certificate_secret("org-umbra", "al9qy", theirs.certificate("api").expect("api"));
+    api.metadata.labels.as_mut().expect("labels").remove(secret::ISSUED_BY_LABEL);
+    let plan = plan(&[api.clone()], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert_eq!(names_of(&plan.create), ["al9qy-encryption-provider-config"], "only the key: {plan:?}");
+    assert_eq!(plan.missing, ["calico-etcd-client", "etcd", "service-account", "worker"]);
+    assert!(plan.foreign_problems.is_empty(), "{plan:?}");
+
+    // A placeholder is reported, and still nothing is issued beside it.
+    api.data.as_mut().expect("data").insert("crt".into(), k8s_openapi::ByteString(b"api crt".to_vec()));
+    let plan = pki::ensure::plan(&[api], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert_eq!(plan.foreign_problems.len(), 1);
+    assert_eq!(plan.foreign_problems[0].problem, CertificateProblem::Unreadable { field: "crt" });
+    assert_eq!(plan.missing.len(), 4);
+    assert!(!names_of(&plan.create).iter().any(|n| n.ends_with("-ca")), "{plan:?}");
+}
