@@ -528,6 +528,20 @@ impl AWSCluster {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": MASTER_COUNT_RULE,
+        "message": "spec.replicas cannot go down: removing masters deletes their etcd volumes and data. A control plane may go from 1 master to 3, not back; fewer masters need a new cluster restored from an etcd backup",
+        "fieldPath": ".replicas",
+        "reason": "FieldValueForbidden"
+    },
+    {
+        "rule": MASTER_ZONES_RULE,
+        "message": "spec.availabilityZones cannot move an existing master to another zone: that replaces its etcd volume and network interface and deletes its data. Keep the existing masters' zones in their places (one zone may be extended to three, keeping it first); moving masters needs a new cluster restored from an etcd backup",
+        "fieldPath": ".availabilityZones",
+        "reason": "FieldValueForbidden"
+    }
+]))]
 pub struct AWSControlPlaneSpec {
     /// The masters' availability zones: one, or three for high availability (two are
     /// tolerated: the third master wraps around to the first zone).
@@ -542,6 +556,16 @@ pub struct AWSControlPlaneSpec {
     #[schemars(extend("enum" = [1, 3]))]
     pub replicas: Option<i32>,
 }
+
+/// CEL transition rule of [`AWSControlPlaneSpec`]: the master count
+/// ([`AWSControlPlaneSpec::master_replicas`]) never goes down, because a master removed takes its
+/// etcd volume with it.
+pub const MASTER_COUNT_RULE: &str = "(has(self.replicas) ? self.replicas : (size(self.availabilityZones) == 3 ? 3 : 1)) >= (has(oldSelf.replicas) ? oldSelf.replicas : (size(oldSelf.availabilityZones) == 3 ? 3 : 1))";
+
+/// CEL transition rule of [`AWSControlPlaneSpec`]: every existing master keeps its zone. The
+/// k-th master sits in zone `k mod len(zones)` (as aws-operator lays them out), and its etcd
+/// volume and interface cannot change zone without being replaced.
+pub const MASTER_ZONES_RULE: &str = "[0, 1, 2].all(k, k >= (has(oldSelf.replicas) ? oldSelf.replicas : (size(oldSelf.availabilityZones) == 3 ? 3 : 1)) || k >= (has(self.replicas) ? self.replicas : (size(self.availabilityZones) == 3 ? 3 : 1)) || self.availabilityZones[k % size(self.availabilityZones)] == oldSelf.availabilityZones[k % size(oldSelf.availabilityZones)])";
 
 /// The observed state of an `AWSControlPlane`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -1104,6 +1128,13 @@ mod tests {
         assert_eq!(spec["availabilityZones"]["items"]["pattern"], AVAILABILITY_ZONE_PATTERN);
         assert_eq!(spec["instanceType"]["pattern"], INSTANCE_TYPE_PATTERN);
         assert_eq!(spec["replicas"]["enum"], json!([1, 3]));
+        let rules: Vec<&str> = cp["properties"]["spec"]["x-kubernetes-validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["rule"].as_str())
+            .collect();
+        assert_eq!(rules, [MASTER_COUNT_RULE, MASTER_ZONES_RULE]);
 
         let md = schema(&AWSMachineDeployment::crd());
         let spec = &md["properties"]["spec"]["properties"];

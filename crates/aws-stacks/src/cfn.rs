@@ -77,6 +77,9 @@ pub struct Resource {
     pub update_policy: Option<Value>,
     /// The `DeletionPolicy` attribute.
     pub deletion_policy: Option<DeletionPolicy>,
+    /// The `UpdateReplacePolicy` attribute: what happens to the old physical resource when an
+    /// update replaces it (same values as `DeletionPolicy`).
+    pub update_replace_policy: Option<DeletionPolicy>,
 }
 
 impl Resource {
@@ -88,6 +91,7 @@ impl Resource {
             depends_on: Vec::new(),
             update_policy: None,
             deletion_policy: None,
+            update_replace_policy: None,
         }
     }
 
@@ -118,6 +122,12 @@ impl Resource {
         self
     }
 
+    /// Sets the `UpdateReplacePolicy` attribute.
+    pub fn update_replace_policy(mut self, policy: DeletionPolicy) -> Self {
+        self.update_replace_policy = Some(policy);
+        self
+    }
+
     /// A property by name, for inspection in tests and by callers.
     pub fn property(&self, name: &str) -> Option<&Value> {
         self.properties.get(name)
@@ -137,6 +147,9 @@ impl Resource {
         }
         if let Some(policy) = self.deletion_policy {
             out.insert("DeletionPolicy".into(), Value::String(policy.as_str().into()));
+        }
+        if let Some(policy) = self.update_replace_policy {
+            out.insert("UpdateReplacePolicy".into(), Value::String(policy.as_str().into()));
         }
         Value::Object(out)
     }

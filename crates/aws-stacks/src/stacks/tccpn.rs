@@ -250,9 +250,16 @@ pub fn render(p: &Params) -> Template {
         if let Some(tp) = p.etcd_volume.throughput.filter(|t| (125..=1000).contains(t)) {
             vol["Throughput"] = json!(tp);
         }
-        // Keep etcd data when the stack goes away by accident? Upstream deletes it with the
-        // stack, and cluster deletion relies on that, so the default policy stays.
-        t.add(volume.clone(), Resource::new("AWS::EC2::Volume", vol));
+        // A volume that leaves the stack, or that an update would replace, is snapshotted
+        // first: etcd's data outlives a mistaken edit or deletion. The control-plane
+        // controller refuses the edits that would replace one ([`etcd_replacements`]); this is
+        // the second line.
+        t.add(
+            volume.clone(),
+            Resource::new("AWS::EC2::Volume", vol)
+                .deletion_policy(cfn::DeletionPolicy::Snapshot)
+                .update_replace_policy(cfn::DeletionPolicy::Snapshot),
+        );
 
         t.add(
             lt.clone(),
@@ -541,6 +548,52 @@ fn add_iam(t: &mut Template, p: &Params) {
     }
 }
 
+/// A master's etcd volume or interface that deploying a template would replace or remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdReplacement {
+    /// The logical ID in the deployed stack, e.g. `EtcdVolume2`.
+    pub logical_id: String,
+    /// What would happen to it, e.g. `moves from zone eu-central-1a to eu-central-1b`.
+    pub change: String,
+}
+
+impl std::fmt::Display for EtcdReplacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.logical_id, self.change)
+    }
+}
+
+/// The etcd volumes and interfaces of the `deployed` TCCPN template (as `GetTemplate` returns
+/// it) that the `desired` template would replace or remove: a volume whose zone changes, an
+/// interface whose subnet changes (both properties force a replacement), or either one gone
+/// from the template (fewer masters). Each of them is an etcd member's data or its peer
+/// address; losing one loses the member. Empty when deploying `desired` keeps them all.
+pub fn etcd_replacements(deployed: &Value, desired: &Template) -> Vec<EtcdReplacement> {
+    let Some(resources) = deployed.get("Resources").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (logical_id, resource) in resources {
+        let property = match resource.get("Type").and_then(Value::as_str) {
+            Some("AWS::EC2::Volume") if logical_id.starts_with("EtcdVolume") => "AvailabilityZone",
+            Some("AWS::EC2::NetworkInterface") if logical_id.starts_with("MasterEni") => "SubnetId",
+            _ => continue,
+        };
+        let before = resource.get("Properties").and_then(|p| p.get(property));
+        let change = match desired.resource(logical_id) {
+            None => "would be deleted (the master count went down)".to_string(),
+            Some(r) if r.property(property) != before => {
+                let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("?").to_string();
+                let what = if property == "AvailabilityZone" { "zone" } else { "subnet" };
+                format!("would move from {what} {} to {}", text(before), text(r.property(property)))
+            }
+            Some(_) => continue,
+        };
+        out.push(EtcdReplacement { logical_id: logical_id.clone(), change });
+    }
+    out
+}
+
 /// The TCCPN stack outputs, typed; change detection compares them with the desired state (§5.9).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outputs {
@@ -676,6 +729,48 @@ pub(crate) mod tests {
             t.resources["EtcdRecordSet2"].properties["ResourceRecords"][0],
             cfn::get_att("MasterEni2", "PrimaryPrivateIpAddress")
         );
+    }
+
+    #[test]
+    fn etcd_volumes_are_snapshotted_when_they_leave_or_are_replaced() {
+        let v = render(&params(3)).to_value();
+        for id in ["EtcdVolume", "EtcdVolume2", "EtcdVolume3"] {
+            assert_eq!(v["Resources"][id]["DeletionPolicy"], "Snapshot", "{id}");
+            assert_eq!(v["Resources"][id]["UpdateReplacePolicy"], "Snapshot", "{id}");
+        }
+        assert!(v["Resources"]["MasterEni"].get("DeletionPolicy").is_none());
+    }
+
+    #[test]
+    fn etcd_replacements_name_moved_and_removed_members() {
+        let deployed = render(&params(3)).to_value();
+        assert_eq!(etcd_replacements(&deployed, &render(&params(3))), vec![]);
+        // Another instance type replaces instances, not etcd members.
+        let mut bigger = params(3);
+        bigger.instance_type = "m5.2xlarge".into();
+        assert_eq!(etcd_replacements(&deployed, &render(&bigger)), vec![]);
+
+        // Three to one: members 2 and 3 go; the first keeps its logical IDs and zone.
+        let ids: Vec<String> =
+            etcd_replacements(&deployed, &render(&params(1))).into_iter().map(|r| r.logical_id).collect();
+        assert_eq!(ids, ["EtcdVolume2", "EtcdVolume3", "MasterEni2", "MasterEni3"]);
+
+        // Zones rotated: every member moves.
+        let mut rotated = params(3);
+        let azs = [
+            ("eu-central-1b", "subnet-priv-b"),
+            ("eu-central-1c", "subnet-priv-c"),
+            ("eu-central-1a", "subnet-priv-a"),
+        ]
+        .map(|(a, s)| (a.to_string(), s.to_string()));
+        rotated.masters = masters(3, &azs).expect("layout");
+        let found = etcd_replacements(&deployed, &render(&rotated));
+        assert_eq!(found.len(), 6, "{found:?}");
+        assert_eq!(found[0].to_string(), "EtcdVolume would move from zone eu-central-1a to eu-central-1b");
+
+        // One to three keeps the first member where it is.
+        let one = render(&params(1)).to_value();
+        assert_eq!(etcd_replacements(&one, &render(&params(3))), vec![]);
     }
 
     #[test]

@@ -849,7 +849,7 @@ impl Api {
                 let pruned = schema.prune(&mut value);
                 unknown(pruned, warnings)?;
                 schema.apply_defaults(&mut value);
-                let errors = schema.validate(&value);
+                let errors = schema.validate_with_rules(&value, old);
                 if !errors.is_empty() {
                     return Err(ApiError::invalid(def, name, &errors));
                 }

@@ -16,10 +16,10 @@
 //!    `$ref`/`definitions`/`dependencies`/`patternProperties`/`additionalItems`/`id`, no
 //!    `uniqueItems`, `properties` and `additionalProperties` mutually exclusive, no defaults
 //!    in the root `metadata`/`apiVersion`/`kind`, the list- and map-type extensions, the
-//!    static parts of `x-kubernetes-validations`);
+//!    static parts of `x-kubernetes-validations` and that their CEL compiles);
 //! 3. only if nothing else failed, why the schema could not be made structural at all.
 //!
-//! CEL rules are not compiled, and the status-subresource restrictions on the root schema are
+//! CEL rules are not type-checked, and the status-subresource restrictions on the root schema are
 //! left to the caller, which knows the subresources.
 
 use std::collections::{BTreeMap, HashSet};
@@ -408,7 +408,8 @@ fn check_map_and_list_types(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Ve
     }
 }
 
-/// The static checks of `x-kubernetes-validations` rules (their CEL is not compiled).
+/// The checks of `x-kubernetes-validations` rules at CRD creation: their shape, and that their
+/// CEL compiles.
 fn check_validation_rules(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<FieldError>) {
     const REASONS: [&str; 4] =
         ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
@@ -437,6 +438,11 @@ fn check_validation_rules(s: &JSONSchemaProps, path: &FieldPath, errs: &mut Vec<
                 p.child("message").as_field(),
                 "message must be specified if rule contains line breaks",
             ));
+        }
+        if !trimmed_rule.is_empty()
+            && let Some(why) = super::cel::compile_error(&rule.rule)
+        {
+            errs.push(FieldError::invalid(p.child("rule").as_field(), rule.rule.as_str(), why));
         }
         let expr = rule.message_expression.as_deref().unwrap_or("");
         if !expr.is_empty() && expr.trim().is_empty() {
@@ -651,7 +657,7 @@ fn has_anything_but_type_and_default(s: &Node) -> bool {
         || s.list_type.is_some()
         || !s.list_map_keys.is_empty()
         || s.map_type.is_some()
-        || s.has_validations
+        || !s.validations.is_empty()
         || has_value_validations(s)
 }
 
@@ -768,7 +774,7 @@ fn check_nested(
     if v.map_type.is_some() {
         forbid(errs, "x-kubernetes-map-type", "must be undefined to be structural");
     }
-    if v.has_validations {
+    if !v.validations.is_empty() {
         forbid(errs, "x-kubernetes-validations", "must be empty to be structural");
     }
     if v.properties.contains_key("metadata") {

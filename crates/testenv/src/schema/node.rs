@@ -104,8 +104,8 @@ pub(crate) struct Node {
     pub list_map_keys: Vec<String>,
     /// `x-kubernetes-map-type`.
     pub map_type: Option<String>,
-    /// Whether `x-kubernetes-validations` holds rules (not evaluated; see the module docs).
-    pub has_validations: bool,
+    /// `x-kubernetes-validations`, compiled ([`super::cel`]).
+    pub validations: Vec<super::cel::Rule>,
 
     /// `maximum`.
     pub maximum: Option<f64>,
@@ -248,7 +248,7 @@ impl Node {
             list_type: props.x_kubernetes_list_type.clone(),
             list_map_keys: props.x_kubernetes_list_map_keys.clone().unwrap_or_default(),
             map_type: props.x_kubernetes_map_type.clone(),
-            has_validations: props.x_kubernetes_validations.as_ref().is_some_and(|v| !v.is_empty()),
+            validations: super::cel::rules(props.x_kubernetes_validations.as_ref()),
             maximum: props.maximum,
             exclusive_maximum: props.exclusive_maximum == Some(true),
             minimum: props.minimum,

@@ -994,3 +994,46 @@ fn test_schema_is_cheap_to_clone_and_shares_shape() {
     let t = s.clone();
     assert!(Arc::ptr_eq(&s.shape(), &t.shape()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// CEL rules
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cel_rules_run_on_create_and_transition_rules_on_update_only() {
+    let s = schema(json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.size >= oldSelf.size", "message": "size cannot go down", "fieldPath": ".size", "reason": "FieldValueForbidden"},
+            {"rule": "self.names.all(n, n != 'root')", "message": "root is reserved"}
+        ],
+        "properties": {"size": {"type": "integer"}, "names": {"type": "array", "items": {"type": "string"}}}
+    }}}));
+    let obj = |size: i64, names: Value| json!({"apiVersion": "example.com/v1", "kind": "Foo", "spec": {"size": size, "names": names}});
+    // On create, the transition rule is skipped; the other one runs.
+    assert!(messages(&s.validate_with_rules(&obj(1, json!(["a"])), None)).is_empty());
+    assert_eq!(
+        messages(&s.validate_with_rules(&obj(1, json!(["root"])), None)),
+        [r#"spec: Invalid value: "object": root is reserved"#]
+    );
+    // On update, both run against the old object.
+    let old = obj(3, json!(["a"]));
+    assert!(messages(&s.validate_with_rules(&obj(4, json!(["a"])), Some(&old))).is_empty());
+    assert_eq!(
+        messages(&s.validate_with_rules(&obj(2, json!(["a"])), Some(&old))),
+        ["spec.size: Forbidden: size cannot go down"]
+    );
+    // Ratcheting: an unchanged spec is not checked again, even if a rule now rejects it.
+    let stale = obj(1, json!(["root"]));
+    assert!(messages(&s.validate_with_rules(&stale, Some(&stale))).is_empty());
+}
+
+#[test]
+fn cel_rules_that_do_not_compile_refuse_the_crd() {
+    let errs = compile_errors(json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.x >"}]}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("x-kubernetes-validations[0].rule: Invalid value: \"self.x >\": compilation failed"),
+        "{errs:?}"
+    );
+}

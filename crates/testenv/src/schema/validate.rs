@@ -28,7 +28,7 @@
 //! 3. **List types** (`schema/listtype`): items of `x-kubernetes-list-type: set` lists and the
 //!    keys of `map` lists must be unique (`Duplicate value`), and `map` list items objects.
 //!
-//! `x-kubernetes-validations` (CEL) rules are not evaluated.
+//! `x-kubernetes-validations` (CEL) rules are evaluated after these passes (`super::cel`).
 
 use std::collections::HashMap;
 

@@ -335,6 +335,19 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let hash = desired_hash(&desired);
         // The deployed stack, when it differs from the desired one.
         let changing = observed.as_ref().filter(|v| v.template_hash() != Some(hash.as_str()));
+        // An edit that would replace or remove an etcd member's volume or interface is refused
+        // before anything is deployed, whether or not the API server's rules let it in (an
+        // object from before those rules, or one written around them).
+        if changing.is_some()
+            && let Some(deployed) =
+                crate::aws::stacks::deployed_template(&shared, &tenant, StackKind::Tccpn, &name).await?
+        {
+            let replaced = tccpn::etcd_replacements(&deployed, &desired.template);
+            if !replaced.is_empty() {
+                let err = ResourceError::msg(ETCD_REPLACEMENT_REFUSED, etcd_refusal(obj, &name, &replaced)).permanent();
+                return Err(reject(state, obj, err).await);
+            }
+        }
         // An upgrade replaces HA masters through their terminating hook, which drains each
         // through the workload cluster: while it cannot be reached, the roll waits.
         let held = match changing {
@@ -501,6 +514,21 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
 
 /// The `Ready` reason of a control plane whose masters' upgrade waits for the workload cluster.
 pub const WORKLOAD_CLUSTER_UNREACHABLE: &str = "WorkloadClusterUnreachable";
+
+/// The `Ready` reason of a control plane whose spec would replace or remove a master's etcd
+/// volume or interface; the stack is left as it is.
+pub const ETCD_REPLACEMENT_REFUSED: &str = "EtcdReplacementRefused";
+
+/// What a person reads when an edit would replace etcd members: the fields, what would happen,
+/// and the supported path.
+fn etcd_refusal(obj: &AWSControlPlane, stack: &str, replaced: &[tccpn::EtcdReplacement]) -> String {
+    let what: Vec<String> = replaced.iter().map(ToString::to_string).collect();
+    format!(
+        "{}: spec.availabilityZones or spec.replicas changed in a way that would replace or delete masters' etcd          data in stack {stack} ({}); nothing was deployed. Set spec.availabilityZones and spec.replicas back to          what is deployed. A running control plane may only go from one master to three (spec.replicas 3, the          first zone kept first in spec.availabilityZones); moving masters to other zones or removing masters          needs a new cluster restored from an etcd backup",
+        controllers::status::describe(obj),
+        what.join(", ")
+    )
+}
 
 /// The hash `ensure` compares with the deployed stack's.
 fn desired_hash(desired: &DesiredStack) -> String {
