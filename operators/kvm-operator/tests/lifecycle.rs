@@ -354,7 +354,33 @@ async fn an_invalid_spec_is_named_once_in_its_condition_and_event() -> anyhow::R
     let w = World::start().await?;
     let mut config = kvm_config();
     config.spec.cluster.workers[0].id = "m1a".into();
-    w.configs().create(&PostParams::default(), &config).await?;
+    // The CRD's rules refuse it at the API server.
+    match w.configs().create(&PostParams::default(), &config).await {
+        Err(kube::Error::Api(e)) if e.code == 422 => {
+            assert!(e.message.contains("a node id is used by both a master and a worker"), "{}", e.message)
+        }
+        other => anyhow::bail!("the API server accepted a node id used twice: {other:?}"),
+    }
+    // An object that got past them (its CRD predates the rules) is refused by the operator.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(w.client.clone());
+    let mut crd = crds.get("kvmconfigs.provider.giantswarm.io").await?;
+    for version in &mut crd.spec.versions {
+        if let Some(spec) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+        {
+            spec.x_kubernetes_validations = None;
+        }
+    }
+    crds.replace("kvmconfigs.provider.giantswarm.io", &PostParams::default(), &crd).await?;
+    eventually("the CRD without its rules to be served", 20, || async {
+        Ok(w.configs().create(&PostParams::default(), &config).await.ok().map(|_| ()))
+    })
+    .await?;
     let (status, message) = not_ready(&w, "").await?;
     assert_eq!(status, "InvalidSpec");
     assert!(
