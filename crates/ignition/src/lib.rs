@@ -354,15 +354,39 @@ pub fn check_path(path: &str) -> Result<(), IgnitionError> {
     }
 }
 
-/// The systemd mount unit name of an absolute path without characters that need escaping
-/// (`/var/lib/docker` → `var-lib-docker.mount`).
-pub fn mount_unit_name(path: &str) -> String {
-    format!("{}.mount", path.trim_start_matches('/').replace('/', "-"))
+/// A path escaped as `systemd-escape --path` escapes it (systemd's `unit_name_path_escape`):
+/// the path is simplified (duplicate and trailing `/` removed), the root becomes `-`, each `/`
+/// becomes `-`, a leading `.` and every byte outside `[A-Za-z0-9:_.]` become `\xNN`
+/// (`/data/t4wzk-data` → `data-t4wzk\x2ddata`).
+pub fn systemd_escape_path(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    if parts.is_empty() {
+        return "-".to_owned();
+    }
+    let joined = parts.join("/");
+    let mut out = String::with_capacity(joined.len());
+    for (i, byte) in joined.bytes().enumerate() {
+        match byte {
+            b'/' => out.push('-'),
+            b'.' if i == 0 => out.push_str("\\x2e"),
+            b if b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.') => out.push(b as char),
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
 }
 
-/// The systemd automount unit name of a path (`/var/lib/etcd` → `var-lib-etcd.automount`).
+/// The systemd mount unit name of an absolute path, escaped by [`systemd_escape_path`]
+/// (`/var/lib/docker` → `var-lib-docker.mount`, `/data/a-b` → `data-a\x2db.mount`): systemd
+/// refuses a mount unit whose name does not match its `Where=`.
+pub fn mount_unit_name(path: &str) -> String {
+    format!("{}.mount", systemd_escape_path(path))
+}
+
+/// The systemd automount unit name of a path (`/var/lib/etcd` → `var-lib-etcd.automount`),
+/// escaped like [`mount_unit_name`].
 pub fn automount_unit_name(path: &str) -> String {
-    format!("{}.automount", path.trim_start_matches('/').replace('/', "-"))
+    format!("{}.automount", systemd_escape_path(path))
 }
 
 /// JSON with object keys sorted at every level: equal values give equal strings, whatever
@@ -635,6 +659,20 @@ mod tests {
         assert_eq!(twice.validate(), Err(IgnitionError::DuplicatePath { path: "/opt/bin/hello".into() }));
         assert_eq!(mount_unit_name("/var/lib/docker"), "var-lib-docker.mount");
         assert_eq!(automount_unit_name("/var/lib/etcd"), "var-lib-etcd.automount");
+        assert_eq!(mount_unit_name("/data/t4wzk-data"), "data-t4wzk\\x2ddata.mount");
+        assert_eq!(automount_unit_name("/data/a-b"), "data-a\\x2db.automount");
+    }
+
+    /// The escaping is the one the real `systemd-escape --path` does.
+    #[test]
+    fn unit_names_match_systemd_escape() {
+        let paths = ["/var/lib/docker", "/data/t4wzk-data", "/", "/a//b/", "/.hidden/x", "/a b/c\\d", "/x:y_z.w", "/ü"];
+        for path in paths {
+            let out = std::process::Command::new("systemd-escape").args(["--path", path]).output().expect("systemd-escape");
+            assert!(out.status.success(), "systemd-escape --path {path:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let expected = String::from_utf8(out.stdout).expect("utf-8");
+            assert_eq!(systemd_escape_path(path), expected.trim_end_matches('\n'), "{path:?}");
+        }
     }
 
     #[test]
