@@ -54,8 +54,9 @@ use serde_json::json;
 use crate::cluster::{Cluster, Node, Role};
 use crate::names;
 
-/// The cert-operator certificates a master's config needs.
-pub const MASTER_CERTS: [&str; 4] = ["api", "calico-etcd-client", "etcd", "service-account"];
+/// The cert-operator certificates a master's config needs. `worker` is among them: a master's
+/// kubelet (its config and kubeconfig) authenticates with the worker certificate, as a worker's does.
+pub const MASTER_CERTS: [&str; 5] = ["api", "calico-etcd-client", "etcd", "service-account", "worker"];
 /// The cert-operator certificates a worker's config needs.
 pub const WORKER_CERTS: [&str; 2] = ["calico-etcd-client", "worker"];
 /// Where the TLS assets go: `<dir>/<cert>-{ca,crt,key}.pem`.
@@ -550,7 +551,10 @@ mod tests {
             assert_eq!(doc.text(&format!("/etc/kubernetes/ssl/{cert}-key.pem")), Some(format!("{cert} PRIVATE KEY")));
             assert_eq!(doc.modes[&format!("/etc/kubernetes/ssl/{cert}-key.pem")], 0o600);
         }
-        assert!(doc.file("/etc/kubernetes/ssl/worker-key.pem").is_none());
+        // A master's kubelet authenticates with the worker certificate its config names.
+        let kubelet_config = doc.text("/etc/kubernetes/config/kubelet.yaml").expect("kubelet config");
+        assert!(kubelet_config.contains("/etc/kubernetes/ssl/worker-ca.pem"), "{kubelet_config}");
+        assert!(doc.file("/etc/kubernetes/ssl/worker-key.pem").is_some());
         let encryption = doc.text(ENCRYPTION_CONFIG).expect("encryption config");
         assert!(encryption.contains("secret: c2VjcmV0LWVuY3J5cHRpb24ta2V5\n"), "{encryption}");
         assert_eq!(doc.modes[ENCRYPTION_CONFIG], 0o600);
