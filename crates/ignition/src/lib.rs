@@ -668,7 +668,8 @@ mod tests {
     fn unit_names_match_systemd_escape() {
         let paths = ["/var/lib/docker", "/data/t4wzk-data", "/", "/a//b/", "/.hidden/x", "/a b/c\\d", "/x:y_z.w", "/ü"];
         for path in paths {
-            let out = std::process::Command::new("systemd-escape").args(["--path", path]).output().expect("systemd-escape");
+            let out =
+                std::process::Command::new("systemd-escape").args(["--path", path]).output().expect("systemd-escape");
             assert!(out.status.success(), "systemd-escape --path {path:?}: {}", String::from_utf8_lossy(&out.stderr));
             let expected = String::from_utf8(out.stdout).expect("utf-8");
             assert_eq!(systemd_escape_path(path), expected.trim_end_matches('\n'), "{path:?}");
