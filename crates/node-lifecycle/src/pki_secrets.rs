@@ -2,15 +2,15 @@
 //! [`pki::ensure::plan`], shared by both operators.
 //!
 //! [`ensure`] reads the cluster's Secrets, plans, and writes: creates (never overwriting) what is
-//! missing, CAs first, and replaces only certificates it issued itself, each with the
-//! `resourceVersion` it read. A conflict (another replica, or a run this one interrupted, wrote
+//! missing, CAs first, and replaces only certificates it issued itself, each by a merge patch
+//! carrying the `resourceVersion` it read. A conflict (another replica, or a run this one interrupted, wrote
 //! first) reads and plans again. A process stopped at any point therefore leaves at most one CA
 //! of each kind and one encryption key, which the next call reads instead of generating again.
 
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use pki::ensure::{EncryptionFormat, EnsureRequest, ForeignProblem, plan};
 use pki::secret::{CLUSTER_LABEL, encryption_provider_config_secret_name};
@@ -100,7 +100,9 @@ pub async fn ensure(client: &Client, request: &EnsureRequest<'_>) -> Result<Ensu
         }
         for secret in &plan.replace {
             let name = secret.metadata.name.clone().unwrap_or_default();
-            match api.replace(&name, &PostParams::default(), secret).await {
+            // A merge patch carrying the resourceVersion it read: the same optimistic concurrency as
+            // an update, within the operators' `patch` permission.
+            match api.patch(&name, &PatchParams::default(), &Patch::Merge(secret)).await {
                 Ok(_) => ensured.replaced.push(name),
                 Err(e) if conflict(&e) => continue 'attempts,
                 Err(e) => return Err(kube_error(e)),
