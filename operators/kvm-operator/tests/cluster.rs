@@ -179,15 +179,21 @@ impl World {
     }
 }
 
-async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
+const CERTS: [&str; 5] = ["api", "calico-etcd-client", "etcd", "service-account", "worker"];
+
+/// Placeholder cert-operator Secrets for `certs`, and the randomkeys Secret when `key`.
+async fn create_secrets(client: &kube::Client, certs: &[&str], key: bool) -> anyhow::Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for cert in ["api", "calico-etcd-client", "etcd", "service-account", "worker"] {
+    for cert in certs {
         let secret: Secret = serde_json::from_value(serde_json::json!({
             "metadata": {"name": format!("{ID}-{cert}"),
                          "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
             "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
         }))?;
         secrets.create(&PostParams::default(), &secret).await?;
+    }
+    if !key {
+        return Ok(());
     }
     let key: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": format!("{ID}-encryption"),
@@ -243,7 +249,7 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
 
 async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
-    create_secrets(client).await?;
+    create_secrets(client, &CERTS, true).await?;
     // Worker w1a passes a host directory through: the local PersistentVolume of its mount tag
     // sizes the claim.
     let volume: PersistentVolume = serde_json::from_value(serde_json::json!({
@@ -436,6 +442,8 @@ async fn missing_certificates_get_a_condition_and_an_event_and_create_nothing() 
 
 async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
+    // The cluster brings its own certificates (one so far): the operator issues none beside them.
+    create_secrets(client, &["api"], false).await?;
     let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
     configs.create(&PostParams::default(), &kvm_config()).await?;
     let ready = eventually("Ready=False", || async {
@@ -445,7 +453,7 @@ async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
     .await?;
     assert_eq!(ready.reason, "MissingCertificates");
     assert!(
-        ready.message.contains("api, calico-etcd-client, etcd, service-account, worker")
+        ready.message.contains("for: calico-etcd-client, etcd, service-account, worker;")
             && ready.message.contains("--certificates-namespace"),
         "{}",
         ready.message
@@ -468,12 +476,55 @@ async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
             .is_empty()
     );
 
-    // Fixed input converges: the Secrets appear, the objects follow.
-    create_secrets(client).await?;
+    // Fixed input converges: the Secrets appear, the objects follow. The encryption key, which
+    // the cluster did not bring, the operator issued.
+    create_secrets(client, &CERTS[1..], false).await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ID);
     eventually("Deployments after the fix", || async {
         Ok((names(&deployments, &format!("giantswarm.io/cluster={ID}")).await?.len() == 8).then_some(()))
     })
     .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_secrets_gets_its_pki_and_key_issued_and_its_nodes_carry_them() -> anyhow::Result<()> {
+    let w = start().await?;
+    w.without_refusals(issued_certificates(&w)).await?;
+    drop(w);
+    Ok(())
+}
+
+async fn issued_certificates(w: &World) -> anyhow::Result<()> {
+    let client = &w.client;
+    Api::<KVMConfig>::namespaced(client.clone(), NS).create(&PostParams::default(), &kvm_config()).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ID);
+    eventually("Deployments from issued certificates", || async {
+        Ok((names(&deployments, &format!("giantswarm.io/cluster={ID}")).await?.len() == 8).then_some(()))
+    })
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let listed = secrets.list(&ListParams::default().labels(&format!("giantswarm.io/cluster={ID}"))).await?.items;
+    let issued: Vec<&str> =
+        listed.iter().filter(|s| pki::secret::issued_here(s)).filter_map(|s| s.metadata.name.as_deref()).collect();
+    assert_eq!(issued.len(), 8, "two CAs, five certificates and the key: {issued:?}");
+    let api = listed.iter().find(|s| s.metadata.name.as_deref() == Some(&format!("{ID}-api"))).expect("api");
+    let api_crt = api.data.as_ref().expect("data")["crt"].0.clone();
+    pki::inspect(std::str::from_utf8(&api_crt)?).context("the api Secret holds a certificate")?;
+
+    // Every master's node config carries the issued API certificate.
+    let node_secrets: Api<Secret> = Api::namespaced(client.clone(), ID);
+    let masters: Vec<Secret> = node_secrets
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| s.metadata.name.as_deref().is_some_and(|n| n.starts_with("master-")))
+        .collect();
+    assert!(!masters.is_empty());
+    for master in &masters {
+        let config = kvm_objects::ignition::decode_node_secret(master)?;
+        assert_eq!(config.files["/etc/kubernetes/ssl/api-crt.pem"], api_crt, "{:?}", master.metadata.name);
+    }
     Ok(())
 }

@@ -47,6 +47,7 @@ use crate::context::Shared;
 use crate::plan::{ClusterSecrets, components};
 
 pub mod apply;
+pub mod certificates;
 pub mod maintenance;
 pub mod teardown;
 pub mod workload;
@@ -167,6 +168,7 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         other => invalid(reason(&other), other.detail()),
     })?;
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
+    certificates::issue(&shared.client, &namespace, &cluster).await?;
     let listed = Api::<Secret>::namespaced(shared.client.clone(), &namespace)
         .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER, cluster.id)))
         .await?;
