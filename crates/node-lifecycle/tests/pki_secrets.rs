@@ -173,3 +173,31 @@ async fn an_encryption_config_without_labels_is_found_by_its_name_and_kept() -> 
     assert_eq!(kept.data.expect("data")["encryption"].0, b"kind: EncryptionConfiguration\n");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_due_for_renewal_are_replaced_and_the_cas_and_key_stay() -> anyhow::Result<()> {
+    let env = TestEnv::start().await?;
+    let secrets = namespace(&env, "org-renew").await?;
+    let names = names();
+    let mut issued_long_ago = request("org-renew", &names, EncryptionFormat::ProviderConfig);
+    issued_long_ago.options.now = SystemTime::now() - Duration::from_secs(300 * 86_400);
+    ensure(&env.client(), &issued_long_ago).await?;
+    let before = stored(&secrets).await?;
+
+    let renewed = ensure(&env.client(), &request("org-renew", &names, EncryptionFormat::ProviderConfig)).await?;
+    assert!(renewed.created.is_empty(), "{renewed:?}");
+    let mut replaced = renewed.replaced.clone();
+    replaced.sort();
+    assert_eq!(
+        replaced,
+        ["p9k1x-api", "p9k1x-calico-etcd-client", "p9k1x-etcd", "p9k1x-service-account", "p9k1x-worker"]
+    );
+    let after = stored(&secrets).await?;
+    assert_one_pki(&after);
+    for (name, data) in &after {
+        let changed = data != &before[name];
+        let leaf = !name.ends_with("-ca") && !name.ends_with("-config");
+        assert_eq!(changed, leaf, "{name}");
+    }
+    Ok(())
+}
