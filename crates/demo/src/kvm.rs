@@ -86,12 +86,10 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
     k.run(&["apply", "-f", &examples.join("kvm-release-v20.1.0.yaml").display().to_string()]).await?;
     k.run(&["apply", "-f", &examples.join("kvm-cluster.yaml").display().to_string()]).await?;
     let secrets_api: Api<Secret> = Api::namespaced(client.clone(), NS);
-    let certs = ["api", "calico-etcd-client", "etcd", "service-account", "worker"];
-    for secret in pods::cluster_secrets(NS, ID, &certs) {
-        secrets_api.create(&PostParams::default(), &secret).await?;
-    }
     secrets_api.create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID)).await?;
-    println!("certificate and encryption-key Secrets (placeholders), and {ID}-kubeconfig for the workload cluster");
+    println!(
+        "{ID}-kubeconfig for the workload cluster; no certificate or encryption-key Secrets: the operator issues them"
+    );
     let selector = format!("{}={}", keys::POD_WATCHER, names::OPERATOR);
     let pods = NodePods::new(client.clone(), ID, selector, keys::VM_IP)
         .label_from_pod("role", keys::APP)
@@ -104,6 +102,15 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
     step("Following the cluster until it is Created");
     let progress = Progress::new(client.clone(), wc.client());
     progress.follow(ClusterCondition::Created, "20.1.0").await?;
+    let issued: Vec<String> = secrets_api
+        .list(&ListParams::default().labels(&format!("{}={ID}", apis::labels::CLUSTER)))
+        .await?
+        .items
+        .iter()
+        .filter(|s| pki::secret::issued_here(s))
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    println!("the operator issued the cluster's CAs, certificates and encryption key: {}", issued.join(", "));
     k.run(&["get", "kvmconfigs,deployments,endpoints", "-A", "-o", "wide"]).await?;
 
     step(&format!("Upgrading to Release v{NEXT_RELEASE}: one node at a time, masters first"));
