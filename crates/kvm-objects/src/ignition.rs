@@ -22,7 +22,7 @@
 //!   `etcdshare`, msize 512000), automounted; workers: one 9p mount `/data/<tag>` per host
 //!   volume;
 //! - the TLS assets of its role from the cert-operator Secrets (masters `api`, `etcd`,
-//!   `service-account`, `calico-etcd-client`; workers `worker`, `calico-etcd-client`), and on
+//!   `service-account`, `calico-etcd-client` and `worker` for their kubelet; workers `worker`, `calico-etcd-client`), and on
 //!   masters the API server's encryption config with the cluster's key, all mode 0600;
 //! - SSH users from `spec.cluster.kubernetes.ssh.userList`, the SSO CA key, registry mirrors and
 //!   proxy settings as drop-ins of docker, containerd and kubelet.
