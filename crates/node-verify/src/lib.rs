@@ -11,6 +11,8 @@
 //!   file or unit of the config names is written by the config, is a directory of such a file,
 //!   is made at boot from a `<path>.enc` the config writes and a file of the config names, is a
 //!   mount point of one of its mount units, or is in [`ALLOWED_PATHS`] with its reason.
+//! - [`Check::Manifest`]: every static pod manifest decodes as a v1 Pod and loses no field when
+//!   encoded again.
 //!
 //! [`tools`] runs the real tools a node runs the config with (`systemd-analyze verify`,
 //! `shellcheck`); tests run them on every config the operators render.
@@ -33,6 +35,8 @@ pub enum Check {
     UnitName,
     /// Paths a file or unit names.
     Reference,
+    /// Static pod manifests decode strictly as Pods.
+    Manifest,
     /// `systemd-analyze verify`.
     Systemd,
     /// `shellcheck`.
@@ -107,7 +111,66 @@ pub fn check(node: &str, json: &str) -> Vec<Finding> {
     let doc = read(&parsed);
     findings.extend(check_unit_names(node, &doc));
     findings.extend(check_references(node, &doc));
+    findings.extend(check_manifests(node, &doc));
     findings
+}
+
+/// Where kubelet reads static pod manifests.
+pub const MANIFEST_DIR: &str = "/etc/kubernetes/manifests/";
+
+/// Every static pod manifest decodes as a `v1` Pod, and re-encoding the Pod gives the same
+/// document: a field the Pod type does not know would be lost, and is named.
+fn check_manifests(node: &str, doc: &Doc) -> Vec<Finding> {
+    use k8s_openapi::api::core::v1::Pod;
+    let mut out = Vec::new();
+    for (path, text) in &doc.files {
+        if !path.starts_with(MANIFEST_DIR) {
+            continue;
+        }
+        let Some(text) = text else {
+            out.push(Finding::new(Check::Manifest, node, path, "manifest is not UTF-8 text"));
+            continue;
+        };
+        let value: serde_json::Value = match serde_saphyr::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(Finding::new(Check::Manifest, node, path, format!("not YAML: {e}")));
+                continue;
+            }
+        };
+        if value["kind"] != "Pod" || value["apiVersion"] != "v1" {
+            out.push(Finding::new(Check::Manifest, node, path, "not a v1 Pod"));
+        }
+        match serde_json::from_value::<Pod>(value.clone()) {
+            Err(e) => out.push(Finding::new(Check::Manifest, node, path, format!("not a Pod: {e}"))),
+            Ok(pod) => {
+                let back = serde_json::to_value(&pod).unwrap_or_default();
+                for lost in lost_fields(&value, &back, "") {
+                    out.push(Finding::new(Check::Manifest, node, path, format!("unknown Pod field {lost}")));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fields of `original` that `decoded` lacks, as JSON paths.
+fn lost_fields(original: &serde_json::Value, decoded: &serde_json::Value, at: &str) -> Vec<String> {
+    use serde_json::Value;
+    match (original, decoded) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .flat_map(|(k, v)| match b.get(k) {
+                None if !v.is_null() => vec![format!("{at}.{k}")],
+                None => vec![],
+                Some(w) => lost_fields(v, w, &format!("{at}.{k}")),
+            })
+            .collect(),
+        (Value::Array(a), Value::Array(b)) => {
+            a.iter().zip(b).enumerate().flat_map(|(i, (v, w))| lost_fields(v, w, &format!("{at}[{i}]"))).collect()
+        }
+        _ => vec![],
+    }
 }
 
 fn check_spec(node: &str, config: &spec::Config) -> Vec<Finding> {
