@@ -21,8 +21,11 @@
 //!   Namespace's `resourceVersion` and requires the annotation to still hold this taker's token
 //!   ([`Lock::fence`]). A holder whose lock expired and was taken over writes nothing.
 //! - Data that cannot be read counts as taken: an unreadable lock annotation is a held lock, and
-//!   an unreadable reservation stops allocation. Both come back as errors (so Warning events)
-//!   that name the object and the fix.
+//!   an unreadable cluster CIDR (status, which only the operator writes) stops allocation. Both
+//!   come back as errors (so Warning events) that name the object and the fix. A node pool's
+//!   subnet annotation is another matter: anyone who may edit the pool may write it, so one that
+//!   is not a CIDR block reserves nothing and refuses only its own pool (`Ready=False`
+//!   `InvalidAnnotation`); every other object still allocates.
 
 use std::time::Duration;
 
@@ -232,11 +235,13 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
         if md.uid().is_some() && md.uid().as_deref() == except {
             continue;
         }
-        if let Some(cidr) = md.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET) {
-            let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
-            let net: Ipv4Net = cidr
-                .parse()
-                .map_err(|e| unreadable_reservation(controllers::status::describe(&md), &field, cidr, e))?;
+        // An annotation that is not a CIDR block reserves nothing: no range was allocated
+        // there (ours are written as CIDR blocks), and the pool itself is refused for it
+        // (`check_node_pool_subnet`: Ready=False, naming the annotation). One pool's bad
+        // annotation must not stop allocation for every other object of the installation.
+        if let Some(cidr) = md.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)
+            && let Ok(net) = cidr.parse::<Ipv4Net>()
+        {
             out.push(net);
         }
     }
