@@ -5,8 +5,8 @@
 mod support;
 
 use apis::aws::{AWSCluster, AWSMachineDeployment};
-use kube::Api;
 use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use support::*;
 
 const SUBNET: &str = "machine-deployment.giantswarm.io/subnet";
@@ -29,12 +29,11 @@ async fn a_bad_subnet_annotation_stops_only_its_own_pool() -> anyhow::Result<()>
     f.start_operator().await?;
 
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let outcome = eventually(240, "the cluster and the good pool to be Ready", || async {
+    // The cluster stays Ready=False while one of its pools is, by design; it gets its CIDR.
+    let outcome = eventually(240, "the cluster's CIDR and the good pool to be Ready", || async {
         let cluster = clusters.get(id).await?;
         let good = mds.get("npgood").await?;
-        Ok((ready(cluster.status.as_ref().map(|s| &s.conditions))
-            && ready(good.status.as_ref().map(|s| &s.conditions)))
-        .then_some((cluster, good)))
+        Ok((cluster.cidr().is_some() && ready(good.status.as_ref().map(|s| &s.conditions))).then_some((cluster, good)))
     })
     .await;
     let (cluster, good) = match outcome {
