@@ -1331,6 +1331,44 @@ def probe_execute_change_set(port: int) -> None:
         check(error_code(err) == "ChangeSetNotFound", f"unexpected error {error_code(err)}")
 
 
+def probe_bucket_owner_enforced(port: int) -> None:
+    """A new bucket refuses ACLs (AccessControlListNotSupported); log delivery granted by bucket
+    policy is accepted; a bucket created with ObjectWriter still takes ACLs."""
+    s3 = client(port, "s3", account())
+    location = {"LocationConstraint": REGION}
+    source, logs, legacy = (f"probe-{random.randint(0, 10**9)}-{n}" for n in ("src", "logs", "legacy"))
+    for name in (source, logs):
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration=location)
+    rules = s3.get_bucket_ownership_controls(Bucket=logs)["OwnershipControls"]["Rules"]
+    check(rules == [{"ObjectOwnership": "BucketOwnerEnforced"}], f"a new bucket's ownership: {rules}")
+    log_delivery = 'uri="http://acs.amazonaws.com/groups/s3/LogDelivery"'
+    expect_error(
+        lambda: s3.put_bucket_acl(Bucket=logs, GrantWrite=log_delivery, GrantReadACP=log_delivery),
+        "AccessControlListNotSupported",
+        "The bucket does not allow ACLs",
+    )
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": "logging.s3.amazonaws.com"},
+            "Action": ["s3:PutObject"],
+            "Resource": f"arn:aws:s3:::{logs}/{source}/*",
+            "Condition": {"ArnLike": {"aws:SourceArn": f"arn:aws:s3:::{source}"}},
+        }],
+    }
+    s3.put_bucket_policy(Bucket=logs, Policy=json.dumps(policy))
+    s3.put_bucket_logging(
+        Bucket=source,
+        BucketLoggingStatus={"LoggingEnabled": {"TargetBucket": logs, "TargetPrefix": f"{source}/"}},
+    )
+    enabled = s3.get_bucket_logging(Bucket=source).get("LoggingEnabled", {})
+    check(enabled.get("TargetBucket") == logs, f"logging by policy: {enabled}")
+    s3.create_bucket(Bucket=legacy, CreateBucketConfiguration=location, ObjectOwnership="ObjectWriter")
+    s3.put_bucket_acl(Bucket=legacy, GrantWrite=log_delivery, GrantReadACP=log_delivery)
+
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1354,7 +1392,9 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a stack's load balancer as its template places and tags it", probe_load_balancer_from_template),
     ("stack drift detection", probe_drift_detection),
     ("ExecuteChangeSet updates a stack as UpdateStack does", probe_execute_change_set),
+    ("new buckets refuse ACLs (BucketOwnerEnforced)", probe_bucket_owner_enforced),
 ]
+
 
 
 def main(argv: list[str]) -> int:

@@ -101,6 +101,12 @@ One more, for stack updates approved as change sets:
     (outputs recomputed, tags applied, rolling updates run) and removes the stack's change sets;
     deleting a change set that does not exist gives 404 ``ChangeSetNotFound``.
 
+And one default of AWS that moto lacks:
+
+20. A new S3 bucket has Object Ownership ``BucketOwnerEnforced`` (AWS's default since April
+    2023): ``PutBucketAcl`` on it is refused with 400 ``AccessControlListNotSupported``, so
+    access (log delivery included) must be granted by bucket policy, as on AWS.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -2452,6 +2458,45 @@ def patch_execute_change_set() -> None:
     backend_cls.delete_change_set = delete_change_set
 
 
+# --- 20. S3 Object Ownership: new buckets have ACLs disabled ---------------------------------------
+
+
+def patch_bucket_owner_enforced() -> None:
+    """Since April 2023 every new S3 bucket has Object Ownership ``BucketOwnerEnforced``: ACLs
+    are disabled, and a request that sets one (``PutBucketAcl``) is refused with 400
+    ``AccessControlListNotSupported``, "The bucket does not allow ACLs"; access, including the
+    server access logs' delivery, is granted by bucket policy instead (Amazon S3 User Guide,
+    "Controlling ownership of objects and disabling ACLs for your bucket" and "Enabling Amazon S3
+    server access logging"). moto 5.2.5 leaves a new bucket without an ownership setting and
+    accepts every ACL, so granting log delivery through ``PutBucketAcl`` passed here and failed
+    on AWS. Now a bucket created without ``x-amz-object-ownership`` is ``BucketOwnerEnforced``,
+    and ``PutBucketAcl`` on a bucket that is refuses as AWS does. Buckets created with
+    ``ObjectWriter`` or ``BucketOwnerPreferred``, or switched to them with
+    ``PutBucketOwnershipControls``, keep accepting ACLs."""
+    from moto.s3 import models as s3_models
+    from moto.s3.exceptions import S3ClientError
+
+    backend_cls = _require(s3_models, "S3Backend")
+    original_create = _require(backend_cls, "create_bucket")
+    original_put_acl = _require(backend_cls, "put_bucket_acl")
+    _require(s3_models.FakeBucket, "__init__")
+
+    def create_bucket(self: Any, bucket_name: str, *args: Any, **kwargs: Any) -> Any:
+        bucket = original_create(self, bucket_name, *args, **kwargs)
+        # The CreateBucket handler overwrites this when the request names an ownership.
+        bucket.ownership_rule = "BucketOwnerEnforced"
+        return bucket
+
+    def put_bucket_acl(self: Any, bucket_name: str, acl: Any) -> None:
+        if self.get_bucket(bucket_name).ownership_rule == "BucketOwnerEnforced":
+            raise S3ClientError("AccessControlListNotSupported", "The bucket does not allow ACLs")
+        original_put_acl(self, bucket_name, acl)
+
+    backend_cls.create_bucket = create_bucket
+    backend_cls.put_bucket_acl = put_bucket_acl
+
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -2474,6 +2519,7 @@ def apply_patches() -> None:
     patch_load_balancer_cloudformation()
     patch_drift_detection()
     patch_execute_change_set()
+    patch_bucket_owner_enforced()
 
 
 # --- request log ------------------------------------------------------------------------------

@@ -38,6 +38,30 @@ pub fn tls_only_policy(bucket: &str, region: &str) -> String {
     .to_string()
 }
 
+/// The access-log bucket's policy: [`tls_only_policy`], and S3's log delivery
+/// (`logging.s3.amazonaws.com`) may put objects under the config bucket's prefix, for that bucket
+/// of this account only. Log delivery is granted by policy, not by ACL: new buckets have Object
+/// Ownership `BucketOwnerEnforced`, which disables ACLs (AWS's default since April 2023).
+pub fn access_log_policy(logs: &str, source_bucket: &str, account_id: &str, region: &str) -> String {
+    let partition = aws_stacks::names::partition(region);
+    let mut policy: serde_json::Value =
+        serde_json::from_str(&tls_only_policy(logs, region)).unwrap_or_else(|_| serde_json::json!({"Statement": []}));
+    if let Some(statements) = policy["Statement"].as_array_mut() {
+        statements.push(serde_json::json!({
+            "Sid": "S3ServerAccessLogsPolicy",
+            "Effect": "Allow",
+            "Principal": {"Service": "logging.s3.amazonaws.com"},
+            "Action": ["s3:PutObject"],
+            "Resource": format!("arn:{partition}:s3:::{logs}/{source_bucket}/*"),
+            "Condition": {
+                "ArnLike": {"aws:SourceArn": format!("arn:{partition}:s3:::{source_bucket}")},
+                "StringEquals": {"aws:SourceAccount": account_id}
+            }
+        }));
+    }
+    policy.to_string()
+}
+
 /// The cluster bucket and its access-log bucket, with default encryption, a TLS-only policy, a
 /// public access block, access logging and a lifecycle on the logs (reference §7.2). Every call is
 /// idempotent; the whole sequence runs again only when a bucket is missing.
@@ -109,24 +133,19 @@ pub async fn ensure_buckets(
             .send()
             .await
             .map_err(|e| api_error("S3", "PutPublicAccessBlock", e))?;
+        let policy = if name == &logs {
+            access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)
+        } else {
+            tls_only_policy(name, &aws.region)
+        };
         aws.s3
             .put_bucket_policy()
             .bucket(name)
-            .policy(tls_only_policy(name, &aws.region))
+            .policy(policy)
             .send()
             .await
             .map_err(|e| api_error("S3", "PutBucketPolicy", e))?;
     }
-    // S3 log delivery writes into the log bucket.
-    let log_delivery = "uri=\"http://acs.amazonaws.com/groups/s3/LogDelivery\"";
-    aws.s3
-        .put_bucket_acl()
-        .bucket(&logs)
-        .grant_write(log_delivery)
-        .grant_read_acp(log_delivery)
-        .send()
-        .await
-        .map_err(|e| api_error("S3", "PutBucketAcl", e))?;
     let expire = LifecycleRule::builder()
         .id("ExpirationLogs")
         .status(ExpirationStatus::Enabled)
@@ -308,6 +327,19 @@ pub async fn delete_buckets(aws: &AccountClients, cluster_id: &str) -> Result<bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_delivery_is_granted_by_policy_for_the_config_bucket_only() {
+        let policy: serde_json::Value =
+            serde_json::from_str(&access_log_policy("l1", "b1", "123456789012", "cn-north-1")).expect("JSON");
+        assert_eq!(policy["Statement"][0]["Sid"], "DenyInsecureTransport");
+        let delivery = &policy["Statement"][1];
+        assert_eq!(delivery["Principal"]["Service"], "logging.s3.amazonaws.com");
+        assert_eq!(delivery["Action"], serde_json::json!(["s3:PutObject"]));
+        assert_eq!(delivery["Resource"], "arn:aws-cn:s3:::l1/b1/*");
+        assert_eq!(delivery["Condition"]["ArnLike"]["aws:SourceArn"], "arn:aws-cn:s3:::b1");
+        assert_eq!(delivery["Condition"]["StringEquals"]["aws:SourceAccount"], "123456789012");
+    }
 
     #[test]
     fn the_tls_only_policy_names_the_bucket_in_the_region_partition() {
