@@ -40,7 +40,8 @@ pub const AWS_SUBNET_SIZE: &str = "alpha.aws.giantswarm.io/aws-subnet-size";
 pub const AWS_UPDATE_MAX_BATCH_SIZE: &str = "alpha.aws.giantswarm.io/update-max-batch-size";
 /// Annotation: how long a rolling update pauses between batches (an ISO 8601 duration).
 pub const AWS_UPDATE_PAUSE_TIME: &str = "alpha.aws.giantswarm.io/update-pause-time";
-/// Annotation: the instance metadata service's `HttpTokens` setting (`optional` or `required`).
+/// Annotation: the instance metadata service's `HttpTokens` setting: `optional` lets IMDSv1 through;
+/// anything else, or no annotation, means `required` (IMDSv2 only).
 pub const AWS_METADATA_V2: &str = "alpha.aws.giantswarm.io/metadata-v2";
 /// Annotation: the size in GiB of a node pool's containerd volume (default: its docker volume's).
 pub const AWS_CONTAINERD_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/containerd-volume-size";

@@ -683,7 +683,8 @@ fn plan_masters(
         masters: masters.clone(),
         instance_type: cp.spec.instance_type.clone(),
         image_id: ami.clone(),
-        imds_http_tokens: cp.annotations().get(labels::AWS_METADATA_V2).cloned().unwrap_or_else(|| "optional".into()),
+        imds_http_tokens: stacks::imds_http_tokens(cp.annotations().get(labels::AWS_METADATA_V2).map(String::as_str))
+            .into(),
         master_security_group_id: outputs.master_security_group_id.clone(),
         bucket: bucket.to_string(),
         kms_key_arn: key_arn.to_string(),

@@ -173,6 +173,18 @@ pub fn user_data(bucket: &str, key: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(config.to_string())
 }
 
+/// The `HttpTokens` of a launch template's metadata options, from the object's annotation
+/// `alpha.aws.giantswarm.io/metadata-v2`: `required` (IMDSv2 only) unless the annotation says
+/// exactly `optional`, the explicit opt-out that lets IMDSv1 requests through. Any other value
+/// keeps the safe default. Every launch template pairs it with a hop limit of 2, so pods that
+/// need the metadata service reach it through the node's network namespace.
+pub fn imds_http_tokens(annotation: Option<&str>) -> &'static str {
+    match annotation.map(str::trim) {
+        Some("optional") => "optional",
+        _ => "required",
+    }
+}
+
 /// The per-AZ suffix of logical IDs and output keys: `eu-central-1a` → `EuCentral1a`.
 pub(crate) fn az_suffix(az: &str) -> String {
     names::logical_id(&[az])
@@ -230,6 +242,16 @@ pub(crate) mod testdata {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn imdsv2_is_the_default_and_v1_only_an_explicit_opt_out() {
+        assert_eq!(imds_http_tokens(None), "required");
+        assert_eq!(imds_http_tokens(Some("required")), "required");
+        assert_eq!(imds_http_tokens(Some("optional")), "optional");
+        assert_eq!(imds_http_tokens(Some(" optional ")), "optional");
+        assert_eq!(imds_http_tokens(Some("")), "required");
+        assert_eq!(imds_http_tokens(Some("yes")), "required");
+    }
 
     #[test]
     fn stack_tags_follow_section_5_1() {

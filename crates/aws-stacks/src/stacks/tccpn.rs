@@ -91,7 +91,7 @@ pub struct Params {
     pub instance_type: String,
     /// The AMI (§7.5).
     pub image_id: String,
-    /// IMDS `HttpTokens`: `optional` (upstream default) or `required`.
+    /// IMDS `HttpTokens`: `required` or `optional`; see [`imds_http_tokens`](super::imds_http_tokens).
     pub imds_http_tokens: String,
     /// TCCP `MasterSecurityGroupID`.
     pub master_security_group_id: String,
@@ -641,7 +641,7 @@ pub(crate) mod tests {
             masters: masters(replicas, &azs).expect("valid layout"),
             instance_type: "m5.xlarge".into(),
             image_id: "ami-0flatcar".into(),
-            imds_http_tokens: "optional".into(),
+            imds_http_tokens: "required".into(),
             master_security_group_id: "sg-master".into(),
             bucket: "123456789012-g8s-al9qy".into(),
             kms_key_arn: "arn:aws:kms:eu-central-1:123456789012:key/k1".into(),
@@ -824,7 +824,7 @@ pub(crate) mod tests {
                 .flatten()
                 .all(|b| b["Ebs"]["Encrypted"] == true && b["Ebs"]["VolumeSize"] == 100)
         );
-        assert_eq!(data["MetadataOptions"], json!({ "HttpTokens": "optional", "HttpPutResponseHopLimit": 2 }));
+        assert_eq!(data["MetadataOptions"], json!({ "HttpTokens": "required", "HttpPutResponseHopLimit": 2 }));
         assert_eq!(data["ImageId"], "ami-0flatcar");
         assert_eq!(data["InstanceType"], "m5.xlarge");
         assert_eq!(data["Monitoring"]["Enabled"], false);

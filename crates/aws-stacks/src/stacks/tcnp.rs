@@ -91,7 +91,7 @@ pub struct NodeInstance {
     /// Containerd's volume ([`ignition::CONTAINERD_VOLUME`]), GiB; upstream gives it the docker
     /// size.
     pub containerd_volume_gb: u32,
-    /// IMDS `HttpTokens`: `optional` or `required`.
+    /// IMDS `HttpTokens`: `required` or `optional`; see [`imds_http_tokens`](super::imds_http_tokens).
     pub imds_http_tokens: String,
 }
 

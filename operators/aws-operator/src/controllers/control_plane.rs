@@ -308,11 +308,10 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             masters: masters.clone(),
             instance_type: obj.spec.instance_type.clone(),
             image_id: ami.clone(),
-            imds_http_tokens: obj
-                .annotations()
-                .get(apis::labels::AWS_METADATA_V2)
-                .cloned()
-                .unwrap_or_else(|| "optional".into()),
+            imds_http_tokens: stacks::imds_http_tokens(
+                obj.annotations().get(apis::labels::AWS_METADATA_V2).map(String::as_str),
+            )
+            .into(),
             master_security_group_id: outputs.master_security_group_id.clone(),
             bucket: bucket.clone(),
             kms_key_arn: key_arn.clone(),

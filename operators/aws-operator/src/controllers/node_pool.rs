@@ -1001,11 +1001,10 @@ impl PoolStacks<'_> {
                 // values that check refused.
                 log_volume_gb: obj.log_volume_gb().unwrap_or(apis::aws::DEFAULT_LOG_VOLUME_GB),
                 containerd_volume_gb: obj.containerd_volume_gb().unwrap_or(machine.docker_volume_size_gb.max(1) as u32),
-                imds_http_tokens: obj
-                    .annotations()
-                    .get(labels::AWS_METADATA_V2)
-                    .cloned()
-                    .unwrap_or_else(|| "optional".into()),
+                imds_http_tokens: stacks::imds_http_tokens(
+                    obj.annotations().get(labels::AWS_METADATA_V2).map(String::as_str),
+                )
+                .into(),
             },
             min_size: min,
             max_size: max,
