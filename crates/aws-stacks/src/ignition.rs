@@ -53,6 +53,24 @@ pub use ignition::kubernetes::{CLUSTER_DOMAIN, ETCD_UNIT, InitialClusterState, K
 pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
 
 /// The unit that attaches a master's etcd network interface and data volume at boot.
+/// The AWS CLI the node's scripts call as `aws`: a wrapper that runs [`AWSCLI_IMAGE`] on the
+/// host's network (instance metadata and the instance role's credentials), sharing the current
+/// directory for `fileb://` arguments. The units that run those scripts put `/opt/bin` first on
+/// `PATH` ([`SCRIPT_PATH`]).
+pub const AWS_WRAPPER: &str = "/opt/bin/aws";
+/// The `PATH` of the units that run the node's scripts.
+pub const SCRIPT_PATH: &str = "/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The unit by which an HA master completes its launching hook once it is healthy.
+pub const LAUNCHING_HOOK_UNIT: &str = "master-instance-lifecycle-continue.service";
+/// Its script.
+pub const LAUNCHING_HOOK_SCRIPT: &str = "/opt/bin/master-instance-lifecycle-continue";
+/// How long the launching-hook script waits for health before it gives up, in seconds: the
+/// hook's heartbeat timeout (1,020 s) less a minute, so the script's verdict always comes before
+/// Auto Scaling's default.
+pub const LAUNCHING_HOOK_DEADLINE: u64 = crate::stacks::tccpn::LAUNCHING_HOOK_TIMEOUT - 60;
+/// How often the launching-hook script checks health, in seconds (as the original: every 15 s).
+pub const LAUNCHING_HOOK_INTERVAL: u64 = 15;
+const _: () = assert!(LAUNCHING_HOOK_DEADLINE + LAUNCHING_HOOK_INTERVAL < crate::stacks::tccpn::LAUNCHING_HOOK_TIMEOUT);
 pub const ETCD_ATTACH_UNIT: &str = "etcd3-attach-dependencies.service";
 /// The script [`ETCD_ATTACH_UNIT`] runs.
 pub const ETCD_ATTACH_SCRIPT: &str = "/opt/bin/etcd3-attach-dependencies";
@@ -309,6 +327,7 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     let mut files = vec![
         File::script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
         File::script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
+        File::script(AWS_WRAPPER, &aws_wrapper(input)),
     ];
     files.extend(components.node_files());
     let mut units = vec![
@@ -337,6 +356,11 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
             etcd_unit(input, &components, etcd_name, etcd_initial_cluster, *initial_cluster_state),
         ));
         files.extend(components.master_files());
+        // A single master has no launching hook (reference §5.6): nothing to complete.
+        if *id != 0 {
+            files.push(File::script(LAUNCHING_HOOK_SCRIPT, &launching_hook_script(input)));
+            units.push(Unit::new(LAUNCHING_HOOK_UNIT, launching_hook_unit()));
+        }
     }
 
     let mut seen = BTreeSet::new();
@@ -753,6 +777,119 @@ fn etcd_mount_unit() -> String {
         wanted_by: "multi-user.target",
     }
     .contents()
+}
+
+// --- the AWS CLI and the launching hook ------------------------------------------------------
+
+fn aws_wrapper(input: &NodeConfigInput) -> String {
+    format!(
+        r#"#!/bin/bash
+# The AWS CLI of this node's scripts: the awscli container on the host's network, so that it
+# reaches the instance metadata service and the instance role's credentials. The current
+# directory is shared, for fileb:// and file:// arguments.
+exec docker run --rm --net=host -v "$PWD:$PWD" -w "$PWD" {}/{AWSCLI_IMAGE} "$@"
+"#,
+        input.registry
+    )
+}
+
+/// Completes the HA masters' launching hook ([`tccpn::LAUNCHING_HOOK`]) once this master is
+/// healthy: its etcd member answers `/health` with `"health":"true"` to the rendered etcd
+/// certificate, and its API server answers `/readyz`. Checks every [`LAUNCHING_HOOK_INTERVAL`]
+/// seconds and gives up after [`LAUNCHING_HOOK_DEADLINE`] with a log line, leaving the hook to
+/// its timeout and default (`CONTINUE`). Two things can be substituted, for tests: the `aws`
+/// command (`PATH`) and the metadata service's address (`AWS_EC2_METADATA_SERVICE_ENDPOINT`, the
+/// variable the AWS CLI reads too).
+///
+/// [`tccpn::LAUNCHING_HOOK`]: crate::stacks::tccpn::LAUNCHING_HOOK
+fn launching_hook_script(input: &NodeConfigInput) -> String {
+    let region = &input.region;
+    let hook = crate::stacks::tccpn::LAUNCHING_HOOK;
+    let (etcd_ca, etcd_crt, etcd_key, api_ca) = (paths::ETCD_CA, paths::ETCD_CRT, paths::ETCD_KEY, paths::API_CA);
+    format!(
+        r#"#!/bin/bash
+# Completes this master's Auto Scaling launching hook {hook} once its etcd member and its API
+# server are healthy, so that a master roll waits for health and no longer. Gives up before the
+# hook's own timeout; Auto Scaling then continues by itself.
+set -uo pipefail
+
+hook={hook}
+region={region}
+interval={LAUNCHING_HOOK_INTERVAL}
+deadline=$((SECONDS + {LAUNCHING_HOOK_DEADLINE}))
+imds="${{AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}}"
+imds="${{imds%/}}/latest"
+
+metadata() {{
+  local token
+  token="$(curl -sf --max-time 5 -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" || return 1
+  curl -sf --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/$1"
+}}
+
+etcd_healthy() {{
+  curl -sf --max-time 5 --cacert {etcd_ca} --cert {etcd_crt} --key {etcd_key} \
+    https://127.0.0.1:2379/health | grep -Eq '"health": *"true"'
+}}
+
+api_ready() {{
+  curl -sf --max-time 5 --cacert {api_ca} https://127.0.0.1:443/readyz >/dev/null
+}}
+
+healthy() {{
+  etcd_healthy && api_ready
+}}
+
+find_group() {{
+  instance="$(metadata instance-id)" && [ -n "$instance" ] &&
+    group="$(aws autoscaling describe-auto-scaling-instances --region "$region" --instance-ids "$instance" \
+      --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)" &&
+    [ -n "$group" ] && [ "$group" != None ]
+}}
+
+complete() {{
+  aws autoscaling complete-lifecycle-action --region "$region" --auto-scaling-group-name "$group" \
+    --lifecycle-hook-name "$hook" --instance-id "$instance" --lifecycle-action-result CONTINUE
+}}
+
+# Runs "$@" every $interval seconds until it succeeds, or gives up at the deadline.
+until_deadline() {{
+  until "$@"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "giving up on $hook: $1 did not succeed in {LAUNCHING_HOOK_DEADLINE}s; Auto Scaling continues at the hook's timeout" >&2
+      exit 1
+    fi
+    sleep "$interval"
+  done
+}}
+
+until_deadline healthy
+echo "etcd member and API server healthy"
+until_deadline find_group
+until_deadline complete
+echo "completed $hook of $instance in $group"
+"#
+    )
+}
+
+fn launching_hook_unit() -> String {
+    format!(
+        "[Unit]
+Description=Complete the launching hook once etcd and the API server are healthy
+Wants=network-online.target
+After=network-online.target etcd3.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+Environment=PATH={SCRIPT_PATH}
+TimeoutStartSec={}
+ExecStart={LAUNCHING_HOOK_SCRIPT}
+
+[Install]
+WantedBy=multi-user.target
+",
+        LAUNCHING_HOOK_DEADLINE + 2 * LAUNCHING_HOOK_INTERVAL
+    )
 }
 
 #[cfg(test)]
@@ -1177,6 +1314,52 @@ mod tests {
     }
 
     #[test]
+    fn ha_masters_complete_their_launching_hook_once_healthy_and_a_single_master_does_not() {
+        let single = sealed(&master(0, 1));
+        assert!(!units(&single).contains_key(LAUNCHING_HOOK_UNIT));
+        assert!(!files(&single).contains_key(LAUNCHING_HOOK_SCRIPT));
+        assert!(!units(&sealed(&worker())).contains_key(LAUNCHING_HOOK_UNIT));
+        for id in 1..=3 {
+            let doc = sealed(&master(id, 3));
+            let unit = units(&doc).get(LAUNCHING_HOOK_UNIT).cloned().expect("hook unit");
+            assert!(unit.contains(&format!("ExecStart={LAUNCHING_HOOK_SCRIPT}\n")), "{unit}");
+            assert!(unit.contains("After=network-online.target etcd3.service kubelet.service\n"), "{unit}");
+            assert!(unit.contains("Environment=PATH=/opt/bin:"), "{unit}");
+            // The unit outlives the script's own deadline, which comes before the hook's timeout.
+            assert!(unit.contains("TimeoutStartSec=990\n"), "{unit}");
+            let script = String::from_utf8(files(&doc)[LAUNCHING_HOOK_SCRIPT].clone()).expect("utf-8");
+            for needle in [
+                "hook=ControlPlaneLaunching\n",
+                "deadline=$((SECONDS + 960))",
+                "--cacert /etc/kubernetes/ssl/etcd/server-ca.pem --cert /etc/kubernetes/ssl/etcd/server-crt.pem",
+                "https://127.0.0.1:2379/health",
+                "https://127.0.0.1:443/readyz",
+                "aws autoscaling complete-lifecycle-action",
+                "until_deadline healthy\n",
+                "${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}",
+            ] {
+                assert!(script.contains(needle), "{needle} missing:\n{script}");
+            }
+            // Health comes first: nothing is completed before it passes.
+            assert!(script.find("until_deadline healthy\n") < script.find("until_deadline complete\n"), "{script}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_pass_shellcheck() {
+        let mut no_secrets = worker();
+        no_secrets.secrets.clear();
+        for (input, path) in [(master(1, 3), LAUNCHING_HOOK_SCRIPT), (worker(), AWS_WRAPPER)] {
+            let files = files(&sealed(&input));
+            let dir = tempfile::tempdir().expect("tempdir");
+            let script = dir.path().join("script");
+            std::fs::write(&script, &files[path]).expect("write script");
+            let out = std::process::Command::new("shellcheck").arg(&script).output().expect("run shellcheck");
+            assert!(out.status.success(), "{path} fails shellcheck:\n{}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+
+    #[test]
     fn the_scripts_parse_as_bash() {
         let mut no_secrets = worker();
         no_secrets.secrets.clear();
@@ -1185,6 +1368,8 @@ mod tests {
             (no_secrets, "/opt/bin/decrypt-tls-assets"),
             (worker(), "/opt/bin/set-hostname"),
             (master(1, 3), "/opt/bin/etcd3-attach-dependencies"),
+            (master(1, 3), LAUNCHING_HOOK_SCRIPT),
+            (worker(), AWS_WRAPPER),
         ] {
             let files = files(&sealed(&input));
             let dir = tempfile::tempdir().expect("tempdir");

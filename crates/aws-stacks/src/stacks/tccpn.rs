@@ -43,6 +43,8 @@ pub const ROUTE53_MANAGER_ROLE: &str = "Route53ManagerRole";
 
 /// Lifecycle hook completed by a new master once its etcd member is healthy.
 pub const LAUNCHING_HOOK: &str = "ControlPlaneLaunching";
+/// How long [`LAUNCHING_HOOK`] holds a new master before AWS continues without it, in seconds.
+pub const LAUNCHING_HOOK_TIMEOUT: u64 = 1020;
 /// Lifecycle hook the drainer completes after draining a leaving master.
 pub const TERMINATING_HOOK: &str = "ControlPlane";
 /// How long [`TERMINATING_HOOK`] holds a leaving master before AWS continues without the
@@ -313,7 +315,7 @@ pub fn render(p: &Params) -> Template {
                 {
                     "LifecycleHookName": LAUNCHING_HOOK,
                     "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
-                    "HeartbeatTimeout": 1020,
+                    "HeartbeatTimeout": LAUNCHING_HOOK_TIMEOUT,
                     "DefaultResult": "CONTINUE",
                 },
                 {
@@ -413,13 +415,13 @@ fn add_iam(t: &mut Template, p: &Params) {
                 "autoscaling:DescribeLaunchConfigurations",
                 "autoscaling:DescribeTags",
                 "autoscaling:SetInstanceHealth",
-                "autoscaling:CompleteLifecycleAction",
             ],
             any.clone(),
         ),
+        // A master completes only its cluster's hooks (its own launching hook).
         json!({
             "Effect": "Allow",
-            "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+            "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
             "Resource": "*",
             "Condition": { "StringEquals": { "autoscaling:ResourceTag/giantswarm.io/cluster": cid } },
         }),
@@ -718,6 +720,20 @@ pub(crate) mod tests {
         assert_eq!(hooks[1]["LifecycleHookName"], TERMINATING_HOOK);
         assert_eq!(hooks[1]["LifecycleTransition"], "autoscaling:EC2_INSTANCE_TERMINATING");
         assert_eq!(hooks[1]["HeartbeatTimeout"], 900);
+        // The masters may complete lifecycle actions only on groups of their own cluster.
+        let statements =
+            t.resources[POLICY].properties["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default();
+        let completing: Vec<_> = statements
+            .iter()
+            .filter(|st| {
+                st["Action"].as_array().into_iter().flatten().any(|a| a == "autoscaling:CompleteLifecycleAction")
+            })
+            .collect();
+        assert_eq!(completing.len(), 1, "{statements:?}");
+        assert_eq!(
+            completing[0]["Condition"],
+            json!({ "StringEquals": { "autoscaling:ResourceTag/giantswarm.io/cluster": "al9qy" } })
+        );
         assert_eq!(t.outputs["MasterReplicas"].value, "3");
         assert_eq!(t.ids_of_type("AWS::Route53::RecordSet"), vec!["EtcdRecordSet", "EtcdRecordSet2", "EtcdRecordSet3"]);
         assert_eq!(
