@@ -37,6 +37,10 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- with .Values.operator.controlPlaneRoleArn }}
 - --control-plane-role-arn={{ . }}
 {{- end }}
+- --credential-namespaces={{ join "," .Values.operator.credentialNamespaces }}
+{{- with .Values.operator.tenantRoleExternalId }}
+- --tenant-role-external-id={{ . }}
+{{- end }}
 {{- with .Values.operator.awsEndpointUrl }}
 - --aws-endpoint-url={{ . }}
 {{- end }}

@@ -577,6 +577,26 @@ pub struct AWSControlPlaneStatus {
     /// The control plane's CloudFormation stacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
     pub stacks: Vec<StackStatus>,
+    /// Where the control plane's stacks live, recorded by aws-operator before it creates any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<RecordedAccount>,
+}
+
+/// `status.account` of an `AWSControlPlane` or `AWSMachineDeployment`: the tenant role and
+/// region its stacks are created with, written by aws-operator (status is a subresource a
+/// tenant is not granted), so that the stacks can still be found and deleted if the AWSCluster
+/// disappears first. Annotations are never trusted for this: anyone who may edit the object may
+/// set them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedAccount {
+    /// The ARN of the tenant role (an ARN, not a credential).
+    pub tenant_role_arn: String,
+    /// The region of the stacks.
+    pub region: String,
+    /// The UID of the AWSCluster the stacks were created for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster_uid: String,
 }
 
 impl AWSControlPlaneSpec {
@@ -733,6 +753,9 @@ pub struct AWSMachineDeploymentStatus {
     /// The node pool's CloudFormation stacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
     pub stacks: Vec<StackStatus>,
+    /// Where the node pool's stacks live, recorded by aws-operator before it creates any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<RecordedAccount>,
 }
 
 /// `status.provider` of an `AWSMachineDeployment`.

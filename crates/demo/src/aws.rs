@@ -72,6 +72,7 @@ fn aws_settings(endpoint: String, management_account: &str) -> AwsSettings {
         control_plane_role_arn: Some(format!("arn:aws:iam::{management_account}:role/aws-operator")),
         credentials: Some(Credentials::new("AKIADEMOOPERATOR", "demo-secret", None, None, "demo")),
         operation_timeout: Some(Duration::from_secs(60)),
+        tenant_external_id: None,
     }
 }
 

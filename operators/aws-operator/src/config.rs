@@ -56,6 +56,11 @@ pub struct DaemonArgs {
     /// Namespace of the certificate Secrets of every cluster (default: each cluster's own).
     #[arg(long)]
     pub certificates_namespace: Option<String>,
+    /// Namespaces besides a cluster's own that may hold its credential Secret, comma-separated
+    /// or repeated; a Secret there serves only the organisation its `giantswarm.io/organization`
+    /// label names (empty: each cluster's own namespace only).
+    #[arg(long, env = "AWS_OPERATOR_CREDENTIAL_NAMESPACES", value_delimiter = ',', default_value = "giantswarm")]
+    pub credential_namespaces: Vec<String>,
     /// Elect a leader among the replicas of this operator version; only the leader writes.
     #[arg(long, env = "AWS_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,
@@ -139,6 +144,10 @@ pub struct AwsAccessArgs {
     /// Role to assume in the management-cluster account (none: use the credentials there).
     #[arg(long, env = "AWS_OPERATOR_CONTROL_PLANE_ROLE_ARN")]
     pub control_plane_role_arn: Option<String>,
+    /// The ExternalId of every AssumeRole of a tenant role: one per installation, required by
+    /// the tenant roles' trust policies (none: AssumeRole without one).
+    #[arg(long, env = "AWS_OPERATOR_TENANT_ROLE_EXTERNAL_ID")]
+    pub tenant_role_external_id: Option<String>,
     /// One endpoint for every AWS service (an emulator or a proxy).
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub aws_endpoint_url: Option<String>,
@@ -161,6 +170,7 @@ impl AwsAccessArgs {
             control_plane_role_arn: self.control_plane_role_arn.clone(),
             credentials: None,
             operation_timeout,
+            tenant_external_id: self.tenant_role_external_id.clone().filter(|s| !s.is_empty()),
         }
     }
 }
@@ -282,6 +292,10 @@ pub struct OperatorConfig {
     pub template_body_limit: usize,
     /// The namespace of every cluster's certificate Secrets; `None`: each cluster's own.
     pub certificates_namespace: Option<String>,
+    /// The namespaces besides a cluster's own that may hold its credential Secret, each Secret
+    /// serving the organisation its `giantswarm.io/organization` label names
+    /// (`crate::controllers::lookup::tenant_role`).
+    pub credential_namespaces: Vec<String>,
     /// The instance types a node pool with `useAlikeInstanceTypes` may also run on.
     pub alike_instances: AlikeInstances,
     /// The unhealthy-node terminator's settings.
@@ -366,6 +380,7 @@ impl Default for OperatorConfig {
             drain_timeout: Duration::from_secs(3600),
             template_body_limit: aws_stacks::cfn::MAX_TEMPLATE_BODY_BYTES,
             certificates_namespace: None,
+            credential_namespaces: vec!["giantswarm".into()],
             alike_instances: AlikeInstances::default(),
             unhealthy: UnhealthySettings::default(),
             max_rolling_clusters: 0,

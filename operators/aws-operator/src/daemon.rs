@@ -240,6 +240,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),
         drain_timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         certificates_namespace: args.certificates_namespace.clone(),
+        credential_namespaces: args.credential_namespaces.iter().filter(|n| !n.is_empty()).cloned().collect(),
         alike_instances: args.alike_instances.clone(),
         stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
         endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),

@@ -172,7 +172,7 @@ async fn cluster_in_own_account(f: &Fixture, id: &str) -> anyhow::Result<String>
     let account = motoenv::fresh_account_id();
     let secrets: Api<Secret> = Api::namespaced(f.client.clone(), "giantswarm");
     let s: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("credential-{id}"), "namespace": "giantswarm"},
+        "metadata": {"name": format!("credential-{id}"), "namespace": "giantswarm", "labels": {"giantswarm.io/organization": "acme"}},
         "stringData": {"aws.awsoperator.arn": format!("arn:aws:iam::{account}:role/GiantSwarmAWSOperator")}
     }))?;
     secrets.create(&PostParams::default(), &s).await?;

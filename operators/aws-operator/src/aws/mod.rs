@@ -63,6 +63,10 @@ pub struct AwsSettings {
     pub credentials: Option<Credentials>,
     /// Per-call timeout.
     pub operation_timeout: Option<Duration>,
+    /// The `ExternalId` every AssumeRole of a tenant role carries (`--tenant-role-external-id`):
+    /// one per installation, required by the tenant role's trust policy, so that a role ARN named
+    /// in some Secret is assumed only by the installation its account trusts.
+    pub tenant_external_id: Option<String>,
 }
 
 /// A failure to reach or use AWS outside CloudFormation.
@@ -169,7 +173,9 @@ impl AccountClients {
 }
 
 /// A role (`None`: the operator's own credentials) and a region.
-type ClientKey = (Option<String>, String);
+/// Role (none: the operator's own credentials), region, and whether the role is a tenant's (its
+/// AssumeRole carries the installation's ExternalId).
+type ClientKey = (Option<String>, String, bool);
 
 /// Refuses every AWS call of a replica that does not hold the leader election lease, checked
 /// just before each attempt is sent (retries included), so that a replica that lost the lease
@@ -265,12 +271,12 @@ impl AwsFactory {
 
     /// The management-cluster account in `region`.
     pub async fn control_plane(&self, region: &str) -> Result<Arc<AccountClients>, AwsError> {
-        self.clients_for(self.settings.control_plane_role_arn.clone(), region).await
+        self.clients_for(self.settings.control_plane_role_arn.clone(), region, false).await
     }
 
     /// The tenant account reached through `role_arn`, in `region`.
     pub async fn tenant(&self, role_arn: &str, region: &str) -> Result<Arc<AccountClients>, AwsError> {
-        self.clients_for(Some(role_arn.to_string()), region).await
+        self.clients_for(Some(role_arn.to_string()), region, true).await
     }
 
     /// Clients of account `account_id` in `region` with the operator's own credentials and
@@ -293,8 +299,13 @@ impl AwsFactory {
         }
     }
 
-    async fn clients_for(&self, role: Option<String>, region: &str) -> Result<Arc<AccountClients>, AwsError> {
-        let key = (role.clone(), region.to_string());
+    async fn clients_for(
+        &self,
+        role: Option<String>,
+        region: &str,
+        tenant: bool,
+    ) -> Result<Arc<AccountClients>, AwsError> {
+        let key = (role.clone(), region.to_string(), tenant);
         if let Some(c) = self.clients.lock().get(&key) {
             return Ok(c.clone());
         }
@@ -306,12 +317,14 @@ impl AwsFactory {
         let region_v = aws_config::Region::new(region.to_string());
         let mut conf = self.base.to_builder().region(region_v.clone());
         if let Some(role) = &role {
-            let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+            let mut builder = aws_config::sts::AssumeRoleProvider::builder(role)
                 .session_name("aws-operator")
                 .region(region_v)
-                .configure(&self.base)
-                .build()
-                .await;
+                .configure(&self.base);
+            if let Some(external_id) = self.settings.tenant_external_id.as_ref().filter(|_| tenant) {
+                builder = builder.external_id(external_id);
+            }
+            let provider = builder.build().await;
             conf = conf.credentials_provider(SharedCredentialsProvider::new(provider));
         }
         let conf = conf.build();

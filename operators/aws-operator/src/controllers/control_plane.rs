@@ -122,12 +122,14 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let tenant = shared.aws.tenant(&role, &cluster.spec.provider.region).await?;
-            controllers::stack_entries::remember_account(&shared, obj, &role, &cluster.spec.provider.region).await?;
-            Ok::<_, ResourceError>(Some((cluster, release, tenant)))
+            Ok::<_, ResourceError>(Some((cluster, release, tenant, role)))
         }
         .await;
         match checked {
-            Ok(Some((cluster, release, tenant))) => {
+            Ok(Some((cluster, release, tenant, role))) => {
+                let account = controllers::lookup::recorded_account(&cluster, role);
+                let current = obj.status.as_ref();
+                controllers::stack_entries::remember_account(&shared, obj, current, &mut state.status, account).await?;
                 state.cluster = Some(cluster);
                 state.release = Some(release);
                 state.tenant = Some(tenant);

@@ -85,11 +85,82 @@ pub fn component<'a>(release: &'a Release, name: &str) -> Option<&'a str> {
     release.spec.components.iter().find(|c| c.name == name).map(|c| c.version.as_str())
 }
 
-/// The tenant role ARN from the AWSCluster's credential Secret.
+/// The `Ready` reason of a cluster whose credential Secret lies where it may not be read.
+pub const CREDENTIAL_NOT_ALLOWED: &str = "CredentialNotAllowed";
+
+/// The organisation of the objects in `namespace`: `<org>` for `org-<org>` (the namespaces
+/// organisations are given), none for any other.
+pub fn organization_of_namespace(namespace: &str) -> Option<&str> {
+    namespace.strip_prefix("org-").filter(|o| !o.is_empty())
+}
+
+/// Whether a cluster in `cluster_namespace` may use the credential Secret in `secret_namespace`
+/// whose `giantswarm.io/organization` label is `secret_organization` (`None`: the namespace is
+/// not one of `allowed`, so the Secret is not read at all). A cluster's own namespace is always
+/// allowed; a namespace the installation names (`allowed`) only for the organisation the
+/// Secret's label names, which must be the organisation of the cluster's namespace. `Err`
+/// holds why not.
+pub fn credential_allowed(
+    cluster_namespace: &str,
+    secret_namespace: &str,
+    secret_organization: Option<&str>,
+    allowed: &[String],
+) -> Result<(), String> {
+    if secret_namespace == cluster_namespace {
+        return Ok(());
+    }
+    if !allowed.iter().any(|n| n == secret_namespace) {
+        return Err(format!(
+            "namespace {secret_namespace} is neither the cluster's own ({cluster_namespace}) nor one the installation names for credentials ({}): put the Secret in {cluster_namespace}",
+            if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+        ));
+    }
+    let Some(org) = organization_of_namespace(cluster_namespace) else {
+        return Err(format!(
+            "namespace {cluster_namespace} belongs to no organisation (org-<name>), so no shared credential serves it: put the Secret in {cluster_namespace}"
+        ));
+    };
+    match secret_organization {
+        Some(label) if label == org => Ok(()),
+        Some(label) => Err(format!(
+            "it serves organisation {label} (label {}), not {org}: use a Secret labelled {}={org}",
+            labels::ORGANIZATION,
+            labels::ORGANIZATION
+        )),
+        None => Err(format!(
+            "it names no organisation: an administrator labels it {}={org} to let organisation {org} use it",
+            labels::ORGANIZATION
+        )),
+    }
+}
+
+/// The tenant role ARN from the AWSCluster's credential Secret, once the Secret is one the
+/// cluster may use ([`credential_allowed`]); a Secret elsewhere is not read.
 pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String, ResourceError> {
     let cs = &cluster.spec.provider.credential_secret;
+    let cluster_ns = cluster.namespace().unwrap_or_default();
+    let refuse = |why: String| -> ResourceError {
+        InvalidInput {
+            object: describe(cluster),
+            reason: CREDENTIAL_NOT_ALLOWED,
+            message: format!(
+                "spec.provider.credentialSecret names Secret {}/{}, which this cluster may not use: {why}",
+                cs.namespace, cs.name
+            ),
+        }
+        .into()
+    };
+    let allowed = &shared.config.credential_namespaces;
+    if cs.namespace != cluster_ns && !allowed.contains(&cs.namespace) {
+        return Err(refuse(credential_allowed(&cluster_ns, &cs.namespace, None, allowed).unwrap_err()));
+    }
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), &cs.namespace);
-    let Some(secret) = api.get_opt(&cs.name).await? else {
+    let secret = api.get_opt(&cs.name).await?;
+    if let Some(secret) = &secret {
+        let org = secret.labels().get(labels::ORGANIZATION).map(String::as_str);
+        credential_allowed(&cluster_ns, &cs.namespace, org, allowed).map_err(refuse)?;
+    }
+    let Some(secret) = secret else {
         return Err(InvalidInput {
             object: describe(cluster),
             reason: "CredentialSecretNotFound",
@@ -118,6 +189,16 @@ pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String
         }
         .into()
     })
+}
+
+/// What a control plane or node pool of `cluster` records about where its stacks live, its
+/// tenant role being `role`.
+pub fn recorded_account(cluster: &AWSCluster, role: String) -> apis::aws::RecordedAccount {
+    apis::aws::RecordedAccount {
+        tenant_role_arn: role,
+        region: cluster.spec.provider.region.clone(),
+        cluster_uid: cluster.uid().unwrap_or_default(),
+    }
 }
 
 /// The tenant and management-account clients of a cluster.
@@ -258,6 +339,24 @@ pub async fn cluster_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_is_allowed_from_the_own_namespace_or_a_named_one_for_its_organisation() {
+        let named = vec!["giantswarm".to_string()];
+        assert_eq!(credential_allowed("org-acme", "org-acme", None, &[]), Ok(()));
+        assert_eq!(credential_allowed("org-acme", "giantswarm", Some("acme"), &named), Ok(()));
+        // Another organisation's credential in a named namespace.
+        let err = credential_allowed("org-evil", "giantswarm", Some("acme"), &named).unwrap_err();
+        assert!(err.contains("serves organisation acme") && err.contains("not evil"), "{err}");
+        // Unlabelled: it serves nobody but its own namespace.
+        assert!(credential_allowed("org-acme", "giantswarm", None, &named).unwrap_err().contains("names no organisation"));
+        // Another organisation's namespace, or one the installation does not name.
+        let err = credential_allowed("org-evil", "org-acme", Some("evil"), &named).unwrap_err();
+        assert!(err.contains("neither the cluster's own") && err.contains("put the Secret in org-evil"), "{err}");
+        assert!(credential_allowed("org-acme", "giantswarm", Some("acme"), &[]).is_err());
+        // A namespace of no organisation gets no shared credential.
+        assert!(credential_allowed("default", "giantswarm", Some("default"), &named).is_err());
+    }
 
     #[test]
     fn cloud_tags_come_from_the_cluster_labels_with_the_prefix() {

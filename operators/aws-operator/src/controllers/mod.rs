@@ -29,7 +29,7 @@ pub use operatorkit::status;
 
 use std::sync::Arc;
 
-use apis::aws::{AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus, StackStatus};
+use apis::aws::{AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus, RecordedAccount, StackStatus};
 use operatorkit::{ResourceSet, ResourceSetBuilder};
 use semver::VersionReq;
 
@@ -70,3 +70,19 @@ macro_rules! kinds {
 }
 
 kinds!(AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus);
+
+/// The kinds that record where their stacks live ([`stack_entries::WithAccount`]).
+macro_rules! accounts {
+    ($($status:ty),*) => {$(
+        impl stack_entries::WithAccount for $status {
+            fn account(&self) -> Option<&RecordedAccount> {
+                self.account.as_ref()
+            }
+            fn account_mut(&mut self) -> &mut Option<RecordedAccount> {
+                &mut self.account
+            }
+        }
+    )*};
+}
+
+accounts!(AWSControlPlaneStatus, AWSMachineDeploymentStatus);

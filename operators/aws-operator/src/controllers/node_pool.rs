@@ -158,12 +158,14 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let region = &cluster.spec.provider.region;
             let (tenant, cp) = controllers::lookup::clients_of_role(&shared, &role, region).await?;
-            controllers::stack_entries::remember_account(&shared, obj, &role, region).await?;
-            Ok::<_, ResourceError>(Some((cluster, release, tenant, cp)))
+            Ok::<_, ResourceError>(Some((cluster, release, tenant, cp, role)))
         }
         .await;
         match checked {
-            Ok(Some((cluster, release, tenant, cp))) => {
+            Ok(Some((cluster, release, tenant, cp, role))) => {
+                let account = controllers::lookup::recorded_account(&cluster, role);
+                let current = obj.status.as_ref();
+                controllers::stack_entries::remember_account(&shared, obj, current, &mut state.status, account).await?;
                 state.cluster = Some(cluster);
                 state.release = Some(release);
                 state.tenant = Some(tenant);

@@ -1,9 +1,7 @@
 //! The stacks a control plane, node pool or cluster records in its status, and the deletion of
 //! the stacks of a control plane or node pool whose AWSCluster is gone.
 
-use apis::aws::StackStatus;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use apis::aws::{RecordedAccount, StackStatus};
 use operatorkit::ResourceError;
 
 use super::lookup::clients_of_role;
@@ -54,28 +52,34 @@ where
     write_status(&shared.client, obj, current, status).await
 }
 
-/// Annotation on an AWSControlPlane or AWSMachineDeployment: the role ARN of the tenant account
-/// its stacks are created in (an ARN, not a credential).
-pub const TENANT_ROLE_ANNOTATION: &str = "aws-operator.giantswarm.io/tenant-role-arn";
-/// Annotation on an AWSControlPlane or AWSMachineDeployment: the region of its stacks.
-pub const REGION_ANNOTATION: &str = "aws-operator.giantswarm.io/region";
+/// A status that records where its object's stacks live ([`RecordedAccount`]).
+pub trait WithAccount: WithStacks {
+    /// The recorded account.
+    fn account(&self) -> Option<&RecordedAccount>;
+    /// The recorded account, to set it.
+    fn account_mut(&mut self) -> &mut Option<RecordedAccount>;
+}
 
-/// Record on a control plane or node pool where its stacks live (role and region), before it
-/// creates any, so that it can still find and delete them if its AWSCluster disappears.
-pub async fn remember_account<K>(shared: &Shared, obj: &K, role: &str, region: &str) -> Result<(), kube::Error>
+/// Record in the status of a control plane or node pool where its stacks live (role and region
+/// of its AWSCluster, and that cluster's UID), before it creates any, so that it can still find
+/// and delete them if its AWSCluster disappears. Only the status is used for this: a tenant who
+/// may edit the object may set its annotations and labels, but not its status.
+pub async fn remember_account<K, St>(
+    shared: &Shared,
+    obj: &K,
+    current: Option<&St>,
+    status: &mut St,
+    account: RecordedAccount,
+) -> Result<(), kube::Error>
 where
     K: NamespacedObject,
+    St: WithAccount,
 {
-    let annotations = obj.annotations();
-    let recorded = |key: &str, value: &str| annotations.get(key).is_some_and(|v| v == value);
-    if recorded(TENANT_ROLE_ANNOTATION, role) && recorded(REGION_ANNOTATION, region) {
+    if status.account() == Some(&account) {
         return Ok(());
     }
-    let api: Api<K> = Api::namespaced(shared.client.clone(), &obj.namespace().unwrap_or_default());
-    let patch =
-        serde_json::json!({"metadata": {"annotations": {TENANT_ROLE_ANNOTATION: role, REGION_ANNOTATION: region}}});
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(())
+    *status.account_mut() = Some(account);
+    write_status(&shared.client, obj, current, status).await
 }
 
 /// In which account a stack of a control plane or node pool lives.
@@ -87,15 +91,22 @@ pub enum Account {
     ControlPlane,
 }
 
+/// The `Ready` reason of a control plane or node pool whose AWSCluster is gone while stacks it
+/// lists have no recorded account: nothing the object itself carries proves where they are.
+pub const ACCOUNT_UNPROVEN: &str = "AccountUnproven";
+
 /// Delete the stacks of a control plane or node pool whose AWSCluster is gone, in order,
 /// releasing the instances their groups hold on terminating hooks
-/// ([`crate::drainers::release_orphaned`]). They are looked up in the accounts it recorded ([`remember_account`]) by name and tags (cluster
+/// ([`crate::drainers::release_orphaned`]). They are looked up in the account it recorded ([`remember_account`]) by name and tags (cluster
 /// id and stack kind), so nothing but its own stacks is touched. Returns `proceed` once none is
 /// left, and an outcome that keeps the finalizer while any exists.
 ///
-/// Without recorded accounts the object never created anything, unless its status lists stacks
-/// (an object of an older version): then the finalizer stays, with `Ready=False` saying how to
-/// go on, since dropping it would leak what those stacks hold.
+/// The account is the one recorded in `status.account`, never one named by an annotation: a
+/// tenant may create an object labelled with another cluster's id, but cannot give it a status.
+/// Without a recorded account the object never created anything, unless its status lists stacks
+/// (an object of an older version): then the finalizer stays, with `Ready=False`
+/// ([`ACCOUNT_UNPROVEN`]) saying how to go on, since dropping it would leak what those stacks
+/// hold.
 pub async fn delete_orphaned_stacks<K, St>(
     shared: &Shared,
     obj: &K,
@@ -106,23 +117,21 @@ pub async fn delete_orphaned_stacks<K, St>(
 ) -> Result<operatorkit::Outcome, ResourceError>
 where
     K: NamespacedObject,
-    St: WithStacks,
+    St: WithAccount,
 {
     let keep = || operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll);
-    let annotations = obj.annotations();
-    let (Some(role), Some(region)) = (annotations.get(TENANT_ROLE_ANNOTATION), annotations.get(REGION_ANNOTATION))
-    else {
+    let Some(account) = current.and_then(WithAccount::account).cloned() else {
         if recorded_stacks.is_empty() {
             return Ok(operatorkit::Outcome::proceed());
         }
         let message = format!(
-            "AWSCluster {cluster_id} is gone and the account of stacks {} is unknown: restore the AWSCluster (and its credential Secret) so they can be deleted, or delete them by hand and then remove the finalizers",
+            "AWSCluster {cluster_id} is gone and no account is recorded in status.account for stacks {}: restore the AWSCluster (and its credential Secret) so that aws-operator records the account and deletes them, or delete them by hand and then remove the finalizers",
             recorded_stacks.join(", ")
         );
-        mark_not_ready(&shared.client, obj, current, "ClusterNotFound", message).await?;
+        mark_not_ready(&shared.client, obj, current, ACCOUNT_UNPROVEN, message).await?;
         return Ok(keep());
     };
-    let (tenant, cp) = clients_of_role(shared, role, region).await?;
+    let (tenant, cp) = clients_of_role(shared, &account.tenant_role_arn, &account.region).await?;
     // One status across the stacks: a stack found gone keeps its entry's update when the next
     // stack's deletion writes the status again.
     let mut status = current.cloned().unwrap_or_default();

@@ -35,6 +35,8 @@ pub const FLATCAR: &str = "4230.2.4";
 /// A newer Flatcar, with its own AMI in [`Fixture::amis`], for upgrades.
 pub const FLATCAR_NEXT: &str = "4230.2.5";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The installation's ExternalId of tenant AssumeRoles (`--tenant-role-external-id`).
+pub const TENANT_EXTERNAL_ID: &str = "gauss-external-id";
 
 pub struct Fixture {
     pub moto: MotoServer,
@@ -110,6 +112,7 @@ pub fn factory_settings(moto: &MotoServer, cp_account: &str) -> AwsSettings {
         control_plane_role_arn: Some(format!("arn:aws:iam::{cp_account}:role/aws-operator")),
         credentials: Some(Credentials::new("AKIATESTOPERATOR", "secret", None, None, "test")),
         operation_timeout: Some(Duration::from_secs(60)),
+        tenant_external_id: Some(TENANT_EXTERNAL_ID.into()),
     }
 }
 
@@ -421,7 +424,7 @@ impl Fixture {
     pub async fn credential_secret(&self, id: &str) -> anyhow::Result<()> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), "giantswarm");
         let s: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("credential-{id}"), "namespace": "giantswarm"},
+            "metadata": {"name": format!("credential-{id}"), "namespace": "giantswarm", "labels": {"giantswarm.io/organization": "acme"}},
             "stringData": {"aws.awsoperator.arn": self.tenant_role()}
         }))?;
         secrets.create(&PostParams::default(), &s).await?;

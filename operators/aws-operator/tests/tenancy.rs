@@ -1,0 +1,201 @@
+//! Tenants stay in their lane: what a tenant who may write AWSClusters, AWSControlPlanes and
+//! AWSMachineDeployments in their own namespace tries, to reach another organisation's cluster.
+//! Every test asserts through moto's request log and the API that nothing of the victim changed.
+
+mod support;
+
+use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use support::*;
+
+/// The attacker's namespace: another organisation on the same management cluster.
+const EVIL: &str = "org-evil";
+
+async fn create_victim(f: &Fixture, id: &str) -> anyhow::Result<()> {
+    f.credential_secret(id).await?;
+    f.certificates(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool(id, "np001", &["eu-central-1a"], 1, 3).await?;
+    Ok(())
+}
+
+async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let result = eventually(300, &format!("cluster {id} to be Ready"), || async {
+        let c = clusters.get(id).await?;
+        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
+    })
+    .await;
+    if let Err(e) = result {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    Ok(())
+}
+
+async fn evil_namespace(f: &Fixture) -> anyhow::Result<()> {
+    let nss: Api<Namespace> = Api::all(f.client.clone());
+    let obj: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": EVIL}}))?;
+    nss.create(&PostParams::default(), &obj).await?;
+    Ok(())
+}
+
+/// The names of the stacks that exist (not deleted) in an account.
+async fn live_stacks(aws: &aws_operator::aws::AccountClients) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// CloudFormation writes moto received since `since` (seconds since the epoch).
+fn stack_writes_since(f: &Fixture, since: f64) -> anyhow::Result<Vec<String>> {
+    Ok(f.moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.service == "cloudformation" && r.is_write())
+        .map(|r| format!("{} in {}", r.action, r.account))
+        .collect())
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_deleting_objects_labelled_and_annotated_with_another_clusters_id_deletes_nothing_of_it()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    evil_namespace(&f).await?;
+    let id = "vic01";
+    create_victim(&f, id).await?;
+    f.start_operator().await?;
+    wait_ready(&f, id).await?;
+    let tenant = f.tenant_clients().await?;
+    let cp = f.control_plane_clients().await?;
+    let (tenant_before, cp_before) = (live_stacks(&tenant).await?, live_stacks(&cp).await?);
+    for stack in [format!("cluster-{id}-tccpn"), format!("cluster-{id}-tcnp-np001")] {
+        assert!(tenant_before.contains(&stack), "{tenant_before:?}");
+    }
+    assert!(cp_before.contains(&format!("cluster-{id}-tcnpf-np001")), "{cp_before:?}");
+    let since = now();
+
+    // The tenant, in their own namespace, names the victim's cluster id and stacks, and sets the
+    // annotations an earlier version read the account of orphaned stacks from.
+    let annotations = serde_json::json!({
+        "aws-operator.giantswarm.io/tenant-role-arn": f.tenant_role(),
+        "aws-operator.giantswarm.io/region": REGION,
+    });
+    let cp_obj: AWSControlPlane = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
+        "metadata": {"name": "cp001", "namespace": EVIL, "annotations": annotations,
+            "labels": Fixture::labels(id, &[("giantswarm.io/control-plane", "cp001")])},
+        "spec": {"availabilityZones": ["eu-central-1a"], "instanceType": "m5.xlarge", "replicas": 1},
+        // Ignored on create: status is a subresource.
+        "status": {"account": {"tenantRoleArn": f.tenant_role(), "region": REGION}}
+    }))?;
+    let md_obj: AWSMachineDeployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSMachineDeployment",
+        "metadata": {"name": "np001", "namespace": EVIL, "annotations": annotations,
+            "labels": Fixture::labels(id, &[("giantswarm.io/machine-deployment", "np001")])},
+        "spec": {
+            "nodePool": {"description": "pool", "machine": {"dockerVolumeSizeGB": 100, "kubeletVolumeSizeGB": 100}, "scaling": {"min": 1, "max": 3}},
+            "provider": {"availabilityZones": ["eu-central-1a"], "worker": {"instanceType": "m5.2xlarge", "useAlikeInstanceTypes": false}}
+        },
+        "status": {"account": {"tenantRoleArn": f.tenant_role(), "region": REGION}}
+    }))?;
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), EVIL);
+    let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), EVIL);
+    cps.create(&PostParams::default(), &cp_obj).await?;
+    mds.create(&PostParams::default(), &md_obj).await?;
+    // The operator has taken them on (its finalizer is on them), then the tenant deletes them.
+    eventually(60, "the operator to put its finalizers on the tenant's objects", || async {
+        let held = |f: Option<Vec<String>>| f.is_some_and(|f| !f.is_empty());
+        Ok((held(cps.get("cp001").await?.metadata.finalizers) && held(mds.get("np001").await?.metadata.finalizers))
+            .then_some(()))
+    })
+    .await?;
+    cps.delete("cp001", &DeleteParams::default()).await?;
+    mds.delete("np001", &DeleteParams::default()).await?;
+    eventually(60, "the tenant's objects to be gone", || async {
+        Ok((cps.get_opt("cp001").await?.is_none() && mds.get_opt("np001").await?.is_none()).then_some(()))
+    })
+    .await?;
+    // Give a wrong deletion time to show.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+
+    let writes = stack_writes_since(&f, since)?;
+    assert!(writes.is_empty(), "CloudFormation writes after the tenant's objects appeared: {writes:?}");
+    assert_eq!(live_stacks(&tenant).await?, tenant_before);
+    assert_eq!(live_stacks(&cp).await?, cp_before);
+    // The victim's objects are untouched and still ready.
+    let victim_cp = Api::<AWSControlPlane>::namespaced(f.client.clone(), NS).get("cp001").await?;
+    assert!(victim_cp.metadata.deletion_timestamp.is_none());
+    assert!(ready(victim_cp.status.as_ref().map(|s| &s.conditions)), "{:?}", victim_cp.status);
+    f.kill_operator().await;
+    Ok(())
+}
+
+/// The reason of the `Ready` condition of an object's status conditions.
+fn ready_reason(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> Option<String> {
+    conds?.iter().find(|c| c.type_ == "Ready" && c.status == "False").map(|c| c.reason.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_naming_another_organisations_credential_secret_is_refused_and_nothing_is_created()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    evil_namespace(&f).await?;
+    // Organisation acme's credentials: the installation's shared one, and one in acme's own
+    // namespace.
+    f.credential_secret("vic02").await?;
+    let own: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "credential-own", "namespace": NS},
+        "stringData": {"aws.awsoperator.arn": f.tenant_role()}
+    }))?;
+    Api::<Secret>::namespaced(f.client.clone(), NS).create(&PostParams::default(), &own).await?;
+    f.start_operator().await?;
+    let since = now();
+
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), EVIL);
+    for (id, secret_ns, secret) in [("evl01", "giantswarm", "credential-vic02"), ("evl02", NS, "credential-own")] {
+        let obj: AWSCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": id, "namespace": EVIL, "labels": Fixture::labels(id, &[("giantswarm.io/organization", "acme")])},
+            "spec": {
+                "cluster": {"description": "test", "dns": {"domain": "gauss.eu-central-1.aws.gigantic.io"}},
+                "provider": {"credentialSecret": {"name": secret, "namespace": secret_ns}, "region": REGION}
+            }
+        }))?;
+        clusters.create(&PostParams::default(), &obj).await?;
+    }
+    for id in ["evl01", "evl02"] {
+        let result = eventually(60, &format!("{id} to be refused"), || async {
+            let c = clusters.get(id).await?;
+            let reason = ready_reason(c.status.as_ref().map(|s| &s.conditions));
+            Ok((reason.as_deref() == Some("CredentialNotAllowed")).then_some(()))
+        })
+        .await;
+        if let Err(e) = result {
+            anyhow::bail!("{e}\n{}", dump(&f.client).await);
+        }
+    }
+    // Nothing was created in any account, and neither Secret is held for the tenant.
+    let writes: Vec<String> = f
+        .moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.is_write())
+        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
+        .collect();
+    assert!(writes.is_empty(), "AWS writes for refused clusters: {writes:?}");
+    for (ns, name) in [("giantswarm", "credential-vic02"), (NS, "credential-own")] {
+        let s = Api::<Secret>::namespaced(f.client.clone(), ns).get(name).await?;
+        assert!(s.metadata.finalizers.unwrap_or_default().is_empty(), "{ns}/{name} is held");
+    }
+    f.kill_operator().await;
+    Ok(())
+}
