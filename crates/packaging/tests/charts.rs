@@ -308,6 +308,8 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--installation=ci",
         "--region=eu-west-1",
         "--control-plane-role-arn=arn:aws:iam::123456789012:role/aws-operator-control-plane",
+        "--credential-namespaces=giantswarm,credentials",
+        "--tenant-role-external-id=ci-installation",
         "--ipam-range=10.2.0.0/16",
         "--subnet-mask-bits=25",
         "--route-tables=ci-private-0,ci-private-1",

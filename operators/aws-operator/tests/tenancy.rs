@@ -90,7 +90,7 @@ async fn a_tenant_deleting_objects_labelled_and_annotated_with_another_clusters_
     });
     let cp_obj: AWSControlPlane = serde_json::from_value(serde_json::json!({
         "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
-        "metadata": {"name": "cp001", "namespace": EVIL, "annotations": annotations,
+        "metadata": {"name": "cp001", "namespace": EVIL, "annotations": annotations.clone(),
             "labels": Fixture::labels(id, &[("giantswarm.io/control-plane", "cp001")])},
         "spec": {"availabilityZones": ["eu-central-1a"], "instanceType": "m5.xlarge", "replicas": 1},
         // Ignored on create: status is a subresource.

@@ -152,7 +152,7 @@ pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String
     };
     let allowed = &shared.config.credential_namespaces;
     if cs.namespace != cluster_ns && !allowed.contains(&cs.namespace) {
-        return Err(refuse(credential_allowed(&cluster_ns, &cs.namespace, None, allowed).unwrap_err()));
+        credential_allowed(&cluster_ns, &cs.namespace, None, allowed).map_err(refuse)?;
     }
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), &cs.namespace);
     let secret = api.get_opt(&cs.name).await?;

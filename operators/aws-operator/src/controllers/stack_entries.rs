@@ -120,7 +120,7 @@ where
     St: WithAccount,
 {
     let keep = || operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll);
-    let Some(account) = current.and_then(WithAccount::account).cloned() else {
+    let Some(account) = current.and_then(|c| c.account()).cloned() else {
         if recorded_stacks.is_empty() {
             return Ok(operatorkit::Outcome::proceed());
         }
