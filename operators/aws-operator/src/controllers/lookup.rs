@@ -349,7 +349,9 @@ mod tests {
         let err = credential_allowed("org-evil", "giantswarm", Some("acme"), &named).unwrap_err();
         assert!(err.contains("serves organisation acme") && err.contains("not evil"), "{err}");
         // Unlabelled: it serves nobody but its own namespace.
-        assert!(credential_allowed("org-acme", "giantswarm", None, &named).unwrap_err().contains("names no organisation"));
+        assert!(
+            credential_allowed("org-acme", "giantswarm", None, &named).unwrap_err().contains("names no organisation")
+        );
         // Another organisation's namespace, or one the installation does not name.
         let err = credential_allowed("org-evil", "org-acme", Some("evil"), &named).unwrap_err();
         assert!(err.contains("neither the cluster's own") && err.contains("put the Secret in org-evil"), "{err}");
