@@ -138,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
         control_plane_role_arn: Some(format!("arn:aws:iam::{cp_account}:role/aws-operator")),
         credentials: Some(aws_credential_types::Credentials::new("AKIABENCH", "secret", None, None, "bench")),
         operation_timeout: None,
+        tenant_external_id: None,
     };
     let factory = aws_operator::aws::AwsFactory::new(settings).await?;
     let cp = factory.control_plane(REGION).await?;
