@@ -198,10 +198,9 @@ mod tests {
 
     #[test]
     fn a_sample_without_its_credential_secret_is_refused() {
-        let without: String = SAMPLE.replace(
-            "name: credential-al9qy\n  namespace: giantswarm\ntype",
-            "name: other\n  namespace: giantswarm\ntype",
-        );
+        let secret = "kind: Secret\nmetadata:\n  name: credential-al9qy\n";
+        assert!(SAMPLE.contains(secret), "the sample's credential Secret moved; update this test");
+        let without: String = SAMPLE.replace(secret, "kind: Secret\nmetadata:\n  name: other\n");
         let err = cluster_manifest(&without, ROLE).expect_err("no credential Secret");
         assert!(err.to_string().contains("giantswarm/credential-al9qy"), "{err}");
     }
