@@ -5,29 +5,23 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use aws_stacks::ignition::{
-    InitialClusterState, NodeConfigInput, NodeSecret, Role, etcd_initial_cluster, etcd_name, paths, render,
+    InitialClusterState, NodeConfigInput, NodeSecret, Role, etcd_initial_cluster, etcd_name, paths, render, secrets_for,
 };
 use node_verify::{Finding, check, tools};
 
 fn input(role: Role) -> NodeConfigInput {
     let master = matches!(role, Role::Master { .. });
-    let mut secrets: Vec<NodeSecret> = [paths::WORKER_CRT, paths::WORKER_KEY, paths::WORKER_CA]
+    // The node's files come from the product's own mapping of the cluster's certificates, as the
+    // controllers place them; masters also get the encryption config, as the control plane adds it.
+    let certs: BTreeMap<String, BTreeMap<String, Vec<u8>>> = ["worker", "api", "etcd", "service-account"]
         .into_iter()
-        .map(|p| NodeSecret { path: p.into(), plaintext: b"pem".to_vec() })
+        .map(|cert| {
+            (cert.to_string(), ["ca", "crt", "key"].into_iter().map(|k| (k.to_string(), b"pem".to_vec())).collect())
+        })
         .collect();
+    let mut secrets = secrets_for(master, &certs).expect("every certificate");
     if master {
-        for p in [
-            paths::API_CRT,
-            paths::API_KEY,
-            paths::API_CA,
-            paths::ETCD_CRT,
-            paths::ETCD_KEY,
-            paths::ETCD_CA,
-            paths::SERVICE_ACCOUNT_KEY,
-            paths::ENCRYPTION_CONFIG,
-        ] {
-            secrets.push(NodeSecret { path: p.into(), plaintext: b"pem".to_vec() });
-        }
+        secrets.push(NodeSecret { path: paths::ENCRYPTION_CONFIG.into(), plaintext: b"pem".to_vec() });
     }
     NodeConfigInput {
         role,
