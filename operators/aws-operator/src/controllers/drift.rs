@@ -719,8 +719,7 @@ async fn finish(
     }
     stacks.sort_by(|a, b| a.name.cmp(&b.name));
     let drift = DriftStatus { last_detection_time: Some(Time(Timestamp::now())), stacks };
-    write(shared, cluster, &drift).await?;
-    shared.drift.last.lock().insert(key.to_string(), drift.clone());
+    // Metrics and events first, the status last: whoever sees the status sees a finished run.
     let mut per_kind: BTreeMap<String, u32> = BTreeMap::new();
     for (stack, _) in &run.done {
         per_kind.entry(stack.kind.clone()).or_default();
@@ -747,6 +746,8 @@ async fn finish(
     if drift.stacks.is_empty() && !was.stacks.is_empty() {
         shared.event(cluster, "DriftResolved", "every stack checked matches its template again".into()).await;
     }
+    write(shared, cluster, &drift).await?;
+    shared.drift.last.lock().insert(key.to_string(), drift.clone());
     if remediation_requested(cluster) && (run.after_remediation || drift.stacks.is_empty()) {
         if run.after_remediation && !drift.stacks.is_empty() {
             shared
