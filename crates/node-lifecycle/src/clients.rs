@@ -36,6 +36,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Config};
+use operatorkit::Leadership;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -312,11 +313,17 @@ struct Cache {
 }
 
 /// Workload-cluster clients, one cached per cluster. Cheap to clone.
+///
+/// Writes are fenced per request, as the management-cluster and AWS clients are: the clients
+/// handed out send a `POST`, `PUT`, `PATCH` or `DELETE` only while the [`Leadership`] of
+/// [`WorkloadClients::gated_by`] holds, so a replica that lost its lease in the middle of a
+/// drain makes no further cordon or eviction.
 #[derive(Clone)]
 pub struct WorkloadClients {
     mc: Client,
     options: ClientOptions,
     cache: Arc<Mutex<Cache>>,
+    fence: Leadership,
 }
 
 impl std::fmt::Debug for WorkloadClients {
@@ -331,7 +338,19 @@ impl std::fmt::Debug for WorkloadClients {
 impl WorkloadClients {
     /// Clients resolved through the management-cluster client `mc`.
     pub fn new(mc: Client, options: ClientOptions) -> Self {
-        Self { mc, options, cache: Arc::default() }
+        Self { mc, options, cache: Arc::default(), fence: Leadership::always() }
+    }
+
+    /// The same cache, handing out clients whose writes go through only while `leadership`
+    /// holds (checked as each request is sent).
+    pub fn gated_by(&self, leadership: Leadership) -> Self {
+        Self { fence: leadership, ..self.clone() }
+    }
+
+    /// `client` with its writes fenced by this view's leadership.
+    fn fenced(&self, mut client: WorkloadClient) -> WorkloadClient {
+        client.client = self.fence.gate(client.client);
+        client
     }
 
     /// The options.
@@ -365,14 +384,14 @@ impl WorkloadClients {
                 let secret = (cluster.namespace.clone(), entry.client.secret.clone());
                 let current = cache.seen.get(&secret).is_none_or(|rv| *rv == entry.resource_version);
                 if current && entry.client.cluster.api_endpoint == cluster.api_endpoint {
-                    return Ok(entry.client.clone());
+                    return Ok(self.fenced(entry.client.clone()));
                 }
             }
         }
         let (client, resource_version) = self.build(cluster).await?;
         tracing::debug!(cluster = %cluster.id, secret = %client.secret, server = %client.server, "workload-cluster client built");
         self.cache.lock().clients.insert(cluster.key(), Entry { client: client.clone(), resource_version });
-        Ok(client)
+        Ok(self.fenced(client))
     }
 
     async fn build(&self, cluster: &ClusterRef) -> Result<(WorkloadClient, String), WorkloadClusterError> {

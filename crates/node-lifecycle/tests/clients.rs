@@ -67,3 +67,46 @@ async fn cert_operator_secrets_reach_a_workload_cluster_that_serves_tls() -> any
     assert!(!typed.contains("BEGIN"), "no key material in errors: {typed}");
     Ok(())
 }
+
+/// A view gated by a leadership refuses writes, request by request, once the leadership is
+/// lost, while reads go on; it shares the cache of the clients it was made from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_a_gated_view_stop_the_moment_leadership_is_lost() -> anyhow::Result<()> {
+    let mc = TestEnv::start().await?;
+    let wc = TestEnv::start().await?;
+    let namespaces: Api<Namespace> = Api::all(mc.client());
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?)
+        .await?;
+    let kubeconfig = wc.handle().kubeconfig();
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{ID}-kubeconfig"), "namespace": NS},
+        "stringData": {"value": kubeconfig}
+    }))?;
+    Api::<Secret>::namespaced(mc.client(), NS).create(&PostParams::default(), &secret).await?;
+
+    let (leading, rx) = tokio::sync::watch::channel(true);
+    let clients = WorkloadClients::new(mc.client(), ClientOptions::default());
+    let gated = clients.gated_by(operatorkit::Leadership::from_receiver(rx));
+    let cluster = ClusterRef::new(NS, ID, wc.base_url());
+    let client = gated.client_for(&cluster).await?;
+    assert_eq!(clients.cached(), 1, "the view shares the cache");
+    let nodes: Api<Node> = Api::all(client.client());
+    let node = |name: &str| -> anyhow::Result<Node> {
+        Ok(serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?)
+    };
+    nodes.create(&PostParams::default(), &node("leading")?).await?;
+
+    // The lease is lost while the client is held: the next write is refused before it is sent.
+    leading.send(false)?;
+    let refused = nodes.create(&PostParams::default(), &node("after")?).await.expect_err("a write after the loss");
+    assert!(refused.to_string().contains("leader election lease"), "{refused}");
+    let names: Vec<String> =
+        nodes.list(&ListParams::default()).await?.items.into_iter().filter_map(|n| n.metadata.name).collect();
+    assert_eq!(names, vec!["leading".to_string()], "reads go on; the refused write never reached the cluster");
+
+    // The ungated clients of the same cache still write.
+    let ungated = clients.client_for(&cluster).await?;
+    Api::<Node>::all(ungated.client()).create(&PostParams::default(), &node("ungated")?).await?;
+    Ok(())
+}

@@ -234,7 +234,9 @@ impl Shared {
         registry: &mut Registry,
     ) -> Arc<Self> {
         let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
-        let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::default());
+        // The controllers' writes to workload clusters are fenced as their AWS calls are.
+        let workload_clients =
+            WorkloadClients::new(client.clone(), ClientOptions::default()).gated_by(aws.leadership().clone());
         let drift = crate::controllers::drift::DriftState::new(registry, config.drift.per_account_per_minute);
         Arc::new(Self {
             client,

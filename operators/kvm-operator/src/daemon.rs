@@ -107,8 +107,10 @@ impl Daemon {
             .build()
             .context("the drain executor")?;
         // One cache of workload-cluster clients for the drain executor and every controller;
-        // the executor's run keeps it current.
-        let shared = Arc::new(shared.with_workload_clients(drainer.clients().clone()));
+        // the executor's run keeps it current. The controllers' writes to workload clusters
+        // are fenced by their leadership, request by request.
+        let clients = drainer.clients().gated_by(tuning.run.leadership.clone());
+        let shared = Arc::new(shared.with_workload_clients(clients));
         let nodes = Arc::new(Nodes::new(shared, tuning.nodes, NodeMetrics::new(registry)));
         Ok(Daemon { nodes, drainer, metrics, readiness: readiness.clone(), run: tuning.run })
     }

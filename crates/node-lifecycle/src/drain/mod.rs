@@ -231,7 +231,12 @@ impl DrainerBuilder<'_> {
         let name = format!("{}-drainer", s.operator);
         let inner = Arc::new(Inner {
             mc: self.client.clone(),
-            clients: clients.clone(),
+            // Cordons, evictions and deletions are fenced per request by the executor's
+            // leadership, not only checked once per step.
+            clients: match &self.leadership {
+                Some(l) => clients.gated_by(l.clone()),
+                None => clients.clone(),
+            },
             metrics: DrainMetrics::new(self.registry),
             recorder: Recorder::new(self.client.clone(), Reporter { controller: name.clone(), instance: None }),
             store: OnceLock::new(),

@@ -264,6 +264,11 @@ impl AwsFactory {
         self
     }
 
+    /// The leadership the calls are fenced by ([`Self::gated_by`]).
+    pub fn leadership(&self) -> &operatorkit::Leadership {
+        &self.gate.0
+    }
+
     /// The settings.
     pub fn settings(&self) -> &AwsSettings {
         &self.settings
