@@ -1369,6 +1369,41 @@ def probe_bucket_owner_enforced(port: int) -> None:
 
 
 
+def probe_kms_key_policy_reads(port: int) -> None:
+    """A key whose policy does not let the account read it answers AccessDeniedException to
+    DescribeKey and ListResourceTags; a key with the default policy answers both."""
+    acct = account()
+    kms = client(port, "kms", acct)
+    own = kms.create_key(Description="probe default policy", Tags=[{"TagKey": "t", "TagValue": "v"}])
+    own_id = own["KeyMetadata"]["KeyId"]
+    check(kms.describe_key(KeyId=own_id)["KeyMetadata"]["KeyId"] == own_id, "DescribeKey of the default policy")
+    tags = kms.list_resource_tags(KeyId=own_id)["Tags"]
+    check(tags == [{"TagKey": "t", "TagValue": "v"}], f"tags of the default policy: {tags}")
+    shut_out = {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::111122223333:role/KeyAdmin"},
+            "Action": "kms:*",
+            "Resource": "*",
+        }],
+    }
+    foreign = kms.create_key(Policy=json.dumps(shut_out), BypassPolicyLockoutSafetyCheck=True)
+    foreign_id = foreign["KeyMetadata"]["KeyId"]
+    expect_error(lambda: kms.list_resource_tags(KeyId=foreign_id), "AccessDeniedException")
+    expect_error(lambda: kms.describe_key(KeyId=foreign_id), "AccessDeniedException")
+    denied = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{acct}:root"}, "Action": "kms:*", "Resource": "*"},
+            {"Effect": "Deny", "Principal": "*", "Action": "kms:ListResourceTags", "Resource": "*"},
+        ],
+    }
+    deny = kms.create_key(Policy=json.dumps(denied), BypassPolicyLockoutSafetyCheck=True)["KeyMetadata"]["KeyId"]
+    expect_error(lambda: kms.list_resource_tags(KeyId=deny), "AccessDeniedException")
+    check(kms.describe_key(KeyId=deny)["KeyMetadata"]["KeyId"] == deny, "DescribeKey is not denied")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1393,6 +1428,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("stack drift detection", probe_drift_detection),
     ("ExecuteChangeSet updates a stack as UpdateStack does", probe_execute_change_set),
     ("new buckets refuse ACLs (BucketOwnerEnforced)", probe_bucket_owner_enforced),
+    ("a key policy governs reading the key", probe_kms_key_policy_reads),
 ]
 
 

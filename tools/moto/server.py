@@ -106,6 +106,11 @@ And one default of AWS that moto lacks:
 20. A new S3 bucket has Object Ownership ``BucketOwnerEnforced`` (AWS's default since April
     2023): ``PutBucketAcl`` on it is refused with 400 ``AccessControlListNotSupported``, so
     access (log delivery included) must be granted by bucket policy, as on AWS.
+21. A KMS key's policy governs reading the key (``DescribeKey``, ``ListResourceTags``): a
+    request goes through only if a statement allows the action to the account (``*``, the
+    account id or its ``root``, which lets IAM policies grant it) and no statement denies it.
+    moto 5.2.5 applied only ``Deny`` statements, and to ``DescribeKey`` only, so a key whose
+    policy shuts the account out answered every caller.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -2497,6 +2502,80 @@ def patch_bucket_owner_enforced() -> None:
 
 
 
+def _kms_action_matches(actions: Any, action: str) -> bool:
+    import fnmatch
+
+    listed = [actions] if isinstance(actions, str) else list(actions or [])
+    return any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in listed if isinstance(a, str))
+
+
+def _kms_principal_is_account(principal: Any, account_id: str) -> bool:
+    if principal == "*":
+        return True
+    if isinstance(principal, dict):
+        principal = principal.get("AWS", [])
+    listed = [principal] if isinstance(principal, str) else list(principal or [])
+    return any(p == "*" or p == account_id or p.endswith(f":iam::{account_id}:root") for p in listed)
+
+
+def kms_policy_allows(policy_text: str, account_id: str, action: str) -> bool:
+    """Whether a key policy lets the key's account (its IAM principals) perform ``action``: an
+    ``Allow`` names ``*``, the account or its ``root``, and no ``Deny`` applies ("Key policies in
+    AWS KMS": unless the key policy allows it, IAM policies cannot grant access to the key).
+    Statements with a ``Condition`` are not evaluated: they neither allow nor deny."""
+    try:
+        policy = json.loads(policy_text)
+    except (TypeError, ValueError):
+        return True
+    allowed = False
+    for st in policy.get("Statement", []):
+        if not isinstance(st, dict) or "Condition" in st:
+            continue
+        if not _kms_action_matches(st.get("Action"), action):
+            continue
+        effect = str(st.get("Effect", "")).lower()
+        if effect == "deny":
+            return False
+        if effect == "allow" and _kms_principal_is_account(st.get("Principal"), account_id):
+            allowed = True
+    return allowed
+
+
+def patch_kms_key_policy_reads() -> None:
+    """Correction 21: ``DescribeKey`` and ``ListResourceTags`` answer ``AccessDeniedException``
+    unless the key policy lets the account read the key."""
+    from moto.kms import responses as kms_responses
+    from moto.kms.exceptions import AccessDeniedException
+
+    cls = _require(kms_responses, "KmsResponse")
+    original_describe = _require(cls, "describe_key")
+    original_tags = _require(cls, "list_resource_tags")
+
+    def check(self: Any, action: str) -> None:
+        key_id = self._get_param("KeyId")
+        backend = self.kms_backend
+        try:
+            key = backend.describe_key(backend.get_key_id(key_id))
+        except Exception:  # an unknown key: moto's own handler answers NotFoundException
+            return
+        if not kms_policy_allows(key.policy, key.account_id, action):
+            raise AccessDeniedException(
+                f"User is not authorized to perform: {action} on resource: {key.arn} "
+                "because no resource-based policy allows the {action} action".replace("{action}", action)
+            )
+
+    def describe_key(self: Any) -> str:
+        check(self, "kms:DescribeKey")
+        return original_describe(self)
+
+    def list_resource_tags(self: Any) -> str:
+        check(self, "kms:ListResourceTags")
+        return original_tags(self)
+
+    cls.describe_key = describe_key
+    cls.list_resource_tags = list_resource_tags
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -2520,6 +2599,7 @@ def apply_patches() -> None:
     patch_drift_detection()
     patch_execute_change_set()
     patch_bucket_owner_enforced()
+    patch_kms_key_policy_reads()
 
 
 # --- request log ------------------------------------------------------------------------------

@@ -199,3 +199,49 @@ async fn a_cluster_naming_another_organisations_credential_secret_is_refused_and
     f.kill_operator().await;
     Ok(())
 }
+
+/// Another team's KMS key in the tenant account, with a policy that shuts the account's IAM
+/// principals out (real AWS answers `AccessDeniedException` to reading it): the orphan-key sweep
+/// skips it instead of blocking the cluster, and schedules no key for deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_kms_key_the_operator_may_not_read_does_not_block_the_cluster() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let tenant = f.tenant_clients().await?;
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::111122223333:role/KeyAdmin"},
+            "Action": "kms:*",
+            "Resource": "*"
+        }]
+    });
+    let foreign = tenant
+        .kms
+        .create_key()
+        .description("another team's key")
+        .policy(policy.to_string())
+        .bypass_policy_lockout_safety_check(true)
+        .send()
+        .await?;
+    let foreign_id = foreign.key_metadata().map(|m| m.key_id().to_string()).expect("a key id");
+    let denied = tenant.kms.list_resource_tags().key_id(&foreign_id).send().await;
+    assert!(denied.is_err(), "moto lets the account read a key whose policy shuts it out");
+
+    let id = "kms01";
+    let since = now();
+    create_victim(&f, id).await?;
+    f.start_operator().await?;
+    wait_ready(&f, id).await?;
+    let deletions: Vec<String> = f
+        .moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.service == "kms" && r.action == "ScheduleKeyDeletion")
+        .map(|r| format!("{} in {}", r.action, r.account))
+        .collect();
+    assert!(deletions.is_empty(), "{deletions:?}");
+    f.kill_operator().await;
+    Ok(())
+}

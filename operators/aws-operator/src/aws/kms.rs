@@ -152,15 +152,36 @@ async fn unaliased_keys(aws: &AccountClients) -> Result<Vec<(String, String)>, A
     }
 }
 
-/// Whether key `id` carries the cluster tag of `cluster_id` and is not pending deletion.
+/// Whether key `id` carries the cluster tag of `cluster_id` and is not pending deletion. A key
+/// whose policy does not let the operator read it (another team's key in a shared account) is
+/// not the cluster's: the operator's keys keep the default policy. It is skipped, and said so
+/// once per key and process.
 async fn is_live_cluster_key(aws: &AccountClients, id: &str, cluster_id: &str) -> Result<bool, AwsError> {
-    let tags =
-        aws.kms.list_resource_tags().key_id(id).send().await.map_err(|e| api_error("KMS", "ListResourceTags", e))?;
+    let tags = match aws.kms.list_resource_tags().key_id(id).send().await {
+        Ok(tags) => tags,
+        Err(e) => return skip_unreadable(api_error("KMS", "ListResourceTags", e), id),
+    };
     if !tags.tags().iter().any(|t| t.tag_key() == KEY_CLUSTER_TAG && t.tag_value() == cluster_id) {
         return Ok(false);
     }
-    let meta = aws.kms.describe_key().key_id(id).send().await.map_err(|e| api_error("KMS", "DescribeKey", e))?;
+    let meta = match aws.kms.describe_key().key_id(id).send().await {
+        Ok(meta) => meta,
+        Err(e) => return skip_unreadable(api_error("KMS", "DescribeKey", e), id),
+    };
     Ok(meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()))
+}
+
+/// `Ok(false)` for a key the operator may not read, the error otherwise.
+fn skip_unreadable(error: AwsError, id: &str) -> Result<bool, AwsError> {
+    if error.code() != "AccessDeniedException" {
+        return Err(error);
+    }
+    static REPORTED: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashSet<String>>> =
+        std::sync::LazyLock::new(Default::default);
+    if REPORTED.lock().insert(id.to_string()) {
+        tracing::info!(key = id, "skipping a KMS key whose policy does not let the operator read it");
+    }
+    Ok(false)
 }
 
 /// Schedule the deletion of the cluster key (7 days, the minimum) and remove its alias.
