@@ -11,9 +11,20 @@
 //!
 //! Every secret file (TLS keys and certificates, the encryption-provider config, service-account
 //! keys) is shipped as `<path>.enc` holding raw KMS ciphertext. `decrypt-tls-assets.service`
-//! decrypts each with `kms decrypt --ciphertext-blob fileb://<path>.enc` in the awscli container
-//! before kubelet or etcd start, retrying every 5 s until KMS answers, as upstream does. Only the
-//! instance role may decrypt, so the object in S3 is useless to anyone who reads it.
+//! decrypts each with `kms decrypt --ciphertext-blob fileb://<path>.enc` through [`AWS_WRAPPER`]
+//! (the awscli container) before kubelet or etcd start, retrying every 5 s until KMS answers, as
+//! upstream does, and failing the unit on an answer no retry changes (a key the node may not use,
+//! a ciphertext of another key). A secret reaches `<path>` whole or not at all: it is written
+//! beside it and renamed. Only the instance role may decrypt, so the object in S3 is useless to
+//! anyone who reads it.
+//!
+//! # The node's scripts in tests
+//!
+//! The scripts (decryption, etcd's interface and volume, the launching hook, the hostname) read
+//! the node's values by default and nothing else on a node. An emulated node overrides them from
+//! the environment: `NODE_ROOT` puts every path they read or write, [`AWS_WRAPPER`] included,
+//! below another directory, and `AWS_EC2_METADATA_SERVICE_ENDPOINT` names the metadata service,
+//! as it does for the AWS CLI itself. `node_verify::harness` runs them that way against moto.
 //!
 //! # Rendering in two steps
 //!
@@ -52,14 +63,10 @@ pub use ignition::kubernetes::{CLUSTER_DOMAIN, ETCD_UNIT, InitialClusterState, K
 /// The awscli image that decrypts the TLS assets, below the registry (reference §6.1).
 pub const AWSCLI_IMAGE: &str = "giantswarm/awscli:1.18.3";
 
-/// The unit that attaches a master's etcd network interface and data volume at boot.
-/// The AWS CLI the node's scripts call as `aws`: a wrapper that runs [`AWSCLI_IMAGE`] on the
-/// host's network (instance metadata and the instance role's credentials), sharing the current
-/// directory for `fileb://` arguments. The units that run those scripts put `/opt/bin` first on
-/// `PATH` ([`SCRIPT_PATH`]).
+/// The AWS CLI the node's scripts call: a wrapper that runs [`AWSCLI_IMAGE`] on the host's
+/// network (instance metadata and the instance role's credentials), sharing the current
+/// directory for `fileb://` arguments.
 pub const AWS_WRAPPER: &str = "/opt/bin/aws";
-/// The `PATH` of the units that run the node's scripts.
-pub const SCRIPT_PATH: &str = "/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// The unit by which an HA master completes its launching hook once it is healthy.
 pub const LAUNCHING_HOOK_UNIT: &str = "master-instance-lifecycle-continue.service";
 /// Its script.
@@ -71,6 +78,7 @@ pub const LAUNCHING_HOOK_DEADLINE: u64 = crate::stacks::tccpn::LAUNCHING_HOOK_TI
 /// How often the launching-hook script checks health, in seconds (as the original: every 15 s).
 pub const LAUNCHING_HOOK_INTERVAL: u64 = 15;
 const _: () = assert!(LAUNCHING_HOOK_DEADLINE + LAUNCHING_HOOK_INTERVAL < crate::stacks::tccpn::LAUNCHING_HOOK_TIMEOUT);
+/// The unit that attaches a master's etcd network interface and data volume at boot.
 pub const ETCD_ATTACH_UNIT: &str = "etcd3-attach-dependencies.service";
 /// The script [`ETCD_ATTACH_UNIT`] runs.
 pub const ETCD_ATTACH_SCRIPT: &str = "/opt/bin/etcd3-attach-dependencies";
@@ -326,7 +334,7 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     let components = components(input);
     let mut files = vec![
         File::script("/opt/bin/decrypt-tls-assets", &decrypt_script(input)),
-        File::script("/opt/bin/set-hostname", SET_HOSTNAME_SCRIPT),
+        File::script("/opt/bin/set-hostname", &set_hostname_script()),
         File::script(AWS_WRAPPER, &aws_wrapper(input)),
     ];
     files.extend(components.node_files());
@@ -421,39 +429,93 @@ pub fn secrets_for(
 
 // --- the decryption of the secrets ---------------------------------------------------------
 
+/// The node's root in the node's scripts: empty on a node; only an emulated node (in tests) puts
+/// its file system elsewhere, with `NODE_ROOT`. Every path a script reads or writes, and the AWS
+/// CLI it calls ([`AWS_WRAPPER`]), is below it.
+const ROOT_LINE: &str = r#"root="${NODE_ROOT:-}""#;
+
+/// The instance metadata service in the node's scripts: EC2's address unless
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT` (the variable the AWS CLI reads too) names another, asked
+/// with IMDSv2 (a session token first); `metadata <path>` prints `/latest/meta-data/<path>`.
+const METADATA_FUNCTION: &str = r#"imds="${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}"
+imds="${imds%/}/latest"
+
+metadata() {
+  local token
+  token="$(curl -sf --max-time 5 -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" || return 1
+  curl -sf --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/$1"
+}
+"#;
+
+/// The KMS errors no retry changes: a key this node may not use, a ciphertext of another key or
+/// none at all, a key disabled or being deleted.
+const KMS_PERMANENT_ERRORS: &str =
+    "AccessDenied|InvalidCiphertext|IncorrectKey|NotFoundException|DisabledException|KMSInvalidState|InvalidKeyUsage";
+
+/// Decrypts every `<path>.enc` of the config into `<path>` with [`AWS_WRAPPER`]: into a temporary
+/// file beside it, renamed into place once complete and removed on any failure, so no half-written
+/// secret is ever at `<path>`. Retries every 5 s while KMS does not answer (the network may come
+/// up after this unit); stops with status 1 on a [`KMS_PERMANENT_ERRORS`] answer, naming the file
+/// and the error, so that the unit fails where `systemctl` shows it.
 fn decrypt_script(input: &NodeConfigInput) -> String {
-    let awscli = format!("{}/{AWSCLI_IMAGE}", input.registry);
     let region = &input.region;
     let mut script = format!(
         r#"#!/bin/bash
 # Decrypts every *.enc file of this node config with the cluster's KMS key; the instance role
-# grants kms:Decrypt. Retries until KMS answers: the network may come up after this unit.
+# grants kms:Decrypt. Each file is written beside its target and renamed into place once whole.
+# Retries while KMS cannot be reached; fails at once on an error no retry changes.
 set -uo pipefail
 
+{ROOT_LINE}
+aws="$root{AWS_WRAPPER}"
+region={region}
+permanent='{KMS_PERMANENT_ERRORS}'
+partial=""
+errors="$(mktemp)" || exit 1
+trap 'rm -f "$errors" ${{partial:+"$partial"}}' EXIT
+trap 'exit 143' TERM INT
+
+# Decrypts $1 (<path>.enc, below the root) into <path>. 0: done, 1: try again, 2: never.
 decrypt() {{
-  local enc="$1" out="${{1%.enc}}" dir
-  dir="$(dirname "$enc")"
-  docker run --rm --net=host -v "$dir:$dir" {awscli} \
-    kms decrypt --region {region} --ciphertext-blob "fileb://$enc" --output text --query Plaintext \
-    | base64 -d > "$out.tmp" && chmod 0600 "$out.tmp" && mv "$out.tmp" "$out"
+  local enc="$root$1" out plaintext
+  out="${{enc%.enc}}"
+  if ! plaintext="$(cd "$(dirname "$enc")" && "$aws" kms decrypt --region "$region" \
+    --ciphertext-blob "fileb://$(basename "$enc")" --output text --query Plaintext 2>"$errors")"; then
+    if grep -Eq "$permanent" "$errors"; then
+      echo "decrypting $1 failed: $(tr '\n' ' ' <"$errors")" >&2
+      return 2
+    fi
+    echo "decrypting $1 failed, retrying in 5s: $(tr '\n' ' ' <"$errors")" >&2
+    return 1
+  fi
+  partial="$(mktemp "$out.XXXXXX")" || return 1
+  if printf '%s' "$plaintext" | base64 -d >"$partial" && chmod 0600 "$partial" && mv "$partial" "$out"; then
+    partial=""
+    return 0
+  fi
+  rm -f "$partial"
+  partial=""
+  return 1
 }}
 
-decrypt_all() {{
+decrypt_until_done() {{
+  local status
+  while true; do
+    decrypt "$1"
+    status=$?
+    case $status in
+      0) return 0 ;;
+      2) exit 1 ;;
+    esac
+    sleep 5
+  done
+}}
+
 "#
     );
     for secret in &input.secrets {
-        script.push_str(&format!("  decrypt {}.enc || return 1\n", secret.path));
+        script.push_str(&format!("decrypt_until_done {}.enc\n", secret.path));
     }
-    script.push_str(
-        r#"  return 0
-}
-
-until decrypt_all; do
-  echo "decrypting TLS assets failed, retrying in 5s" >&2
-  sleep 5
-done
-"#,
-    );
     script
 }
 
@@ -483,15 +545,25 @@ WantedBy=multi-user.target
 
 // --- hostname ------------------------------------------------------------------------------
 
-/// EC2's private DNS name is the Kubernetes node name (the drainer relies on it, §6.5). IMDSv2:
-/// the token request comes first.
-const SET_HOSTNAME_SCRIPT: &str = r#"#!/bin/bash
-set -euo pipefail
-imds=http://169.254.169.254/latest
-token="$(curl -sf --retry 10 -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')"
-name="$(curl -sf --retry 10 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/local-hostname")"
-hostnamectl set-hostname "$name"
-"#;
+/// EC2's private DNS name is the Kubernetes node name (the drainer relies on it, §6.5), from the
+/// metadata service ([`METADATA_FUNCTION`]), asked up to ten times.
+fn set_hostname_script() -> String {
+    format!(
+        r#"#!/bin/bash
+set -uo pipefail
+
+{METADATA_FUNCTION}
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  if name="$(metadata local-hostname)" && [ -n "$name" ]; then
+    exec hostnamectl set-hostname "$name"
+  fi
+  sleep 2
+done
+echo "no local-hostname from the instance metadata service at $imds" >&2
+exit 1
+"#
+    )
+}
 
 const SET_HOSTNAME_UNIT: &str = "[Unit]
 Description=Set the hostname to the EC2 private DNS name
@@ -622,7 +694,6 @@ fn etcd_unit(
 /// listens on. Each step retries every 5 s until it succeeds: the interface and the volume stay
 /// attached to the instance being replaced until EC2 has detached them.
 fn etcd_attach_script(input: &NodeConfigInput, master_id: u8) -> String {
-    let awscli = format!("{}/{AWSCLI_IMAGE}", input.registry);
     let region = &input.region;
     let eni = crate::names::master_eni(&input.cluster_id, master_id);
     let volume = crate::names::master_etcd_volume(&input.cluster_id, master_id);
@@ -631,20 +702,16 @@ fn etcd_attach_script(input: &NodeConfigInput, master_id: u8) -> String {
 # Attaches this master's etcd network interface and data volume, found by their Name tags.
 set -uo pipefail
 
+{ROOT_LINE}
+{METADATA_FUNCTION}
 eni_name={eni}
 volume_name={volume}
-device={ETCD_VOLUME_DEVICE}
-env_file={ETCD_NETWORK_ENV}
-imds=http://169.254.169.254/latest
+device="$root{ETCD_VOLUME_DEVICE}"
+env_file="$root{ETCD_NETWORK_ENV}"
+network_dir="$root/etc/systemd/network"
 
 aws() {{
-  docker run --rm --net=host {awscli} --region {region} --output text "$@"
-}}
-
-metadata() {{
-  local token
-  token="$(curl -sf -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" || return 1
-  curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/$1"
+  "$root{AWS_WRAPPER}" --region {region} --output text "$@"
 }}
 
 # Runs "$@" until it succeeds, every 5s.
@@ -698,8 +765,9 @@ attach_volume() {{
   aws ec2 attach-volume --volume-id "$volume_id" --instance-id "$instance" --device "$device" >/dev/null
 }}
 
+# The volume's device (a block device, or udev's link to one) appears once EC2 attached it.
 wait_for_device() {{
-  [ -b "$device" ]
+  [ -e "$device" ]
 }}
 
 # The filesystem is created only where blkid finds none (exit 2), never over etcd's data.
@@ -714,10 +782,10 @@ prepare_filesystem() {{
 
 # The interface's address answers on the interface and leaves through it.
 configure_eni() {{
-  mkdir -p /etc/systemd/network &&
+  mkdir -p "$network_dir" &&
     printf '%s\n' '[Match]' "MACAddress=$eni_mac" '' '[Network]' 'DHCP=ipv4' '' \
       '[DHCPv4]' 'RouteTable=100' 'RouteMetric=2048' '' \
-      '[RoutingPolicyRule]' "From=$eni_ip/32" 'Table=100' >/etc/systemd/network/10-etcd-eni.network &&
+      '[RoutingPolicyRule]' "From=$eni_ip/32" 'Table=100' >"$network_dir/10-etcd-eni.network" &&
     networkctl reload
 }}
 
@@ -797,9 +865,10 @@ exec docker run --rm --net=host -v "$PWD:$PWD" -w "$PWD" {}/{AWSCLI_IMAGE} "$@"
 /// healthy: its etcd member answers `/health` with `"health":"true"` to the rendered etcd
 /// certificate, and its API server answers `/readyz`. Checks every [`LAUNCHING_HOOK_INTERVAL`]
 /// seconds and gives up after [`LAUNCHING_HOOK_DEADLINE`] with a log line, leaving the hook to
-/// its timeout and default (`CONTINUE`). Two things can be substituted, for tests: the `aws`
-/// command (`PATH`) and the metadata service's address (`AWS_EC2_METADATA_SERVICE_ENDPOINT`, the
-/// variable the AWS CLI reads too).
+/// its timeout and default (`CONTINUE`). Calls the AWS CLI as [`AWS_WRAPPER`] and the metadata
+/// service as [`METADATA_FUNCTION`] does. The node's values are defaults that an emulated node (in
+/// tests) overrides from the environment, which the unit leaves alone: `NODE_ROOT`
+/// ([`ROOT_LINE`]), `ETCD_HEALTH_URL`, `API_READYZ_URL` and `LAUNCHING_HOOK_INTERVAL`.
 ///
 /// [`tccpn::LAUNCHING_HOOK`]: crate::stacks::tccpn::LAUNCHING_HOOK
 fn launching_hook_script(input: &NodeConfigInput) -> String {
@@ -813,26 +882,23 @@ fn launching_hook_script(input: &NodeConfigInput) -> String {
 # hook's own timeout; Auto Scaling then continues by itself.
 set -uo pipefail
 
+{ROOT_LINE}
+{METADATA_FUNCTION}
+aws="$root{AWS_WRAPPER}"
 hook={hook}
 region={region}
-interval={LAUNCHING_HOOK_INTERVAL}
+interval="${{LAUNCHING_HOOK_INTERVAL:-{LAUNCHING_HOOK_INTERVAL}}}"
 deadline=$((SECONDS + {LAUNCHING_HOOK_DEADLINE}))
-imds="${{AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}}"
-imds="${{imds%/}}/latest"
-
-metadata() {{
-  local token
-  token="$(curl -sf --max-time 5 -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" || return 1
-  curl -sf --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/$1"
-}}
+etcd_health_url="${{ETCD_HEALTH_URL:-https://127.0.0.1:2379/health}}"
+api_readyz_url="${{API_READYZ_URL:-https://127.0.0.1:443/readyz}}"
 
 etcd_healthy() {{
-  curl -sf --max-time 5 --cacert {etcd_ca} --cert {etcd_crt} --key {etcd_key} \
-    https://127.0.0.1:2379/health | grep -Eq '"health": *"true"'
+  curl -sf --max-time 5 --cacert "$root{etcd_ca}" --cert "$root{etcd_crt}" --key "$root{etcd_key}" \
+    "$etcd_health_url" | grep -Eq '"health": *"true"'
 }}
 
 api_ready() {{
-  curl -sf --max-time 5 --cacert {api_ca} https://127.0.0.1:443/readyz >/dev/null
+  curl -sf --max-time 5 --cacert "$root{api_ca}" "$api_readyz_url" >/dev/null
 }}
 
 healthy() {{
@@ -841,13 +907,13 @@ healthy() {{
 
 find_group() {{
   instance="$(metadata instance-id)" && [ -n "$instance" ] &&
-    group="$(aws autoscaling describe-auto-scaling-instances --region "$region" --instance-ids "$instance" \
+    group="$("$aws" autoscaling describe-auto-scaling-instances --region "$region" --instance-ids "$instance" \
       --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)" &&
     [ -n "$group" ] && [ "$group" != None ]
 }}
 
 complete() {{
-  aws autoscaling complete-lifecycle-action --region "$region" --auto-scaling-group-name "$group" \
+  "$aws" autoscaling complete-lifecycle-action --region "$region" --auto-scaling-group-name "$group" \
     --lifecycle-hook-name "$hook" --instance-id "$instance" --lifecycle-action-result CONTINUE
 }}
 
@@ -881,7 +947,6 @@ After=network-online.target etcd3.service kubelet.service
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-Environment=PATH={SCRIPT_PATH}
 TimeoutStartSec={}
 ExecStart={LAUNCHING_HOOK_SCRIPT}
 
@@ -1016,11 +1081,12 @@ mod tests {
         // The decrypt script names each encrypted file and the KMS call that decrypts it.
         let script = String::from_utf8(files["/opt/bin/decrypt-tls-assets"].clone()).expect("utf-8");
         for secret in &input.secrets {
-            assert!(script.contains(&format!("decrypt {}.enc", secret.path)), "{script}");
+            assert!(script.contains(&format!("\ndecrypt_until_done {}.enc\n", secret.path)), "{script}");
         }
-        assert!(script.contains("kms decrypt --region eu-central-1 --ciphertext-blob \"fileb://$enc\""), "{script}");
-        assert!(script.contains("quay.io/giantswarm/awscli:1.18.3"), "{script}");
-        assert!(script.contains("sleep 5"), "{script}");
+        assert!(script.contains(r#""$aws" kms decrypt --region "$region""#), "{script}");
+        assert!(script.contains("region=eu-central-1\n"), "{script}");
+        assert!(script.contains(r#"aws="$root/opt/bin/aws""#), "{script}");
+        assert!(!script.contains("docker"), "the scripts call the AWS CLI through its wrapper only: {script}");
     }
 
     #[test]
@@ -1265,8 +1331,9 @@ mod tests {
         assert!(script.contains(r#"--filters "Name=tag:Name,Values=$eni_name""#), "{script}");
         assert!(script.contains(r#"--filters "Name=tag:Name,Values=$volume_name""#), "{script}");
         assert!(script.contains("attach-network-interface") && script.contains("--device-index 1"), "{script}");
-        assert!(script.contains("attach-volume") && script.contains("device=/dev/xvdh\n"), "{script}");
-        assert!(script.contains("quay.io/giantswarm/awscli:1.18.3 --region eu-central-1"), "{script}");
+        assert!(script.contains("attach-volume") && script.contains("device=\"$root/dev/xvdh\"\n"), "{script}");
+        assert!(script.contains(r#""$root/opt/bin/aws" --region eu-central-1"#), "{script}");
+        assert!(!script.contains("docker") && !script.contains("imds=http"), "{script}");
         // Every step retries; the attachments come before the device is used.
         let steps: Vec<&str> = script.lines().filter_map(|l| l.strip_prefix("retry ")).collect();
         assert_eq!(
@@ -1324,17 +1391,19 @@ mod tests {
             let unit = units(&doc).get(LAUNCHING_HOOK_UNIT).cloned().expect("hook unit");
             assert!(unit.contains(&format!("ExecStart={LAUNCHING_HOOK_SCRIPT}\n")), "{unit}");
             assert!(unit.contains("After=network-online.target etcd3.service kubelet.service\n"), "{unit}");
-            assert!(unit.contains("Environment=PATH=/opt/bin:"), "{unit}");
+            // The node's values are the script's defaults: the unit overrides nothing.
+            assert!(!unit.contains("Environment"), "{unit}");
             // The unit outlives the script's own deadline, which comes before the hook's timeout.
             assert!(unit.contains("TimeoutStartSec=990\n"), "{unit}");
             let script = String::from_utf8(files(&doc)[LAUNCHING_HOOK_SCRIPT].clone()).expect("utf-8");
             for needle in [
                 "hook=ControlPlaneLaunching\n",
                 "deadline=$((SECONDS + 960))",
-                "--cacert /etc/kubernetes/ssl/etcd/server-ca.pem --cert /etc/kubernetes/ssl/etcd/server-crt.pem",
-                "https://127.0.0.1:2379/health",
-                "https://127.0.0.1:443/readyz",
-                "aws autoscaling complete-lifecycle-action",
+                r#"--cacert "$root/etc/kubernetes/ssl/etcd/server-ca.pem" --cert "$root/etc/kubernetes/ssl/etcd/server-crt.pem""#,
+                "${ETCD_HEALTH_URL:-https://127.0.0.1:2379/health}",
+                "${API_READYZ_URL:-https://127.0.0.1:443/readyz}",
+                r#""$aws" autoscaling complete-lifecycle-action"#,
+                r#"aws="$root/opt/bin/aws""#,
                 "until_deadline healthy\n",
                 "${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}",
             ] {
