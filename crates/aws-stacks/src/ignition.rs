@@ -706,7 +706,8 @@ set -uo pipefail
 {METADATA_FUNCTION}
 eni_name={eni}
 volume_name={volume}
-device="$root{ETCD_VOLUME_DEVICE}"
+ec2_device={ETCD_VOLUME_DEVICE}
+device="$root$ec2_device"
 env_file="$root{ETCD_NETWORK_ENV}"
 network_dir="$root/etc/systemd/network"
 
@@ -762,7 +763,7 @@ attach_volume() {{
     echo "$volume_id is $state, attached to $attached_to" >&2
     return 1
   fi
-  aws ec2 attach-volume --volume-id "$volume_id" --instance-id "$instance" --device "$device" >/dev/null
+  aws ec2 attach-volume --volume-id "$volume_id" --instance-id "$instance" --device "$ec2_device" >/dev/null
 }}
 
 # The volume's device (a block device, or udev's link to one) appears once EC2 attached it.
@@ -1331,7 +1332,7 @@ mod tests {
         assert!(script.contains(r#"--filters "Name=tag:Name,Values=$eni_name""#), "{script}");
         assert!(script.contains(r#"--filters "Name=tag:Name,Values=$volume_name""#), "{script}");
         assert!(script.contains("attach-network-interface") && script.contains("--device-index 1"), "{script}");
-        assert!(script.contains("attach-volume") && script.contains("device=\"$root/dev/xvdh\"\n"), "{script}");
+        assert!(script.contains("attach-volume") && script.contains("ec2_device=/dev/xvdh\n"), "{script}");
         assert!(script.contains(r#""$root/opt/bin/aws" --region eu-central-1"#), "{script}");
         assert!(!script.contains("docker") && !script.contains("imds=http"), "{script}");
         // Every step retries; the attachments come before the device is used.

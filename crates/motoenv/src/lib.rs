@@ -131,6 +131,12 @@ fn resolve_python(from_env: Option<OsString>, workspace: &Path) -> PathBuf {
     }
 }
 
+/// The AWS CLI beside the interpreter (`make venv` installs it with moto): for tests that run
+/// scripts calling `aws` against the server.
+pub fn aws_cli() -> PathBuf {
+    Launcher::from_env().python().with_file_name("aws")
+}
+
 /// How to start a server: which interpreter, which launcher script, how long to wait.
 ///
 /// [`MotoServer::start`] is `Launcher::from_env().start()`; build one by hand to use another

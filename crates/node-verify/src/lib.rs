@@ -17,12 +17,15 @@
 //! [`tools`] runs the real tools a node runs the config with (`systemd-analyze verify`,
 //! `shellcheck`); tests run them on every config the operators render.
 //!
+//! [`harness`] runs a config's own scripts on an emulated node against moto, for tests.
+//!
 //! Every [`Finding`] names the node, the file or unit, and the problem.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+pub mod harness;
 pub mod spec;
 pub mod tools;
 
