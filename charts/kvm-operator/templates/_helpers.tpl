@@ -12,6 +12,8 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- end }}
 - --cluster-role-general={{ .Values.operator.clusterRoles.general }}
 - --cluster-role-psp={{ .Values.operator.clusterRoles.psp }}
+- --workload-cluster-role={{ include "kvm-operator.workloadRole" . }}
+- --service-account={{ .Release.Namespace }}/{{ include "operator-lib.fullname" . }}
 {{- with .Values.operator.httpProxy }}
 - {{ printf "--http-proxy=%s" . | quote }}
 {{- end }}
@@ -90,21 +92,23 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
 - KVMConfigs: watched by the cluster controller, its finalizer by JSON patch, status by merge
   patch; Releases read by the router (watched) and by the cluster controller (get);
 - per cluster, every object by server-side apply (get to compare the applied digest, then an
-  apply that may create: create and patch): the namespace, the node pods' ServiceAccount, the
-  two ClusterRoleBindings, the node Secrets, the etcd and host-volume PVCs, the node
-  Deployments, the Services and Ingresses; node Deployments and PVCs are listed by label; at
-  deletion the Deployments, PVCs, Services, Ingresses, the namespace and the bindings are
-  deleted;
+  apply that may create: create and patch): here the namespace, the operator's own RoleBinding
+  in it, the two ClusterRoleBindings and the node Secrets; what lives inside the namespace and
+  runs or serves there (ServiceAccount, PVCs, Deployments, Services, Ingresses, pod writes,
+  Endpoints) is written with operator.workloadRules, bound in that namespace only; here only
+  read (get, and node Deployments and PVCs listed by label); at deletion the namespace and the
+  bindings are deleted;
 - PersistentVolumes, listed by their mount-tag label, to size and check the workers'
   host-volume PVCs;
 - `bind` on the two ClusterRoles the bindings name (operator.clusterRoles), by name: the API
   server lets a binding be created only by who holds the role's permissions or may bind it;
 - Secrets: the certificate Secrets of a cluster, listed by label; the drain executor reads a
   workload cluster's kubeconfig Secret (get, list) and watches Secrets' metadata;
-- node pods: watched by the drainer controller (its finalizer by JSON patch, the drained mark
-  by merge patch), listed per cluster, read and their node-ready condition written (status) by
-  the node watcher, deleted by the unhealthy-node terminator and, once drained, by the drainer;
-  their Endpoints created, replaced or deleted;
+- node pods: watched by the drainer controller, listed per cluster and read by the node
+  watcher (their writes: operator.workloadRules);
+- `rolebindings` get, create and patch, and `bind` on the workload role only: the operator's
+  RoleBinding in each new cluster namespace (create cannot be limited to namespaces that do not
+  exist yet);
 - DrainerConfigs: the drainer creates, reads and deletes one per node pod it drains; the drain
   executor keeps its finalizer and status;
 - Events about the objects, in their namespaces.
@@ -124,7 +128,7 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["clusterrolebindings"]
   verbs: ["get", "create", "patch", "delete"]
@@ -134,6 +138,16 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
     - {{ .Values.operator.clusterRoles.general | quote }}
     - {{ .Values.operator.clusterRoles.psp | quote }}
   verbs: ["bind"]
+# The operator's own RoleBinding in each cluster's namespace, written right after the namespace;
+# `create` cannot be limited to namespaces that do not exist yet, `bind` is limited to the
+# workload role.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames: [{{ include "kvm-operator.workloadRole" . | quote }}]
+  verbs: ["bind"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
@@ -142,25 +156,22 @@ executor, operatorkit; the image test runs the daemon with these rules and fails
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
-- apiGroups: [""]
-  resources: ["pods/status"]
-  verbs: ["patch"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["endpoints"]
-  verbs: ["get", "create", "update", "delete"]
+  verbs: ["get"]
 # The drainer's requests and the drain executor: DrainerConfigs, their status and finalizer.
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs"]
@@ -185,4 +196,47 @@ The Role's rules besides leader election: with a cluster limit, the rollout slot
 
 {{- define "operator.alertRules" -}}
 {{ include "operator-lib.commonAlertRules" . }}
+{{- end -}}
+
+
+{{/* The ClusterRole of the operator's rights in its clusters' namespaces. */}}
+{{- define "kvm-operator.workloadRole" -}}
+{{- printf "%s-workloads-%s" .Chart.Name (include "operator-lib.versionSuffix" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+What the operator writes inside a cluster's namespace `<id>`, and nowhere else: bound there by
+the RoleBinding the operator writes after the namespace (--workload-cluster-role), never
+cluster-wide, so the operator's ServiceAccount cannot create a workload in any other namespace.
+- the node pods' ServiceAccount, the etcd and host-volume PVCs, the node Deployments, the
+  Services and Ingresses, by server-side apply (create and patch), deleted at teardown;
+- node pods: the drainer's finalizer and drained mark (patch), the node watcher's node-ready
+  condition (status), deleted by the unhealthy-node terminator and, once drained, the drainer;
+  their Endpoints created, replaced or deleted.
+*/}}
+{{- define "operator.workloadRules" -}}
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["endpoints"]
+  verbs: ["create", "update", "delete"]
 {{- end -}}

@@ -8,7 +8,7 @@
 //! operator deletes them by name at the end of the teardown.
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -83,6 +83,63 @@ pub fn cluster_role_bindings(cluster: &Cluster, roles: &ClusterRoles) -> [Cluste
     [binding(general, &roles.general), binding(psp, &roles.psp)]
 }
 
+/// The operator's own access to the namespaces of its clusters. The chart binds the operator
+/// cluster-wide only to what it needs everywhere (watching, reading, the namespaces themselves);
+/// what creates or removes workloads (Deployments, Pods, Services, claims, Ingresses,
+/// ServiceAccounts, Endpoints) is a ClusterRole bound in each cluster's namespace by the
+/// RoleBinding [`operator_role_binding`] describes, which the operator writes right after the
+/// namespace. So the operator's ServiceAccount cannot create a workload in any other namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorAccess {
+    /// The ClusterRole of the workload rights (`--workload-cluster-role`).
+    pub cluster_role: String,
+    /// The operator's ServiceAccount, `<namespace>/<name>` (`--service-account`).
+    pub service_account_namespace: String,
+    /// Its name.
+    pub service_account_name: String,
+}
+
+impl OperatorAccess {
+    /// Parse `<namespace>/<name>` of the operator's ServiceAccount, for `cluster_role`.
+    pub fn new(cluster_role: &str, service_account: &str) -> Result<Self, String> {
+        match service_account.split_once('/') {
+            Some((ns, name))
+                if !ns.is_empty() && !name.is_empty() && !name.contains('/') && !cluster_role.is_empty() =>
+            {
+                Ok(Self {
+                    cluster_role: cluster_role.to_string(),
+                    service_account_namespace: ns.to_string(),
+                    service_account_name: name.to_string(),
+                })
+            }
+            _ => Err(format!(
+                "--service-account {service_account:?} with --workload-cluster-role {cluster_role:?}: give the operator's ServiceAccount as <namespace>/<name> and a ClusterRole name"
+            )),
+        }
+    }
+}
+
+/// RoleBinding `<cluster role>` in namespace `<id>`: the operator's ServiceAccount gets the
+/// workload ClusterRole there, and only there.
+pub fn operator_role_binding(cluster_id: &str, access: &OperatorAccess) -> RoleBinding {
+    serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": access.cluster_role,
+            "namespace": names::namespace(cluster_id),
+            "labels": { apis::labels::CLUSTER: cluster_id, apis::labels::MANAGED_BY: names::OPERATOR },
+        },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": access.cluster_role },
+        "subjects": [{
+            "kind": "ServiceAccount",
+            "name": access.service_account_name,
+            "namespace": access.service_account_namespace,
+        }],
+    }))
+    .expect("the RoleBinding JSON has the RoleBinding shape")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +164,25 @@ mod tests {
         let ns = namespace(&cluster);
         assert_eq!(ns.metadata.name.as_deref(), Some("qz7lt"));
         assert_eq!(ns.metadata.labels.unwrap_or_default()["customer"], "globex");
+    }
+
+    #[test]
+    fn the_operator_is_bound_to_its_workload_role_in_the_clusters_namespace_only() {
+        let cluster = fixtures::cluster();
+        let access =
+            OperatorAccess::new("kvm-operator-workloads-4-0-0", "giantswarm/kvm-operator-4-0-0").expect("valid");
+        let binding = operator_role_binding(&cluster.id, &access);
+        assert_eq!(binding.metadata.namespace.as_deref(), Some("qz7lt"));
+        assert_eq!(
+            (binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()),
+            ("ClusterRole", "kvm-operator-workloads-4-0-0")
+        );
+        let subject = &binding.subjects.as_ref().expect("subjects")[0];
+        assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("kvm-operator-4-0-0", Some("giantswarm")));
+        for bad in ["kvm-operator", "/kvm-operator", "giantswarm/", "a/b/c"] {
+            let err = OperatorAccess::new("r", bad).expect_err(bad);
+            assert!(err.contains("<namespace>/<name>"), "{err}");
+        }
+        assert!(OperatorAccess::new("", "giantswarm/kvm-operator").is_err());
     }
 }

@@ -172,6 +172,17 @@ pub fn helm_template_yaml(chart: &str, values: &[&str], api_versions: &[&str]) -
     helm(chart, &args)
 }
 
+/// The value of flag `flag` (`--name`) among the container args of the one Deployment of a
+/// rendered chart, given as `--name=value`; `None` when the chart does not pass it.
+pub fn chart_flag(objects: &[Value], flag: &str) -> Option<String> {
+    let prefix = format!("{flag}=");
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .flat_map(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].as_array().cloned().unwrap_or_default())
+        .find_map(|a| a.as_str().and_then(|a| a.strip_prefix(&prefix)).map(str::to_string))
+}
+
 /// The objects of a multi-document YAML stream (empty documents dropped).
 pub fn parse_objects(yaml: &str) -> Result<Vec<Value>, Error> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(|e| Error::Yaml(e.to_string()))?;

@@ -152,6 +152,7 @@ fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
 /// every binding names the chart's ServiceAccount and role.
 fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTreeSet<String>> {
     let mut secret_verbs = BTreeSet::new();
+    let mut bound = BTreeSet::new();
     for role in of_kind(objects, "ClusterRole").into_iter().chain(of_kind(objects, "Role")) {
         for rule in role["rules"].as_array().unwrap() {
             for field in ["apiGroups", "resources", "verbs"] {
@@ -167,7 +168,12 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
                     // Binding a role is allowed by name, for the roles the operator binds.
                     assert_eq!(rule["resources"], serde_json::json!(["clusterroles"]), "{rule}");
                     assert_eq!(rule["verbs"], serde_json::json!(["bind"]), "{rule}");
-                    assert_eq!(rule["resourceNames"], serde_json::json!(bindable), "{chart}: bind on {rule}");
+                    let names = rule["resourceNames"].as_array().cloned().unwrap_or_default();
+                    assert!(!names.is_empty(), "{chart}: bind without names: {rule}");
+                    for n in &names {
+                        assert!(bindable.contains(&n.as_str().unwrap_or_default()), "{chart}: bind on {rule}");
+                    }
+                    bound.extend(names.iter().filter_map(|n| n.as_str().map(str::to_string)));
                 }
             }
             if rule["resources"].as_array().unwrap().iter().any(|r| r == "secrets") {
@@ -195,6 +201,8 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
             assert_eq!(rule["resourceNames"], serde_json::json!([lease]));
         }
     }
+    let expected: BTreeSet<String> = bindable.iter().map(|b| b.to_string()).collect();
+    assert_eq!(bound, expected, "{chart}: the roles the operator may bind");
     // Every binding names the chart's ServiceAccount and role.
     let sa = name(one(objects, "ServiceAccount")).to_string();
     for b in of_kind(objects, "ClusterRoleBinding").into_iter().chain(of_kind(objects, "RoleBinding")) {
@@ -233,7 +241,10 @@ fn sharding_is_a_value_with_the_replica_count_and_the_shard_lease_rule() -> Resu
             r["verbs"] == serde_json::json!(["get", "list", "watch", "update"]) && r.get("resourceNames").is_none()
         });
         assert!(shard_rule, "{chart}: the Role lets replicas hold and follow shard Leases: {role}");
-        check_rbac(chart, &objects, if chart == KVM { &["kvm-operator", "kvm-operator-psp"] } else { &[] })?;
+        let workloads = format!("kvm-operator-workloads-{}", operator_version(KVM)?.replace('.', "-"));
+        let bindable: Vec<&str> =
+            if chart == KVM { vec!["kvm-operator", "kvm-operator-psp", &workloads] } else { vec![] };
+        check_rbac(chart, &objects, &bindable)?;
         // Off by default: no shard Lease rule.
         let plain = helm_template(chart, &["ci/minimal-values.yaml"], &[])?;
         assert!(!sharded(&plain), "{chart}");
@@ -258,12 +269,34 @@ fn rbac_is_least_privilege() -> Result<()> {
     assert_eq!(secret_verbs, BTreeSet::from(["get", "list", "patch", "watch"].map(String::from)));
 
     // kvm-operator also writes each node's Secret (its Ignition) by server-side apply; it binds
-    // the node pods to the two ClusterRoles of its values, and only those.
+    // the node pods to the two ClusterRoles of its values, and itself to its workload role in
+    // each cluster's namespace, and only those.
+    let workloads = format!("kvm-operator-workloads-{}", operator_version(KVM)?.replace('.', "-"));
     let kvm = helm_template(KVM, &["ci/minimal-values.yaml"], &[])?;
-    let secret_verbs = check_rbac(KVM, &kvm, &["kvm-operator", "kvm-operator-psp"])?;
+    let secret_verbs = check_rbac(KVM, &kvm, &["kvm-operator", "kvm-operator-psp", &workloads])?;
     assert_eq!(secret_verbs, BTreeSet::from(["create", "get", "list", "patch", "watch"].map(String::from)));
     let other = helm_template(KVM, &["ci/full-values.yaml"], &[])?;
-    check_rbac(KVM, &other, &["ci-node-pods", "ci-node-pods-restricted"])?;
+    check_rbac(KVM, &other, &["ci-node-pods", "ci-node-pods-restricted", &workloads])?;
+    // No workload can be created, changed or removed through a cluster-wide grant: those
+    // rights are in the workload role, which the chart binds nowhere (the operator binds it in
+    // its clusters' namespaces).
+    let workload_kinds =
+        ["deployments", "pods", "services", "persistentvolumeclaims", "ingresses", "serviceaccounts", "endpoints"];
+    for role in of_kind(&kvm, "ClusterRole") {
+        let role_name = name(role);
+        let bound = of_kind(&kvm, "ClusterRoleBinding").iter().any(|b| b["roleRef"]["name"] == role_name);
+        for rule in role["rules"].as_array().unwrap() {
+            let writes = rule["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| ["create", "patch", "update", "delete"].contains(&v.as_str().unwrap()));
+            let workload =
+                rule["resources"].as_array().unwrap().iter().any(|r| workload_kinds.contains(&r.as_str().unwrap()));
+            assert!(!(bound && writes && workload), "{role_name} grants workload writes cluster-wide: {rule}");
+        }
+        assert_eq!(bound, role_name != workloads, "{role_name}: only the workload role is left unbound");
+    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use kvm_objects::access::ClusterRoles;
+use kvm_objects::access::{ClusterRoles, OperatorAccess};
 use kvm_objects::cluster::Settings;
 use kvm_objects::deployment::NodePodImages;
 use kvm_objects::ignition::{NodeConfigSettings, Oidc, Proxy};
@@ -152,6 +152,17 @@ pub struct ClusterArgs {
     /// The pod-security ClusterRole that binding `<cluster id>-psp` gives it.
     #[arg(long, default_value = "kvm-operator-psp")]
     pub cluster_role_psp: String,
+    /// The ClusterRole of the operator's own rights in each cluster's namespace (creating and
+    /// removing its Deployments, Pods, Services, claims, Ingresses, ServiceAccount and
+    /// Endpoints), bound there by a RoleBinding the operator writes after the namespace. Empty:
+    /// no RoleBinding (the operator holds those rights some other way). Needs
+    /// `--service-account`.
+    #[arg(long, default_value = "", requires = "service_account")]
+    pub workload_cluster_role: String,
+    /// The operator's own ServiceAccount, `<namespace>/<name>`: the subject of the RoleBinding
+    /// of `--workload-cluster-role`.
+    #[arg(long, default_value = "")]
+    pub service_account: String,
     /// `HTTP_PROXY` of the nodes' docker, containerd and kubelet.
     #[arg(long, default_value = "")]
     pub http_proxy: String,
@@ -210,6 +221,8 @@ pub struct OperatorConfig {
     pub node_config: NodeConfigSettings,
     /// The ClusterRoles of the two bindings.
     pub roles: ClusterRoles,
+    /// The operator's RoleBinding in each cluster's namespace, if any.
+    pub access: Option<OperatorAccess>,
     /// How many clusters may replace nodes at once.
     pub rollout: RolloutLimits,
 }
@@ -231,8 +244,20 @@ impl Default for RolloutLimits {
     }
 }
 
+impl ClusterArgs {
+    /// The operator's RoleBinding in each cluster's namespace, from `--workload-cluster-role`
+    /// and `--service-account`.
+    pub fn access(&self) -> Result<Option<OperatorAccess>, String> {
+        if self.workload_cluster_role.is_empty() {
+            return Ok(None);
+        }
+        OperatorAccess::new(&self.workload_cluster_role, &self.service_account).map(Some)
+    }
+}
+
 impl OperatorConfig {
-    /// The settings of `args` for operator `version`.
+    /// The settings of `args` for operator `version` (the operator's RoleBinding aside:
+    /// [`ClusterArgs::access`]).
     pub fn new(version: &str, args: &ClusterArgs) -> Self {
         let list = |values: &[String]| values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
         Self {
@@ -265,6 +290,7 @@ impl OperatorConfig {
                 }),
             },
             roles: ClusterRoles { general: args.cluster_role_general.clone(), psp: args.cluster_role_psp.clone() },
+            access: None,
             rollout: RolloutLimits::default(),
         }
     }

@@ -244,6 +244,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
                 max_rolling_clusters: args.max_rolling_clusters,
                 slot_namespace: args.leader_election_namespace.clone(),
             },
+            access: args.cluster.access().map_err(anyhow::Error::msg)?,
             ..OperatorConfig::new(&version, &args.cluster)
         },
         args.certificates_namespace.clone(),

@@ -15,7 +15,7 @@ use apis::release::{Release, release_name};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::ResourceExt;
 use kvm_objects::cluster::{Cluster, InputError};
 use kvm_objects::ignition::{
@@ -165,6 +165,9 @@ pub struct ClusterObjects {
     pub service_account: ServiceAccount,
     /// ClusterRoleBindings `<id>` and `<id>-psp`.
     pub bindings: [ClusterRoleBinding; 2],
+    /// The operator's own RoleBinding in namespace `<id>`, when it runs with a workload role
+    /// ([`kvm_objects::access::OperatorAccess`]).
+    pub operator_binding: Option<RoleBinding>,
     /// One node-config Secret per node, masters first.
     pub node_secrets: Vec<Secret>,
     /// The masters' etcd PVCs. The controller adds the workers' host-volume PVCs, which are
@@ -207,6 +210,7 @@ pub fn build(
         namespace: kvm_objects::access::namespace(cluster),
         service_account: kvm_objects::access::service_account(cluster),
         bindings: kvm_objects::access::cluster_role_bindings(cluster, &config.roles),
+        operator_binding: config.access.as_ref().map(|a| kvm_objects::access::operator_role_binding(&cluster.id, a)),
         node_secrets,
         pvcs: desired.etcd_pvcs,
         deployments: desired.deployments,

@@ -77,7 +77,10 @@ pub fn run(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
 }
 
 fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let config = OperatorConfig::new(&args.operator_version, &args.cluster);
+    let config = OperatorConfig {
+        access: args.cluster.access().map_err(anyhow::Error::msg)?,
+        ..OperatorConfig::new(&args.operator_version, &args.cluster)
+    };
     let objects = Objects::load(&args.files)?;
     let plans = plan(&objects, &config)?;
     let mut text = String::new();
@@ -125,7 +128,11 @@ fn value(object: &impl Serialize) -> anyhow::Result<Value> {
 /// The cluster's objects as documents, in apply order.
 fn documents(cluster: &ClusterPlan, decode: bool) -> anyhow::Result<Vec<Value>> {
     let o = &cluster.objects;
-    let mut documents = vec![value(&o.namespace)?, value(&o.service_account)?];
+    let mut documents = vec![value(&o.namespace)?];
+    if let Some(binding) = &o.operator_binding {
+        documents.push(value(binding)?);
+    }
+    documents.push(value(&o.service_account)?);
     for binding in &o.bindings {
         documents.push(value(binding)?);
     }

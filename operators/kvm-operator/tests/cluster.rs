@@ -127,6 +127,8 @@ async fn start() -> anyhow::Result<World> {
     let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))?;
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
 
+    // The operator runs with the chart's flags for its own RoleBinding.
+    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     let config = OperatorConfig {
         version: "4.0.0".into(),
         settings: Settings {
@@ -137,10 +139,10 @@ async fn start() -> anyhow::Result<World> {
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        access: Some(chart_access(&rendered)?),
         rollout: Default::default(),
     };
     // The operator runs as the chart's ServiceAccount, with the chart's RBAC.
-    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     let operator = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
     let shared = Shared::new(
         env.handle().client_with_token(Some(&operator.token))?,
@@ -244,6 +246,43 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
         allowed.iter().filter(|g| !unused.iter().any(|u| u == *g) && !SOMETIMES_USED.contains(*g)).collect();
     assert!(stale.is_empty(), "UNUSED_BY_DESIGN names grants the run used (or the chart lacks): {stale:#?}");
     drop(w);
+    Ok(())
+}
+
+/// The operator's ServiceAccount creates workloads only in its clusters' namespaces: a
+/// Deployment in `kube-system` or in an organisation's namespace is forbidden, one in the
+/// cluster's namespace (through the RoleBinding the operator wrote there) is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_service_account_cannot_create_workloads_outside_its_clusters_namespaces() -> anyhow::Result<()> {
+    let w = start().await?;
+    create_secrets(&w.client, &CERTS, true).await?;
+    Api::<KVMConfig>::namespaced(w.client.clone(), NS).create(&PostParams::default(), &kvm_config()).await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(w.client.clone(), ID);
+    eventually("the operator's RoleBinding in the cluster's namespace", || async {
+        Ok(bindings.list(&ListParams::default()).await?.items.into_iter().next())
+    })
+    .await?;
+    let operator = w.env.handle().client_with_token(Some(&w.operator.token))?;
+    let deployment = |ns: &str| -> anyhow::Result<Deployment> {
+        Ok(serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "intruder", "namespace": ns},
+            "spec": {
+                "selector": {"matchLabels": {"app": "intruder"}},
+                "template": {
+                    "metadata": {"labels": {"app": "intruder"}},
+                    "spec": {"serviceAccountName": "default", "containers": [{"name": "c", "image": "busybox"}]}
+                }
+            }
+        }))?)
+    };
+    for ns in ["kube-system", NS, "giantswarm"] {
+        let refused = Api::<Deployment>::namespaced(operator.clone(), ns)
+            .create(&PostParams::default(), &deployment(ns)?)
+            .await
+            .expect_err(ns);
+        assert!(matches!(&refused, kube::Error::Api(s) if s.code == 403), "{ns}: {refused}");
+    }
+    Api::<Deployment>::namespaced(operator.clone(), ID).create(&PostParams::default(), &deployment(ID)?).await?;
     Ok(())
 }
 
@@ -527,4 +566,12 @@ async fn issued_certificates(w: &World) -> anyhow::Result<()> {
         assert_eq!(config.files["/etc/kubernetes/ssl/api-crt.pem"], api_crt, "{:?}", master.metadata.name);
     }
     Ok(())
+}
+
+/// The operator's RoleBinding in each cluster's namespace, from the chart's daemon flags.
+fn chart_access(rendered: &[serde_json::Value]) -> anyhow::Result<kvm_objects::access::OperatorAccess> {
+    let flag =
+        |name: &str| packaging::chart_flag(rendered, name).ok_or_else(|| anyhow::anyhow!("the chart passes no {name}"));
+    kvm_objects::access::OperatorAccess::new(&flag("--workload-cluster-role")?, &flag("--service-account")?)
+        .map_err(anyhow::Error::msg)
 }

@@ -24,6 +24,7 @@ use apis::release::Release;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -190,10 +191,16 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
     }
     let release: Release = serde_json::from_value(documents(&example("kvm-release-v20.1.0.yaml")).remove(0))?;
     Api::<Release>::all(client.clone()).create(&PostParams::default(), &release).await?;
+    // The operator runs with the chart's flags for its own RoleBinding.
+    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     for ns in [NS, ID] {
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?;
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
     }
+    // The cluster's namespace as the cluster controller leaves it: with the operator's
+    // RoleBinding, which gives it its rights inside.
+    let binding = kvm_objects::access::operator_role_binding(ID, &chart_access(&rendered)?);
+    Api::<RoleBinding>::namespaced(client.clone(), ID).create(&PostParams::default(), &binding).await?;
     let dcs: Api<DrainerConfig> = Api::namespaced(client.clone(), NS);
     eventually("the DrainerConfig API", || async { Ok(dcs.list(&ListParams::default()).await.ok().map(|_| ())) })
         .await?;
@@ -239,9 +246,9 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        access: Some(chart_access(&rendered)?),
         rollout: Default::default(),
     };
-    let rendered = packaging::helm_template("kvm-operator", &["ci/minimal-values.yaml"], &[])?;
     let identity = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
     let operator_client = env.handle().client_with_token(Some(&identity.token))?;
     let shared = Shared::new(operator_client, config, None, Duration::from_millis(300), Duration::from_secs(2));
@@ -637,4 +644,12 @@ async fn the_circuit_breaker_holds_when_three_nodes_fail_at_once() -> anyhow::Re
     assert_eq!(w.events(NS, "UnhealthyNodeTerminated").await?.len(), 1);
     w.no_refusals()?;
     Ok(())
+}
+
+/// The operator's RoleBinding in each cluster's namespace, from the chart's daemon flags.
+fn chart_access(rendered: &[serde_json::Value]) -> anyhow::Result<kvm_objects::access::OperatorAccess> {
+    let flag =
+        |name: &str| packaging::chart_flag(rendered, name).ok_or_else(|| anyhow::anyhow!("the chart passes no {name}"));
+    kvm_objects::access::OperatorAccess::new(&flag("--workload-cluster-role")?, &flag("--service-account")?)
+        .map_err(anyhow::Error::msg)
 }

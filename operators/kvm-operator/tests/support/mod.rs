@@ -84,6 +84,7 @@ pub fn operator_config() -> OperatorConfig {
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        access: None,
         rollout: Default::default(),
     }
 }

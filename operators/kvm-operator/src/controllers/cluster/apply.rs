@@ -25,7 +25,7 @@ use std::fmt::Debug;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::Resource as _;
 use kube::api::DeleteParams;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -148,6 +148,10 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         }
         if !trusted {
             apply(&Api::<Namespace>::all(client.clone()), &objects.namespace).await?;
+            // The operator's own rights in the namespace come first: everything after needs them.
+            if let Some(binding) = &objects.operator_binding {
+                apply(&Api::<RoleBinding>::namespaced(client.clone(), &ns), binding).await?;
+            }
             apply(&Api::<ServiceAccount>::namespaced(client.clone(), &ns), &objects.service_account).await?;
             for binding in &objects.bindings {
                 apply(&Api::<ClusterRoleBinding>::all(client.clone()), binding).await?;

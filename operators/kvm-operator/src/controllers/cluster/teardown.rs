@@ -70,30 +70,35 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
 
         // A cluster that goes away gives its rollout slot back (if it held one).
         super::maintenance::done(&shared, obj).await?;
-        let managed = ListParams::default().labels(&managed_selector(&id));
-        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
-        let current = deployments.list(&managed).await?.items;
-        for deployment in &current {
-            delete(&deployments, &deployment.name_any(), &DeleteParams::foreground()).await?;
-        }
-        let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?.items;
-        if !current.is_empty() || !pods.is_empty() {
-            tracing::info!(cluster = %id, deployments = current.len(), pods = pods.len(), "waiting for the node pods to go");
-            return Ok(keep());
-        }
-        let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-        for pvc in pvcs.list(&managed).await?.items {
-            delete(&pvcs, &pvc.name_any(), &DeleteParams::default()).await?;
-        }
-        for name in [kvm_objects::names::MASTER_SERVICE, kvm_objects::names::WORKER_SERVICE] {
-            delete(&Api::<Service>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
-        }
-        for name in [kvm_objects::names::API_INGRESS, kvm_objects::names::ETCD_INGRESS] {
-            delete(&Api::<Ingress>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
-        }
+        // Inside the namespace the operator's rights come from its RoleBinding there, which
+        // goes with the namespace: once the namespace is terminating, nothing inside it is
+        // touched any more (a request would be refused, not answered 404).
         let namespaces = Api::<Namespace>::all(client.clone());
-        if namespaces.get_opt(&ns).await?.is_some() {
-            delete(&namespaces, &ns, &DeleteParams::default()).await?;
+        if let Some(namespace) = namespaces.get_opt(&ns).await? {
+            if namespace.metadata.deletion_timestamp.is_none() {
+                let managed = ListParams::default().labels(&managed_selector(&id));
+                let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+                let current = deployments.list(&managed).await?.items;
+                for deployment in &current {
+                    delete(&deployments, &deployment.name_any(), &DeleteParams::foreground()).await?;
+                }
+                let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?.items;
+                if !current.is_empty() || !pods.is_empty() {
+                    tracing::info!(cluster = %id, deployments = current.len(), pods = pods.len(), "waiting for the node pods to go");
+                    return Ok(keep());
+                }
+                let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+                for pvc in pvcs.list(&managed).await?.items {
+                    delete(&pvcs, &pvc.name_any(), &DeleteParams::default()).await?;
+                }
+                for name in [kvm_objects::names::MASTER_SERVICE, kvm_objects::names::WORKER_SERVICE] {
+                    delete(&Api::<Service>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
+                }
+                for name in [kvm_objects::names::API_INGRESS, kvm_objects::names::ETCD_INGRESS] {
+                    delete(&Api::<Ingress>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
+                }
+                delete(&namespaces, &ns, &DeleteParams::default()).await?;
+            }
             return Ok(keep());
         }
         // Last: the node pods' ServiceAccount, bound by them, went with the namespace.
