@@ -107,8 +107,9 @@ pub struct Components {
     /// kube-proxy's `conntrack.maxPerCore`; kube-proxy's default (32768) when `None`, and `0`
     /// leaves the kernel's limit as it is.
     pub conntrack_max_per_core: Option<u32>,
-    /// `--cloud-provider` of kubelet, the API server and the controller manager; omitted when
-    /// `None`.
+    /// `--cloud-provider` of kubelet and the controller manager; omitted when `None`. Never the
+    /// API server's: it needs none since Kubernetes 1.29, where the flag was deprecated, and 1.33
+    /// removed it (the API server would not start).
     pub cloud_provider: Option<String>,
     /// Flags appended to the API server's.
     pub extra_apiserver_args: Vec<String>,
@@ -435,9 +436,6 @@ spec:
             "--enable-admission-plugins=NodeRestriction".to_owned(),
             "--allow-privileged=true".to_owned(),
         ];
-        if let Some(provider) = &self.cloud_provider {
-            args.push(format!("--cloud-provider={provider}"));
-        }
         if let Some(oidc) = &self.oidc {
             args.push(format!("--oidc-issuer-url={}", oidc.issuer_url));
             args.push(format!("--oidc-client-id={}", oidc.client_id));
@@ -592,7 +590,9 @@ mod tests {
         assert!(c.master_files().iter().all(|f| !String::from_utf8_lossy(&f.contents).contains("--cloud-provider")));
         let mut aws = c.clone();
         aws.cloud_provider = Some("external".into());
-        assert!(aws.apiserver_args().contains(&"--cloud-provider=external".to_owned()));
+        assert!(aws.controller_manager_manifest().contains("--cloud-provider=external"));
+        // Kubernetes 1.33 removed the API server's flag.
+        assert!(!aws.apiserver_args().iter().any(|a| a.starts_with("--cloud-provider")));
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //!   mount point of one of its mount units, or is in [`ALLOWED_PATHS`] with its reason.
 //! - [`Check::Manifest`]: every static pod manifest decodes as a v1 Pod and loses no field when
 //!   encoded again.
+//! - [`Check::ComponentConfig`] and [`Check::Flag`] ([`components`]): kubelet's and kube-proxy's
+//!   configs decode strictly against their upstream fields, and every flag of the control plane,
+//!   kubelet and etcd exists in the version the config runs.
 //!
 //! [`tools`] runs the real tools a node runs the config with (`systemd-analyze verify`,
 //! `shellcheck`); tests run them on every config the operators render.
@@ -25,6 +28,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+pub mod components;
 pub mod harness;
 pub mod spec;
 pub mod tools;
@@ -40,6 +44,11 @@ pub enum Check {
     Reference,
     /// Static pod manifests decode strictly as Pods.
     Manifest,
+    /// `KubeletConfiguration` and `KubeProxyConfiguration` decode strictly against their
+    /// upstream fields.
+    ComponentConfig,
+    /// Every flag of a component exists in its version.
+    Flag,
     /// `systemd-analyze verify`.
     Systemd,
     /// `shellcheck`.
@@ -115,6 +124,8 @@ pub fn check(node: &str, json: &str) -> Vec<Finding> {
     findings.extend(check_unit_names(node, &doc));
     findings.extend(check_references(node, &doc));
     findings.extend(check_manifests(node, &doc));
+    findings.extend(components::check_configs(node, &doc));
+    findings.extend(components::check_flags(node, &doc));
     findings
 }
 

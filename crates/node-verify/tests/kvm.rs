@@ -84,6 +84,17 @@ fn every_kvm_node_config_passes_the_pure_checks() {
     );
     let findings: Vec<Finding> = configs.iter().flat_map(|(node, json)| check(node, json)).collect();
     assert!(findings.is_empty(), "{} configs:\n{}", configs.len(), report(&findings));
+    // Kubernetes 1.29 and etcd 3.5 have every list: every component's flags were checked.
+    let mut flags = 0;
+    for (node, json) in &configs {
+        for run in node_verify::components::invocations(json) {
+            let minor = run.version.as_deref().and_then(node_verify::components::minor).expect("a tagged image");
+            assert!(node_verify::components::flag_list(&run.component, &minor).is_some(), "{node}: {run:?}");
+            flags += run.flags.len();
+        }
+    }
+    eprintln!("{} kvm configs, {flags} flags checked", configs.len());
+    assert!(flags > 0);
 }
 
 #[test]
