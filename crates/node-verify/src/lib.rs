@@ -22,7 +22,9 @@
 //!
 //! [`harness`] runs a config's own scripts on an emulated node against moto, for tests.
 //!
-//! Every [`Finding`] names the node, the file or unit, and the problem.
+//! Every [`Finding`] names the node, the file or unit, and the problem. [`verify`] is the step
+//! both operators run on every config they render, before they store it: a config that fails is
+//! never uploaded or applied.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeSet;
@@ -127,6 +129,31 @@ pub fn check(node: &str, json: &str) -> Vec<Finding> {
     findings.extend(components::check_configs(node, &doc));
     findings.extend(components::check_flags(node, &doc));
     findings
+}
+
+/// A node config that fails the pure checks: what an operator reports instead of storing it.
+/// Its message names the node, each file or unit and each problem, never a file's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The node whose config it is.
+    pub node: String,
+    /// Every problem [`check`] found.
+    pub findings: Vec<Finding>,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let problems: Vec<String> = self.findings.iter().map(ToString::to_string).collect();
+        write!(f, "the node config of {} fails its checks: {}", self.node, problems.join("; "))
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// [`check`] as a step of an operator: `Ok` when the config passes every pure check.
+pub fn verify(node: &str, json: &str) -> Result<(), Invalid> {
+    let findings = check(node, json);
+    if findings.is_empty() { Ok(()) } else { Err(Invalid { node: node.to_owned(), findings }) }
 }
 
 /// Where kubelet reads static pod manifests.

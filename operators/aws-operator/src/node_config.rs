@@ -14,6 +14,11 @@
 //! encryption-provider config, from Secret `<id>-encryption-provider-config` in the same
 //! namespace. Every one of these Secrets is held by a finalizer until the cluster is gone
 //! (`operatorkit::held_secrets`).
+//!
+//! Every config is rendered and verified ([`build`]: the pure checks of `node_verify`) before
+//! any is uploaded; one that fails is never uploaded, its stack is not updated, and the object
+//! gets `Ready=False` with reason [`NODE_CONFIG_INVALID`] naming the node, the file or unit and
+//! the problem.
 
 use std::collections::BTreeMap;
 
@@ -147,18 +152,53 @@ pub fn input(
     }
 }
 
-/// Upload the config to `bucket/key` unless an identical one is there. Returns `true` when it
-/// uploaded.
+/// The reason of `Ready=False` and of the Warning event when a node config cannot be rendered
+/// or fails its checks.
+pub const NODE_CONFIG_INVALID: &str = "NodeConfigInvalid";
+
+/// What stands in for every secret's ciphertext in the document [`verify`] checks: the checks
+/// read no secret, and no plaintext reaches them.
+const SEALED: &[u8] = b"sealed";
+
+/// Render the config of `node` (`master-<id>`, `worker-<pool>`) and verify it: the pure step
+/// before any upload. A config that cannot be rendered or fails a check is a permanent
+/// [`NODE_CONFIG_INVALID`] error naming `object`, the node, each file or unit and each problem.
+pub fn build(object: &str, node: &str, input: &NodeConfigInput) -> Result<ignition::NodeConfig, ResourceError> {
+    let config = ignition::render(input)
+        .map_err(|e| ResourceError::msg(NODE_CONFIG_INVALID, format!("{object}: node {node}: {e}")).permanent())?;
+    verify(object, node, &config)?;
+    Ok(config)
+}
+
+/// Run `node_verify`'s pure checks on a rendered config, its secrets sealed as [`SEALED`].
+pub fn verify(object: &str, node: &str, config: &ignition::NodeConfig) -> Result<(), ResourceError> {
+    let sealed = config.seal(|_| Ok::<_, std::convert::Infallible>(SEALED.to_vec())).unwrap_or_else(|e| match e {});
+    verify_json(object, node, &String::from_utf8_lossy(&sealed))
+}
+
+/// [`verify`] on a sealed Ignition document.
+pub fn verify_json(object: &str, node: &str, json: &str) -> Result<(), ResourceError> {
+    node_verify::verify(node, json).map_err(|invalid| {
+        ResourceError::msg(
+            NODE_CONFIG_INVALID,
+            format!(
+                "{object}: {invalid}; nothing is uploaded and no node is replaced until a config passes                  (the Release's component versions decide the flags and fields each component accepts)"
+            ),
+        )
+        .permanent()
+    })
+}
+
+/// Upload the built config to `bucket/key` unless an identical one is there. Returns `true`
+/// when it uploaded.
 pub async fn upload(
     shared: &Shared,
     aws: &AccountClients,
     key_arn: &str,
     bucket: &str,
     key: &str,
-    input: &NodeConfigInput,
+    config: &ignition::NodeConfig,
 ) -> Result<bool, ResourceError> {
-    let config =
-        ignition::render(input).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()).permanent())?;
     let hash = config.content_hash();
     let memo_key = format!("{bucket}/{key}");
     if shared.memo.lock().uploads.get(&memo_key) == Some(&hash) {
@@ -172,7 +212,7 @@ pub async fn upload(
     for secret in config.secrets() {
         ciphertexts.push(crate::aws::kms::encrypt(aws, key_arn, &secret.plaintext).await?);
     }
-    let body = config.seal_with(ciphertexts).map_err(|e| ResourceError::msg("NodeConfigInvalid", e.to_string()))?;
+    let body = config.seal_with(ciphertexts).map_err(|e| ResourceError::msg(NODE_CONFIG_INVALID, e.to_string()))?;
     crate::aws::s3::put_object(aws, bucket, key, body, &hash, "application/json").await?;
     shared.memo.lock().uploads.insert(memo_key, hash);
     Ok(true)
@@ -195,6 +235,66 @@ mod tests {
             ]}
         }))
         .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A master's input at the fixture's Release, with a placeholder for every file the
+    /// controllers place.
+    fn master_input() -> NodeConfigInput {
+        let certs: BTreeMap<String, BTreeMap<String, Vec<u8>>> = ["worker", "api", "etcd", "service-account"]
+            .into_iter()
+            .map(|c| {
+                (c.to_string(), ["ca", "crt", "key"].into_iter().map(|k| (k.to_string(), b"pem".to_vec())).collect())
+            })
+            .collect();
+        let mut secrets = secrets_for(true, &certs).unwrap_or_else(|m| panic!("{m:?}"));
+        secrets.push(NodeSecret { path: paths::ENCRYPTION_CONFIG.into(), plaintext: b"config".to_vec() });
+        let role = Role::Master {
+            id: 2,
+            etcd_name: ignition::etcd_name(2),
+            etcd_initial_cluster: ignition::etcd_initial_cluster("zq4kx.k8s.example.com", 3),
+            initial_cluster_state: ignition::InitialClusterState::New,
+        };
+        let cluster = cluster(json!({"dns": {"domain": "k8s.example.com"}}), None);
+        input("quay.io", &release(), &cluster, role, BTreeMap::new(), secrets)
+    }
+
+    #[test]
+    fn a_rendered_config_is_verified_before_it_is_uploaded() {
+        let input = master_input();
+        let config = build("AWSControlPlane org-umbra/a2b4c", "master-2", &input).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(config.content_hash(), ignition::render(&input).unwrap_or_else(|e| panic!("{e}")).content_hash());
+    }
+
+    /// No field of the CRs makes a config fail a check (the checks are what the renderer is
+    /// tested against), so the step is proven on a rendered config broken by hand.
+    #[test]
+    fn a_config_that_fails_a_check_is_refused_naming_the_node_the_file_and_the_problem() {
+        let config =
+            build("AWSControlPlane org-umbra/a2b4c", "master-2", &master_input()).unwrap_or_else(|e| panic!("{e:?}"));
+        let sealed =
+            config.seal(|_| Ok::<_, std::convert::Infallible>(b"sealed".to_vec())).unwrap_or_else(|e| match e {});
+        let mut doc: serde_json::Value = serde_json::from_slice(&sealed).unwrap_or_else(|e| panic!("{e}"));
+        for file in doc["storage"]["files"].as_array_mut().into_iter().flatten() {
+            if file["path"] == "/etc/kubernetes/manifests/k8s-api-server.yaml" {
+                let text = ::ignition::decode_data_url(file["contents"]["source"].as_str().unwrap_or_default())
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let text = String::from_utf8_lossy(&text).replace("--allow-privileged=true", "--allow-privilged=true");
+                file["contents"]["source"] = ::ignition::data_url(text.as_bytes()).into();
+            }
+        }
+        let err = verify_json("AWSControlPlane org-umbra/a2b4c", "master-2", &doc.to_string())
+            .expect_err("an unknown flag fails the check");
+        assert_eq!(err.kind(), NODE_CONFIG_INVALID);
+        assert!(!err.is_retryable(), "nothing changes until the operator or the Release does");
+        let message = err.inner().to_string();
+        assert!(
+            message.starts_with(
+                "AWSControlPlane org-umbra/a2b4c: the node config of master-2 fails its checks: node master-2: \
+                 /etc/kubernetes/manifests/k8s-api-server.yaml: kube-apiserver v1.31.7 has no flag --allow-privilged (Flag)"
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("pem") && !message.contains("sealed"), "no file content: {message}");
     }
 
     fn cluster(cluster: serde_json::Value, provider_pods: Option<serde_json::Value>) -> AWSCluster {

@@ -68,10 +68,25 @@ pub enum PlanError {
     /// The KVMConfig (or its Release) is invalid, as the controller would report it.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// A node config cannot be rendered, or fails its checks.
+    #[error(transparent)]
+    NodeConfig(#[from] BuildError),
+}
+
+/// Why [`build`] makes no objects: a node config that cannot be rendered, or one that fails
+/// the checks every node config passes ([`node_verify::verify`]). Either way nothing is applied.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
     /// A node config cannot be rendered.
     #[error(transparent)]
-    NodeConfig(#[from] NodeConfigError),
+    Render(#[from] NodeConfigError),
+    /// A rendered node config fails its checks.
+    #[error(transparent)]
+    Invalid(#[from] node_verify::Invalid),
 }
+
+/// The reason of `Ready=False` and of the Warning event when [`build`] fails.
+pub const NODE_CONFIG_INVALID: &str = "NodeConfigInvalid";
 
 /// The objects of a set of CR files that matter here; every other kind is skipped.
 #[derive(Debug, Clone, Default)]
@@ -182,14 +197,32 @@ pub struct ClusterObjects {
     pub ingresses: Vec<Ingress>,
 }
 
+/// The pure checks every node config passes before it is applied ([`node_verify::verify`]).
+pub fn verify_node_config(node: &str, config: &ignition::Config) -> Result<(), BuildError> {
+    Ok(node_verify::verify(node, &config.to_json())?)
+}
+
+/// What the cluster controller records when [`build`] fails: `Ready=False` with reason
+/// [`NODE_CONFIG_INVALID`] and a Warning event, naming `object` and then the node, each file or
+/// unit and each problem.
+pub fn refusal(object: String, e: &BuildError) -> operatorkit::error::InvalidInput {
+    let message = match e {
+        BuildError::Render(e) => e.to_string(),
+        BuildError::Invalid(e) => format!("{e}; nothing is applied and no node is replaced until every config passes"),
+    };
+    operatorkit::error::InvalidInput { object, reason: NODE_CONFIG_INVALID, message }
+}
+
 /// Build every object of `cluster`, its node configs from `secrets` and `indexes` (which must
-/// hold every node: [`allocate`] first).
+/// hold every node: [`allocate`] first). Every node config is verified
+/// ([`node_verify::verify`]) before any object is returned, so a config that fails is never
+/// applied and the nodes already running keep theirs.
 pub fn build(
     cluster: &Cluster,
     indexes: &BTreeMap<String, i64>,
     secrets: &ClusterSecrets,
     config: &OperatorConfig,
-) -> Result<ClusterObjects, NodeConfigError> {
+) -> Result<ClusterObjects, BuildError> {
     let node_secrets = cluster
         .nodes
         .iter()
@@ -202,9 +235,11 @@ pub fn build(
                 encryption_key: secrets.encryption_key.as_ref(),
                 settings: &config.node_config,
             };
-            Ok(node_secret(cluster, node, &render(&input)?))
+            let node_config = render(&input)?;
+            verify_node_config(&node.id, &node_config)?;
+            Ok(node_secret(cluster, node, &node_config))
         })
-        .collect::<Result<_, NodeConfigError>>()?;
+        .collect::<Result<_, BuildError>>()?;
     let desired = kvm_objects::desired(cluster);
     Ok(ClusterObjects {
         namespace: kvm_objects::access::namespace(cluster),
@@ -323,4 +358,74 @@ fn plan_cluster(objects: &Objects, kvm: &KVMConfig, config: &OperatorConfig) -> 
         host_volume_pvcs,
         objects,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvm_objects::cluster::Role;
+    use kvm_objects::ignition::NodeConfigSettings;
+    use kvm_objects::node_index::allocate;
+
+    const FIXTURE: &str = include_str!("../../../crates/apis/tests/fixtures/kvmconfig-qz7lt.yaml");
+
+    fn first_master_config() -> (String, ignition::Config) {
+        let kvm: KVMConfig = serde_saphyr::from_str(FIXTURE).unwrap_or_else(|e| panic!("{e}"));
+        let components = BTreeMap::from([
+            ("containerlinux".to_string(), "3815.2.5".to_string()),
+            ("kubernetes".to_string(), "1.29.9".to_string()),
+            ("etcd".to_string(), "3.5.13".to_string()),
+        ]);
+        let settings = kvm_objects::cluster::Settings {
+            operator_version: "4.0.0".into(),
+            dns_servers: vec!["10.99.0.53".into()],
+            ntp_servers: vec![],
+            images: Default::default(),
+        };
+        let cluster = Cluster::new(&kvm, "v20.1.0", &components, &settings).unwrap_or_else(|e| panic!("{e}"));
+        let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
+        let indexes = allocate(&BTreeMap::new(), &ids).indexes;
+        let certs = MASTER_CERTS.iter().map(|c| (c.to_string(), placeholder(c))).collect();
+        let key = EncryptionKey("a2V5".into());
+        let node = cluster.nodes.iter().find(|n| n.role == Role::Master).unwrap_or_else(|| panic!("a master"));
+        let input = NodeConfigInput {
+            cluster: &cluster,
+            node,
+            node_indexes: &indexes,
+            certs: &certs,
+            encryption_key: Some(&key),
+            settings: &NodeConfigSettings::default(),
+        };
+        (node.id.clone(), render(&input).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn a_rendered_config_passes_the_step() {
+        let (node, config) = first_master_config();
+        verify_node_config(&node, &config).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// No field of a KVMConfig or Release makes a config fail a check (the checks are what the
+    /// renderer is tested against), so the step is proven on a rendered config broken by hand.
+    #[test]
+    fn a_config_that_fails_a_check_is_refused_naming_the_node_the_file_and_the_problem() {
+        let (node, mut config) = first_master_config();
+        let kubelet = config
+            .files
+            .iter_mut()
+            .find(|f| f.path == ignition::kubernetes::KUBELET_CONFIG)
+            .unwrap_or_else(|| panic!("kubelet's config"));
+        kubelet.contents = String::from_utf8_lossy(&kubelet.contents).replace("clientCAFile:", "clientCaFile:").into();
+        let err = verify_node_config(&node, &config).expect_err("an unknown field fails the check");
+        let refused = refusal("KVMConfig default/qz7lt".into(), &err);
+        assert_eq!(refused.reason, "NodeConfigInvalid");
+        assert_eq!(
+            refused.message,
+            format!(
+                "the node config of {node} fails its checks: node {node}: /etc/kubernetes/config/kubelet.yaml: \
+                 KubeletConfiguration of Kubernetes v1.29.9: unknown field authentication.x509.clientCaFile \
+                 (ComponentConfig); nothing is applied and no node is replaced until every config passes"
+            )
+        );
+    }
 }

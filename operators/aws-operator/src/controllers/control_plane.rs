@@ -278,6 +278,8 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             .is_some_and(|s| s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created));
         let domain = &cluster.spec.cluster.dns.domain;
         let base = names::tenant_base_domain(&id, domain);
+        // Every master's config is built and verified before any is uploaded.
+        let mut configs = Vec::with_capacity(masters.len());
         for m in &masters {
             let labels = BTreeMap::from([
                 ("giantswarm.io/provider".to_string(), "aws".to_string()),
@@ -293,8 +295,15 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             };
             let input =
                 crate::node_config::input(&shared.config.registry, &release, &cluster, role, labels, secrets.clone());
-            let key = names::master_config_key(&shared.config.version, &id, m.id);
-            if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
+            let node = format!("master-{}", m.id);
+            let config = match crate::node_config::build(&controllers::status::describe(obj), &node, &input) {
+                Ok(config) => config,
+                Err(e) => return Err(reject(state, obj, e).await),
+            };
+            configs.push((names::master_config_key(&shared.config.version, &id, m.id), config));
+        }
+        for (key, config) in &configs {
+            if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, key, config).await? {
                 shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
             }
         }

@@ -402,8 +402,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             node_labels,
             secrets,
         );
+        let config =
+            match crate::node_config::build(&controllers::status::describe(obj), &format!("worker-{md}"), &input) {
+                Ok(config) => config,
+                Err(e) => return Err(reject(state, obj, e).await),
+            };
         let key = names::node_pool_config_key(&shared.config.version, &id, &md);
-        if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &input).await? {
+        if crate::node_config::upload(&shared, &tenant, &key_arn, &bucket, &key, &config).await? {
             shared.event(obj, "NodeConfigUploaded", format!("s3://{bucket}/{key}")).await;
         }
 

@@ -106,15 +106,19 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         let shared = state.shared.clone();
         let cluster = state.cluster()?;
         // The inputs were checked (certificates, key) and every node has its index, so what is
-        // left is a config the inputs cannot make valid (a path from a mount tag, say).
-        let mut objects =
-            build(cluster, &state.status.kvm.node_indexes, &state.secrets, &shared.config).map_err(|e| {
-                operatorkit::error::InvalidInput {
-                    object: operatorkit::status::describe(obj),
-                    reason: "InvalidNodeConfig",
-                    message: e.to_string(),
-                }
-            })?;
+        // left is a config the inputs cannot make valid (a path from a mount tag, say) or one
+        // that fails the checks every node config passes: nothing is applied, and the nodes
+        // already running keep their configs.
+        let mut objects = match build(cluster, &state.status.kvm.node_indexes, &state.secrets, &shared.config) {
+            Ok(objects) => objects,
+            Err(e) => {
+                let invalid = crate::plan::refusal(operatorkit::status::describe(obj), &e);
+                let (status, e) =
+                    operatorkit::status::reject(&shared.client, obj, obj.status.as_ref(), invalid.into()).await;
+                state.status = status;
+                return Err(e);
+            }
+        };
         objects.pvcs.extend(state.host_volume_pvcs.iter().cloned());
         let client = &shared.client;
         let ns = kvm_objects::names::namespace(&cluster.id);
