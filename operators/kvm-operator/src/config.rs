@@ -141,7 +141,8 @@ impl Default for NodeSettings {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// DNS servers of the VMs (`DNS_SERVERS` of the node pods); at least one, comma-separated.
-    #[arg(long, env = "KVM_OPERATOR_DNS_SERVERS", value_delimiter = ',', required = true)]
+    /// Required by the daemon; `render` uses a placeholder without it.
+    #[arg(long, env = "KVM_OPERATOR_DNS_SERVERS", value_delimiter = ',')]
     pub dns_servers: Vec<String>,
     /// NTP servers of the VMs (`NTP_SERVERS`), comma-separated.
     #[arg(long, env = "KVM_OPERATOR_NTP_SERVERS", value_delimiter = ',')]
@@ -244,7 +245,31 @@ impl Default for RolloutLimits {
     }
 }
 
+/// The DNS server `render` puts into the node pods when `--dns-servers` is not given: an
+/// address of TEST-NET-1 (RFC 5737), which no network routes.
+pub const PLACEHOLDER_DNS_SERVER: &str = "192.0.2.53";
+
 impl ClusterArgs {
+    /// The daemon's check: the settings only an install knows are given.
+    pub fn require_install_settings(&self) -> Result<(), String> {
+        if self.dns_servers.is_empty() {
+            return Err("--dns-servers is required: the DNS servers of the VMs, comma-separated (chart value operator.dnsServers, or KVM_OPERATOR_DNS_SERVERS)".into());
+        }
+        Ok(())
+    }
+
+    /// For `render`: these flags with placeholders for the install settings not given, and the
+    /// placeholders used, as `--flag=value`.
+    pub fn with_placeholders(&self) -> (ClusterArgs, Vec<String>) {
+        let mut args = self.clone();
+        let mut used = Vec::new();
+        if args.dns_servers.is_empty() {
+            args.dns_servers = vec![PLACEHOLDER_DNS_SERVER.to_string()];
+            used.push(format!("--dns-servers={PLACEHOLDER_DNS_SERVER}"));
+        }
+        (args, used)
+    }
+
     /// The operator's RoleBinding in each cluster's namespace, from `--workload-cluster-role`
     /// and `--service-account`.
     pub fn access(&self) -> Result<Option<OperatorAccess>, String> {

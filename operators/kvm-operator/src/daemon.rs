@@ -207,6 +207,7 @@ pub fn lease_name(version: &str) -> String {
 
 /// Run `kvm-operator daemon` with `args` until SIGTERM or Ctrl-C.
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    args.cluster.require_install_settings().map_err(anyhow::Error::msg)?;
     let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
     let version = env!("CARGO_PKG_VERSION").to_string();
     let replicas = Replicas::new(

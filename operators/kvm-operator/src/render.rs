@@ -77,9 +77,14 @@ pub fn run(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
 }
 
 fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    // Install settings not given are placeholders, said on stderr and in every header.
+    let (cluster_args, install_placeholders) = args.cluster.with_placeholders();
+    if !install_placeholders.is_empty() {
+        eprintln!("note: install settings not given, rendered with placeholders: {}", install_placeholders.join(" "));
+    }
     let config = OperatorConfig {
-        access: args.cluster.access().map_err(anyhow::Error::msg)?,
-        ..OperatorConfig::new(&args.operator_version, &args.cluster)
+        access: cluster_args.access().map_err(anyhow::Error::msg)?,
+        ..OperatorConfig::new(&args.operator_version, &cluster_args)
     };
     let objects = Objects::load(&args.files)?;
     let plans = plan(&objects, &config)?;
@@ -90,6 +95,12 @@ fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
             eprintln!("warning: {warning}");
         }
         text.push_str(&header(cluster, &config.version));
+        if !install_placeholders.is_empty() {
+            text.push_str(&format!(
+                "# install settings not given, rendered with placeholders: {}\n",
+                install_placeholders.join(" ")
+            ));
+        }
         for document in documents(cluster, args.decode)? {
             text.push_str("---\n");
             text.push_str(&serde_saphyr::to_string(&document)?);

@@ -253,8 +253,21 @@ fn the_binary_renders_and_fails_with_a_message() -> anyhow::Result<()> {
     let stderr = String::from_utf8(failed.stderr)?;
     assert!(stderr.contains("names Release v20.1.0, which is not in the given files"), "{stderr}");
 
-    let missing_flag = Command::new(bin).arg("render").arg(cluster_yaml()).output()?;
-    assert!(!missing_flag.status.success());
-    assert!(String::from_utf8(missing_flag.stderr)?.contains("--dns-servers"), "the required flag is named");
+    // A preview needs no install settings: the DNS servers are a placeholder, said so.
+    let preview = Command::new(bin).arg("render").arg(cluster_yaml()).arg(release_yaml()).output()?;
+    assert!(preview.status.success(), "{}", String::from_utf8_lossy(&preview.stderr));
+    let stderr = String::from_utf8(preview.stderr)?;
+    assert!(stderr.contains("rendered with placeholders: --dns-servers=192.0.2.53"), "{stderr}");
+    let stdout = String::from_utf8(preview.stdout)?;
+    assert!(
+        stdout.contains("# install settings not given, rendered with placeholders: --dns-servers=192.0.2.53\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("192.0.2.53"), "the placeholder reaches the node pods");
+
+    // The daemon needs them: it names the flag and stops before connecting anywhere.
+    let daemon = Command::new(bin).arg("daemon").env_remove("KVM_OPERATOR_DNS_SERVERS").output()?;
+    assert!(!daemon.status.success());
+    assert!(String::from_utf8(daemon.stderr)?.contains("--dns-servers is required"), "the required flag is named");
     Ok(())
 }
