@@ -156,6 +156,8 @@ fn start_operator(client: kube::Client, stop: CancellationToken) -> tokio::task:
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
+        // The demo's operator acts as testenv's administrator: no RoleBinding of its own.
+        access: None,
         rollout: Default::default(),
     };
     let shared = Shared::new(client, config, None, Duration::from_millis(500), Duration::from_secs(30));

@@ -35,9 +35,14 @@ struct Args {
     examples: PathBuf,
 }
 
-/// Print a step's title in bold.
+/// Print a step's title, in bold on a terminal without `NO_COLOR`, as plain text otherwise.
 fn step(title: &str) {
-    println!("\n\x1b[1m==> {title}\x1b[0m");
+    use std::io::IsTerminal as _;
+    if operatorkit::logging::colour(std::io::stdout().is_terminal()) {
+        println!("\n\x1b[1m==> {title}\x1b[0m");
+    } else {
+        println!("\n==> {title}");
+    }
 }
 
 #[tokio::main]

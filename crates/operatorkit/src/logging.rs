@@ -8,8 +8,19 @@ use tracing_subscriber::fmt::MakeWriter;
 
 /// Install the log subscriber for the process; an operator's binary calls it first thing.
 pub fn init() {
-    let ansi = std::io::stdout().is_terminal();
+    let ansi = colour(std::io::stdout().is_terminal());
     tracing_subscriber::fmt().with_env_filter(filter()).with_ansi(ansi).init();
+}
+
+/// Whether output to a stream that `terminal` says is (or is not) a terminal may carry colour
+/// and other escape codes: only on a terminal, and never when `NO_COLOR` is set to anything
+/// but the empty string (<https://no-color.org>). Every CLI of the project asks this.
+pub fn colour(terminal: bool) -> bool {
+    colour_with(terminal, std::env::var_os("NO_COLOR").as_deref())
+}
+
+fn colour_with(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn filter() -> tracing_subscriber::EnvFilter {
@@ -51,6 +62,15 @@ mod tests {
         });
         let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn no_color_set_to_anything_turns_colour_off_even_on_a_terminal() {
+        use std::ffi::OsStr;
+        assert!(super::colour_with(true, None));
+        assert!(super::colour_with(true, Some(OsStr::new(""))), "an empty NO_COLOR is unset");
+        assert!(!super::colour_with(true, Some(OsStr::new("1"))));
+        assert!(!super::colour_with(false, None), "never on a pipe or a file");
     }
 
     #[test]
