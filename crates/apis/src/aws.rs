@@ -196,6 +196,27 @@ pub struct AWSClusterSpec {
     pub provider: AWSClusterSpecProvider,
 }
 
+/// The `AWSCluster` CRD as the charts ship it: the derived one, with a root rule that its name,
+/// the cluster id, has the format of one ([`crate::cluster_id::NAME_RULE`]). The label
+/// `giantswarm.io/cluster` must equal the name; CEL cannot read labels, so the operator checks
+/// that.
+pub fn cluster_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    use kube::CustomResourceExt;
+    let mut crd = AWSCluster::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            schema.x_kubernetes_validations.get_or_insert_with(Vec::new).push(ValidationRule {
+                rule: crate::cluster_id::NAME_RULE.to_string(),
+                message: Some(crate::cluster_id::NAME_RULE_MESSAGE.to_string()),
+                reason: Some("FieldValueInvalid".to_string()),
+                ..ValidationRule::default()
+            });
+        }
+    }
+    crd
+}
+
 /// `spec.cluster` of an `AWSCluster`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -1167,7 +1188,10 @@ mod tests {
         assert_eq!(distribution["onDemandPercentageAboveBaseCapacity"]["maximum"], 100.0);
         assert_eq!(distribution["onDemandBaseCapacity"]["default"], 0);
 
-        let cluster = schema(&AWSCluster::crd());
+        let cluster = schema(&cluster_crd());
+        let rules: Vec<&str> =
+            cluster["x-kubernetes-validations"].as_array().into_iter().flatten().filter_map(|r| r["rule"].as_str()).collect();
+        assert_eq!(rules, [crate::cluster_id::NAME_RULE]);
         let provider = &cluster["properties"]["spec"]["properties"]["provider"]["properties"];
         assert_eq!(provider["pods"]["properties"]["cidrBlock"]["pattern"], CIDR_PATTERN);
         assert_eq!(provider["region"]["pattern"], REGION_PATTERN);

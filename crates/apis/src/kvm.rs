@@ -29,13 +29,13 @@ use crate::cluster_status::StatusCluster;
 use crate::go::null_as_default;
 use crate::validation::{CIDR_PATTERN, FieldError, check_cidr, into_result, parse_cidr};
 
-/// A cluster id: a DNS label of at most [`CLUSTER_ID_MAX_LENGTH`] characters.
-pub const CLUSTER_ID_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A cluster id ([`crate::cluster_id`]): a lower-case letter, then lower-case letters and digits.
+pub const CLUSTER_ID_PATTERN: &str = crate::cluster_id::PATTERN;
 /// The longest cluster id: the VM's tap device is `tap-<id>`, and Linux interface names have at
 /// most 15 characters.
-pub const CLUSTER_ID_MAX_LENGTH: usize = 11;
+pub const CLUSTER_ID_MAX_LENGTH: usize = crate::cluster_id::MAX_LENGTH;
 /// A node id: a DNS label of at most [`NODE_ID_MAX_LENGTH`] characters.
-pub const NODE_ID_PATTERN: &str = CLUSTER_ID_PATTERN;
+pub const NODE_ID_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// The longest node id: the workload cluster node is named after its pod,
 /// `worker-<id>-<replica set hash, ≤10>-<5>`, and a host name has at most 63 characters.
 pub const NODE_ID_MAX_LENGTH: usize = 39;
@@ -566,15 +566,8 @@ impl KVMConfigSpec {
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = Vec::new();
         let cluster = &self.cluster;
-        if cluster.id.is_empty() || cluster.id.len() > CLUSTER_ID_MAX_LENGTH || !is_dns_label(&cluster.id) {
-            errors.push(FieldError::new(
-                "spec.cluster.id",
-                &cluster.id,
-                format!(
-                    "must be 1 to {CLUSTER_ID_MAX_LENGTH} lower-case letters, digits or '-', starting and ending \
-                     with a letter or digit (the VM tap device is tap-<id>)"
-                ),
-            ));
+        if let Err(e) = crate::cluster_id::check("spec.cluster.id", &cluster.id) {
+            errors.push(e);
         }
         if cluster.masters.is_empty() {
             errors.push(FieldError::new(

@@ -4,6 +4,13 @@
 pub const RELEASE_VERSION: &str = "release.giantswarm.io/version";
 /// The cluster an object belongs to.
 pub const CLUSTER: &str = "giantswarm.io/cluster";
+/// The UID of the cluster object (`AWSCluster`, `KVMConfig`) that owns an object the operators
+/// created for it outside its namespace; nothing is deleted unless it carries it
+/// ([`crate::cluster_id`]).
+pub const CLUSTER_UID: &str = "giantswarm.io/cluster-uid";
+/// Annotation on the namespace `<id>`, the claim of a cluster id: the cluster object that holds
+/// it, `Kind namespace/name`.
+pub const CLUSTER_OWNER: &str = "giantswarm.io/cluster-owner";
 /// The organization that owns a cluster.
 pub const ORGANIZATION: &str = "giantswarm.io/organization";
 /// Which tool manages an object.

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aws;
+pub mod cluster_id;
 pub mod cluster_status;
 pub mod drainer;
 pub mod go;
@@ -32,7 +33,7 @@ use kube::CustomResourceExt;
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
         release::Release::crd(),
-        aws::AWSCluster::crd(),
+        aws::cluster_crd(),
         aws::AWSControlPlane::crd(),
         aws::AWSMachineDeployment::crd(),
         aws::NetworkPool::crd(),
@@ -54,7 +55,7 @@ pub fn chart_crds() -> Vec<(&'static str, Vec<CustomResourceDefinition>)> {
             "aws-operator",
             vec![
                 release::Release::crd(),
-                aws::AWSCluster::crd(),
+                aws::cluster_crd(),
                 aws::AWSControlPlane::crd(),
                 aws::AWSMachineDeployment::crd(),
                 aws::NetworkPool::crd(),

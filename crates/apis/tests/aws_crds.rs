@@ -289,3 +289,21 @@ async fn bad_cidr_instance_type_and_zone_are_rejected_naming_the_field() -> Resu
     create::<AWSMachineDeployment>(&client, machine_deployment(0, 1, 100)).await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awscluster_whose_name_is_not_a_cluster_id_is_refused() -> Result<()> {
+    let (_env, client) = start().await?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "org-acme"}}))?).await?;
+    // The name is the cluster id, which names the cluster's namespace: an existing namespace,
+    // an organisation's, or anything but a short lower-case id is refused.
+    for name in ["kube-system", "org-acme", "9lives", "waytoolongid1"] {
+        let mut object = cluster("10.2.0.0/16", "eu-central-1");
+        object["metadata"]["name"] = json!(name);
+        let message = expect_invalid(create::<AWSCluster>(&client, object).await, "cluster id")
+            .with_context(|| format!("name {name}"))?;
+        assert!(message.contains("metadata.name"), "{message}");
+    }
+    create::<AWSCluster>(&client, cluster("10.2.0.0/16", "eu-central-1")).await?;
+    Ok(())
+}

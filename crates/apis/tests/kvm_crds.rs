@@ -57,10 +57,13 @@ async fn the_fixture_is_accepted_and_reads_back() -> Result<()> {
 async fn the_schema_refuses_bad_input() -> Result<()> {
     let (_env, client) = start().await?;
     type Edit = fn(&mut Value);
-    let cases: [(&str, Edit); 8] = [
+    let cases: [(&str, Edit); 10] = [
         ("spec.cluster.masters", |o| o["spec"]["cluster"]["masters"] = json!([])),
         ("spec.cluster.workers[1]", |o| o["spec"]["cluster"]["workers"][1]["id"] = json!("wk1")),
         ("spec.cluster.id", |o| o["spec"]["cluster"]["id"] = json!("far-too-long-id")),
+        // A cluster id names the namespace of its objects: an existing namespace is no id.
+        ("spec.cluster.id", |o| o["spec"]["cluster"]["id"] = json!("kube-system")),
+        ("spec.cluster.id", |o| o["spec"]["cluster"]["id"] = json!("9lives")),
         ("spec.cluster.kubernetes.api.clusterIPRange", |o| {
             o["spec"]["cluster"]["kubernetes"]["api"]["clusterIPRange"] = json!("172.31.0.0")
         }),

@@ -3,6 +3,8 @@
 //! What both cluster operators need inside a *workload* cluster (WC), shared so that neither
 //! copies the other and a platform needs no node-operator:
 //!
+//! * [`claims`]: the claim of a cluster id, the namespace `<id>` labelled with the UID of the one
+//!   cluster object that holds it, created, adopted and released only by that object;
 //! * [`clients`]: a cached `kube::Client` per workload cluster, resolved from the management
 //!   cluster's Secrets (the Cluster API `<id>-kubeconfig` Secret, else cert-operator
 //!   certificates), rebuilt when its Secret changes, with timeouts and typed errors that tell
@@ -44,6 +46,7 @@
 //! settings and how to test against a simulated workload cluster.
 #![forbid(unsafe_code)]
 
+pub mod claims;
 pub mod clients;
 pub mod disruption;
 pub mod drain;
