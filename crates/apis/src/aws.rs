@@ -1189,8 +1189,12 @@ mod tests {
         assert_eq!(distribution["onDemandBaseCapacity"]["default"], 0);
 
         let cluster = schema(&cluster_crd());
-        let rules: Vec<&str> =
-            cluster["x-kubernetes-validations"].as_array().into_iter().flatten().filter_map(|r| r["rule"].as_str()).collect();
+        let rules: Vec<&str> = cluster["x-kubernetes-validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["rule"].as_str())
+            .collect();
         assert_eq!(rules, [crate::cluster_id::NAME_RULE]);
         let provider = &cluster["properties"]["spec"]["properties"]["provider"]["properties"];
         assert_eq!(provider["pods"]["properties"]["cidrBlock"]["pattern"], CIDR_PATTERN);

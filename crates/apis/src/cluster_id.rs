@@ -37,7 +37,8 @@ pub const MAX_LENGTH: usize = 11;
 pub const NAME_RULE: &str = "self.metadata.name.matches('^[a-z][a-z0-9]*$') && size(self.metadata.name) <= 11";
 
 /// The message of [`NAME_RULE`].
-pub const NAME_RULE_MESSAGE: &str = "metadata.name is the cluster id: 1 to 11 lower-case letters and digits, starting with a letter (e.g. al9qy)";
+pub const NAME_RULE_MESSAGE: &str =
+    "metadata.name is the cluster id: 1 to 11 lower-case letters and digits, starting with a letter (e.g. al9qy)";
 
 /// Whether `id` is a cluster id.
 pub fn is_valid(id: &str) -> bool {
@@ -132,7 +133,9 @@ pub fn ownership(
         None if label(labels::CLUSTER) == Some(owner.id.as_str()) || label("cluster") == Some(owner.id.as_str()) => {
             Ownership::Legacy
         }
-        None => Ownership::Foreign { holder: "no cluster (it carries neither a cluster label nor a cluster UID)".into() },
+        None => {
+            Ownership::Foreign { holder: "no cluster (it carries neither a cluster label nor a cluster UID)".into() }
+        }
     }
 }
 
@@ -153,7 +156,10 @@ pub enum ClaimState {
 }
 
 /// The claim's state, from the namespace `<id>`'s metadata (`None`: no namespace).
-pub fn claim_state(namespace: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>, owner: &Owner) -> ClaimState {
+pub fn claim_state(
+    namespace: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    owner: &Owner,
+) -> ClaimState {
     let Some(meta) = namespace else { return ClaimState::Free };
     match ownership(meta.labels.as_ref(), meta.annotations.as_ref(), owner) {
         Ownership::Ours => ClaimState::Held,
@@ -201,7 +207,12 @@ mod tests {
 
     fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
         let map = |pairs: &[(&str, &str)]| Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-        ObjectMeta { name: Some("al9qy".into()), labels: map(labels), annotations: map(annotations), ..Default::default() }
+        ObjectMeta {
+            name: Some("al9qy".into()),
+            labels: map(labels),
+            annotations: map(annotations),
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -294,7 +294,9 @@ async fn bad_cidr_instance_type_and_zone_are_rejected_naming_the_field() -> Resu
 async fn an_awscluster_whose_name_is_not_a_cluster_id_is_refused() -> Result<()> {
     let (_env, client) = start().await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "org-acme"}}))?).await?;
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "org-acme"}}))?)
+        .await?;
     // The name is the cluster id, which names the cluster's namespace: an existing namespace,
     // an organisation's, or anything but a short lower-case id is refused.
     for name in ["kube-system", "org-acme", "9lives", "waytoolongid1"] {

@@ -6,8 +6,9 @@ mod support;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::Api;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, PostParams};
+use kube::{Api, ResourceExt};
 use support::*;
 
 /// The attacker's namespace: another organisation on the same management cluster.
@@ -242,6 +243,226 @@ async fn a_foreign_kms_key_the_operator_may_not_read_does_not_block_the_cluster(
         .map(|r| format!("{} in {}", r.action, r.account))
         .collect();
     assert!(deletions.is_empty(), "{deletions:?}");
+    f.kill_operator().await;
+    Ok(())
+}
+
+/// An AWSCluster in `ns` named `name`, labelled with cluster id `id`, whose credential Secret is
+/// `secret` in `secret_ns`.
+fn cluster_object(ns: &str, name: &str, id: &str, secret_ns: &str, secret: &str) -> anyhow::Result<AWSCluster> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+        "metadata": {"name": name, "namespace": ns, "labels": Fixture::labels(id, &[])},
+        "spec": {
+            "cluster": {"description": "test", "dns": {"domain": "gauss.eu-central-1.aws.gigantic.io"}},
+            "provider": {"credentialSecret": {"name": secret, "namespace": secret_ns}, "region": REGION}
+        }
+    }))?)
+}
+
+/// Wait until `name` in `ns` reports `Ready=False` with `reason`; its message.
+async fn refused(f: &Fixture, ns: &str, name: &str, reason: &str) -> anyhow::Result<String> {
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), ns);
+    let result = eventually(90, &format!("{ns}/{name} to be refused with {reason}"), || async {
+        let c = clusters.get(name).await?;
+        let conds = c.status.as_ref().map(|s| &s.conditions);
+        Ok((ready_reason(conds).as_deref() == Some(reason)).then(|| ready_message(conds)))
+    })
+    .await;
+    match result {
+        Ok(message) => Ok(message),
+        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
+    }
+}
+
+/// The Warning events about `name` with `reason`.
+async fn warnings(f: &Fixture, ns: &str, name: &str, reason: &str) -> anyhow::Result<usize> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), ns);
+    Ok(events
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .count())
+}
+
+/// Delete the AWSClusters `names` in `ns` and wait until they are gone (finalizers released).
+async fn delete_clusters(f: &Fixture, ns: &str, names: &[&str]) -> anyhow::Result<()> {
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), ns);
+    for name in names {
+        clusters.delete(name, &DeleteParams::default()).await?;
+    }
+    let result = eventually(90, &format!("{names:?} to be gone"), || async {
+        for name in names {
+            if clusters.get_opt(name).await?.is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+    .await;
+    if let Err(e) = result {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    Ok(())
+}
+
+/// The namespace `name` exists and is not being deleted.
+async fn namespace_alive(f: &Fixture, name: &str) -> anyhow::Result<Namespace> {
+    let ns = Api::<Namespace>::all(f.client.clone()).get_opt(name).await?;
+    let Some(ns) = ns else { anyhow::bail!("namespace {name} was deleted") };
+    anyhow::ensure!(ns.metadata.deletion_timestamp.is_none(), "namespace {name} is being deleted");
+    Ok(ns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_id_names_an_existing_namespace_is_refused_and_the_namespace_survives_its_deletion()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    evil_namespace(&f).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), EVIL);
+    // The API server refuses an AWSCluster named like a namespace: its name is the cluster id.
+    let err = clusters
+        .create(&PostParams::default(), &cluster_object(EVIL, "kube-system", "kube-system", EVIL, "credential")?)
+        .await
+        .expect_err("an AWSCluster named kube-system is refused");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("cluster id")), "{err}");
+
+    // A namespace an administrator made for something else, named like a cluster id and
+    // labelled as an earlier version labelled cluster namespaces.
+    let nss: Api<Namespace> = Api::all(f.client.clone());
+    let taken: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "taken1", "labels": {"giantswarm.io/cluster": "taken1"}}
+    }))?;
+    nss.create(&PostParams::default(), &taken).await?;
+    // The tenant's own credential: nothing but the id stops these clusters.
+    let own: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "credential", "namespace": EVIL},
+        "stringData": {"aws.awsoperator.arn": f.tenant_role()}
+    }))?;
+    Api::<Secret>::namespaced(f.client.clone(), EVIL).create(&PostParams::default(), &own).await?;
+
+    // Objects written past the rule (a CRD that predates it) reach the operator, which refuses
+    // them itself.
+    let crds: Api<CustomResourceDefinition> = Api::all(f.client.clone());
+    let mut crd = crds.get("awsclusters.infrastructure.giantswarm.io").await?;
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            schema.x_kubernetes_validations = None;
+        }
+    }
+    crds.replace("awsclusters.infrastructure.giantswarm.io", &PostParams::default(), &crd).await?;
+    let bad_name = cluster_object(EVIL, "kube-system", "kube-system", EVIL, "credential")?;
+    eventually(20, "the CRD without its rule to be served", || async {
+        Ok(clusters.create(&PostParams::default(), &bad_name).await.ok().map(drop))
+    })
+    .await?;
+    // The organisation's own namespace as the id, and a well-named cluster labelled kube-system.
+    clusters.create(&PostParams::default(), &cluster_object(EVIL, NS, NS, EVIL, "credential")?).await?;
+    clusters.create(&PostParams::default(), &cluster_object(EVIL, "evl03", "kube-system", EVIL, "credential")?).await?;
+    clusters.create(&PostParams::default(), &cluster_object(EVIL, "taken1", "taken1", EVIL, "credential")?).await?;
+    let since = now();
+    f.start_operator().await?;
+
+    for (name, field) in
+        [("kube-system", "metadata.labels[giantswarm.io/cluster]"), (NS, "metadata.labels"), ("evl03", "kube-system")]
+    {
+        let message = refused(&f, EVIL, name, "InvalidClusterID").await?;
+        assert!(message.contains(field) && message.contains("starting with a letter"), "{name}: {message}");
+        assert!(warnings(&f, EVIL, name, "InvalidClusterID").await? >= 1, "no Warning event for {name}");
+    }
+    let message = refused(&f, EVIL, "taken1", "ClusterIDInUse").await?;
+    assert!(message.contains("taken1") && message.contains("earlier version"), "{message}");
+
+    delete_clusters(&f, EVIL, &["kube-system", NS, "evl03", "taken1"]).await?;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    for name in ["kube-system", NS, "taken1"] {
+        namespace_alive(&f, name).await?;
+    }
+    let writes: Vec<String> = f
+        .moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.is_write())
+        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
+        .collect();
+    assert!(writes.is_empty(), "AWS writes for refused clusters: {writes:?}");
+    f.kill_operator().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_cluster_with_an_id_in_use_creates_nothing_and_its_deletion_deletes_nothing_of_the_first()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    evil_namespace(&f).await?;
+    let id = "vic03";
+    create_victim(&f, id).await?;
+    f.start_operator().await?;
+    wait_ready(&f, id).await?;
+    let victim = Api::<AWSCluster>::namespaced(f.client.clone(), NS).get(id).await?;
+    let victim_uid = victim.metadata.uid.clone().unwrap_or_default();
+    let claim = namespace_alive(&f, id).await?;
+    assert_eq!(claim.labels().get("giantswarm.io/cluster-uid"), Some(&victim_uid), "{:?}", claim.metadata);
+    let tenant = f.tenant_clients().await?;
+    let cp = f.control_plane_clients().await?;
+    let (tenant_before, cp_before) = (live_stacks(&tenant).await?, live_stacks(&cp).await?);
+    let since = now();
+
+    // The tenant's own credential reaches the same account: the worst case.
+    let own: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "credential-own", "namespace": EVIL},
+        "stringData": {"aws.awsoperator.arn": f.tenant_role()}
+    }))?;
+    Api::<Secret>::namespaced(f.client.clone(), EVIL).create(&PostParams::default(), &own).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), EVIL);
+    clusters.create(&PostParams::default(), &cluster_object(EVIL, id, id, EVIL, "credential-own")?).await?;
+    let cp_obj: AWSControlPlane = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
+        "metadata": {"name": "cp001", "namespace": EVIL,
+            "labels": Fixture::labels(id, &[("giantswarm.io/control-plane", "cp001")])},
+        "spec": {"availabilityZones": ["eu-central-1a"], "instanceType": "m5.xlarge", "replicas": 1}
+    }))?;
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), EVIL);
+    cps.create(&PostParams::default(), &cp_obj).await?;
+
+    let message = refused(&f, EVIL, id, "ClusterIDInUse").await?;
+    assert!(message.contains(&format!("AWSCluster {NS}/{id}")), "{message}");
+    assert!(warnings(&f, EVIL, id, "ClusterIDInUse").await? >= 1);
+    let result = eventually(60, "the second control plane to be refused", || async {
+        let c = cps.get("cp001").await?;
+        Ok((ready_reason(c.status.as_ref().map(|s| &s.conditions)).as_deref() == Some("ClusterIDInUse")).then_some(()))
+    })
+    .await;
+    if let Err(e) = result {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    let writes = stack_writes_since(&f, since)?;
+    assert!(writes.is_empty(), "CloudFormation writes for the second cluster: {writes:?}");
+
+    cps.delete("cp001", &DeleteParams::default()).await?;
+    delete_clusters(&f, EVIL, &[id]).await?;
+    eventually(60, "the second control plane to be gone", || async {
+        Ok(cps.get_opt("cp001").await?.is_none().then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+
+    let writes = stack_writes_since(&f, since)?;
+    assert!(writes.is_empty(), "CloudFormation writes after the second cluster appeared: {writes:?}");
+    assert_eq!(live_stacks(&tenant).await?, tenant_before);
+    assert_eq!(live_stacks(&cp).await?, cp_before);
+    let claim = namespace_alive(&f, id).await?;
+    assert_eq!(claim.labels().get("giantswarm.io/cluster-uid"), Some(&victim_uid));
+    let victim = Api::<AWSCluster>::namespaced(f.client.clone(), NS).get(id).await?;
+    assert!(ready(victim.status.as_ref().map(|s| &s.conditions)), "{:?}", victim.status);
     f.kill_operator().await;
     Ok(())
 }

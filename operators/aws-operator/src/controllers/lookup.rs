@@ -231,6 +231,64 @@ pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(
     Ok(api.get_opt(&id).await?)
 }
 
+/// The AWSCluster as the owner of its id: the namespace `<id>` claims the id for it, and
+/// everything it owns outside AWS carries its UID ([`apis::cluster_id`]). A status with a
+/// cluster CIDR, which only the operator writes, proves an earlier version reconciled it.
+pub fn owner(cluster: &AWSCluster) -> apis::cluster_id::Owner {
+    apis::cluster_id::Owner {
+        kind: "AWSCluster".into(),
+        namespace: cluster.namespace().unwrap_or_default(),
+        name: cluster.name_any(),
+        uid: cluster.uid().unwrap_or_default(),
+        id: cluster.name_any(),
+        reconciled_before: cluster.status.as_ref().is_some_and(|s| s.provider.network.cidr.is_some()),
+    }
+}
+
+/// The labels of the namespace `<id>` besides the owner's: the organisation, as the original set
+/// it.
+pub fn namespace_labels(cluster: &AWSCluster) -> BTreeMap<String, String> {
+    let org = cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default();
+    BTreeMap::from([(labels::ORGANIZATION.to_string(), org)])
+}
+
+/// Whether `cluster` holds the claim of its id (adopting an earlier version's namespace if it
+/// may), never creating it: `Ok(None)` while it holds no claim yet, an error naming the holder
+/// when another object holds it.
+pub async fn claim_held<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+    cluster: &AWSCluster,
+) -> Result<Option<()>, ResourceError> {
+    let owner = owner(cluster);
+    match node_lifecycle::claims::claim(&shared.client, &owner, &BTreeMap::new(), false).await? {
+        node_lifecycle::claims::Claim::Held => Ok(Some(())),
+        node_lifecycle::claims::Claim::Free => Ok(None),
+        node_lifecycle::claims::Claim::InUse { holder } => Err(node_lifecycle::claims::in_use(
+            describe(obj),
+            &owner,
+            &format!("label {} of AWSCluster {}/{}", labels::CLUSTER, owner.namespace, owner.name),
+            &holder,
+        )
+        .into()),
+    }
+}
+
+/// The AWSCluster of a control plane or node pool, once it holds the claim of its id: `None`
+/// while there is no such AWSCluster or it holds no claim yet; an error when its id is not one
+/// or another cluster object holds it. Nothing is built for a cluster that does not hold its id.
+pub async fn claimed_cluster_of<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+) -> Result<Option<AWSCluster>, ResourceError> {
+    let id = cluster_id(obj)?;
+    if let Err(e) = apis::cluster_id::check(&format!("metadata.labels[{}]", labels::CLUSTER), &id) {
+        return Err(node_lifecycle::claims::invalid(describe(obj), &e).into());
+    }
+    let Some(cluster) = cluster_of(shared, obj).await? else { return Ok(None) };
+    Ok(claim_held(shared, obj, &cluster).await?.map(|()| cluster))
+}
+
 /// How the operator reaches `cluster`'s workload cluster: its Secrets in the cluster's
 /// namespace (`<id>-kubeconfig`, else the `api` certificate) and its API host.
 pub fn workload_cluster(cluster: &AWSCluster) -> node_lifecycle::clients::ClusterRef {

@@ -148,7 +148,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
     async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let checked = async {
-            let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
+            let Some(cluster) = controllers::lookup::claimed_cluster_of(&shared, obj).await? else {
                 return Ok(None);
             };
             if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
@@ -213,6 +213,13 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
             )
             .await;
         };
+        // A cluster that does not hold its id built nothing through this object: its stacks,
+        // if any, are another cluster's.
+        match controllers::lookup::claim_held(&shared, obj, &cluster).await {
+            Ok(Some(())) => {}
+            Err(e) if e.is_retryable() => return Err(e),
+            Ok(None) | Err(_) => return Ok(Outcome::proceed()),
+        }
         let (tenant, cp) = controllers::lookup::clients(&shared, &cluster).await?;
         state.tenant = Some(tenant);
         state.cp = Some(cp);

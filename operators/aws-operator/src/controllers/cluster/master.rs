@@ -28,7 +28,11 @@ impl Resource<AWSCluster, ClusterState> for Master {
         let ns: Api<Namespace> = Api::all(shared.client.clone());
         let ns_obj = serde_json::json!({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": id, "labels": {"giantswarm.io/cluster": id, "giantswarm.io/organization": org}}
+            "metadata": {"name": id, "labels": {
+                "giantswarm.io/cluster": id,
+                "giantswarm.io/organization": org,
+                apis::labels::CLUSTER_UID: obj.uid().unwrap_or_default(),
+            }}
         });
         ns.patch(&id, &pp, &Patch::Apply(&ns_obj)).await?;
         let domain = &obj.spec.cluster.dns.domain;

@@ -89,6 +89,8 @@ pub struct ClusterState {
     tccp: Option<tccp::Outputs>,
     /// The teardown completed in an earlier reconcile ([`TEARDOWN_COMPLETE`]).
     torn_down: bool,
+    /// Nothing of the cluster being deleted is its own: the teardown deletes nothing.
+    not_owned: bool,
 }
 
 impl ClusterState {
@@ -105,6 +107,7 @@ impl ClusterState {
             failure: None,
             tccp: None,
             torn_down: false,
+            not_owned: false,
         }
     }
 
@@ -164,6 +167,7 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             if let Err(errors) = obj.spec.validate() {
                 return Err(operatorkit::error::field_errors(obj, errors).into());
             }
+            check_id(obj)?;
             if controllers::lookup::cluster_id(obj)? != obj.name_any() {
                 return Err(operatorkit::error::InvalidInput {
                     object: controllers::status::describe(obj),
@@ -177,6 +181,15 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             Ok::<_, ResourceError>((release, tenant, cp))
         }
         .await;
+        let checked = match checked {
+            // The id is claimed last, once nothing else stops the cluster, and before anything
+            // is created or held for it.
+            Ok(inputs) => match claim(&shared, obj).await {
+                Ok(()) => Ok(inputs),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
         match checked {
             Ok((release, tenant, cp)) => {
                 // The credential Secret stays until the teardown no longer needs it.
@@ -197,6 +210,16 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
         // (released just before the finalizer could be removed, by a crash or a conflict).
         if torn_down(obj) {
             state.torn_down = true;
+            return Ok(Outcome::proceed());
+        }
+        // Only what this object owns is deleted: nothing when another object holds its id, or
+        // when it never claimed one and so created nothing.
+        if let Some(why) = not_owned(&state.shared, obj).await? {
+            state
+                .shared
+                .event(obj, "NothingDeleted", format!("nothing of cluster {} is deleted: {why}", obj.name_any()))
+                .await;
+            state.not_owned = true;
             return Ok(Outcome::proceed());
         }
         // Deleting needs the accounts but not a valid spec or Release.
@@ -220,6 +243,49 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The cluster id's format, on the label (the name's is the CRD's rule, and the label must equal
+/// the name).
+fn check_id(obj: &AWSCluster) -> Result<(), ResourceError> {
+    let id = controllers::lookup::cluster_id(obj)?;
+    apis::cluster_id::check(&format!("metadata.labels[{}]", apis::labels::CLUSTER), &id)
+        .and_then(|()| apis::cluster_id::check("metadata.name", &obj.name_any()))
+        .map_err(|e| node_lifecycle::claims::invalid(controllers::status::describe(obj), &e).into())
+}
+
+/// Claim the cluster's id: the namespace `<id>`, labelled with the AWSCluster's UID.
+async fn claim(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
+    let owner = controllers::lookup::owner(obj);
+    let labels = controllers::lookup::namespace_labels(obj);
+    match node_lifecycle::claims::claim(&shared.client, &owner, &labels, true).await? {
+        node_lifecycle::claims::Claim::Held => Ok(()),
+        node_lifecycle::claims::Claim::InUse { holder } => {
+            Err(node_lifecycle::claims::in_use(controllers::status::describe(obj), &owner, "metadata.name", &holder)
+                .into())
+        }
+        node_lifecycle::claims::Claim::Free => Err(ResourceError::msg("Internal", "the cluster id was not claimed")),
+    }
+}
+
+/// Why nothing of a cluster being deleted is its own, if so: its id is not one, another object
+/// holds it, or it holds no claim and its status shows nothing was created (no cluster CIDR).
+/// A cluster that holds no claim but whose status shows it was reconciled goes on with its
+/// teardown: its namespace is gone already (a teardown interrupted after deleting it).
+async fn not_owned(shared: &Shared, obj: &AWSCluster) -> Result<Option<String>, ResourceError> {
+    if let Err(e) = check_id(obj) {
+        return Ok(Some(e.to_string()));
+    }
+    if controllers::lookup::cluster_id(obj)? != obj.name_any() {
+        return Ok(Some(format!("label {} differs from the name: nothing was created", apis::labels::CLUSTER)));
+    }
+    let owner = controllers::lookup::owner(obj);
+    Ok(match node_lifecycle::claims::claim(&shared.client, &owner, &Default::default(), false).await? {
+        node_lifecycle::claims::Claim::Held => None,
+        node_lifecycle::claims::Claim::Free if owner.reconciled_before => None,
+        node_lifecycle::claims::Claim::Free => Some("it never held its cluster id, so nothing was created".into()),
+        node_lifecycle::claims::Claim::InUse { holder } => Some(format!("cluster id {} is held by {holder}", owner.id)),
+    })
 }
 
 /// Allocates the cluster CIDR.

@@ -4,7 +4,6 @@
 
 use apis::aws::{AWSCluster, AWSClusterStatus, AWSControlPlane, AWSMachineDeployment};
 use aws_stacks::names::{self, StackKind};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceError, held_secrets, resource};
@@ -32,6 +31,9 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
 
     async fn ensure_deleted(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
+        if state.not_owned {
+            return Ok(Outcome::proceed());
+        }
         if state.torn_down {
             release_secrets(&shared, obj).await?;
             return Ok(Outcome::proceed());
@@ -103,12 +105,8 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         // A cluster re-created with the same id in this process starts from nothing: its new
         // bucket gets every node config again.
         shared.memo.lock().forget_cluster(&tenant.cache_key(), &names::bucket(&tenant.account_id, &id), &id);
-        let nsapi: Api<Namespace> = Api::all(shared.client.clone());
-        match nsapi.delete(&id, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        // The claim of the id goes last, and only if it is this cluster's.
+        node_lifecycle::claims::release(&shared.client, &controllers::lookup::owner(obj)).await?;
         // Recorded before the Secrets go, so that a later reconcile (the finalizer removal lost a
         // race, or the process stopped here) finishes without them.
         controllers::status::set_condition(
