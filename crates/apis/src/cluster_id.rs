@@ -112,10 +112,13 @@ pub enum Ownership {
     },
 }
 
+/// The labels by which earlier versions marked an object as a cluster's: the original's
+/// kvm-operator labelled its namespace `cluster=<id>` and its ClusterRoleBindings
+/// `giantswarm.io/cluster-id=<id>`; aws-operator and this project's earlier versions
+/// `giantswarm.io/cluster=<id>`.
+pub const LEGACY_CLUSTER_LABELS: [&str; 3] = [labels::CLUSTER, "cluster", "giantswarm.io/cluster-id"];
+
 /// Whose an object with `labels` and `annotations`, named after `owner`'s id, is.
-///
-/// The original's kvm-operator labelled its objects `cluster=<id>`, aws-operator
-/// `giantswarm.io/cluster=<id>`; either is the cluster label of an earlier version.
 pub fn ownership(
     labels: Option<&BTreeMap<String, String>>,
     annotations: Option<&BTreeMap<String, String>>,
@@ -130,9 +133,7 @@ pub fn ownership(
                 .cloned()
                 .unwrap_or_else(|| format!("the cluster object with UID {uid}")),
         },
-        None if label(labels::CLUSTER) == Some(owner.id.as_str()) || label("cluster") == Some(owner.id.as_str()) => {
-            Ownership::Legacy
-        }
+        None if LEGACY_CLUSTER_LABELS.iter().any(|key| label(key) == Some(owner.id.as_str())) => Ownership::Legacy,
         None => {
             Ownership::Foreign { holder: "no cluster (it carries neither a cluster label nor a cluster UID)".into() }
         }
@@ -256,7 +257,7 @@ mod tests {
 
     #[test]
     fn an_earlier_versions_namespace_is_adopted_only_by_a_cluster_the_operator_reconciled() {
-        for label in [labels::CLUSTER, "cluster"] {
+        for label in LEGACY_CLUSTER_LABELS {
             let legacy = meta(&[(label, "al9qy")], &[]);
             assert_eq!(claim_state(Some(&legacy), &owner(true)), ClaimState::Adoptable);
             assert!(matches!(claim_state(Some(&legacy), &owner(false)), ClaimState::InUse { .. }));

@@ -5,7 +5,8 @@
 //!
 //! The bindings are cluster-scoped, so namespace deletion does not remove them: the original
 //! left them behind after every cluster (§10.3). Here they carry the cluster's labels and the
-//! operator deletes them by name at the end of the teardown.
+//! KVMConfig's UID, and the operator deletes them at the end of the teardown, when they carry
+//! that UID.
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
@@ -30,9 +31,12 @@ impl Default for ClusterRoles {
     }
 }
 
+/// The cluster's labels, the operator's, and the KVMConfig's UID: what the teardown checks
+/// before it deletes any of these objects.
 fn labels(cluster: &Cluster) -> std::collections::BTreeMap<String, String> {
     let mut labels = cluster.common_labels();
     labels.insert(apis::labels::MANAGED_BY.into(), names::OPERATOR.into());
+    labels.insert(apis::labels::CLUSTER_UID.into(), cluster.owner_uid.clone());
     labels
 }
 
@@ -144,6 +148,19 @@ pub fn operator_role_binding(cluster_id: &str, access: &OperatorAccess) -> RoleB
 mod tests {
     use super::*;
     use crate::cluster::fixtures;
+
+    #[test]
+    fn the_namespace_and_the_bindings_carry_the_kvmconfigs_uid() {
+        let mut cluster = fixtures::cluster();
+        cluster.owner_uid = "uid-of-qz7lt".into();
+        let uid = |labels: &Option<std::collections::BTreeMap<String, String>>| {
+            labels.as_ref().and_then(|l| l.get(apis::labels::CLUSTER_UID)).cloned()
+        };
+        assert_eq!(uid(&namespace(&cluster).metadata.labels).as_deref(), Some("uid-of-qz7lt"));
+        for binding in cluster_role_bindings(&cluster, &ClusterRoles::default()) {
+            assert_eq!(uid(&binding.metadata.labels).as_deref(), Some("uid-of-qz7lt"));
+        }
+    }
 
     #[test]
     fn the_bindings_bind_the_clusters_service_account_to_the_operators_roles() {

@@ -82,6 +82,9 @@ pub struct Settings {
 pub struct Cluster {
     /// The cluster id: namespace and name prefix.
     pub id: String,
+    /// The KVMConfig's UID: the namespace `<id>`, its ServiceAccount and the ClusterRoleBindings
+    /// carry it, and nothing is deleted without it ([`apis::cluster_id`]).
+    pub owner_uid: String,
     /// The customer (organization) id.
     pub customer: String,
     /// The workload cluster's API host.
@@ -233,6 +236,7 @@ impl Cluster {
         nodes.extend(pair(Role::Worker, &spec.cluster.workers, &spec.kvm.workers));
         Ok(Self {
             id: spec.cluster.id.clone(),
+            owner_uid: config.metadata.uid.clone().unwrap_or_default(),
             customer: spec.cluster.customer.id.clone(),
             api_domain: spec.cluster.kubernetes.api.domain.clone(),
             etcd_domain: spec.cluster.etcd.domain.clone(),

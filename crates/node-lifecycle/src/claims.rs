@@ -4,14 +4,14 @@
 //!
 //! A namespace name is unique in a cluster, so of two objects claiming one id the API server
 //! lets exactly one create it; the other reads whose it is and is refused with
-//! [`CLUSTER_ID_IN_USE`]. An earlier version's namespace is adopted by labelling it, with an
-//! update that carries its `resourceVersion`, so that of two adopters one wins. The claim goes
+//! [`CLUSTER_ID_IN_USE`]. An earlier version's namespace is adopted by labelling it, with a
+//! patch that carries its `resourceVersion`, so that of two adopters one wins. The claim goes
 //! with the namespace, which only its holder deletes ([`release`]).
 
 use apis::cluster_id::{ClaimState, Owner, claim_state};
 use apis::labels;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
 use operatorkit::error::InvalidInput;
 
@@ -63,12 +63,15 @@ pub async fn claim(
                 }
             }
             ClaimState::Adoptable => {
-                let Some(mut ns) = current else { continue };
-                ns.labels_mut().extend(owner.labels());
-                ns.annotations_mut().insert(labels::CLUSTER_OWNER.to_string(), owner.describe());
-                // The replace carries the resourceVersion read above: a concurrent adopter
-                // makes it fail, and the next round reads who won.
-                match api.replace(&owner.id, &PostParams::default(), &ns).await {
+                let Some(ns) = current else { continue };
+                // The patch carries the resourceVersion read above: a concurrent adopter makes
+                // it fail, and the next round reads who won.
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": ns.resource_version(),
+                    "labels": owner.labels(),
+                    "annotations": {labels::CLUSTER_OWNER: owner.describe()},
+                }});
+                match api.patch(&owner.id, &PatchParams::default(), &Patch::Merge(&patch)).await {
                     Ok(_) => {
                         tracing::info!(cluster = %owner.id, owner = %owner.describe(), "adopted the namespace of an earlier version");
                         return Ok(Claim::Held);

@@ -508,7 +508,12 @@ async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
     })
     .await?;
     assert!(warning.note.unwrap_or_default().contains("certificate Secret"));
-    assert!(Api::<Namespace>::all(client.clone()).get_opt(ID).await?.is_none(), "nothing created");
+    // Nothing is created but the claim of the id, taken before any certificate is issued for
+    // it: the namespace, labelled with the KVMConfig's UID, and empty.
+    let uid = configs.get(ID).await?.uid();
+    let claim = Api::<Namespace>::all(client.clone()).get(ID).await?;
+    assert_eq!(claim.labels().get("giantswarm.io/cluster-uid"), uid.as_ref(), "{:?}", claim.metadata);
+    assert!(names(&Api::<Deployment>::namespaced(client.clone(), ID), "").await?.is_empty(), "nothing created");
     assert!(
         names(&Api::<ClusterRoleBinding>::all(client.clone()), &format!("giantswarm.io/cluster={ID}"))
             .await?
@@ -574,4 +579,111 @@ fn chart_access(rendered: &[serde_json::Value]) -> anyhow::Result<kvm_objects::a
         |name: &str| packaging::chart_flag(rendered, name).ok_or_else(|| anyhow::anyhow!("the chart passes no {name}"));
     kvm_objects::access::OperatorAccess::new(&flag("--workload-cluster-role")?, &flag("--service-account")?)
         .map_err(anyhow::Error::msg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_reach_another_clusters_or_the_management_clusters_objects_through_a_cluster_id()
+-> anyhow::Result<()> {
+    let w = start().await?;
+    w.without_refusals(tenant_ids(&w)).await?;
+    drop(w);
+    Ok(())
+}
+
+/// A KVMConfig of the tenant in `org-evil` named `name` with cluster id `id`.
+fn evil_config(name: &str, id: &str) -> anyhow::Result<KVMConfig> {
+    let mut config = serde_json::to_value(kvm_config())?;
+    config["metadata"] = serde_json::json!({"name": name, "namespace": EVIL, "labels": config["metadata"]["labels"]});
+    config["spec"]["cluster"]["id"] = serde_json::json!(id);
+    Ok(serde_json::from_value(config)?)
+}
+
+const EVIL: &str = "org-evil";
+
+/// The `Ready=False` condition of `name` in `ns` once its reason is `reason`.
+async fn refused(client: &kube::Client, ns: &str, name: &str, reason: &str) -> anyhow::Result<String> {
+    let configs: Api<KVMConfig> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("{ns}/{name} refused with {reason}"), || async {
+        let status = configs.get(name).await?.status.unwrap_or_default();
+        Ok(status.conditions.into_iter().find(|c| c.type_ == "Ready" && c.reason == reason).map(|c| c.message))
+    })
+    .await
+}
+
+async fn tenant_ids(w: &World) -> anyhow::Result<()> {
+    let client = &w.client;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let evil: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": EVIL}}))?;
+    nss.create(&PostParams::default(), &evil).await?;
+    // The victim: a cluster of organisation acme, up and running.
+    let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
+    configs.create(&PostParams::default(), &kvm_config()).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ID);
+    let cluster = format!("giantswarm.io/cluster={ID}");
+    eventually("the victim's Deployments", || async {
+        Ok((names(&deployments, &cluster).await?.len() == 8).then_some(()))
+    })
+    .await?;
+    let victim_uid = configs.get(ID).await?.uid();
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let victim_bindings = names(&bindings, &cluster).await?;
+    assert_eq!(victim_bindings, [ID.to_string(), format!("{ID}-psp")]);
+    // An administrator's ClusterRoleBinding named like a cluster id, as a CNI's may be.
+    let cni: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "calico", "labels": {"k8s-app": "calico-node"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "calico-node"},
+        "subjects": [{"kind": "ServiceAccount", "name": "calico-node", "namespace": "kube-system"}]
+    }))?;
+    bindings.create(&PostParams::default(), &cni).await?;
+
+    // The API server refuses an id that names a namespace.
+    let tenant: Api<KVMConfig> = Api::namespaced(client.clone(), EVIL);
+    let err = tenant.create(&PostParams::default(), &evil_config("sys", "kube-system")?).await.expect_err("refused");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("spec.cluster.id")), "{err}");
+    // The tenant claims the victim's id, and the CNI binding's name.
+    tenant.create(&PostParams::default(), &evil_config("twin", ID)?).await?;
+    tenant.create(&PostParams::default(), &evil_config("cni", "calico")?).await?;
+    let message = refused(client, EVIL, "twin", "ClusterIDInUse").await?;
+    assert!(message.contains(&format!("KVMConfig {NS}/{ID}")), "{message}");
+    let message = refused(client, EVIL, "cni", "ClusterIDInUse").await?;
+    assert!(message.contains("ClusterRoleBinding calico"), "{message}");
+    // Past the schema (a CRD that predates its pattern), the operator refuses the id itself.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crds.get("kvmconfigs.provider.giantswarm.io").await?;
+    let mut schema = serde_json::to_value(&crd.spec.versions[0].schema)?;
+    let id = &mut schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["cluster"]["properties"]["id"];
+    id.as_object_mut().map(|o| o.remove("pattern"));
+    crd.spec.versions[0].schema = serde_json::from_value(schema)?;
+    crds.replace("kvmconfigs.provider.giantswarm.io", &PostParams::default(), &crd).await?;
+    let sys = evil_config("sys", "kube-system")?;
+    eventually("the CRD without the pattern to be served", || async {
+        Ok(tenant.create(&PostParams::default(), &sys).await.ok().map(drop))
+    })
+    .await?;
+    let message = refused(client, EVIL, "sys", "InvalidClusterID").await?;
+    assert!(message.contains("spec.cluster.id") && message.contains("starting with a letter"), "{message}");
+
+    // Nothing was issued for the victim's id in the tenant's namespace, nor bound, and deleting
+    // the tenant's objects deletes nothing of others.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), EVIL);
+    assert!(names(&secrets, &cluster).await?.is_empty(), "no certificate issued for the victim's id");
+    assert!(names(&bindings, "giantswarm.io/cluster=calico").await?.is_empty(), "nothing bound for the tenant");
+    for name in ["twin", "cni", "sys"] {
+        tenant.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("the tenant's KVMConfigs to go", || async {
+        Ok(tenant.list(&ListParams::default()).await?.items.is_empty().then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for ns in [ID, "kube-system"] {
+        let ns = nss.get(ns).await?;
+        assert!(ns.metadata.deletion_timestamp.is_none(), "{:?} is being deleted", ns.metadata.name);
+    }
+    assert_eq!(nss.get(ID).await?.labels().get("giantswarm.io/cluster-uid"), victim_uid.as_ref());
+    assert_eq!(names(&bindings, &cluster).await?, victim_bindings, "the victim's bindings stay");
+    assert!(bindings.get_opt("calico").await?.is_some(), "the CNI's binding stays");
+    assert_eq!(names(&deployments, &cluster).await?.len(), 8, "the victim's Deployments stay");
+    assert!(configs.get(ID).await?.metadata.deletion_timestamp.is_none());
+    Ok(())
 }

@@ -48,6 +48,38 @@ pub const FIELD_MANAGER: &str = "kvm-operator";
 /// The annotation holding the digest of the desired state an object was last applied from.
 pub const APPLIED_DIGEST: &str = "kvm-operator.giantswarm.io/applied-digest";
 
+/// The refusal of a cluster whose ClusterRoleBinding name is taken by one that is not its own:
+/// one that carries another UID, or none and no cluster label of this id.
+async fn foreign_binding(
+    client: &kube::Client,
+    obj: &KVMConfig,
+    bindings: &[ClusterRoleBinding],
+) -> Result<Option<operatorkit::error::InvalidInput>, kube::Error> {
+    let owner = super::owner(obj);
+    let api = Api::<ClusterRoleBinding>::all(client.clone());
+    for binding in bindings {
+        let name = binding.name_any();
+        let Some(current) = api.get_opt(&name).await? else { continue };
+        let meta = &current.metadata;
+        if !apis::cluster_id::may_delete(meta.labels.as_ref(), meta.annotations.as_ref(), &owner, true) {
+            return Ok(Some(operatorkit::error::InvalidInput {
+                object: operatorkit::status::describe(obj),
+                reason: node_lifecycle::claims::CLUSTER_ID_IN_USE,
+                message: format!(
+                    "ClusterRoleBinding {name} exists and is not this cluster's (it carries neither this KVMConfig's UID \
+                     in label {} nor, from an earlier version, label {}={}): cluster id {} (spec.cluster.id) is in use; \
+                     nothing is created for it: delete this KVMConfig and create it with another id",
+                    apis::labels::CLUSTER_UID,
+                    apis::labels::CLUSTER,
+                    owner.id,
+                    owner.id
+                ),
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// The digest of a desired object.
 pub fn digest(object: &impl Serialize) -> String {
     let json = serde_json::to_vec(object).unwrap_or_default();
@@ -151,6 +183,13 @@ impl Resource<KVMConfig, ClusterState> for Objects {
             .into());
         }
         if !trusted {
+            // A ClusterRoleBinding named like this cluster's that is not this cluster's (the
+            // management cluster's own, say) is neither changed nor, later, deleted.
+            if let Some(foreign) = foreign_binding(client, obj, &objects.bindings).await? {
+                let (status, e) = operatorkit::status::reject(client, obj, obj.status.as_ref(), foreign.into()).await;
+                state.status = status;
+                return Err(e);
+            }
             apply(&Api::<Namespace>::all(client.clone()), &objects.namespace).await?;
             // The operator's own rights in the namespace come first: everything after needs them.
             if let Some(binding) = &objects.operator_binding {

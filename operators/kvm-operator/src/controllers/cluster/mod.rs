@@ -154,6 +154,11 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         )
         .into());
     };
+    // The id names the namespace and the bindings: checked, then claimed, before anything is
+    // issued or built for it.
+    if let Err(e) = apis::cluster_id::check("spec.cluster.id", &obj.spec.cluster.id) {
+        return Err(node_lifecycle::claims::invalid(describe(obj), &e).into());
+    }
     let name = release_name(label);
     let Some(release) = Api::<Release>::all(shared.client.clone()).get_opt(&name).await? else {
         return Err(invalid(
@@ -167,6 +172,7 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         InputError::Invalid { errors, .. } => operatorkit::error::field_errors(obj, errors),
         other => invalid(reason(&other), other.detail()),
     })?;
+    claim(shared, obj, &cluster).await?;
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
     certificates::issue(&shared.client, &namespace, &cluster).await?;
     let listed = Api::<Secret>::namespaced(shared.client.clone(), &namespace)
@@ -216,6 +222,32 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
             .map_err(|e| invalid("HostVolumeUnavailable", e.to_string()))?
     };
     Ok(ReadInputs { cluster, secrets, host_volume_pvcs })
+}
+
+/// The KVMConfig as the owner of its id ([`apis::cluster_id`]). Node indexes in its status,
+/// which only the operator writes, prove an earlier version reconciled it.
+pub fn owner(obj: &KVMConfig) -> apis::cluster_id::Owner {
+    apis::cluster_id::Owner {
+        kind: "KVMConfig".into(),
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        id: obj.spec.cluster.id.clone(),
+        reconciled_before: obj.status.as_ref().is_some_and(|s| !s.kvm.node_indexes.is_empty()),
+    }
+}
+
+/// Claim the cluster's id: the namespace `<id>`, labelled with the KVMConfig's UID.
+async fn claim(shared: &Shared, obj: &KVMConfig, cluster: &Cluster) -> Result<(), ResourceError> {
+    let owner = owner(obj);
+    let labels = cluster.common_labels();
+    match node_lifecycle::claims::claim(&shared.client, &owner, &labels, true).await? {
+        node_lifecycle::claims::Claim::Held => Ok(()),
+        node_lifecycle::claims::Claim::InUse { holder } => {
+            Err(node_lifecycle::claims::in_use(describe(obj), &owner, "spec.cluster.id", &holder).into())
+        }
+        node_lifecycle::claims::Claim::Free => Err(ResourceError::msg("Internal", "the cluster id was not claimed")),
+    }
 }
 
 /// What [`read_inputs`] found.
