@@ -274,21 +274,6 @@ pub async fn claim_held<K: kube::Resource<DynamicType = ()>>(
     }
 }
 
-/// The AWSCluster of a control plane or node pool, once it holds the claim of its id: `None`
-/// while there is no such AWSCluster or it holds no claim yet; an error when its id is not one
-/// or another cluster object holds it. Nothing is built for a cluster that does not hold its id.
-pub async fn claimed_cluster_of<K: kube::Resource<DynamicType = ()>>(
-    shared: &Shared,
-    obj: &K,
-) -> Result<Option<AWSCluster>, ResourceError> {
-    let id = cluster_id(obj)?;
-    if let Err(e) = apis::cluster_id::check(&format!("metadata.labels[{}]", labels::CLUSTER), &id) {
-        return Err(node_lifecycle::claims::invalid(describe(obj), &e).into());
-    }
-    let Some(cluster) = cluster_of(shared, obj).await? else { return Ok(None) };
-    Ok(claim_held(shared, obj, &cluster).await?.map(|()| cluster))
-}
-
 /// How the operator reaches `cluster`'s workload cluster: its Secrets in the cluster's
 /// namespace (`<id>-kubeconfig`, else the `api` certificate) and its API host.
 pub fn workload_cluster(cluster: &AWSCluster) -> node_lifecycle::clients::ClusterRef {

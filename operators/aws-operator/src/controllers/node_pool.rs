@@ -148,11 +148,15 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
     async fn ensure_created(&self, state: &mut PoolState, obj: &AWSMachineDeployment) -> resource::Result<Outcome> {
         let shared = state.shared.clone();
         let checked = async {
-            let Some(cluster) = controllers::lookup::claimed_cluster_of(&shared, obj).await? else {
+            let Some(cluster) = controllers::lookup::cluster_of(&shared, obj).await? else {
                 return Ok(None);
             };
             if let Err(errors) = obj.validate(&cluster.spec.provider.region) {
                 return Err(operatorkit::error::field_errors(obj, errors).into());
+            }
+            // Nothing is built for a cluster that does not hold its id (yet).
+            if controllers::lookup::claim_held(&shared, obj, &cluster).await?.is_none() {
+                return Ok(None);
             }
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
