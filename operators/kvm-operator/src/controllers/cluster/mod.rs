@@ -172,6 +172,18 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         InputError::Invalid { errors, .. } => operatorkit::error::field_errors(obj, errors),
         other => invalid(reason(&other), other.detail()),
     })?;
+    // The workers' host volumes: each claims the one local PersistentVolume of its mount tag.
+    let tags = kvm_objects::deployment::host_volume_tags(&cluster);
+    let host_volume_pvcs = if tags.is_empty() {
+        Vec::new()
+    } else {
+        let selector = format!("{} in ({})", kvm_objects::names::keys::MOUNT_TAG, tags.join(","));
+        let volumes =
+            Api::<PersistentVolume>::all(shared.client.clone()).list(&ListParams::default().labels(&selector)).await?;
+        kvm_objects::deployment::host_volume_pvcs(&cluster, &volumes.items)
+            .map_err(|e| invalid("HostVolumeUnavailable", e.to_string()))?
+    };
+    // Claimed once every check that writes nothing passed, and before anything is issued.
     claim(shared, obj, &cluster).await?;
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
     certificates::issue(&shared.client, &namespace, &cluster).await?;
@@ -210,17 +222,6 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         )
         .into());
     }
-    // The workers' host volumes: each claims the one local PersistentVolume of its mount tag.
-    let tags = kvm_objects::deployment::host_volume_tags(&cluster);
-    let host_volume_pvcs = if tags.is_empty() {
-        Vec::new()
-    } else {
-        let selector = format!("{} in ({})", kvm_objects::names::keys::MOUNT_TAG, tags.join(","));
-        let volumes =
-            Api::<PersistentVolume>::all(shared.client.clone()).list(&ListParams::default().labels(&selector)).await?;
-        kvm_objects::deployment::host_volume_pvcs(&cluster, &volumes.items)
-            .map_err(|e| invalid("HostVolumeUnavailable", e.to_string()))?
-    };
     Ok(ReadInputs { cluster, secrets, host_volume_pvcs })
 }
 
