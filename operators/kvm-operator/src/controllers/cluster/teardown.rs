@@ -14,7 +14,7 @@ use apis::kvm::KVMConfig;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Preconditions};
 use kube::{Api, Resource as _, ResourceExt};
 use node_lifecycle::claims::Claim;
@@ -101,6 +101,8 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
                 .await;
         }
 
+        // A cluster that goes away gives its rollout slot back (if it held one).
+        super::maintenance::done(&shared, obj).await?;
         // Only what this KVMConfig owns is deleted.
         let owner = super::owner(obj);
         let claim = match apis::cluster_id::check("spec.cluster.id", &id) {
@@ -126,8 +128,6 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
                 return Ok(Outcome::proceed());
             }
         }
-        // A cluster that goes away gives its rollout slot back (if it held one).
-        super::maintenance::done(&shared, obj).await?;
         // The claim is held, so the namespace is this cluster's. Inside it the operator's rights
         // come from its RoleBinding there, which goes with the namespace: once the namespace is
         // terminating, nothing inside it is touched any more (a request would be refused, not
@@ -136,26 +136,17 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         if let Some(namespace) = namespaces.get_opt(&ns).await?
             && namespace.metadata.deletion_timestamp.is_none()
         {
-            let managed = ListParams::default().labels(&managed_selector(&id));
-            let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
-            let current = deployments.list(&managed).await?.items;
-            for deployment in &current {
-                delete(&deployments, &deployment.name_any(), &DeleteParams::foreground()).await?;
-            }
-            let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?.items;
-            if !current.is_empty() || !pods.is_empty() {
-                tracing::info!(cluster = %id, deployments = current.len(), pods = pods.len(), "waiting for the node pods to go");
+            // The operator's RoleBinding is the first thing built in the namespace: without it
+            // (the cluster claimed its id and stopped at a later check) nothing is inside.
+            let built = match &shared.config.access {
+                Some(access) => {
+                    let name = &access.cluster_role;
+                    Api::<RoleBinding>::namespaced(client.clone(), &ns).get_opt(name).await?.is_some()
+                }
+                None => true,
+            };
+            if built && !delete_contents(client, &ns, &id).await? {
                 return Ok(keep());
-            }
-            let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-            for pvc in pvcs.list(&managed).await?.items {
-                delete(&pvcs, &pvc.name_any(), &DeleteParams::default()).await?;
-            }
-            for name in [kvm_objects::names::MASTER_SERVICE, kvm_objects::names::WORKER_SERVICE] {
-                delete(&Api::<Service>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
-            }
-            for name in [kvm_objects::names::API_INGRESS, kvm_objects::names::ETCD_INGRESS] {
-                delete(&Api::<Ingress>::namespaced(client.clone(), &ns), name, &DeleteParams::default()).await?;
             }
             // The node pods that used the bindings are gone; the bindings go while the claim is
             // held, so that an earlier version's (without the UID) go too.
@@ -167,6 +158,33 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         // that finds the claim free.
         Ok(keep())
     }
+}
+
+/// Delete the cluster's objects in its namespace: the node Deployments (foreground), and once
+/// their pods are gone the PVCs, Services and Ingresses. `false` while node pods are left.
+async fn delete_contents(client: &kube::Client, ns: &str, id: &str) -> Result<bool, kube::Error> {
+    let managed = ListParams::default().labels(&managed_selector(id));
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    let current = deployments.list(&managed).await?.items;
+    for deployment in &current {
+        delete(&deployments, &deployment.name_any(), &DeleteParams::foreground()).await?;
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items;
+    if !current.is_empty() || !pods.is_empty() {
+        tracing::info!(cluster = %id, deployments = current.len(), pods = pods.len(), "waiting for the node pods to go");
+        return Ok(false);
+    }
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    for pvc in pvcs.list(&managed).await?.items {
+        delete(&pvcs, &pvc.name_any(), &DeleteParams::default()).await?;
+    }
+    for name in [kvm_objects::names::MASTER_SERVICE, kvm_objects::names::WORKER_SERVICE] {
+        delete(&Api::<Service>::namespaced(client.clone(), ns), name, &DeleteParams::default()).await?;
+    }
+    for name in [kvm_objects::names::API_INGRESS, kvm_objects::names::ETCD_INGRESS] {
+        delete(&Api::<Ingress>::namespaced(client.clone(), ns), name, &DeleteParams::default()).await?;
+    }
+    Ok(true)
 }
 
 /// The note of the `ClusterDeleted` event.
