@@ -383,7 +383,7 @@ WantedBy=multi-user.target
     /// A static pod on the host network running `component` with `args`.
     fn static_pod(&self, component: &str, args: &[String]) -> String {
         let image = self.image(component, &self.kubernetes_version);
-        let args: String = args.iter().map(|a| format!("        - {a}\n")).collect();
+        let args: String = args.iter().map(|a| format!("        - {}\n", yaml_scalar(a))).collect();
         format!(
             "apiVersion: v1
 kind: Pod
@@ -483,6 +483,18 @@ spec:
     }
 }
 
+/// `text` as one YAML scalar: as it is when it is plainly safe (`--flag=value` of letters,
+/// digits and `-_./:=,+@`), else double-quoted. A value from a custom resource (an OIDC claim,
+/// say) with a newline, a `: ` or a `#` stays one argument and cannot add a flag.
+fn yaml_scalar(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c);
+    if !text.is_empty() && text.starts_with("--") && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        serde_json::Value::from(text).to_string()
+    }
+}
+
 /// What differs in kubelet's unit from node to node.
 #[derive(Debug, Clone, Copy)]
 pub struct KubeletUnit<'a> {
@@ -572,6 +584,31 @@ mod tests {
                 encryption_config: "/etc/kubernetes/encryption/k8s-encryption-config.yaml".into(),
             },
         }
+    }
+
+    #[test]
+    fn a_value_with_a_newline_stays_one_argument() {
+        let mut c = components();
+        c.oidc = Some(Oidc {
+            issuer_url: "https://dex.example.com".into(),
+            client_id: "dex".into(),
+            username_claim: "email\n        - --authorization-mode=AlwaysAllow # x".into(),
+            groups_claim: String::new(),
+        });
+        let manifest = c.apiserver_manifest();
+        let pod: serde_json::Value = serde_saphyr::from_str(&manifest).unwrap_or_else(|e| panic!("{e}: {manifest}"));
+        let command = pod["spec"]["containers"][0]["command"].as_array().cloned().unwrap_or_default();
+        assert_eq!(command.len(), c.apiserver_args().len() + 1, "{manifest}");
+        assert!(
+            command.contains(&"--oidc-username-claim=email\n        - --authorization-mode=AlwaysAllow # x".into())
+        );
+        assert!(command.contains(&"--authorization-mode=Node,RBAC".into()), "{command:?}");
+        // Plain flags are written as they were, so configs of unchanged clusters stay the same.
+        assert!(manifest.contains("        - --authorization-mode=Node,RBAC\n"), "{manifest}");
+        assert!(
+            manifest.contains("        - --service-account-issuer=https://api.x1a2b.k8s.example.com\n"),
+            "{manifest}"
+        );
     }
 
     #[test]
