@@ -197,6 +197,26 @@ async fn a_cluster_naming_another_organisations_credential_secret_is_refused_and
         let s = Api::<Secret>::namespaced(f.client.clone(), ns).get(name).await?;
         assert!(s.metadata.finalizers.unwrap_or_default().is_empty(), "{ns}/{name} is held");
     }
+    // The tenant can delete what was refused: nothing was created, so nothing holds it.
+    for id in ["evl01", "evl02"] {
+        clusters.delete(id, &DeleteParams::default()).await?;
+    }
+    let gone = eventually(60, "the refused clusters to be deleted", || async {
+        let left = clusters.list(&Default::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    let writes: Vec<String> = f
+        .moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.is_write())
+        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
+        .collect();
+    assert!(writes.is_empty(), "AWS writes while deleting refused clusters: {writes:?}");
     f.kill_operator().await;
     Ok(())
 }
