@@ -323,11 +323,13 @@ async fn a_cluster_waiting_for_its_workload_cluster_reads_only_its_deployments_e
     assert!(status.cluster.has_condition(ClusterCondition::Creating));
 
     let before = w.mc.handle().requests();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A window just shorter than the recheck period (RESYNC, 2 s), as long as it can be: a
+    // loaded machine reconciles slower, and the polls must still be seen.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
     let window = w.mc.handle().requests().since(&before);
     let polls = window.get(testenv::Verb::List, "deployments.apps");
     let secret_reads = window.get(testenv::Verb::Get, "secrets");
-    eprintln!("1.5 s of waiting: {polls} Deployment LISTs, {secret_reads} Secret GETs");
+    eprintln!("1.8 s of waiting: {polls} Deployment LISTs, {secret_reads} Secret GETs");
     assert!(polls >= 3, "the cluster is polled: {polls}");
     // At most one full pass (eight node Secrets) in a window shorter than the recheck period;
     // without the memory of applied objects it is eight per poll.
