@@ -6,14 +6,31 @@
 //! carrying the `resourceVersion` it read. A conflict (another replica, or a run this one interrupted, wrote
 //! first) reads and plans again. A process stopped at any point therefore leaves at most one CA
 //! of each kind and one encryption key, which the next call reads instead of generating again.
+//!
+//! [`reconcile`] is the step both operators run before they need a cluster's certificates: it
+//! calls [`ensure`] and turns what it found into what a reconcile reports, the same in both:
+//! `Ready=False` with reason [`CERTIFICATE_INVALID`] (and a Warning event) when a Secret someone
+//! else wrote fails its checks, a Normal event [`CERTIFICATES_ISSUED`] or
+//! [`CERTIFICATES_RENEWED`] naming the Secrets written, and a requeue at the next renewal. No
+//! message carries key material: only Secret names, keys and the checks' findings.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use pki::ensure::{EncryptionFormat, EnsureRequest, ForeignProblem, plan};
 use pki::secret::{CLUSTER_LABEL, encryption_provider_config_secret_name};
+
+/// The `Ready` reason (and Warning event reason) of a cluster whose certificate Secret someone
+/// else wrote fails its checks, or whose CA Secret is unreadable. Nothing is replaced.
+pub const CERTIFICATE_INVALID: &str = "CertificateInvalid";
+/// The Warning event reason of a failure to read or write the certificate Secrets (retried).
+pub const CERTIFICATE_ISSUE_FAILED: &str = "CertificateIssueFailed";
+/// The Normal event reason when Secrets were issued (CAs, certificates, encryption key).
+pub const CERTIFICATES_ISSUED: &str = "CertificatesIssued";
+/// The Normal event reason when certificates were issued again (renewal).
+pub const CERTIFICATES_RENEWED: &str = "CertificatesRenewed";
 
 /// Why the Secrets could not be brought to a complete PKI. No variant carries key material.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +74,65 @@ pub struct Ensured {
     pub missing: Vec<String>,
     /// The earliest renewal of a certificate issued here.
     pub next_renewal: Option<SystemTime>,
+}
+
+impl Ensured {
+    /// The message of `Ready=False` [`CERTIFICATE_INVALID`]: each Secret in `namespace` that
+    /// someone else wrote and that fails its checks, with the key and the fix; `None` when every
+    /// one passes.
+    pub fn invalid(&self, namespace: &str) -> Option<String> {
+        if self.foreign_problems.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = self
+            .foreign_problems
+            .iter()
+            .map(|p| format!("Secret {namespace}/{} (certificate {}): {}", p.secret, p.certificate, p.problem))
+            .collect();
+        Some(format!(
+            "{}; the operator does not replace a Secret it did not issue: fix it, or delete it and every other certificate Secret of the cluster to have the operator issue them all",
+            each.join("; ")
+        ))
+    }
+
+    /// The Normal events for what was written: `(reason, note)`, naming the Secrets only.
+    pub fn events(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.created.is_empty() {
+            out.push((CERTIFICATES_ISSUED, format!("issued Secrets {}", self.created.join(", "))));
+        }
+        if !self.replaced.is_empty() {
+            out.push((CERTIFICATES_RENEWED, format!("renewed the certificates in Secrets {}", self.replaced.join(", "))));
+        }
+        out
+    }
+
+    /// How long after `now` the next certificate issued here is due for renewal (zero when it
+    /// is due already); `None` when none was issued here.
+    pub fn renew_in(&self, now: SystemTime) -> Option<Duration> {
+        self.next_renewal.map(|at| at.duration_since(now).unwrap_or(Duration::ZERO))
+    }
+}
+
+/// [`ensure`] as a reconcile step: the Secrets brought to a complete PKI, or the error to report.
+/// An unreadable CA Secret, names that cannot go into a certificate, and a Secret someone else
+/// wrote that fails its checks ([`Ensured::invalid`]) are [`CERTIFICATE_INVALID`] and permanent
+/// (bad input: the reconcile marks the object `Ready=False` and sends a Warning event); API
+/// errors and contention are [`CERTIFICATE_ISSUE_FAILED`] and retried. The caller sends
+/// [`Ensured::events`] and requeues after [`Ensured::renew_in`].
+pub async fn reconcile(client: &Client, request: &EnsureRequest<'_>) -> Result<Ensured, operatorkit::ResourceError> {
+    let ensured = ensure(client, request).await.map_err(|e| match e {
+        PkiSecretsError::Pki { .. } => operatorkit::ResourceError::msg(
+            CERTIFICATE_INVALID,
+            format!("Secrets in namespace {}: {e}", request.namespace),
+        )
+        .permanent(),
+        other => operatorkit::ResourceError::msg(CERTIFICATE_ISSUE_FAILED, other.to_string()),
+    })?;
+    match ensured.invalid(request.namespace) {
+        Some(message) => Err(operatorkit::ResourceError::msg(CERTIFICATE_INVALID, message).permanent()),
+        None => Ok(ensured),
+    }
 }
 
 const ATTEMPTS: usize = 5;

@@ -107,6 +107,10 @@ pub async fn certificate_secrets(
 
 pub use aws_stacks::ignition::secrets_for;
 
+/// The Service CIDR of every cluster's API server; its first address is in the API server's
+/// certificate (`controllers::cluster::certificates`).
+pub const SERVICE_CIDR: &str = "172.31.0.0/16";
+
 /// The pod CIDR of a cluster without `spec.provider.pods.cidrBlock`.
 pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
 
@@ -136,7 +140,7 @@ pub fn input(
         kubernetes_version: component(release, "kubernetes").unwrap_or_default().to_string(),
         etcd_version: component(release, "etcd").unwrap_or_default().to_string(),
         node_labels,
-        service_cidr: "172.31.0.0/16".into(),
+        service_cidr: SERVICE_CIDR.into(),
         cluster_dns_ip: "172.31.0.10".into(),
         pod_cidr: cluster.pod_cidr().unwrap_or(DEFAULT_POD_CIDR).to_string(),
         oidc: cluster.spec.cluster.oidc.as_ref().map(|o| Oidc {

@@ -4,20 +4,24 @@
 //! Resources, in order (each one stops the reconcile until its prerequisite exists, and the
 //! object is requeued instead of waiting):
 //!
-//! Steps 1 to 3 are in this file; each larger step has its own file, named after it
-//! ([`stacks`], [`delegation`], [`master`], [`status`], [`teardown`] with [`leftovers`]).
+//! Steps 1, 3 and 4 are in this file; each larger step has its own file, named after it
+//! ([`certificates`], [`stacks`], [`delegation`], [`master`], [`status`], [`teardown`] with
+//! [`leftovers`]).
 //!
 //! 1. `inputs` — validates the spec, resolves the Release and the two AWS accounts. Bad input
 //!    stops here with a `Ready=False` condition and a Warning event, before anything is touched
 //!    in AWS.
-//! 2. `ipam` — allocates the cluster CIDR under the IPAM lock and writes it to
+//! 2. `certificates` — the cluster's CAs, certificates and encryption-provider config, issued
+//!    where absent and renewed when due ([`certificates`]); a certificate Secret someone else
+//!    wrote that fails its checks stops here with `Ready=False` `CertificateInvalid`.
+//! 3. `ipam` — allocates the cluster CIDR under the IPAM lock and writes it to
 //!    `status.provider.network.cidr`.
-//! 3. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
-//! 4. `stacks` — TCCPI (management account), TCCP (tenant), TCCPF (management account).
-//! 5. `delegation` — the NS record of the cluster zone in the installation's intermediate zone
+//! 4. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
+//! 5. `stacks` — TCCPI (management account), TCCP (tenant), TCCPF (management account).
+//! 6. `delegation` — the NS record of the cluster zone in the installation's intermediate zone
 //!    (management account), when Route53 is on.
-//! 6. `master` — namespace `<id>`, Service and Endpoints `master`.
-//! 7. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
+//! 7. `master` — namespace `<id>`, Service and Endpoints `master`.
+//! 8. `status` — conditions, stack states, `controlPlaneEndpoint`, `vpcID`.
 //!
 //! Deletion (`teardown`, last): deletes the cluster's AWSControlPlanes and
 //! AWSMachineDeployments and waits until they are gone, removes the zone delegation, deletes what
@@ -43,6 +47,7 @@ use crate::context::Shared;
 use crate::controllers;
 use operatorkit::held_secrets;
 
+pub mod certificates;
 pub mod delegation;
 pub mod leftovers;
 pub mod master;
@@ -50,6 +55,7 @@ pub mod stacks;
 pub mod status;
 pub mod teardown;
 
+use self::certificates::Certificates;
 use self::delegation::Delegation;
 use self::master::Master;
 use self::stacks::Stacks;
@@ -64,6 +70,7 @@ pub const CONTROLLER: &str = "aws-operator-cluster-controller";
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSCluster> {
     controllers::resource_set(shared, name, requirement, ClusterState::new)
         .resource(Inputs)
+        .resource(Certificates)
         .resource(Ipam)
         .resource(Encryption)
         .resource(Stacks)

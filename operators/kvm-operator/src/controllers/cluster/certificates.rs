@@ -2,7 +2,7 @@
 //! (`node_lifecycle::pki_secrets`, the same for both operators).
 
 use kvm_objects::cluster::Cluster;
-use node_lifecycle::pki_secrets::{Ensured, PkiSecretsError, ensure};
+use node_lifecycle::pki_secrets::{Ensured, reconcile};
 use operatorkit::ResourceError;
 use pki::ClusterNames;
 use pki::ensure::{EncryptionFormat, EnsureRequest};
@@ -22,7 +22,9 @@ pub fn names(cluster: &Cluster) -> ClusterNames {
     }
 }
 
-/// Issue what is missing of `cluster`'s Secrets in `namespace`, renew what is due.
+/// Issue what is missing of `cluster`'s Secrets in `namespace`, renew what is due; a Secret
+/// someone else wrote that fails its checks is `CertificateInvalid`
+/// ([`node_lifecycle::pki_secrets::reconcile`]).
 pub async fn issue(client: &kube::Client, namespace: &str, cluster: &Cluster) -> Result<Ensured, ResourceError> {
     let names = names(cluster);
     let request = EnsureRequest {
@@ -32,8 +34,5 @@ pub async fn issue(client: &kube::Client, namespace: &str, cluster: &Cluster) ->
         options: pki::IssueOptions::at(std::time::SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
     };
-    ensure(client, &request).await.map_err(|e| match e {
-        PkiSecretsError::Pki { .. } => ResourceError::msg("CertificateInvalid", e.to_string()).permanent(),
-        other => ResourceError::msg("CertificateIssue", other.to_string()),
-    })
+    reconcile(client, &request).await
 }

@@ -186,7 +186,7 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
     // Claimed once every check that writes nothing passed, and before anything is issued.
     claim(shared, obj, &cluster).await?;
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
-    certificates::issue(&shared.client, &namespace, &cluster).await?;
+    let certificates = certificates::issue(&shared.client, &namespace, &cluster).await?;
     let listed = Api::<Secret>::namespaced(shared.client.clone(), &namespace)
         .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER, cluster.id)))
         .await?;
@@ -222,7 +222,7 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
         )
         .into());
     }
-    Ok(ReadInputs { cluster, secrets, host_volume_pvcs })
+    Ok(ReadInputs { cluster, secrets, host_volume_pvcs, certificates })
 }
 
 /// The KVMConfig as the owner of its id ([`apis::cluster_id`]). Node indexes in its status,
@@ -256,6 +256,8 @@ struct ReadInputs {
     cluster: Cluster,
     secrets: ClusterSecrets,
     host_volume_pvcs: Vec<PersistentVolumeClaim>,
+    /// What the certificate step wrote, and when it renews next.
+    certificates: node_lifecycle::pki_secrets::Ensured,
 }
 
 /// Step 1: dereference and validate.
@@ -269,12 +271,19 @@ impl Resource<KVMConfig, ClusterState> for Inputs {
 
     async fn ensure_created(&self, state: &mut ClusterState, obj: &KVMConfig) -> resource::Result<Outcome> {
         match read_inputs(&state.shared, obj).await {
-            Ok(ReadInputs { cluster, secrets, host_volume_pvcs }) => {
+            Ok(ReadInputs { cluster, secrets, host_volume_pvcs, certificates }) => {
                 state.cluster = Some(cluster);
                 state.secrets = secrets;
                 state.host_volume_pvcs = host_volume_pvcs;
                 state.maintenance = Some(maintenance::Settings::of(obj));
-                Ok(Outcome::proceed())
+                for (reason, note) in certificates.events() {
+                    state.shared.events.normal(&obj.object_ref(&()), "Reconcile", reason, note).await;
+                }
+                // Looked at again when the next certificate is due for renewal.
+                Ok(match certificates.renew_in(std::time::SystemTime::now()) {
+                    Some(after) => Outcome::proceed().requeue_after(after),
+                    None => Outcome::proceed(),
+                })
             }
             Err(e) if !e.is_retryable() => {
                 let (status, e) = reject(&state.shared.client, obj, obj.status.as_ref(), e).await;
