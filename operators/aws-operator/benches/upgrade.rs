@@ -72,7 +72,6 @@ async fn main() -> anyhow::Result<()> {
     let next = next_version();
     f.release("20.1.0", FLATCAR_NEXT, &next).await?;
     f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
     f.cluster(ID).await?;
     f.control_plane(ID, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
     let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);

@@ -59,7 +59,6 @@ async fn ready_cluster(
     f.apply_basics().await?;
     f.release("20.1.0", FLATCAR_NEXT, VERSION).await?;
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 1, 2).await?;

@@ -181,7 +181,6 @@ async fn bad_input_on_an_existing_cluster_deletes_nothing_in_aws() -> anyhow::Re
     releases.create(&PostParams::default(), &r).await?;
     let id = "exist";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.start_operator().await?;
     // The cluster exists in AWS: its key, its buckets and its first stack.

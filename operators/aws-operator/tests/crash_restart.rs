@@ -15,7 +15,6 @@ async fn killed_ten_times_during_creation_the_cluster_still_converges_without_du
     f.apply_basics().await?;
     let id = "crash1";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cpc01", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "npc01", &["eu-central-1a"], 1, 3).await?;

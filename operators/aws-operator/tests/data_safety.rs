@@ -54,7 +54,6 @@ async fn a_replaced_master_keeps_its_etcd_and_a_new_zone_moves_no_subnet() -> an
     f.apply_basics().await?;
     let id = "ds0b2";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cpds2", &["eu-central-1b"], 1).await?;
     f.node_pool(id, "npds1", &["eu-central-1c"], 1, 2).await?;
@@ -132,7 +131,6 @@ async fn node_pools_admit_each_other_and_forget_a_removed_pool() -> anyhow::Resu
     f.apply_basics().await?;
     let id = "ds0d4";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cpds4", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "npds6", &["eu-central-1a"], 1, 2).await?;

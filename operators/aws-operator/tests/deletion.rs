@@ -19,7 +19,6 @@ async fn live_stacks(aws: &aws_operator::aws::AccountClients) -> anyhow::Result<
 
 async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 1, 3).await?;
@@ -39,13 +38,15 @@ async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The Secrets of cluster `id` the fixture creates: the credential, the certificates and the
-/// encryption-provider config.
-fn secrets_of(id: &str) -> Vec<(&'static str, String)> {
-    let mut out = vec![("giantswarm", format!("credential-{id}"))];
-    for cert in ["api", "etcd", "worker", "service-account"] {
-        out.push((NS, format!("{id}-{cert}")));
-    }
+/// The Secret of cluster `id` the fixture creates: the credential.
+fn user_secrets(id: &str) -> Vec<(&'static str, String)> {
+    vec![("giantswarm", format!("credential-{id}"))]
+}
+
+/// The Secrets the operator issued for cluster `id` that its node configs read: the certificates
+/// and the encryption-provider config.
+fn issued_secrets(id: &str) -> Vec<(&'static str, String)> {
+    let mut out: Vec<_> = pki::CERTIFICATES.iter().map(|cert| (NS, format!("{id}-{cert}"))).collect();
     out.push((NS, format!("{id}-encryption-provider-config")));
     out
 }
@@ -71,13 +72,13 @@ async fn deleting_the_secrets_then_the_cluster_tears_everything_down_and_a_recre
     assert!(!first_configs.is_empty(), "node configs uploaded");
 
     // Every Secret the cluster uses is held.
-    for (ns, name) in secrets_of(id) {
+    for (ns, name) in user_secrets(id).into_iter().chain(issued_secrets(id)) {
         let secret = Api::<Secret>::namespaced(f.client.clone(), ns).get(&name).await?;
         assert!(secret.metadata.finalizers.unwrap_or_default().contains(&FINALIZER.to_string()), "{ns}/{name} held");
     }
     // `kubectl delete -f`: the Secrets first, then the AWSCluster; nobody deletes the control
     // plane or the node pool by hand.
-    for (ns, name) in secrets_of(id) {
+    for (ns, name) in user_secrets(id) {
         Api::<Secret>::namespaced(f.client.clone(), ns).delete(&name, &DeleteParams::default()).await?;
     }
     Api::<AWSCluster>::namespaced(f.client.clone(), NS).delete(id, &DeleteParams::default()).await?;
@@ -96,9 +97,14 @@ async fn deleting_the_secrets_then_the_cluster_tears_everything_down_and_a_recre
     let cp = f.control_plane_clients().await?;
     assert_eq!(live_stacks(&tenant).await?, Vec::<String>::new(), "no tenant stack left");
     assert_eq!(live_stacks(&cp).await?, Vec::<String>::new(), "no management stack left");
-    for (ns, name) in secrets_of(id) {
+    for (ns, name) in user_secrets(id) {
         let left = Api::<Secret>::namespaced(f.client.clone(), ns).get_opt(&name).await?;
         assert!(left.is_none(), "{ns}/{name} released and gone");
+    }
+    // What the operator issued is released and stays, for a cluster created again with the id.
+    for (ns, name) in issued_secrets(id) {
+        let left = Api::<Secret>::namespaced(f.client.clone(), ns).get(&name).await?;
+        assert!(!left.metadata.finalizers.unwrap_or_default().contains(&FINALIZER.to_string()), "{ns}/{name} released");
     }
 
     // The same cluster again, in the same operator process: a new, empty bucket that must get

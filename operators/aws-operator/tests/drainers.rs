@@ -32,7 +32,6 @@ async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
 /// Cluster `id` with one master (no hooks) and a pool of two instances (the `NodePool` hook).
 async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 2, 3).await?;
@@ -219,7 +218,6 @@ async fn steady_clusters_share_one_auto_scaling_listing_per_poll_and_describe_no
     // waiting instances every second.
     for (id, cp, pool) in [("drc01", "cp001", "np001"), ("drc02", "cp002", "np002")] {
         f.credential_secret(id).await?;
-        f.certificates(id).await?;
         f.cluster(id).await?;
         f.control_plane(id, cp, &["eu-central-1a"], 1).await?;
         f.node_pool(id, pool, &["eu-central-1a"], 2, 3).await?;

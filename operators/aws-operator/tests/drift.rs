@@ -77,7 +77,6 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     f.apply_basics().await?;
     let id = "d1r7x";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 1, 2).await?;
@@ -222,7 +221,6 @@ async fn detections_stay_within_each_accounts_budget() -> anyhow::Result<()> {
     f.apply_basics().await?;
     let id = "b4dg7";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 1, 2).await?;

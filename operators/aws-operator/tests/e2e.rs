@@ -199,7 +199,6 @@ async fn a_permission_missing_from_the_chart_fails_the_run_naming_the_refused_re
 async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     let id = "e2e01";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
     f.node_pool(id, "np001", &["eu-central-1a", "eu-central-1b"], 2, 5).await?;
@@ -365,18 +364,35 @@ async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     );
     let worker_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tcnp-np001");
     assert!(keys.contains(&worker_key), "{worker_key} missing: {keys:?}");
-    let plain =
-        decrypted_file(&tenant, &bucket, &worker_key, "worker-key.pem.enc", &format!("worker-key-of-{id}")).await?;
-    assert!(plain.contains(&format!("worker-key-of-{id}")), "decrypted: {plain}");
+    // The operator issued the cluster's certificates and encryption key: the node configs carry
+    // exactly what its Secrets hold.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.client.clone(), NS);
+    let secret_text = |secret: k8s_openapi::api::core::v1::Secret, key: &str| -> anyhow::Result<String> {
+        let labels = secret.metadata.labels.clone().unwrap_or_default();
+        anyhow::ensure!(
+            labels.get("pki.giantswarm.io/issued-by").map(String::as_str) == Some("cluster-operators"),
+            "{:?} was issued by the operator",
+            secret.metadata.name
+        );
+        let data = secret.data.unwrap_or_default();
+        Ok(String::from_utf8(data.get(key).map(|b| b.0.clone()).unwrap_or_default())?)
+    };
+    let worker_private_key = secret_text(secrets.get(&format!("{id}-worker")).await?, "key")?;
+    assert!(worker_private_key.contains("-----BEGIN PRIVATE KEY-----"), "a PEM key was issued");
+    let plain = decrypted_file(&tenant, &bucket, &worker_key, "worker-key.pem.enc", &worker_private_key).await?;
+    assert_eq!(plain, worker_private_key, "the worker key of the node config is the issued one");
     // A master's config carries the API server's encryption-provider config, sealed the same way.
     let master_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tccpn-1");
-    let plain =
-        decrypted_file(&tenant, &bucket, &master_key, "k8s-encryption-config.yaml.enc", &format!("{id}-aescbc-key"))
-            .await?;
-    assert!(
-        plain.contains("kind: EncryptionConfiguration") && plain.contains(&format!("secret: {id}-aescbc-key")),
-        "decrypted: {plain}"
-    );
+    let encryption_config = secret_text(secrets.get(&format!("{id}-encryption-provider-config")).await?, "encryption")?;
+    let aes_key = encryption_config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("secret: "))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(&aes_key)?.len(), 32, "a 32-byte AES key");
+    let plain = decrypted_file(&tenant, &bucket, &master_key, "k8s-encryption-config.yaml.enc", &aes_key).await?;
+    assert!(plain.contains("kind: EncryptionConfiguration"), "an EncryptionConfiguration");
+    assert_eq!(plain, encryption_config, "the master carries the issued encryption-provider config");
     let key = tenant.kms.describe_key().key_id(format!("alias/{id}")).send().await?;
     let key_id = key.key_metadata().map(|m| m.key_id().to_string()).unwrap_or_default();
     let rotation = tenant.kms.get_key_rotation_status().key_id(&key_id).send().await?;

@@ -68,7 +68,6 @@ async fn zone_and_master_count_edits_leave_the_etcd_volumes_alone() -> anyhow::R
     f.apply_basics().await?;
     let id = "etcd3";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, CP, &ZONES, 3).await?;
     f.start_operator().await?;

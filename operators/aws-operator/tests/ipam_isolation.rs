@@ -17,7 +17,6 @@ async fn a_bad_subnet_annotation_stops_only_its_own_pool() -> anyhow::Result<()>
     f.apply_basics().await?;
     let id = "ipis1";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     // The bad pool exists, annotated, before anything else is allocated.
     f.node_pool(id, "npbad", &["eu-central-1a"], 1, 2).await?;
     let mds: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);

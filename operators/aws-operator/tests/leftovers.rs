@@ -313,7 +313,6 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
     let mut f = Fixture::start().await?;
     f.apply_basics().await?;
     f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
     f.cluster(ID).await?;
     f.control_plane(ID, "cp001", &[AZ], 1).await?;
     f.node_pool(ID, "np001", &[AZ], 1, 3).await?;

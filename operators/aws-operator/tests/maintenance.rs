@@ -73,7 +73,6 @@ async fn ready_cluster(f: &mut Fixture, id: &str) -> anyhow::Result<()> {
 /// Cluster `id` with one master and `pools` of `size` nodes each.
 async fn add_cluster(f: &Fixture, id: &str, pools: &[&str], size: i32) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, &format!("cp-{id}"), &["eu-central-1a"], 1).await?;
     for pool in pools {

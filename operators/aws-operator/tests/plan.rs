@@ -68,7 +68,6 @@ async fn plan_prints_the_pending_upgrade_and_leaves_no_change_set() -> anyhow::R
     f.apply_basics().await?;
     f.release("20.1.0", FLATCAR_NEXT, VERSION).await?;
     f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
     f.cluster(ID).await?;
     f.control_plane(ID, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(ID, "np001", &["eu-central-1a"], 1, 2).await?;

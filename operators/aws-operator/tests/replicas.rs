@@ -135,7 +135,6 @@ async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyho
     f.apply_basics().await?;
     let id = "rep01";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     let terms = Arc::new(Mutex::new(Vec::new()));
     let recorder = record_terms(f.client.clone(), terms.clone());
     let replicas = [

@@ -176,7 +176,6 @@ async fn cluster_in_own_account(f: &Fixture, id: &str) -> anyhow::Result<String>
         "stringData": {"aws.awsoperator.arn": format!("arn:aws:iam::{account}:role/GiantSwarmAWSOperator")}
     }))?;
     secrets.create(&PostParams::default(), &s).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, &format!("cp-{id}"), &["eu-central-1a"], 1).await?;
     Ok(account)

@@ -50,7 +50,6 @@ async fn the_status_shows_progress_and_every_transition_is_one_event() -> anyhow
     f.apply_basics().await?;
     let id = "st001";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     // The cluster alone: it creates TCCPI and then waits for a control plane naming its zones.
     f.cluster(id).await?;
     f.start_operator().await?;
@@ -176,7 +175,6 @@ async fn a_missing_ami_shows_in_ready() -> anyhow::Result<()> {
     releases.create(&PostParams::default(), &release).await?;
     let id = "ami01";
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cpami", &["eu-central-1a"], 1).await?;
     for (kind, name) in [("awsclusters", id), ("awscontrolplanes", "cpami")] {

@@ -16,7 +16,6 @@ const EVIL: &str = "org-evil";
 
 async fn create_victim(f: &Fixture, id: &str) -> anyhow::Result<()> {
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 1, 3).await?;

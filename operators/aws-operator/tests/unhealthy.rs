@@ -47,15 +47,14 @@ struct Cluster {
 /// kubeconfig Secret before the operator starts, and every instance registered there as a node.
 async fn cluster(f: &mut Fixture, id: &str, annotations: serde_json::Value) -> anyhow::Result<Cluster> {
     f.credential_secret(id).await?;
-    f.certificates(id).await?;
     f.cluster(id).await?;
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     let patch = serde_json::json!({"metadata": {"annotations": annotations}});
     clusters.patch(id, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
     f.node_pool(id, "np001", &["eu-central-1a"], 3, 4).await?;
-    // The WC answers from the start (without nodes), so the terminator never meets the
-    // fixture's placeholder certificates.
+    // The WC answers from the start (without nodes), through its kubeconfig Secret rather than
+    // the issued `api` certificate for an API host that does not resolve.
     let wc = WorkloadCluster::start().await?;
     Api::<Secret>::namespaced(f.client.clone(), NS)
         .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))

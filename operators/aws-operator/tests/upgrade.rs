@@ -114,7 +114,6 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
     f.drainer_poll = Some(Duration::from_secs(1));
 
     f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
     f.cluster(ID).await?;
     f.control_plane(ID, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
     f.node_pool(ID, "np001", &["eu-central-1a"], 3, 5).await?;
@@ -343,7 +342,6 @@ async fn an_operator_killed_five_times_during_an_upgrade_converges() -> anyhow::
     f.release("20.1.0", FLATCAR_NEXT, &next).await?;
     f.drainer_poll = Some(Duration::from_secs(1));
     f.credential_secret(ID).await?;
-    f.certificates(ID).await?;
     f.cluster(ID).await?;
     f.control_plane(ID, "cp001", &["eu-central-1a", "eu-central-1b", "eu-central-1c"], 3).await?;
     for pool in POOLS {

@@ -55,8 +55,8 @@ pub struct Fixture {
     /// The operator's drainer poll interval, when not the default.
     pub drainer_poll: Option<Duration>,
     /// The unhealthy-node terminator's settings, when not the fixture's (off unless a cluster
-    /// opts in: the fixture's certificates are placeholders that give no workload-cluster
-    /// client).
+    /// opts in: the fixture's clusters have no workload cluster to reach unless a test starts
+    /// one).
     pub unhealthy: Option<UnhealthySettings>,
     /// The operator's `--max-rolling-clusters` (0: no limit).
     pub max_rolling_clusters: u32,
@@ -431,31 +431,6 @@ impl Fixture {
         Ok(())
     }
 
-    pub async fn certificates(&self, id: &str) -> anyhow::Result<()> {
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NS);
-        for cert in ["api", "etcd", "worker", "service-account"] {
-            let s: Secret = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": format!("{id}-{cert}"), "labels": {"giantswarm.io/cluster": id, "giantswarm.io/certificate": cert}},
-                "stringData": {
-                    "ca": format!("-----BEGIN CERTIFICATE-----\n{cert}-ca-of-{id}\n-----END CERTIFICATE-----\n"),
-                    "crt": format!("-----BEGIN CERTIFICATE-----\n{cert}-crt-of-{id}\n-----END CERTIFICATE-----\n"),
-                    "key": format!("-----BEGIN PRIVATE KEY-----\n{cert}-key-of-{id}\n-----END PRIVATE KEY-----\n")
-                }
-            }))?;
-            secrets.create(&PostParams::default(), &s).await?;
-        }
-        // The API server's encryption-provider config, as the encryption-provider operator
-        // writes it.
-        let s: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{id}-encryption-provider-config")},
-            "stringData": {"encryption": format!(
-                "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources: [secrets]\n    providers:\n      - aescbc:\n          keys:\n            - name: key1\n              secret: {id}-aescbc-key\n      - identity: {{}}\n"
-            )}
-        }))?;
-        secrets.create(&PostParams::default(), &s).await?;
-        Ok(())
-    }
-
     pub fn labels(id: &str, extra: &[(&str, &str)]) -> BTreeMap<String, String> {
         let mut l = BTreeMap::from([
             ("giantswarm.io/cluster".to_string(), id.to_string()),
@@ -515,8 +490,8 @@ pub fn operator_config(installation: String) -> OperatorConfig {
         // TCCP (about 25 kB) goes through the cluster bucket and `TemplateURL`, the path
         // templates over CloudFormation's 51,200 bytes take; the others stay inline.
         template_body_limit: TEMPLATE_BODY_LIMIT,
-        // The fixture's certificates are placeholders that give no workload-cluster client: the
-        // terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
+        // The fixture's clusters have no workload cluster to reach (their API hosts do not
+        // resolve): the terminator acts only on clusters that opt in, or with `Fixture::unhealthy`.
         unhealthy: UnhealthySettings { all_clusters: false, ..UnhealthySettings::default() },
         // Off unless a test turns it on (`Fixture::drift`): detections add CloudFormation calls
         // that the call-counting tests do not expect.
