@@ -228,11 +228,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let sample = std::fs::read_to_string(&sample_file).with_context(|| format!("reading {}", sample_file.display()))?;
     let m = manifest::cluster_manifest(&sample, &tenant_role)?;
     println!(
-        "cluster {} in {}: credential Secret → {tenant_role}; node pool {}; certificate Secrets {}",
+        "cluster {} in {}: credential Secret → {tenant_role}; node pool {}; no certificate or encryption Secrets: the operator issues them",
         m.cluster_id,
         m.namespace,
-        m.node_pools.join(","),
-        manifest::CERTIFICATES.join(", ")
+        m.node_pools.join(",")
     );
     k.run_with_stdin(&["apply", "-f", "-"], Some(&m.yaml)).await?;
 
@@ -250,6 +249,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 
     k.run(&["get", "awsclusters,awscontrolplanes,awsmachinedeployments", "-A"]).await?;
     k.run_tail(&events_listing(&m.namespace), 15).await?;
+    crate::print_issued(&env.client(), &m.namespace, &m.cluster_id).await?;
 
     step("What the operator built, account by account");
     inventory::print_account("Management account", &management).await?;

@@ -102,15 +102,7 @@ pub async fn run(kubectl: &str, examples: &Path, keep: bool) -> anyhow::Result<(
     step("Following the cluster until it is Created");
     let progress = Progress::new(client.clone(), wc.client());
     progress.follow(ClusterCondition::Created, "20.1.0").await?;
-    let issued: Vec<String> = secrets_api
-        .list(&ListParams::default().labels(&format!("{}={ID}", apis::labels::CLUSTER)))
-        .await?
-        .items
-        .iter()
-        .filter(|s| pki::secret::issued_here(s))
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
-    println!("the operator issued the cluster's CAs, certificates and encryption key: {}", issued.join(", "));
+    crate::print_issued(&client, NS, ID).await?;
     k.run(&["get", "kvmconfigs,deployments,endpoints", "-A", "-o", "wide"]).await?;
 
     step(&format!("Upgrading to Release v{NEXT_RELEASE}: one node at a time, masters first"));

@@ -45,6 +45,22 @@ fn step(title: &str) {
     }
 }
 
+/// Print the Secrets of cluster `cluster_id` in `namespace` that the operator issued.
+async fn print_issued(client: &kube::Client, namespace: &str, cluster_id: &str) -> anyhow::Result<()> {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let listed = secrets
+        .list(&kube::api::ListParams::default().labels(&format!("{}={cluster_id}", apis::labels::CLUSTER)))
+        .await?;
+    let issued: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|s| pki::secret::issued_here(s))
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    println!("the operator issued the cluster's CAs, certificates and encryption key: {}", issued.join(", "));
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();

@@ -1,19 +1,10 @@
 //! Builds what the demo applies with `kubectl apply -f -` from the sample in
 //! `docs/examples/aws-cluster.yaml`: the same objects, with the credential Secret naming the
-//! demo's tenant account, one node pool, and the certificate and encryption-provider config
-//! Secrets that aws-operator reads to render the nodes' configuration.
-//!
-//! In an installation the certificate Secrets come from cert-operator (one per certificate
-//! kind, labelled `giantswarm.io/cluster` and `giantswarm.io/certificate`, keys `ca`, `crt`,
-//! `key`) and the encryption-provider config from the encryption-provider operator
-//! (`<id>-encryption-provider-config`, key `encryption`); the operator only copies them,
-//! encrypted with the cluster's KMS key, into the node configs, so placeholders are enough here.
+//! demo's tenant account and one node pool. No certificate or encryption-provider config Secret:
+//! aws-operator issues the cluster's PKI and encryption key itself (`docs/pki.md`).
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
-
-/// The certificate kinds aws-operator needs for a cluster's masters and workers.
-pub const CERTIFICATES: [&str; 4] = ["api", "etcd", "worker", "service-account"];
 
 /// The manifest to apply and the facts the demo needs about it.
 #[derive(Debug, Clone)]
@@ -33,9 +24,7 @@ fn kind(doc: &Value) -> &str {
 }
 
 /// Rewrite the sample `example_yaml` for the demo: the AWSCluster's credential Secret names
-/// `tenant_role_arn`, only the first AWSMachineDeployment is kept, and one certificate Secret
-/// per [`CERTIFICATES`] entry and the encryption-provider config Secret are added next to the
-/// cluster.
+/// `tenant_role_arn` and only the first AWSMachineDeployment is kept.
 pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Result<ClusterManifest> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(example_yaml).context("parsing the sample cluster YAML")?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
@@ -52,7 +41,7 @@ pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Re
         secret_ref["namespace"].as_str().unwrap_or("default").to_string(),
     );
 
-    let mut out = Vec::with_capacity(docs.len() + CERTIFICATES.len() + 1);
+    let mut out = Vec::with_capacity(docs.len());
     let mut node_pools = Vec::new();
     let mut credential_found = false;
     for mut doc in docs {
@@ -85,50 +74,12 @@ pub fn cluster_manifest(example_yaml: &str, tenant_role_arn: &str) -> anyhow::Re
     if node_pools.is_empty() {
         bail!("the sample holds no AWSMachineDeployment");
     }
-    for cert in CERTIFICATES {
-        out.push(certificate_secret(&cluster_id, &namespace, cert));
-    }
-    out.push(encryption_config_secret(&cluster_id, &namespace));
-
     let mut yaml = String::new();
     for doc in &out {
         yaml.push_str("---\n");
         yaml.push_str(&serde_saphyr::to_string(doc).context("writing the demo manifest")?);
     }
     Ok(ClusterManifest { yaml, cluster_id, namespace, node_pools })
-}
-
-/// A placeholder certificate Secret as cert-operator would write it.
-fn certificate_secret(cluster_id: &str, namespace: &str, cert: &str) -> Value {
-    let pem = |label: &str, what: &str| {
-        format!("-----BEGIN {label}-----\n{cert}-{what}-of-{cluster_id}\n-----END {label}-----\n")
-    };
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {
-            "name": format!("{cluster_id}-{cert}"), "namespace": namespace,
-            "labels": {"giantswarm.io/cluster": cluster_id, "giantswarm.io/certificate": cert}
-        },
-        "stringData": {
-            "ca": pem("CERTIFICATE", "ca"),
-            "crt": pem("CERTIFICATE", "crt"),
-            "key": pem("PRIVATE KEY", "key")
-        }
-    })
-}
-
-/// A placeholder of the API server's encryption-provider config Secret, as the
-/// encryption-provider operator would write it (`<id>-encryption-provider-config`, key
-/// `encryption`).
-fn encryption_config_secret(cluster_id: &str, namespace: &str) -> Value {
-    let config = format!(
-        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources: [secrets]\n    providers:\n      - aescbc:\n          keys:\n            - name: key1\n              secret: placeholder-key-of-{cluster_id}\n      - identity: {{}}\n"
-    );
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": format!("{cluster_id}-encryption-provider-config"), "namespace": namespace},
-        "stringData": {"encryption": config}
-    })
 }
 
 /// The `aws-operator` component version of the Release in `release_yaml`, if it names one.
@@ -154,7 +105,7 @@ mod tests {
     }
 
     #[test]
-    fn the_credential_secret_names_the_demo_tenant_and_certificates_are_added() {
+    fn the_credential_secret_names_the_demo_tenant_and_no_certificate_or_key_is_added() {
         let m = cluster_manifest(SAMPLE, ROLE).expect("manifest");
         assert_eq!(m.cluster_id, "al9qy");
         assert_eq!(m.namespace, "org-acme");
@@ -165,25 +116,10 @@ mod tests {
             .expect("credential Secret");
         assert_eq!(credential["stringData"]["aws.awsoperator.arn"], ROLE);
         assert!(credential.get("data").is_none(), "the sample's ARN must not survive: {credential}");
-        let certs: Vec<&str> = docs
-            .iter()
-            .filter(|d| d["metadata"]["labels"]["giantswarm.io/cluster"] == "al9qy" && kind(d) == "Secret")
-            .filter_map(|d| d["metadata"]["labels"]["giantswarm.io/certificate"].as_str())
-            .collect();
-        assert_eq!(certs, CERTIFICATES);
-        for d in docs.iter().filter(|d| d["metadata"]["labels"]["giantswarm.io/certificate"].is_string()) {
-            assert_eq!(d["metadata"]["namespace"], "org-acme");
-            for key in ["ca", "crt", "key"] {
-                assert!(d["stringData"][key].as_str().is_some_and(|v| v.starts_with("-----BEGIN")), "{key} of {d}");
-            }
-        }
-        let encryption = docs
-            .iter()
-            .find(|d| kind(d) == "Secret" && d["metadata"]["name"] == "al9qy-encryption-provider-config")
-            .expect("the encryption-provider config Secret");
-        assert_eq!(encryption["metadata"]["namespace"], "org-acme");
-        let config = encryption["stringData"]["encryption"].as_str().unwrap_or_default();
-        assert!(config.contains("kind: EncryptionConfiguration"), "{config}");
+        // The operator issues the certificates and the encryption key: the manifest brings none.
+        let secrets: Vec<&str> =
+            docs.iter().filter(|d| kind(d) == "Secret").filter_map(|d| d["metadata"]["name"].as_str()).collect();
+        assert_eq!(secrets, ["credential-al9qy"]);
         assert!(docs.iter().any(|d| kind(d) == "AWSControlPlane"));
     }
 
