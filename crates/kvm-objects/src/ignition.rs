@@ -88,14 +88,7 @@ impl fmt::Debug for TlsAsset {
 }
 
 /// The cluster's API-server encryption key (the `encryption` randomkey Secret). Never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct EncryptionKey(pub String);
-
-impl fmt::Debug for EncryptionKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("EncryptionKey(***)")
-    }
-}
+pub use pki::EncryptionKey;
 
 /// HTTP proxy settings of the nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -231,7 +224,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
             node: node.id.clone(),
             cluster: cluster.id.clone(),
         })?;
-        files.push(File::private(ENCRYPTION_CONFIG, encryption_config(key)));
+        files.push(File::private(ENCRYPTION_CONFIG, pki::encryption_configuration(key)));
     }
     let settings = input.settings;
     let components = components(cluster, node, settings);
@@ -432,24 +425,6 @@ pub fn decode_node_secret(secret: &Secret) -> Result<ignition::Parsed, IgnitionE
     ignition::parse(&ignition::gunzip_base64(data)?)
 }
 
-fn encryption_config(key: &EncryptionKey) -> String {
-    format!(
-        "kind: EncryptionConfiguration
-apiVersion: apiserver.config.k8s.io/v1
-resources:
-  - resources:
-      - secrets
-    providers:
-      - aescbc:
-          keys:
-            - name: key1
-              secret: {}
-      - identity: {{}}
-",
-        key.0
-    )
-}
-
 fn virtio_mount(serial: &str, path: &str) -> Unit {
     let description = format!("The VM disk {serial} on {path}");
     let device = format!("/dev/disk/by-id/virtio-{serial}");
@@ -523,7 +498,7 @@ mod tests {
     fn render_node(id: &str, settings: &NodeConfigSettings) -> Result<Config, NodeConfigError> {
         let cluster = fixtures::cluster();
         let node = cluster.nodes.iter().find(|n| n.id == id).expect("node");
-        let key = EncryptionKey("c2VjcmV0LWVuY3J5cHRpb24ta2V5".into());
+        let key = EncryptionKey::from_base64("c2VjcmV0LWVuY3J5cHRpb24ta2V5");
         render(&NodeConfigInput {
             cluster: &cluster,
             node,
@@ -749,7 +724,7 @@ mod tests {
         sorted.sort();
         assert_eq!(paths, sorted);
         let all = certs();
-        let key = EncryptionKey("k".into());
+        let key = EncryptionKey::from_base64("k");
         let input = NodeConfigInput {
             cluster: &cluster,
             node,

@@ -48,7 +48,7 @@ fn node_secrets(cluster: &Cluster) -> (BTreeMap<String, i64>, Vec<Secret>) {
         .into_iter()
         .map(|c| (c.to_string(), TlsAsset { ca: b"ca".to_vec(), crt: b"crt".to_vec(), key: b"key".to_vec() }))
         .collect();
-    let key = EncryptionKey("a2V5".into());
+    let key = EncryptionKey::from_base64("a2V5");
     let settings = NodeConfigSettings::default();
     let maps = cluster
         .nodes

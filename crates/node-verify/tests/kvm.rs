@@ -38,7 +38,7 @@ fn configs() -> Vec<(String, String)> {
         .into_iter()
         .map(|c| (c.to_string(), TlsAsset { ca: b"ca".to_vec(), crt: b"crt".to_vec(), key: b"key".to_vec() }))
         .collect();
-    let key = EncryptionKey("a2V5".into());
+    let key = EncryptionKey::from_base64("a2V5");
     let plain = NodeConfigSettings::default();
     let proxied = NodeConfigSettings {
         proxy: Proxy {

@@ -159,7 +159,7 @@ impl ClusterSecrets {
             if secret.labels().get(RANDOMKEY_LABEL).map(String::as_str) == Some(ENCRYPTION)
                 && let Some(key) = bytes(ENCRYPTION).and_then(|b| String::from_utf8(b).ok())
             {
-                found.encryption_key = Some(EncryptionKey(key.trim().to_string()));
+                found.encryption_key = Some(EncryptionKey::from_base64(key.trim()));
             }
         }
         found
@@ -338,7 +338,7 @@ fn plan_cluster(objects: &Objects, kvm: &KVMConfig, config: &OperatorConfig) -> 
     placeholders.sort();
     placeholders.dedup();
     if secrets.encryption_key.is_none() {
-        secrets.encryption_key = Some(EncryptionKey("placeholder-read-from-the-randomkey-secret".into()));
+        secrets.encryption_key = Some(EncryptionKey::from_base64("placeholder-read-from-the-randomkey-secret"));
         placeholders.push(ENCRYPTION.to_string());
     }
     let host_volume_pvcs = cluster
