@@ -72,10 +72,8 @@ async fn start_cluster(
     workers: usize,
     stop: &CancellationToken,
 ) -> anyhow::Result<Cluster> {
+    // The cluster's certificates and encryption key the operator issues.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for secret in pods::cluster_secrets(NS, id, &["api", "calico-etcd-client", "etcd", "service-account", "worker"]) {
-        secrets.create(&PostParams::default(), &secret).await?;
-    }
     let wc = Arc::new(WorkloadCluster::start().await?);
     secrets.create(&PostParams::default(), &wc.kubeconfig_secret(NS, id)).await?;
     let selector = format!("{}={}", keys::POD_WATCHER, names::OPERATOR);

@@ -183,26 +183,29 @@ impl World {
 
 const CERTS: [&str; 5] = ["api", "calico-etcd-client", "etcd", "service-account", "worker"];
 
-/// Placeholder cert-operator Secrets for `certs`, and the randomkeys Secret when `key`.
-async fn create_secrets(client: &kube::Client, certs: &[&str], key: bool) -> anyhow::Result<()> {
+/// The names of the example cluster's certificates, as `docs/examples/kvm-cluster.yaml` gives
+/// them.
+fn example_names() -> pki::ClusterNames {
+    pki::ClusterNames {
+        cluster_id: ID.into(),
+        api_domain: format!("api.{ID}.k8s.gauss.example.com"),
+        internal_api_domain: None,
+        etcd_domain: format!("etcd.{ID}.k8s.gauss.example.com"),
+        etcd_member_domains: Vec::new(),
+        cluster_domain: "cluster.local".into(),
+        service_cidr: "172.31.0.0/16".into(),
+    }
+}
+
+/// The cluster's certificates `certs` as cert-operator writes them (valid, of one PKI issued
+/// for the example's names, without the operator's issued-by label).
+async fn create_secrets(client: &kube::Client, pki: &pki::ClusterPki, certs: &[&str]) -> anyhow::Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for cert in certs {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{ID}-{cert}"),
-                         "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/certificate": cert}},
-            "stringData": {"ca": "CA", "crt": "CRT", "key": "KEY"}
-        }))?;
+    for cert in pki.certificates.iter().filter(|c| certs.contains(&c.name.as_str())) {
+        let mut secret = pki::secret::certificate_secret(NS, ID, cert);
+        secret.metadata.labels.as_mut().map(|l| l.remove(pki::secret::ISSUED_BY_LABEL));
         secrets.create(&PostParams::default(), &secret).await?;
     }
-    if !key {
-        return Ok(());
-    }
-    let key: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{ID}-encryption"),
-                     "labels": {"giantswarm.io/cluster": ID, "giantswarm.io/randomkey": "encryption"}},
-        "stringData": {"encryption": "a2V5"}
-    }))?;
-    secrets.create(&PostParams::default(), &key).await?;
     Ok(())
 }
 
@@ -288,7 +291,7 @@ async fn the_operators_service_account_cannot_create_workloads_outside_its_clust
 
 async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
-    create_secrets(client, &CERTS, true).await?;
+    // The cluster brings no Secrets: the operator issues its certificates and key.
     // Worker w1a passes a host directory through: the local PersistentVolume of its mount tag
     // sizes the claim.
     let volume: PersistentVolume = serde_json::from_value(serde_json::json!({
@@ -472,7 +475,7 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_certificates_get_a_condition_and_an_event_and_create_nothing() -> anyhow::Result<()> {
+async fn bad_or_missing_certificates_get_a_condition_and_an_event_and_create_nothing() -> anyhow::Result<()> {
     let w = start().await?;
     w.without_refusals(missing_then_fixed_certificates(&w)).await?;
     drop(w);
@@ -481,33 +484,74 @@ async fn missing_certificates_get_a_condition_and_an_event_and_create_nothing() 
 
 async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
     let client = &w.client;
-    // The cluster brings its own certificates (one so far): the operator issues none beside them.
-    create_secrets(client, &["api"], false).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let warning = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            eventually(&format!("a Warning event {reason}"), || async {
+                Ok(events
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason)))
+            })
+            .await
+        }
+    };
     let configs: Api<KVMConfig> = Api::namespaced(client.clone(), NS);
+    let not_ready = |reason: &'static str| {
+        let configs = configs.clone();
+        async move {
+            eventually(&format!("Ready=False {reason}"), || async {
+                let status = configs.get(ID).await?.status.unwrap_or_default();
+                Ok(status
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready" && c.status == "False" && c.reason == reason))
+            })
+            .await
+        }
+    };
+    // The cluster brings its own certificate, but its api Secret holds another certificate's
+    // key: bad input, reported and left as it is.
+    let issued = pki::issue_cluster_pki(&example_names(), &pki::IssueOptions::at(std::time::SystemTime::now()))?;
+    let mut broken = issued.clone();
+    let worker_key = issued.certificates.iter().find(|c| c.name == "worker").expect("worker").key.clone();
+    broken.certificates.iter_mut().filter(|c| c.name == "api").for_each(|c| c.key = worker_key.clone());
+    create_secrets(client, &broken, &["api"]).await?;
+    let broken_api = secrets.get(&format!("{ID}-api")).await?;
     configs.create(&PostParams::default(), &kvm_config()).await?;
-    let ready = eventually("Ready=False", || async {
-        let status = configs.get(ID).await?.status.unwrap_or_default();
-        Ok(status.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "False"))
-    })
-    .await?;
-    assert_eq!(ready.reason, "MissingCertificates");
+    let ready = not_ready("CertificateInvalid").await?;
+    for part in [format!("Secret {NS}/{ID}-api"), "key \"key\"".to_string(), "its own key".to_string()] {
+        assert!(ready.message.contains(&part), "{part:?} in {:?}", ready.message);
+    }
+    let note = warning("CertificateInvalid").await?.note.unwrap_or_default();
+    assert!(note.contains(&format!("{ID}-api")), "{note}");
+    let key_body = worker_key.expose_pem().lines().nth(1).unwrap_or_default().to_string();
+    assert!(!key_body.is_empty() && !ready.message.contains(&key_body) && !note.contains(&key_body), "no key material");
+    assert_eq!(secrets.get(&format!("{ID}-api")).await?.data, broken_api.data, "the broken Secret is left as it is");
+    assert!(
+        secrets.get_opt(&format!("{ID}-cluster-ca")).await?.is_none(),
+        "no CA is issued for a cluster that brings its own certificates"
+    );
+
+    // Fixed, it still lacks the others: the operator waits for them.
+    let mut fixed = broken_api.clone();
+    fixed.data =
+        pki::secret::certificate_secret(NS, ID, issued.certificates.iter().find(|c| c.name == "api").expect("api"))
+            .data;
+    secrets.replace(&format!("{ID}-api"), &PostParams::default(), &fixed).await?;
+    let ready = not_ready("MissingCertificates").await?;
     assert!(
         ready.message.contains("for: calico-etcd-client, etcd, service-account, worker;")
             && ready.message.contains("--certificates-namespace"),
         "{}",
         ready.message
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    let warning = eventually("a Warning event", || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("MissingCertificates")))
-    })
-    .await?;
-    assert!(warning.note.unwrap_or_default().contains("certificate Secret"));
+    let note = warning("MissingCertificates").await?.note.unwrap_or_default();
+    assert!(note.contains("certificate Secret"));
     // Nothing is created but the claim of the id, taken before any certificate is issued for
     // it: the namespace, labelled with the KVMConfig's UID, and empty.
     let uid = configs.get(ID).await?.uid();
@@ -522,7 +566,7 @@ async fn missing_then_fixed_certificates(w: &World) -> anyhow::Result<()> {
 
     // Fixed input converges: the Secrets appear, the objects follow. The encryption key, which
     // the cluster did not bring, the operator issued.
-    create_secrets(client, &CERTS[1..], false).await?;
+    create_secrets(client, &issued, &CERTS[1..]).await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ID);
     eventually("Deployments after the fix", || async {
         Ok((names(&deployments, &format!("giantswarm.io/cluster={ID}")).await?.len() == 8).then_some(()))

@@ -213,8 +213,8 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
 
     let wc = WorkloadCluster::start().await?;
     Api::<Secret>::namespaced(client.clone(), NS).create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID)).await?;
-    // The cluster brings its own certificates and lacks most of them: the cluster controller
-    // stops at MissingCertificates and leaves the node pods to this test.
+    // The cluster brings its own certificate, one that is not one: the cluster controller stops
+    // at CertificateInvalid and leaves the node pods to this test.
     for secret in workload_sim::pods::cluster_secrets(NS, ID, &["api"]) {
         Api::<Secret>::namespaced(client.clone(), NS).create(&PostParams::default(), &secret).await?;
     }

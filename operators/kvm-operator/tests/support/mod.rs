@@ -229,8 +229,8 @@ impl Drop for World {
 
 impl World {
     /// Start both clusters, the operator (poll 300 ms, resync [`RESYNC`]) and the stand-ins;
-    /// create the CRDs, Release v20.1.0, the namespace, the certificate and encryption-key
-    /// Secrets and the workload cluster's kubeconfig Secret.
+    /// create the CRDs, Release v20.1.0, the namespace and the workload cluster's kubeconfig
+    /// Secret. The cluster's certificates and encryption key the operator issues.
     pub async fn start() -> anyhow::Result<World> {
         Self::start_with(operator_config()).await
     }
@@ -239,7 +239,6 @@ impl World {
     pub async fn start_with(config: OperatorConfig) -> anyhow::Result<World> {
         let Management { mc, client, operator } = Management::start_with(config).await?;
         let shutdown = CancellationToken::new();
-        create_secrets(&client).await?;
         let wc = Arc::new(WorkloadCluster::start().await?);
         Api::<Secret>::namespaced(client.clone(), NS)
             .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
@@ -269,15 +268,6 @@ impl World {
     pub fn wc_nodes(&self) -> Api<Node> {
         Api::all(self.wc.client())
     }
-}
-
-/// The cert-operator Secrets and the encryption key of cluster [`ID`] (placeholders).
-pub async fn create_secrets(client: &kube::Client) -> anyhow::Result<()> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for secret in pods::cluster_secrets(NS, ID, &["api", "calico-etcd-client", "etcd", "service-account", "worker"]) {
-        secrets.create(&PostParams::default(), &secret).await?;
-    }
-    Ok(())
 }
 
 /// `Ready`'s status and message.
