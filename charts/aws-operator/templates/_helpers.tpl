@@ -137,9 +137,11 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - apiGroups: [""]
   resources: ["services", "endpoints"]
   verbs: ["create", "patch"]
+# Secrets: the credential and certificate Secrets are read and held by a finalizer; a cluster's
+# CAs, certificates and encryption-provider config are created where absent and renewed by patch.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # The drain executor: DrainerConfigs of this version, their status and finalizer. The drainers:
 # a DrainerConfig per instance a terminating lifecycle hook holds, deleted once it went.
 - apiGroups: ["core.giantswarm.io"]

@@ -263,10 +263,12 @@ fn sharding_is_a_value_with_the_replica_count_and_the_shard_lease_rule() -> Resu
 fn rbac_is_least_privilege() -> Result<()> {
     let objects = helm_template(CHART, &["ci/minimal-values.yaml"], &[])?;
     // The operator reads credential and certificate Secrets, holds them with a finalizer
-    // (patch), and its drain executor watches their metadata to rebuild a workload-cluster
-    // client whose Secret changed; it never creates, updates or deletes one.
+    // (patch), creates a cluster's CAs, certificates and encryption-provider config where absent
+    // and renews the certificates it issued (patch), and its drain executor watches their
+    // metadata to rebuild a workload-cluster client whose Secret changed; it never updates or
+    // deletes one.
     let secret_verbs = check_rbac(CHART, &objects, &[])?;
-    assert_eq!(secret_verbs, BTreeSet::from(["get", "list", "patch", "watch"].map(String::from)));
+    assert_eq!(secret_verbs, BTreeSet::from(["create", "get", "list", "patch", "watch"].map(String::from)));
 
     // kvm-operator also writes each node's Secret (its Ignition) by server-side apply; it binds
     // the node pods to the two ClusterRoles of its values, and itself to its workload role in
