@@ -51,12 +51,8 @@ async fn print_issued(client: &kube::Client, namespace: &str, cluster_id: &str) 
     let listed = secrets
         .list(&kube::api::ListParams::default().labels(&format!("{}={cluster_id}", apis::labels::CLUSTER)))
         .await?;
-    let issued: Vec<String> = listed
-        .items
-        .iter()
-        .filter(|s| pki::secret::issued_here(s))
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
+    let issued: Vec<String> =
+        listed.items.iter().filter(|s| pki::secret::issued_here(s)).filter_map(|s| s.metadata.name.clone()).collect();
     println!("the operator issued the cluster's CAs, certificates and encryption key: {}", issued.join(", "));
     Ok(())
 }

@@ -102,7 +102,10 @@ impl Ensured {
             out.push((CERTIFICATES_ISSUED, format!("issued Secrets {}", self.created.join(", "))));
         }
         if !self.replaced.is_empty() {
-            out.push((CERTIFICATES_RENEWED, format!("renewed the certificates in Secrets {}", self.replaced.join(", "))));
+            out.push((
+                CERTIFICATES_RENEWED,
+                format!("renewed the certificates in Secrets {}", self.replaced.join(", ")),
+            ));
         }
         out
     }

@@ -13,7 +13,8 @@
 //! certificates into another cluster's nodes. Masters also get the API server's
 //! encryption-provider config, from Secret `<id>-encryption-provider-config` in the same
 //! namespace. Every one of these Secrets is held by a finalizer until the cluster is gone
-//! (`operatorkit::held_secrets`).
+//! (`operatorkit::held_secrets`). Where a cluster brings none, the AWSCluster controller issues
+//! them before anything reads them (`controllers::cluster::certificates`).
 //!
 //! Every config is rendered and verified ([`build`]: the pure checks of `node_verify`) before
 //! any is uploaded; one that fails is never uploaded, its stack is not updated, and the object
@@ -35,7 +36,7 @@ use crate::context::Shared;
 use crate::controllers::lookup::component;
 
 /// The certificate label.
-pub const CERTIFICATE_LABEL: &str = "giantswarm.io/certificate";
+pub const CERTIFICATE_LABEL: &str = pki::secret::CERTIFICATE_LABEL;
 
 /// The namespace of a cluster's certificate Secrets: the configured one, else the cluster's.
 pub fn certificates_namespace<'a>(shared: &'a Shared, cluster_namespace: &'a str) -> &'a str {
@@ -63,13 +64,13 @@ pub async fn certificates(
 
 /// The Secret holding a cluster's API server encryption-provider config, in the certificates'
 /// namespace: `<id>-encryption-provider-config`, key [`ENCRYPTION_CONFIG_KEY`], as the
-/// encryption-provider operator writes it (reference §7.3).
+/// encryption-provider operator writes it (reference §7.3) and as the operator issues it.
 pub fn encryption_config_secret(cluster_id: &str) -> String {
-    format!("{cluster_id}-encryption-provider-config")
+    pki::secret::encryption_provider_config_secret_name(cluster_id)
 }
 
 /// The key of the encryption-provider config in its Secret.
-pub const ENCRYPTION_CONFIG_KEY: &str = "encryption";
+pub const ENCRYPTION_CONFIG_KEY: &str = pki::secret::ENCRYPTION_KEY;
 
 /// The masters' encryption-provider config (an `EncryptionConfiguration` document), held by the
 /// finalizer like the certificates; `None` while its Secret or key is missing.

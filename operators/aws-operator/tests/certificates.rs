@@ -72,7 +72,12 @@ async fn secrets_of(f: &Fixture, id: &str) -> anyhow::Result<Vec<Secret>> {
 }
 
 fn text(secret: &Secret, key: &str) -> String {
-    secret.data.as_ref().and_then(|d| d.get(key)).map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default()
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default()
 }
 
 /// Lines of key material that must never leave the Secrets: the base64 body lines of every
@@ -180,14 +185,8 @@ async fn a_cluster_without_secrets_reaches_ready_on_issued_certificates_and_keep
     f.start_operator().await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = secrets_of(&f, id).await?;
-    let data = |secrets: &[Secret]| -> Vec<(Option<String>, Vec<(String, Vec<u8>)>)> {
-        secrets
-            .iter()
-            .map(|s| {
-                let d = s.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-                (s.metadata.name.clone(), d)
-            })
-            .collect()
+    let data = |secrets: &[Secret]| -> Vec<(Option<String>, Option<_>)> {
+        secrets.iter().map(|s| (s.metadata.name.clone(), s.data.clone())).collect()
     };
     assert_eq!(data(&after), data(&secrets), "the restarted operator issued nothing again");
     assert_eq!(versions(&after), before, "and wrote none of the Secrets");
@@ -236,9 +235,9 @@ async fn a_broken_certificate_someone_else_wrote_is_certificate_invalid_and_is_n
 
     let message = eventually(60, "Ready=False CertificateInvalid", || async {
         let c = clusters.get(id).await?;
-        Ok(c.status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready")).and_then(|c| {
-            (c.status == "False" && c.reason == "CertificateInvalid").then_some(c.message)
-        }))
+        Ok(c.status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .and_then(|c| (c.status == "False" && c.reason == "CertificateInvalid").then_some(c.message)))
     })
     .await;
     let message = match message {
@@ -255,9 +254,10 @@ async fn a_broken_certificate_someone_else_wrote_is_certificate_invalid_and_is_n
         assert!(message.contains(&part), "{part:?} in {message:?}");
     }
     let warning = eventually(30, "a CertificateInvalid Warning event", || async {
-        Ok(events_of(&f, id).await?.into_iter().find(|e| {
-            e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("CertificateInvalid")
-        }))
+        Ok(events_of(&f, id)
+            .await?
+            .into_iter()
+            .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("CertificateInvalid")))
     })
     .await?;
     assert!(warning.note.unwrap_or_default().contains(&format!("{id}-api")), "the event names the Secret");

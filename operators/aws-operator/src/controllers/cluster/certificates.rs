@@ -32,9 +32,7 @@ pub fn names(cluster: &AWSCluster) -> ClusterNames {
         api_domain: names::api_host(&id, domain),
         internal_api_domain: Some(format!("internal-api.{base}")),
         etcd_domain: names::etcd_host(&id, domain),
-        etcd_member_domains: ETCD_MEMBERS
-            .map(|n| format!("{}.{base}", aws_stacks::ignition::etcd_name(n)))
-            .collect(),
+        etcd_member_domains: ETCD_MEMBERS.map(|n| format!("{}.{base}", aws_stacks::ignition::etcd_name(n))).collect(),
         cluster_domain: aws_stacks::ignition::CLUSTER_DOMAIN.to_string(),
         service_cidr: crate::node_config::SERVICE_CIDR.to_string(),
         cluster_id: id,
