@@ -258,7 +258,7 @@ async fn a_three_master_five_worker_cluster_gets_every_object_and_deletion_leave
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_service_account_cannot_create_workloads_outside_its_clusters_namespaces() -> anyhow::Result<()> {
     let w = start().await?;
-    create_secrets(&w.client, &CERTS, true).await?;
+    // The cluster brings no Secrets: the operator issues its certificates and key.
     Api::<KVMConfig>::namespaced(w.client.clone(), NS).create(&PostParams::default(), &kvm_config()).await?;
     let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(w.client.clone(), ID);
     eventually("the operator's RoleBinding in the cluster's namespace", || async {
