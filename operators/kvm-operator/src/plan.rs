@@ -386,7 +386,7 @@ mod tests {
         let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
         let indexes = allocate(&BTreeMap::new(), &ids).indexes;
         let certs = MASTER_CERTS.iter().map(|c| (c.to_string(), placeholder(c))).collect();
-        let key = EncryptionKey("a2V5".into());
+        let key = EncryptionKey::from_base64("a2V5");
         let node = cluster.nodes.iter().find(|n| n.role == Role::Master).unwrap_or_else(|| panic!("a master"));
         let input = NodeConfigInput {
             cluster: &cluster,
