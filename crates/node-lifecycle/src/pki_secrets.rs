@@ -194,3 +194,56 @@ pub async fn ensure(client: &Client, request: &EnsureRequest<'_>) -> Result<Ensu
     }
     Err(PkiSecretsError::Contended { cluster })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use pki::CertificateProblem;
+    use pki::ensure::ForeignProblem;
+
+    use super::{CERTIFICATES_ISSUED, CERTIFICATES_RENEWED, Ensured};
+
+    #[test]
+    fn a_failing_foreign_certificate_names_the_secret_the_key_and_the_fix() {
+        let ensured = Ensured {
+            foreign_problems: vec![ForeignProblem {
+                secret: "q7x2m-api".into(),
+                certificate: "api".into(),
+                problem: CertificateProblem::KeyMismatch,
+            }],
+            ..Ensured::default()
+        };
+        let message = ensured.invalid("org-umbra").expect("invalid");
+        assert!(message.starts_with("Secret org-umbra/q7x2m-api (certificate api): key \"key\""), "{message}");
+        assert!(message.contains("store the certificate with its own key"), "{message}");
+        assert!(message.contains("does not replace a Secret it did not issue"), "{message}");
+        assert_eq!(Ensured::default().invalid("org-umbra"), None, "nothing to report");
+    }
+
+    #[test]
+    fn events_name_what_was_written_and_nothing_else() {
+        let ensured = Ensured {
+            created: vec!["q7x2m-cluster-ca".into(), "q7x2m-api".into()],
+            replaced: vec!["q7x2m-worker".into()],
+            ..Ensured::default()
+        };
+        assert_eq!(
+            ensured.events(),
+            [
+                (CERTIFICATES_ISSUED, "issued Secrets q7x2m-cluster-ca, q7x2m-api".to_string()),
+                (CERTIFICATES_RENEWED, "renewed the certificates in Secrets q7x2m-worker".to_string()),
+            ]
+        );
+        assert!(Ensured::default().events().is_empty(), "an unchanged PKI sends no event");
+    }
+
+    #[test]
+    fn the_next_renewal_is_the_requeue() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_772_323_200);
+        let due_in = |at| Ensured { next_renewal: at, ..Ensured::default() }.renew_in(now);
+        assert_eq!(due_in(Some(now + Duration::from_secs(3600))), Some(Duration::from_secs(3600)));
+        assert_eq!(due_in(Some(now - Duration::from_secs(5))), Some(Duration::ZERO), "overdue: at once");
+        assert_eq!(due_in(None), None, "nothing issued here: no renewal requeue");
+    }
+}
