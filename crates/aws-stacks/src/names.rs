@@ -189,6 +189,9 @@ pub fn logical_id(parts: &[&str]) -> String {
 pub mod tags {
     /// The cluster id.
     pub const CLUSTER: &str = "giantswarm.io/cluster";
+    /// The UID of the AWSCluster that owns a stack: a stack that carries another is not deleted
+    /// for this cluster (`apis::cluster_id`).
+    pub const CLUSTER_UID: &str = "giantswarm.io/cluster-uid";
     /// The installation (management cluster) name.
     pub const INSTALLATION: &str = "giantswarm.io/installation";
     /// The organization owning the cluster.

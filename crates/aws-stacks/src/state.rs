@@ -132,6 +132,14 @@ impl StackView {
     }
 }
 
+/// Whether a stack may be deleted for the cluster whose AWSCluster has UID `owner_uid`: it
+/// carries that UID in tag `giantswarm.io/cluster-uid`, or no such tag (an earlier version
+/// created it; the caller holds the claim of the cluster id). A stack with another UID is
+/// another cluster's, and so is a tagged one when the owner's UID is unknown (empty).
+pub fn owned_by(stack: &StackView, owner_uid: &str) -> bool {
+    stack.tags.get(crate::names::tags::CLUSTER_UID).is_none_or(|uid| !owner_uid.is_empty() && uid == owner_uid)
+}
+
 /// What to do with a stack that should exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EnsureStep {
@@ -249,6 +257,25 @@ pub fn retry_backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stack_is_deleted_only_for_the_cluster_whose_uid_it_carries() {
+        let mut stack = StackView {
+            name: "cluster-al9qy-tccp".into(),
+            id: "arn:aws:cloudformation:eu-central-1:1:stack/cluster-al9qy-tccp/1".into(),
+            status: StackStatus::parse("CREATE_COMPLETE"),
+            status_reason: None,
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::from([(crate::names::tags::CLUSTER.to_string(), "al9qy".to_string())]),
+            termination_protection: false,
+        };
+        assert!(owned_by(&stack, "uid-a"), "an earlier version's stack, without the tag");
+        assert!(owned_by(&stack, ""));
+        stack.tags.insert(crate::names::tags::CLUSTER_UID.to_string(), "uid-a".to_string());
+        assert!(owned_by(&stack, "uid-a"));
+        assert!(!owned_by(&stack, "uid-b"), "another cluster's");
+        assert!(!owned_by(&stack, ""), "unknown owner, tagged stack");
+    }
 
     fn view(status: &str, hash: Option<&str>, protected: bool) -> StackView {
         StackView {

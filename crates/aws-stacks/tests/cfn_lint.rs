@@ -79,6 +79,7 @@ const SHAPES: [Shape; 4] = [
 fn common(route53: bool) -> Common {
     Common {
         cluster_id: "al9qy".into(),
+        cluster_uid: "uid-of-the-cluster".into(),
         installation: "gauss".into(),
         organization: "acme".into(),
         operator_version: "16.1.1".into(),

@@ -71,7 +71,17 @@ impl Bench {
     }
 
     async fn delete(&self, name: &str, recorded: Option<&StatusEntry>) -> anyhow::Result<(Deletion, StatusEntry)> {
-        Ok(stacks::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded).await?)
+        self.delete_for(name, recorded, OWNER_UID).await
+    }
+
+    /// Delete `name` for the cluster whose AWSCluster has UID `owner_uid`.
+    async fn delete_for(
+        &self,
+        name: &str,
+        recorded: Option<&StatusEntry>,
+        owner_uid: &str,
+    ) -> anyhow::Result<(Deletion, StatusEntry)> {
+        Ok(stacks::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded, owner_uid).await?)
     }
 
     /// The events on the owner, as (type, reason, related stack, note, count).
@@ -119,11 +129,17 @@ fn desired(name: &str, version: &str) -> DesiredStack {
         kind: StackKind::Tccp,
         name: name.into(),
         template,
-        tags: vec![("giantswarm.io/cluster".into(), "a1b2c".into())],
+        tags: vec![
+            ("giantswarm.io/cluster".into(), "a1b2c".into()),
+            ("giantswarm.io/cluster-uid".into(), OWNER_UID.into()),
+        ],
         update: UpdateWhen::Now,
         canonical_hash: None,
     }
 }
+
+/// The UID of the AWSCluster the bench's stacks belong to.
+const OWNER_UID: &str = "uid-of-a1b2c";
 
 /// The entry as if it had been recorded `secs` seconds ago.
 fn aged(entry: &StatusEntry, secs: i64) -> StatusEntry {
@@ -494,5 +510,28 @@ async fn an_update_held_by_something_else_is_planned_ahead_and_its_approved_plan
     assert_eq!(b.fake.calls("ExecuteChangeSet"), 1);
     assert_eq!(b.fake.calls("CreateChangeSet"), 1, "the plan approved is the plan run");
     assert_eq!(e.applied_plan.as_deref(), Some(pending.plan_hash.as_str()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stack_carrying_another_clusters_uid_is_not_deleted() -> anyhow::Result<()> {
+    let b = Bench::start().await?;
+    let name = "cluster-a1b2c-tccp";
+    let (_, entry) = b.ensure(name, "1", None).await?;
+    let (_, entry) = b.ensure(name, "1", Some(&entry)).await?;
+    // Another AWSCluster with the same id deletes nothing of it: not even the protection.
+    let (d, refused) = b.delete_for(name, Some(&entry), "uid-of-another").await?;
+    assert!(matches!(d, Deletion::Gone), "as good as gone for the other cluster");
+    assert!(refused.reason.as_deref().is_some_and(|r| r.contains("another cluster's")), "{refused:?}");
+    assert_eq!((b.fake.calls("UpdateTerminationProtection"), b.fake.calls("DeleteStack")), (0, 0));
+    assert!(b.fake.stack(name).is_some());
+    assert_eq!(b.events_with("CFDeleteRefused").await?.len(), 1);
+    // Nor one whose owner is unknown.
+    b.delete_for(name, Some(&entry), "").await?;
+    assert_eq!(b.fake.calls("DeleteStack"), 0);
+    // Its own cluster deletes it.
+    let (d, _) = b.delete(name, Some(&entry)).await?;
+    assert!(matches!(d, Deletion::Pending));
+    assert_eq!(b.fake.calls("UpdateTerminationProtection"), 1);
     Ok(())
 }

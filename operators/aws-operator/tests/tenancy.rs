@@ -433,6 +433,12 @@ async fn a_second_cluster_with_an_id_in_use_creates_nothing_and_its_deletion_del
     let tenant = f.tenant_clients().await?;
     let cp = f.control_plane_clients().await?;
     let (tenant_before, cp_before) = (live_stacks(&tenant).await?, live_stacks(&cp).await?);
+    // Every stack of the first cluster carries its AWSCluster's UID from creation on.
+    for aws in [&tenant, &cp] {
+        for stack in aws.cfn.describe_all().await? {
+            assert_eq!(stack.tags.get("giantswarm.io/cluster-uid"), Some(&victim_uid), "{}", stack.name);
+        }
+    }
     let since = now();
 
     // The tenant's own credential reaches the same account: the worst case.

@@ -38,6 +38,9 @@ pub mod tcnpf;
 pub struct Common {
     /// The cluster ID, e.g. `al9qy`.
     pub cluster_id: String,
+    /// The UID of the AWSCluster, for the `giantswarm.io/cluster-uid` tag of every stack (none
+    /// when empty, as in `aws-operator render` of an object never stored).
+    pub cluster_uid: String,
     /// The installation (management cluster) name, for the `giantswarm.io/installation` tag.
     pub installation: String,
     /// The organization label of the cluster, for the `giantswarm.io/organization` tag.
@@ -141,6 +144,9 @@ pub fn stack_tags(common: &Common, kind: StackKind, owner: Option<&str>) -> Vec<
         (names::tags::ORGANIZATION.to_owned(), common.organization.clone()),
         (names::tags::STACK.to_owned(), kind.as_str().to_owned()),
     ];
+    if !common.cluster_uid.is_empty() {
+        out.push((names::tags::CLUSTER_UID.to_owned(), common.cluster_uid.clone()));
+    }
     match (kind, owner) {
         (StackKind::Tccpn, Some(cp)) => out.push((names::tags::CONTROL_PLANE.to_owned(), cp.to_owned())),
         (StackKind::Tcnp, Some(md)) => out.push((names::tags::MACHINE_DEPLOYMENT.to_owned(), md.to_owned())),
@@ -219,6 +225,7 @@ pub(crate) mod testdata {
     pub fn common() -> Common {
         Common {
             cluster_id: "al9qy".into(),
+            cluster_uid: "3f1c2a9e-uid-of-al9qy".into(),
             installation: "gauss".into(),
             organization: "acme".into(),
             operator_version: "16.1.1".into(),
@@ -263,6 +270,7 @@ mod tests {
         assert_eq!(tags["giantswarm.io/organization"], "acme");
         assert_eq!(tags["giantswarm.io/stack"], "tccpn");
         assert_eq!(tags["giantswarm.io/control-plane"], "a2wax");
+        assert_eq!(tags["giantswarm.io/cluster-uid"], "3f1c2a9e-uid-of-al9qy");
         assert_eq!(tags["cost-center"], "blue");
         assert!(!tags.contains_key("giantswarm.io/machine-deployment"));
 
@@ -277,7 +285,7 @@ mod tests {
         let c = testdata::common();
         for kind in [StackKind::Tccpi, StackKind::Tccpf, StackKind::Tcnpf] {
             let tags = stack_tags(&c, kind, Some("g3j50"));
-            assert_eq!(tags.len(), 5, "{kind}: {tags:?}");
+            assert_eq!(tags.len(), 6, "{kind}: {tags:?}");
             assert!(tags.iter().all(|(k, _)| k != "cost-center"));
         }
     }

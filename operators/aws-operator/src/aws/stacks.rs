@@ -759,6 +759,7 @@ pub async fn delete<K>(
     kind: StackKind,
     name: &str,
     recorded: Option<&StatusEntry>,
+    owner_uid: &str,
 ) -> Result<(Deletion, StatusEntry), ResourceError>
 where
     K: kube::Resource<DynamicType = ()>,
@@ -775,6 +776,19 @@ where
     let entry = |status: &str, reason: Option<String>, attempts: Option<u32>| {
         status_entry(kind, name, status, reason, recorded, attempts)
     };
+    // A stack that carries another cluster's UID is not this cluster's to delete: it is left
+    // alone, and for this cluster it is as good as gone.
+    if let Some(view) = observed.as_ref().filter(|v| !aws_stacks::state::owned_by(v, owner_uid)) {
+        let holder = view.tags.get(aws_stacks::names::tags::CLUSTER_UID).cloned().unwrap_or_default();
+        let why = format!(
+            "stack {name} carries tag {}={holder}, not this cluster's UID: another cluster's, left alone",
+            aws_stacks::names::tags::CLUSTER_UID
+        );
+        if recorded.is_none_or(|r| r.reason.as_deref() != Some(why.as_str())) {
+            subject.event(EventType::Warning, "CFDeleteRefused", "DeleteStack", why.clone()).await;
+        }
+        return Ok((Deletion::Gone, entry(view.status.as_str(), Some(why), None)));
+    }
     Ok(match step {
         DeleteStep::Gone => {
             let announced = recorded.is_some_and(|r| r.status != "DELETE_COMPLETE");

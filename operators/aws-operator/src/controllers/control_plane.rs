@@ -513,10 +513,12 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             return Ok(keep("node pools first"));
         }
         let name = names::stack_name(&id, StackKind::Tccpn, None);
+        let cluster_uid = cluster.uid().unwrap_or_default();
         let mut status = obj.status.clone().unwrap_or_default();
         let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
         let (deletion, entry) =
-            crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref()).await?;
+            crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref(), &cluster_uid)
+                .await?;
         let (out, failed) = match deletion {
             Deletion::Gone => {
                 crate::rollout::release(&shared, &cluster, obj).await?;

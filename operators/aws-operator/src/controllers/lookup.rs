@@ -336,6 +336,7 @@ pub fn common(
     let region = cluster.spec.provider.region.clone();
     aws_stacks::stacks::Common {
         cluster_id: id,
+        cluster_uid: cluster.uid().unwrap_or_default(),
         installation: config.installation.clone(),
         organization: cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
         operator_version: config.version.clone(),

@@ -701,11 +701,12 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             }
         }
         let mut status = obj.status.clone().unwrap_or_default();
+        let cluster_uid = cluster.uid().unwrap_or_default();
         for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
             let name = names::stack_name(&id, kind, Some(&md));
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
             let (deletion, entry) =
-                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &cluster_uid).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => {

@@ -136,6 +136,7 @@ where
     // stack's deletion writes the status again.
     let mut status = current.cloned().unwrap_or_default();
     let mut written = current.cloned();
+    let owner_uid = account.cluster_uid.clone();
     for (account, kind, name) in stacks {
         let aws = match account {
             Account::Tenant => &tenant,
@@ -146,6 +147,7 @@ where
             &v.name == name
                 && v.tags.get(tags).map(String::as_str) == Some(cluster_id)
                 && v.tags.get(aws_stacks::names::tags::STACK).map(String::as_str) == Some(kind.as_str())
+                && aws_stacks::state::owned_by(&v, &owner_uid)
         });
         if !ours {
             continue;
@@ -156,7 +158,8 @@ where
             crate::drainers::release_orphaned(shared, aws, obj, cluster_id, name).await?;
         }
         let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
-        let (deletion, entry) = crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref()).await?;
+        let (deletion, entry) =
+            crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref(), &owner_uid).await?;
         let (out, failed) = match deletion {
             Deletion::Gone => (None, None),
             Deletion::Pending => (Some(keep()), None),

@@ -79,12 +79,14 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
             return Ok(keep(state, message));
         }
-        // Tenant stacks before management-account stacks.
+        // Tenant stacks before management-account stacks; only those carrying this cluster's UID
+        // (or none, an earlier version's) are deleted.
+        let uid = obj.uid().unwrap_or_default();
         for (aws, kind) in [(&tenant, StackKind::Tccp), (&cp, StackKind::Tccpf), (&cp, StackKind::Tccpi)] {
             let name = names::stack_name(&id, kind, None);
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
             let (deletion, entry) =
-                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref()).await?;
+                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &uid).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => (Some(keep(state, format!("deleting stack {name}"))), None),
