@@ -83,6 +83,19 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// `obj` as the owner of cluster id `id`; `reconciled_before` as its status shows.
+    pub fn of<K: kube::Resource<DynamicType = ()>>(obj: &K, id: &str, reconciled_before: bool) -> Self {
+        let meta = obj.meta();
+        Self {
+            kind: K::kind(&()).into_owned(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            id: id.to_string(),
+            reconciled_before,
+        }
+    }
+
     /// `Kind namespace/name`, the value of the owner annotation.
     pub fn describe(&self) -> String {
         format!("{} {}/{}", self.kind, self.namespace, self.name)

@@ -59,6 +59,16 @@ fn stack_writes_since(f: &Fixture, since: f64) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// Every AWS write moto received since `since` (seconds since the epoch).
+fn aws_writes_since(f: &Fixture, since: f64) -> anyhow::Result<Vec<String>> {
+    Ok(f.moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.time >= since && r.is_write())
+        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
+        .collect())
+}
+
 fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
 }
@@ -184,13 +194,7 @@ async fn a_cluster_naming_another_organisations_credential_secret_is_refused_and
         }
     }
     // Nothing was created in any account, and neither Secret is held for the tenant.
-    let writes: Vec<String> = f
-        .moto
-        .request_log()?
-        .into_iter()
-        .filter(|r| r.time >= since && r.is_write())
-        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
-        .collect();
+    let writes = aws_writes_since(&f, since)?;
     assert!(writes.is_empty(), "AWS writes for refused clusters: {writes:?}");
     for (ns, name) in [("giantswarm", "credential-vic02"), (NS, "credential-own")] {
         let s = Api::<Secret>::namespaced(f.client.clone(), ns).get(name).await?;
@@ -208,13 +212,7 @@ async fn a_cluster_naming_another_organisations_credential_secret_is_refused_and
     if let Err(e) = gone {
         anyhow::bail!("{e}\n{}", dump(&f.client).await);
     }
-    let writes: Vec<String> = f
-        .moto
-        .request_log()?
-        .into_iter()
-        .filter(|r| r.time >= since && r.is_write())
-        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
-        .collect();
+    let writes = aws_writes_since(&f, since)?;
     assert!(writes.is_empty(), "AWS writes while deleting refused clusters: {writes:?}");
     f.kill_operator().await;
     Ok(())
@@ -404,13 +402,7 @@ async fn a_cluster_whose_id_names_an_existing_namespace_is_refused_and_the_names
     for name in ["kube-system", NS, "taken1"] {
         namespace_alive(&f, name).await?;
     }
-    let writes: Vec<String> = f
-        .moto
-        .request_log()?
-        .into_iter()
-        .filter(|r| r.time >= since && r.is_write())
-        .map(|r| format!("{} {} in {}", r.service, r.action, r.account))
-        .collect();
+    let writes = aws_writes_since(&f, since)?;
     assert!(writes.is_empty(), "AWS writes for refused clusters: {writes:?}");
     f.kill_operator().await;
     Ok(())

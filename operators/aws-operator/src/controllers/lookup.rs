@@ -235,14 +235,8 @@ pub async fn cluster_of<K: kube::Resource<DynamicType = ()>>(
 /// everything it owns outside AWS carries its UID ([`apis::cluster_id`]). A status with a
 /// cluster CIDR, which only the operator writes, proves an earlier version reconciled it.
 pub fn owner(cluster: &AWSCluster) -> apis::cluster_id::Owner {
-    apis::cluster_id::Owner {
-        kind: "AWSCluster".into(),
-        namespace: cluster.namespace().unwrap_or_default(),
-        name: cluster.name_any(),
-        uid: cluster.uid().unwrap_or_default(),
-        id: cluster.name_any(),
-        reconciled_before: cluster.status.as_ref().is_some_and(|s| s.provider.network.cidr.is_some()),
-    }
+    let reconciled_before = cluster.status.as_ref().is_some_and(|s| s.provider.network.cidr.is_some());
+    apis::cluster_id::Owner::of(cluster, &cluster.name_any(), reconciled_before)
 }
 
 /// The labels of the namespace `<id>` besides the owner's: the organisation, as the original set

@@ -228,14 +228,8 @@ async fn read_inputs(shared: &Shared, obj: &KVMConfig) -> Result<ReadInputs, Res
 /// The KVMConfig as the owner of its id ([`apis::cluster_id`]). Node indexes in its status,
 /// which only the operator writes, prove an earlier version reconciled it.
 pub fn owner(obj: &KVMConfig) -> apis::cluster_id::Owner {
-    apis::cluster_id::Owner {
-        kind: "KVMConfig".into(),
-        namespace: obj.namespace().unwrap_or_default(),
-        name: obj.name_any(),
-        uid: obj.uid().unwrap_or_default(),
-        id: obj.spec.cluster.id.clone(),
-        reconciled_before: obj.status.as_ref().is_some_and(|s| !s.kvm.node_indexes.is_empty()),
-    }
+    let reconciled_before = obj.status.as_ref().is_some_and(|s| !s.kvm.node_indexes.is_empty());
+    apis::cluster_id::Owner::of(obj, &obj.spec.cluster.id, reconciled_before)
 }
 
 /// Claim the cluster's id: the namespace `<id>`, labelled with the KVMConfig's UID.
