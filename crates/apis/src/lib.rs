@@ -4,6 +4,9 @@
 //! schema and printer columns, is generated from the type ([`all_crds`], `make crds`), so the
 //! manifests shipped in the Helm charts can never drift from the code.
 //!
+//! Beside the kinds, [`cluster_id`] holds what both operators decide about cluster ids: their
+//! format, whose claim a namespace `<id>` is, and what a cluster object may delete.
+//!
 //! ```
 //! use apis::release::{Release, ReleaseSpec};
 //! use kube::CustomResourceExt;
