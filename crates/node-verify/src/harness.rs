@@ -427,8 +427,9 @@ impl Node {
         self.dir.path().join(path.trim_start_matches('/'))
     }
 
-    /// What the emulation keeps outside the node's root: its tools, leases and addresses.
-    fn harness_dir(&self) -> PathBuf {
+    /// What the emulation keeps beside the node's files (its tools, leases and addresses), and
+    /// where a test may keep its own (a script's log).
+    pub fn harness_dir(&self) -> PathBuf {
         self.dir.path().join(".harness")
     }
 

@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
         .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
         .await?;
     let tenant = f.tenant_clients().await?;
-    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(500));
+    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), &f.moto.endpoint(), ID, Duration::from_millis(500));
     let _old = f.spawn_operator(VERSION, "AKIAOLDOPERATOR").await?;
     let _new = f.spawn_operator(&next, NEW_KEY).await?;
     let total = 3 + POOLS.len() * NODES_PER_POOL as usize;

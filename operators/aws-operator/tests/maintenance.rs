@@ -282,7 +282,7 @@ async fn workload_cluster(f: &Fixture, id: &str) -> anyhow::Result<(Arc<Workload
         .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))
         .await?;
     let tenant = f.tenant_clients().await?;
-    let bridge = NodeBridge::start(wc.clone(), tenant, id, Duration::from_millis(300));
+    let bridge = NodeBridge::start(wc.clone(), tenant, &f.moto.endpoint(), id, Duration::from_millis(300));
     Ok((wc, bridge))
 }
 

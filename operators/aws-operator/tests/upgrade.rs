@@ -135,7 +135,7 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
         .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
         .await?;
     let tenant = f.tenant_clients().await?;
-    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
+    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), &f.moto.endpoint(), ID, Duration::from_millis(700));
 
     // When each instance's node was drained, from the DrainerConfigs as they change.
     let (drained_at, recorder) = record_drained(&f.client);
@@ -357,7 +357,7 @@ async fn an_operator_killed_five_times_during_an_upgrade_converges() -> anyhow::
         .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
         .await?;
     let tenant = f.tenant_clients().await?;
-    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), ID, Duration::from_millis(700));
+    let bridge = NodeBridge::start(wc.clone(), tenant.clone(), &f.moto.endpoint(), ID, Duration::from_millis(700));
     let _old = f.spawn_operator(VERSION, OLD_KEY).await?;
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     let created = eventually(400, "the cluster to be Ready with seven nodes", || async {
