@@ -689,6 +689,15 @@ async fn tenant_ids(w: &World) -> anyhow::Result<()> {
     tenant.create(&PostParams::default(), &evil_config("cni", "calico")?).await?;
     let message = refused(client, EVIL, "twin", "ClusterIDInUse").await?;
     assert!(message.contains(&format!("KVMConfig {NS}/{ID}")), "{message}");
+    // Another twin, in a namespace listed before the victim's: the node controllers still find
+    // the victim's KVMConfig for the pods in namespace <id>, the one holding the claim.
+    let early: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "org-a"}}))?;
+    nss.create(&PostParams::default(), &early).await?;
+    let mut twin2 = evil_config("twin2", ID)?;
+    twin2.metadata.namespace = Some("org-a".into());
+    Api::<KVMConfig>::namespaced(client.clone(), "org-a").create(&PostParams::default(), &twin2).await?;
+    let found = kvm_operator::controllers::config_of_cluster(client, ID).await?;
+    assert_eq!(found.and_then(|c| c.metadata.uid), victim_uid, "the claim's holder, not a twin");
     let message = refused(client, EVIL, "cni", "ClusterIDInUse").await?;
     assert!(message.contains("ClusterRoleBinding calico"), "{message}");
     // Past the schema (a CRD that predates its pattern), the operator refuses the id itself.
@@ -715,6 +724,7 @@ async fn tenant_ids(w: &World) -> anyhow::Result<()> {
     for name in ["twin", "cni", "sys"] {
         tenant.delete(name, &DeleteParams::default()).await?;
     }
+    Api::<KVMConfig>::namespaced(client.clone(), "org-a").delete("twin2", &DeleteParams::default()).await?;
     eventually("the tenant's KVMConfigs to go", || async {
         Ok(tenant.list(&ListParams::default()).await?.items.is_empty().then_some(()))
     })

@@ -122,9 +122,17 @@ impl Nodes {
 
 /// The KVMConfig whose `spec.cluster.id` is `id`, in any namespace. Node pods live in namespace
 /// `<id>` and do not say where their KVMConfig is (the original assumed `default`, §14.10).
+/// When several name the id (another organisation's refused one, say), it is the one holding
+/// the claim: the UID the namespace `<id>` carries ([`apis::cluster_id`]).
 pub async fn config_of_cluster(client: &kube::Client, id: &str) -> Result<Option<KVMConfig>, kube::Error> {
     let configs = Api::<KVMConfig>::all(client.clone()).list(&ListParams::default()).await?;
-    Ok(configs.items.into_iter().find(|c| c.spec.cluster.id == id))
+    let mut named: Vec<KVMConfig> = configs.items.into_iter().filter(|c| c.spec.cluster.id == id).collect();
+    if named.len() <= 1 {
+        return Ok(named.pop());
+    }
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).get_opt(id).await?;
+    let holder = namespace.and_then(|ns| ns.labels().get(apis::labels::CLUSTER_UID).cloned());
+    Ok(named.into_iter().find(|c| holder.is_some() && c.metadata.uid == holder))
 }
 
 /// The `result` label of the node controllers' counters.
