@@ -89,7 +89,7 @@ fn aws_master() -> (Node, pki::ClusterPki) {
 /// The KVM master that runs etcd, of the `qz7lt` fixture cluster, its certificates from `pki`.
 fn kvm_master() -> Node {
     use kvm_objects::cluster::{Cluster, Settings};
-    use kvm_objects::ignition::{EncryptionKey as KvmKey, NodeConfigInput, NodeConfigSettings, TlsAsset, render};
+    use kvm_objects::ignition::{NodeConfigInput, NodeConfigSettings, TlsAsset, render};
     let config: apis::kvm::KVMConfig =
         serde_saphyr::from_str(include_str!("../../apis/tests/fixtures/kvmconfig-qz7lt.yaml")).expect("fixture");
     let components = BTreeMap::from(
@@ -122,7 +122,7 @@ fn kvm_master() -> Node {
             (name, asset)
         })
         .collect();
-    let key = KvmKey(EncryptionKey::generate().expect("key").expose_base64().to_string());
+    let key = EncryptionKey::generate().expect("key");
     let master = cluster.etcd_master().expect("a master runs etcd").clone();
     let indexes: BTreeMap<String, i64> = cluster.nodes.iter().zip(1..).map(|(n, i)| (n.id.clone(), i)).collect();
     let node_settings = NodeConfigSettings::default();
