@@ -20,8 +20,8 @@
 //! [`tools`] runs the real tools a node runs the config with (`systemd-analyze verify`,
 //! `shellcheck`); tests run them on every config the operators render.
 //!
-//! [`harness`] runs a config's own scripts on an emulated node against moto, for tests. Both
-//! modules come with the default feature `test-support`, which the operators leave off.
+//! [`harness`] runs a config's own scripts on an emulated node against moto, for tests. The
+//! operators call only the pure checks.
 //!
 //! Every [`Finding`] names the node, the file or unit, and the problem. [`verify`] is the step
 //! both operators run on every config they render, before they store it: a config that fails is
@@ -32,10 +32,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 pub mod components;
-#[cfg(feature = "test-support")]
 pub mod harness;
 pub mod spec;
-#[cfg(feature = "test-support")]
 pub mod tools;
 
 /// Which check found a problem.
