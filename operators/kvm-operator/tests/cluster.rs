@@ -8,6 +8,8 @@
 //! fails a test at once, naming it, and a grant of the chart that the cluster's whole life never
 //! used fails the first test, unless [`UNUSED_BY_DESIGN`] names it with the reason.
 
+mod chart;
+
 use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
@@ -139,7 +141,7 @@ async fn start() -> anyhow::Result<World> {
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
-        access: Some(chart_access(&rendered)?),
+        access: Some(chart::access(&rendered)?),
         rollout: Default::default(),
     };
     // The operator runs as the chart's ServiceAccount, with the chart's RBAC.
@@ -615,14 +617,6 @@ async fn issued_certificates(w: &World) -> anyhow::Result<()> {
         assert_eq!(config.files["/etc/kubernetes/ssl/api-crt.pem"], api_crt, "{:?}", master.metadata.name);
     }
     Ok(())
-}
-
-/// The operator's RoleBinding in each cluster's namespace, from the chart's daemon flags.
-fn chart_access(rendered: &[serde_json::Value]) -> anyhow::Result<kvm_objects::access::OperatorAccess> {
-    let flag =
-        |name: &str| packaging::chart_flag(rendered, name).ok_or_else(|| anyhow::anyhow!("the chart passes no {name}"));
-    kvm_objects::access::OperatorAccess::new(&flag("--workload-cluster-role")?, &flag("--service-account")?)
-        .map_err(anyhow::Error::msg)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

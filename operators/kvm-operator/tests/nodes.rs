@@ -13,6 +13,8 @@
 //! - the unhealthy-node terminator replaces a pod whose node stays NotReady, and with three at
 //!   once its circuit breaker deletes only the one allowed.
 
+mod chart;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -199,7 +201,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
     }
     // The cluster's namespace as the cluster controller leaves it: with the operator's
     // RoleBinding, which gives it its rights inside.
-    let binding = kvm_objects::access::operator_role_binding(ID, &chart_access(&rendered)?);
+    let binding = kvm_objects::access::operator_role_binding(ID, &chart::access(&rendered)?);
     Api::<RoleBinding>::namespaced(client.clone(), ID).create(&PostParams::default(), &binding).await?;
     let dcs: Api<DrainerConfig> = Api::namespaced(client.clone(), NS);
     eventually("the DrainerConfig API", || async { Ok(dcs.list(&ListParams::default()).await.ok().map(|_| ())) })
@@ -246,7 +248,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
         },
         node_config: Default::default(),
         roles: ClusterRoles::default(),
-        access: Some(chart_access(&rendered)?),
+        access: Some(chart::access(&rendered)?),
         rollout: Default::default(),
     };
     let identity = packaging::rbac::apply_chart_identity(&client, env.handle(), &rendered).await?;
@@ -644,12 +646,4 @@ async fn the_circuit_breaker_holds_when_three_nodes_fail_at_once() -> anyhow::Re
     assert_eq!(w.events(NS, "UnhealthyNodeTerminated").await?.len(), 1);
     w.no_refusals()?;
     Ok(())
-}
-
-/// The operator's RoleBinding in each cluster's namespace, from the chart's daemon flags.
-fn chart_access(rendered: &[serde_json::Value]) -> anyhow::Result<kvm_objects::access::OperatorAccess> {
-    let flag =
-        |name: &str| packaging::chart_flag(rendered, name).ok_or_else(|| anyhow::anyhow!("the chart passes no {name}"));
-    kvm_objects::access::OperatorAccess::new(&flag("--workload-cluster-role")?, &flag("--service-account")?)
-        .map_err(anyhow::Error::msg)
 }
