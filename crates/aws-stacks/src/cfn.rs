@@ -315,6 +315,12 @@ pub fn allow(actions: &[&str], resource: Value) -> Value {
     json!({ "Effect": "Allow", "Action": actions, "Resource": resource })
 }
 
+/// An IAM `Allow` statement that applies only where `condition` (an IAM `Condition` block)
+/// holds.
+pub fn allow_if(actions: &[&str], resource: Value, condition: Value) -> Value {
+    json!({ "Effect": "Allow", "Action": actions, "Resource": resource, "Condition": condition })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

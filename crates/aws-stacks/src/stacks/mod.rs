@@ -74,21 +74,38 @@ impl Common {
         if self.partition == "aws-cn" { "ec2.amazonaws.com.cn".into() } else { "ec2.amazonaws.com".into() }
     }
 
+    /// `arn:<partition>:<service>:<region>:<this account>:<resource>`, the account filled in by
+    /// CloudFormation: the ARN pattern of the cluster's own region and account.
+    pub(crate) fn arn(&self, service: &str, resource: &str) -> serde_json::Value {
+        crate::cfn::sub(&format!("arn:{}:{service}:{}:${{AWS::AccountId}}:{resource}", self.partition, self.region))
+    }
+
+    /// An IAM condition: every resource the request touches carries the cluster's tag
+    /// `giantswarm.io/cluster: <id>` (set on each stack, and propagated to instances at launch).
+    pub(crate) fn tagged_with_cluster(&self) -> serde_json::Value {
+        json!({ "StringEquals": { format!("aws:ResourceTag/{}", names::tags::CLUSTER): self.cluster_id } })
+    }
+
     /// `arn:<partition>:s3:::<rest>`.
     pub(crate) fn s3_arn(&self, rest: &str) -> String {
         format!("arn:{}:s3:::{rest}", self.partition)
     }
 }
 
-/// What a node's instance role needs to pull images from ECR (masters and workers alike).
-pub(crate) const ECR_PULL_ACTIONS: &[&str] = &[
-    "ecr:GetAuthorizationToken",
-    "ecr:BatchCheckLayerAvailability",
-    "ecr:GetDownloadUrlForLayer",
-    "ecr:BatchGetImage",
-    "ecr:DescribeRepositories",
-    "ecr:ListImages",
-];
+/// What a node's instance role needs to pull images from ECR (masters and workers alike): a
+/// registry token, then the layers of any repository, as images may come from other accounts.
+pub(crate) fn ecr_pull(common: &Common) -> [serde_json::Value; 2] {
+    [
+        // "Actions defined by Amazon Elastic Container Registry" (Service Authorization
+        // Reference): GetAuthorizationToken has no resource type, only `*`.
+        crate::cfn::allow(&["ecr:GetAuthorizationToken"], json!("*")),
+        crate::cfn::allow(ECR_PULL_ACTIONS, json!(format!("arn:{}:ecr:*:*:repository/*", common.partition))),
+    ]
+}
+
+/// What a pull reads from a repository (the kubelet and containerd list or describe nothing).
+const ECR_PULL_ACTIONS: &[&str] =
+    &["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"];
 
 /// A route table of the management cluster's VPC, target of the TCCPF and TCNPF routes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,7 +42,17 @@ pub fn render(p: &Params) -> Template {
                 "Policies": [{
                     "PolicyName": role_name,
                     "PolicyDocument": cfn::policy_document(vec![
-                        cfn::allow(&["ec2:AcceptVpcPeeringConnection"], json!("*")),
+                        // The management account's VPCs, and only peerings the tenant
+                        // account requested.
+                        cfn::allow(&["ec2:AcceptVpcPeeringConnection"], c.arn("ec2", "vpc/*")),
+                        cfn::allow_if(
+                            &["ec2:AcceptVpcPeeringConnection"],
+                            c.arn("ec2", "vpc-peering-connection/*"),
+                            json!({ "ArnLike": { "ec2:RequesterVpc": format!(
+                                "arn:{}:ec2:{}:{}:vpc/*",
+                                c.partition, c.region, p.tenant_account_id
+                            ) } }),
+                        ),
                     ]),
                 }],
             }),
@@ -70,6 +80,11 @@ mod tests {
         );
         let statement = &role.properties["Policies"][0]["PolicyDocument"]["Statement"][0];
         assert_eq!(statement["Action"], json!(["ec2:AcceptVpcPeeringConnection"]));
+        let peering = &role.properties["Policies"][0]["PolicyDocument"]["Statement"][1];
+        assert_eq!(
+            peering["Condition"]["ArnLike"]["ec2:RequesterVpc"], "arn:aws:ec2:eu-central-1:123456789012:vpc/*",
+            "only peerings the tenant account requested"
+        );
         assert_eq!(t.outputs["PeerRoleARN"].value, cfn::get_att(PEER_ROLE, "Arn"));
     }
 }

@@ -391,54 +391,63 @@ fn add_iam(t: &mut Template, p: &Params) {
             }),
         ),
     );
-    let any = json!("*");
-    let statements = vec![
-        cfn::allow(&["ec2:*"], any.clone()),
-        cfn::allow(
-            &["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+    let mut statements = vec![
+        // The decryption unit decrypts the TLS assets; attaching the etcd volume, encrypted
+        // with the same key, needs a grant for EC2.
+        cfn::allow(&["kms:Decrypt", "kms:DescribeKey"], json!(p.kms_key_arn)),
+        cfn::allow_if(
+            &["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
             json!(p.kms_key_arn),
+            json!({ "Bool": { "kms:GrantIsForAWSResource": "true" } }),
         ),
-        json!({
-            "Effect": "Allow",
-            "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
-            "Resource": p.kms_key_arn,
-            "Condition": { "Bool": { "kms:GrantIsForAWSResource": "true" } },
-        }),
-        cfn::allow(&["s3:GetBucketLocation", "s3:ListAllMyBuckets"], any.clone()),
+        // Ignition reads the node config (HeadBucket, then GetObject).
         cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(&p.bucket))),
         cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{}/*", p.bucket)))),
-        cfn::allow(&["elasticloadbalancing:*"], any.clone()),
+        // "Actions defined by Amazon EC2", "Actions defined by Amazon EC2 Auto Scaling" and
+        // "Actions defined by Elastic Load Balancing" (Service Authorization Reference): these
+        // Describe actions support no resource type. The etcd attach unit finds its volume and
+        // interface, the launching hook its group; the cloud controller manager reads the rest.
         cfn::allow(
             &[
+                "ec2:DescribeAvailabilityZones",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceTopology",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeRegions",
+                "ec2:DescribeRouteTables",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeVolumes",
+                "ec2:DescribeVpcs",
                 "autoscaling:DescribeAutoScalingGroups",
                 "autoscaling:DescribeAutoScalingInstances",
-                "autoscaling:DescribeLaunchConfigurations",
                 "autoscaling:DescribeTags",
-                "autoscaling:SetInstanceHealth",
+                "elasticloadbalancing:DescribeListeners",
+                "elasticloadbalancing:DescribeLoadBalancerAttributes",
+                "elasticloadbalancing:DescribeLoadBalancerPolicies",
+                "elasticloadbalancing:DescribeLoadBalancers",
+                "elasticloadbalancing:DescribeTargetGroups",
+                "elasticloadbalancing:DescribeTargetHealth",
             ],
-            any.clone(),
+            json!("*"),
+        ),
+        // The etcd attach unit: the master's own etcd volume and interface, both the cluster's.
+        cfn::allow_if(
+            &["ec2:AttachVolume", "ec2:AttachNetworkInterface"],
+            json!([c.arn("ec2", "instance/*"), c.arn("ec2", "volume/*"), c.arn("ec2", "network-interface/*")]),
+            c.tagged_with_cluster(),
         ),
         // A master completes only its cluster's hooks (its own launching hook).
-        json!({
-            "Effect": "Allow",
-            "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
-            "Resource": "*",
-            "Condition": { "StringEquals": { "autoscaling:ResourceTag/giantswarm.io/cluster": cid } },
-        }),
-        cfn::allow(super::ECR_PULL_ACTIONS, any.clone()),
-        cfn::allow(
-            &[
-                "elasticfilesystem:DescribeAccessPoints",
-                "elasticfilesystem:DescribeFileSystems",
-                "elasticfilesystem:DescribeMountTargets",
-                "elasticfilesystem:CreateAccessPoint",
-                "elasticfilesystem:DeleteAccessPoint",
-                "elasticfilesystem:TagResource",
-            ],
-            any.clone(),
+        cfn::allow_if(
+            &["autoscaling:CompleteLifecycleAction"],
+            c.arn("autoscaling", "autoScalingGroup:*:autoScalingGroupName/*"),
+            json!({ "StringEquals": { format!("autoscaling:ResourceTag/{}", names::tags::CLUSTER): cid } }),
         ),
-        cfn::allow(&["sts:AssumeRole"], cfn::get_att(IAM_MANAGER_ROLE, "Arn")),
     ];
+    statements.extend(super::ecr_pull(c));
+    statements.extend(cloud_controller_statements(c));
+    // Pods get AWS roles through the IAM manager; the masters run it.
+    statements.push(cfn::allow(&["sts:AssumeRole"], cfn::get_att(IAM_MANAGER_ROLE, "Arn")));
     t.add(
         POLICY,
         Resource::new(
@@ -469,7 +478,14 @@ fn add_iam(t: &mut Template, p: &Params) {
                 "AssumeRolePolicyDocument": trust(json!({ "AWS": cfn::get_att(ROLE, "Arn") })),
                 "Policies": [{
                     "PolicyName": format!("{cid}-IAMManager-Policy"),
-                    "PolicyDocument": cfn::policy_document(vec![cfn::allow(&["sts:AssumeRole"], any.clone())]),
+                    // The cluster's own roles only: `<id>-…` and `gs-<id>-…`.
+                    "PolicyDocument": cfn::policy_document(vec![cfn::allow(
+                        &["sts:AssumeRole"],
+                        json!([
+                            cfn::sub(&format!("arn:{}:iam::${{AWS::AccountId}}:role/{cid}-*", c.partition)),
+                            cfn::sub(&format!("arn:{}:iam::${{AWS::AccountId}}:role/gs-{cid}-*", c.partition)),
+                        ]),
+                    )]),
                 }],
             }),
         ),
@@ -484,33 +500,7 @@ fn add_iam(t: &mut Template, p: &Params) {
                 "AssumeRolePolicyDocument": manager_trust,
                 "Policies": [{
                     "PolicyName": format!("gs-{cid}-ALBController-Policy"),
-                    "PolicyDocument": cfn::policy_document(vec![
-                        cfn::allow(
-                            &[
-                                "elasticloadbalancing:*",
-                                "ec2:Describe*",
-                                "ec2:GetCoipPoolUsage",
-                                "ec2:CreateSecurityGroup",
-                                "ec2:DeleteSecurityGroup",
-                                "ec2:AuthorizeSecurityGroupIngress",
-                                "ec2:RevokeSecurityGroupIngress",
-                                "ec2:CreateTags",
-                                "ec2:DeleteTags",
-                                "acm:ListCertificates",
-                                "acm:DescribeCertificate",
-                                "iam:CreateServiceLinkedRole",
-                                "iam:GetServerCertificate",
-                                "iam:ListServerCertificates",
-                                "cognito-idp:DescribeUserPoolClient",
-                                "waf-regional:*",
-                                "wafv2:*",
-                                "shield:*",
-                                "tag:GetResources",
-                                "tag:TagResources",
-                            ],
-                            any.clone(),
-                        ),
-                    ]),
+                    "PolicyDocument": cfn::policy_document(alb_controller_statements(c)),
                 }],
             }),
         ),
@@ -521,17 +511,17 @@ fn add_iam(t: &mut Template, p: &Params) {
             .flatten()
             .map(|z| format!("arn:{}:route53:::hostedzone/{z}", c.partition))
             .collect();
-        let mut statements = vec![cfn::allow(
-            &[
-                "route53:GetChange",
-                "route53:ListHostedZones",
-                "route53:ListHostedZonesByName",
-                "route53:ListResourceRecordSets",
-            ],
-            any,
-        )];
+        let mut statements = vec![
+            // "Actions defined by Amazon Route 53" (Service Authorization Reference): listing
+            // hosted zones supports no resource type.
+            cfn::allow(&["route53:ListHostedZones", "route53:ListHostedZonesByName"], json!("*")),
+            cfn::allow(&["route53:GetChange"], json!(format!("arn:{}:route53:::change/*", c.partition))),
+        ];
         if !zones.is_empty() {
-            statements.push(cfn::allow(&["route53:ChangeResourceRecordSets"], json!(zones)));
+            statements.push(cfn::allow(
+                &["route53:ChangeResourceRecordSets", "route53:ListResourceRecordSets"],
+                json!(zones),
+            ));
         }
         t.add(
             ROUTE53_MANAGER_ROLE,
@@ -548,6 +538,249 @@ fn add_iam(t: &mut Template, p: &Params) {
             ),
         );
     }
+}
+
+/// The cloud controller manager (`--cloud-provider=external`) runs on the masters with their
+/// role: it routes pod CIDRs, and gives Services of type LoadBalancer their load balancers and
+/// security groups. Everything it changes carries the cluster's tag
+/// `kubernetes.io/cluster/<id>`; what it creates it tags in the same request.
+fn cloud_controller_statements(c: &Common) -> Vec<Value> {
+    let cluster_tag = names::tags::kubernetes_cluster(&c.cluster_id);
+    let tagged = json!({ "Null": { format!("aws:ResourceTag/{cluster_tag}"): "false" } });
+    let tagging = json!({ "Null": { format!("aws:RequestTag/{cluster_tag}"): "false" } });
+    vec![
+        cfn::allow_if(
+            &[
+                "ec2:AuthorizeSecurityGroupIngress",
+                "ec2:RevokeSecurityGroupIngress",
+                "ec2:DeleteSecurityGroup",
+                "ec2:CreateRoute",
+                "ec2:DeleteRoute",
+                "ec2:ModifyInstanceAttribute",
+                "ec2:CreateTags",
+            ],
+            json!([c.arn("ec2", "security-group/*"), c.arn("ec2", "route-table/*"), c.arn("ec2", "instance/*")]),
+            tagged.clone(),
+        ),
+        cfn::allow_if(
+            &["ec2:CreateSecurityGroup", "ec2:CreateTags"],
+            json!([c.arn("ec2", "security-group/*"), c.arn("ec2", "vpc/*")]),
+            tagging.clone(),
+        ),
+        cfn::allow_if(
+            &[
+                "elasticloadbalancing:CreateLoadBalancer",
+                "elasticloadbalancing:CreateTargetGroup",
+                "elasticloadbalancing:AddTags",
+            ],
+            json!([c.arn("elasticloadbalancing", "loadbalancer/*"), c.arn("elasticloadbalancing", "targetgroup/*")]),
+            tagging,
+        ),
+        cfn::allow_if(
+            &[
+                "elasticloadbalancing:ApplySecurityGroupsToLoadBalancer",
+                "elasticloadbalancing:AttachLoadBalancerToSubnets",
+                "elasticloadbalancing:ConfigureHealthCheck",
+                "elasticloadbalancing:CreateListener",
+                "elasticloadbalancing:CreateLoadBalancerListeners",
+                "elasticloadbalancing:CreateLoadBalancerPolicy",
+                "elasticloadbalancing:DeleteListener",
+                "elasticloadbalancing:DeleteLoadBalancer",
+                "elasticloadbalancing:DeleteLoadBalancerListeners",
+                "elasticloadbalancing:DeleteTargetGroup",
+                "elasticloadbalancing:DeregisterInstancesFromLoadBalancer",
+                "elasticloadbalancing:DeregisterTargets",
+                "elasticloadbalancing:DetachLoadBalancerFromSubnets",
+                "elasticloadbalancing:ModifyListener",
+                "elasticloadbalancing:ModifyLoadBalancerAttributes",
+                "elasticloadbalancing:ModifyTargetGroup",
+                "elasticloadbalancing:RegisterInstancesWithLoadBalancer",
+                "elasticloadbalancing:RegisterTargets",
+                "elasticloadbalancing:SetLoadBalancerPoliciesForBackendServer",
+                "elasticloadbalancing:SetLoadBalancerPoliciesOfListener",
+            ],
+            json!([c.arn("elasticloadbalancing", "loadbalancer/*"), c.arn("elasticloadbalancing", "targetgroup/*")]),
+            tagged,
+        ),
+        cfn::allow_if(
+            &["iam:CreateServiceLinkedRole"],
+            json!(format!(
+                "arn:{}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/AWSServiceRoleForElasticLoadBalancing",
+                c.partition
+            )),
+            json!({ "StringEquals": { "iam:AWSServiceName": "elasticloadbalancing.amazonaws.com" } }),
+        ),
+    ]
+}
+
+/// The AWS Load Balancer Controller's role, after the policy the controller publishes, with
+/// every change bound to the load balancers, target groups and security groups it tags
+/// `elbv2.k8s.aws/cluster: <id>`, or to the cluster's own security groups.
+fn alb_controller_statements(c: &Common) -> Vec<Value> {
+    let cid = c.cluster_id.as_str();
+    let ours = json!({ "StringEquals": { "aws:ResourceTag/elbv2.k8s.aws/cluster": cid } });
+    let creating = json!({ "StringEquals": { "aws:RequestTag/elbv2.k8s.aws/cluster": cid } });
+    let elb = json!([
+        c.arn("elasticloadbalancing", "loadbalancer/app/*/*"),
+        c.arn("elasticloadbalancing", "loadbalancer/net/*/*"),
+        c.arn("elasticloadbalancing", "targetgroup/*/*"),
+    ]);
+    vec![
+        // "Actions defined by Amazon EC2", "… by Elastic Load Balancing V2", "… by AWS
+        // Certificate Manager", "… by Identity And Access Management" and "… by AWS Shield"
+        // (Service Authorization Reference): these reads, Shield's CreateProtection and ELB's
+        // SetWebAcl support no resource type.
+        cfn::allow(
+            &[
+                "ec2:DescribeAccountAttributes",
+                "ec2:DescribeAddresses",
+                "ec2:DescribeAvailabilityZones",
+                "ec2:DescribeCoipPools",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInternetGateways",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeTags",
+                "ec2:DescribeVpcPeeringConnections",
+                "ec2:DescribeVpcs",
+                "elasticloadbalancing:DescribeListenerCertificates",
+                "elasticloadbalancing:DescribeListeners",
+                "elasticloadbalancing:DescribeLoadBalancerAttributes",
+                "elasticloadbalancing:DescribeLoadBalancers",
+                "elasticloadbalancing:DescribeRules",
+                "elasticloadbalancing:DescribeSSLPolicies",
+                "elasticloadbalancing:DescribeTags",
+                "elasticloadbalancing:DescribeTargetGroupAttributes",
+                "elasticloadbalancing:DescribeTargetGroups",
+                "elasticloadbalancing:DescribeTargetHealth",
+                "elasticloadbalancing:SetWebAcl",
+                "acm:ListCertificates",
+                "iam:ListServerCertificates",
+                "shield:CreateProtection",
+                "shield:GetSubscriptionState",
+            ],
+            json!("*"),
+        ),
+        // Reads of what an Ingress or Service names: certificates, user pools, web ACLs,
+        // protections and customer-owned IP pools of the cluster's account.
+        cfn::allow(
+            &[
+                "acm:DescribeCertificate",
+                "cognito-idp:DescribeUserPoolClient",
+                "ec2:GetCoipPoolUsage",
+                "iam:GetServerCertificate",
+                "shield:DescribeProtection",
+                "waf-regional:GetWebACL",
+                "waf-regional:GetWebACLForResource",
+                "wafv2:GetWebACL",
+                "wafv2:GetWebACLForResource",
+            ],
+            json!([
+                c.arn("acm", "certificate/*"),
+                c.arn("cognito-idp", "userpool/*"),
+                c.arn("ec2", "coip-pool/*"),
+                cfn::sub(&format!("arn:{}:iam::${{AWS::AccountId}}:server-certificate/*", c.partition)),
+                cfn::sub(&format!("arn:{}:shield::${{AWS::AccountId}}:protection/*", c.partition)),
+                c.arn("waf-regional", "webacl/*"),
+                c.arn("wafv2", "regional/webacl/*/*"),
+                c.arn("elasticloadbalancing", "loadbalancer/app/*/*"),
+            ]),
+        ),
+        cfn::allow_if(
+            &["iam:CreateServiceLinkedRole"],
+            json!(format!(
+                "arn:{}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/AWSServiceRoleForElasticLoadBalancing",
+                c.partition
+            )),
+            json!({ "StringEquals": { "iam:AWSServiceName": "elasticloadbalancing.amazonaws.com" } }),
+        ),
+        // Security groups: created tagged, then changed only while they carry the tag; ingress
+        // also on the cluster's own groups, which admit the load balancers' traffic.
+        cfn::allow_if(
+            &["ec2:CreateSecurityGroup", "ec2:CreateTags"],
+            json!([c.arn("ec2", "security-group/*"), c.arn("ec2", "vpc/*")]),
+            creating.clone(),
+        ),
+        cfn::allow_if(
+            &[
+                "ec2:AuthorizeSecurityGroupIngress",
+                "ec2:RevokeSecurityGroupIngress",
+                "ec2:DeleteSecurityGroup",
+                "ec2:CreateTags",
+                "ec2:DeleteTags",
+            ],
+            c.arn("ec2", "security-group/*"),
+            ours.clone(),
+        ),
+        cfn::allow_if(
+            &["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
+            c.arn("ec2", "security-group/*"),
+            json!({ "Null": { format!("aws:ResourceTag/{}", names::tags::kubernetes_cluster(cid)): "false" } }),
+        ),
+        // Load balancers and target groups: created tagged, then changed while tagged.
+        cfn::allow_if(
+            &[
+                "elasticloadbalancing:CreateLoadBalancer",
+                "elasticloadbalancing:CreateTargetGroup",
+                "elasticloadbalancing:AddTags",
+            ],
+            elb.clone(),
+            creating,
+        ),
+        cfn::allow_if(
+            &[
+                "elasticloadbalancing:AddTags",
+                "elasticloadbalancing:DeleteLoadBalancer",
+                "elasticloadbalancing:DeleteTargetGroup",
+                "elasticloadbalancing:ModifyLoadBalancerAttributes",
+                "elasticloadbalancing:ModifyTargetGroup",
+                "elasticloadbalancing:ModifyTargetGroupAttributes",
+                "elasticloadbalancing:RemoveTags",
+                "elasticloadbalancing:SetIpAddressType",
+                "elasticloadbalancing:SetSecurityGroups",
+                "elasticloadbalancing:SetSubnets",
+            ],
+            elb,
+            ours,
+        ),
+        // Listeners, rules and targets of load balancers in the cluster's account and region.
+        cfn::allow(
+            &[
+                "elasticloadbalancing:AddListenerCertificates",
+                "elasticloadbalancing:CreateListener",
+                "elasticloadbalancing:CreateRule",
+                "elasticloadbalancing:DeleteListener",
+                "elasticloadbalancing:DeleteRule",
+                "elasticloadbalancing:DeregisterTargets",
+                "elasticloadbalancing:ModifyListener",
+                "elasticloadbalancing:ModifyRule",
+                "elasticloadbalancing:RegisterTargets",
+                "elasticloadbalancing:RemoveListenerCertificates",
+            ],
+            json!([
+                c.arn("elasticloadbalancing", "loadbalancer/*"),
+                c.arn("elasticloadbalancing", "listener/*"),
+                c.arn("elasticloadbalancing", "listener-rule/*"),
+                c.arn("elasticloadbalancing", "targetgroup/*/*"),
+            ]),
+        ),
+        cfn::allow(
+            &[
+                "waf-regional:AssociateWebACL",
+                "waf-regional:DisassociateWebACL",
+                "wafv2:AssociateWebACL",
+                "wafv2:DisassociateWebACL",
+                "shield:DeleteProtection",
+            ],
+            json!([
+                c.arn("elasticloadbalancing", "loadbalancer/app/*/*"),
+                c.arn("waf-regional", "webacl/*"),
+                c.arn("wafv2", "regional/webacl/*/*"),
+                cfn::sub(&format!("arn:{}:shield::${{AWS::AccountId}}:protection/*", c.partition)),
+            ]),
+        ),
+    ]
 }
 
 /// A master's etcd volume or interface that deploying a template would replace or remove.
@@ -864,6 +1097,59 @@ pub(crate) mod tests {
         assert!(v.get("Throughput").is_none());
         assert_eq!(v["Size"], 100);
         assert_eq!(v["VolumeType"], "gp3");
+    }
+
+    /// Every `Allow` statement of the role or policy `id`.
+    fn statements(t: &Template, id: &str) -> Vec<Value> {
+        let props = &t.resources[id].properties;
+        let docs: Vec<&Value> = match props.get("Policies") {
+            Some(policies) => policies.as_array().expect("policies").iter().map(|p| &p["PolicyDocument"]).collect(),
+            None => vec![&props["PolicyDocument"]],
+        };
+        docs.into_iter().flat_map(|d| d["Statement"].as_array().expect("statements").clone()).collect()
+    }
+
+    fn actions(statement: &Value) -> Vec<&str> {
+        statement["Action"].as_array().expect("actions").iter().map(|a| a.as_str().expect("action")).collect()
+    }
+
+    #[test]
+    fn roles_change_only_what_carries_the_clusters_tags() {
+        let t = render(&params(3));
+        for id in [POLICY, IAM_MANAGER_ROLE, ALB_CONTROLLER_ROLE, ROUTE53_MANAGER_ROLE] {
+            for st in statements(&t, id) {
+                // On `*` only reads and the few actions without a resource type, never a wildcard action.
+                if st["Resource"] == "*" {
+                    assert!(st.get("Condition").is_none(), "{id}: {st}");
+                    for a in actions(&st) {
+                        let verb = a.split(':').nth(1).expect("service:verb");
+                        assert!(
+                            !verb.contains('*')
+                                && (verb.starts_with("Describe")
+                                    || verb.starts_with("List")
+                                    || verb.starts_with("Get")
+                                    || ["SetWebAcl", "CreateProtection"].contains(&verb)),
+                            "{id}: {a} on *"
+                        );
+                    }
+                }
+            }
+        }
+        let master = statements(&t, POLICY);
+        let attach = master.iter().find(|s| actions(s).contains(&"ec2:AttachVolume")).expect("attach statement");
+        assert_eq!(attach["Condition"]["StringEquals"]["aws:ResourceTag/giantswarm.io/cluster"], "al9qy");
+        let hook = master.iter().find(|s| actions(s).contains(&"autoscaling:CompleteLifecycleAction")).expect("hook");
+        assert_eq!(actions(hook), ["autoscaling:CompleteLifecycleAction"]);
+        assert_eq!(hook["Condition"]["StringEquals"]["autoscaling:ResourceTag/giantswarm.io/cluster"], "al9qy");
+        let manager = statements(&t, IAM_MANAGER_ROLE);
+        assert_eq!(
+            manager[0]["Resource"],
+            json!([
+                cfn::sub("arn:aws:iam::${AWS::AccountId}:role/al9qy-*"),
+                cfn::sub("arn:aws:iam::${AWS::AccountId}:role/gs-al9qy-*"),
+            ]),
+            "the IAM manager assumes the cluster's roles only"
+        );
     }
 
     #[test]

@@ -675,28 +675,33 @@ fn add_iam(t: &mut Template, p: &Params) {
             }),
         ),
     );
-    let any = json!("*");
+    // What the worker's own components use: Ignition reads its config from the bucket
+    // (HeadBucket, then GetObject), the decryption unit decrypts with the cluster's key, the
+    // kubelet pulls from ECR. Nothing on a worker attaches volumes or manages file systems;
+    // workloads that do get their own roles through the cluster's IAM manager.
     let mut statements = vec![
-        cfn::allow(&["ec2:Describe*", "ec2:AttachVolume", "ec2:DetachVolume"], any.clone()),
         cfn::allow(&["kms:Decrypt"], json!(p.kms_key_arn)),
-        cfn::allow(&["s3:GetBucketLocation", "s3:ListAllMyBuckets"], any.clone()),
         cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(&p.bucket))),
         cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{}/*", p.bucket)))),
-        cfn::allow(super::ECR_PULL_ACTIONS, any.clone()),
-        cfn::allow(
-            &[
-                "ec2:CreateSnapshot",
-                "ec2:DeleteSnapshot",
-                "ec2:CreateTags",
-                "elasticfilesystem:DescribeAccessPoints",
-                "elasticfilesystem:DescribeFileSystems",
-                "elasticfilesystem:DescribeMountTargets",
-            ],
-            any.clone(),
-        ),
     ];
+    statements.extend(super::ecr_pull(c));
     if p.tccp_security_groups.aws_cni.is_some() || p.cilium_eni {
+        // The pod network's IPAM (AWS-CNI, or Cilium in ENI mode) runs with the node's role.
+        // "Actions defined by Amazon EC2" (Service Authorization Reference): the Describe
+        // actions it reads instances, subnets and interfaces with support no resource type.
         statements.push(cfn::allow(
+            &[
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeVpcs",
+            ],
+            json!("*"),
+        ));
+        // Interfaces, subnets and security groups of the cluster's VPC only.
+        statements.push(cfn::allow_if(
             &[
                 "ec2:AssignPrivateIpAddresses",
                 "ec2:UnassignPrivateIpAddresses",
@@ -706,7 +711,20 @@ fn add_iam(t: &mut Template, p: &Params) {
                 "ec2:DetachNetworkInterface",
                 "ec2:ModifyNetworkInterfaceAttribute",
             ],
-            any,
+            json!([c.arn("ec2", "network-interface/*"), c.arn("ec2", "subnet/*"), c.arn("ec2", "security-group/*")]),
+            json!({ "ArnEquals": { "ec2:Vpc": c.arn("ec2", &format!("vpc/{}", p.vpc_id)) } }),
+        ));
+        // The instance side of attaching and detaching: the cluster's instances only.
+        statements.push(cfn::allow_if(
+            &["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
+            c.arn("ec2", "instance/*"),
+            c.tagged_with_cluster(),
+        ));
+        // Tags the IPAM puts on the interfaces it creates.
+        statements.push(cfn::allow_if(
+            &["ec2:CreateTags"],
+            c.arn("ec2", "network-interface/*"),
+            json!({ "StringEquals": { "ec2:CreateAction": "CreateNetworkInterface" } }),
         ));
     }
     t.add(
@@ -1005,6 +1023,47 @@ pub(crate) mod tests {
             data["UserData"],
             user_data("123456789012-g8s-al9qy", "version/16.1.1/cloudconfig/v_6_1_0/cluster-al9qy-tcnp-g3j50")
         );
+    }
+
+    #[test]
+    fn the_worker_role_grants_what_the_worker_uses() {
+        let statements = |p: &Params| -> Vec<Value> {
+            render(p).resources[POLICY].properties["PolicyDocument"]["Statement"]
+                .as_array()
+                .expect("statements")
+                .clone()
+        };
+        let actions = |all: &[Value]| -> Vec<String> {
+            all.iter()
+                .flat_map(|s| {
+                    s["Action"].as_array().expect("actions").iter().map(|a| a.as_str().expect("action").to_owned())
+                })
+                .collect()
+        };
+        let mut p = params();
+        p.tccp_security_groups.aws_cni = None;
+        p.cilium_eni = false;
+        let plain = statements(&p);
+        assert_eq!(
+            actions(&plain),
+            [
+                "kms:Decrypt",
+                "s3:ListBucket",
+                "s3:GetObject",
+                "ecr:GetAuthorizationToken",
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:BatchGetImage"
+            ]
+        );
+        let cni = statements(&params());
+        let eni = cni.iter().find(|s| s["Action"][0] == "ec2:AssignPrivateIpAddresses").expect("ENI statement");
+        assert_eq!(
+            eni["Condition"]["ArnEquals"]["ec2:Vpc"],
+            cfn::sub("arn:aws:ec2:eu-central-1:${AWS::AccountId}:vpc/vpc-tenant"),
+            "interfaces of the cluster's VPC only"
+        );
+        assert!(!actions(&cni).iter().any(|a| a.contains("Volume") || a.contains("Snapshot") || a.ends_with('*')));
     }
 
     #[test]
