@@ -9,7 +9,7 @@ inside what it supports. Usage (from the workspace root):
         cargo test -p aws-stacks --test cfn_lint
     .venv/bin/python crates/aws-stacks/tests/moto_probe.py /tmp/stacks [shape]
 
-`shape` defaults to `3az-3master-r53` (see `SHAPES` in `cfn_lint.rs`). The templates were
+`shape` defaults to `3az-3master-r53` (see `SHAPES` in `fixture_clusters/mod.rs`). The templates were
 rendered with placeholder IDs for what other stacks produce; the script replaces them with the
 real IDs from the outputs of the stacks it created before, in creation order, all in one
 account (moto accepts a same-account peering). It starts its own moto server on a free port on
