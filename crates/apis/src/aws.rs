@@ -344,13 +344,15 @@ pub struct AWSClusterSpecProviderNodes {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AWSClusterSpecProviderPods {
-    // Upstream's `externalSNAT` (AWS-CNI's external source NAT) is not part of this type: the
-    // clusters of this operator run Cilium, not AWS-CNI, so it could only be ignored. The API
-    // server prunes it, and `kubectl apply` with field validation names it as unknown.
     /// The pod CIDR: the cluster CIDR of the controller manager and of kube-proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = CIDR_PATTERN))]
     pub cidr_block: Option<String>,
+    /// Deprecated, and without effect: AWS-CNI's external source NAT. These clusters run
+    /// Cilium, not AWS-CNI. Accepted and kept as written so that existing manifests apply
+    /// unchanged; the operator says once, in an event, that it has no effect.
+    #[serde(default, rename = "externalSNAT", skip_serializing_if = "Option::is_none")]
+    pub external_snat: Option<bool>,
 }
 
 /// The observed state of an `AWSCluster`.
@@ -522,6 +524,19 @@ impl AWSCluster {
     /// The name of the [`NetworkPool`] to allocate the cluster CIDR from, if any.
     pub fn network_pool(&self) -> Option<&str> {
         self.spec.provider.nodes.as_ref().and_then(|n| n.network_pool.as_deref()).filter(|n| !n.is_empty())
+    }
+
+    /// The deprecated fields this object sets, each with why it has no effect. They are
+    /// accepted so that manifests written for the original apply unchanged.
+    pub fn ignored_fields(&self) -> Vec<(&'static str, &'static str)> {
+        let mut ignored = Vec::new();
+        if self.spec.provider.pods.as_ref().is_some_and(|p| p.external_snat.is_some()) {
+            ignored.push((
+                "spec.provider.pods.externalSNAT",
+                "it configured AWS-CNI's external source NAT, and these clusters run Cilium",
+            ));
+        }
+        ignored
     }
 }
 
@@ -1084,7 +1099,8 @@ mod tests {
             }
         }));
         assert_eq!(c.validate(), Ok(()));
-        c.spec.provider.pods = Some(AWSClusterSpecProviderPods { cidr_block: Some("10.2.1.0/16".into()) });
+        c.spec.provider.pods =
+            Some(AWSClusterSpecProviderPods { cidr_block: Some("10.2.1.0/16".into()), ..Default::default() });
         c.spec.provider.master = Some(AWSClusterSpecProviderMaster {
             availability_zone: "eu-west-1a".into(),
             instance_type: "m5.xlarge".into(),
@@ -1129,11 +1145,35 @@ mod tests {
         // And writes them back under the same names.
         let written = serde_json::to_value(&c.spec).unwrap_or_default();
         assert_eq!(written["cluster"]["oidc"]["clientID"], "dex-k8s");
-        assert_eq!(written["provider"]["pods"], json!({"cidrBlock": "10.2.0.0/16"}), "externalSNAT is not kept");
+        assert_eq!(
+            written["provider"]["pods"],
+            json!({"cidrBlock": "10.2.0.0/16", "externalSNAT": true}),
+            "the deprecated externalSNAT is kept as written"
+        );
         let md = serde_json::to_value(machine_deployment(&["eu-central-1a"], 1, 2)).unwrap_or_default();
         assert_eq!(md["nodePool"]["machine"], json!({"dockerVolumeSizeGB": 100, "kubeletVolumeSizeGB": 100}));
         let network = AWSClusterStatusProviderNetwork { cidr: None, vpc_id: Some("vpc-1".into()) };
         assert_eq!(serde_json::to_value(network).unwrap_or_default(), json!({"vpcID": "vpc-1"}));
+    }
+
+    #[test]
+    fn external_snat_is_accepted_and_named_as_ignored() {
+        let mut c = cluster(json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "al9qy"},
+            "spec": {
+                "cluster": {"dns": {"domain": "example.com"}},
+                "provider": {
+                    "credentialSecret": {"name": "credential-al9qy", "namespace": "giantswarm"},
+                    "pods": {"externalSNAT": false},
+                    "region": "eu-central-1"
+                }
+            }
+        }));
+        assert_eq!(c.ignored_fields().iter().map(|(f, _)| *f).collect::<Vec<_>>(), ["spec.provider.pods.externalSNAT"]);
+        c.spec.provider.pods =
+            Some(AWSClusterSpecProviderPods { cidr_block: Some("10.2.0.0/16".into()), ..Default::default() });
+        assert!(c.ignored_fields().is_empty());
     }
 
     #[test]

@@ -232,6 +232,31 @@ async fn the_documented_example_is_accepted_and_valid() -> Result<()> {
     Ok(())
 }
 
+/// Manifests written for the original carry `spec.provider.pods.externalSNAT`: the schema keeps
+/// it (a field it did not know would be pruned), and the typed object reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deprecated_external_snat_field_is_accepted_and_kept() -> Result<()> {
+    use kube::api::{ApiResource, DynamicObject};
+    let (_env, client) = start().await?;
+    let mut object = cluster("10.2.0.0/16", "eu-central-1");
+    object["spec"]["provider"]["pods"]["externalSNAT"] = json!(true);
+    object["spec"]["provider"]["pods"]["notAField"] = json!(true);
+    let resource = ApiResource::erase::<AWSCluster>(&());
+    let dynamic: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    dynamic.create(&PostParams::default(), &serde_json::from_value(object)?).await?;
+
+    let stored = dynamic.get("al9qy").await?;
+    assert_eq!(
+        stored.data["spec"]["provider"]["pods"],
+        json!({"cidrBlock": "10.2.0.0/16", "externalSNAT": true}),
+        "externalSNAT is kept, and a field the schema does not know is pruned"
+    );
+    let typed = Api::<AWSCluster>::namespaced(client, "default").get("al9qy").await?;
+    assert_eq!(typed.spec.provider.pods.as_ref().and_then(|p| p.external_snat), Some(true));
+    assert_eq!(typed.validate(), Ok(()));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_cidr_instance_type_and_zone_are_rejected_naming_the_field() -> Result<()> {
     let (_env, client) = start().await?;

@@ -150,6 +150,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     };
     controllers::status::set_condition(&mut status.conditions, READY, ready, reason, message, obj.metadata.generation);
     crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
+    let ignored = note_ignored_fields(&mut status.conditions, obj);
     // The Giant Swarm lifecycle conditions.
     let lifecycle = &mut status.cluster;
     lifecycle.id.clone_from(&id);
@@ -163,12 +164,47 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
         .chain(mds.iter().filter_map(|m| m.status.as_ref()).flat_map(|s| &s.stacks));
     let changed =
         advance_lifecycle(lifecycle, ready, status.stacks.iter().chain(children_stacks), &shared.config.version, now);
+    // Published before the status is written, so a reader who sees the condition finds the event.
+    if let Some(note) = ignored {
+        shared.event(obj, FIELDS_IGNORED, note).await;
+    }
     controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
     if let Some(condition) = changed {
         shared.event(obj, &condition.event_reason(), condition.event_note(&id)).await;
     }
     state.status = status;
     Ok(())
+}
+
+/// The condition type (and event reason) that names the deprecated fields a cluster sets.
+pub const FIELDS_IGNORED: &str = "FieldsIgnored";
+
+/// Set `FieldsIgnored=True` naming the deprecated fields the cluster sets, or drop the condition
+/// when it sets none. Returns the note for a Normal event when the condition is new or names
+/// other fields than before, so the event is published once per change, not on every reconcile.
+pub fn note_ignored_fields(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    obj: &AWSCluster,
+) -> Option<String> {
+    let ignored = obj.ignored_fields();
+    if ignored.is_empty() {
+        conditions.retain(|c| c.type_ != FIELDS_IGNORED);
+        return None;
+    }
+    let message = ignored
+        .iter()
+        .map(|(field, why)| format!("{field} has no effect: {why}; remove it when convenient"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let changed = controllers::status::set_condition(
+        conditions,
+        FIELDS_IGNORED,
+        true,
+        "DeprecatedField",
+        message.clone(),
+        obj.metadata.generation,
+    );
+    changed.then_some(message)
 }
 
 /// Stack name → status of a cluster's own stacks, for tests and the CLI.
@@ -207,6 +243,33 @@ mod tests {
 
     fn latest(l: &StatusCluster) -> Vec<&str> {
         l.conditions.iter().map(|c| c.type_.as_str()).collect()
+    }
+
+    #[test]
+    fn a_deprecated_field_is_named_once_and_forgotten_once_removed() {
+        let mut obj: AWSCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
+            "metadata": {"name": "al9qy", "namespace": "default", "generation": 1},
+            "spec": {
+                "cluster": {"dns": {"domain": "example.com"}},
+                "provider": {
+                    "credentialSecret": {"name": "credential-al9qy", "namespace": "giantswarm"},
+                    "pods": {"cidrBlock": "10.2.0.0/16", "externalSNAT": true},
+                    "region": "eu-central-1"
+                }
+            }
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut conditions = Vec::new();
+        let note = note_ignored_fields(&mut conditions, &obj).unwrap_or_default();
+        assert!(note.contains("spec.provider.pods.externalSNAT has no effect"), "{note}");
+        assert!(conditions.iter().any(|c| c.type_ == FIELDS_IGNORED && c.status == "True" && c.message == note));
+        assert_eq!(note_ignored_fields(&mut conditions, &obj), None, "the event is published once");
+        if let Some(pods) = obj.spec.provider.pods.as_mut() {
+            pods.external_snat = None;
+        }
+        assert_eq!(note_ignored_fields(&mut conditions, &obj), None);
+        assert!(conditions.is_empty(), "the condition goes with the field: {conditions:?}");
     }
 
     #[test]
