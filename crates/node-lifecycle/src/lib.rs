@@ -20,6 +20,8 @@
 //!   the controllers share, as pure functions;
 //! * [`pki_secrets`]: a workload cluster's PKI and encryption key as Secrets in the management
 //!   cluster, issued when absent and renewed when due ([`pki::ensure`] decides);
+//! * [`describe`]: the `describe` command both operators share — its flags, the choice of the
+//!   condition each line shows, the maintenance-window and drain lines, the tree and JSON output;
 //! * [`slots`]: rollout limits (clusters rolling per management cluster, node pools rolling per
 //!   cluster) as Leases that every replica shares and that survive restarts.
 //!
@@ -48,6 +50,7 @@
 
 pub mod claims;
 pub mod clients;
+pub mod describe;
 pub mod disruption;
 pub mod drain;
 pub mod maintenance;

@@ -7,11 +7,12 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `main.rs` | the binary: the `daemon`, `render` and `plan` commands and their dispatch, nothing else |
+//! | `main.rs` | the binary: the `daemon`, `render`, `plan` and `describe` commands and their dispatch, nothing else |
 //! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the five controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
+//! | [`describe`] | the `describe` command: the tree of a cluster from its objects and its instances in AWS, over the shared output of [`node_lifecycle::describe`] |
 //! | [`preview`] | the `plan` command's edge: the planner's stacks against the live ones, through change sets and [`approval::template_diff`] |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
@@ -63,6 +64,7 @@ pub mod config;
 pub mod context;
 pub mod controllers;
 pub mod daemon;
+pub mod describe;
 pub mod drainers;
 pub mod ipam;
 pub mod maintenance;

@@ -1,6 +1,7 @@
 //! The aws-operator binary: `daemon` reconciles clusters; `render` prints the stacks a set of
 //! CR files would produce without touching AWS; `plan` shows what would change in their live
-//! stacks (exit code 0: nothing, 2: changes).
+//! stacks (exit code 0: nothing, 2: changes);
+//! `describe` shows the tree of a cluster.
 
 use aws_operator::config::DaemonArgs;
 use clap::{Parser, Subcommand};
@@ -23,6 +24,10 @@ enum Command {
     /// files, through CloudFormation change sets it deletes again; exit code 0 when nothing
     /// would change, 2 when something would.
     Plan(Box<aws_operator::preview::PlanArgs>),
+    /// Show the tree of a cluster (or of every cluster with `-A`): the cluster, its control
+    /// plane and node pools, their stacks and instances, each with the condition that matters.
+    /// Reads the management cluster and AWS as the daemon does; never writes.
+    Describe(Box<aws_operator::describe::DescribeArgs>),
 }
 
 #[tokio::main]
@@ -32,6 +37,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()).map(|()| Default::default()),
         Command::Plan(args) => aws_operator::preview::run(&args, &mut std::io::stdout()).await.map(Into::into),
+        Command::Describe(args) => aws_operator::describe::run(&args).await.map(|()| Default::default()),
         Command::Daemon(args) => aws_operator::daemon::serve(*args).await.map(|()| Default::default()),
     }
 }

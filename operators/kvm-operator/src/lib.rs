@@ -8,10 +8,11 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `main.rs` | the binary: the `daemon` and `render` commands and their dispatch, nothing else |
+//! | `main.rs` | the binary: the `daemon`, `render` and `describe` commands and their dispatch, nothing else |
 //! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] and [`controllers::Nodes`] → the four controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`context`] | [`context::Shared`]: what every controller shares — the client, the settings, the workload-cluster clients (one cache with the drain executor), the memory of applied objects |
 //! | [`controllers`] | one module per controller: [`controllers::cluster`] (inputs, node indexes, the workload cluster's nodes, the objects by server-side apply, scale-down and rolling updates, the lifecycle status, ordered teardown), [`controllers::drainer`] (the pod-finalizer drain, the Endpoints from the node pods), [`controllers::deleter`] (leftover workload-cluster nodes), [`controllers::unhealthy`] (the unhealthy-node terminator), and the per-cluster [`controllers::node_watcher`] |
+//! | [`describe`] | the `describe` command: the tree of a cluster from its KVMConfig, node pods and drains, over the shared output of [`node_lifecycle::describe`] |
 //! | [`config`] | flags and settings: [`config::DaemonArgs`], [`config::ClusterArgs`] (shared by `daemon` and `render`), [`config::OperatorConfig`], [`config::NodeArgs`] and [`config::NodeSettings`] (the node controllers) |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
 //! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
@@ -42,6 +43,7 @@ pub mod config;
 pub mod context;
 pub mod controllers;
 pub mod daemon;
+pub mod describe;
 pub mod plan;
 pub mod render;
 

@@ -133,7 +133,7 @@ impl InstanceCache {
 }
 
 /// Every Auto Scaling instance of the account and region (paginated).
-async fn list_instances(aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
+pub async fn list_instances(aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
     let pages = aws
         .autoscaling
         .describe_auto_scaling_instances()
