@@ -364,6 +364,8 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
             etcd_unit(input, &components, etcd_name, etcd_initial_cluster, *initial_cluster_state),
         ));
         files.extend(components.master_files());
+        files.extend(ignition::access::master_files(&components.tls));
+        units.push(ignition::access::master_unit());
         // A single master has no launching hook (reference §5.6): nothing to complete.
         if *id != 0 {
             files.push(File::script(LAUNCHING_HOOK_SCRIPT, &launching_hook_script(input)));

@@ -38,6 +38,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
+pub mod access;
 pub mod kubernetes;
 
 /// The Ignition specification version Flatcar reads.

@@ -231,6 +231,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     files.extend(components.node_files());
     if node.role == Role::Master {
         files.extend(components.master_files());
+        files.extend(ignition::access::master_files(&components.tls));
     }
     if !settings.registry_mirrors.is_empty() {
         let daemon = json!({ "registry-mirrors": settings.registry_mirrors });
@@ -263,6 +264,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     ));
     match node.role {
         Role::Master => {
+            units.push(ignition::access::master_unit());
             if cluster.runs_etcd(node) {
                 units.push(Unit::new(ETCD_UNIT, etcd_unit(cluster, &components)));
                 units.push(Unit::new(automount_unit_name(ETCD_DATA_DIR), etcd_automount()));

@@ -32,6 +32,7 @@ fn request<'a>(namespace: &'a str, names: &'a ClusterNames, encryption: Encrypti
         encryption,
         options: pki::IssueOptions::at(SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
+        kubeconfig_server: Some(format!("https://{}", names.api_domain)),
     }
 }
 
@@ -58,7 +59,8 @@ async fn stored(secrets: &Api<Secret>) -> anyhow::Result<BTreeMap<String, BTreeM
         .collect())
 }
 
-/// Exactly the two CAs, five certificates of the right CA, and one encryption Secret.
+/// Exactly the two CAs, five certificates and the management kubeconfig of the right CA, and
+/// one encryption Secret.
 fn assert_one_pki(secrets: &BTreeMap<String, BTreeMap<String, String>>) {
     let mut names: Vec<&str> = secrets.keys().map(String::as_str).collect();
     names.sort();
@@ -71,6 +73,7 @@ fn assert_one_pki(secrets: &BTreeMap<String, BTreeMap<String, String>>) {
             "p9k1x-encryption-provider-config",
             "p9k1x-etcd",
             "p9k1x-etcd-ca",
+            "p9k1x-kubeconfig",
             "p9k1x-service-account",
             "p9k1x-worker"
         ]
@@ -84,6 +87,11 @@ fn assert_one_pki(secrets: &BTreeMap<String, BTreeMap<String, String>>) {
     ] {
         assert_eq!(secrets[&format!("{ID}-{leaf}")]["ca"], secrets[&format!("{ID}-{ca}")]["crt"], "{leaf}");
     }
+    let value = secrets[&format!("{ID}-kubeconfig")]["value"].clone().into_bytes();
+    let kubeconfig =
+        Secret { data: Some([("value".to_string(), k8s_openapi::ByteString(value))].into()), ..Secret::default() };
+    let (_, files) = pki::kubeconfig::read(&kubeconfig).expect("the kubeconfig embeds its certificates");
+    assert_eq!(files.ca, secrets[&format!("{ID}-cluster-ca")]["crt"], "the kubeconfig's CA");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +103,7 @@ async fn a_cluster_without_secrets_gets_them_once() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let first = ensure(&env.client(), &request).await?;
     eprintln!("issued and stored a cluster's PKI in {} ms", started.elapsed().as_millis());
-    assert_eq!(first.created.len(), 8, "{first:?}");
+    assert_eq!(first.created.len(), 9, "{first:?}");
     assert!(first.next_renewal.is_some());
     let before = stored(&secrets).await?;
     assert_one_pki(&before);
@@ -168,7 +176,7 @@ async fn an_encryption_config_without_labels_is_found_by_its_name_and_kept() -> 
     secrets.create(&PostParams::default(), &theirs).await?;
     let names = names();
     let ensured = ensure(&env.client(), &request("org-keep", &names, EncryptionFormat::ProviderConfig)).await?;
-    assert_eq!(ensured.created.len(), 7, "two CAs and five certificates, no key: {ensured:?}");
+    assert_eq!(ensured.created.len(), 8, "two CAs, five certificates and the kubeconfig, no key: {ensured:?}");
     let kept = secrets.get(&format!("{ID}-encryption-provider-config")).await?;
     assert_eq!(kept.data.expect("data")["encryption"].0, b"kind: EncryptionConfiguration\n");
     Ok(())
@@ -190,7 +198,14 @@ async fn certificates_due_for_renewal_are_replaced_and_the_cas_and_key_stay() ->
     replaced.sort();
     assert_eq!(
         replaced,
-        ["p9k1x-api", "p9k1x-calico-etcd-client", "p9k1x-etcd", "p9k1x-service-account", "p9k1x-worker"]
+        [
+            "p9k1x-api",
+            "p9k1x-calico-etcd-client",
+            "p9k1x-etcd",
+            "p9k1x-kubeconfig",
+            "p9k1x-service-account",
+            "p9k1x-worker"
+        ]
     );
     let after = stored(&secrets).await?;
     assert_one_pki(&after);

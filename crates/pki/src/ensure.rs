@@ -24,8 +24,9 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::check::{CertificateProblem, check};
-use crate::issue::{Authority, CertificateAuthority, IssueOptions, leaf_profiles};
+use crate::check::{CertificateFiles, CertificateProblem, check};
+use crate::issue::{Authority, CertificateAuthority, IssueOptions, LeafProfile, leaf_profiles};
+use crate::kubeconfig;
 use crate::renewal::{Renewal, RenewalPolicy, renewal};
 use crate::secret::{
     self, AUTHORITY_LABEL, CERTIFICATE_LABEL, CLUSTER_LABEL, RANDOMKEY_LABEL, authority_from_secret, certificate_files,
@@ -55,6 +56,9 @@ pub struct EnsureRequest<'a> {
     pub options: IssueOptions,
     /// When certificates issued here are renewed.
     pub renewal: RenewalPolicy,
+    /// The workload cluster's API server URL for the management cluster's kubeconfig
+    /// (`<id>-kubeconfig`, [`kubeconfig`]); none issues no kubeconfig.
+    pub kubeconfig_server: Option<String>,
 }
 
 /// A certificate Secret written by someone else that fails its checks.
@@ -109,6 +113,25 @@ impl EnsurePlan {
 
 fn label<'a>(secret: &'a Secret, key: &str) -> Option<&'a str> {
     secret.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// When a certificate issued here that is still current (its CA is the cluster's, it passes
+/// its checks, it is not due) is due for renewal; `None` when it must be issued again.
+fn current(
+    files: Option<&CertificateFiles>,
+    ca: &CertificateAuthority,
+    profile: &LeafProfile,
+    request: &EnsureRequest<'_>,
+) -> Option<SystemTime> {
+    let files = files?;
+    if files.ca != ca.certificate_pem() {
+        return None;
+    }
+    let info = check(files, profile, request.options.now).ok()?;
+    match renewal(&info, request.options.now, &request.renewal) {
+        Renewal::NotYet { renew_at } => Some(renew_at),
+        Renewal::Due | Renewal::Expired => None,
+    }
 }
 
 /// The plan for the cluster `request.names.cluster_id`, given `existing`: the Secrets of its
@@ -177,17 +200,7 @@ pub fn plan(existing: &[Secret], request: &EnsureRequest<'_>) -> Result<EnsurePl
             continue;
         }
         let ca = authority(profile.authority, &mut plan)?;
-        let current = files.as_ref().and_then(|files| {
-            if files.ca != ca.certificate_pem() {
-                return None;
-            }
-            let info = check(files, &profile, now).ok()?;
-            match renewal(&info, now, &request.renewal) {
-                Renewal::NotYet { renew_at } => Some(renew_at),
-                Renewal::Due | Renewal::Expired => None,
-            }
-        });
-        match current {
+        match current(files.as_ref(), &ca, &profile, request) {
             Some(renew_at) => {
                 plan.next_renewal = Some(plan.next_renewal.map_or(renew_at, |t| t.min(renew_at)));
             }
@@ -200,6 +213,36 @@ pub fn plan(existing: &[Secret], request: &EnsureRequest<'_>) -> Result<EnsurePl
                 renewed.metadata.name = found.metadata.name.clone();
                 renewed.metadata.resource_version = found.metadata.resource_version.clone();
                 plan.replace.push(renewed);
+            }
+        }
+    }
+
+    // The management cluster's kubeconfig, on the cluster CA: only for a PKI issued here.
+    if let Some(server) = request.kubeconfig_server.as_deref()
+        && !brings_its_own
+    {
+        let found = by_name(&kubeconfig::secret_name(cluster_id));
+        // One someone else wrote (Cluster API's, a person's) is used as it is.
+        if found.is_none_or(issued_here) {
+            let profile = kubeconfig::profile();
+            let ca = authority(Authority::Cluster, &mut plan)?;
+            let read = found.and_then(kubeconfig::read).filter(|(written, _)| written == server);
+            match (found, current(read.as_ref().map(|(_, files)| files), &ca, &profile, request)) {
+                (Some(_), Some(renew_at)) => {
+                    plan.next_renewal = Some(plan.next_renewal.map_or(renew_at, |t| t.min(renew_at)));
+                }
+                (found, _) => {
+                    let serial = 100 + crate::CERTIFICATES.len() as u64;
+                    let cert = ca.issue(&profile, &request.options, serial)?;
+                    let mut secret = kubeconfig::kubeconfig_secret(namespace, cluster_id, server, &cert);
+                    match found {
+                        Some(found) => {
+                            secret.metadata.resource_version = found.metadata.resource_version.clone();
+                            plan.replace.push(secret);
+                        }
+                        None => leaves_to_create.push(secret),
+                    }
+                }
             }
         }
     }

@@ -14,6 +14,9 @@
 //!   every reader stays as it is and clusters whose Secrets cert-operator writes keep working
 //!   ([`secret`]).
 //! - Renewal as a decision ([`renewal`]) and validation of a Secret someone else wrote ([`check`]).
+//! - The management cluster's kubeconfig `<id>-kubeconfig` ([`kubeconfig`]), on a client
+//!   certificate of the cluster CA for the narrow identity the masters bind
+//!   ([`ignition::access`]).
 //! - What an operator writes for a cluster, given its Secrets as they are ([`ensure::plan`]):
 //!   only what is missing or due, never a Secret someone else wrote, never a second CA or key.
 //!
@@ -47,6 +50,7 @@ mod check;
 mod encryption;
 pub mod ensure;
 mod issue;
+pub mod kubeconfig;
 mod names;
 mod renewal;
 pub mod secret;

@@ -19,6 +19,7 @@ fn request<'a>(names: &'a pki::ClusterNames, at: std::time::SystemTime, format: 
         encryption: format,
         options: IssueOptions { now: at, lifetimes: Lifetimes::default(), serials: Serials::Random },
         renewal: RenewalPolicy::default(),
+        kubeconfig_server: Some(format!("https://{}", names.api_domain)),
     }
 }
 
@@ -62,7 +63,7 @@ impl Store {
     }
 }
 
-const ALL: [&str; 8] = [
+const ALL: [&str; 9] = [
     "al9qy-cluster-ca",
     "al9qy-etcd-ca",
     "al9qy-api",
@@ -70,8 +71,18 @@ const ALL: [&str; 8] = [
     "al9qy-etcd",
     "al9qy-service-account",
     "al9qy-worker",
+    "al9qy-kubeconfig",
     "al9qy-encryption-provider-config",
 ];
+
+/// The Secret key that changes when `name` is issued again.
+fn key_of(name: &str) -> &'static str {
+    match name {
+        n if n.ends_with("kubeconfig") => "value",
+        n if n.ends_with("config") => "encryption",
+        _ => "crt",
+    }
+}
 
 fn names_of(secrets: &[Secret]) -> Vec<&str> {
     secrets.iter().filter_map(|s| s.metadata.name.as_deref()).collect()
@@ -88,6 +99,8 @@ fn assert_consistent(store: &Store) {
     ] {
         assert_eq!(store.data(leaf, "ca"), store.data(ca, "crt"), "{leaf} is not of {ca}");
     }
+    let (_, files) = pki::kubeconfig::read(store.named("al9qy-kubeconfig")).expect("our kubeconfig");
+    assert_eq!(files.ca, store.data("al9qy-cluster-ca", "crt"), "the kubeconfig is not of the cluster CA");
 }
 
 #[test]
@@ -150,10 +163,7 @@ fn certificates_issued_here_are_renewed_at_two_thirds_and_the_cas_and_key_stay()
     let names = aws_names();
     let mut store = Store::default();
     store.apply(&plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan"), usize::MAX);
-    let before: Vec<(String, String)> = ALL
-        .iter()
-        .map(|n| (n.to_string(), store.data(n, if n.ends_with("config") { "encryption" } else { "crt" })))
-        .collect();
+    let before: Vec<(String, String)> = ALL.iter().map(|n| (n.to_string(), store.data(n, key_of(n)))).collect();
 
     let early = plan(
         &store.secrets,
@@ -165,12 +175,11 @@ fn certificates_issued_here_are_renewed_at_two_thirds_and_the_cas_and_key_stay()
     let later = now() + Duration::from_secs(245 * 86_400);
     let renew = plan(&store.secrets, &request(&names, later, EncryptionFormat::ProviderConfig)).expect("plan");
     assert!(renew.create.is_empty(), "{renew:?}");
-    assert_eq!(names_of(&renew.replace), &ALL[2..7]);
+    assert_eq!(names_of(&renew.replace), &ALL[2..8]);
     store.apply(&renew, usize::MAX);
     for (name, old) in &before {
-        let key = if name.ends_with("config") { "encryption" } else { "crt" };
-        let unchanged = name.ends_with("-ca") || name.ends_with("config");
-        assert_eq!(&store.data(name, key) == old, unchanged, "{name}");
+        let unchanged = name.ends_with("-ca") || name.ends_with("provider-config");
+        assert_eq!(&store.data(name, key_of(name)) == old, unchanged, "{name}");
     }
     assert_consistent(&store);
     assert!(plan(&store.secrets, &request(&names, later, EncryptionFormat::ProviderConfig)).expect("plan").is_empty());
@@ -216,7 +225,7 @@ fn a_replaced_ca_reissues_every_certificate_it_signs_and_an_unreadable_one_stops
     let i = store.find("al9qy-etcd-ca").expect("etcd ca");
     store.secrets.remove(i);
     let plan1 = plan(&store.secrets, &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
-    assert_eq!(names_of(&plan1.create), ["al9qy-etcd-ca"]);
+    assert_eq!(names_of(&plan1.create), ["al9qy-etcd-ca"], "the kubeconfig is of the cluster CA: it stays");
     assert_eq!(names_of(&plan1.replace), ["al9qy-calico-etcd-client", "al9qy-etcd"]);
     store.apply(&plan1, usize::MAX);
     assert_consistent(&store);
@@ -266,4 +275,54 @@ fn a_cluster_that_brings_its_own_certificates_gets_none_issued() {
     assert_eq!(plan.foreign_problems[0].problem, CertificateProblem::Unreadable { field: "crt" });
     assert_eq!(plan.missing.len(), 4);
     assert!(!names_of(&plan.create).iter().any(|n| n.ends_with("-ca")), "{plan:?}");
+}
+
+#[test]
+fn the_management_kubeconfig_is_a_client_of_the_cluster_ca_in_the_narrow_group_and_is_kept_current() {
+    let names = aws_names();
+    let mut store = Store::default();
+    store.apply(&plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan"), usize::MAX);
+    let secret = store.named("al9qy-kubeconfig").clone();
+    let labels = secret.metadata.labels.as_ref().expect("labels");
+    assert_eq!(labels.get("giantswarm.io/cluster").map(String::as_str), Some("al9qy"));
+    assert!(issued_here(&secret));
+    assert_eq!(secret.data.as_ref().expect("data").keys().collect::<Vec<_>>(), ["value"], "Cluster API's key");
+    let (server, files) = pki::kubeconfig::read(&secret).expect("readable");
+    assert_eq!(server, format!("https://{}", names.api_domain));
+    let info = pki::check(&files, &pki::kubeconfig::profile(), now()).expect("passes its checks");
+    assert_eq!(info.common_name.as_deref(), Some(ignition::access::USER));
+    assert_eq!(info.organizations, [ignition::access::GROUP], "never system:masters");
+    assert!(info.dns_names.is_empty() && info.ip_addresses.is_empty(), "a client names no host");
+
+    // Another API server: issued again, in place.
+    let mut moved = request(&names, now(), EncryptionFormat::ProviderConfig);
+    moved.kubeconfig_server = Some("https://api.al9qy.k8s.example.org".into());
+    let again = plan(&store.secrets, &moved).expect("plan");
+    assert!(again.create.is_empty(), "{again:?}");
+    assert_eq!(names_of(&again.replace), ["al9qy-kubeconfig"]);
+    store.apply(&again, usize::MAX);
+    assert_eq!(
+        pki::kubeconfig::read(store.named("al9qy-kubeconfig")).expect("read").0,
+        "https://api.al9qy.k8s.example.org"
+    );
+    assert!(plan(&store.secrets, &moved).expect("plan").is_empty());
+
+    // Someone else's (Cluster API's, without labels): used as it is, never written.
+    let i = store.find("al9qy-kubeconfig").expect("stored");
+    store.secrets[i].metadata.labels = None;
+    let theirs = plan(
+        &store.secrets,
+        &request(&names, now() + Duration::from_secs(300 * 86_400), EncryptionFormat::ProviderConfig),
+    )
+    .expect("plan");
+    assert!(
+        !names_of(&theirs.replace).contains(&"al9qy-kubeconfig")
+            && !names_of(&theirs.create).contains(&"al9qy-kubeconfig"),
+        "{theirs:?}"
+    );
+
+    // None asked for: none issued.
+    let mut without = request(&names, now(), EncryptionFormat::ProviderConfig);
+    without.kubeconfig_server = None;
+    assert!(!names_of(&plan(&[], &without).expect("plan").create).contains(&"al9qy-kubeconfig"));
 }

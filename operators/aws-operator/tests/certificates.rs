@@ -136,12 +136,18 @@ async fn a_cluster_without_secrets_reaches_ready_on_issued_certificates_and_keep
     }
     println!("Ready on issued certificates after {:?}", started.elapsed());
 
-    // Two CAs, five certificates and the encryption-provider config, all issued here.
+    // Two CAs, five certificates, the encryption-provider config and the management cluster's
+    // kubeconfig, all issued here.
     let secrets = secrets_of(&f, id).await?;
     let mut names: Vec<String> = secrets.iter().filter_map(|s| s.metadata.name.clone()).collect();
     names.sort();
     let mut want: Vec<String> = pki::CERTIFICATES.iter().map(|c| format!("{id}-{c}")).collect();
-    want.extend([format!("{id}-cluster-ca"), format!("{id}-etcd-ca"), format!("{id}-encryption-provider-config")]);
+    want.extend([
+        format!("{id}-cluster-ca"),
+        format!("{id}-etcd-ca"),
+        format!("{id}-encryption-provider-config"),
+        format!("{id}-kubeconfig"),
+    ]);
     want.sort();
     assert_eq!(names, want);
     assert!(secrets.iter().all(labelled_issued), "every Secret carries the issued-by label");
@@ -286,6 +292,97 @@ async fn a_broken_certificate_someone_else_wrote_is_certificate_invalid_and_is_n
     let logged = log.text();
     assert!(logged.contains("CertificateInvalid"), "the operator logged the failure");
     assert_no_key_material(&material, "the operator's log", &logged);
+    f.kill_operator().await;
+    Ok(())
+}
+
+/// What must never change once written: each CA certificate and the encryption config.
+fn never_replaced(secrets: &[Secret]) -> Vec<(String, String)> {
+    secrets
+        .iter()
+        .filter_map(|s| {
+            let name = s.metadata.name.clone()?;
+            let key = if name.ends_with("-ca") {
+                "crt"
+            } else if name.ends_with("-encryption-provider-config") {
+                "encryption"
+            } else {
+                return None;
+            };
+            Some((name, text(s, key)))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_ten_times_during_issuance_each_cluster_ends_with_one_ca_of_each_kind_and_one_key() -> anyhow::Result<()>
+{
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let ids = ["pkk01", "pkk02", "pkk03"];
+    for id in ids {
+        f.credential_secret(id).await?;
+        f.cluster(id).await?;
+    }
+    // The first CA and key each cluster got: a restart must read them, never write others.
+    let mut first_seen: std::collections::BTreeMap<String, String> = Default::default();
+    let mut kills = Vec::new();
+    for _ in 0..10 {
+        f.start_operator().await?;
+        // The operator starts, takes its lease and issues within a few hundred milliseconds.
+        let after = Duration::from_millis(rand::random_range(50..700));
+        tokio::time::sleep(after).await;
+        f.kill_operator().await;
+        let mut stored = 0;
+        for id in ids {
+            let secrets = secrets_of(&f, id).await?;
+            stored += secrets.len();
+            for (name, value) in never_replaced(&secrets) {
+                let first = first_seen.entry(name.clone()).or_insert_with(|| value.clone());
+                assert!(*first == value, "{name} was written a second time after a restart (kills: {kills:?})");
+            }
+        }
+        kills.push((after.as_millis(), stored));
+    }
+    println!("killed after (ms, Secrets stored by then): {kills:?}");
+    assert!(kills.iter().any(|(_, stored)| *stored > 0), "some kills came after issuance began: {kills:?}");
+
+    f.start_operator().await?;
+    let per_cluster = pki::CERTIFICATES.len() + 4; // two CAs, the kubeconfig and the key
+    for id in ids {
+        eventually(120, "the cluster's PKI to be complete", || async {
+            Ok((secrets_of(&f, id).await?.len() == per_cluster).then_some(()))
+        })
+        .await?;
+        let secrets = secrets_of(&f, id).await?;
+        let by_name = |name: String| secrets.iter().find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+        let authorities: Vec<&Secret> = secrets
+            .iter()
+            .filter(|s| {
+                s.metadata.labels.as_ref().is_some_and(|l| l.contains_key("giantswarm.io/certificate-authority"))
+            })
+            .collect();
+        assert_eq!(authorities.len(), 2, "{id}: one cluster CA and one etcd CA");
+        let keys = secrets.iter().filter(|s| s.data.as_ref().is_some_and(|d| d.contains_key("encryption"))).count();
+        assert_eq!(keys, 1, "{id}: one encryption key");
+        for (name, value) in never_replaced(&secrets) {
+            assert_eq!(first_seen.get(&name), Some(&value), "{name} is the one first written");
+        }
+        // Every certificate is of its cluster's one CA of its kind.
+        let cluster = Api::<AWSCluster>::namespaced(f.client.clone(), NS).get(id).await?;
+        let names = aws_operator::controllers::cluster::certificates::names(&cluster);
+        for profile in pki::leaf_profiles(&names)? {
+            let files = pki::secret::certificate_files(by_name(format!("{id}-{}", profile.name)).expect("issued"))
+                .expect("ca, crt and key");
+            let ca = by_name(format!("{id}-{}-ca", profile.authority.as_str())).expect("its CA");
+            assert_eq!(files.ca, text(ca, "crt"), "{id}: {} is of its CA", profile.name);
+            pki::check(&files, &profile, SystemTime::now())
+                .map_err(|e| anyhow::anyhow!("{id} {}: {e}", profile.name))?;
+        }
+        let (_, kubeconfig) = pki::kubeconfig::read(by_name(format!("{id}-kubeconfig")).expect("kubeconfig"))
+            .expect("the kubeconfig embeds its certificates");
+        assert_eq!(kubeconfig.ca, text(by_name(format!("{id}-cluster-ca")).expect("CA"), "crt"), "{id}: kubeconfig");
+    }
     f.kill_operator().await;
     Ok(())
 }

@@ -50,6 +50,8 @@ pub async fn issue(client: &kube::Client, namespace: &str, cluster: &AWSCluster)
         encryption: EncryptionFormat::ProviderConfig,
         options: pki::IssueOptions::at(std::time::SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
+        // The management cluster's own access (drains, node health), as its clients reach it.
+        kubeconfig_server: Some(format!("https://{}", names.api_domain)),
     };
     reconcile(client, &request).await
 }

@@ -33,6 +33,9 @@ pub async fn issue(client: &kube::Client, namespace: &str, cluster: &Cluster) ->
         encryption: EncryptionFormat::RandomKey,
         options: pki::IssueOptions::at(std::time::SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
+        // The management cluster's own access (drains, the node watch, node health), at the
+        // endpoint its clients use.
+        kubeconfig_server: Some(format!("https://{}", super::workload::api_endpoint(cluster))),
     };
     reconcile(client, &request).await
 }

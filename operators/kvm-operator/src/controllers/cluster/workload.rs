@@ -23,11 +23,16 @@ use crate::context::Shared;
 /// where its certificates are, its API is `spec.cluster.kubernetes.api`.
 pub fn cluster_ref(shared: &Shared, obj: &KVMConfig, cluster: &Cluster) -> ClusterRef {
     let namespace = shared.certificates_namespace.clone().unwrap_or_else(|| obj.namespace().unwrap_or_default());
-    let endpoint = match cluster.api_port {
+    ClusterRef::new(namespace, cluster.id.clone(), api_endpoint(cluster))
+}
+
+/// The cluster's API server as the management cluster reaches it: the API domain, with the
+/// port unless it is 443.
+pub fn api_endpoint(cluster: &Cluster) -> String {
+    match cluster.api_port {
         443 | 0 => cluster.api_domain.clone(),
         port => format!("{}:{port}", cluster.api_domain),
-    };
-    ClusterRef::new(namespace, cluster.id.clone(), endpoint)
+    }
 }
 
 /// Every Node of the workload cluster.
