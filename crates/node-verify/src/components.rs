@@ -16,8 +16,11 @@
 //!   it is removed in a later minor (kube-apiserver's `--cloud-provider`, deprecated in 1.29,
 //!   went in 1.33).
 //!
-//! A version without a list is not checked ([`flag_list`] and [`config_fields`] say which are
-//! known); the tests assert that every version the fixtures pin has its lists.
+//! A component config of a Kubernetes minor without a field list is a finding: it cannot be
+//! checked, and a field its version lacks would stop kubelet or kube-proxy ([`config_minors`]
+//! names the minors kept). A flag of a version without a flag list is not checked, and
+//! [`unchecked`] names each such component run ([`flag_minors`] names the minors kept); the
+//! tests assert which of the versions the fixtures pin that is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -120,6 +123,16 @@ pub fn flag_list(component: &str, minor: &str) -> Option<&'static List<BTreeSet<
 /// (`authentication.x509.clientCAFile`, `reservedMemory[].numaNode`) with their kind.
 pub fn config_fields(kind: &str, minor: &str) -> Option<&'static List<BTreeMap<&'static str, &'static str>>> {
     FIELDS.iter().find(|((k, m), _)| *k == kind && *m == minor).map(|(_, l)| l)
+}
+
+/// The Kubernetes minors whose `kind` fields are kept, oldest first.
+pub fn config_minors(kind: &str) -> Vec<&'static str> {
+    FIELDS.keys().filter(|(k, _)| *k == kind).map(|(_, m)| *m).collect()
+}
+
+/// The Kubernetes minors (or etcd's) whose `component` flags are kept, oldest first.
+pub fn flag_minors(component: &str) -> Vec<&'static str> {
+    FLAGS.keys().filter(|(c, _)| *c == component).map(|(_, m)| *m).collect()
 }
 
 /// `1.31` of `v1.31.7`, `1.31.7` or `v1.31.7-gs1`; `None` when it is no version.
@@ -248,6 +261,26 @@ pub fn invocations(json: &str) -> Vec<Invocation> {
     }
 }
 
+/// Every component run of a config whose flags [`Check::Flag`] cannot check, with why: it runs
+/// from no tagged image, or no flag list is kept for its version. Such a config is not refused
+/// (the lists lag upstream's releases), and this says which flags went unchecked.
+pub fn unchecked(json: &str) -> Vec<String> {
+    invocations(json)
+        .into_iter()
+        .filter_map(|run| {
+            let why = match run.version.as_deref().map(|v| (v, minor(v))) {
+                None => "runs from no tagged image".to_string(),
+                Some((v, None)) => format!("{v} is no version"),
+                Some((v, Some(m))) if flag_list(&run.component, &m).is_none() => {
+                    format!("{v}: no flag list is kept for {m} (kept: {})", flag_minors(&run.component).join(", "))
+                }
+                Some(_) => return None,
+            };
+            Some(format!("{}: {} {why}", run.subject, run.component))
+        })
+        .collect()
+}
+
 pub(crate) fn check_flags(node: &str, doc: &Doc) -> Vec<Finding> {
     let mut out = Vec::new();
     for run in invocations_of(doc) {
@@ -304,7 +337,22 @@ pub(crate) fn check_configs(node: &str, doc: &Doc) -> Vec<Finding> {
             ));
             continue;
         };
-        let Some(fields) = minor(version).and_then(|m| config_fields(kind, &m)) else { continue };
+        let Some(fields) = minor(version).and_then(|m| config_fields(kind, &m)) else {
+            // Not checked is not passed: a config of a version whose fields are not known here
+            // may hold a field that version lacks, and kubelet or kube-proxy would not start.
+            out.push(Finding::new(
+                Check::ComponentConfig,
+                node,
+                path,
+                format!(
+                    "{kind} of Kubernetes {version}: no field list is kept for {}, so it cannot be checked \
+                     (kept: {}); use a Release whose Kubernetes is one of these",
+                    minor(version).unwrap_or_else(|| format!("{version:?}, which is no version")),
+                    config_minors(kind).join(", ")
+                ),
+            ));
+            continue;
+        };
         let mut problems = Vec::new();
         walk(&fields.entries, &value, "", &mut problems);
         for problem in problems {

@@ -17,11 +17,9 @@
 //!   configs decode strictly against their upstream fields, and every flag of the control plane,
 //!   kubelet and etcd exists in the version the config runs.
 //!
-//! [`tools`] runs the real tools a node runs the config with (`systemd-analyze verify`,
-//! `shellcheck`); tests run them on every config the operators render.
-//!
-//! [`harness`] runs a config's own scripts on an emulated node against moto, for tests. The
-//! operators call only the pure checks.
+//! The real tools a node runs a config with (`systemd-analyze verify`, `shellcheck`), and the
+//! emulated node that runs a config's own scripts against moto, are the crate
+//! `node-verify-harness`, for tests: the operators link only these pure checks.
 //!
 //! Every [`Finding`] names the node, the file or unit, and the problem. [`verify`] is the step
 //! both operators run on every config they render, before they store it: a config that fails is
@@ -32,9 +30,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 pub mod components;
-pub mod harness;
 pub mod spec;
-pub mod tools;
 
 /// Which check found a problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,7 +74,8 @@ impl fmt::Display for Finding {
 }
 
 impl Finding {
-    fn new(check: Check, node: &str, subject: impl Into<String>, problem: impl Into<String>) -> Self {
+    /// A finding of `check` about `subject` of `node`'s config.
+    pub fn new(check: Check, node: &str, subject: impl Into<String>, problem: impl Into<String>) -> Self {
         Self { check, node: node.to_owned(), subject: subject.into(), problem: problem.into() }
     }
 }

@@ -95,34 +95,3 @@ fn a_path_nobody_writes_fails_the_reference_check() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].problem.contains("/etc/kubernetes/ssl/worker-ca.pem"), "{}", f[0]);
 }
-
-#[test]
-fn the_tools_pass_a_good_config_and_name_what_they_refuse() {
-    let good = config().to_json();
-    assert_eq!(tools::systemd_analyze("n1", &good), vec![]);
-    assert_eq!(tools::shellcheck("n1", &good), vec![]);
-    let mut doc = config().to_value();
-    doc["systemd"]["units"][1]["name"] = "data-t4wzk-data.mount".into();
-    doc["systemd"]["units"][0]["contents"] = "[Service]\nType=oneshot\nExecStart=/opt/bin/decrypt\nBogus=1\n".into();
-    let f = tools::systemd_analyze("n1", &doc.to_string());
-    let text: Vec<String> = f.iter().map(|f| f.to_string()).collect();
-    assert!(
-        text.iter()
-            .any(|t| t.contains("node n1: data-t4wzk-data.mount:")
-                && t.contains("Where= setting doesn't match unit name")),
-        "{text:?}"
-    );
-    assert!(
-        text.iter().any(|t| t.contains("node n1: decrypt.service:") && t.contains("Unknown key 'Bogus'")),
-        "{text:?}"
-    );
-    let mut bad = config();
-    bad.files[2] = File::script(
-        "/opt/bin/decrypt",
-        "#!/bin/bash\nfor f in $(ls /etc/kubernetes/ssl/worker-ca.pem.enc); do echo $f; done\n",
-    );
-    let f = tools::shellcheck("n1", &bad.to_json());
-    assert_eq!(f.len(), 1, "{f:?}");
-    assert!(f[0].to_string().starts_with("node n1: /opt/bin/decrypt: line "), "{}", f[0]);
-    assert!(f[0].problem.contains("SC2045") || f[0].problem.contains("SC2086"), "{}", f[0]);
-}

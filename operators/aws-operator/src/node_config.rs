@@ -187,7 +187,8 @@ pub fn verify_json(object: &str, node: &str, json: &str) -> Result<(), ResourceE
         ResourceError::msg(
             NODE_CONFIG_INVALID,
             format!(
-                "{object}: {invalid}; nothing is uploaded and no node is replaced until a config passes                  (the Release's component versions decide the flags and fields each component accepts)"
+                "{object}: {invalid}; nothing is uploaded and no node is replaced until a config passes \
+                 (the Release's component versions decide the flags and fields each component accepts)"
             ),
         )
         .permanent()

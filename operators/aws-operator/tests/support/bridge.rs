@@ -7,7 +7,7 @@
 //!
 //! A master waiting on its launching hook (`ControlPlaneLaunching`) is completed by the product:
 //! the hook script of the node config the operator uploaded (fetched from S3, as the instance's
-//! Ignition does) runs on an emulated node (`node_verify::harness`) with the real AWS CLI, the
+//! Ignition does) runs on an emulated node (`node_verify_harness`) with the real AWS CLI, the
 //! instance's metadata served on loopback, and its etcd and API server health answering healthy
 //! once the bridge has made its node Ready.
 
@@ -21,7 +21,7 @@ use aws_operator::aws::AccountClients;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use node_verify::harness::{Credentials, HealthEndpoints, Instance, MetadataService, Node as EmulatedNode};
+use node_verify_harness::{Credentials, HealthEndpoints, Instance, MetadataService, Node as EmulatedNode};
 use tokio_util::sync::CancellationToken;
 use workload_sim::{Machine, WorkloadCluster};
 

@@ -1,5 +1,5 @@
 //! The aws node configs' own scripts, run as an instance would run them: below an emulated
-//! node's root (`node_verify::harness`), with the real AWS CLI against moto, and the instance
+//! node's root (`node_verify_harness`), with the real AWS CLI against moto, and the instance
 //! metadata service (IMDSv2, the instance role's credentials) served by the test. What the
 //! scripts did is read back through AWS's own API and moto's request log.
 
@@ -17,11 +17,12 @@ use aws_stacks::ignition::{
 };
 use base64::Engine as _;
 use motoenv::MotoServer;
-use node_verify::harness::{Credentials, HealthEndpoints, Instance, MetadataService, Node};
+use node_verify_harness::{Credentials, HealthEndpoints, Instance, MetadataService, Node};
 use serde_json::Value;
 use support::{CLUSTER, REGION, input, master};
 
 const DECRYPT_SCRIPT: &str = "/opt/bin/decrypt-tls-assets";
+const HOSTNAME_SCRIPT: &str = "/opt/bin/set-hostname";
 const ZONE: &str = "eu-central-1a";
 
 /// One fresh account of moto, reached with the AWS CLI.
@@ -485,4 +486,36 @@ fn a_single_master_has_no_launching_hook_to_complete() {
     // An HA master does.
     let ha = ignition::parse(&sealed(&input(master(3, 3)), |_, p| p.to_vec())).expect("parse");
     assert!(ha.units.contains_key(LAUNCHING_HOOK_UNIT) && ha.files.contains_key(LAUNCHING_HOOK_SCRIPT));
+}
+
+/// The hostname unit of a worker, on an instance EC2 launched: its name is EC2's private DNS
+/// name, read from the metadata service with IMDSv2, and set with `hostnamectl`.
+#[test]
+fn the_hostname_unit_names_the_node_after_its_ec2_private_dns_name() {
+    let moto = MotoServer::start().expect("moto (make venv)");
+    let aws = Account::new(&moto);
+    let subnet = aws.subnet();
+    let run_out = aws.cli(&["ec2", "run-instances", "--image-id", "ami-0a1b2c3d4e5f60718", "--subnet-id", &subnet]);
+    let instance_id = run_out["Instances"][0]["InstanceId"].as_str().expect("instance id").to_owned();
+    let instance = aws.instance(&instance_id);
+    let name = instance.local_hostname.clone();
+    assert!(name.ends_with(".compute.internal"), "EC2's private DNS name: {name}");
+
+    let config = sealed(&input(aws_stacks::ignition::Role::Worker { md_id: "g3j50".into() }), |_, p| p.to_vec());
+    let node = Node::boot(&config, &moto.endpoint()).expect("boot");
+    let metadata = MetadataService::serve(instance).expect("metadata");
+    let (out, took) = run(node.script(HOSTNAME_SCRIPT, &metadata).expect("script"), Duration::from_secs(60));
+    assert!(out.status.success(), "set-hostname failed: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("hostname: set from the metadata service in {took:?}");
+    let set = std::fs::read_to_string(node.path("/etc/hostname")).expect("/etc/hostname");
+    assert_eq!(set.trim_end(), name);
+    // A token first, then the name with it: nothing was read without one.
+    let requests = metadata.requests();
+    let asked: Vec<(&str, &str, u16)> =
+        requests.iter().map(|r| (r.method.as_str(), r.path.as_str(), r.status)).collect();
+    assert_eq!(
+        asked,
+        [("PUT", "/latest/api/token", 200), ("GET", "/latest/meta-data/local-hostname", 200)],
+        "{requests:?}"
+    );
 }

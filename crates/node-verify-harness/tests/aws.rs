@@ -7,7 +7,8 @@ mod support;
 use std::time::Instant;
 
 use aws_stacks::ignition::{Role, render};
-use node_verify::{Finding, check, tools};
+use node_verify::{Finding, check};
+use node_verify_harness::tools;
 
 /// The Kubernetes versions the fixtures and examples pin, with the etcd of each.
 pub const VERSIONS: [(&str, &str); 4] =
@@ -60,7 +61,8 @@ fn every_aws_node_config_passes_the_pure_checks() {
 }
 
 /// What the flag check covers: every component run of every config at every pinned version,
-/// with its flag list where one is kept.
+/// with its flag list where one is kept; the runs it cannot check are the ones
+/// `components::unchecked` names, and only those.
 #[test]
 fn the_flags_of_every_component_are_checked_where_a_list_is_kept() {
     let mut checked = 0;
@@ -70,6 +72,7 @@ fn the_flags_of_every_component_are_checked_where_a_list_is_kept() {
             let runs = node_verify::components::invocations(&json);
             let expected = if node.starts_with("master") { 6 } else { 2 };
             assert_eq!(runs.len(), expected, "{node}: {runs:?}");
+            let mut without_list = Vec::new();
             for run in runs {
                 let version = run.version.clone().expect("every component runs from a tagged image");
                 let minor = node_verify::components::minor(&version).expect("a version");
@@ -77,15 +80,61 @@ fn the_flags_of_every_component_are_checked_where_a_list_is_kept() {
                     Some(_) => checked += run.flags.len(),
                     None => {
                         unlisted.insert(format!("{} {minor}", run.component));
+                        without_list.push(format!("{}: {} {version}", run.subject, run.component));
                     }
                 }
+            }
+            let unchecked = node_verify::components::unchecked(&json);
+            assert_eq!(unchecked.len(), without_list.len(), "{node}: {unchecked:?}");
+            for (said, run) in unchecked.iter().zip(&without_list) {
+                assert!(said.starts_with(run) && said.contains(": no flag list is kept for "), "{said}");
             }
         }
     }
     eprintln!("{checked} flags checked against their version's list; no list for: {unlisted:?}");
     assert!(checked > 0);
-    // Lists are kept for every minor up to 1.31 (and etcd 3.5); see data/flags.
-    assert!(unlisted.iter().all(|u| u.ends_with("1.33") || u.ends_with("1.34") || u == "kubelet 1.31"), "{unlisted:?}");
+    let lists = |c: &str| node_verify::components::flag_minors(c).join(" ");
+    eprintln!(
+        "flag lists kept: kube-apiserver {}; kubelet {}; etcd {}",
+        lists("kube-apiserver"),
+        lists("kubelet"),
+        lists("etcd")
+    );
+    // The lists lag upstream's releases: a version without one is newer than every list kept.
+    for u in &unlisted {
+        let (component, minor) = u.split_once(' ').expect("component minor");
+        let kept = node_verify::components::flag_minors(component);
+        assert!(kept.last().is_some_and(|newest| *newest < minor), "{u} lacks a list between kept ones: {kept:?}");
+    }
+}
+
+/// A Release whose Kubernetes minor no component-config field list is kept for: its kubelet's
+/// and kube-proxy's configs cannot be checked, and each is a finding naming the node, the file,
+/// the version and the minors kept; no other check finds anything.
+#[test]
+fn a_kubernetes_version_without_field_lists_is_a_finding_not_a_pass() {
+    for kubernetes in ["1.35.0", "1.28.15"] {
+        let (_, json) = master((kubernetes, "3.5.21"));
+        let minor = node_verify::components::minor(kubernetes).expect("a version");
+        let mut findings: Vec<String> = check("master-2", &json).iter().map(ToString::to_string).collect();
+        findings.sort();
+        let kept = node_verify::components::config_minors("KubeletConfiguration").join(", ");
+        assert_eq!(
+            findings,
+            [
+                format!(
+                    "node master-2: /etc/kubernetes/config/kube-proxy.yaml: KubeProxyConfiguration of Kubernetes \
+                     v{kubernetes}: no field list is kept for {minor}, so it cannot be checked (kept: {kept}); use a \
+                     Release whose Kubernetes is one of these (ComponentConfig)"
+                ),
+                format!(
+                    "node master-2: /etc/kubernetes/config/kubelet.yaml: KubeletConfiguration of Kubernetes \
+                     v{kubernetes}: no field list is kept for {minor}, so it cannot be checked (kept: {kept}); use a \
+                     Release whose Kubernetes is one of these (ComponentConfig)"
+                ),
+            ]
+        );
+    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::{Check, Finding};
+use node_verify::{Check, Finding};
 
 /// What only a booted node has, so `systemd-analyze verify` on this machine may report it
 /// missing: the node's binaries (under `/opt/bin`, or from the image) and the units the image
@@ -73,7 +73,7 @@ pub fn systemd_analyze(node: &str, json: &str) -> Vec<Finding> {
 /// Run `shellcheck` on every shell script of the config.
 pub fn shellcheck(node: &str, json: &str) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (path, text) in crate::scripts(json) {
+    for (path, text) in node_verify::scripts(json) {
         let result = Command::new("shellcheck")
             .args(["--format=gcc", "-"])
             .stdin(std::process::Stdio::piped())

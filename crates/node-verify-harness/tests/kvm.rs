@@ -9,7 +9,8 @@ use apis::kvm::KVMConfig;
 use kvm_objects::cluster::{Cluster, Settings};
 use kvm_objects::ignition::{EncryptionKey, NodeConfigInput, NodeConfigSettings, Proxy, TlsAsset, render};
 use kvm_objects::node_index::allocate;
-use node_verify::{Finding, check, tools};
+use node_verify::{Finding, check};
+use node_verify_harness::tools;
 
 const FIXTURE: &str = include_str!("../../apis/tests/fixtures/kvmconfig-qz7lt.yaml");
 

@@ -1,5 +1,12 @@
-//! An emulated node that runs a config's own scripts as a booted instance would, for tests.
+//! For tests: the real tools a node runs its config with, and an emulated node that runs a
+//! config's own scripts as a booted instance would. The operators do not link this crate; they
+//! run the pure checks of `node-verify` only.
 //!
+//! [`tools`] runs `systemd-analyze verify` on every unit and drop-in of a config and `shellcheck`
+//! on every script; the suite in `tests/` runs them, and `node_verify::check`, on every config
+//! both operators render.
+//!
+//! The emulated node:
 //! - [`Node::boot`] plays Ignition's file stage: it writes every file of a rendered config, with
 //!   its mode, below a temporary root. The one file it replaces is the AWS CLI wrapper
 //!   (`/opt/bin/aws`, which on a node runs the awscli container): below the root it is the real
@@ -16,9 +23,13 @@
 //!   systemd-networkd reloads (this machine runs no networkd: `networkctl` and `ip` of the
 //!   emulated node are small programs that read the leases), and the volume is a file at its
 //!   device path that the real `blkid` and `mkfs.ext4` work on.
+//! - The emulated node's `hostnamectl set-hostname` writes `/etc/hostname` below the root, as
+//!   systemd-hostnamed would; this machine's hostname is never touched.
 //!
 //! AWS itself is moto: [`Node::script`] points the CLI at it with `AWS_ENDPOINT_URL`. Nothing of
 //! the scripts is copied or rewritten; what they do is checked through AWS's own API.
+
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +41,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
+
+pub mod tools;
 
 /// The AWS CLI wrapper of a node config, replaced by the real CLI below the root.
 pub const AWS_WRAPPER: &str = "/opt/bin/aws";
@@ -384,6 +397,19 @@ while read -r address; do
 done < <(cat "$HARNESS_DIR/addresses" 2>/dev/null)
 "#;
 
+/// `hostnamectl` of the emulated node: `set-hostname NAME` does what systemd-hostnamed does for
+/// it, writing the static hostname to `/etc/hostname` below the node's root (never this
+/// machine's hostname).
+const HOSTNAMECTL: &str = r#"#!/bin/bash
+set -euo pipefail
+if [ "$#" -ne 2 ] || [ "$1" != set-hostname ] || [ -z "$2" ]; then
+  echo "hostnamectl $*: the emulated node has set-hostname NAME only" >&2
+  exit 1
+fi
+mkdir -p "$NODE_ROOT/etc"
+echo "$2" >"$NODE_ROOT/etc/hostname"
+"#;
+
 impl Node {
     /// Writes every file of `config` (sealed Ignition JSON) below a new root, with its mode, and
     /// the real AWS CLI at [`AWS_WRAPPER`]; its scripts will call AWS at `aws_endpoint` (moto).
@@ -408,7 +434,7 @@ impl Node {
         }
         let bin = node.harness_dir().join("bin");
         std::fs::create_dir_all(&bin).map_err(io_err("creating the emulated node's tools"))?;
-        for (name, text) in [("networkctl", NETWORKCTL), ("ip", IP)] {
+        for (name, text) in [("networkctl", NETWORKCTL), ("ip", IP), ("hostnamectl", HOSTNAMECTL)] {
             std::fs::write(bin.join(name), text).map_err(io_err(format!("writing {name}")))?;
             std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755))
                 .map_err(io_err(format!("chmod {name}")))?;
