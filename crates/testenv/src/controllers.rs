@@ -1,6 +1,7 @@
 //! The parts of kube-controller-manager and kube-apiserver's own controllers that API clients
 //! observe: the garbage collector (owner references, foreground and orphan deletion), the
-//! namespace controller (terminating namespaces), the CRD finalizer (deleting a CRD deletes its
+//! namespace controller (terminating namespaces), each namespace's defaults (the `default`
+//! ServiceAccount and the `kube-root-ca.crt` ConfigMap), the CRD finalizer (deleting a CRD deletes its
 //! custom resources), and, without a cluster simulation, the end of pod grace periods.
 //!
 //! envtest runs none of these (controller-runtime #626, #1459), which surprises its users; here
@@ -90,10 +91,18 @@ fn handle_hint(api: &Api, hint: Hint) {
             if api.config.namespace_controller && !key.0.is_empty() {
                 process_namespace(api, &key.0);
             }
+            if !key.0.is_empty() {
+                ensure_namespace_defaults(api, &key.0);
+            }
             if let Some(def) = api.registry.for_storage(&resource)
                 && let Some(c) = def.custom()
             {
                 process_crd(api, &c.crd_name);
+            }
+        }
+        Hint::Added { resource, key } => {
+            if api.registry.for_storage(&resource).is_some_and(|d| d.builtin_kind() == BuiltinKind::Namespace) {
+                ensure_namespace_defaults(api, &key.1);
             }
         }
         Hint::Owned { resource, key } => {
@@ -117,8 +126,17 @@ fn handle_hint(api: &Api, hint: Hint) {
     }
 }
 
-/// Re-check everything that is being deleted: a safety net for anything a hint missed.
+/// Re-check everything that is being deleted, and every namespace's defaults: a safety net for
+/// anything a hint missed.
 fn sweep_all(api: &Api) {
+    if api.config.namespace_defaults {
+        let ns_def = api.namespaces_def();
+        if let Ok(list) = api.store.list(&ns_def.storage, None, None, None, None, &|_, s: &Stored| !s.meta.deleting) {
+            for (key, _) in list.items {
+                ensure_namespace_defaults(api, &key.1);
+            }
+        }
+    }
     for resource in api.store.resources_with_objects() {
         let Some(def) = api.registry.for_storage(&resource) else { continue };
         let Ok(list) = api.store.list(&resource, None, None, None, None, &|_, s: &Stored| s.meta.deleting) else {
@@ -270,6 +288,54 @@ fn remove_finalizer(api: &Api, def: &ResourceDef, key: &ObjKey, uid: &str, final
         }
         Ok(crate::api::Mutation { value: v, applied: false, precondition: None })
     });
+}
+
+/// The name of every namespace's ServiceAccount.
+pub(crate) const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+/// The name of every namespace's ConfigMap with the cluster's CA.
+pub(crate) const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+
+/// Give namespace `name` what kube-controller-manager gives every namespace that is not
+/// terminating: the `default` ServiceAccount (`serviceaccounts-controller`) and, when the server
+/// has a CA, the `kube-root-ca.crt` ConfigMap with it under `ca.crt` (`root-ca-cert-publisher`,
+/// which also puts back a changed CA). Created when missing, so a deleted one comes back.
+pub(crate) fn ensure_namespace_defaults(api: &Api, name: &str) {
+    if !api.config.namespace_defaults {
+        return;
+    }
+    let ns_def = api.namespaces_def();
+    match api.get_stored(&ns_def, "", name) {
+        Ok(ns) if !ns.meta.deleting => {}
+        _ => return,
+    }
+    if let Some(sa_def) = api.registry.get("", "v1", "serviceaccounts")
+        && api.get_stored(&sa_def, name, DEFAULT_SERVICE_ACCOUNT).is_err()
+    {
+        let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DEFAULT_SERVICE_ACCOUNT}});
+        if let Err(e) = api.create(&sa_def, name, body, &internal_opts()) {
+            tracing::debug!(namespace = name, error = %e, "cannot create the default ServiceAccount");
+        }
+    }
+    let (Some(ca), Some(cm_def)) = (&api.config.root_ca, api.registry.get("", "v1", "configmaps")) else { return };
+    let data = json!({"ca.crt": ca});
+    match api.get_stored(&cm_def, name, ROOT_CA_CONFIG_MAP) {
+        Ok(cm) if cm.value().get("data") == Some(&data) => {}
+        Ok(cm) => {
+            let mut body = cm.value();
+            body["data"] = data;
+            if let Err(e) =
+                api.update(&cm_def, name, ROOT_CA_CONFIG_MAP, crate::api::Part::Main, body, &internal_opts())
+            {
+                tracing::debug!(namespace = name, error = %e, "cannot restore the kube-root-ca.crt ConfigMap");
+            }
+        }
+        Err(_) => {
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIG_MAP}, "data": data});
+            if let Err(e) = api.create(&cm_def, name, body, &internal_opts()) {
+                tracing::debug!(namespace = name, error = %e, "cannot create the kube-root-ca.crt ConfigMap");
+            }
+        }
+    }
 }
 
 /// A terminating namespace: delete its content, report what remains in its conditions, and

@@ -160,6 +160,16 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Give every namespace a `default` ServiceAccount and, when serving TLS, the
+    /// `kube-root-ca.crt` ConfigMap holding the serving CA under `ca.crt`, as
+    /// kube-controller-manager's service-account controller and root-CA publisher do (default:
+    /// on). They are created right after their namespace and again when deleted; off, a new
+    /// namespace is empty, as in envtest.
+    pub fn namespace_defaults(mut self, on: bool) -> Self {
+        self.api.namespace_defaults = on;
+        self
+    }
+
     /// Interval of BOOKMARK events on idle watches that allow them (default: 60 s).
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.server.bookmark_interval = every;
@@ -251,7 +261,9 @@ impl TestEnvBuilder {
             .map_err(|source| Error::Bind { port: self.port, source })?;
         let addr = listener.local_addr().map_err(|source| Error::Bind { port: self.port, source })?;
         let security = Arc::new(auth::Security::new(&self.security)?);
-        let handle = Handle::serve(listener, addr, self.retention, self.api, self.server, self.simulation, security)?;
+        let mut api = self.api;
+        api.root_ca = security.tls().map(|t| t.ca_pem().to_string());
+        let handle = Handle::serve(listener, addr, self.retention, api, self.server, self.simulation, security)?;
         let (kubeconfig_file, kubeconfig_path) = match self.kubeconfig {
             Some(path) => {
                 std::fs::write(&path, handle.kubeconfig())
@@ -557,7 +569,7 @@ impl Handle {
     }
 }
 
-/// Namespaces every cluster has.
+/// Namespaces every cluster has, with their defaults.
 fn bootstrap(core: &api::Api) {
     let ns = core.namespaces_def();
     let opts = api::WriteOptions { manager: "kube-apiserver".into(), ..Default::default() };
@@ -566,6 +578,8 @@ fn bootstrap(core: &api::Api) {
         if let Err(e) = core.create(&ns, "", body, &opts) {
             tracing::error!(namespace = name, error = %e, "cannot create a bootstrap namespace");
         }
+        // Before the server answers, so that a client starts from a quiet server.
+        controllers::ensure_namespace_defaults(core, name);
     }
 }
 

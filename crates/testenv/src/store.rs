@@ -189,6 +189,13 @@ pub enum Hint {
         /// Its key.
         key: ObjKey,
     },
+    /// An object was created: a new namespace gets its defaults.
+    Added {
+        /// Its storage key.
+        resource: StorageKey,
+        /// Its key.
+        key: ObjKey,
+    },
     /// An object is (now) marked for deletion, or changed while marked.
     Deleting {
         /// Its storage key.
@@ -565,6 +572,9 @@ impl Store {
                     uid: object.meta.uid.clone(),
                     owners: object.meta.owners.iter().map(|o| o.uid.clone()).collect(),
                 }),
+                EventType::Added if key.0.is_empty() && object.meta.owners.is_empty() && !object.meta.deleting => {
+                    Some(Hint::Added { resource: resource.clone(), key: key.clone() })
+                }
                 _ if object.meta.deleting => {
                     Some(Hint::Deleting { resource: resource.clone(), key: key.clone(), uid: object.meta.uid.clone() })
                 }

@@ -577,7 +577,8 @@ async fn n8_kube_rs_over_tls_with_a_service_account_token() {
     let token = env.handle().service_account_token(NS, "robot", Duration::from_secs(3600)).unwrap();
     let robot = env.handle().client_with_token(Some(&token)).unwrap();
     let cms = Api::<ConfigMap>::namespaced(robot.clone(), NS).list(&ListParams::default()).await.unwrap();
-    assert_eq!(cms.items.len(), 1);
+    // The test's ConfigMap and the namespace's `kube-root-ca.crt`, as in a real cluster.
+    assert_eq!(cms.items.len(), 2, "{:?}", cms.items.iter().map(|c| c.metadata.name.clone()).collect::<Vec<_>>());
     let err = Api::<Secret>::namespaced(robot, NS).list(&ListParams::default()).await.unwrap_err();
     assert!(matches!(&err, kube::Error::Api(s) if s.code == 403 && s.reason == "Forbidden"), "{err:?}");
 }
@@ -774,7 +775,8 @@ async fn n9_an_operator_connects_in_cluster_with_its_service_account() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\nstdout: {stdout}\nstderr: {stderr}");
-    assert!(stdout.contains("incluster: listed 1 configmaps in team"), "{stdout}");
+    // The test's ConfigMap and the namespace's `kube-root-ca.crt`, as in a real cluster.
+    assert!(stdout.contains("incluster: listed 2 configmaps in team"), "{stdout}");
     assert!(stdout.contains("incluster: secrets refused with 403 Forbidden"), "{stdout}");
     // The server saw the robot, not the administrator.
     assert!(env.handle().access_log_of(SA_USER).iter().any(|r| r.attributes.resource == "configmaps" && r.allowed));

@@ -46,11 +46,24 @@ pub struct ApiConfig {
     pub pod_grace_reaper: bool,
     /// Admit pods under Pod Security from their namespace's labels.
     pub pod_security: bool,
+    /// Give every namespace what kube-controller-manager gives it: a `default` ServiceAccount
+    /// and, when the server has a CA ([`ApiConfig::root_ca`]), the `kube-root-ca.crt` ConfigMap.
+    pub namespace_defaults: bool,
+    /// The CA (PEM) published in every namespace's `kube-root-ca.crt` ConfigMap under
+    /// `ca.crt`: the serving CA when the server serves TLS, set at start.
+    pub root_ca: Option<String>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { garbage_collector: true, namespace_controller: true, pod_grace_reaper: true, pod_security: false }
+        ApiConfig {
+            garbage_collector: true,
+            namespace_controller: true,
+            pod_grace_reaper: true,
+            pod_security: false,
+            namespace_defaults: true,
+            root_ca: None,
+        }
     }
 }
 
