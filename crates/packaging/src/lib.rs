@@ -15,6 +15,7 @@ use std::process::Command;
 use serde_json::Value;
 
 pub mod image;
+pub mod layers;
 pub mod pod;
 pub mod proof;
 pub mod rbac;

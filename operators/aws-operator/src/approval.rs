@@ -7,7 +7,7 @@
 //! AWSMachineDeployment), the operator creates a CloudFormation change set, records a summary of
 //! it in the owning object's status with a [plan hash](plan_hash), and waits. Annotating the
 //! object with [`APPROVED_PLAN`]` = <hash>` runs exactly that change set. The decision is
-//! [`decide`]; the reads and writes are [`crate::aws::stacks`]'s.
+//! [`decide`]; the reads and writes are [`crate::stack_ops`]'s.
 //!
 //! Besides CloudFormation's own account of a change set, [`template_diff`] compares the deployed
 //! and the desired template: resources added, removed and modified with the property paths that

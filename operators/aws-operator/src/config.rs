@@ -162,8 +162,8 @@ pub struct AwsAccessArgs {
 
 impl AwsAccessArgs {
     /// The client settings of these flags; `operation_timeout` bounds each AWS call.
-    pub fn settings(&self, operation_timeout: Option<Duration>) -> crate::aws::AwsSettings {
-        crate::aws::AwsSettings {
+    pub fn settings(&self, operation_timeout: Option<Duration>) -> AwsSettings {
+        AwsSettings {
             default_region: self.region.clone(),
             endpoint_url: self.aws_endpoint_url.clone(),
             ca_bundle: self.aws_ca_bundle.clone(),
@@ -173,6 +173,27 @@ impl AwsAccessArgs {
             tenant_external_id: self.tenant_role_external_id.clone().filter(|s| !s.is_empty()),
         }
     }
+}
+
+/// How the operator reaches AWS.
+#[derive(Clone, Debug, Default)]
+pub struct AwsSettings {
+    /// The region used when a cluster names none.
+    pub default_region: String,
+    /// One endpoint for every service (an emulator, a VPC endpoint proxy); `None` for AWS.
+    pub endpoint_url: Option<String>,
+    /// Extra PEM CA certificates to trust (for an endpoint with a private CA).
+    pub ca_bundle: Option<PathBuf>,
+    /// The role in the management-cluster account; `None` uses the operator's credentials there.
+    pub control_plane_role_arn: Option<String>,
+    /// Explicit credentials; `None` uses the default chain.
+    pub credentials: Option<aws_credential_types::Credentials>,
+    /// Per-call timeout.
+    pub operation_timeout: Option<Duration>,
+    /// The `ExternalId` every AssumeRole of a tenant role carries (`--tenant-role-external-id`):
+    /// one per installation, required by the tenant role's trust policy, so that a role ARN named
+    /// in some Secret is assumed only by the installation its account trusts.
+    pub tenant_external_id: Option<String>,
 }
 
 /// The drift detector's settings (`--drift-detection-*`, `--drift-detections-*`).

@@ -21,6 +21,10 @@ use crate::aws::AwsFactory;
 use crate::aws::cloudformation::StackCache;
 use crate::config::{AmiMap, OperatorConfig};
 
+/// The finalizer on every Secret the operator reads for a cluster (its credential Secret, its
+/// certificate and encryption Secrets), so that none goes while the cluster needs it.
+pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
+
 /// Labels of the per-stack-operation metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StackOpLabels {
@@ -195,7 +199,7 @@ pub struct Shared {
     /// DescribeStacks per account.
     pub stacks: StackCache,
     /// Auto Scaling instances per account, for the drainers.
-    pub instances: crate::drainers::InstanceCache,
+    pub instances: crate::aws::instances::InstanceCache,
     /// AMIs.
     pub amis: AmiMap,
     /// Metrics.
@@ -242,7 +246,7 @@ impl Shared {
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
-            instances: crate::drainers::InstanceCache::new(config.drainer_active_poll),
+            instances: crate::aws::instances::InstanceCache::new(config.drainer_active_poll),
             config,
             amis,
             metrics: StackMetrics::new(registry),

@@ -225,7 +225,7 @@ async fn read_instances(factory: &Result<AwsFactory, String>, objects: &ClusterO
             let listing = match factory {
                 Err(e) => Err(e.clone()),
                 Ok(f) => match f.tenant(&account.tenant_role_arn, &account.region).await {
-                    Ok(clients) => crate::drainers::list_instances(&clients).await.map_err(|e| e.to_string()),
+                    Ok(clients) => crate::aws::instances::list_instances(&clients).await.map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 },
             };

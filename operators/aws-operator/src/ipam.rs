@@ -39,7 +39,6 @@ use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
 use crate::context::Shared;
-use crate::controllers;
 use operatorkit::error::InvalidInput;
 
 /// The lock annotation.
@@ -225,7 +224,7 @@ pub async fn reserved_in_cluster(shared: &Shared, except: Option<&str>) -> Resul
         }
         if let Some(cidr) = c.status.as_ref().and_then(|s| s.provider.network.cidr.as_deref()) {
             let net: Ipv4Net = cidr.parse().map_err(|e| {
-                unreadable_reservation(controllers::status::describe(&c), "status.provider.network.cidr", cidr, e)
+                unreadable_reservation(operatorkit::status::describe(&c), "status.provider.network.cidr", cidr, e)
             })?;
             out.push(net);
         }
@@ -272,8 +271,8 @@ pub enum Owner<'a> {
 impl Owner<'_> {
     fn describe(&self) -> String {
         match self {
-            Owner::Cluster(c) => controllers::status::describe(*c),
-            Owner::NodePool(md) => controllers::status::describe(*md),
+            Owner::Cluster(c) => operatorkit::status::describe(*c),
+            Owner::NodePool(md) => operatorkit::status::describe(*md),
         }
     }
 
@@ -359,7 +358,7 @@ pub async fn range_for_cluster(shared: &Shared, cluster: &AWSCluster) -> Result<
         let api: Api<NetworkPool> = Api::namespaced(shared.client.clone(), &cluster.namespace().unwrap_or_default());
         let Some(np) = api.get_opt(pool).await? else {
             return Err(InvalidInput {
-                object: controllers::status::describe(cluster),
+                object: operatorkit::status::describe(cluster),
                 reason: "NetworkPoolNotFound",
                 message: format!("spec.provider.nodes.networkPool names NetworkPool {pool}, which does not exist in this namespace: create it or remove the field"),
             }
@@ -438,7 +437,7 @@ pub async fn check_node_pool_subnet(
 ) -> Result<(), ResourceError> {
     let field = format!("annotation {}", labels::MACHINE_DEPLOYMENT_SUBNET);
     let invalid = |reason: &'static str, message: String| -> ResourceError {
-        InvalidInput { object: controllers::status::describe(md), reason, message }.into()
+        InvalidInput { object: operatorkit::status::describe(md), reason, message }.into()
     };
     let net: Ipv4Net = subnet.parse().map_err(|e| {
         invalid("InvalidAnnotation", format!("{field} {subnet:?}: {e}; remove it to have a range allocated"))
@@ -450,11 +449,11 @@ pub async fn check_node_pool_subnet(
         .await?
         .items
         .iter()
-        .filter_map(|c| Some((controllers::status::describe(c), c.status.as_ref()?.provider.network.cidr.clone()?)))
+        .filter_map(|c| Some((operatorkit::status::describe(c), c.status.as_ref()?.provider.network.cidr.clone()?)))
         .collect();
     let mds: Api<AWSMachineDeployment> = Api::all(shared.client.clone());
     taken.extend(mds.list(&ListParams::default()).await?.items.iter().filter(|o| o.uid() != md.uid()).filter_map(
-        |o| Some((controllers::status::describe(o), o.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)?.clone())),
+        |o| Some((operatorkit::status::describe(o), o.annotations().get(labels::MACHINE_DEPLOYMENT_SUBNET)?.clone())),
     ));
     match taken.iter().find(|(_, cidr)| cidr.parse::<Ipv4Net>().is_ok_and(|other| other.overlaps(&net))) {
         Some((other, cidr)) => Err(invalid(

@@ -16,7 +16,8 @@
 //! | [`preview`] | the `plan` command's edge: the planner's stacks against the live ones, through change sets and [`approval::template_diff`] |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
-//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the stack operations, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
+//! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the drainers' instance listing, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
+//! | [`stack_ops`] | the stack operations: one step of the stack state machine per reconcile against one account, timed, counted and announced by events |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
 //! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
@@ -31,6 +32,23 @@
 //! needs in `operatorkit` (controllers, conditions, [`operatorkit::held_secrets`],
 //! [`operatorkit::logging`]).
 //!
+//! # Layers
+//!
+//! Every import points down this table: a module may use its own layer and the layers above it
+//! in the table, never one below. `tests/architecture.rs` reads the crate's imports and holds
+//! the code to this table, and to no circle between the modules it names.
+//!
+//! | layer | modules | what decides, what does |
+//! | --- | --- | --- |
+//! | 1. settings | [`config`] | flags and settings, read once |
+//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`drainers::plan`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete |
+//! | 3. edge | [`aws`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers |
+//! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
+//! | 5. subsystems | [`stack_ops`], [`drainers`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
+//! | 6. controller helpers | [`controllers`], [`controllers::lookup`], [`controllers::stack_entries`] | what every controller uses: the resource set, dereferencing, stack entries |
+//! | 7. controllers | [`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::drift`], [`controllers::unhealthy`], [`controllers::max_age`] | dereference, validate, build, apply, status |
+//! | 8. commands | [`daemon`], [`render`], [`preview`], [`plan`], [`describe`] | the wiring of the daemon, and the `render`, `plan` and `describe` commands with their planner |
+//!
 //! # The shape of a reconcile
 //!
 //! A controller module starts with its per-reconcile state and `resource_set`, which lists its
@@ -41,7 +59,7 @@
 //! 2. **validate** — bad input stops here with `Ready=False` and a Warning event, before anything
 //!    is touched in AWS ([`operatorkit::error::InvalidInput`], [`operatorkit::status::reject`]);
 //! 3. **build** — pure: template parameters and templates from `aws_stacks`;
-//! 4. **apply** — through [`aws`]: each stack one step of the state machine per reconcile, and
+//! 4. **apply** — through [`stack_ops`] and [`aws`]: each stack one step of the state machine per reconcile, and
 //!    a requeue instead of a wait;
 //! 5. **status** — conditions and stack entries, written only when they change
 //!    ([`operatorkit::status`]).
@@ -73,4 +91,5 @@ pub mod plan;
 pub mod preview;
 pub mod render;
 pub mod rollout;
+pub mod stack_ops;
 pub mod upgrade;

@@ -37,34 +37,11 @@ pub fn schedule(cluster: &AWSCluster, pause: Option<Duration>) -> Result<Option<
     Ok(Some(schedule))
 }
 
-/// [`set_settings_condition`] on `obj`'s new `conditions`, with the Warning event of a new
-/// `False` condition.
-pub async fn record_settings<K>(
-    shared: &crate::context::Shared,
-    obj: &K,
-    conditions: &mut Vec<Condition>,
-    before: &[Condition],
-    settings: &Result<(), String>,
-) where
-    K: kube::Resource<DynamicType = ()>,
-{
-    let generation = obj.meta().generation;
-    if let Some(message) = set_settings_condition(conditions, before, settings, generation) {
-        shared.warning(obj, INVALID_MAINTENANCE, message).await;
-    }
-}
-
-/// Announce with a Normal event `WaitingForMaintenanceWindow` that `obj`'s disruptive work
-/// waits (`message`), once: when the wait starts, that is when `obj`'s `Ready` condition
-/// (among its conditions `before` this reconcile) does not say so yet.
-pub async fn announce_wait<K>(shared: &crate::context::Shared, obj: &K, before: &[Condition], message: &str)
-where
-    K: kube::Resource<DynamicType = ()>,
-{
-    let waiting = before.iter().any(|c| c.type_ == crate::controllers::status::READY && c.reason == WAITING_FOR_WINDOW);
-    if !waiting {
-        shared.event(obj, WAITING_FOR_WINDOW, message.to_string()).await;
-    }
+/// Whether the wait of `obj`'s disruptive work starts now and is to be announced (with a Normal
+/// event [`WAITING_FOR_WINDOW`]): its `Ready` condition among its conditions `before` this
+/// reconcile does not say so yet.
+pub fn wait_starts(before: &[Condition]) -> bool {
+    !before.iter().any(|c| c.type_ == operatorkit::status::READY && c.reason == WAITING_FOR_WINDOW)
 }
 
 /// The gate of a disruptive step of `what` (e.g. `the rolling update of node pool np001`) in
@@ -117,6 +94,21 @@ mod tests {
         let gate_soon = gate(&c, &s, "x", "2026-06-01T19:59:55Z".parse().expect("t"), poll);
         assert!(matches!(gate_soon, Gate::Wait { retry_after, .. } if retry_after == Duration::from_secs(5)));
         assert_eq!(gate(&c, &s, "x", "2026-06-01T20:00:00Z".parse().expect("t"), poll), Gate::Go);
+    }
+
+    #[test]
+    fn a_wait_is_announced_once_when_it_starts() {
+        let ready = |reason: &str| Condition {
+            type_: operatorkit::status::READY.to_string(),
+            status: "False".to_string(),
+            reason: reason.to_string(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        };
+        assert!(wait_starts(&[]));
+        assert!(wait_starts(&[ready("Updating")]));
+        assert!(!wait_starts(&[ready(WAITING_FOR_WINDOW)]));
     }
 
     #[test]

@@ -32,8 +32,7 @@ use kube::{Api, ResourceExt};
 use operatorkit::ResourceError;
 
 use crate::aws::AccountClients;
-use crate::context::Shared;
-use crate::controllers::lookup::component;
+use crate::context::{SECRET_FINALIZER, Shared};
 
 /// The certificate label.
 pub const CERTIFICATE_LABEL: &str = pki::secret::CERTIFICATE_LABEL;
@@ -44,7 +43,7 @@ pub fn certificates_namespace<'a>(shared: &'a Shared, cluster_namespace: &'a str
 }
 
 /// The certificate Secrets of a cluster in `namespace` ([`certificates_namespace`]), held by the
-/// [`SECRET_FINALIZER`](crate::controllers::SECRET_FINALIZER) from now on: certificate name →
+/// [`SECRET_FINALIZER`] from now on: certificate name →
 /// (key → bytes).
 pub async fn certificates(
     shared: &Shared,
@@ -52,7 +51,7 @@ pub async fn certificates(
     cluster_id: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, kube::Error> {
     let secrets = certificate_secrets(shared, namespace, cluster_id).await?;
-    operatorkit::held_secrets::hold_all(&shared.client, &secrets, crate::controllers::SECRET_FINALIZER).await?;
+    operatorkit::held_secrets::hold_all(&shared.client, &secrets, SECRET_FINALIZER).await?;
     let mut out = BTreeMap::new();
     for s in secrets {
         let Some(name) = s.metadata.labels.as_ref().and_then(|l| l.get(CERTIFICATE_LABEL)).cloned() else { continue };
@@ -82,12 +81,7 @@ pub async fn encryption_config(
     let name = encryption_config_secret(cluster_id);
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
     let Some(secret) = api.get_opt(&name).await? else { return Ok(None) };
-    operatorkit::held_secrets::hold_all(
-        &shared.client,
-        std::slice::from_ref(&secret),
-        crate::controllers::SECRET_FINALIZER,
-    )
-    .await?;
+    operatorkit::held_secrets::hold_all(&shared.client, std::slice::from_ref(&secret), SECRET_FINALIZER).await?;
     Ok(secret
         .data
         .and_then(|mut d| d.remove(ENCRYPTION_CONFIG_KEY))
@@ -138,8 +132,8 @@ pub fn input(
         cluster_id,
         region: cluster.spec.provider.region.clone(),
         // Both are checked when the Release is read (`controllers::lookup::check_components`).
-        kubernetes_version: component(release, "kubernetes").unwrap_or_default().to_string(),
-        etcd_version: component(release, "etcd").unwrap_or_default().to_string(),
+        kubernetes_version: release.component_version("kubernetes").unwrap_or_default().to_string(),
+        etcd_version: release.component_version("etcd").unwrap_or_default().to_string(),
         node_labels,
         service_cidr: SERVICE_CIDR.into(),
         cluster_dns_ip: "172.31.0.10".into(),

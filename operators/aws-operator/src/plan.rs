@@ -371,7 +371,7 @@ impl PlannedStack {
         canonical_hash: Option<String>,
         bucket: Option<&str>,
     ) -> Self {
-        // As `aws::stacks::ensure`: the hash is recorded as an output of the template it describes.
+        // As `stack_ops::ensure`: the hash is recorded as an output of the template it describes.
         let mut template = template;
         let hash = aws_stacks::cfn::stack_hash(&canonical_hash.unwrap_or_else(|| template.hash()), &tags);
         template.output(
@@ -637,7 +637,7 @@ fn plan_cluster(
         cluster: controllers::status::describe(cluster),
         region,
         release: release.name_any(),
-        operator: controllers::lookup::component(release, crate::daemon::COMPONENT).unwrap_or_default().to_string(),
+        operator: release.component_version(crate::daemon::COMPONENT).unwrap_or_default().to_string(),
         cidrs,
         stacks,
     })
@@ -667,7 +667,7 @@ fn plan_masters(
 ) -> Result<PlannedStack, RenderError> {
     let id = cluster.name_any();
     let region = &cluster.spec.provider.region;
-    let flatcar = controllers::lookup::component(release, "containerlinux").unwrap_or_default();
+    let flatcar = release.component_version("containerlinux").unwrap_or_default();
     let ami = settings.ami(flatcar, region)?;
     let subnets: Vec<(String, String)> = cp
         .spec

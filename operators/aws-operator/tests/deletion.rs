@@ -5,7 +5,7 @@
 mod support;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
-use aws_operator::controllers::SECRET_FINALIZER as FINALIZER;
+use aws_operator::context::SECRET_FINALIZER as FINALIZER;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, OperatorConfig};
+use aws_operator::context::SECRET_FINALIZER as FINALIZER;
 use aws_operator::context::Shared;
-use aws_operator::controllers::SECRET_FINALIZER as FINALIZER;
 use aws_operator::node_config;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use apis::aws::StackStatus as StatusEntry;
 use aws_operator::aws::cloudformation::{CloudFormation as _, FakeCloudFormation};
-use aws_operator::aws::stacks::{self, Deletion, DesiredStack, Progress, UpdateWhen};
 use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, OperatorConfig};
 use aws_operator::context::Shared;
+use aws_operator::stack_ops::{self, Deletion, DesiredStack, Progress, UpdateWhen};
 use aws_stacks::cfn::Template;
 use aws_stacks::names::StackKind;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -67,7 +67,7 @@ impl Bench {
         version: &str,
         recorded: Option<&StatusEntry>,
     ) -> anyhow::Result<(Progress, StatusEntry)> {
-        Ok(stacks::ensure(&self.shared, &self.aws, &self.owner, desired(name, version), None, recorded).await?)
+        Ok(stack_ops::ensure(&self.shared, &self.aws, &self.owner, desired(name, version), None, recorded).await?)
     }
 
     async fn delete(&self, name: &str, recorded: Option<&StatusEntry>) -> anyhow::Result<(Deletion, StatusEntry)> {
@@ -81,7 +81,7 @@ impl Bench {
         recorded: Option<&StatusEntry>,
         owner_uid: &str,
     ) -> anyhow::Result<(Deletion, StatusEntry)> {
-        Ok(stacks::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded, owner_uid).await?)
+        Ok(stack_ops::delete(&self.shared, &self.aws, &self.owner, StackKind::Tccp, name, recorded, owner_uid).await?)
     }
 
     /// The events on the owner, as (type, reason, related stack, note, count).
@@ -203,7 +203,7 @@ async fn a_rolled_back_update_is_reported_and_retried_with_backoff() -> anyhow::
     // Version 2 is requested; CloudFormation fails it and rolls back to version 1.
     let (p, entry) = b.ensure(name, "2", Some(&entry)).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!(entry.status, stacks::UPDATE_REQUESTED);
+    assert_eq!(entry.status, stack_ops::UPDATE_REQUESTED);
     assert_eq!(b.fake.calls("UpdateStack"), 1);
     b.set_status(name, "UPDATE_ROLLBACK_IN_PROGRESS", Some("The following resource(s) failed to update: [VPC]."));
     let (_, entry) = b.ensure(name, "2", Some(&entry)).await?;
@@ -238,7 +238,7 @@ async fn a_rolled_back_update_is_reported_and_retried_with_backoff() -> anyhow::
     // After the backoff: updated again, the attempt count kept.
     let (p, retried) = b.ensure(name, "2", Some(&aged(&failed, 31))).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!((retried.status.as_str(), retried.attempts), (stacks::UPDATE_REQUESTED, Some(1)));
+    assert_eq!((retried.status.as_str(), retried.attempts), (stack_ops::UPDATE_REQUESTED, Some(1)));
     assert_eq!(b.fake.calls("UpdateStack"), 2);
 
     // It fails again: the second attempt waits twice as long.
@@ -278,12 +278,12 @@ async fn a_rolled_back_create_is_deleted_and_created_again_with_backoff() -> any
     // After the backoff: protection lifted, deleted, then created again.
     let (p, deleting) = b.ensure(name, "1", Some(&aged(&failed, 31))).await?;
     assert!(matches!(p, Progress::Pending));
-    assert_eq!((deleting.status.as_str(), deleting.attempts), (stacks::DELETE_REQUESTED, Some(1)));
+    assert_eq!((deleting.status.as_str(), deleting.attempts), (stack_ops::DELETE_REQUESTED, Some(1)));
     assert_eq!((b.fake.calls("UpdateTerminationProtection"), b.fake.calls("DeleteStack")), (1, 1));
     assert!(b.fake.stack(name).is_none());
     assert_eq!(b.events_with("CFRecreate").await?.len(), 1);
     let (_, creating) = b.ensure(name, "1", Some(&deleting)).await?;
-    assert_eq!((creating.status.as_str(), creating.attempts), (stacks::CREATE_REQUESTED, Some(1)));
+    assert_eq!((creating.status.as_str(), creating.attempts), (stack_ops::CREATE_REQUESTED, Some(1)));
     assert_eq!(b.fake.calls("CreateStack"), 2);
 
     // The second create fails too: counted as attempt 2.
@@ -343,7 +343,7 @@ async fn a_failed_delete_names_the_resources_and_is_retried_with_backoff() -> an
     b.fake.hold_deletes(true);
     let (d, entry) = b.delete(name, Some(&entry)).await?;
     assert!(matches!(d, Deletion::Pending));
-    assert_eq!(entry.status, stacks::DELETE_REQUESTED);
+    assert_eq!(entry.status, stack_ops::DELETE_REQUESTED);
     b.set_status(name, "DELETE_FAILED", Some("The following resource(s) failed to delete: [PrivateSubnet]."));
     b.fake.set_failed_resources(name, vec![("PrivateSubnet".into(), "has dependencies and cannot be deleted".into())]);
     let deletes = b.fake.calls("DeleteStack");
@@ -390,7 +390,7 @@ fn with_group(name: &str, version: &str) -> DesiredStack {
 
 /// The gate of a cluster annotated `update-approval: <setting>`, for the bench's owner, with
 /// `approved` as the owner's approval.
-fn gate(b: &Bench, setting: &str, approved: Option<&str>) -> anyhow::Result<stacks::Gate> {
+fn gate(b: &Bench, setting: &str, approved: Option<&str>) -> anyhow::Result<stack_ops::Gate> {
     use aws_operator::approval::{self, UPDATE_APPROVAL};
     let cluster: apis::aws::AWSCluster = serde_json::from_value(serde_json::json!({
         "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
@@ -398,21 +398,21 @@ fn gate(b: &Bench, setting: &str, approved: Option<&str>) -> anyhow::Result<stac
         "spec": {"cluster": {"description": "x", "dns": {"domain": "example.com"}},
                  "provider": {"credentialSecret": {"name": "c", "namespace": "giantswarm"}, "region": REGION}}
     }))?;
-    let mut gate = stacks::Gate::new(&cluster, &b.owner, &[], approval::UpdateKind::Other);
+    let mut gate = stack_ops::Gate::new(&cluster, &b.owner, &[], approval::UpdateKind::Other);
     gate.approval = approved.map_or(approval::Approval::None, |a| {
         approval::approval(&[(approval::APPROVED_PLAN.to_string(), a.to_string())].into_iter().collect())
     });
     Ok(gate)
 }
 
-/// `stacks::ensure_gated` of `desired` on the bench, behind `gate`.
+/// `stack_ops::ensure_gated` of `desired` on the bench, behind `gate`.
 async fn ensure_gated(
     b: &Bench,
     desired: DesiredStack,
     recorded: Option<StatusEntry>,
-    gate: stacks::Gate,
+    gate: stack_ops::Gate,
 ) -> anyhow::Result<(Progress, StatusEntry)> {
-    Ok(stacks::ensure_gated(&b.shared, &b.aws, &b.owner, desired, None, recorded.as_ref(), Some(&gate)).await?)
+    Ok(stack_ops::ensure_gated(&b.shared, &b.aws, &b.owner, desired, None, recorded.as_ref(), Some(&gate)).await?)
 }
 
 #[tokio::test]
@@ -454,7 +454,7 @@ async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() ->
     let (p, e) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", Some(&pending.plan_hash))?).await?;
     assert!(matches!(p, Progress::Pending), "{p:?}");
     assert_eq!((b.fake.calls("ExecuteChangeSet"), b.fake.calls("UpdateStack")), (1, 1), "executed as one update");
-    assert_eq!(e.status, stacks::UPDATE_REQUESTED);
+    assert_eq!(e.status, stack_ops::UPDATE_REQUESTED);
     assert_eq!(e.applied_plan.as_deref(), Some(pending.plan_hash.as_str()));
     assert!(e.pending_update.is_none());
     let (p, _) = ensure(with_group("gated", "2"), Some(e), gate(&b, "required", Some(&pending.plan_hash))?).await?;
@@ -467,7 +467,7 @@ async fn a_gated_update_waits_as_a_change_set_and_the_approved_plan_runs_it() ->
     assert_eq!(b.fake.change_sets("gated").await?, std::slice::from_ref(&held.change_set));
     let (p, e) = ensure(with_group("gated", "3"), Some(e), gate(&b, "off", None)?).await?;
     assert!(matches!(p, Progress::Pending), "{p:?}");
-    assert_eq!(e.status, stacks::UPDATE_REQUESTED);
+    assert_eq!(e.status, stack_ops::UPDATE_REQUESTED);
     assert!(b.fake.change_sets("gated").await?.is_empty(), "the held change set is deleted");
     assert_eq!(b.fake.calls("UpdateStack"), 2);
     Ok(())

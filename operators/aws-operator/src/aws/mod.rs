@@ -4,12 +4,12 @@
 //! | --- | --- |
 //! | this one | credentials, the two roles assumed per cluster, the service clients of one account ([`AccountClients`], [`AwsFactory`]) |
 //! | [`cloudformation`] | the [`CloudFormation`] trait, its SDK implementation, an in-memory fake, the `DescribeStacks` cache |
-//! | [`stacks`] | carries out the steps of the pure stack state machine ([`aws_stacks::state`]) against one account, with events and metrics |
 //! | [`kms`] | the cluster key and the encryption of node-config secrets |
 //! | [`s3`] | the cluster buckets and the node-config objects |
 //! | [`ec2`] | EC2 and Auto Scaling reads: subnets, the management VPC, master addresses, pool capacity |
 //! | [`drift`] | CloudFormation drift detection of a stack, and writing drifted security-group rules, routes and group sizes back |
 //! | [`autoscaling`] | the unhealthy-node terminator's Auto Scaling calls: instances' states in their groups, terminating one in its group |
+//! | [`instances`] | the drainers' Auto Scaling instances: one batched listing per account and poll, the instances' private DNS names |
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
@@ -23,13 +23,11 @@
 //! assumed-role credentials refresh themselves.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
 use aws_config::timeout::TimeoutConfig;
-use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_cloudformation::error::ProvideErrorMetadata;
 use aws_smithy_http_client::tls;
@@ -43,31 +41,12 @@ pub mod cloudformation;
 pub mod drift;
 pub mod ec2;
 pub mod elb;
+pub mod instances;
 pub mod kms;
 pub mod route53;
 pub mod s3;
-pub mod stacks;
 
-/// How the operator reaches AWS.
-#[derive(Clone, Debug, Default)]
-pub struct AwsSettings {
-    /// The region used when a cluster names none.
-    pub default_region: String,
-    /// One endpoint for every service (an emulator, a VPC endpoint proxy); `None` for AWS.
-    pub endpoint_url: Option<String>,
-    /// Extra PEM CA certificates to trust (for an endpoint with a private CA).
-    pub ca_bundle: Option<PathBuf>,
-    /// The role in the management-cluster account; `None` uses the operator's credentials there.
-    pub control_plane_role_arn: Option<String>,
-    /// Explicit credentials; `None` uses the default chain.
-    pub credentials: Option<Credentials>,
-    /// Per-call timeout.
-    pub operation_timeout: Option<Duration>,
-    /// The `ExternalId` every AssumeRole of a tenant role carries (`--tenant-role-external-id`):
-    /// one per installation, required by the tenant role's trust policy, so that a role ARN named
-    /// in some Secret is assumed only by the installation its account trusts.
-    pub tenant_external_id: Option<String>,
-}
+pub use crate::config::AwsSettings;
 
 /// A failure to reach or use AWS outside CloudFormation.
 #[derive(Debug, thiserror::Error)]

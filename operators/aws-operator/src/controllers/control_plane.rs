@@ -20,10 +20,10 @@ use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::{Deletion, DesiredStack, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
+use crate::stack_ops::{Deletion, DesiredStack, Progress, UpdateWhen};
 
 /// The controller's name (and finalizer suffix).
 pub const CONTROLLER: &str = "aws-operator-control-plane-controller";
@@ -86,7 +86,7 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
     controllers::status::set_condition(&mut status.conditions, READY, ok, reason, message, obj.metadata.generation);
     if let Some(settings) = &state.maintenance {
         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-        crate::maintenance::record_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
+        controllers::record_maintenance_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
@@ -235,7 +235,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             return Ok(out);
         };
         let bucket = names::bucket(&tenant.account_id, &id);
-        let flatcar = controllers::lookup::component(&release, "containerlinux").unwrap_or_default();
+        let flatcar = release.component_version("containerlinux").unwrap_or_default();
         let ami = shared.amis.lookup(flatcar, &region)?;
 
         // Node configs, one per master.
@@ -361,7 +361,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         // object from before those rules, or one written around them).
         if changing.is_some()
             && let Some(deployed) =
-                crate::aws::stacks::deployed_template(&shared, &tenant, StackKind::Tccpn, &name).await?
+                crate::stack_ops::deployed_template(&shared, &tenant, StackKind::Tccpn, &name).await?
         {
             let replaced = tccpn::etcd_replacements(&deployed, &desired.template);
             if !replaced.is_empty() {
@@ -404,7 +404,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         // The approval gate (`crate::approval`): an update waiting for approval is held as a
         // change set, and takes no rollout slot (a slot is not held for a person).
         let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
-        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, crate::approval::UpdateKind::Other);
+        let gate = crate::stack_ops::Gate::new(&cluster, obj, &entries, crate::approval::UpdateKind::Other);
         let approval_holds = gate.holds(&name, &hash);
         // Rollout limits (`crate::rollout`): the cluster's slot for the masters' roll.
         let slot_wait =
@@ -421,7 +421,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             },
             ..desired
         };
-        let (progress, entry) = crate::aws::stacks::ensure_gated(
+        let (progress, entry) = crate::stack_ops::ensure_gated(
             &shared,
             &tenant,
             obj,
@@ -443,7 +443,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             crate::maintenance::Gate::Wait { message, retry_after } => {
                 let reason = crate::maintenance::WAITING_FOR_WINDOW;
                 let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-                crate::maintenance::announce_wait(&shared, obj, before, &message).await;
+                controllers::announce_maintenance_wait(&shared, obj, before, &message).await;
                 state.failure = Some(reason);
                 state.waiting = Some(message);
                 write_status(state, obj).await?;
@@ -517,7 +517,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let mut status = obj.status.clone().unwrap_or_default();
         let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
         let (deletion, entry) =
-            crate::aws::stacks::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref(), &cluster_uid)
+            crate::stack_ops::delete(&shared, &tenant, obj, StackKind::Tccpn, &name, recorded.as_ref(), &cluster_uid)
                 .await?;
         let (out, failed) = match deletion {
             Deletion::Gone => {

@@ -739,7 +739,7 @@ async fn finish(
             let alone = DriftStatus { last_detection_time: None, stacks: vec![stack.clone()] };
             let (_, _, message) = condition(&alone);
             let note = format!("{message}: {}", describe(&alone));
-            let related = Some(crate::aws::stacks::stack_reference(&stack.name));
+            let related = Some(crate::stack_ops::stack_reference(&stack.name));
             shared.publish(cluster, EventType::Warning, "StackDrifted", "DetectStackDrift", related, note).await;
         }
     }

@@ -68,7 +68,7 @@ pub fn check_components<K: kube::Resource<DynamicType = ()>>(
     version: &str,
     release: &Release,
 ) -> Result<(), InvalidInput> {
-    match REQUIRED_COMPONENTS.into_iter().find(|needed| component(release, needed).is_none()) {
+    match REQUIRED_COMPONENTS.into_iter().find(|needed| release.component_version(needed).is_none()) {
         None => Ok(()),
         Some(needed) => Err(InvalidInput {
             object: describe(obj),
@@ -78,11 +78,6 @@ pub fn check_components<K: kube::Resource<DynamicType = ()>>(
             ),
         }),
     }
-}
-
-/// A component version of a Release.
-pub fn component<'a>(release: &'a Release, name: &str) -> Option<&'a str> {
-    release.spec.components.iter().find(|c| c.name == name).map(|c| c.version.as_str())
 }
 
 /// The `Ready` reason of a cluster whose credential Secret lies where it may not be read.

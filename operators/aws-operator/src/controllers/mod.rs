@@ -30,6 +30,7 @@ pub use operatorkit::status;
 use std::sync::Arc;
 
 use apis::aws::{AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus, RecordedAccount, StackStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use operatorkit::{ResourceSet, ResourceSetBuilder};
 use semver::VersionReq;
 
@@ -37,7 +38,33 @@ use crate::context::Shared;
 
 /// The finalizer this operator puts on the Secrets a cluster uses
 /// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
-pub const SECRET_FINALIZER: &str = "aws-operator.giantswarm.io/secret-in-use";
+/// The maintenance settings' condition ([`crate::maintenance::set_settings_condition`]) on `obj`'s
+/// new `conditions`, with the Warning event of a new `False` condition.
+pub async fn record_maintenance_settings<K>(
+    shared: &Shared,
+    obj: &K,
+    conditions: &mut Vec<Condition>,
+    before: &[Condition],
+    settings: &Result<(), String>,
+) where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let generation = obj.meta().generation;
+    if let Some(message) = crate::maintenance::set_settings_condition(conditions, before, settings, generation) {
+        shared.warning(obj, crate::maintenance::INVALID_MAINTENANCE, message).await;
+    }
+}
+
+/// Announce with a Normal event that `obj`'s disruptive work waits for the maintenance window
+/// (`message`), once: when the wait starts ([`crate::maintenance::wait_starts`]).
+pub async fn announce_maintenance_wait<K>(shared: &Shared, obj: &K, before: &[Condition], message: &str)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    if crate::maintenance::wait_starts(before) {
+        shared.event(obj, crate::maintenance::WAITING_FOR_WINDOW, message.to_string()).await;
+    }
+}
 
 /// The start of a controller's resource set `name` for the Releases `requirement` matches: each
 /// reconcile's state is `state(shared, object)`. The controller adds its resources in order.

@@ -22,10 +22,10 @@ use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::{Deletion, DesiredStack, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
+use crate::stack_ops::{Deletion, DesiredStack, Progress, UpdateWhen};
 use crate::upgrade;
 
 /// The controller's name (and finalizer suffix).
@@ -122,7 +122,7 @@ async fn write_status(state: &mut PoolState, obj: &AWSMachineDeployment) -> Resu
     }
     if let Some(settings) = &state.maintenance {
         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-        crate::maintenance::record_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
+        controllers::record_maintenance_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
@@ -546,7 +546,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                     crate::maintenance::Gate::Wait { message, retry_after } => {
                         (hold_reason, hold_retry) = (crate::maintenance::WAITING_FOR_WINDOW, retry_after);
                         let before = obj.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-                        crate::maintenance::announce_wait(&shared, obj, before, &message).await;
+                        controllers::announce_maintenance_wait(&shared, obj, before, &message).await;
                         upgrade::Decision::Hold(message)
                     }
                     crate::maintenance::Gate::Invalid(message) => {
@@ -565,7 +565,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             upgrade::Change::ScalingOnly => crate::approval::UpdateKind::ScalingOnly,
             _ => crate::approval::UpdateKind::Other,
         };
-        let gate = crate::aws::stacks::Gate::new(&cluster, obj, &entries, kind);
+        let gate = crate::stack_ops::Gate::new(&cluster, obj, &entries, kind);
         let approval_holds = gate.holds(&name, &unchanged);
         // Rollout limits (`crate::rollout`), for a roll that may start now.
         let decision = match (decision, settled) {
@@ -596,7 +596,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             },
             canonical_hash: Some(canonical),
         };
-        let (progress, entry) = crate::aws::stacks::ensure_gated(
+        let (progress, entry) = crate::stack_ops::ensure_gated(
             &shared,
             &tenant,
             obj,
@@ -649,7 +649,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             canonical_hash: None,
         };
         let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+            crate::stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             not_ready!(name, progress);
@@ -706,7 +706,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             let name = names::stack_name(&id, kind, Some(&md));
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
             let (deletion, entry) =
-                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &cluster_uid).await?;
+                crate::stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &cluster_uid).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => {
@@ -883,7 +883,7 @@ async fn update_rolls(
     {
         return *rolls;
     }
-    let deployed_template = match crate::aws::stacks::deployed_template(shared, tenant, StackKind::Tcnp, stack).await {
+    let deployed_template = match crate::stack_ops::deployed_template(shared, tenant, StackKind::Tcnp, stack).await {
         Ok(Some(template)) => template,
         Ok(None) => return true,
         Err(e) => {
@@ -931,7 +931,7 @@ async fn autoscaler(
 /// The Flatcar version a node pool runs: its `FLATCAR_RELEASE_VERSION` annotation when that is
 /// newer than its Release's `containerlinux`, else the Release's.
 pub fn pool_flatcar<'a>(pool: &'a AWSMachineDeployment, release: &'a Release) -> &'a str {
-    let release_flatcar = controllers::lookup::component(release, "containerlinux").unwrap_or_default();
+    let release_flatcar = release.component_version("containerlinux").unwrap_or_default();
     pool.annotations()
         .get(labels::FLATCAR_RELEASE_VERSION)
         .filter(|v| newer(v, release_flatcar))

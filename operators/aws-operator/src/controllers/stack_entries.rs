@@ -6,8 +6,8 @@ use operatorkit::ResourceError;
 
 use super::lookup::clients_of_role;
 use super::status::{NamespacedObject, READY, WithConditions, mark_not_ready, set_condition, write_status};
-use crate::aws::stacks::Deletion;
 use crate::context::Shared;
+use crate::stack_ops::Deletion;
 
 /// A status with stack entries besides its conditions.
 pub trait WithStacks: WithConditions {
@@ -159,7 +159,7 @@ where
         }
         let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
         let (deletion, entry) =
-            crate::aws::stacks::delete(shared, aws, obj, *kind, name, recorded.as_ref(), &owner_uid).await?;
+            crate::stack_ops::delete(shared, aws, obj, *kind, name, recorded.as_ref(), &owner_uid).await?;
         let (out, failed) = match deletion {
             Deletion::Gone => (None, None),
             Deletion::Pending => (Some(keep()), None),

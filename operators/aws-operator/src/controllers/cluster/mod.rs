@@ -42,9 +42,9 @@ use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, resource};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
-use crate::aws::stacks::Progress;
 use crate::context::Shared;
 use crate::controllers;
+use crate::stack_ops::Progress;
 use operatorkit::held_secrets;
 
 pub mod certificates;
@@ -201,7 +201,7 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             Ok((release, tenant, cp)) => {
                 // The credential Secret stays until the teardown no longer needs it.
                 let cs = &obj.spec.provider.credential_secret;
-                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, controllers::SECRET_FINALIZER).await?;
+                held_secrets::hold(&shared.client, &cs.namespace, &cs.name, crate::context::SECRET_FINALIZER).await?;
                 state.release = Some(release);
                 state.tenant = Some(tenant);
                 state.cp = Some(cp);

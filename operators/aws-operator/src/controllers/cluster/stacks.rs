@@ -14,9 +14,9 @@ use operatorkit::{Outcome, Resource, ResourceError, resource};
 
 use super::ClusterState;
 use crate::aws::AccountClients;
-use crate::aws::stacks::{DesiredStack, Gate, Progress, UpdateWhen};
 use crate::context::Shared;
 use crate::controllers;
+use crate::stack_ops::{DesiredStack, Gate, Progress, UpdateWhen};
 
 /// The desired AZs of TCCP: the control plane's, every node pool's, and those already deployed
 /// (the set never shrinks, reference §13 item 6).
@@ -99,7 +99,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             canonical_hash: None,
         };
         let (progress, entry) =
-            crate::aws::stacks::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
+            crate::stack_ops::ensure(&shared, &cp, obj, desired, None, recorded(&name).as_ref()).await?;
         state.stacks.push(entry);
         let Progress::Ready(tccpi_view) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -151,7 +151,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             update: UpdateWhen::Now,
             canonical_hash: None,
         };
-        let (progress, entry) = crate::aws::stacks::ensure_gated(
+        let (progress, entry) = crate::stack_ops::ensure_gated(
             &shared,
             &tenant,
             obj,
@@ -193,7 +193,7 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             canonical_hash: None,
         };
         let (progress, entry) =
-            crate::aws::stacks::ensure_gated(&shared, &cp, obj, desired, None, recorded(&name).as_ref(), Some(&gate))
+            crate::stack_ops::ensure_gated(&shared, &cp, obj, desired, None, recorded(&name).as_ref(), Some(&gate))
                 .await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {

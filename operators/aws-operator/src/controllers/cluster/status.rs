@@ -47,7 +47,7 @@ impl Resource<AWSCluster, ClusterState> for Status {
 /// Whether a recorded stack status is an update under way (requested, in progress, or rolled
 /// back and waiting to be tried again).
 fn update_under_way(entry: &StatusEntry) -> bool {
-    entry.status == crate::aws::stacks::UPDATE_REQUESTED
+    entry.status == crate::stack_ops::UPDATE_REQUESTED
         || (entry.status.starts_with("UPDATE_") && entry.status.ends_with("_IN_PROGRESS"))
         || (entry.status == "UPDATE_ROLLBACK_COMPLETE" && entry.attempts.is_some())
 }
@@ -131,7 +131,7 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
         });
     let own_ready = state.waiting.is_none()
         && status.stacks.len() >= 3
-        && status.stacks.iter().all(|s| crate::aws::stacks::usable(&s.status));
+        && status.stacks.iter().all(|s| crate::stack_ops::usable(&s.status));
     let updating = status.stacks.iter().any(update_under_way);
     let (ready, reason, message) = if own_ready && children_ready {
         (true, "ClusterReady", "every stack of the cluster, its control plane and its node pools is ready".to_string())
@@ -284,7 +284,7 @@ mod tests {
 
         // A node pool's stack is updated (no version change): Updating while it runs, Updated
         // once the cluster is ready again.
-        let updating = [created[0].clone(), stack("tcnp-np1", crate::aws::stacks::UPDATE_REQUESTED, 30)];
+        let updating = [created[0].clone(), stack("tcnp-np1", crate::stack_ops::UPDATE_REQUESTED, 30)];
         assert_eq!(advance_lifecycle(&mut l, false, &updating, "16.2.0", t(30)), Some(ClusterCondition::Updating));
         let in_progress = [created[0].clone(), stack("tcnp-np1", "UPDATE_IN_PROGRESS", 35)];
         assert_eq!(advance_lifecycle(&mut l, true, &in_progress, "16.2.0", t(35)), None, "still under way");

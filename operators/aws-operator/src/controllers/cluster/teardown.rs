@@ -11,10 +11,10 @@ use operatorkit::{Outcome, Resource, ResourceError, held_secrets, resource};
 use super::ClusterState;
 use super::delegation::remove_delegation;
 use super::leftovers::{Cleanup, clean_up};
-use crate::aws::stacks::Deletion;
 use crate::context::Shared;
 use crate::controllers;
 use crate::controllers::status::READY;
+use crate::stack_ops::Deletion;
 
 /// Ordered deletion.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
             let name = names::stack_name(&id, kind, None);
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
             let (deletion, entry) =
-                crate::aws::stacks::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &uid).await?;
+                crate::stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &uid).await?;
             let (out, failed) = match deletion {
                 Deletion::Gone => (None, None),
                 Deletion::Pending => (Some(keep(state, format!("deleting stack {name}"))), None),
@@ -184,15 +184,15 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
             && c.spec.provider.credential_secret.namespace == cs.namespace
     });
     if !shared_with_others {
-        held_secrets::release(&shared.client, &cs.namespace, &cs.name, controllers::SECRET_FINALIZER).await?;
+        held_secrets::release(&shared.client, &cs.namespace, &cs.name, crate::context::SECRET_FINALIZER).await?;
     }
     let ns = obj.namespace().unwrap_or_default();
     let certs_ns = crate::node_config::certificates_namespace(shared, &ns);
     for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
-        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), controllers::SECRET_FINALIZER).await?;
+        held_secrets::release(&shared.client, certs_ns, &secret.name_any(), crate::context::SECRET_FINALIZER).await?;
     }
     let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
-    held_secrets::release(&shared.client, certs_ns, &encryption, controllers::SECRET_FINALIZER).await?;
+    held_secrets::release(&shared.client, certs_ns, &encryption, crate::context::SECRET_FINALIZER).await?;
     Ok(())
 }
 
