@@ -309,6 +309,32 @@ impl WorkloadCluster {
         kubeconfig_secret(namespace, cluster, &self.kubeconfig())
     }
 
+    /// Store [`Self::kubeconfig_secret`] in the MC, in place of a `<cluster>-kubeconfig` the
+    /// operator may already have issued for the cluster: the Secret written here carries no
+    /// issuer label, so the operator uses it as it is and never writes it.
+    pub async fn install_kubeconfig(&self, secrets: &Api<Secret>, namespace: &str, cluster: &str) -> Result<(), Error> {
+        let mut wanted = self.kubeconfig_secret(namespace, cluster);
+        let name = format!("{cluster}-kubeconfig");
+        loop {
+            let written = match secrets.get_opt(&name).await? {
+                Some(existing) => {
+                    wanted.metadata.resource_version = existing.metadata.resource_version;
+                    secrets.replace(&name, &PostParams::default(), &wanted).await
+                }
+                None => {
+                    wanted.metadata.resource_version = None;
+                    secrets.create(&PostParams::default(), &wanted).await
+                }
+            };
+            match written {
+                Ok(_) => return Ok(()),
+                // The operator wrote it in between: read it again and replace that.
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Refuse (and cut) connections through the gate, or let them through again.
     pub fn set_reachable(&self, reachable: bool) {
         self.gate.up.send_replace(reachable);

@@ -72,9 +72,7 @@ async fn the_daemon_drains_the_nodes_its_drainer_configs_name() -> anyhow::Resul
     wc.wait_ready("web", "web", 3).await?;
     wc.add_machine(&Machine::new("wc-node-2")).await?;
     let id = "drn01";
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, id).await?;
     let ami = ami_file()?;
     let _daemon = daemon(&f, ami.path())?;
 

@@ -11,7 +11,7 @@ use apis::aws::AWSCluster;
 use apis::drainer::DrainerConfig;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use support::*;
 use workload_sim::{Machine, Workload, WorkloadCluster};
@@ -144,9 +144,7 @@ async fn drain_one_instance(f: &mut Fixture) -> anyhow::Result<()> {
     if instances.len() == 1 {
         wc.add_machine(&Machine::new("spare-node")).await?;
     }
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, id).await?;
 
     tenant
         .autoscaling

@@ -358,9 +358,10 @@ async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     assert!(keys.contains(&tccp_template), "{tccp_template} missing: {keys:?}");
     let uploaded = tenant.s3.get_object().bucket(&bucket).key(&tccp_template).send().await?.body.collect().await?;
     assert!(uploaded.into_bytes().len() > TEMPLATE_BODY_LIMIT, "the uploaded TCCP template is over the inline limit");
+    // A node pool's template is under the limit: it is sent inline.
     assert!(
-        !keys.iter().any(|k| k.starts_with(&format!("cloudformation/cluster-{id}-tccpn/"))),
-        "TCCPN is sent inline: {keys:?}"
+        !keys.iter().any(|k| k.starts_with(&format!("cloudformation/cluster-{id}-tcnp-"))),
+        "TCNP is sent inline: {keys:?}"
     );
     let worker_key = format!("version/{VERSION}/cloudconfig/v_6_1_0/cluster-{id}-tcnp-np001");
     assert!(keys.contains(&worker_key), "{worker_key} missing: {keys:?}");

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use support::bridge::{NodeBridge, Seen};
 use support::*;
 use workload_sim::WorkloadCluster;
@@ -278,9 +278,7 @@ async fn unreadable_maintenance_settings_are_named_and_nothing_rolls() -> anyhow
 /// drains of a roll complete.
 async fn workload_cluster(f: &Fixture, id: &str) -> anyhow::Result<(Arc<WorkloadCluster>, NodeBridge)> {
     let wc = Arc::new(WorkloadCluster::start().await?);
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, id).await?;
     let tenant = f.tenant_clients().await?;
     let bridge = NodeBridge::start(wc.clone(), tenant, &f.moto.endpoint(), id, Duration::from_millis(300));
     Ok((wc, bridge))

@@ -16,7 +16,7 @@ use aws_operator::config::UnhealthySettings;
 use aws_operator::controllers::unhealthy::{LAST_TERMINATION_ANNOTATION, TERMINATE_UNHEALTHY_ANNOTATION};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use node_lifecycle::unhealthy::Limits;
 use support::*;
@@ -56,9 +56,7 @@ async fn cluster(f: &mut Fixture, id: &str, annotations: serde_json::Value) -> a
     // The WC answers from the start (without nodes), through its kubeconfig Secret rather than
     // the issued `api` certificate for an API host that does not resolve.
     let wc = WorkloadCluster::start().await?;
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, id))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, id).await?;
     f.unhealthy = Some(settings());
     f.start_operator().await?;
     let ready = eventually(300, &format!("cluster {id} to be Ready"), || async {

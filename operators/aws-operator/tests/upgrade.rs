@@ -24,7 +24,7 @@ use apis::drainer::DrainerConfig;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use support::bridge::NodeBridge;
 use support::*;
 use workload_sim::{Workload, WorkloadCluster};
@@ -131,9 +131,7 @@ async fn a_release_upgrade_rolls_the_masters_then_the_pools_and_hands_the_cluste
 
     // The workload cluster, its nodes following the instances.
     let wc = Arc::new(WorkloadCluster::start().await?);
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, ID).await?;
     let tenant = f.tenant_clients().await?;
     let bridge = NodeBridge::start(wc.clone(), tenant.clone(), &f.moto.endpoint(), ID, Duration::from_millis(700));
 
@@ -353,9 +351,7 @@ async fn an_operator_killed_five_times_during_an_upgrade_converges() -> anyhow::
             .await?;
     }
     let wc = Arc::new(WorkloadCluster::start().await?);
-    Api::<Secret>::namespaced(f.client.clone(), NS)
-        .create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID))
-        .await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(f.client.clone(), NS), NS, ID).await?;
     let tenant = f.tenant_clients().await?;
     let bridge = NodeBridge::start(wc.clone(), tenant.clone(), &f.moto.endpoint(), ID, Duration::from_millis(700));
     let _old = f.spawn_operator(VERSION, OLD_KEY).await?;

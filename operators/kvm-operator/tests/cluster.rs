@@ -597,7 +597,8 @@ async fn issued_certificates(w: &World) -> anyhow::Result<()> {
     let listed = secrets.list(&ListParams::default().labels(&format!("giantswarm.io/cluster={ID}"))).await?.items;
     let issued: Vec<&str> =
         listed.iter().filter(|s| pki::secret::issued_here(s)).filter_map(|s| s.metadata.name.as_deref()).collect();
-    assert_eq!(issued.len(), 8, "two CAs, five certificates and the key: {issued:?}");
+    assert_eq!(issued.len(), 9, "two CAs, five certificates, the key and the management kubeconfig: {issued:?}");
+    assert!(issued.contains(&format!("{ID}-kubeconfig").as_str()), "{issued:?}");
     let api = listed.iter().find(|s| s.metadata.name.as_deref() == Some(&format!("{ID}-api"))).expect("api");
     let api_crt = api.data.as_ref().expect("data")["crt"].0.clone();
     pki::inspect(std::str::from_utf8(&api_crt)?).context("the api Secret holds a certificate")?;

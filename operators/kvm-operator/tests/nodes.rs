@@ -214,7 +214,7 @@ async fn start(kvm_annotations: serde_json::Value, limits: Limits) -> anyhow::Re
     Api::<Service>::namespaced(client.clone(), ID).create(&PostParams::default(), &service).await?;
 
     let wc = WorkloadCluster::start().await?;
-    Api::<Secret>::namespaced(client.clone(), NS).create(&PostParams::default(), &wc.kubeconfig_secret(NS, ID)).await?;
+    wc.install_kubeconfig(&Api::<Secret>::namespaced(client.clone(), NS), NS, ID).await?;
     // The cluster brings its own certificate, one that is not one: the cluster controller stops
     // at CertificateInvalid and leaves the node pods to this test.
     for secret in workload_sim::pods::cluster_secrets(NS, ID, &["api"]) {
