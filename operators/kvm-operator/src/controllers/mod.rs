@@ -99,13 +99,9 @@ impl Nodes {
         self.endpoints_locks.lock().entry(namespace.to_string()).or_default().clone()
     }
 
-    /// How to reach the workload cluster of `config`: its credentials are where the cluster
-    /// controller reads its certificates (`--certificates-namespace`, else the KVMConfig's
-    /// namespace), its API host is `spec.cluster.kubernetes.api.domain`.
+    /// How to reach the workload cluster of `config` ([`cluster::workload::cluster_ref`]).
     pub fn cluster_ref(&self, config: &KVMConfig) -> ClusterRef {
-        let namespace =
-            self.shared.certificates_namespace.clone().unwrap_or_else(|| config.namespace().unwrap_or_default());
-        ClusterRef::new(namespace, config.spec.cluster.id.clone(), config.spec.cluster.kubernetes.api.domain.clone())
+        cluster::workload::cluster_ref(self.shared.certificates_namespace.as_deref(), config)
     }
 }
 
