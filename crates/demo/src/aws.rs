@@ -125,6 +125,7 @@ impl RunningOperator {
         };
         let mut registry = Registry::default();
         let metrics = operatorkit::Metrics::new(&mut registry);
+        let drift_state = aws_operator::drift::DriftState::new(&mut registry, &config.drift);
         let shared = Shared::new(client, aws, config, amis, &mut registry);
         let readiness = operatorkit::Readiness::new();
         let server = operatorkit::Server::bind(
@@ -139,7 +140,7 @@ impl RunningOperator {
         let t = token.clone();
         let handle = tokio::spawn(async move {
             let settings = RunSettings { concurrency: 4, resync: Duration::from_secs(300), ..RunSettings::default() };
-            daemon::run(shared, &metrics, &readiness, settings, t).await
+            daemon::run(shared, drift_state, &metrics, &readiness, settings, t).await
         });
         Ok(Self { token, handle, metrics_addr })
     }

@@ -467,8 +467,7 @@ fn monitoring_objects_only_where_their_crds_are_served() -> Result<()> {
                 "AWSOperatorNoLeader",
                 "AWSOperatorStacksDrifted",
             ],
-            source("operators/aws-operator/src/context.rs")?
-                + &source("operators/aws-operator/src/controllers/drift.rs")?,
+            source("operators/aws-operator/src/context.rs")? + &source("operators/aws-operator/src/drift/mod.rs")?,
         ),
         (KVM, vec!["KVMOperatorReconcileErrors", "KVMOperatorDrainTimeouts", "KVMOperatorNoLeader"], String::new()),
     ];

@@ -206,8 +206,6 @@ pub struct Shared {
     pub metrics: StackMetrics,
     /// The unhealthy-node terminator's metrics.
     pub unhealthy: UnhealthyMetrics,
-    /// The drift detector's metrics, rate budget and running detections.
-    pub drift: crate::controllers::drift::DriftState,
     /// Workload-cluster clients, one cached per cluster: the process's one cache, which the
     /// drain executor keeps current ([`node_lifecycle::drain::DrainerBuilder::clients`]).
     pub workload_clients: WorkloadClients,
@@ -241,7 +239,6 @@ impl Shared {
         // The controllers' writes to workload clusters are fenced as their AWS calls are.
         let workload_clients =
             WorkloadClients::new(client.clone(), ClientOptions::default()).gated_by(aws.leadership().clone());
-        let drift = crate::controllers::drift::DriftState::new(registry, config.drift.per_account_per_minute);
         Arc::new(Self {
             client,
             aws,
@@ -251,7 +248,6 @@ impl Shared {
             amis,
             metrics: StackMetrics::new(registry),
             unhealthy: UnhealthyMetrics::new(registry),
-            drift,
             workload_clients,
             memo: Mutex::new(Memo::default()),
             max_age_replacements: {

@@ -31,6 +31,7 @@ use crate::config::{AmiMap, DaemonArgs, DriftSettings, OperatorConfig, Unhealthy
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
 use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
+use crate::drift::DriftState;
 
 /// The Release component this operator is.
 pub const COMPONENT: &str = "aws-operator";
@@ -129,6 +130,7 @@ where
 /// Build and run the five controllers until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
+    drift_state: DriftState,
     metrics: &Metrics,
     readiness: &Readiness,
     settings: RunSettings,
@@ -175,7 +177,7 @@ pub async fn run(
     let drift_resync = if shared.config.drift.enabled() { shared.config.drift.interval } else { settings.resync };
     let drift_detector = Controller::<AWSCluster>::builder(client.clone(), drift::CONTROLLER)
         .operator(COMPONENT)
-        .resource_set(drift::resource_set(shared.clone(), set_name.clone(), req.clone()))
+        .resource_set(drift::resource_set(shared.clone(), drift_state, set_name.clone(), req.clone()))
         .metrics(metrics)
         .readiness(readiness)
         .run_settings(&RunSettings { resync: drift_resync, ..settings.clone() })
@@ -260,6 +262,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
     };
+    let drift = DriftState::new(&mut registry, &config.drift);
     let shared = Shared::new(writes.gate(client.clone()), aws, config, amis, &mut registry);
     let drainer = Drainer::builder(leader.gate(client), drain_settings, &mut registry)
         .clients(shared.workload_clients.clone())
@@ -286,8 +289,10 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         tracing::info!("stopping: the controllers finish their reconciles, then the leader Lease is released");
         stop.cancel();
     });
-    let (controllers, ()) =
-        tokio::join!(run(shared, &metrics, &readiness, settings, shutdown.clone()), drainer.run(shutdown.clone()),);
+    let (controllers, ()) = tokio::join!(
+        run(shared, drift, &metrics, &readiness, settings, shutdown.clone()),
+        drainer.run(shutdown.clone()),
+    );
     controllers?;
     shutdown.cancel();
     election.stop().await;

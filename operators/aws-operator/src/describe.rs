@@ -44,7 +44,7 @@ fn asks(c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> bool {
 const AWAITING_APPROVAL: &str = "AwaitingApproval";
 
 /// The conditions besides `Ready` a ready object's line shows when they hold: drift.
-const NOTABLE: &[&str] = &[crate::controllers::drift::DRIFTED];
+const NOTABLE: &[&str] = &[crate::drift::findings::DRIFTED];
 
 /// Arguments of `aws-operator describe`: the shared flags and the daemon's AWS flags.
 #[derive(clap::Args, Debug, Clone)]

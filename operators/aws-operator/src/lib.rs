@@ -19,6 +19,7 @@
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the drainers' instance listing, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`stack_ops`] | the stack operations: one step of the stack state machine per reconcile against one account, timed, counted and announced by events |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
+//! | [`drift`] | drift detection's state (the per-account budget, the metrics, the rounds running) behind the handle [`drift::DriftState`], the remediation calls, and the pure record of what a detection found ([`drift::findings`]) |
 //! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
@@ -41,10 +42,10 @@
 //! | layer | modules | what decides, what does |
 //! | --- | --- | --- |
 //! | 1. settings | [`config`] | flags and settings, read once |
-//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`drainers::plan`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete |
+//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete, what a drift detection found and what remediation puts back |
 //! | 3. edge | [`aws`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers |
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
-//! | 5. subsystems | [`stack_ops`], [`drainers`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
+//! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
 //! | 6. controller helpers | [`controllers`], [`controllers::lookup`], [`controllers::stack_entries`] | what every controller uses: the resource set, dereferencing, stack entries |
 //! | 7. controllers | [`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::drift`], [`controllers::unhealthy`], [`controllers::max_age`] | dereference, validate, build, apply, status |
 //! | 8. commands | [`daemon`], [`render`], [`preview`], [`plan`], [`describe`] | the wiring of the daemon, and the `render`, `plan` and `describe` commands with their planner |
@@ -84,6 +85,7 @@ pub mod controllers;
 pub mod daemon;
 pub mod describe;
 pub mod drainers;
+pub mod drift;
 pub mod ipam;
 pub mod maintenance;
 pub mod node_config;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use apis::aws::AWSCluster;
 use aws_operator::aws::AccountClients;
 use aws_operator::config::DriftSettings;
-use aws_operator::controllers::drift::{DRIFTED, REMEDIATE_ANNOTATION};
+use aws_operator::drift::findings::{DRIFTED, REMEDIATE_ANNOTATION};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
@@ -87,13 +87,13 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     // Untouched, every stack is in sync. (A detection that ran while the cluster was still
     // being created skipped the stacks not made yet, or mid-operation: wait for one that
     // checked every kind.)
-    let shared = f.shared.clone().expect("the operator runs");
+    let drift_state = f.drift_state.clone().expect("the operator runs");
     let kinds = ["tccpi", "tccp", "tccpf", "tccpn", "tcnp", "tcnpf"];
     let in_sync = eventually(120, "a detection of every stack finding the cluster in sync", || async {
         let c = clusters.get(id).await?;
         let done = support::ready(c.status.as_ref().map(|s| &s.conditions))
             && drifted(&c).is_some_and(|d| d.status == "False" && d.reason == "InSync")
-            && kinds.iter().all(|kind| shared.drift.metrics.detections(kind, "in_sync") >= 1);
+            && kinds.iter().all(|kind| drift_state.metrics().detections(kind, "in_sync") >= 1);
         Ok(done.then_some(c))
     })
     .await;
@@ -104,7 +104,7 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     let drift = in_sync.status.as_ref().and_then(|s| s.drift.clone()).expect("status.drift");
     assert!(drift.last_detection_time.is_some() && drift.stacks.is_empty(), "{drift:?}");
     for kind in kinds {
-        assert_eq!(shared.drift.metrics.detections(kind, "drifted"), 0, "{kind} was never found drifted");
+        assert_eq!(drift_state.metrics().detections(kind, "drifted"), 0, "{kind} was never found drifted");
     }
 
     // Someone opens SSH on the masters by hand.
@@ -143,8 +143,8 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     assert!(d.path.starts_with("/SecurityGroupIngress/"), "{d:?}");
     let rule: serde_json::Value = serde_json::from_str(&d.actual)?;
     assert_eq!(rule, serde_json::json!({"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": HAND_MADE}));
-    assert_eq!(shared.drift.metrics.drifted("tccp"), 1);
-    assert_eq!(shared.drift.metrics.drifted("tcnp"), 0);
+    assert_eq!(drift_state.metrics().drifted("tccp"), 1);
+    assert_eq!(drift_state.metrics().drifted("tcnp"), 0);
     let events: Api<Event> = Api::namespaced(f.client.clone(), NS);
     let warned = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
         e.reason.as_deref() == Some("StackDrifted")
@@ -166,7 +166,7 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     })
     .await?;
     assert_eq!(ingress(&tenant, &group).await?, template_rules, "only the hand-made rule is gone");
-    assert_eq!(shared.drift.metrics.drifted("tccp"), 0);
+    assert_eq!(drift_state.metrics().drifted("tccp"), 0);
     let remediated = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
         e.reason.as_deref() == Some("DriftRemediated")
             && e.note.as_deref().is_some_and(|n| n.contains("MasterSecurityGroup"))
@@ -197,7 +197,7 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
             .collect::<Vec<_>>(),
         [("/MaxSize", "2", "7", "NOT_EQUAL")]
     );
-    assert_eq!(shared.drift.metrics.drifted("tcnp"), 1);
+    assert_eq!(drift_state.metrics().drifted("tcnp"), 1);
     clusters.patch(id, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     eventually(60, "Drifted=False after the group's remediation", || async {
         let c = clusters.get(id).await?;
@@ -227,10 +227,10 @@ async fn detections_stay_within_each_accounts_budget() -> anyhow::Result<()> {
     let per_minute = 3;
     f.drift = Some(DriftSettings { per_account_per_minute: per_minute, ..settings() });
     f.start_operator().await?;
-    let shared = f.shared.clone().expect("the operator runs");
+    let drift_state = f.drift_state.clone().expect("the operator runs");
     let kinds = ["tccpi", "tccp", "tccpf", "tccpn", "tcnp", "tcnpf"];
     let checked = eventually(120, "every stack kind detected in sync", || async {
-        Ok(kinds.iter().all(|kind| shared.drift.metrics.detections(kind, "in_sync") >= 1).then_some(()))
+        Ok(kinds.iter().all(|kind| drift_state.metrics().detections(kind, "in_sync") >= 1).then_some(()))
     })
     .await;
     if let Err(e) = checked {

@@ -15,6 +15,7 @@ use aws_credential_types::Credentials;
 use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
+use aws_operator::drift::DriftState;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -67,6 +68,7 @@ impl Replica {
             Fixture::amis(),
             &mut registry,
         );
+        let drift_state = DriftState::new(&mut registry, &shared.config.drift);
         let stop = CancellationToken::new();
         let settings = RunSettings {
             concurrency: 4,
@@ -81,7 +83,8 @@ impl Replica {
             }),
             tokio::spawn(async move {
                 let readiness = operatorkit::Readiness::new();
-                if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, controllers_stop).await {
+                if let Err(e) = daemon::run(shared, drift_state, &metrics, &readiness, settings, controllers_stop).await
+                {
                     eprintln!("{identity} stopped: {e:#}");
                 }
             }),

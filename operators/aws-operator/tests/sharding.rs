@@ -24,6 +24,7 @@ use aws_credential_types::Credentials;
 use aws_operator::aws::{AwsFactory, AwsSettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
+use aws_operator::drift::DriftState;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
@@ -100,6 +101,7 @@ impl Replica {
             Fixture::amis(),
             &mut registry,
         );
+        let drift_state = DriftState::new(&mut registry, &shared.config.drift);
         let settings = RunSettings {
             concurrency: 4,
             resync: Duration::from_secs(300),
@@ -116,7 +118,7 @@ impl Replica {
         });
         runtime.spawn(async move {
             let readiness = operatorkit::Readiness::new();
-            if let Err(e) = daemon::run(shared, &metrics, &readiness, settings, stop).await {
+            if let Err(e) = daemon::run(shared, drift_state, &metrics, &readiness, settings, stop).await {
                 eprintln!("{shard} stopped: {e:#}");
             }
         });

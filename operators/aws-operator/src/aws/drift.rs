@@ -5,7 +5,8 @@
 //! `DescribeStackDriftDetectionStatus` until it completes, then `DescribeStackResourceDrifts`):
 //! it knows each resource type's properties and which of them matter. The calls are separate
 //! from the stack state machine's [`super::cloudformation::CloudFormation`] trait because they
-//! change nothing in a stack and run on their own schedule ([`crate::controllers::drift`]).
+//! change nothing in a stack and run on their own schedule ([`crate::controllers::drift`]). What they return is
+//! recorded and remedied by the pure [`crate::drift::findings`].
 //!
 //! Remediation does not go through CloudFormation: an `UpdateStack` with the template already
 //! deployed changes nothing ("No updates are to be performed"), because CloudFormation compares
@@ -19,6 +20,7 @@ use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, PrefixListId, UserIdG
 use serde_json::Value;
 
 use super::{AccountClients, AwsError, api_error};
+use crate::drift::findings::{Difference, ResourceReport};
 
 /// How a `DetectStackDrift` call went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,38 +79,6 @@ pub async fn status(aws: &AccountClients, id: &str) -> Result<Detection, AwsErro
             str::to_string,
         )),
     })
-}
-
-/// One property difference, as CloudFormation reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    /// `PropertyPath`, e.g. `/SecurityGroupIngress/2`.
-    pub path: String,
-    /// `ExpectedValue` (JSON for objects).
-    pub expected: String,
-    /// `ActualValue` (JSON for objects).
-    pub actual: String,
-    /// `ADD`, `REMOVE` or `NOT_EQUAL`.
-    pub kind: String,
-}
-
-/// One drifted resource, as CloudFormation reports it. Its properties may hold secrets (a
-/// launch template's user data): kept in memory for remediation only, never recorded as they
-/// are ([`crate::controllers::drift::record`] redacts).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceReport {
-    /// `LogicalResourceId`.
-    pub logical_id: String,
-    /// `ResourceType`.
-    pub resource_type: String,
-    /// `PhysicalResourceId`.
-    pub physical_id: Option<String>,
-    /// `MODIFIED` or `DELETED`.
-    pub status: String,
-    /// `ExpectedProperties`, parsed (`Value::Null` when absent or not JSON).
-    pub expected: Value,
-    /// `PropertyDifferences`.
-    pub differences: Vec<Difference>,
 }
 
 /// The drifted resources (modified or deleted) of stack `name`'s latest completed detection

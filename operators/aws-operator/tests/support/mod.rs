@@ -16,6 +16,7 @@ use aws_operator::aws::{AccountClients, AwsFactory, AwsSettings};
 use aws_operator::config::{AmiMap, DriftSettings, OperatorConfig, UnhealthySettings};
 use aws_operator::context::Shared;
 use aws_operator::daemon;
+use aws_operator::drift::DriftState;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -47,6 +48,8 @@ pub struct Fixture {
     pub installation: String,
     running: Option<OperatorProcess>,
     pub shared: Option<Arc<Shared>>,
+    /// The running operator's drift detection state.
+    pub drift_state: Option<DriftState>,
     pub registry: Option<Registry>,
     /// Set by [`Fixture::as_chart_service_account`]: the operator runs as the chart's
     /// ServiceAccount (its token) with the chart's leader election, instead of as the
@@ -86,6 +89,8 @@ pub struct OperatorProcess {
     runtime: Option<tokio::runtime::Runtime>,
     /// What its controllers share.
     pub shared: Arc<Shared>,
+    /// Its drift detection state.
+    pub drift_state: DriftState,
 }
 
 impl OperatorProcess {
@@ -170,6 +175,7 @@ impl Fixture {
             installation,
             running: None,
             shared: None,
+            drift_state: None,
             registry: None,
             service_account: None,
             drainer_poll: None,
@@ -256,6 +262,7 @@ impl Fixture {
     pub async fn start_operator(&mut self) -> anyhow::Result<()> {
         let process = self.spawn_operator(VERSION, "AKIATESTOPERATOR").await?;
         self.shared = Some(process.shared.clone());
+        self.drift_state = Some(process.drift_state.clone());
         self.running = Some(process);
         Ok(())
     }
@@ -351,6 +358,7 @@ impl Fixture {
             if let Some(drift) = drift {
                 config.drift = drift;
             }
+            let drift_state = DriftState::new(&mut registry, &config.drift);
             let shared = Shared::new(writes.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);
             // The drain executor takes the DrainerConfigs of this version, through the
             // operator's workload-cluster clients.
@@ -368,9 +376,10 @@ impl Fixture {
                 Ok(d) => d,
                 Err(e) => return eprintln!("operator drain executor: {e}"),
             };
-            let _ = tx.send(shared.clone());
+            let _ = tx.send((shared.clone(), drift_state.clone()));
             let controllers = daemon::run(
                 shared,
+                drift_state,
                 &metrics,
                 &readiness,
                 RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership, sharding },
@@ -384,8 +393,8 @@ impl Fixture {
                 let _ = election.await;
             }
         });
-        let shared = rx.await.map_err(|_| anyhow::anyhow!("the operator {access_key} did not start"))?;
-        Ok(OperatorProcess { token, handle, runtime: Some(runtime), shared })
+        let (shared, drift_state) = rx.await.map_err(|_| anyhow::anyhow!("the operator {access_key} did not start"))?;
+        Ok(OperatorProcess { token, handle, runtime: Some(runtime), shared, drift_state })
     }
 
     /// Stop the operator abruptly: its runtime is dropped with every task wherever it is.
