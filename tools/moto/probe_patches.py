@@ -187,6 +187,49 @@ def probe_conditional_bucket_policy(port: int) -> None:
         check(status == 403, f"unconditional Deny gave {status}")
 
 
+def probe_sse_kms_required_by_bucket_policy(port: int) -> None:
+    """AWS refuses a PutObject that a bucket policy denies for lack of SSE-KMS headers (Amazon S3
+    User Guide, "Bucket policy examples", requiring SSE-KMS for objects written to a bucket), and
+    accepts the same upload with them."""
+    tenant = account()
+    s3 = client(port, "s3", tenant)
+    kms = client(port, "kms", tenant)
+    key = kms.create_key()["KeyMetadata"]["Arn"]
+    bucket = f"probe-sse-kms-{random.randint(0, 10**9)}"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+             "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+             "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+            {"Sid": "DenyUnencryptedUploads", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+             "Resource": f"arn:aws:s3:::{bucket}/*",
+             "Condition": {"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"}}},
+            {"Sid": "DenyOtherKeys", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+             "Resource": f"arn:aws:s3:::{bucket}/*",
+             "Condition": {"StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": key}}},
+        ],
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    for name, extra in [
+        ("no encryption header", {}),
+        ("SSE-S3", {"ServerSideEncryption": "AES256"}),
+        ("SSE-KMS with the AWS managed key", {"ServerSideEncryption": "aws:kms"}),
+    ]:
+        try:
+            s3.put_object(Bucket=bucket, Key="node-config", Body=b"{}", **extra)
+            raise AssertionError(f"an upload with {name} was accepted")
+        except ClientError as err:
+            status = err.response["ResponseMetadata"]["HTTPStatusCode"]
+            check(status == 403, f"an upload with {name} gave {status}")
+    s3.put_object(Bucket=bucket, Key="node-config", Body=b"{}", ServerSideEncryption="aws:kms", SSEKMSKeyId=key)
+    head = s3.head_object(Bucket=bucket, Key="node-config")
+    check(head.get("ServerSideEncryption") == "aws:kms", f"stored with {head.get('ServerSideEncryption')}")
+    body = s3.get_object(Bucket=bucket, Key="node-config")["Body"].read()
+    check(body == b"{}", f"read back {body!r}")
+
+
 def probe_vpc_cidr_block(port: int) -> None:
     tenant = account()
     ec2 = client(port, "ec2", tenant)
@@ -1408,6 +1451,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
     ("conditional bucket-policy statements", probe_conditional_bucket_policy),
+    ("a bucket policy requiring SSE-KMS refuses other uploads", probe_sse_kms_required_by_bucket_policy),
     ("AWS::EC2::VPCCidrBlock in a template", probe_vpc_cidr_block),
     ("stack delete removes the network", probe_network_stack_delete),
     ("DescribeStacks during CreateStack", probe_describe_during_create),

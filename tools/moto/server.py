@@ -19,10 +19,12 @@ by a small monkeypatch that names the moto behaviour it replaces:
    ``DeleteStack`` refuses a protected stack with AWS's ``ValidationError``.
 2. ``AWS::EC2::VPCPeeringConnection`` honours ``PeerOwnerId``/``PeerRegion``, so a stack in a
    tenant account can peer with a VPC of the management account.
-3. S3 bucket policies: statements carrying a ``Condition`` are not applied. moto does not evaluate
-   conditions faithfully (a ``Deny`` on ``aws:SecureTransport = false`` denies *every* request), so
-   the emulator does not evaluate conditional statements at all. Unconditional statements still
-   apply.
+3. S3 bucket policies: moto does not evaluate conditions faithfully (a ``Deny`` on
+   ``aws:SecureTransport = false`` denies *every* request). The emulator evaluates the conditions
+   it can answer from the request (``aws:SecureTransport``, always true here, and the
+   server-side encryption headers), so a policy requiring SSE-KMS refuses an unencrypted
+   ``PutObject``; statements with any other condition are not applied. Unconditional statements
+   still apply.
 4. ``AWS::EC2::VPCCidrBlock`` is implemented (moto skips the type): a node-pool stack can add its
    CIDR as a secondary VPC block and create subnets in it; deleting the stack disassociates it.
 5. Stack deletion removes route tables, VPC endpoints, NAT gateways, Elastic IPs, internet
@@ -359,19 +361,72 @@ def patch_vpc_peering_cloudformation() -> None:
 # --- 3. Conditional statements in S3 bucket policies -------------------------------------------
 
 
+# The request condition keys of S3 that the emulator evaluates, each from the request's header
+# (Amazon S3 User Guide, "Bucket policy examples": "Require SSE-KMS for all objects written to a
+# bucket"; Service Authorization Reference, "Condition keys for Amazon S3").
+_S3_HEADER_KEYS = {
+    "s3:x-amz-server-side-encryption": "x-amz-server-side-encryption",
+    "s3:x-amz-server-side-encryption-aws-kms-key-id": "x-amz-server-side-encryption-aws-kms-key-id",
+}
+_s3_request = threading.local()
+
+
+def _s3_condition_holds(condition: dict[str, Any], headers: dict[str, str]) -> bool | None:
+    """Whether ``condition`` holds for a request with ``headers`` (lower-case names); ``None``
+    when it names an operator or key the emulator does not evaluate. ``aws:SecureTransport`` is
+    ``true``: tests reach the emulator over plain HTTP on 127.0.0.1, standing for AWS's HTTPS."""
+    for operator, pairs in condition.items():
+        for key, expected in pairs.items():
+            wanted = [str(v) for v in (expected if isinstance(expected, list) else [expected])]
+            if key == "aws:SecureTransport":
+                actual: str | None = "true"
+            elif key in _S3_HEADER_KEYS:
+                actual = headers.get(_S3_HEADER_KEYS[key])
+            else:
+                return None
+            if operator == "StringEquals":
+                ok = actual is not None and actual in wanted
+            elif operator == "StringNotEquals":
+                # IAM: a key absent from the request matches StringNotEquals.
+                ok = actual is None or actual not in wanted
+            elif operator == "Bool":
+                ok = actual is not None and actual.lower() in [w.lower() for w in wanted]
+            elif operator == "Null":
+                ok = (actual is None) == (wanted[0].lower() == "true")
+            else:
+                return None
+            if not ok:
+                return False
+    return True
+
+
 def patch_bucket_policy_conditions() -> None:
     """moto 5.2.5 evaluates a statement's ``Condition`` against request values it never
     collects, and a failed condition check yields DENIED whatever the statement's effect. A
     TLS-only policy (Deny ``s3:*`` when ``aws:SecureTransport`` is ``false``) therefore denies
     every object request, including the HTTPS-equivalent ones a test makes, and every upload after
-    such a policy fails with 403. The emulator now ignores statements that carry a ``Condition``:
-    conditions are not evaluated, unconditional Allow/Deny statements still are."""
+    such a policy fails with 403. The emulator now evaluates the conditions it can answer from the
+    request: ``aws:SecureTransport`` (always ``true``) and the server-side encryption headers
+    (``s3:x-amz-server-side-encryption``, ``…-aws-kms-key-id``) with ``StringEquals``,
+    ``StringNotEquals``, ``Bool`` and ``Null``, so a policy that denies uploads without SSE-KMS
+    refuses them as AWS does. A statement with any other condition is ignored; unconditional
+    Allow/Deny statements still apply."""
     from moto.iam.access_control import IAMPolicy, PermissionResult
     from moto.s3 import models as s3_models
+    from moto.s3 import responses as s3_responses
 
     bucket_cls = _require(s3_models, "FakeBucket")
     _require(bucket_cls, "get_permission")
     _require(IAMPolicy, "is_action_permitted")
+    response_cls = _require(s3_responses, "S3Response")
+    original_key_response = _require(response_cls, "_key_response")
+
+    def key_response(self: Any, request: Any, full_url: str) -> Any:
+        _s3_request.headers = {k.lower(): v for k, v in dict(request.headers).items()}
+        try:
+            return original_key_response(self, request, full_url)
+        finally:
+            _s3_request.headers = None
 
     def get_permission(self: Any, action: str, resource: str) -> Any:
         if self.policy is None:
@@ -380,13 +435,22 @@ def patch_bucket_policy_conditions() -> None:
         statements = document.get("Statement", [])
         if isinstance(statements, dict):
             statements = [statements]
-        unconditional = [s for s in statements if "Condition" not in s]
-        if not unconditional:
+        headers = getattr(_s3_request, "headers", None) or {}
+        applicable = []
+        for statement in statements:
+            condition = statement.get("Condition")
+            if condition is None:
+                applicable.append(statement)
+                continue
+            if _s3_condition_holds(condition, headers):
+                applicable.append({k: v for k, v in statement.items() if k != "Condition"})
+        if not applicable:
             return PermissionResult.NEUTRAL
-        document["Statement"] = unconditional
+        document["Statement"] = applicable
         return IAMPolicy(json.dumps(document)).is_action_permitted(action, resource)
 
     bucket_cls.get_permission = get_permission
+    response_cls._key_response = key_response
 
 
 # --- 4. AWS::EC2::VPCCidrBlock in templates -----------------------------------------------------

@@ -50,6 +50,9 @@ pub const AWS_UPDATE_PAUSE_TIME: &str = "alpha.aws.giantswarm.io/update-pause-ti
 /// Annotation: the instance metadata service's `HttpTokens` setting: `optional` lets IMDSv1 through;
 /// anything else, or no annotation, means `required` (IMDSv2 only).
 pub const AWS_METADATA_V2: &str = "alpha.aws.giantswarm.io/metadata-v2";
+/// Annotation on an `AWSCluster`: `false` turns off the access logs of the cluster's load
+/// balancers (on by default, into the cluster's access-log bucket).
+pub const AWS_LOAD_BALANCER_ACCESS_LOGS: &str = "alpha.aws.giantswarm.io/load-balancer-access-logs";
 /// Annotation: the size in GiB of a node pool's containerd volume (default: its docker volume's).
 pub const AWS_CONTAINERD_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/containerd-volume-size";
 /// Annotation: the size in GiB of a node pool's log volume (default 15).

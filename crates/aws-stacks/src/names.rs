@@ -94,6 +94,47 @@ pub fn access_log_bucket(tenant_account_id: &str, cluster_id: &str) -> String {
     format!("{}-access-logs", bucket(tenant_account_id, cluster_id))
 }
 
+/// The key prefix of the load balancers' access logs in the access-log bucket (the config
+/// bucket's own server access logs go under `<bucket>/`).
+pub const ELB_ACCESS_LOG_PREFIX: &str = "elb";
+
+/// Who delivers Classic Load Balancer access logs in `region`, as a bucket policy's `Principal`
+/// (Elastic Load Balancing User Guide, "Enable access logs for your Classic Load Balancer"):
+/// Elastic Load Balancing's account of the region for the regions opened before August 2022,
+/// the service principal `logdelivery.elasticloadbalancing.amazonaws.com` for the later ones.
+pub fn elb_log_delivery_principal(region: &str) -> serde_json::Value {
+    let account = match region {
+        "us-east-1" => "127311923021",
+        "us-east-2" => "033677994240",
+        "us-west-1" => "027434742980",
+        "us-west-2" => "797873946194",
+        "af-south-1" => "098369216593",
+        "ap-east-1" => "754344448648",
+        "ap-southeast-3" => "589379963580",
+        "ap-south-1" => "718504428378",
+        "ap-northeast-3" => "383597477331",
+        "ap-northeast-2" => "600734575887",
+        "ap-southeast-1" => "114774131450",
+        "ap-southeast-2" => "783225319266",
+        "ap-northeast-1" => "582318560864",
+        "ca-central-1" => "985666609251",
+        "eu-central-1" => "054676820928",
+        "eu-west-1" => "156460612806",
+        "eu-west-2" => "652711504416",
+        "eu-south-1" => "635631232127",
+        "eu-west-3" => "009996457667",
+        "eu-north-1" => "897822967062",
+        "me-south-1" => "076674570225",
+        "sa-east-1" => "507241528517",
+        "us-gov-west-1" => "048591011584",
+        "us-gov-east-1" => "190560391635",
+        "cn-north-1" => "638102146993",
+        "cn-northwest-1" => "037604701340",
+        _ => return serde_json::json!({ "Service": "logdelivery.elasticloadbalancing.amazonaws.com" }),
+    };
+    serde_json::json!({ "AWS": format!("arn:{}:iam::{account}:root", partition(region)) })
+}
+
 /// The KMS alias of the cluster key: `alias/<clusterID>`.
 pub fn kms_alias(cluster_id: &str) -> String {
     format!("alias/{cluster_id}")
@@ -224,6 +265,18 @@ mod tests {
         assert_eq!(stack_name("al9qy", StackKind::Tcnpf, Some("g3j50")), "cluster-al9qy-tcnpf-g3j50");
         assert_eq!(bucket("123456789012", "al9qy"), "123456789012-g8s-al9qy");
         assert_eq!(access_log_bucket("123456789012", "al9qy"), "123456789012-g8s-al9qy-access-logs");
+        assert_eq!(
+            elb_log_delivery_principal("eu-central-1"),
+            serde_json::json!({ "AWS": "arn:aws:iam::054676820928:root" })
+        );
+        assert_eq!(
+            elb_log_delivery_principal("cn-north-1"),
+            serde_json::json!({ "AWS": "arn:aws-cn:iam::638102146993:root" })
+        );
+        assert_eq!(
+            elb_log_delivery_principal("eu-central-2"),
+            serde_json::json!({ "Service": "logdelivery.elasticloadbalancing.amazonaws.com" })
+        );
         assert_eq!(kms_alias("al9qy"), "alias/al9qy");
         assert_eq!(master_config_key("16.1.1", "al9qy", 0), "version/16.1.1/cloudconfig/v_6_1_0/cluster-al9qy-tccpn-0");
         assert_eq!(

@@ -580,7 +580,12 @@ fn plan_cluster(
         cidr: cp_cidr.clone(),
         peer_role_arn: peer_role,
     };
-    let params = crate::controllers::cluster::stacks::tccp_params(&common, cidr.cidr, &layout, peer);
+    let access_logs = tccp::access_logs(
+        cluster.annotations().get(labels::AWS_LOAD_BALANCER_ACCESS_LOGS).map(String::as_str),
+        tenant,
+        &id,
+    );
+    let params = crate::controllers::cluster::stacks::tccp_params(&common, cidr.cidr, &layout, peer, access_logs);
     let template = tccp::render(&params);
     let outputs = tccp::Outputs::from_outputs(&expected_outputs(&template, &name), &azs).map_err(|e| {
         invalid(

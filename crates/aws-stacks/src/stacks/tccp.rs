@@ -121,6 +121,18 @@ pub struct Params {
     pub control_plane: ControlPlaneVpc,
     /// API whitelisting.
     pub whitelist: ApiWhitelist,
+    /// The bucket the three load balancers write their access logs into (under
+    /// [`names::ELB_ACCESS_LOG_PREFIX`]), or `None` to write none; see [`access_logs`].
+    pub access_logs: Option<String>,
+}
+
+/// Where the load balancers' access logs go: the cluster's access-log bucket, unless the
+/// AWSCluster's annotation `alpha.aws.giantswarm.io/load-balancer-access-logs` says `false`.
+pub fn access_logs(annotation: Option<&str>, tenant_account_id: &str, cluster_id: &str) -> Option<String> {
+    match annotation.map(str::trim) {
+        Some("false") => None,
+        _ => Some(names::access_log_bucket(tenant_account_id, cluster_id)),
+    }
 }
 
 /// Output key of an AZ's public subnet ID: `PublicSubnetID<Az>`.
@@ -223,6 +235,7 @@ fn sg_rule(target: &str, source: &str, protocol: &str, ports: Option<(u16, u16)>
 }
 
 fn classic_elb(
+    access_logs: Option<&str>,
     name: String,
     internet_facing: bool,
     subnets: Vec<Value>,
@@ -231,7 +244,7 @@ fn classic_elb(
     health_target: &str,
 ) -> Resource {
     let port = port.to_string();
-    let lb = Resource::new(
+    let mut lb = Resource::new(
         "AWS::ElasticLoadBalancing::LoadBalancer",
         json!({
             "LoadBalancerName": name,
@@ -255,6 +268,14 @@ fn classic_elb(
             }],
         }),
     );
+    if let Some(bucket) = access_logs {
+        lb.properties["AccessLoggingPolicy"] = json!({
+            "Enabled": true,
+            "S3BucketName": bucket,
+            "S3BucketPrefix": names::ELB_ACCESS_LOG_PREFIX,
+            "EmitInterval": 60,
+        });
+    }
     // Real AWS refuses an internet-facing ELB in a VPC without an attached gateway.
     if internet_facing { lb.depends_on([GATEWAY_ATTACHMENT]) } else { lb }
 }
@@ -506,12 +527,21 @@ pub fn render(p: &Params) -> Template {
     add_security_groups(&mut t, p);
 
     let [api_name, api_internal_name, etcd_name] = names::load_balancers(id);
-    t.add(API_ELB, classic_elb(api_name, true, public_subnets, MASTER_SG, 443, "HTTP:8089/healthz"));
+    let logs = p.access_logs.as_deref();
+    t.add(API_ELB, classic_elb(logs, api_name, true, public_subnets, MASTER_SG, 443, "HTTP:8089/healthz"));
     t.add(
         API_INTERNAL_ELB,
-        classic_elb(api_internal_name, false, private_subnets.clone(), API_INTERNAL_ELB_SG, 443, "HTTP:8089/healthz"),
+        classic_elb(
+            logs,
+            api_internal_name,
+            false,
+            private_subnets.clone(),
+            API_INTERNAL_ELB_SG,
+            443,
+            "HTTP:8089/healthz",
+        ),
     );
-    t.add(ETCD_ELB, classic_elb(etcd_name, false, private_subnets, ETCD_ELB_SG, 2379, "TCP:2379"));
+    t.add(ETCD_ELB, classic_elb(logs, etcd_name, false, private_subnets, ETCD_ELB_SG, 2379, "TCP:2379"));
 
     if c.route53_enabled {
         add_route53(&mut t, c);
@@ -833,6 +863,7 @@ pub(crate) mod tests {
                 peer_role_arn: "arn:aws:iam::000111222333:role/al9qy-vpc-peer-access".into(),
             },
             whitelist: ApiWhitelist::default(),
+            access_logs: access_logs(None, "123456789012", "al9qy"),
         }
     }
 
@@ -921,6 +952,31 @@ pub(crate) mod tests {
         assert_eq!(prop(&t, S3_ENDPOINT, "ServiceName"), "com.amazonaws.eu-central-1.s3");
         assert_eq!(prop(&t, PEERING, "PeerOwnerId"), "000111222333");
         assert_eq!(prop(&t, PEERING, "PeerVpcId"), "vpc-0cp");
+    }
+
+    #[test]
+    fn load_balancers_log_into_the_access_log_bucket_unless_turned_off() {
+        let t = render(&params());
+        for elb in [API_ELB, API_INTERNAL_ELB, ETCD_ELB] {
+            assert_eq!(
+                prop(&t, elb, "AccessLoggingPolicy"),
+                &json!({
+                    "Enabled": true,
+                    "S3BucketName": "123456789012-g8s-al9qy-access-logs",
+                    "S3BucketPrefix": "elb",
+                    "EmitInterval": 60,
+                }),
+                "{elb}"
+            );
+        }
+        assert_eq!(access_logs(Some(" false "), "123456789012", "al9qy"), None);
+        assert!(access_logs(Some("no"), "123456789012", "al9qy").is_some(), "only `false` turns them off");
+        let mut off = params();
+        off.access_logs = None;
+        let t = render(&off);
+        for elb in [API_ELB, API_INTERNAL_ELB, ETCD_ELB] {
+            assert!(t.resources[elb].properties.get("AccessLoggingPolicy").is_none(), "{elb}");
+        }
     }
 
     #[test]

@@ -125,6 +125,7 @@ pub fn render_all(shape: &Shape) -> Vec<(String, Template)> {
             } else {
                 ApiWhitelist::default()
             },
+            access_logs: tccp::access_logs(None, "123456789012", "al9qy"),
         }),
     ));
 

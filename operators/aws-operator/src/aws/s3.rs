@@ -38,9 +38,35 @@ pub fn tls_only_policy(bucket: &str, region: &str) -> String {
     .to_string()
 }
 
-/// The access-log bucket's policy: [`tls_only_policy`], and S3's log delivery
+/// The config bucket's policy: [`tls_only_policy`], and every upload must be encrypted with
+/// the cluster's key (SSE-KMS, header `x-amz-server-side-encryption-aws-kms-key-id` naming it);
+/// an upload without the headers, with SSE-S3 or with another key is refused.
+pub fn config_bucket_policy(bucket: &str, region: &str, kms_key_arn: &str) -> String {
+    let arn = format!("arn:{}:s3:::{bucket}/*", aws_stacks::names::partition(region));
+    let mut policy: serde_json::Value =
+        serde_json::from_str(&tls_only_policy(bucket, region)).unwrap_or_else(|_| serde_json::json!({"Statement": []}));
+    if let Some(statements) = policy["Statement"].as_array_mut() {
+        for (sid, key, value) in [
+            ("DenyUploadsWithoutSseKms", "s3:x-amz-server-side-encryption", "aws:kms"),
+            ("DenyUploadsWithAnotherKey", "s3:x-amz-server-side-encryption-aws-kms-key-id", kms_key_arn),
+        ] {
+            statements.push(serde_json::json!({
+                "Sid": sid,
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:PutObject",
+                "Resource": arn,
+                "Condition": {"StringNotEquals": {key: value}}
+            }));
+        }
+    }
+    policy.to_string()
+}
+
+/// The access-log bucket's policy: [`tls_only_policy`]; S3's log delivery
 /// (`logging.s3.amazonaws.com`) may put objects under the config bucket's prefix, for that bucket
-/// of this account only. Log delivery is granted by policy, not by ACL: new buckets have Object
+/// of this account only; Elastic Load Balancing's log delivery of the region may put the load
+/// balancers' logs of this account under `elb/AWSLogs/<account>/`. Log delivery is granted by policy, not by ACL: new buckets have Object
 /// Ownership `BucketOwnerEnforced`, which disables ACLs (AWS's default since April 2023).
 pub fn access_log_policy(logs: &str, source_bucket: &str, account_id: &str, region: &str) -> String {
     let partition = aws_stacks::names::partition(region);
@@ -58,17 +84,33 @@ pub fn access_log_policy(logs: &str, source_bucket: &str, account_id: &str, regi
                 "StringEquals": {"aws:SourceAccount": account_id}
             }
         }));
+        statements.push(serde_json::json!({
+            "Sid": "LoadBalancerAccessLogs",
+            "Effect": "Allow",
+            "Principal": aws_stacks::names::elb_log_delivery_principal(region),
+            "Action": ["s3:PutObject"],
+            "Resource": format!(
+                "arn:{partition}:s3:::{logs}/{}/AWSLogs/{account_id}/*",
+                aws_stacks::names::ELB_ACCESS_LOG_PREFIX
+            ),
+        }));
     }
     policy.to_string()
 }
 
 /// The cluster bucket and its access-log bucket, with default encryption, a TLS-only policy, a
-/// public access block, access logging and a lifecycle on the logs (reference §7.2). Every call is
-/// idempotent; the whole sequence runs again only when a bucket is missing.
+/// public access block, access logging and a lifecycle on the logs (reference §7.2). The config
+/// bucket is encrypted with the cluster's key (SSE-KMS with a bucket key) and refuses uploads
+/// without it; the access-log bucket keeps SSE-S3, the only encryption S3 server access logs and
+/// load balancer access logs are delivered to. Neither is versioned (as the original). Every
+/// call is idempotent; the whole sequence runs again only when a bucket is missing, and the
+/// policies and the config bucket's encryption are put again once per process, so buckets of
+/// earlier versions get them.
 pub async fn ensure_buckets(
     aws: &AccountClients,
     cluster_id: &str,
     tags: &BTreeMap<String, String>,
+    kms_key_arn: &str,
 ) -> Result<String, AwsError> {
     let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
     let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
@@ -83,6 +125,11 @@ pub async fn ensure_buckets(
             .await
             .map_err(|e| api_error("S3", "GetBucketLogging", e))?;
         if logging.logging_enabled().is_some() {
+            // Buckets of earlier versions lack the load balancers' log delivery; the stacks'
+            // access logging needs it before the load balancers are created or updated.
+            put_policy(aws, &logs, access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)).await?;
+            put_encryption(aws, &bucket, Some(kms_key_arn)).await?;
+            put_policy(aws, &bucket, config_bucket_policy(&bucket, &aws.region, kms_key_arn)).await?;
             return Ok(bucket);
         }
     }
@@ -99,26 +146,7 @@ pub async fn ensure_buckets(
             .send()
             .await
             .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
-        let sse = ServerSideEncryptionConfiguration::builder()
-            .rules(
-                ServerSideEncryptionRule::builder()
-                    .apply_server_side_encryption_by_default(
-                        ServerSideEncryptionByDefault::builder()
-                            .sse_algorithm(ServerSideEncryption::Aes256)
-                            .build()
-                            .map_err(|e| AwsError::Setup(e.to_string()))?,
-                    )
-                    .build(),
-            )
-            .build()
-            .map_err(|e| AwsError::Setup(e.to_string()))?;
-        aws.s3
-            .put_bucket_encryption()
-            .bucket(name)
-            .server_side_encryption_configuration(sse)
-            .send()
-            .await
-            .map_err(|e| api_error("S3", "PutBucketEncryption", e))?;
+        put_encryption(aws, name, (name == &bucket).then_some(kms_key_arn)).await?;
         aws.s3
             .put_public_access_block()
             .bucket(name)
@@ -136,15 +164,9 @@ pub async fn ensure_buckets(
         let policy = if name == &logs {
             access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)
         } else {
-            tls_only_policy(name, &aws.region)
+            config_bucket_policy(name, &aws.region, kms_key_arn)
         };
-        aws.s3
-            .put_bucket_policy()
-            .bucket(name)
-            .policy(policy)
-            .send()
-            .await
-            .map_err(|e| api_error("S3", "PutBucketPolicy", e))?;
+        put_policy(aws, name, policy).await?;
     }
     let expire = LifecycleRule::builder()
         .id("ExpirationLogs")
@@ -204,6 +226,44 @@ pub async fn ensure_buckets(
     Ok(bucket)
 }
 
+/// Default encryption: SSE-KMS with `kms_key` and a bucket key, or SSE-S3 without one.
+async fn put_encryption(aws: &AccountClients, bucket: &str, kms_key: Option<&str>) -> Result<(), AwsError> {
+    let default = match kms_key {
+        Some(key) => {
+            ServerSideEncryptionByDefault::builder().sse_algorithm(ServerSideEncryption::AwsKms).kms_master_key_id(key)
+        }
+        None => ServerSideEncryptionByDefault::builder().sse_algorithm(ServerSideEncryption::Aes256),
+    };
+    let sse = ServerSideEncryptionConfiguration::builder()
+        .rules(
+            ServerSideEncryptionRule::builder()
+                .apply_server_side_encryption_by_default(default.build().map_err(|e| AwsError::Setup(e.to_string()))?)
+                .bucket_key_enabled(kms_key.is_some())
+                .build(),
+        )
+        .build()
+        .map_err(|e| AwsError::Setup(e.to_string()))?;
+    aws.s3
+        .put_bucket_encryption()
+        .bucket(bucket)
+        .server_side_encryption_configuration(sse)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| api_error("S3", "PutBucketEncryption", e))
+}
+
+async fn put_policy(aws: &AccountClients, bucket: &str, policy: String) -> Result<(), AwsError> {
+    aws.s3
+        .put_bucket_policy()
+        .bucket(bucket)
+        .policy(policy)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| api_error("S3", "PutBucketPolicy", e))
+}
+
 async fn bucket_exists(aws: &AccountClients, bucket: &str) -> Result<bool, AwsError> {
     match aws.s3.head_bucket().bucket(bucket).send().await {
         Ok(_) => Ok(true),
@@ -250,7 +310,9 @@ pub async fn object_hash(aws: &AccountClients, bucket: &str, key: &str) -> Resul
     }
 }
 
-/// Upload an object with its content hash.
+/// Upload an object with its content hash, encrypted as the bucket's default encryption says
+/// (SSE-KMS with the cluster's key for the config bucket), named in the request's headers, which
+/// the config bucket's policy requires.
 pub async fn put_object(
     aws: &AccountClients,
     bucket: &str,
@@ -259,8 +321,28 @@ pub async fn put_object(
     content_hash: &str,
     content_type: &str,
 ) -> Result<(), AwsError> {
-    aws.s3
-        .put_object()
+    let encryption = aws
+        .s3
+        .get_bucket_encryption()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "GetBucketEncryption", e))?;
+    let kms_key = encryption
+        .server_side_encryption_configuration()
+        .and_then(|c| c.rules().first())
+        .and_then(|r| r.apply_server_side_encryption_by_default())
+        .filter(|d| d.sse_algorithm() == &ServerSideEncryption::AwsKms)
+        .and_then(|d| d.kms_master_key_id())
+        .map(str::to_string);
+    let mut request = aws.s3.put_object();
+    if let Some(kms_key) = kms_key {
+        request = request
+            .server_side_encryption(ServerSideEncryption::AwsKms)
+            .ssekms_key_id(kms_key)
+            .bucket_key_enabled(true);
+    }
+    request
         .bucket(bucket)
         .key(key)
         .content_type(content_type)
@@ -339,6 +421,27 @@ mod tests {
         assert_eq!(delivery["Resource"], "arn:aws-cn:s3:::l1/b1/*");
         assert_eq!(delivery["Condition"]["ArnLike"]["aws:SourceArn"], "arn:aws-cn:s3:::b1");
         assert_eq!(delivery["Condition"]["StringEquals"]["aws:SourceAccount"], "123456789012");
+        let elb = &policy["Statement"][2];
+        assert_eq!(elb["Principal"]["AWS"], "arn:aws-cn:iam::638102146993:root");
+        assert_eq!(elb["Action"], serde_json::json!(["s3:PutObject"]));
+        assert_eq!(elb["Resource"], "arn:aws-cn:s3:::l1/elb/AWSLogs/123456789012/*");
+    }
+
+    #[test]
+    fn the_config_bucket_refuses_uploads_without_the_clusters_key() {
+        let key = "arn:aws:kms:eu-central-1:123456789012:key/k1";
+        let policy: serde_json::Value =
+            serde_json::from_str(&config_bucket_policy("b1", "eu-central-1", key)).expect("JSON");
+        assert_eq!(policy["Statement"][0]["Sid"], "DenyInsecureTransport");
+        for (statement, condition) in [
+            (&policy["Statement"][1], serde_json::json!({"s3:x-amz-server-side-encryption": "aws:kms"})),
+            (&policy["Statement"][2], serde_json::json!({"s3:x-amz-server-side-encryption-aws-kms-key-id": key})),
+        ] {
+            assert_eq!(statement["Effect"], "Deny");
+            assert_eq!(statement["Action"], "s3:PutObject");
+            assert_eq!(statement["Resource"], "arn:aws:s3:::b1/*");
+            assert_eq!(statement["Condition"]["StringNotEquals"], condition);
+        }
     }
 
     #[test]

@@ -142,7 +142,12 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             cidr: cp_cidr,
             peer_role_arn: peer_role,
         };
-        let params = tccp_params(&common, cluster_cidr, &layout, control_plane);
+        let access_logs = tccp::access_logs(
+            obj.annotations().get(apis::labels::AWS_LOAD_BALANCER_ACCESS_LOGS).map(String::as_str),
+            &tenant.account_id,
+            &id,
+        );
+        let params = tccp_params(&common, cluster_cidr, &layout, control_plane, access_logs);
         let desired = DesiredStack {
             kind: StackKind::Tccp,
             name: name.clone(),
@@ -215,6 +220,7 @@ pub fn tccp_params(
     cluster_cidr: Ipv4Net,
     layout: &[ipam::TccpAz],
     control_plane: tccp::ControlPlaneVpc,
+    access_logs: Option<String>,
 ) -> tccp::Params {
     tccp::Params {
         common: common.clone(),
@@ -231,5 +237,6 @@ pub fn tccp_params(
             .collect(),
         control_plane,
         whitelist: Default::default(),
+        access_logs,
     }
 }
