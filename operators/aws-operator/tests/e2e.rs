@@ -399,9 +399,21 @@ async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     let rotation = tenant.kms.get_key_rotation_status().key_id(&key_id).send().await?;
     assert!(rotation.key_rotation_enabled(), "key rotation");
     let policy = tenant.s3.get_bucket_policy().bucket(&bucket).send().await?;
-    assert!(policy.policy().unwrap_or_default().contains("aws:SecureTransport"));
+    let policy = policy.policy().unwrap_or_default();
+    assert!(policy.contains("aws:SecureTransport"));
+    assert!(policy.contains("DenyUploadsWithoutSseKms") && policy.contains("DenyUploadsWithAnotherKey"), "{policy}");
     let pab = tenant.s3.get_public_access_block().bucket(&bucket).send().await?;
     assert!(pab.public_access_block_configuration().is_some_and(|c| c.block_public_acls() == Some(true)));
+    // The config bucket is encrypted with the cluster's key, and the node configs with it.
+    let key_arn = key.key_metadata().and_then(|m| m.arn()).unwrap_or_default().to_string();
+    let encryption = tenant.s3.get_bucket_encryption().bucket(&bucket).send().await?;
+    let rule = encryption.server_side_encryption_configuration().and_then(|c| c.rules().first()).expect("a rule");
+    let default = rule.apply_server_side_encryption_by_default().expect("default encryption");
+    assert_eq!(default.sse_algorithm().as_str(), "aws:kms");
+    assert_eq!(default.kms_master_key_id(), Some(key_arn.as_str()), "the cluster's key");
+    assert_eq!(rule.bucket_key_enabled(), Some(true), "bucket key on");
+    let stored = tenant.s3.head_object().bucket(&bucket).key(&worker_key).send().await?;
+    assert_eq!(stored.ssekms_key_id(), Some(key_arn.as_str()), "the node config is stored with the cluster's key");
 
     // The cluster zone is delegated from the intermediate zone: NS with its name servers, TTL 300.
     let zone_id = tenant_stacks[&want_tenant[0]].outputs.get("HostedZoneID").cloned().expect("HostedZoneID");
