@@ -414,6 +414,29 @@ async fn create_scale_and_delete(f: &mut Fixture) -> anyhow::Result<()> {
     assert_eq!(rule.bucket_key_enabled(), Some(true), "bucket key on");
     let stored = tenant.s3.head_object().bucket(&bucket).key(&worker_key).send().await?;
     assert_eq!(stored.ssekms_key_id(), Some(key_arn.as_str()), "the node config is stored with the cluster's key");
+    // The bucket policy refuses uploads without the cluster's key, whoever makes them.
+    for (what, sse, key) in [
+        ("no encryption header", None, None),
+        ("SSE-S3", Some(aws_sdk_s3::types::ServerSideEncryption::Aes256), None),
+        (
+            "another KMS key",
+            Some(aws_sdk_s3::types::ServerSideEncryption::AwsKms),
+            Some("arn:aws:kms:eu-west-1:000000000000:key/other"),
+        ),
+    ] {
+        let refused = tenant
+            .s3
+            .put_object()
+            .bucket(&bucket)
+            .key("unencrypted-probe")
+            .body(b"{}".to_vec().into())
+            .set_server_side_encryption(sse)
+            .set_ssekms_key_id(key.map(str::to_string))
+            .send()
+            .await;
+        let status = refused.as_ref().err().and_then(|e| e.raw_response()).map(|r| r.status().as_u16());
+        assert_eq!(status, Some(403), "an upload with {what} is refused: {refused:?}");
+    }
 
     // The cluster zone is delegated from the intermediate zone: NS with its name servers, TTL 300.
     let zone_id = tenant_stacks[&want_tenant[0]].outputs.get("HostedZoneID").cloned().expect("HostedZoneID");

@@ -103,9 +103,9 @@ pub fn access_log_policy(logs: &str, source_bucket: &str, account_id: &str, regi
 /// bucket is encrypted with the cluster's key (SSE-KMS with a bucket key) and refuses uploads
 /// without it; the access-log bucket keeps SSE-S3, the only encryption S3 server access logs and
 /// load balancer access logs are delivered to. Neither is versioned (as the original). Every
-/// call is idempotent; the whole sequence runs again only when a bucket is missing, and the
-/// policies and the config bucket's encryption are put again once per process, so buckets of
-/// earlier versions get them.
+/// call is idempotent; the whole sequence runs again only when a bucket is missing. On buckets
+/// that exist, the policies and the config bucket's encryption are read and put only when they
+/// differ, so buckets of earlier versions get them and a settled cluster costs reads only.
 pub async fn ensure_buckets(
     aws: &AccountClients,
     cluster_id: &str,
@@ -127,9 +127,9 @@ pub async fn ensure_buckets(
         if logging.logging_enabled().is_some() {
             // Buckets of earlier versions lack the load balancers' log delivery; the stacks'
             // access logging needs it before the load balancers are created or updated.
-            put_policy(aws, &logs, access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)).await?;
-            put_encryption(aws, &bucket, Some(kms_key_arn)).await?;
-            put_policy(aws, &bucket, config_bucket_policy(&bucket, &aws.region, kms_key_arn)).await?;
+            ensure_policy(aws, &logs, access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)).await?;
+            ensure_encryption(aws, &bucket, kms_key_arn).await?;
+            ensure_policy(aws, &bucket, config_bucket_policy(&bucket, &aws.region, kms_key_arn)).await?;
             return Ok(bucket);
         }
     }
@@ -251,6 +251,46 @@ async fn put_encryption(aws: &AccountClients, bucket: &str, kms_key: Option<&str
         .await
         .map(|_| ())
         .map_err(|e| api_error("S3", "PutBucketEncryption", e))
+}
+
+/// Put `policy` on `bucket` unless the bucket has it already (compared as JSON documents).
+async fn ensure_policy(aws: &AccountClients, bucket: &str, policy: String) -> Result<(), AwsError> {
+    let current = match aws.s3.get_bucket_policy().bucket(bucket).send().await {
+        Ok(out) => out.policy().and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok()),
+        Err(e) => {
+            let e = api_error("S3", "GetBucketPolicy", e);
+            if e.code() != "NoSuchBucketPolicy" {
+                return Err(e);
+            }
+            None
+        }
+    };
+    if current.is_some() && current == serde_json::from_str::<serde_json::Value>(&policy).ok() {
+        return Ok(());
+    }
+    put_policy(aws, bucket, policy).await
+}
+
+/// SSE-KMS with `kms_key` and a bucket key as `bucket`'s default encryption, put only when the
+/// bucket has another.
+async fn ensure_encryption(aws: &AccountClients, bucket: &str, kms_key: &str) -> Result<(), AwsError> {
+    let current = match aws.s3.get_bucket_encryption().bucket(bucket).send().await {
+        Ok(out) => out.server_side_encryption_configuration().and_then(|c| c.rules().first()).cloned(),
+        Err(e) => {
+            let e = api_error("S3", "GetBucketEncryption", e);
+            if e.code() != "ServerSideEncryptionConfigurationNotFoundError" {
+                return Err(e);
+            }
+            None
+        }
+    };
+    let settled = current.is_some_and(|rule| {
+        let default = rule.apply_server_side_encryption_by_default();
+        default.is_some_and(|d| d.sse_algorithm() == &ServerSideEncryption::AwsKms)
+            && default.and_then(|d| d.kms_master_key_id()) == Some(kms_key)
+            && rule.bucket_key_enabled() == Some(true)
+    });
+    if settled { Ok(()) } else { put_encryption(aws, bucket, Some(kms_key)).await }
 }
 
 async fn put_policy(aws: &AccountClients, bucket: &str, policy: String) -> Result<(), AwsError> {
