@@ -60,81 +60,80 @@ fn every_aws_node_config_passes_the_pure_checks() {
     assert!(findings.is_empty(), "{configs} configs:\n{}", report(&findings));
 }
 
-/// What the flag check covers: every component run of every config at every pinned version,
-/// with its flag list where one is kept; the runs it cannot check are the ones
-/// `components::unchecked` names, and only those.
+/// What the flag check covers: every component run of every config at every pinned version
+/// runs from a tagged image whose version has a flag list, so every flag is checked.
 #[test]
-fn the_flags_of_every_component_are_checked_where_a_list_is_kept() {
-    let mut checked = 0;
-    let mut unlisted = std::collections::BTreeSet::new();
+fn the_flags_of_every_component_are_checked_at_every_pinned_version() {
+    let mut total = 0;
     for versions in VERSIONS {
+        let mut checked = std::collections::BTreeMap::<String, usize>::new();
         for (node, json) in configs_at(versions) {
             let runs = node_verify::components::invocations(&json);
             let expected = if node.starts_with("master") { 6 } else { 2 };
             assert_eq!(runs.len(), expected, "{node}: {runs:?}");
-            let mut without_list = Vec::new();
             for run in runs {
                 let version = run.version.clone().expect("every component runs from a tagged image");
                 let minor = node_verify::components::minor(&version).expect("a version");
-                match node_verify::components::flag_list(&run.component, &minor) {
-                    Some(_) => checked += run.flags.len(),
-                    None => {
-                        unlisted.insert(format!("{} {minor}", run.component));
-                        without_list.push(format!("{}: {} {version}", run.subject, run.component));
-                    }
-                }
-            }
-            let unchecked = node_verify::components::unchecked(&json);
-            assert_eq!(unchecked.len(), without_list.len(), "{node}: {unchecked:?}");
-            for (said, run) in unchecked.iter().zip(&without_list) {
-                assert!(said.starts_with(run) && said.contains(": no flag list is kept for "), "{said}");
+                assert!(node_verify::components::flag_list(&run.component, &minor).is_some(), "{node}: {run:?}");
+                *checked.entry(run.component).or_default() += run.flags.len();
             }
         }
+        let sum: usize = checked.values().sum();
+        eprintln!("Kubernetes {} / etcd {}: {sum} flags checked {checked:?}", versions.0, versions.1);
+        assert!(checked.len() == 6 && checked.values().all(|n| *n > 0), "{checked:?}");
+        total += sum;
     }
-    eprintln!("{checked} flags checked against their version's list; no list for: {unlisted:?}");
-    assert!(checked > 0);
     let lists = |c: &str| node_verify::components::flag_minors(c).join(" ");
     eprintln!(
-        "flag lists kept: kube-apiserver {}; kubelet {}; etcd {}",
+        "{total} flags checked against their version's list; lists kept: kube-apiserver {}; kubelet {}; etcd {}",
         lists("kube-apiserver"),
         lists("kubelet"),
         lists("etcd")
     );
-    // The lists lag upstream's releases: a version without one is newer than every list kept.
-    for u in &unlisted {
-        let (component, minor) = u.split_once(' ').expect("component minor");
-        let kept = node_verify::components::flag_minors(component);
-        assert!(kept.last().is_some_and(|newest| *newest < minor), "{u} lacks a list between kept ones: {kept:?}");
-    }
 }
 
-/// A Release whose Kubernetes minor no component-config field list is kept for: its kubelet's
-/// and kube-proxy's configs cannot be checked, and each is a finding naming the node, the file,
-/// the version and the minors kept; no other check finds anything.
+/// A Release whose Kubernetes minor no list is kept for: its kubelet's and kube-proxy's configs
+/// and the flags of every Kubernetes component cannot be checked, and each is a finding naming
+/// the node, the file or unit, the version and the minors kept; no other check finds anything.
+/// Likewise for an etcd minor without a flag list.
 #[test]
-fn a_kubernetes_version_without_field_lists_is_a_finding_not_a_pass() {
+fn a_version_without_lists_is_a_finding_not_a_pass() {
+    let kept = node_verify::components::config_minors("KubeletConfiguration").join(", ");
     for kubernetes in ["1.35.0", "1.28.15"] {
         let (_, json) = master((kubernetes, "3.5.21"));
         let minor = node_verify::components::minor(kubernetes).expect("a version");
         let mut findings: Vec<String> = check("master-2", &json).iter().map(ToString::to_string).collect();
         findings.sort();
-        let kept = node_verify::components::config_minors("KubeletConfiguration").join(", ");
-        assert_eq!(
-            findings,
-            [
-                format!(
-                    "node master-2: /etc/kubernetes/config/kube-proxy.yaml: KubeProxyConfiguration of Kubernetes \
-                     v{kubernetes}: no field list is kept for {minor}, so it cannot be checked (kept: {kept}); use a \
-                     Release whose Kubernetes is one of these (ComponentConfig)"
-                ),
-                format!(
-                    "node master-2: /etc/kubernetes/config/kubelet.yaml: KubeletConfiguration of Kubernetes \
-                     v{kubernetes}: no field list is kept for {minor}, so it cannot be checked (kept: {kept}); use a \
-                     Release whose Kubernetes is one of these (ComponentConfig)"
-                ),
-            ]
-        );
+        let config = |path: &str, kind: &str| {
+            format!(
+                "node master-2: {path}: {kind} of Kubernetes v{kubernetes}: no field list is kept for {minor}, so it \
+                 cannot be checked (kept: {kept}); use a Release whose Kubernetes is one of these (ComponentConfig)"
+            )
+        };
+        let flags = |subject: &str, component: &str| {
+            format!(
+                "node master-2: {subject}: {component} v{kubernetes}: no flag list is kept for {minor}, so its flags \
+                 cannot be checked (kept: {kept}); use a Release whose Kubernetes is one of these (Flag)"
+            )
+        };
+        let mut expected = vec![
+            config("/etc/kubernetes/config/kube-proxy.yaml", "KubeProxyConfiguration"),
+            config("/etc/kubernetes/config/kubelet.yaml", "KubeletConfiguration"),
+            flags("/etc/kubernetes/manifests/k8s-api-server.yaml", "kube-apiserver"),
+            flags("/etc/kubernetes/manifests/k8s-controller-manager.yaml", "kube-controller-manager"),
+            flags("/etc/kubernetes/manifests/k8s-scheduler.yaml", "kube-scheduler"),
+            flags("/etc/kubernetes/manifests/kube-proxy.yaml", "kube-proxy"),
+            flags("kubelet.service", "kubelet"),
+        ];
+        expected.sort();
+        assert_eq!(findings, expected);
     }
+    let (_, json) = master(("1.34.2", "3.6.4"));
+    assert_eq!(
+        check("master-2", &json).iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["node master-2: etcd3.service: etcd v3.6.4: no flag list is kept for 3.6, so its flags cannot be checked \
+          (kept: 3.5); use a Release whose etcd is one of these (Flag)"]
+    );
 }
 
 #[test]
@@ -253,4 +252,52 @@ fn a_broken_component_config_or_flag_fails_naming_node_file_and_problem() {
     let etcd =
         edit_unit(&json, "etcd3.service", |t| t.replace("--peer-client-cert-auth=true", "--peer-client-auth=true"));
     assert_eq!(only(&etcd), ["node master-2: etcd3.service: etcd v3.5.13 has no flag --peer-client-auth (Flag)"]);
+}
+
+/// The lists follow upstream from minor to minor: a flag kubelet lost in 1.34 is a finding at
+/// 1.34 and passes at 1.33; flags the control plane gained in 1.32 and 1.33 are findings at
+/// 1.31 and pass at 1.33. Each finding names the node, the unit or file, and the flag.
+#[test]
+fn a_flag_is_checked_against_the_list_of_its_own_minor() {
+    let only = |json: &str| -> Vec<String> { check("master-2", json).iter().map(ToString::to_string).collect() };
+    let (v131, v133, v134) = (master(VERSIONS[1]).1, master(VERSIONS[2]).1, master(VERSIONS[3]).1);
+    for json in [&v131, &v133, &v134] {
+        assert_eq!(only(json), Vec::<String>::new());
+    }
+
+    // kubelet's --register-schedulable went in 1.34.
+    let kubelet = |json: &str| {
+        edit_unit(json, "kubelet.service", |t| t.replace("--node-labels=", "--register-schedulable=true --node-labels="))
+    };
+    assert_eq!(
+        only(&kubelet(&v134)),
+        ["node master-2: kubelet.service: kubelet v1.34.2 has no flag --register-schedulable (Flag)"]
+    );
+    assert_eq!(only(&kubelet(&v133)), Vec::<String>::new());
+
+    // kube-apiserver's --emulation-forward-compatible came in 1.33.
+    let apiserver = |json: &str| {
+        edit_file(json, "/etc/kubernetes/manifests/k8s-api-server.yaml", |t| {
+            t.replace("- --allow-privileged=true", "- --allow-privileged=true\n        - --emulation-forward-compatible=false")
+        })
+    };
+    assert_eq!(
+        only(&apiserver(&v131)),
+        ["node master-2: /etc/kubernetes/manifests/k8s-api-server.yaml: kube-apiserver v1.31.7 has no flag \
+          --emulation-forward-compatible (Flag)"]
+    );
+    assert_eq!(only(&apiserver(&v133)), Vec::<String>::new());
+
+    // kube-controller-manager's --concurrent-daemonset-syncs came in 1.32.
+    let controller_manager = |json: &str| {
+        edit_file(json, "/etc/kubernetes/manifests/k8s-controller-manager.yaml", |t| {
+            t.replace("- --leader-elect=true", "- --leader-elect=true\n        - --concurrent-daemonset-syncs=2")
+        })
+    };
+    assert_eq!(
+        only(&controller_manager(&v131)),
+        ["node master-2: /etc/kubernetes/manifests/k8s-controller-manager.yaml: kube-controller-manager v1.31.7 \
+          has no flag --concurrent-daemonset-syncs (Flag)"]
+    );
+    assert_eq!(only(&controller_manager(&v134)), Vec::<String>::new());
 }

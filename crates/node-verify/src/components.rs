@@ -11,16 +11,20 @@
 //!   kube-scheduler, kube-proxy, kubelet and etcd, in a static pod's `command`/`args` or a unit's
 //!   `ExecStart=`, is one the component's version documents. The version is the tag of the image
 //!   the component runs from (`…/kube-apiserver:v1.31.7` is 1.31); the flag lists are
-//!   `data/flags/<component>-<minor>.txt`, each naming its upstream source on its first line.
+//!   `data/flags/<component>-<minor>.txt`, each naming its upstream source on its first line:
+//!   the component's reference page in kubernetes/website at the commit that brought it up to
+//!   that release (Kubernetes 1.29 to 1.34), and etcd-io/etcd's `config.go` (etcd 3.5). No
+//!   kubelet reference was generated for 1.31 and 1.33: those two lists are derived from the
+//!   neighbouring references and the release notes, by the rule their header states.
 //!   Upstream's reference hides deprecated flags, so a deprecated flag counts as unknown here:
 //!   it is removed in a later minor (kube-apiserver's `--cloud-provider`, deprecated in 1.29,
 //!   went in 1.33).
 //!
-//! A component config of a Kubernetes minor without a field list is a finding: it cannot be
-//! checked, and a field its version lacks would stop kubelet or kube-proxy ([`config_minors`]
-//! names the minors kept). A flag of a version without a flag list is not checked, and
-//! [`unchecked`] names each such component run ([`flag_minors`] names the minors kept); the
-//! tests assert which of the versions the fixtures pin that is.
+//! Not checked is not passed. A component config of a Kubernetes minor without a field list is
+//! a finding ([`config_minors`] names the minors kept), and so is a component run whose flags
+//! no list covers: one of a version without a flag list ([`flag_minors`]), or one from an
+//! image without a version tag. A field or flag its version lacks would stop the component, so
+//! a Release of a version the lists do not know is refused rather than passed unchecked.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -34,22 +38,38 @@ pub const COMPONENTS: [&str; 6] =
     ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "etcd"];
 
 /// `(component, minor, list)`: every flag list, as `data/flags/<component>-<minor>.txt`.
-const FLAG_FILES: [(&str, &str, &str); 15] = [
+const FLAG_FILES: [(&str, &str, &str); 31] = [
     ("etcd", "3.5", include_str!("../data/flags/etcd-3.5.txt")),
     ("kube-apiserver", "1.29", include_str!("../data/flags/kube-apiserver-1.29.txt")),
     ("kube-apiserver", "1.30", include_str!("../data/flags/kube-apiserver-1.30.txt")),
     ("kube-apiserver", "1.31", include_str!("../data/flags/kube-apiserver-1.31.txt")),
+    ("kube-apiserver", "1.32", include_str!("../data/flags/kube-apiserver-1.32.txt")),
+    ("kube-apiserver", "1.33", include_str!("../data/flags/kube-apiserver-1.33.txt")),
+    ("kube-apiserver", "1.34", include_str!("../data/flags/kube-apiserver-1.34.txt")),
     ("kube-controller-manager", "1.29", include_str!("../data/flags/kube-controller-manager-1.29.txt")),
     ("kube-controller-manager", "1.30", include_str!("../data/flags/kube-controller-manager-1.30.txt")),
     ("kube-controller-manager", "1.31", include_str!("../data/flags/kube-controller-manager-1.31.txt")),
+    ("kube-controller-manager", "1.32", include_str!("../data/flags/kube-controller-manager-1.32.txt")),
+    ("kube-controller-manager", "1.33", include_str!("../data/flags/kube-controller-manager-1.33.txt")),
+    ("kube-controller-manager", "1.34", include_str!("../data/flags/kube-controller-manager-1.34.txt")),
     ("kube-proxy", "1.29", include_str!("../data/flags/kube-proxy-1.29.txt")),
     ("kube-proxy", "1.30", include_str!("../data/flags/kube-proxy-1.30.txt")),
     ("kube-proxy", "1.31", include_str!("../data/flags/kube-proxy-1.31.txt")),
+    ("kube-proxy", "1.32", include_str!("../data/flags/kube-proxy-1.32.txt")),
+    ("kube-proxy", "1.33", include_str!("../data/flags/kube-proxy-1.33.txt")),
+    ("kube-proxy", "1.34", include_str!("../data/flags/kube-proxy-1.34.txt")),
     ("kube-scheduler", "1.29", include_str!("../data/flags/kube-scheduler-1.29.txt")),
     ("kube-scheduler", "1.30", include_str!("../data/flags/kube-scheduler-1.30.txt")),
     ("kube-scheduler", "1.31", include_str!("../data/flags/kube-scheduler-1.31.txt")),
+    ("kube-scheduler", "1.32", include_str!("../data/flags/kube-scheduler-1.32.txt")),
+    ("kube-scheduler", "1.33", include_str!("../data/flags/kube-scheduler-1.33.txt")),
+    ("kube-scheduler", "1.34", include_str!("../data/flags/kube-scheduler-1.34.txt")),
     ("kubelet", "1.29", include_str!("../data/flags/kubelet-1.29.txt")),
     ("kubelet", "1.30", include_str!("../data/flags/kubelet-1.30.txt")),
+    ("kubelet", "1.31", include_str!("../data/flags/kubelet-1.31.txt")),
+    ("kubelet", "1.32", include_str!("../data/flags/kubelet-1.32.txt")),
+    ("kubelet", "1.33", include_str!("../data/flags/kubelet-1.33.txt")),
+    ("kubelet", "1.34", include_str!("../data/flags/kubelet-1.34.txt")),
 ];
 
 /// `(kind, minor, fields)`: every component-config field list, as
@@ -261,39 +281,41 @@ pub fn invocations(json: &str) -> Vec<Invocation> {
     }
 }
 
-/// Every component run of a config whose flags [`Check::Flag`] cannot check, with why: it runs
-/// from no tagged image, or no flag list is kept for its version. Such a config is not refused
-/// (the lists lag upstream's releases), and this says which flags went unchecked.
-pub fn unchecked(json: &str) -> Vec<String> {
-    invocations(json)
-        .into_iter()
-        .filter_map(|run| {
-            let why = match run.version.as_deref().map(|v| (v, minor(v))) {
-                None => "runs from no tagged image".to_string(),
-                Some((v, None)) => format!("{v} is no version"),
-                Some((v, Some(m))) if flag_list(&run.component, &m).is_none() => {
-                    format!("{v}: no flag list is kept for {m} (kept: {})", flag_minors(&run.component).join(", "))
-                }
-                Some(_) => return None,
-            };
-            Some(format!("{}: {} {why}", run.subject, run.component))
-        })
-        .collect()
+/// The version `run` runs at and the flag list of that version; or why its flags cannot be
+/// checked: it runs from no tagged image, its tag is no version, or no list is kept for it.
+fn list_of(run: &Invocation) -> Result<(&str, &'static List<BTreeSet<&'static str>>), String> {
+    let component = &run.component;
+    let Some(version) = run.version.as_deref() else {
+        return Err(format!("{component} runs from no tagged image, so its flags cannot be checked"));
+    };
+    let Some(minor) = minor(version) else {
+        return Err(format!("{component} {version}: the tag is no version, so its flags cannot be checked"));
+    };
+    let what = if component == "etcd" { "etcd" } else { "Kubernetes" };
+    flag_list(component, &minor).map(|list| (version, list)).ok_or_else(|| {
+        format!(
+            "{component} {version}: no flag list is kept for {minor}, so its flags cannot be checked (kept: {}); \
+             use a Release whose {what} is one of these",
+            flag_minors(component).join(", ")
+        )
+    })
 }
 
 pub(crate) fn check_flags(node: &str, doc: &Doc) -> Vec<Finding> {
     let mut out = Vec::new();
     for run in invocations_of(doc) {
-        let Some(version) = run.version.as_deref() else { continue };
-        let Some(list) = minor(version).and_then(|m| flag_list(&run.component, &m)) else { continue };
-        for flag in &run.flags {
-            if !list.entries.contains(flag.as_str()) {
-                out.push(Finding::new(
-                    Check::Flag,
-                    node,
-                    &run.subject,
-                    format!("{} {version} has no flag --{flag}", run.component),
-                ));
+        match list_of(&run) {
+            // Not checked is not passed: a flag its version lacks would stop the component.
+            Err(why) => out.push(Finding::new(Check::Flag, node, &run.subject, why)),
+            Ok((version, list)) => {
+                for flag in run.flags.iter().filter(|f| !list.entries.contains(f.as_str())) {
+                    out.push(Finding::new(
+                        Check::Flag,
+                        node,
+                        &run.subject,
+                        format!("{} {version} has no flag --{flag}", run.component),
+                    ));
+                }
             }
         }
     }

@@ -95,3 +95,28 @@ fn a_path_nobody_writes_fails_the_reference_check() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].problem.contains("/etc/kubernetes/ssl/worker-ca.pem"), "{}", f[0]);
 }
+
+/// Every Kubernetes component has a flag list for each minor whose component-config fields are
+/// kept, so no Release the field lists accept goes with unchecked flags; each list names its
+/// upstream source and commit.
+#[test]
+fn every_supported_minor_has_a_flag_list_of_every_component_with_its_source() {
+    let minors = components::config_minors("KubeletConfiguration");
+    assert_eq!(minors, ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"]);
+    assert_eq!(components::config_minors("KubeProxyConfiguration"), minors);
+    for component in components::COMPONENTS.iter().filter(|c| **c != "etcd") {
+        assert_eq!(components::flag_minors(component), minors, "{component}");
+    }
+    assert_eq!(components::flag_minors("etcd"), ["3.5"]);
+    let commit = |source: &str| source.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() == 40);
+    for component in components::COMPONENTS {
+        for minor in components::flag_minors(component) {
+            let list = components::flag_list(component, &minor).expect("a list");
+            assert!(list.source.starts_with(&format!("{component} {minor}: ")), "{}", list.source);
+            let upstream = if component == "etcd" { "etcd-io/etcd" } else { "kubernetes/website" };
+            assert!(list.source.contains(upstream) && commit(list.source), "{component} {minor}: {}", list.source);
+            assert!(list.entries.len() > 40, "{component} {minor}: {} flags", list.entries.len());
+            assert!(list.entries.iter().all(|f| !f.is_empty() && !f.starts_with('-')), "{component} {minor}");
+        }
+    }
+}
