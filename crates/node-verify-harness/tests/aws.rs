@@ -267,7 +267,9 @@ fn a_flag_is_checked_against_the_list_of_its_own_minor() {
 
     // kubelet's --register-schedulable went in 1.34.
     let kubelet = |json: &str| {
-        edit_unit(json, "kubelet.service", |t| t.replace("--node-labels=", "--register-schedulable=true --node-labels="))
+        edit_unit(json, "kubelet.service", |t| {
+            t.replace("--node-labels=", "--register-schedulable=true --node-labels=")
+        })
     };
     assert_eq!(
         only(&kubelet(&v134)),
@@ -278,7 +280,10 @@ fn a_flag_is_checked_against_the_list_of_its_own_minor() {
     // kube-apiserver's --emulation-forward-compatible came in 1.33.
     let apiserver = |json: &str| {
         edit_file(json, "/etc/kubernetes/manifests/k8s-api-server.yaml", |t| {
-            t.replace("- --allow-privileged=true", "- --allow-privileged=true\n        - --emulation-forward-compatible=false")
+            t.replace(
+                "- --allow-privileged=true",
+                "- --allow-privileged=true\n        - --emulation-forward-compatible=false",
+            )
         })
     };
     assert_eq!(
