@@ -111,7 +111,7 @@ fn every_supported_minor_has_a_flag_list_of_every_component_with_its_source() {
     let commit = |source: &str| source.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() == 40);
     for component in components::COMPONENTS {
         for minor in components::flag_minors(component) {
-            let list = components::flag_list(component, &minor).expect("a list");
+            let list = components::flag_list(component, minor).expect("a list");
             assert!(list.source.starts_with(&format!("{component} {minor}: ")), "{}", list.source);
             let upstream = if component == "etcd" { "etcd-io/etcd" } else { "kubernetes/website" };
             assert!(list.source.contains(upstream) && commit(list.source), "{component} {minor}: {}", list.source);
