@@ -1,6 +1,7 @@
 //! The whole suite over every node config kvm-operator renders: three masters and two workers,
 //! etcd on a PVC and on a host path, a host volume whose tag has a `-`, with and without a
-//! proxy and registry mirrors.
+//! proxy and registry mirrors; at the Kubernetes version of the fixture and of the example
+//! Release.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -14,15 +15,19 @@ use node_verify_harness::tools;
 
 const FIXTURE: &str = include_str!("../../apis/tests/fixtures/kvmconfig-qz7lt.yaml");
 
-fn cluster(storage: &str) -> Cluster {
+/// The Kubernetes and etcd versions the fixture and the example Release
+/// (`docs/examples/kvm-release-v20.1.0.yaml`) pin.
+const VERSIONS: [(&str, &str); 2] = [("1.29.9", "3.5.13"), ("1.34.2", "3.5.21")];
+
+fn cluster(storage: &str, (kubernetes, etcd): (&str, &str)) -> Cluster {
     let yaml = FIXTURE
         .replace("mountTag: scratch", "mountTag: t4wzk-data")
         .replace("storageType: persistentVolume", &format!("storageType: {storage}"));
     let config: KVMConfig = serde_saphyr::from_str(&yaml).expect("fixture");
     let components = BTreeMap::from([
         ("containerlinux".to_string(), "3815.2.5".to_string()),
-        ("kubernetes".to_string(), "1.29.9".to_string()),
-        ("etcd".to_string(), "3.5.13".to_string()),
+        ("kubernetes".to_string(), kubernetes.to_string()),
+        ("etcd".to_string(), etcd.to_string()),
     ]);
     let settings = Settings {
         operator_version: "4.0.0".into(),
@@ -33,8 +38,13 @@ fn cluster(storage: &str) -> Cluster {
     Cluster::new(&config, "v20.1.0", &components, &settings).expect("valid fixture")
 }
 
-/// Every kvm-operator node config: (node, Ignition JSON).
+/// Every kvm-operator node config at the fixture's versions: (node, Ignition JSON).
 fn configs() -> Vec<(String, String)> {
+    configs_at(VERSIONS[0])
+}
+
+/// Every kvm-operator node config at `(kubernetes, etcd)`: (node, Ignition JSON).
+fn configs_at(versions: (&str, &str)) -> Vec<(String, String)> {
     let certs: BTreeMap<String, TlsAsset> = ["api", "calico-etcd-client", "etcd", "service-account", "worker"]
         .into_iter()
         .map(|c| (c.to_string(), TlsAsset { ca: b"ca".to_vec(), crt: b"crt".to_vec(), key: b"key".to_vec() }))
@@ -54,7 +64,7 @@ fn configs() -> Vec<(String, String)> {
     for (storage, settings, variant) in
         [("persistentVolume", &plain, "pvc"), ("hostPath", &plain, "hostpath"), ("persistentVolume", &proxied, "proxy")]
     {
-        let cluster = cluster(storage);
+        let cluster = cluster(storage, versions);
         let ids: Vec<&str> = cluster.nodes.iter().map(|n| n.id.as_str()).collect();
         let indexes = allocate(&BTreeMap::new(), &ids).indexes;
         for node in &cluster.nodes {
@@ -78,14 +88,17 @@ fn report(findings: &[Finding]) -> String {
 
 #[test]
 fn every_kvm_node_config_passes_the_pure_checks() {
-    let configs = configs();
+    let configs: Vec<(String, String)> = VERSIONS
+        .into_iter()
+        .flat_map(|v| configs_at(v).into_iter().map(move |(node, json)| (format!("{node}@{}", v.0), json)))
+        .collect();
     assert!(
         configs.iter().any(|(_, j)| j.contains(r#""name":"data-t4wzk\\x2ddata.mount""#)),
         "the host volume's mount unit is escaped"
     );
     let findings: Vec<Finding> = configs.iter().flat_map(|(node, json)| check(node, json)).collect();
     assert!(findings.is_empty(), "{} configs:\n{}", configs.len(), report(&findings));
-    // Kubernetes 1.29 and etcd 3.5 have every list: every component's flags were checked.
+    // Every pinned version has every list: every component's flags were checked.
     let mut flags = 0;
     for (node, json) in &configs {
         for run in node_verify::components::invocations(json) {
