@@ -63,7 +63,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use api::ApiConfig;
-pub use auth::{AccessRecord, GrantedRule, InClusterFiles, RuleRef, SecurityConfig, StaticToken, UserInfo};
+pub use auth::{
+    AccessRecord, ClientCertificate, GrantedRule, InClusterFiles, RuleRef, SecurityConfig, ServingCertificate,
+    StaticToken, UserInfo,
+};
 pub use faults::{Faults, RequestMatch};
 pub use link::Link;
 pub use metrics::{RequestCounts, Verb};
@@ -204,6 +207,25 @@ impl TestEnvBuilder {
     /// Serve HTTPS with a generated CA (default: off).
     pub fn tls(mut self, on: bool) -> Self {
         self.security.tls = on;
+        self
+    }
+
+    /// Serve HTTPS with `serving` instead of a generated certificate: a cluster's own API server
+    /// certificate (valid for `127.0.0.1`), so that clients configured for that cluster (its CA,
+    /// its client certificates) reach this server unchanged. [`Handle::ca_pem`] is then its CA.
+    pub fn serving_certificate(mut self, serving: ServingCertificate) -> Self {
+        self.security.serving = Some(serving);
+        self
+    }
+
+    /// Authenticate client certificates issued by `ca_pem` (kube-apiserver's
+    /// `--client-ca-file`; may be given more than once). Implies TLS and authentication. The
+    /// server then requests, but does not require, a client certificate: one of this CA for
+    /// client authentication makes the request's user its subject's common name, with its
+    /// organizations as groups; any other certificate is refused with `401 Unauthorized` unless
+    /// the request carries a valid token. Tokens keep working.
+    pub fn client_ca(mut self, ca_pem: impl Into<String>) -> Self {
+        self.security.client_cas.push(ca_pem.into());
         self
     }
 
@@ -421,6 +443,23 @@ impl Handle {
     pub fn kubeconfig(&self) -> String {
         let security = &self.state.security;
         kubeconfig_yaml_with(&self.base_url(), security.tls().map(|t| t.ca_pem()), security.admin_token())
+    }
+
+    /// A kubeconfig for this server, trusting its CA and presenting the client certificate
+    /// `cert_pem` with its key `key_pem` (embedded, as `client-certificate-data` and
+    /// `client-key-data`).
+    pub fn kubeconfig_with_certificate(&self, cert_pem: &str, key_pem: &str) -> String {
+        use base64::Engine;
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        let plain = kubeconfig_yaml_with(&self.base_url(), self.state.security.tls().map(|t| t.ca_pem()), None);
+        plain.replace(
+            "  user: {}\n",
+            &format!(
+                "  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+                b64(cert_pem),
+                b64(key_pem)
+            ),
+        )
     }
 
     /// The socket address served.

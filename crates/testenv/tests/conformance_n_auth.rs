@@ -885,3 +885,120 @@ async fn n10_kubectl_1_32_tokens_whoami_can_i_and_refusals() {
 async fn n10_kubectl_new_tokens_whoami_can_i_and_refusals() {
     kubectl_flow(kubectl_support::Client::New).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Client certificates (kube-apiserver's `--client-ca-file`), with the system kubectl.
+// ---------------------------------------------------------------------------------------------
+
+/// A CA, and a way to issue client certificates from it: `(certificate PEM, key PEM)`.
+struct ClientCa {
+    pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl ClientCa {
+    fn new(name: &str) -> ClientCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+        let pem = params.self_signed(&key).unwrap().pem();
+        ClientCa { pem, issuer: rcgen::Issuer::new(params, key) }
+    }
+
+    /// A certificate for `user` in `group` (rcgen writes one organization per subject).
+    fn issue(&self, user: &str, group: &str, usage: rcgen::ExtendedKeyUsagePurpose) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, user);
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, group);
+        params.extended_key_usages = vec![usage];
+        (params.signed_by(&key, &self.issuer).unwrap().pem(), key.serialize_pem())
+    }
+}
+
+/// A kubectl whose kubeconfig presents the client certificate `cert`.
+fn kubectl_as(env: &TestEnv, dir: &tempfile::TempDir, name: &str, cert: &(String, String)) -> kubectl_support::Kubectl {
+    let path = dir.path().join(name);
+    let config = env.handle().kubeconfig_with_certificate(&cert.0, &cert.1);
+    assert!(config.contains("client-certificate-data: ") && config.contains("client-key-data: "), "{config}");
+    assert!(!config.contains("token"), "{config}");
+    std::fs::write(&path, config).unwrap();
+    kubectl_support::Kubectl::with_kubeconfig(kubectl_support::Client::System.binary().expect("kubectl"), path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n13_client_certificates_of_the_client_ca_authenticate_as_subject_and_organizations() {
+    let ca = ClientCa::new("cluster-ca");
+    let env = TestEnv::builder().rbac(true).client_ca(ca.pem.clone()).start().await.expect("testenv starts");
+    assert!(env.base_url().starts_with("https://"), "a client CA implies TLS: {}", env.base_url());
+    setup_robot_kube(&env.client()).await;
+    // The group `readers` may read ConfigMaps in `team`, nothing else.
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "readers", "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "readers"}]});
+    let admin_kubectl = kubectl_support::Kubectl::new(kubectl_support::Client::System.binary().unwrap(), &env);
+    admin_kubectl.ok_stdin(&["apply", "-f", "-"], &binding.to_string()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let alice =
+        kubectl_as(&env, &dir, "alice", &ca.issue("alice", "readers", rcgen::ExtendedKeyUsagePurpose::ClientAuth));
+    let me: Value = serde_json::from_str(&alice.ok(&["auth", "whoami", "-o", "json"]).await).expect("whoami JSON");
+    assert_eq!(me["status"]["userInfo"]["username"], "alice", "{me}");
+    assert_eq!(me["status"]["userInfo"]["groups"], json!(["readers", "system:authenticated"]), "{me}");
+    let id = me["status"]["userInfo"]["extra"]["authentication.kubernetes.io/credential-id"][0].as_str().unwrap_or("");
+    assert!(id.starts_with("X509SHA256=") && id.len() == 11 + 64, "{me}");
+    assert!(alice.ok(&["get", "configmaps", "-n", NS]).await.contains("settings"));
+    let out = alice.run(&["get", "secrets", "-n", NS]).await;
+    assert!(
+        out.stderr.contains("Error from server (Forbidden): secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"team\""),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.success());
+
+    // A certificate of another CA, even one naming system:masters, is no one: kubectl does not
+    // present it (the server names its client CA), and the server answers 401.
+    let other = ClientCa::new("cluster-ca");
+    let forged = other.issue("mallory", "system:masters", rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+    let mallory = kubectl_as(&env, &dir, "mallory", &forged);
+    let out = mallory.run(&["get", "configmaps", "-n", NS]).await;
+    assert!(!out.success(), "{}", out.stdout);
+    assert!(out.stderr.contains("Unauthorized") || out.stderr.contains("must be logged in"), "{}", out.stderr);
+    // A client that presents it regardless (rustls does) completes the handshake and gets 401,
+    // as from kube-apiserver, which checks the chain after the handshake.
+    let err = kube_client(&env, &forged).await.list_configmaps().await;
+    assert!(matches!(&err, Err(kube::Error::Api(s)) if s.code == 401 && s.reason == "Unauthorized"), "{err:?}");
+    // So does a certificate of the client CA that is not for client authentication.
+    let server_only = ca.issue("bob", "readers", rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+    let err = kube_client(&env, &server_only).await.list_configmaps().await;
+    assert!(matches!(&err, Err(kube::Error::Api(s)) if s.code == 401), "{err:?}");
+
+    // Tokens keep working beside certificates.
+    let token = env.handle().admin_token().expect("an admin token");
+    let me: Value =
+        serde_json::from_str(&mallory.ok(&["--token", &token, "auth", "whoami", "-o", "json"]).await).expect("JSON");
+    assert_eq!(me["status"]["userInfo"]["username"], "testenv-admin", "{me}");
+}
+
+/// A kube-rs client presenting `cert`.
+async fn kube_client(env: &TestEnv, cert: &(String, String)) -> kube::Client {
+    let yaml = env.handle().kubeconfig_with_certificate(&cert.0, &cert.1);
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+trait ListConfigMaps {
+    async fn list_configmaps(self) -> Result<Vec<ConfigMap>, kube::Error>;
+}
+
+impl ListConfigMaps for kube::Client {
+    async fn list_configmaps(self) -> Result<Vec<ConfigMap>, kube::Error> {
+        Ok(Api::<ConfigMap>::namespaced(self, NS).list(&ListParams::default()).await?.items)
+    }
+}

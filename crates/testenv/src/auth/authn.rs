@@ -1,7 +1,9 @@
-//! Bearer-token authentication, as kube-apiserver's token authenticators do it: static tokens
-//! (`--token-auth-file`) and ServiceAccount tokens (JWTs from TokenRequest). A request without
-//! credentials is anonymous when anonymous requests are allowed, and otherwise `401
-//! Unauthorized`, as is any request whose token is not valid.
+//! Authentication, as kube-apiserver's union of authenticators does it: the connection's client
+//! certificate first (checked at the handshake, [`ClientCertificate`]), then bearer tokens:
+//! static tokens (`--token-auth-file`) and ServiceAccount tokens (JWTs from TokenRequest). A
+//! request without credentials is anonymous when anonymous requests are allowed, and otherwise
+//! `401 Unauthorized`, as is any request whose token is not valid, and one whose client
+//! certificate is invalid and that has no valid token.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use http::HeaderMap;
 use parking_lot::RwLock;
 
 use super::UserInfo;
+use super::tls::ClientCertificate;
 use super::token::{Claims, ISSUER, Issuer};
 use crate::api::Api;
 use crate::error::ApiError;
@@ -66,10 +69,25 @@ impl Authenticator {
         }
     }
 
-    /// Who makes a request with these headers.
-    pub fn authenticate(&self, api: &Api, headers: &HeaderMap) -> Result<Arc<UserInfo>, ApiError> {
+    /// Who makes a request with these headers on a connection whose client certificate said
+    /// `peer`.
+    pub fn authenticate(
+        &self,
+        api: &Api,
+        peer: &ClientCertificate,
+        headers: &HeaderMap,
+    ) -> Result<Arc<UserInfo>, ApiError> {
+        if let ClientCertificate::Verified(user) = peer {
+            return Ok(user.clone());
+        }
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-            return if self.anonymous { Ok(Arc::new(UserInfo::anonymous())) } else { Err(unauthorized()) };
+            // kube-apiserver adds the anonymous authenticator only behind a union that fails on
+            // any error: an invalid certificate is never anonymous.
+            return if self.anonymous && *peer == ClientCertificate::Absent {
+                Ok(Arc::new(UserInfo::anonymous()))
+            } else {
+                Err(unauthorized())
+            };
         };
         let value = value.to_str().map_err(|_| unauthorized())?;
         let token = match value.split_once(' ') {

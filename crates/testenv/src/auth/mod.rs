@@ -1,4 +1,6 @@
-//! Opt-in security, as kube-apiserver serves it: TLS with a generated CA, bearer-token
+//! Opt-in security, as kube-apiserver serves it: TLS with a generated CA (or a serving
+//! certificate handed in), client-certificate authentication against client CAs
+//! (`--client-ca-file`), bearer-token
 //! authentication (static tokens and ServiceAccount tokens from TokenRequest), RBAC
 //! authorization with kube-apiserver's 401 and 403 bodies, the access and identity reviews
 //! (`kubectl auth can-i`, `kubectl auth whoami`), and Pod Security admission.
@@ -6,6 +8,11 @@
 //! Everything is off by default, so a plain `TestEnv` serves plain HTTP to anyone, as envtest
 //! does. Operators ship RBAC and run under Pod Security, and only a server that says no can
 //! prove that their manifests grant enough and no more: [`TestEnvBuilder::secure`] turns it on.
+//!
+//! Authentication is kube-apiserver's union: a valid client certificate of a client CA names the
+//! user (common name) and its groups (organizations); otherwise the bearer token does; a
+//! request with neither is anonymous if allowed. An invalid client certificate without a valid
+//! token is `401`, even where anonymous requests are allowed ([`tls::Tls::verify_client`]).
 //!
 //! The request path calls [`Security::check`] once per request: authenticate, then authorize
 //! the request's attributes (derived from the path as kube-apiserver's `RequestInfoFactory`
@@ -34,6 +41,7 @@ use http::{HeaderMap, Method};
 pub use authn::StaticToken;
 pub use incluster::InClusterFiles;
 pub use rbac::{AccessLog, AccessRecord, GrantedRule, RuleRef};
+pub use tls::{ClientCertificate, ServingCertificate};
 
 use crate::api::Api;
 use crate::error::ApiError;
@@ -208,6 +216,10 @@ fn exact_name(selector: &str) -> Option<String> {
 pub struct SecurityConfig {
     /// Serve HTTPS with a generated CA.
     pub tls: bool,
+    /// Serve HTTPS with this certificate instead of a generated one.
+    pub serving: Option<ServingCertificate>,
+    /// Authenticate client certificates of these CAs (PEM); implies TLS and authentication.
+    pub client_cas: Vec<String>,
     /// Require bearer tokens (401 otherwise).
     pub authentication: bool,
     /// Authorize with RBAC (implies authentication).
@@ -224,6 +236,8 @@ impl std::fmt::Debug for SecurityConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecurityConfig")
             .field("tls", &self.tls)
+            .field("serving", &self.serving)
+            .field("client_cas", &self.client_cas.len())
             .field("authentication", &self.authentication)
             .field("rbac", &self.rbac)
             .field("anonymous", &self.anonymous)
@@ -268,8 +282,9 @@ impl Security {
     /// Set up what `config` asks for.
     pub fn new(config: &SecurityConfig) -> Result<Security, SecurityError> {
         let issuer = Arc::new(token::Issuer::generate()?);
-        let tls = if config.tls { Some(tls::Tls::generate()?) } else { None };
-        let authentication = config.authentication || config.rbac;
+        let tls_on = config.tls || config.serving.is_some() || !config.client_cas.is_empty();
+        let tls = if tls_on { Some(tls::Tls::new(config.serving.as_ref(), &config.client_cas)?) } else { None };
+        let authentication = config.authentication || config.rbac || !config.client_cas.is_empty();
         let admin_token = authentication.then(|| config.admin_token.clone().unwrap_or_else(random_token));
         let authn = authentication.then(|| {
             let mut statics = config.static_tokens.clone();
@@ -312,10 +327,22 @@ impl Security {
         &self.log
     }
 
-    /// Authenticate and authorize one request: the user, or the 401/403 to answer.
+    /// What the client certificate of a connection says (`chain` as the TLS handshake
+    /// received it).
+    pub fn client_certificate(&self, chain: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> ClientCertificate {
+        match &self.tls {
+            Some(tls) => tls.verify_client(chain),
+            None => ClientCertificate::Absent,
+        }
+    }
+
+    /// Authenticate and authorize one request on a connection whose client certificate said
+    /// `peer`: the user, or the 401/403 to answer.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         api: &Api,
+        peer: &ClientCertificate,
         headers: &HeaderMap,
         method: &Method,
         path: &str,
@@ -323,7 +350,7 @@ impl Security {
         query: &Query,
     ) -> Result<Arc<UserInfo>, ApiError> {
         let Some(authn) = &self.authn else { return Ok(Arc::new(UserInfo::unsecured())) };
-        let user = authn.authenticate(api, headers)?;
+        let user = authn.authenticate(api, peer, headers)?;
         let attrs = Attributes::of_request(method, path, route, query);
         let decision = self.authorize(api, &user, &attrs);
         self.log.record(&user, &attrs, &decision);
@@ -399,7 +426,7 @@ impl Security {
         let authn = self.authn.as_ref()?;
         let mut headers = HeaderMap::new();
         headers.insert(http::header::AUTHORIZATION, http::HeaderValue::from_str(&format!("Bearer {token}")).ok()?);
-        authn.authenticate(api, &headers).ok().filter(|u| u.name != "system:anonymous")
+        authn.authenticate(api, &ClientCertificate::Absent, &headers).ok().filter(|u| u.name != "system:anonymous")
     }
 }
 

@@ -116,11 +116,14 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>) {
         let state = state.clone();
         tokio::spawn(async move {
             let Some(acceptor) = state.security.tls().map(|t| t.acceptor().clone()) else {
-                return serve_connection(TokioIo::new(stream), state).await;
+                return serve_connection(TokioIo::new(stream), state, Arc::default()).await;
             };
             let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
             match handshake.await {
-                Ok(Ok(stream)) => serve_connection(TokioIo::new(stream), state).await,
+                Ok(Ok(stream)) => {
+                    let peer = Arc::new(state.security.client_certificate(stream.get_ref().1.peer_certificates()));
+                    serve_connection(TokioIo::new(stream), state, peer).await
+                }
                 Ok(Err(e)) => debug!(error = %e, "TLS handshake failed"),
                 Err(_) => debug!("TLS handshake timed out"),
             }
@@ -128,15 +131,17 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>) {
     }
 }
 
-/// Serve HTTP/1.1 on one connection until it ends or the server stops.
-async fn serve_connection<I>(io: I, state: Arc<ServerState>)
+/// Serve HTTP/1.1 on one connection until it ends or the server stops; `peer` is what its
+/// client certificate said.
+async fn serve_connection<I>(io: I, state: Arc<ServerState>, peer: Arc<crate::auth::ClientCertificate>)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let stop = state.stop.clone();
     let service = hyper::service::service_fn(move |req| {
         let state = state.clone();
-        async move { Ok::<_, Infallible>(state.handle(req).await) }
+        let peer = peer.clone();
+        async move { Ok::<_, Infallible>(state.handle(req, &peer).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, service);
     tokio::select! {
@@ -219,7 +224,11 @@ pub(crate) fn decode_body(bytes: &[u8], content_type: &str) -> Result<Value, Api
 }
 
 impl ServerState {
-    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+    async fn handle(
+        self: Arc<Self>,
+        mut req: Request<Incoming>,
+        peer: &crate::auth::ClientCertificate,
+    ) -> Response<Body> {
         let started = Instant::now();
         let method = req.method().clone();
         let raw_path = req.uri().path().to_string();
@@ -227,7 +236,7 @@ impl ServerState {
         let query = Query::parse(req.uri().query());
         let route = route(&path);
         if self.security.authenticating() {
-            match self.security.check(&self.api, req.headers(), &method, &path, &route, &query) {
+            match self.security.check(&self.api, peer, req.headers(), &method, &path, &route, &query) {
                 Ok(user) => {
                     req.extensions_mut().insert(user);
                 }

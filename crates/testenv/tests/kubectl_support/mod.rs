@@ -75,6 +75,16 @@ impl Kubectl {
         }
     }
 
+    /// A kubectl using the kubeconfig at `kubeconfig` (other credentials for a test's server).
+    pub fn with_kubeconfig(bin: PathBuf, kubeconfig: PathBuf) -> Self {
+        Self {
+            bin,
+            kubeconfig,
+            cache: tempfile::tempdir().expect("cache dir"),
+            files: tempfile::tempdir().expect("files dir"),
+        }
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("--kubeconfig")
