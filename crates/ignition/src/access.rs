@@ -19,7 +19,14 @@
 //! A master writes the ClusterRole and ClusterRoleBinding ([`master_files`]) and applies them
 //! with server-side apply to its own API server as `system:masters` (the `api` certificate),
 //! again at every boot ([`master_unit`]), so a changed role reaches the cluster with the next
-//! master roll.
+//! master roll. The operators apply the same two objects ([`cluster_role`],
+//! [`cluster_role_binding`]) themselves when a cluster whose masters predate them refuses the
+//! management identity (`node_lifecycle::clients`).
+//!
+//! The script reads the node's values by default and nothing else on a node; an emulated node
+//! (in tests) overrides them from the environment, which the unit leaves alone: `NODE_ROOT`
+//! puts every file it reads below another directory, and `API_SERVER_URL` names the API
+//! server in place of the master's own at `https://127.0.0.1:443`.
 
 use serde_json::{Value, json};
 
@@ -39,6 +46,8 @@ pub const DIRECTORY: &str = "/etc/kubernetes/access";
 pub const SCRIPT: &str = "/opt/bin/apply-management-access";
 /// The unit that runs it.
 pub const UNIT: &str = "apply-management-access.service";
+/// The field manager of the master's apply.
+pub const MASTER_FIELD_MANAGER: &str = "cluster-operators";
 
 /// The rules of [`CLUSTER_ROLE`]: `(API group, resources, verbs)`.
 pub const RULES: &[(&str, &[&str], &[&str])] = &[
@@ -101,14 +110,15 @@ fn apply_script(tls: &TlsPaths) -> String {
 # with the control plane's certificate. Retried until the API server answers.
 set -uo pipefail
 
-api="https://127.0.0.1:443"
+root="${{NODE_ROOT:-}}"
+api="${{API_SERVER_URL:-https://127.0.0.1:443}}"
 
 apply() {{
   curl --fail --silent --show-error --max-time 30 \
-    --cacert '{ca}' --cert '{crt}' --key '{key}' \
+    --cacert "$root{ca}" --cert "$root{crt}" --key "$root{key}" \
     --request PATCH --header 'Content-Type: application/apply-patch+yaml' \
-    --data-binary "@$2" \
-    "$api/apis/rbac.authorization.k8s.io/v1/$1?fieldManager=cluster-operators&force=true" >/dev/null
+    --data-binary "@$root$2" \
+    "$api/apis/rbac.authorization.k8s.io/v1/$1?fieldManager={MASTER_FIELD_MANAGER}&force=true" >/dev/null
 }}
 
 until

@@ -16,6 +16,9 @@
 //! takes effect at the next reconcile. [`WorkloadClients::forget`] drops a cluster's client when
 //! the cluster is gone.
 //!
+//! A client from a kubeconfig Secret that the operators issued (the management identity) grants
+//! itself its role where the workload cluster refuses it: see [`crate::access`].
+//!
 //! Every client has connect and request timeouts, so an unreachable WC costs a worker seconds,
 //! never forever. Errors are typed: [`WorkloadClusterError::is_not_ready`] tells the normal
 //! "not reachable yet" of a cluster being created from a real failure. No error, log line or
@@ -39,6 +42,8 @@ use kube::{Client, Config};
 use operatorkit::Leadership;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
+
+use crate::access::{AccessRepair, RepairingClient};
 
 /// The key of the kubeconfig in a `<id>-kubeconfig` Secret (Cluster API convention).
 pub const KUBECONFIG_KEY: &str = "value";
@@ -107,6 +112,11 @@ pub struct ClientOptions {
     /// The cert-operator certificate (`giantswarm.io/certificate` label) for clusters without a
     /// kubeconfig Secret.
     pub certificate: String,
+    /// The field manager of the operator's own writes of the management identity's role
+    /// ([`crate::access`]): the operator's name.
+    pub field_manager: String,
+    /// How often the management identity's role is applied to one cluster at most.
+    pub access_repair_interval: Duration,
 }
 
 impl Default for ClientOptions {
@@ -115,7 +125,16 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(15),
             certificate: DEFAULT_CERTIFICATE.to_string(),
+            field_manager: ignition::access::MASTER_FIELD_MANAGER.to_string(),
+            access_repair_interval: Duration::from_secs(10 * 60),
         }
+    }
+}
+
+impl ClientOptions {
+    /// The defaults, for `operator` (its name is the field manager of its writes).
+    pub fn for_operator(operator: &str) -> Self {
+        Self { field_manager: operator.to_string(), ..Self::default() }
     }
 }
 
@@ -324,6 +343,7 @@ pub struct WorkloadClients {
     options: ClientOptions,
     cache: Arc<Mutex<Cache>>,
     fence: Leadership,
+    repair: Arc<AccessRepair>,
 }
 
 impl std::fmt::Debug for WorkloadClients {
@@ -338,7 +358,8 @@ impl std::fmt::Debug for WorkloadClients {
 impl WorkloadClients {
     /// Clients resolved through the management-cluster client `mc`.
     pub fn new(mc: Client, options: ClientOptions) -> Self {
-        Self { mc, options, cache: Arc::default(), fence: Leadership::always() }
+        let repair = Arc::new(AccessRepair::new(mc.clone(), options.clone()));
+        Self { mc, options, cache: Arc::default(), fence: Leadership::always(), repair }
     }
 
     /// The same cache, handing out clients whose writes go through only while `leadership`
@@ -356,6 +377,12 @@ impl WorkloadClients {
     /// The options.
     pub fn options(&self) -> &ClientOptions {
         &self.options
+    }
+
+    /// How many times the management identity's role was applied to a workload cluster that
+    /// refused it ([`crate::access`]).
+    pub fn access_repairs(&self) -> u64 {
+        self.repair.applied()
     }
 
     /// How many clients are cached.
@@ -411,7 +438,17 @@ impl WorkloadClients {
             };
             let kubeconfig = secret_value(&secret, KUBECONFIG_KEY).map_err(&invalid)?;
             let config = config_from_kubeconfig(&kubeconfig).await.map_err(&invalid)?;
-            let client = self.finish(cluster, &name, config).map_err(invalid)?;
+            let mut client = self.finish(cluster, &name, config).map_err(invalid)?;
+            // The management identity of a kubeconfig issued here: its role may be missing.
+            if pki::secret::issued_here(&secret) {
+                client.client = RepairingClient::wrap(
+                    client.client,
+                    self.repair.clone(),
+                    cluster.clone(),
+                    client.server.clone(),
+                    self.fence.clone(),
+                );
+            }
             return Ok((client, secret.metadata.resource_version.unwrap_or_default()));
         }
         let selector =
@@ -432,11 +469,7 @@ impl WorkloadClients {
             secret: secret_name.clone(),
             problem,
         };
-        let certs = CertificateSecret {
-            ca: secret_value(&secret, "ca").map_err(&invalid)?,
-            crt: secret_value(&secret, "crt").map_err(&invalid)?,
-            key: secret_value(&secret, "key").map_err(&invalid)?,
-        };
+        let certs = CertificateSecret::from_secret(&secret).map_err(&invalid)?;
         let config = config_from_certificates(&cluster.api_endpoint, &certs).await.map_err(&invalid)?;
         let client = self.finish(cluster, &secret_name, config).map_err(invalid)?;
         Ok((client, secret.metadata.resource_version.unwrap_or_default()))
@@ -554,6 +587,17 @@ pub struct CertificateSecret {
     pub crt: Sensitive,
     /// The client's private key (`key`).
     pub key: Sensitive,
+}
+
+impl CertificateSecret {
+    /// The keys `ca`, `crt` and `key` of a cert-operator Secret, or which is missing.
+    pub fn from_secret(secret: &Secret) -> Result<Self, String> {
+        Ok(Self {
+            ca: secret_value(secret, "ca")?,
+            crt: secret_value(secret, "crt")?,
+            key: secret_value(secret, "key")?,
+        })
+    }
 }
 
 /// One key of a Secret, or a message naming the key (never the content).

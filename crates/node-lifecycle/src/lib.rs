@@ -9,6 +9,9 @@
 //!   cluster's Secrets (the Cluster API `<id>-kubeconfig` Secret, else cert-operator
 //!   certificates), rebuilt when its Secret changes, with timeouts and typed errors that tell
 //!   "not reachable yet" from real failures, and no key material in any message;
+//! * [`access`]: a client of the management identity that a workload cluster refuses an
+//!   operation its role grants (a cluster whose masters predate the role) applies the role with
+//!   the cluster's `api` certificate, at most once per interval, and retries;
 //! * [`drain`]: the `DrainerConfig` executor, an operatorkit controller that cordons a node,
 //!   evicts its pods under their PodDisruptionBudgets and sets `Drained` or `Timeout`, one
 //!   short step per reconcile;
@@ -48,6 +51,7 @@
 //! settings and how to test against a simulated workload cluster.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod claims;
 pub mod clients;
 pub mod describe;

@@ -237,8 +237,8 @@ impl Shared {
     ) -> Arc<Self> {
         let events = Events::new(client.clone(), &format!("aws-operator-{}", config.version));
         // The controllers' writes to workload clusters are fenced as their AWS calls are.
-        let workload_clients =
-            WorkloadClients::new(client.clone(), ClientOptions::default()).gated_by(aws.leadership().clone());
+        let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::for_operator("aws-operator"))
+            .gated_by(aws.leadership().clone());
         Arc::new(Self {
             client,
             aws,

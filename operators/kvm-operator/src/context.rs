@@ -48,7 +48,7 @@ impl Shared {
         recheck: Duration,
     ) -> Self {
         Self {
-            workload_clients: WorkloadClients::new(client.clone(), ClientOptions::default()),
+            workload_clients: WorkloadClients::new(client.clone(), ClientOptions::for_operator("kvm-operator")),
             events: operatorkit::Events::new(client.clone(), crate::controllers::cluster::CONTROLLER),
             client,
             config,

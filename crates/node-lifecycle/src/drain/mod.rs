@@ -109,8 +109,9 @@ pub struct DrainerSettings {
 impl DrainerSettings {
     /// Defaults for `operator` at `version`.
     pub fn new(operator: impl Into<String>, version: Version) -> Self {
+        let operator = operator.into();
         Self {
-            operator: operator.into(),
+            operator: operator.clone(),
             version,
             timeout: DEFAULT_TIMEOUT,
             per_node: 5,
@@ -119,7 +120,7 @@ impl DrainerSettings {
             backoff: Backoff::default(),
             retry: Duration::from_secs(10),
             concurrency: 16,
-            clients: ClientOptions::default(),
+            clients: ClientOptions::for_operator(&operator),
         }
     }
 }
