@@ -132,7 +132,16 @@ fn a_version_without_lists_is_a_finding_not_a_pass() {
     assert_eq!(
         check("master-2", &json).iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["node master-2: etcd3.service: etcd v3.6.4: no flag list is kept for 3.6, so its flags cannot be checked \
-          (kept: 3.5); use a Release whose etcd is one of these (Flag)"]
+          (kept: 3.4, 3.5); use a Release whose etcd is one of these (Flag)"]
+    );
+    // Releases that still pin etcd 3.4 are checked against 3.4's flags: the rendered unit passes,
+    // and a flag that came with 3.5 is a finding.
+    let (_, json) = master(("1.34.2", "3.4.23"));
+    assert_eq!(check("master-2", &json).iter().map(ToString::to_string).collect::<Vec<_>>(), Vec::<String>::new());
+    let newer = edit_unit(&json, "etcd3.service", |t| t.replace("--name=", "--experimental-memory-mlock --name="));
+    assert_eq!(
+        check("master-2", &newer).iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["node master-2: etcd3.service: etcd v3.4.23 has no flag --experimental-memory-mlock (Flag)"]
     );
 }
 

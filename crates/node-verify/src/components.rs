@@ -13,8 +13,8 @@
 //!   the component runs from (`…/kube-apiserver:v1.31.7` is 1.31); the flag lists are
 //!   `data/flags/<component>-<minor>.txt`, each naming its upstream source on its first line:
 //!   the component's reference page in kubernetes/website at the commit that brought it up to
-//!   that release (Kubernetes 1.29 to 1.34), and etcd-io/etcd's `config.go` (etcd 3.5). No
-//!   kubelet reference was generated for 1.31 and 1.33: those two lists are derived from the
+//!   that release (Kubernetes 1.29 to 1.34), and etcd-io/etcd's `config.go` (etcd 3.4 and
+//!   3.5). No kubelet reference was generated for 1.31 and 1.33: those two lists are derived from the
 //!   neighbouring references and the release notes, by the rule their header states.
 //!   Upstream's reference hides deprecated flags, so a deprecated flag counts as unknown here:
 //!   it is removed in a later minor (kube-apiserver's `--cloud-provider`, deprecated in 1.29,
@@ -38,7 +38,8 @@ pub const COMPONENTS: [&str; 6] =
     ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "etcd"];
 
 /// `(component, minor, list)`: every flag list, as `data/flags/<component>-<minor>.txt`.
-const FLAG_FILES: [(&str, &str, &str); 31] = [
+const FLAG_FILES: [(&str, &str, &str); 32] = [
+    ("etcd", "3.4", include_str!("../data/flags/etcd-3.4.txt")),
     ("etcd", "3.5", include_str!("../data/flags/etcd-3.5.txt")),
     ("kube-apiserver", "1.29", include_str!("../data/flags/kube-apiserver-1.29.txt")),
     ("kube-apiserver", "1.30", include_str!("../data/flags/kube-apiserver-1.30.txt")),
