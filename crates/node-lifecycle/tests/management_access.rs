@@ -383,3 +383,68 @@ async fn a_cluster_whose_masters_predate_the_role_gets_it_from_the_operator_once
     assert_eq!(clients.access_repairs(), 2, "Secrets are not the role's");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_in_a_cluster_whose_masters_predate_the_role_succeeds_after_one_repair() -> anyhow::Result<()> {
+    use apis::drainer::{CONDITION_DRAINED, DrainerConfig};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+
+    let cluster = cluster();
+    let names = names(&cluster);
+    let secrets = issue(&names, &[], None);
+    let env = workload_cluster(&secrets).await?;
+    let spare: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "worker-2"}}))?;
+    Api::<Node>::all(env.client()).create(&PostParams::default(), &spare).await?;
+    let secrets = issue(&names, &secrets, Some(env.base_url()));
+
+    let mc = management_cluster(&secrets).await?;
+    Api::<CustomResourceDefinition>::all(mc.client()).create(&PostParams::default(), &DrainerConfig::crd()).await?;
+    let dcs: Api<DrainerConfig> = Api::namespaced(mc.client(), NS);
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while dcs.list(&ListParams::default()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let mut settings = node_lifecycle::DrainerSettings::new("kvm-operator", semver::Version::new(4, 0, 0));
+    settings.poll = Duration::from_millis(200);
+    settings.retry = Duration::from_millis(500);
+    let drainer = node_lifecycle::Drainer::builder(mc.client(), settings, &mut registry).build()?;
+    let clients = drainer.clients().clone();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(drainer.run(shutdown.clone()));
+
+    let dc: DrainerConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "core.giantswarm.io/v1alpha1", "kind": "DrainerConfig",
+        "metadata": {"name": "worker-2", "namespace": NS,
+                     "labels": {"kvm-operator.giantswarm.io/version": "4.0.0", apis::labels::CLUSTER: cluster.id}},
+        "spec": {"guest": {"cluster": {"api": {"endpoint": cluster.api_domain}, "id": cluster.id},
+                           "node": {"name": "worker-2"}},
+                 "versionBundle": {"version": "4.0.0"}}
+    }))?;
+    dcs.create(&PostParams::default(), &dc).await?;
+    let drained = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Ok(dc) = dcs.get("worker-2").await
+                && let Some(c) = dc.status.as_ref().and_then(|s| s.condition(CONDITION_DRAINED))
+            {
+                return c.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await?;
+    assert_eq!(drained.reason.as_deref(), Some("Drained"), "{drained:?}");
+    let node = Api::<Node>::all(env.client()).get("worker-2").await?;
+    assert_eq!(node.spec.and_then(|s| s.unschedulable), Some(true), "cordoned by the management identity");
+    assert_eq!(clients.access_repairs(), 1, "one repair, then the drain went on");
+    let role = Api::<ClusterRole>::all(env.client()).get(ignition::access::CLUSTER_ROLE).await?;
+    let managers: Vec<_> =
+        role.metadata.managed_fields.unwrap_or_default().into_iter().filter_map(|m| m.manager).collect();
+    assert_eq!(managers, ["kvm-operator"], "named after the operator");
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    Ok(())
+}
