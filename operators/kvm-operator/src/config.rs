@@ -10,6 +10,17 @@ use kvm_objects::cluster::Settings;
 use kvm_objects::deployment::NodePodImages;
 use kvm_objects::ignition::{NodeConfigSettings, Oidc, Proxy};
 
+/// The cluster controller's name: its finalizer's suffix and the reporter of its events. The
+/// controllers' names are settings, read by the context and the node controllers' helpers,
+/// which publish events in their names.
+pub const CLUSTER_CONTROLLER: &str = "kvm-operator-cluster-controller";
+/// The drainer's name.
+pub const DRAINER_CONTROLLER: &str = "kvm-operator-drainer-controller";
+/// The deleter's name.
+pub const DELETER_CONTROLLER: &str = "kvm-operator-deleter-controller";
+/// The unhealthy-node terminator's name.
+pub const TERMINATOR_CONTROLLER: &str = "kvm-operator-unhealthy-nodes-terminator";
+
 /// The flags of `kvm-operator daemon`.
 #[derive(clap::Args, Debug)]
 pub struct DaemonArgs {

@@ -49,7 +49,7 @@ impl Shared {
     ) -> Self {
         Self {
             workload_clients: WorkloadClients::new(client.clone(), ClientOptions::for_operator("kvm-operator")),
-            events: operatorkit::Events::new(client.clone(), crate::controllers::cluster::CONTROLLER),
+            events: operatorkit::Events::new(client.clone(), crate::config::CLUSTER_CONTROLLER),
             client,
             config,
             certificates_namespace,

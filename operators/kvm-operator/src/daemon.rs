@@ -158,12 +158,16 @@ async fn run_with_nodes(
     let drainer = Controller::<Pod>::builder(client.clone(), drainer::CONTROLLER)
         .operator(COMPONENT)
         .routing(operatorkit::Routing::Legacy { version })
-        .label_selector(drainer::pod_selector())
+        .label_selector(crate::controllers::pod_selector())
         .resource_set(pods)
         // Readiness and the node-ready condition are pod status: follow every change.
         // Only node pods, and only this version's DrainerConfigs: when sharded, the sharder
         // assigns what these watches select, and must not label every pod of the cluster.
-        .watches_selected(Api::<Pod>::all(client.clone()), Some(drainer::pod_selector()), drainer::requeue_node_pod)
+        .watches_selected(
+            Api::<Pod>::all(client.clone()),
+            Some(crate::controllers::pod_selector()),
+            drainer::requeue_node_pod,
+        )
         .watches_selected(
             Api::<DrainerConfig>::all(client.clone()),
             Some(format!("{}={}", apis::labels::KVM_OPERATOR_VERSION, shared.config.version)),

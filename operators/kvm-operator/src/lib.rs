@@ -17,6 +17,23 @@
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints YAML |
 //! | [`plan`] | pure: every object of a cluster in apply order ([`plan::build`]), a cluster's Secrets ([`plan::ClusterSecrets`]), the plan of a set of files |
 //!
+//! # Layers
+//!
+//! As in aws-operator, every import points down this table: a module may use its own layer and
+//! the layers above it in the table, never one below. `tests/architecture.rs` reads the crate's
+//! imports and holds the code to this table, and to no circle between the modules it names.
+//! kvm-operator has no provider edge of its own (the workload-cluster clients are
+//! `node_lifecycle`'s) and no subsystem beside its controllers, so those two layers are absent.
+//!
+//! | layer | modules | what decides, what does |
+//! | --- | --- | --- |
+//! | 1. settings | [`config`] | flags and settings, read once; the controllers' names |
+//! | 2. policy | [`plan`] | pure decisions, tested from fixtures: every object of a cluster in apply order, over `kvm_objects` |
+//! | 3. context | [`context`] | what every controller shares: the client, the settings, the workload-cluster clients, the memory of applied objects |
+//! | 4. controller helpers | [`controllers`] | what the node controllers share: [`controllers::Nodes`] with its events, metrics and per-cluster node watchers (`controllers::node_watcher`, a part of this layer: the deleter starts them, the drainer nudges them), the node pods' selector, how a workload cluster is reached |
+//! | 5. controllers | [`controllers::cluster`], [`controllers::drainer`], [`controllers::deleter`], [`controllers::unhealthy`] | dereference, validate, build, apply, status |
+//! | 6. commands | [`daemon`], [`render`], [`describe`] | the wiring of the daemon, and the `render` and `describe` commands |
+//!
 //! The desired state itself is pure and lives in `kvm_objects` (names, node indexes,
 //! Deployments, Services, Ingresses, Endpoints, rolling and scale-down, the lifecycle status,
 //! the unhealthy-node planner, node configs).

@@ -29,10 +29,10 @@ use kvm_objects::nodes::orphans;
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
 
-use super::{Nodes, drainer, node_watcher};
+use super::{Nodes, node_watcher};
 
 /// The controller's name (and finalizer suffix).
-pub const CONTROLLER: &str = "kvm-operator-deleter-controller";
+pub const CONTROLLER: &str = crate::config::DELETER_CONTROLLER;
 
 /// The resource set `name` for the Releases `requirement` matches.
 pub fn resource_set(nodes: Arc<Nodes>, name: String, requirement: VersionReq) -> ResourceSet<KVMConfig> {
@@ -60,7 +60,7 @@ impl Resource<KVMConfig, Arc<Nodes>> for OrphanNodes {
             return Ok(Outcome::proceed());
         };
         let pods = Api::<Pod>::namespaced(nodes.shared.client.clone(), &names::namespace(&cluster.id))
-            .list(&ListParams::default().labels(&drainer::pod_selector()))
+            .list(&ListParams::default().labels(&super::pod_selector()))
             .await?;
         let pod_names: BTreeSet<String> = pods.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
         let events = &nodes.events.deleter;

@@ -51,12 +51,7 @@ use semver::VersionReq;
 use super::{Events, Nodes, config_of_cluster};
 
 /// The controller's name (and finalizer suffix).
-pub const CONTROLLER: &str = "kvm-operator-drainer-controller";
-
-/// The label selecting the node pods this controller watches.
-pub fn pod_selector() -> String {
-    format!("{}={}", names::keys::POD_WATCHER, names::OPERATOR)
-}
+pub const CONTROLLER: &str = crate::config::DRAINER_CONTROLLER;
 
 /// Whether `pod` is a node pod (it carries the pod-watcher label).
 pub fn is_node_pod(pod: &Pod) -> bool {
@@ -95,7 +90,7 @@ async fn converge(nodes: &Nodes, namespace: &str) -> Result<(), kube::Error> {
     let _serialized = lock.lock().await;
     let shared = &nodes.shared;
     let pods = Api::<Pod>::namespaced(shared.client.clone(), namespace)
-        .list(&ListParams::default().labels(&pod_selector()))
+        .list(&ListParams::default().labels(&super::pod_selector()))
         .await?;
     let observed: Vec<NodePod> = pods.items.iter().filter_map(NodePod::from_pod).collect();
     let endpoints = Api::<Endpoints>::namespaced(shared.client.clone(), namespace);

@@ -19,6 +19,7 @@ use apis::kvm::KVMConfig;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
+use kvm_objects::names;
 use node_lifecycle::{ClusterRef, WorkloadClient, WorkloadClients, WorkloadClusterError};
 use operatorkit::Events;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -74,9 +75,9 @@ impl Nodes {
     pub fn new(shared: Arc<Shared>, settings: NodeSettings, metrics: NodeMetrics) -> Self {
         let client = shared.client.clone();
         let events = NodeEvents {
-            drainer: Events::new(client.clone(), drainer::CONTROLLER),
-            deleter: Events::new(client.clone(), deleter::CONTROLLER),
-            terminator: Events::new(client.clone(), unhealthy::CONTROLLER),
+            drainer: Events::new(client.clone(), crate::config::DRAINER_CONTROLLER),
+            deleter: Events::new(client.clone(), crate::config::DELETER_CONTROLLER),
+            terminator: Events::new(client.clone(), crate::config::TERMINATOR_CONTROLLER),
             watcher: Events::new(client, node_watcher::REPORTER),
         };
         Self {
@@ -99,9 +100,9 @@ impl Nodes {
         self.endpoints_locks.lock().entry(namespace.to_string()).or_default().clone()
     }
 
-    /// How to reach the workload cluster of `config` ([`cluster::workload::cluster_ref`]).
+    /// How to reach the workload cluster of `config` ([`cluster_ref`]).
     pub fn cluster_ref(&self, config: &KVMConfig) -> ClusterRef {
-        cluster::workload::cluster_ref(self.shared.certificates_namespace.as_deref(), config)
+        cluster_ref(self.shared.certificates_namespace.as_deref(), config)
     }
 }
 
@@ -114,6 +115,29 @@ impl Nodes {
     ) -> Result<Option<(WorkloadClient, Vec<Node>)>, WorkloadClusterError> {
         self.clients().reachable_nodes(cluster).await
     }
+}
+
+/// The workload cluster of `obj`, as node-lifecycle finds its clients: its Secrets are where
+/// its certificates are (`certificates_namespace`, else the KVMConfig's namespace), its API is
+/// `spec.cluster.kubernetes.api` ([`api_address`]). Every controller that reaches the workload
+/// cluster builds its reference here.
+pub fn cluster_ref(certificates_namespace: Option<&str>, obj: &KVMConfig) -> ClusterRef {
+    let namespace = certificates_namespace.map(str::to_string).unwrap_or_else(|| obj.namespace().unwrap_or_default());
+    let api = &obj.spec.cluster.kubernetes.api;
+    ClusterRef::new(namespace, obj.spec.cluster.id.clone(), api_address(&api.domain, api.secure_port))
+}
+
+/// `domain`, with `:port` unless the port is 443 (or unset).
+pub fn api_address(domain: &str, port: i64) -> String {
+    match port {
+        443 | 0 => domain.to_string(),
+        port => format!("{domain}:{port}"),
+    }
+}
+
+/// The label selecting the node pods the drainer, the deleter, the terminator and the node watchers read.
+pub fn pod_selector() -> String {
+    format!("{}={}", names::keys::POD_WATCHER, names::OPERATOR)
 }
 
 /// The KVMConfig whose `spec.cluster.id` is `id`, in any namespace. Node pods live in namespace
@@ -203,5 +227,28 @@ impl NodeMetrics {
     /// Node pods let go with `result` so far.
     pub fn pod_drains(&self, result: &str) -> u64 {
         self.pod_drains.get_or_create(&ResultLabel { result: result.into() }).get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = include_str!("../../../../crates/apis/tests/fixtures/kvmconfig-qz7lt.yaml");
+
+    fn config(secure_port: i64) -> KVMConfig {
+        let mut value: serde_json::Value = serde_saphyr::from_str(FIXTURE).expect("fixture parses");
+        value["spec"]["cluster"]["kubernetes"]["api"]["securePort"] = serde_json::json!(secure_port);
+        value["metadata"]["namespace"] = serde_json::json!("org-gollum");
+        serde_json::from_value(value).expect("a KVMConfig")
+    }
+
+    #[test]
+    fn the_reference_carries_the_api_port_unless_it_is_443() {
+        let on_8443 = cluster_ref(None, &config(8443));
+        assert_eq!(on_8443.api_endpoint, "api.qz7lt.k8s.gollum.example.net:8443");
+        assert_eq!((on_8443.namespace.as_str(), on_8443.id.as_str()), ("org-gollum", "qz7lt"));
+        assert_eq!(cluster_ref(Some("certs"), &config(443)).api_endpoint, "api.qz7lt.k8s.gollum.example.net");
+        assert_eq!(cluster_ref(Some("certs"), &config(443)).namespace, "certs");
     }
 }

@@ -43,7 +43,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Nodes;
-use crate::controllers::drainer;
 
 /// The reporting controller of the watchers' events.
 pub const REPORTER: &str = "kvm-operator-node-watcher";
@@ -241,7 +240,7 @@ impl WatchTask {
 
     /// Compare every node pod of the cluster with its node (one LIST of pods).
     async fn compare_all(&self, known: &BTreeMap<String, Node>) {
-        let pods = match self.pods().list(&ListParams::default().labels(&drainer::pod_selector())).await {
+        let pods = match self.pods().list(&ListParams::default().labels(&super::pod_selector())).await {
             Ok(pods) => pods.items,
             Err(error) => {
                 tracing::warn!(%error, cluster = %self.cluster.id, "cannot list the node pods");

@@ -44,10 +44,10 @@ use node_lifecycle::unhealthy::{self, NodeHealth, Role, plan};
 use operatorkit::{Outcome, Resource, ResourceSet, resource};
 use semver::VersionReq;
 
-use super::{Nodes, RoleLabel, drainer};
+use super::{Nodes, RoleLabel};
 
 /// The controller's name (and finalizer suffix).
-pub const CONTROLLER: &str = "kvm-operator-unhealthy-nodes-terminator";
+pub const CONTROLLER: &str = crate::config::TERMINATOR_CONTROLLER;
 /// KVMConfig annotation: replace this cluster's unhealthy nodes (any value but `false`).
 pub const TERMINATE_UNHEALTHY_ANNOTATION: &str = "node.giantswarm.io/terminate-unhealthy";
 /// KVMConfig annotation written by the terminator: when it last replaced a node (RFC 3339).
@@ -87,7 +87,7 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
         };
         let namespace = names::namespace(&cluster.id);
         let pods_api = Api::<Pod>::namespaced(nodes.shared.client.clone(), &namespace);
-        let pods = pods_api.list(&ListParams::default().labels(&drainer::pod_selector())).await?.items;
+        let pods = pods_api.list(&ListParams::default().labels(&super::pod_selector())).await?.items;
         // A node whose pod is already going is being replaced: neither a candidate nor a node
         // that counts towards the cap twice.
         let terminating: BTreeSet<String> = pods

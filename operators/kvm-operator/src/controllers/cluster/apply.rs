@@ -337,7 +337,7 @@ async fn replace_aged_node(
         return Ok(None);
     };
     let pods_api = Api::<Pod>::namespaced(shared.client.clone(), ns);
-    let pods = pods_api.list(&ListParams::default().labels(&crate::controllers::drainer::pod_selector())).await?.items;
+    let pods = pods_api.list(&ListParams::default().labels(&crate::controllers::pod_selector())).await?.items;
     let now = shared.clock.now();
     match maintenance::next_replacement(&pods, max_age, now) {
         MaxAgeStep::Idle { due } => {

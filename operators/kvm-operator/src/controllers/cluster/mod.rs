@@ -53,7 +53,7 @@ pub mod teardown;
 pub mod workload;
 
 /// The controller's name (and finalizer suffix).
-pub const CONTROLLER: &str = "kvm-operator-cluster-controller";
+pub const CONTROLLER: &str = crate::config::CLUSTER_CONTROLLER;
 
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
