@@ -29,6 +29,30 @@
 //! compact history and read request counters through [`Handle`]. With
 //! [`TestEnvBuilder::simulation`], a cluster simulation ([`sim`]) rolls out Deployments,
 //! schedules pods onto simulated nodes, runs them and keeps Endpoints and disruption budgets.
+//!
+//! Security is opt-in ([`auth`]): [`TestEnvBuilder::secure`] serves HTTPS, requires credentials
+//! and authorizes with RBAC like a production kube-apiserver. Credentials are bearer tokens
+//! (static, ServiceAccount) and, with [`TestEnvBuilder::client_ca`], client certificates of a CA
+//! (kube-apiserver's `--client-ca-file`: user = the subject's common name, groups = its
+//! organizations). With [`TestEnvBuilder::serving_certificate`] the server presents a cluster's
+//! own API server certificate, so that kubeconfigs issued for that cluster work against it as
+//! they are:
+//!
+//! ```no_run
+//! # async fn demo(cluster_ca: String, api_crt: String, api_key: String) -> Result<(), Box<dyn std::error::Error>> {
+//! let env = testenv::TestEnv::builder()
+//!     .rbac(true)
+//!     .serving_certificate(testenv::ServingCertificate {
+//!         ca_pem: cluster_ca.clone(),
+//!         cert_pem: api_crt,
+//!         key_pem: api_key,
+//!     })
+//!     .client_ca(cluster_ca)
+//!     .start()
+//!     .await?;
+//! // A kubeconfig with client-certificate-data and client-key-data reaches env.base_url().
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod api;
