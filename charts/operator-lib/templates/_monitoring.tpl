@@ -91,3 +91,24 @@ serving (so no leader either).
     summary: "{{ .Chart.Name }} {{ .Chart.AppVersion }}: no replica is up, so none leads and nothing is reconciled"
     description: "Check the Deployment {{ include "operator-lib.fullname" . }} in {{ .Release.Namespace }}."
 {{- end -}}
+
+{{/*
+The chart's Grafana dashboard (dashboards/<chart>.json) as a ConfigMap with the label the Grafana
+sidecar looks for, when metrics.dashboard.enabled. A test keeps every query on a metric the
+operator exports.
+*/}}
+{{- define "operator-lib.dashboard" -}}
+{{- if .Values.metrics.dashboard.enabled }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "operator-lib.fullname" . }}-dashboard
+  namespace: {{ .Values.metrics.dashboard.namespace | default .Release.Namespace }}
+  labels:
+    {{- include "operator-lib.labels" . | nindent 4 }}
+    {{ .Values.metrics.dashboard.label }}: {{ .Values.metrics.dashboard.labelValue | quote }}
+data:
+  {{ .Chart.Name }}.json: |-
+    {{- .Files.Get (printf "dashboards/%s.json" .Chart.Name) | nindent 4 }}
+{{- end }}
+{{- end -}}

@@ -1,7 +1,7 @@
 //! What ships, and the tests that check it: the Helm charts (rendered by the real Helm binary
 //! that `make venv` installs, and installed by it into testenv), the container images and the
 //! chart's pod run from them (`pod`), what every image must prove (`proof`), the permissions a chart grants and a run never used
-//! (`rbac`), and the one version each operator carries in its crate, chart and image tag.
+//! (`rbac`), the dashboards' queries against the metrics an operator serves (`dashboards`), and the one version each operator carries in its crate, chart and image tag.
 //!
 //! ```no_run
 //! let objects = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[]).unwrap();
@@ -14,6 +14,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+pub mod dashboards;
 pub mod image;
 pub mod layers;
 pub mod pod;
@@ -57,6 +58,9 @@ pub enum Error {
     /// Running a program failed.
     #[error("running {0}: {1}")]
     Io(String, std::io::Error),
+    /// A chart's dashboard cannot be rendered or read.
+    #[error("dashboard: {0}")]
+    Dashboard(String),
 }
 
 /// The repository's root directory.

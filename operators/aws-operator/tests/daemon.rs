@@ -17,12 +17,25 @@ use workload_sim::{Machine, Workload, WorkloadCluster};
 
 /// The daemon binary against the fixture's testenv and moto.
 fn daemon(f: &Fixture, ami: &std::path::Path) -> anyhow::Result<tokio::process::Child> {
+    daemon_with(f, ami, "127.0.0.1:0", &[], &[])
+}
+
+/// The daemon binary listening on `listen`, with `args` and `envs` besides the fixture's.
+fn daemon_with(
+    f: &Fixture,
+    ami: &std::path::Path,
+    listen: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> anyhow::Result<tokio::process::Child> {
     Ok(tokio::process::Command::new(env!("CARGO_BIN_EXE_aws-operator"))
-        .args(["daemon", "--listen", "127.0.0.1:0", "--installation", &f.installation, "--region", REGION])
+        .args(["daemon", "--listen", listen, "--installation", &f.installation, "--region", REGION])
         .args(["--control-plane-role-arn", &format!("arn:aws:iam::{}:role/aws-operator", f.cp_account)])
         .args(["--aws-endpoint-url", &f.moto.endpoint(), "--ami-file"])
         .arg(ami)
         .args(["--leader-election-namespace", "giantswarm"])
+        .args(args)
+        .envs(envs.iter().copied())
         .env("KUBECONFIG", f.env.kubeconfig_path())
         .env("AWS_ACCESS_KEY_ID", "AKIASHUTDOWN")
         .env("AWS_SECRET_ACCESS_KEY", "secret")
@@ -95,4 +108,48 @@ async fn the_daemon_drains_the_nodes_its_drainer_configs_name() -> anyhow::Resul
     assert_eq!(node.spec.and_then(|s| s.unschedulable), Some(true), "the drained node is cordoned");
     assert!(wc.pods_on("wc-node-1").await?.is_empty(), "no workload pod is left on the node");
     Ok(())
+}
+
+/// Every query of the chart's Grafana dashboard names a metric this daemon serves on `/metrics`
+/// (with sharding on, so that the shard panels' metrics are there too): a renamed or removed
+/// metric fails here instead of leaving an empty panel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_dashboard_queries_only_metrics_the_daemon_serves() -> anyhow::Result<()> {
+    let f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let ami = ami_file()?;
+    // Another test's server may take the port between the probe and the daemon's bind: the
+    // metrics count only when they name this operator's controllers.
+    let metrics = 'started: {
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let listen = format!("127.0.0.1:{port}");
+            let envs = [("POD_NAME", "aws-operator-7d9f-d4sh1")];
+            let mut daemon = daemon_with(&f, ami.path(), &listen, &["--sharding", "true"], &envs)?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            while daemon.try_wait()?.is_none() {
+                let body = get(port, "/metrics").await.unwrap_or_default();
+                if body.contains(aws_operator::controllers::cluster::CONTROLLER) {
+                    let _ = daemon.start_kill();
+                    break 'started body;
+                }
+                anyhow::ensure!(tokio::time::Instant::now() < deadline, "no metrics on {listen} in 60 s");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        anyhow::bail!("the daemon did not start on a free port in 5 tries");
+    };
+    let problems = packaging::dashboards::problems("aws-operator", &metrics)?;
+    assert!(problems.is_empty(), "the dashboard reads metrics the daemon does not serve:\n{}", problems.join("\n"));
+    Ok(())
+}
+
+/// A plain HTTP/1.0 GET on loopback: the body.
+async fn get(port: u16, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok(response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }

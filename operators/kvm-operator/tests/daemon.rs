@@ -196,3 +196,19 @@ async fn a_sharded_daemon_joins_its_ring_assigns_clusters_and_leaves_on_sigterm(
     assert_eq!(holder(leases.get_opt(&ring).await?), None, "the leader Lease is released");
     Ok(())
 }
+
+/// Every query of the chart's Grafana dashboard names a metric this daemon serves on `/metrics`
+/// (with sharding on, so that the shard panels' metrics are there too): a renamed or removed
+/// metric fails here instead of leaving an empty panel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_dashboard_queries_only_metrics_the_daemon_serves() -> anyhow::Result<()> {
+    let env = management().await?;
+    let (daemon, port) =
+        start_daemon(&env, &["--sharding", "true"], &[("POD_NAME", "kvm-operator-7d9f-d4sh1")]).await?;
+    let (code, metrics) = get(port, "/metrics").await?;
+    assert_eq!(code, 200, "{metrics}");
+    let problems = packaging::dashboards::problems("kvm-operator", &metrics)?;
+    assert!(problems.is_empty(), "the dashboard reads metrics the daemon does not serve:\n{}", problems.join("\n"));
+    terminate(daemon).await?;
+    Ok(())
+}
