@@ -26,6 +26,11 @@
 //!   histogram's `_count` carries the same number.
 //! * The timestamp gauges read the controller's reflector cache instead of listing the kind from
 //!   the API server on every scrape.
+//!
+//! Every labelled family is registered through [`register`], which serves its `# HELP` and
+//! `# TYPE` lines before its first sample: a dashboard or alert can name the metric from the
+//! first scrape, and a test can check that it exists (the client library leaves out families
+//! without samples).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +70,32 @@ pub(crate) struct ReasonLabels {
 pub(crate) struct OperationLabels {
     pub resource: String,
     pub operation: &'static str,
+}
+
+/// A metric whose `# HELP` and `# TYPE` lines are served even before it has a sample.
+#[derive(Debug)]
+pub struct Declared<M>(pub M);
+
+impl<M: prometheus_client::encoding::EncodeMetric> prometheus_client::encoding::EncodeMetric for Declared<M> {
+    fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// Register `metric` in `registry` as [`Declared`]: named on `/metrics` from the first scrape.
+pub fn register<M>(registry: &mut Registry, name: &str, help: &str, metric: M)
+where
+    M: prometheus_client::registry::Metric,
+{
+    registry.register(name, help, Declared(metric));
 }
 
 /// Buckets from 1 ms to about 65 s.
@@ -174,27 +205,31 @@ impl Metrics {
             timestamps: Arc::new(TimestampCollector::default()),
         };
         let r = registry.sub_registry_with_prefix("operatorkit");
-        r.register("controller_errors", "Failed reconciles.", inner.errors.clone());
-        r.register("controller_event", "Duration of successful reconciles in seconds, by event.", inner.event.clone());
-        r.register(
+        register(r, "controller_errors", "Failed reconciles.", inner.errors.clone());
+        register(r, "controller_event", "Duration of successful reconciles in seconds, by event.", inner.event.clone());
+        register(
+            r,
             "controller_last_reconciled",
             "Unix time of the end of the last successful reconcile.",
             inner.last_reconciled.clone(),
         );
-        r.register("controller_operation", "Duration of resource operations in seconds.", inner.operation.clone());
-        r.register("controller_operation_errors", "Failed resource operations.", inner.operation_errors.clone());
-        r.register(
+        register(r, "controller_operation", "Duration of resource operations in seconds.", inner.operation.clone());
+        register(r, "controller_operation_errors", "Failed resource operations.", inner.operation_errors.clone());
+        register(
+            r,
             "controller_queue_depth",
             "Objects with a pending reconcile request that has not started.",
             inner.queue_depth.clone(),
         );
-        r.register("controller_reconciles_in_flight", "Reconciles running now.", inner.in_flight.clone());
-        r.register(
+        register(r, "controller_reconciles_in_flight", "Reconciles running now.", inner.in_flight.clone());
+        register(
+            r,
             "controller_no_resource_set",
             "Reconciles of objects that no resource set of this operator version handles.",
             inner.no_resource_set.clone(),
         );
-        r.register(
+        register(
+            r,
             "controller_unroutable",
             "Reconciles of objects whose Release could not be resolved, by reason.",
             inner.unroutable.clone(),

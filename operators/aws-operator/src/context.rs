@@ -55,17 +55,20 @@ impl StackMetrics {
             duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.01, 2.0, 12))),
             transitions: Family::default(),
         };
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_stack_operations",
             "CloudFormation calls per stack kind, operation and result",
             m.operations.clone(),
         );
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_stack_operation_duration_seconds",
             "Duration of CloudFormation calls per stack kind and operation",
             m.duration.clone(),
         );
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_stack_transitions",
             "Observed stack status changes per stack kind (operation = the new status)",
             m.transitions.clone(),
@@ -96,17 +99,20 @@ impl UnhealthyMetrics {
     /// Register the metrics.
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_unhealthy_nodes_terminated",
             "Instances terminated in their Auto Scaling group because their workload-cluster node stayed NotReady, by role",
             m.terminated.clone(),
         );
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_unhealthy_nodes_held",
             "Unhealthy nodes held back by the circuit breaker or the cooldown, counted per run",
             m.held.clone(),
         );
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_unhealthy_nodes_unreplaceable",
             "Unhealthy nodes skipped because their spec.providerID names no instance, counted per run",
             m.unreplaceable.clone(),
@@ -252,7 +258,8 @@ impl Shared {
             memo: Mutex::new(Memo::default()),
             max_age_replacements: {
                 let counter = Counter::default();
-                registry.register(
+                operatorkit::metrics::register(
+                    registry,
                     "aws_operator_max_age_replacements",
                     "Instances terminated in their Auto Scaling group because they were older than their node pool's maxNodeAge",
                     counter.clone(),

@@ -95,7 +95,8 @@ impl Daemon {
         readiness: &Readiness,
     ) -> anyhow::Result<Daemon> {
         let metrics = Metrics::new(registry);
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "kvm_operator_max_age_replacements",
             "Node pods deleted (drained first, then started anew) because they were older than their cluster's maxNodeAge",
             shared.max_age_replacements.clone(),

@@ -152,13 +152,19 @@ impl DrainMetrics {
             evictions: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("node_lifecycle");
-        r.register("drains_in_progress", "Drains this process is running", m.in_progress.clone());
-        r.register(
+        operatorkit::metrics::register(
+            r,
+            "drains_in_progress",
+            "Drains this process is running",
+            m.in_progress.clone(),
+        );
+        operatorkit::metrics::register(
+            r,
             "drain_duration_seconds",
             "From a DrainerConfig's creation to Drained or Timeout, by result",
             m.duration.clone(),
         );
-        r.register("evictions", "Eviction requests by result", m.evictions.clone());
+        operatorkit::metrics::register(r, "evictions", "Eviction requests by result", m.evictions.clone());
         m
     }
 

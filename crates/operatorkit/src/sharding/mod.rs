@@ -421,20 +421,37 @@ impl Sharding {
     pub fn register_metrics(&self, registry: &mut Registry) {
         let m = &self.inner.metrics;
         let r = registry.sub_registry_with_prefix("operatorkit_sharding");
-        r.register("objects", "Objects assigned to each shard, as the sharder sees them.", m.objects.clone());
-        r.register("moves", "Objects moved from one shard to another, by reason.", m.moves.clone());
-        r.register(
+        crate::metrics::register(
+            r,
+            "objects",
+            "Objects assigned to each shard, as the sharder sees them.",
+            m.objects.clone(),
+        );
+        crate::metrics::register(r, "moves", "Objects moved from one shard to another, by reason.", m.moves.clone());
+        crate::metrics::register(
+            r,
             "move_wait_seconds",
             "Time from the decision to move an object to its reassignment.",
             m.move_wait.clone(),
         );
-        r.register(
+        crate::metrics::register(
+            r,
             "assignment_requests",
             "Label writes the sharder sent to assign, drain and move objects.",
             m.assignment_requests.clone(),
         );
-        r.register("lease_renewals", "Successful acquisitions and renewals of this shard's Lease.", m.renewals.clone());
-        r.register("lease_held", "Whether this replica holds its shard Lease (1) or not (0).", m.held.clone());
+        crate::metrics::register(
+            r,
+            "lease_renewals",
+            "Successful acquisitions and renewals of this shard's Lease.",
+            m.renewals.clone(),
+        );
+        crate::metrics::register(
+            r,
+            "lease_held",
+            "Whether this replica holds its shard Lease (1) or not (0).",
+            m.held.clone(),
+        );
         let labels = self.ring_shard_labels();
         m.held.get_or_create(&labels).set(0);
         let _ = m.renewals.get_or_create(&labels);

@@ -171,12 +171,14 @@ impl DriftState {
     /// Register the metrics; `settings.per_account_per_minute` detections per account and region.
     pub fn new(registry: &mut Registry, settings: &DriftSettings) -> Self {
         let metrics = DriftMetrics::default();
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_drifted_resources",
             "Resources of the clusters' CloudFormation stacks found changed or deleted outside CloudFormation at the last drift detection, by stack kind",
             metrics.drifted.clone(),
         );
-        registry.register(
+        operatorkit::metrics::register(
+            registry,
             "aws_operator_drift_detections",
             "Stack drift detections by stack kind and result (in_sync, drifted, failed, skipped)",
             metrics.detections.clone(),

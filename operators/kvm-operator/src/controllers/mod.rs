@@ -193,25 +193,44 @@ impl NodeMetrics {
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self::default();
         let r = registry.sub_registry_with_prefix("kvm_operator");
-        r.register("node_watchers", "Workload-cluster node watchers running", m.node_watchers.clone());
-        r.register("node_watcher_starts", "Workload-cluster node watchers started", m.node_watcher_starts.clone());
-        r.register(
+        operatorkit::metrics::register(
+            r,
+            "node_watchers",
+            "Workload-cluster node watchers running",
+            m.node_watchers.clone(),
+        );
+        operatorkit::metrics::register(
+            r,
+            "node_watcher_starts",
+            "Workload-cluster node watchers started",
+            m.node_watcher_starts.clone(),
+        );
+        operatorkit::metrics::register(
+            r,
             "node_condition_writes",
             "Writes of the workload-cluster-node-ready condition of node pods",
             m.node_condition_writes.clone(),
         );
-        r.register("pod_drains", "Node pods let go by the drainer's finalizer, by result", m.pod_drains.clone());
-        r.register(
+        operatorkit::metrics::register(
+            r,
+            "pod_drains",
+            "Node pods let go by the drainer's finalizer, by result",
+            m.pod_drains.clone(),
+        );
+        operatorkit::metrics::register(
+            r,
             "orphan_nodes_deleted",
             "Workload-cluster nodes deleted because they were NotReady without a node pod",
             m.orphan_nodes_deleted.clone(),
         );
-        r.register(
+        operatorkit::metrics::register(
+            r,
             "unhealthy_nodes_terminated",
             "Node pods deleted because their workload-cluster node stayed NotReady, by role",
             m.unhealthy_nodes_terminated.clone(),
         );
-        r.register(
+        operatorkit::metrics::register(
+            r,
             "unhealthy_nodes_held",
             "Unhealthy nodes held back by the circuit breaker or the cooldown, counted per run",
             m.unhealthy_nodes_held.clone(),
