@@ -20,6 +20,7 @@
 //! | [`stack_ops`] | the stack operations: one step of the stack state machine per reconcile against one account, timed, counted and announced by events |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
 //! | [`drift`] | drift detection's state (the per-account budget, the metrics, the rounds running) behind the handle [`drift::DriftState`], the remediation calls, and the pure record of what a detection found ([`drift::findings`]) |
+//! | [`stack_update`] | pure: what a stack update is and whether it may run now — when the caller lets it, the approval gate of the stack, and which way it goes |
 //! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
@@ -42,7 +43,7 @@
 //! | layer | modules | what decides, what does |
 //! | --- | --- | --- |
 //! | 1. settings | [`config`] | flags and settings, read once |
-//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete, what a drift detection found and what remediation puts back |
+//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`stack_update`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete, what a drift detection found and what remediation puts back |
 //! | 3. edge | [`aws`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers |
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
@@ -94,4 +95,5 @@ pub mod preview;
 pub mod render;
 pub mod rollout;
 pub mod stack_ops;
+pub mod stack_update;
 pub mod upgrade;

@@ -33,6 +33,8 @@ use aws_stacks::state::{
 use crate::approval;
 use crate::aws::cloudformation::{CfnError, StackRequest};
 use crate::context::{Shared, StackOpLabels};
+pub use crate::stack_update::{Gate, UpdateWhen};
+use crate::stack_update::{Route, Update};
 
 /// A stack the operator wants.
 #[derive(Debug, Clone)]
@@ -51,19 +53,6 @@ pub struct DesiredStack {
     /// depend on live state which must not by itself cause an update (a node pool's current
     /// desired capacity, the create-only ordering of masters).
     pub canonical_hash: Option<String>,
-}
-
-/// When an existing stack may be updated to its desired template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpdateWhen {
-    /// Now.
-    Now,
-    /// Not yet: something else holds it (the masters, a closed maintenance window, a rollout
-    /// slot). Under the approval gate the update is planned all the same, so that its plan can
-    /// be read and approved ahead; the approved change set runs once the update may.
-    Later,
-    /// Never: the stack is created once and kept as it is (TCCPI, TCNPF).
-    Never,
 }
 
 /// Where a stack stands after one reconcile.
@@ -89,67 +78,6 @@ pub enum Progress {
         /// The summary and the approval command.
         message: String,
     },
-}
-
-/// The approval gate of one stack update ([`crate::approval`]): the cluster's setting and the
-/// owning object's approval.
-#[derive(Debug, Clone)]
-pub struct Gate {
-    /// The cluster's setting.
-    pub setting: approval::Setting,
-    /// A problem with the setting's value, repeated in the pending message.
-    pub setting_problem: Option<String>,
-    /// The owning object's approval annotation.
-    pub approval: approval::Approval,
-    /// The plans already run by approval on the owning object's stacks.
-    pub applied: Vec<String>,
-    /// Whether the update only scales.
-    pub kind: approval::UpdateKind,
-    /// How to approve: `kubectl annotate <resource> -n <namespace> <name>` without the value.
-    resource: (String, String, String),
-}
-
-impl Gate {
-    /// The gate for a stack of `obj` in cluster `cluster` (whose annotations hold the setting);
-    /// `stacks` are `obj`'s recorded stack entries.
-    pub fn new<K: kube::Resource<DynamicType = ()>>(
-        cluster: &apis::aws::AWSCluster,
-        obj: &K,
-        stacks: &[StatusEntry],
-        kind: approval::UpdateKind,
-    ) -> Self {
-        use kube::ResourceExt;
-        let (setting, setting_problem) = approval::setting(cluster.annotations());
-        Gate {
-            setting,
-            setting_problem,
-            approval: approval::approval(obj.annotations()),
-            applied: stacks.iter().filter_map(|s| s.applied_plan.clone()).collect(),
-            kind,
-            resource: (approval::kubectl_resource::<K>(), obj.namespace().unwrap_or_default(), obj.name_any()),
-        }
-    }
-
-    /// What the gate says about updating stack `stack` to the stack hash `desired_hash`.
-    pub fn decide(&self, stack: &str, desired_hash: &str) -> approval::Action {
-        self.decide_as(self.kind, stack, desired_hash)
-    }
-
-    fn decide_as(&self, kind: approval::UpdateKind, stack: &str, desired_hash: &str) -> approval::Action {
-        let plan = approval::plan_hash(stack, desired_hash);
-        approval::decide(self.setting, kind, &plan, &self.approval, &self.applied)
-    }
-
-    /// Whether an update of `stack` to `desired_hash` would wait for approval (for a caller that
-    /// prepares an update before it runs, as a node pool turns the autoscaler off).
-    pub fn holds(&self, stack: &str, desired_hash: &str) -> bool {
-        matches!(self.decide(stack, desired_hash), approval::Action::Hold(_))
-    }
-
-    fn approve_command(&self, plan: &str) -> String {
-        let (resource, namespace, name) = &self.resource;
-        approval::approve_command(resource, namespace, name, plan)
-    }
 }
 
 /// The status recorded for a stack the operator has just asked CloudFormation to change, until
@@ -380,12 +308,10 @@ where
     if let Some(view) = &observed {
         subject.note_transition(kind, view.status.as_str(), recorded).await;
     }
-    // What the gate says of an update to `hash`; an update it holds or has approved is planned
-    // even while it may not run yet.
-    let action = gate.map_or(approval::Action::Update, |g| g.decide(&name, &hash));
-    let gated = action != approval::Action::Update;
-    let may_run = update == UpdateWhen::Now;
-    let step = plan_ensure(observed.as_ref(), &hash, may_run || (update == UpdateWhen::Later && gated));
+    // What kind of update this is and whether it may run ([`crate::stack_update`]); an update
+    // the gate holds or has approved is planned even while it may not run yet.
+    let policy = Update::decide(gate, update, &name, &hash);
+    let step = plan_ensure(observed.as_ref(), &hash, policy.may_update());
     let request = || async {
         let body = template.to_json();
         let limit = shared.config.template_body_limit;
@@ -441,10 +367,10 @@ where
         }
         step => step,
     };
-    // A change set held for approval that will not run (the gate went off, the desired state
-    // went back to the deployed one, the update runs another way) is deleted, not left behind.
-    let held = matches!(step, EnsureStep::Update { .. }) && gated;
-    if !held && let Some(old) = recorded.and_then(|r| r.pending_update.as_ref()) {
+    // A change set held for approval that will not run is deleted, not left behind.
+    if !policy.keeps_change_set(matches!(step, EnsureStep::Update { .. }))
+        && let Some(old) = recorded.and_then(|r| r.pending_update.as_ref())
+    {
         timed(shared, kind, "delete_change_set", aws.cfn.delete_change_set(&name, &old.change_set)).await?;
     }
     Ok(match step {
@@ -471,18 +397,21 @@ where
             (Progress::Pending, entry(CREATE_REQUESTED, None, attempts))
         }
         EnsureStep::Update { deployed } => {
-            if let (false, approval::Action::Execute, Some(view)) = (may_run, &action, &observed) {
-                // Approved, and held by something else: the change set waits as it is.
-                let mut entry = entry(view_status(&current), reason, attempts);
-                entry.pending_update = recorded.and_then(|r| r.pending_update.clone());
-                return Ok((Progress::Ready(view.clone()), entry));
-            }
-            if let (Some(gate), approval::Action::Hold(_) | approval::Action::Execute) = (gate, &action) {
-                let req = request().await?;
-                let plan = approval::plan_hash(&name, &hash);
-                let current = view_status(&current).to_string();
-                let gated = Gated { subject: &subject, kind, gate, recorded, plan, hash: &hash, current, attempts };
-                return gated.run(action, &req, &template).await;
+            match (policy.route(observed.is_some()), &observed, gate) {
+                (Route::KeepApproved, Some(view), _) => {
+                    // Approved, and held by something else: the change set waits as it is.
+                    let mut entry = entry(view_status(&current), reason, attempts);
+                    entry.pending_update = recorded.and_then(|r| r.pending_update.clone());
+                    return Ok((Progress::Ready(view.clone()), entry));
+                }
+                (Route::ChangeSet, _, Some(gate)) => {
+                    let req = request().await?;
+                    let plan = approval::plan_hash(&name, &hash);
+                    let current = view_status(&current).to_string();
+                    let gated = Gated { subject: &subject, kind, gate, recorded, plan, hash: &hash, current, attempts };
+                    return gated.run(policy.action, &req, &template).await;
+                }
+                _ => {}
             }
             let req = request().await?;
             match timed(shared, kind, "update", aws.cfn.update(&req)).await {
@@ -643,8 +572,7 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             let own = approval::template_diff(&deployed, &template.to_value());
             if view.changes.is_empty() && own.is_empty() {
                 // Nothing but outputs changes: the setting says whether that waits.
-                let kind = approval::UpdateKind::OutputsOnly;
-                if self.gate.decide_as(kind, name, self.hash) == approval::Action::Update {
+                if self.gate.outputs_only_runs(name, self.hash) {
                     action = approval::Action::Execute;
                 }
             }
@@ -655,7 +583,7 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             timed(shared, kind, "execute_change_set", aws.cfn.execute_change_set(name, &change_set)).await?;
             aws_invalidate(shared, aws, name);
             shared.memo.lock().approval_notes.remove(&note_key);
-            let why = if self.gate.decide(name, self.hash) == approval::Action::Execute {
+            let why = if self.gate.approved(name, self.hash) {
                 format!("plan {} approved", self.plan)
             } else {
                 format!("plan {} changes no resource", self.plan)
@@ -666,7 +594,7 @@ impl<K: kube::Resource<DynamicType = ()>> Gated<'_, K> {
             );
             self.subject.event(EventType::Normal, "CFUpdateRequested", "ExecuteChangeSet", note).await;
             let mut entry = status_entry(kind, name, UPDATE_REQUESTED, None, self.recorded, self.attempts);
-            if self.gate.decide(name, self.hash) == approval::Action::Execute {
+            if self.gate.approved(name, self.hash) {
                 entry.applied_plan = Some(self.plan.clone());
             }
             return Ok((Progress::Pending, entry));
