@@ -28,6 +28,8 @@
 //! let check = krate.check().unwrap();
 //! assert!(check.upward.is_empty() && check.unit_circles.is_empty(), "{check}");
 //! ```
+//!
+//! An operator's architecture test is [`assert_points_down`] on its `src`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -189,6 +191,22 @@ impl Crate {
         all.truncate(n);
         all
     }
+}
+
+/// The body of an operator's architecture test: read the crate whose sources are below `src`,
+/// print its figures (the imports running up, the circles, the five largest files), and panic
+/// when a module imports a layer above its own in the table, or units import each other in a
+/// circle.
+pub fn assert_points_down(src: &Path) {
+    let krate = Crate::read(src).unwrap_or_else(|e| panic!("{e}"));
+    let check = krate.check().unwrap_or_else(|e| panic!("{e}"));
+    println!("{check}");
+    println!("largest files:");
+    for module in krate.largest(5) {
+        println!("  {} {}", module.file.display(), module.lines);
+    }
+    assert!(check.upward.is_empty(), "a module imports a layer below it in lib.rs's table:\n{check}");
+    assert!(check.unit_circles.is_empty(), "modules import each other in a circle:\n{check}");
 }
 
 impl fmt::Display for Check {
