@@ -1447,6 +1447,61 @@ def probe_kms_key_policy_reads(port: int) -> None:
     check(kms.describe_key(KeyId=deny)["KeyMetadata"]["KeyId"] == deny, "DescribeKey is not denied")
 
 
+def probe_throttling(port: int) -> None:
+    """Over its request rate, each service answers with the throttling error its SDKs retry
+    (Amazon EC2 API Reference, "Request throttling": ``RequestLimitExceeded``; S3 ``SlowDown``;
+    KMS ``ThrottlingException``; ``Throttling`` from CloudFormation, Auto Scaling, Elastic Load
+    Balancing, Route53 and STS), and a refused request changes nothing."""
+    tenant = account()
+    previous = emulation(port)
+    try:
+        emulation(port, throttle_share=1.0)
+        calls: list[tuple[str, str, Callable[[Any], Any]]] = [
+            ("ec2", "RequestLimitExceeded", lambda c: c.describe_vpcs()),
+            ("s3", "SlowDown", lambda c: c.create_bucket(
+                Bucket=f"probe-throttled-{tenant}", CreateBucketConfiguration={"LocationConstraint": REGION})),
+            ("kms", "ThrottlingException", lambda c: c.create_key()),
+            ("cloudformation", "Throttling", lambda c: c.describe_stacks()),
+            ("autoscaling", "Throttling", lambda c: c.describe_auto_scaling_groups()),
+            ("elb", "Throttling", lambda c: c.describe_load_balancers()),
+            ("route53", "Throttling", lambda c: c.list_hosted_zones()),
+            ("sts", "Throttling", lambda c: c.get_caller_identity()),
+        ]
+        for service, code, call in calls:
+            try:
+                call(client(port, service, tenant))
+                raise AssertionError(f"{service} answered at a throttle share of 1")
+            except ClientError as err:
+                check(error_code(err) == code, f"{service} answered {error_code(err)}, not {code}")
+        emulation(port, throttle_share=0.0)
+        s3 = client(port, "s3", tenant)
+        names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
+        check(f"probe-throttled-{tenant}" not in names, "a throttled CreateBucket created the bucket")
+        check(client(port, "kms", tenant).list_keys()["Keys"] == [], "a throttled CreateKey created a key")
+        # At a share of 0.5, an SDK with retries gets every answer, and some calls were refused.
+        emulation(port, throttle_share=0.5)
+        retrying = boto3.client(
+            "ec2", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="AKIAPROBE",
+            aws_secret_access_key="probe", config=Config(retries={"mode": "standard", "max_attempts": 20}),
+        )
+        for _ in range(20):
+            retrying.describe_regions()
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/request-log") as answer:
+            log = json.loads(answer.read())
+        regions = [e for e in log if e.get("action") == "DescribeRegions"]
+        refused = [e for e in regions if e.get("throttled")]
+        check(len(regions) - len(refused) >= 20 and refused, f"{len(refused)} of {len(regions)} refused")
+    finally:
+        emulation(port, throttle_share=previous.get("throttle_share", 0.0))
+    try:
+        emulation(port, throttle_share=1.5)
+        raise AssertionError("a throttle share of 1.5 was accepted")
+    except Exception as err:  # urllib's HTTPError: 400 with the fix
+        check("400" in str(err), f"a throttle share of 1.5 gave {err}")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1473,6 +1528,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("ExecuteChangeSet updates a stack as UpdateStack does", probe_execute_change_set),
     ("new buckets refuse ACLs (BucketOwnerEnforced)", probe_bucket_owner_enforced),
     ("a key policy governs reading the key", probe_kms_key_policy_reads),
+    ("throttling", probe_throttling),
 ]
 
 

@@ -114,6 +114,16 @@ And one default of AWS that moto lacks:
     moto 5.2.5 applied only ``Deny`` statements, and to ``DescribeKey`` only, so a key whose
     policy shuts the account out answered every caller.
 
+And one failure AWS has that moto never shows:
+
+22. Throttling. With the emulation setting ``throttle_share`` above 0 (default 0), that share of
+    AWS requests, picked at random, is refused before moto sees it, with the error each service
+    answers when its request rate is exceeded (Amazon EC2 API Reference, "Request throttling";
+    the other services' "Common Errors"): EC2 ``RequestLimitExceeded`` (503), S3 ``SlowDown``
+    (503), KMS ``ThrottlingException`` (400, JSON), and ``Throttling`` (400) from
+    CloudFormation, Auto Scaling, Elastic Load Balancing, IAM, Route53 and STS. A refused request
+    changes nothing, as on AWS, and its request-log entry carries ``"throttled": true``.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -129,6 +139,7 @@ import copy
 import json
 import logging
 import os
+import random
 import socket
 import stat
 import sys
@@ -178,7 +189,8 @@ GROUP_DELETION_HOOKS_ENV = "MOTO_GROUP_DELETION_HOOKS"
 
 EMULATION_PATH = "/moto-api/emulation"
 """``GET`` answers the emulation settings as JSON (``{"time_scale": 1.0, "group_deletion_hooks":
-false}``); ``POST`` with a JSON object holding either or both sets them and answers the result."""
+false, "throttle_share": 0.0}``); ``POST`` with a JSON object holding any of them sets them and
+answers the result."""
 
 
 class Emulation:
@@ -194,12 +206,29 @@ class Emulation:
     instances are terminated at once, as moto does, so that suites written before the correction
     keep their timing.
 
+    ``throttle_share`` (default 0) turns on correction 22: that share of AWS requests (0 to 1)
+    is refused with the service's throttling error.
+
     The settings are the server's, not an account's: ``/moto-api/reset`` wipes AWS state but
     keeps them."""
+
+    KEYS = ("time_scale", "group_deletion_hooks", "throttle_share")
 
     def __init__(self) -> None:
         self.time_scale = 1.0
         self.group_deletion_hooks = False
+        self.throttle_share = 0.0
+
+    @staticmethod
+    def parse_share(value: Any) -> float:
+        """A float from 0 to 1, or ``ValueError`` naming the fix."""
+        try:
+            share = float(value)
+        except (TypeError, ValueError):
+            share = float("nan")
+        if not (0.0 <= share <= 1.0):
+            raise ValueError(f"throttle share {value!r} is not a number from 0 to 1; set e.g. 0.2 for one call in five")
+        return share
 
     @staticmethod
     def parse_time_scale(value: Any) -> float:
@@ -228,20 +257,26 @@ class Emulation:
         raise ValueError(f"{value!r} is not true or false (set {GROUP_DELETION_HOOKS_ENV} to true or false)")
 
     def update(self, settings: dict[str, Any]) -> None:
-        """Applies ``settings`` (keys ``time_scale``, ``group_deletion_hooks``) all or nothing."""
-        unknown = set(settings) - {"time_scale", "group_deletion_hooks"}
+        """Applies ``settings`` (keys ``time_scale``, ``group_deletion_hooks``,
+        ``throttle_share``) all or nothing."""
+        unknown = set(settings) - set(self.KEYS)
         if unknown:
-            raise ValueError(f"unknown emulation settings {sorted(unknown)}; known: time_scale, group_deletion_hooks")
+            raise ValueError(f"unknown emulation settings {sorted(unknown)}; known: {', '.join(self.KEYS)}")
         scale = self.parse_time_scale(settings["time_scale"]) if "time_scale" in settings else self.time_scale
         hooks = (
             self.parse_flag(settings["group_deletion_hooks"])
             if "group_deletion_hooks" in settings
             else self.group_deletion_hooks
         )
-        self.time_scale, self.group_deletion_hooks = scale, hooks
+        share = self.parse_share(settings["throttle_share"]) if "throttle_share" in settings else self.throttle_share
+        self.time_scale, self.group_deletion_hooks, self.throttle_share = scale, hooks, share
 
     def as_dict(self) -> dict[str, Any]:
-        return {"time_scale": self.time_scale, "group_deletion_hooks": self.group_deletion_hooks}
+        return {
+            "time_scale": self.time_scale,
+            "group_deletion_hooks": self.group_deletion_hooks,
+            "throttle_share": self.throttle_share,
+        }
 
     def seconds(self, aws_seconds: float) -> float:
         return aws_seconds * self.time_scale
@@ -2774,12 +2809,17 @@ class RequestLog:
             "method": method,
             "account": "",
         }
+        throttled = bool(service) and EMULATION.throttle_share > 0 and random.random() < EMULATION.throttle_share
+        if throttled:
+            entry["throttled"] = True
         with self.lock:
             entry["principal"] = self.principal(key)
             entry["account"] = self.account_of.get(key, "")
             self.entries.append(entry)
             if len(self.entries) > REQUEST_LOG_LIMIT:
                 del self.entries[: len(self.entries) - REQUEST_LOG_LIMIT]
+        if throttled:
+            return throttling_error(service, bool(target), start_response)
         if action != "AssumeRole":
             return self.app(environ, start_response)
         # Remember which key assumed the role, to trace the issued key back to it.
@@ -2793,6 +2833,46 @@ class RequestLog:
                 if len(parts) > 4 and parts[4]:
                     self.account_of[issued.group(1).decode()] = parts[4]
         return chunks
+
+
+# --- 22. Throttling ------------------------------------------------------------------------------
+
+
+def throttling_error(service: str, json_protocol: bool, start_response: Any) -> list[bytes]:
+    """The answer of ``service`` to a request over its rate (correction 22): EC2's
+    ``RequestLimitExceeded`` and S3's ``SlowDown`` (both 503), ``ThrottlingException`` in the
+    JSON protocol (KMS), and ``Throttling`` (400) in the query and REST-XML protocols of the
+    other services. Each is a code the AWS SDKs retry as throttling."""
+    import uuid
+
+    request_id = str(uuid.uuid4())
+    if service == "ec2":
+        status, kind = "503 Service Unavailable", "text/xml"
+        body = (
+            "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded."
+            f"</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>"
+        )
+    elif service == "s3":
+        status, kind = "503 Slow Down", "application/xml"
+        body = (
+            "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
+            f"<RequestId>{request_id}</RequestId></Error>"
+        )
+    elif json_protocol:
+        status, kind = "400 Bad Request", "application/x-amz-json-1.1"
+        body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"})
+    else:
+        status, kind = "400 Bad Request", "text/xml"
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>"
+            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+    data = body.encode()
+    start_response(
+        status,
+        [("Content-Type", kind), ("Content-Length", str(len(data))), ("x-amzn-RequestId", request_id)],
+    )
+    return [data]
 
 
 # --- serving -----------------------------------------------------------------------------------

@@ -285,13 +285,20 @@ fn read_port(path: &Path) -> Option<u16> {
 /// moto's dev server closes every connection after one response, so reading to EOF is the whole
 /// protocol; a client library would add nothing here.
 fn http(port: u16, method: &'static str, path: &'static str) -> Result<Vec<u8>, Error> {
+    http_with(port, method, path, "")
+}
+
+/// [`http`] with a JSON `body`.
+fn http_with(port: u16, method: &'static str, path: &'static str, body: &str) -> Result<Vec<u8>, Error> {
     let fail = |reason: String| Error::Http { request: method, path, reason };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, HTTP_TIMEOUT).map_err(|e| fail(e.to_string()))?;
     stream.set_read_timeout(Some(HTTP_TIMEOUT)).map_err(|e| fail(e.to_string()))?;
     stream.set_write_timeout(Some(HTTP_TIMEOUT)).map_err(|e| fail(e.to_string()))?;
-    let request =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
     stream.write_all(request.as_bytes()).map_err(|e| fail(e.to_string()))?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).map_err(|e| fail(e.to_string()))?;
@@ -329,6 +336,9 @@ pub struct LoggedRequest {
     /// for long-term keys.
     #[serde(default)]
     pub account: String,
+    /// Whether the server refused the request with a throttling error ([`MotoServer::throttle`]).
+    #[serde(default)]
+    pub throttled: bool,
 }
 
 impl LoggedRequest {
@@ -349,6 +359,9 @@ pub struct Emulation {
     pub time_scale: f64,
     /// Whether a stack delete drains its Auto Scaling groups through their terminating hooks.
     pub group_deletion_hooks: bool,
+    /// The share of AWS requests refused with the service's throttling error (0 to 1).
+    #[serde(default)]
+    pub throttle_share: f64,
 }
 
 /// A running moto server on 127.0.0.1, killed when dropped.
@@ -405,6 +418,16 @@ impl MotoServer {
         const PATH: &str = "/moto-api/emulation";
         let body = http(self.port, "GET", PATH)?;
         serde_json::from_slice(&body).map_err(|e| Error::Http { request: "GET", path: PATH, reason: e.to_string() })
+    }
+
+    /// Refuses `share` (0 to 1) of the AWS requests from now on, picked at random, with each
+    /// service's throttling error (`RequestLimitExceeded`, `SlowDown`, `ThrottlingException`,
+    /// `Throttling`); 0 turns it off. Refused requests change nothing and are logged with
+    /// [`LoggedRequest::throttled`].
+    pub fn throttle(&self, share: f64) -> Result<Emulation, Error> {
+        const PATH: &str = "/moto-api/emulation";
+        let body = http_with(self.port, "POST", PATH, &format!("{{\"throttle_share\": {share}}}"))?;
+        serde_json::from_slice(&body).map_err(|e| Error::Http { request: "POST", path: PATH, reason: e.to_string() })
     }
 
     /// The directory holding the server's log (`server.log`), for a failing test to inspect.

@@ -125,7 +125,7 @@ print(round(time.time() - start, 2) if waited else "never waited")
 #[test]
 fn the_launcher_sets_the_emulation_settings_and_they_shrink_hook_timeouts() -> Result<(), Error> {
     let moto = Launcher::from_env().time_scale(0.01).group_deletion_hooks(true).start()?;
-    assert_eq!(moto.emulation()?, Emulation { time_scale: 0.01, group_deletion_hooks: true });
+    assert_eq!(moto.emulation()?, Emulation { time_scale: 0.01, group_deletion_hooks: true, throttle_share: 0.0 });
     // A 30 s heartbeat timeout lasts 0.3 s at this scale (AWS's timing would exceed the
     // script's 60 s limit).
     let out = python(HOOK_TIMEOUT, moto.port());
@@ -133,7 +133,10 @@ fn the_launcher_sets_the_emulation_settings_and_they_shrink_hook_timeouts() -> R
     assert!(waited < 10.0, "the instance waited {waited} s in Terminating:Wait");
 
     let moto = Launcher::from_env().time_scale(2.5).group_deletion_hooks(false).start()?;
-    assert_eq!(moto.emulation()?, Emulation { time_scale: 2.5, group_deletion_hooks: false });
+    assert_eq!(moto.emulation()?, Emulation { time_scale: 2.5, group_deletion_hooks: false, throttle_share: 0.0 });
+    assert_eq!(moto.throttle(0.2)?.throttle_share, 0.2);
+    assert!(moto.throttle(1.5).is_err(), "a share above 1 is refused");
+    assert_eq!(moto.emulation()?.throttle_share, 0.2, "and changes nothing");
     Ok(())
 }
 

@@ -90,6 +90,19 @@ impl operatorkit::ErrorKind for AwsError {
     }
 }
 
+/// Attempts per AWS call, the first included: a throttled or transiently failed call is
+/// retried at most this often, with jittered exponential backoff, then fails into the
+/// reconcile's own error backoff.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// The SDK's adaptive retry mode: standard retries (throttling errors such as `Throttling`,
+/// `RequestLimitExceeded` and `SlowDown`, 5xx and timeouts, with a retry quota) plus a
+/// client-side rate limiter that slows every call of the process down after a throttling
+/// answer, bounded by [`MAX_ATTEMPTS`].
+pub fn retry_config() -> aws_config::retry::RetryConfig {
+    aws_config::retry::RetryConfig::adaptive().with_max_attempts(MAX_ATTEMPTS)
+}
+
 /// Convert an SDK error into an [`AwsError`].
 pub fn api_error<E, R>(
     service: &'static str,
@@ -219,7 +232,8 @@ impl AwsFactory {
                     .operation_timeout(settings.operation_timeout.unwrap_or(Duration::from_secs(60)))
                     .connect_timeout(Duration::from_secs(5))
                     .build(),
-            );
+            )
+            .retry_config(retry_config());
         if let Some(url) = &settings.endpoint_url {
             loader = loader.endpoint_url(url);
         }
