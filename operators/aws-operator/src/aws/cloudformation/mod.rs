@@ -1,7 +1,7 @@
 //! The operator's view of CloudFormation: a small trait with one implementation on the AWS SDK
 //! and one in-memory fake, and a per-account cache of `DescribeStacks`.
 //!
-//! The state machine itself is pure and lives in [`aws_stacks::state`]; [`super::stacks`]
+//! The state machine itself is pure and lives in [`aws_stacks::state`]; [`crate::stack_ops`]
 //! carries out its steps through this trait.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
