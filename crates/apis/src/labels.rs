@@ -53,6 +53,16 @@ pub const AWS_METADATA_V2: &str = "alpha.aws.giantswarm.io/metadata-v2";
 /// Annotation on an `AWSCluster`: `false` turns off the access logs of the cluster's load
 /// balancers (on by default, into the cluster's access-log bucket).
 pub const AWS_LOAD_BALANCER_ACCESS_LOGS: &str = "alpha.aws.giantswarm.io/load-balancer-access-logs";
+/// Annotation on an `AWSMachineDeployment`: present (any value but `false`; Giant Swarm's tooling
+/// sets `""`), the pool's subnets are tagged `kubernetes.io/role/internal-elb=1`, so internal
+/// load balancers of the workload cluster may use them.
+pub const AWS_INTERNAL_ELB: &str = "alpha.aws.giantswarm.io/internal-elb";
+/// Annotation on an `AWSControlPlane`: the provisioned IOPS of the masters' etcd volumes (gp3,
+/// 3000 to 16000; default gp3's 3000).
+pub const AWS_EBS_VOLUME_IOPS: &str = "alpha.aws.giantswarm.io/ebs-volume-iops";
+/// Annotation on an `AWSControlPlane`: the throughput in MiB/s of the masters' etcd volumes (gp3,
+/// 125 to 1000, at most a quarter of the IOPS; default gp3's 125).
+pub const AWS_EBS_VOLUME_THROUGHPUT: &str = "alpha.aws.giantswarm.io/ebs-volume-throughput";
 /// Annotation: the size in GiB of a node pool's containerd volume (default: its docker volume's).
 pub const AWS_CONTAINERD_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/containerd-volume-size";
 /// Annotation: the size in GiB of a node pool's log volume (default 15).

@@ -682,6 +682,7 @@ fn plan_masters(
         .collect();
     let replicas = u32::try_from(cp.spec.master_replicas()).unwrap_or(0);
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
+    let etcd_volume = crate::controllers::control_plane::etcd_volume(cp).map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
     let params = |is_update: bool| tccpn::Params {
         common: common.clone(),
@@ -695,7 +696,7 @@ fn plan_masters(
         kms_key_arn: key_arn.to_string(),
         hosted_zone_id: outputs.hosted_zone_id.clone(),
         internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
-        etcd_volume: Default::default(),
+        etcd_volume,
         is_update,
     };
     // As the control-plane controller: the hash is that of the update form; a stack that does

@@ -82,6 +82,38 @@ pub struct EtcdVolumePerformance {
     pub throughput: Option<u32>,
 }
 
+impl EtcdVolumePerformance {
+    /// The performance the annotations `iops` (`alpha.aws.giantswarm.io/ebs-volume-iops`) and
+    /// `throughput` (`…/ebs-volume-throughput`) ask for, or what is wrong with them and how to
+    /// fix it: gp3 takes 3000 to 16000 IOPS and 125 to 1000 MiB/s, and at most 0.25 MiB/s per
+    /// provisioned IOPS (Amazon EBS User Guide, "General Purpose SSD volumes").
+    pub fn from_annotations(iops: Option<&str>, throughput: Option<&str>) -> Result<Self, String> {
+        fn number(key: &str, value: Option<&str>, range: std::ops::RangeInclusive<u32>) -> Result<Option<u32>, String> {
+            let Some(value) = value.map(str::trim) else { return Ok(None) };
+            match value.parse::<u32>() {
+                Ok(n) if range.contains(&n) => Ok(Some(n)),
+                _ => Err(format!(
+                    "annotation {key}: {value:?} is not a whole number from {} to {} (gp3 volumes); set one in that range or remove the annotation",
+                    range.start(),
+                    range.end()
+                )),
+            }
+        }
+        let iops = number("alpha.aws.giantswarm.io/ebs-volume-iops", iops, 3000..=16000)?;
+        let throughput = number("alpha.aws.giantswarm.io/ebs-volume-throughput", throughput, 125..=1000)?;
+        if let Some(tp) = throughput {
+            let provisioned = iops.unwrap_or(3000);
+            if tp * 4 > provisioned {
+                return Err(format!(
+                    "annotation alpha.aws.giantswarm.io/ebs-volume-throughput: {tp} MiB/s needs at least {} IOPS (gp3 allows 0.25 MiB/s per IOPS), the volumes have {provisioned}; raise alpha.aws.giantswarm.io/ebs-volume-iops or lower the throughput",
+                    tp * 4
+                ));
+            }
+        }
+        Ok(EtcdVolumePerformance { iops, throughput })
+    }
+}
+
 /// Inputs of the TCCPN template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Params {
@@ -864,6 +896,34 @@ impl Outputs {
 pub(crate) mod tests {
     use super::*;
     use crate::stacks::testdata;
+
+    #[test]
+    fn the_etcd_volume_annotations_are_read_and_bad_values_name_the_annotation_and_the_fix() {
+        let read = EtcdVolumePerformance::from_annotations;
+        assert_eq!(read(None, None), Ok(EtcdVolumePerformance::default()));
+        assert_eq!(
+            read(Some("6000"), Some("500")),
+            Ok(EtcdVolumePerformance { iops: Some(6000), throughput: Some(500) })
+        );
+        assert_eq!(read(None, Some("750")), Ok(EtcdVolumePerformance { iops: None, throughput: Some(750) }));
+        let err = read(Some("fast"), None).unwrap_err();
+        assert!(err.contains("ebs-volume-iops") && err.contains("3000 to 16000"), "{err}");
+        let err = read(Some("20000"), None).unwrap_err();
+        assert!(err.contains("\"20000\""), "{err}");
+        let err = read(None, Some("100")).unwrap_err();
+        assert!(err.contains("ebs-volume-throughput") && err.contains("125 to 1000"), "{err}");
+        let err = read(None, Some("1000")).unwrap_err();
+        assert!(err.contains("needs at least 4000 IOPS") && err.contains("raise"), "{err}");
+
+        // What is read reaches each master's etcd volume.
+        let mut p = params(3);
+        p.etcd_volume = read(Some("6000"), Some("500")).expect("valid");
+        let t = render(&p).to_value();
+        for n in 0..3 {
+            let vol = &t["Resources"][etcd_volume_id(n)]["Properties"];
+            assert_eq!((vol["Iops"].as_u64(), vol["Throughput"].as_u64()), (Some(6000), Some(500)), "master {n}");
+        }
+    }
 
     pub fn params(replicas: u32) -> Params {
         let azs: Vec<(String, String)> = ["a", "b", "c"]

@@ -137,6 +137,13 @@ impl RollingUpdate {
     }
 }
 
+/// Whether a node pool's subnets are tagged for internal load balancers, from the annotation
+/// `alpha.aws.giantswarm.io/internal-elb`: present with any value but `false` (the original
+/// read its presence; Giant Swarm's tooling sets `""`).
+pub fn internal_elb_subnets(annotation: Option<&str>) -> bool {
+    annotation.is_some_and(|v| !v.trim().eq_ignore_ascii_case("false"))
+}
+
 /// Computes the rolling-update settings (§5.7.1).
 ///
 /// * `desired = max(min, min(current_desired, max))`; pass 0 when the group does not exist yet.
@@ -788,6 +795,14 @@ impl Outputs {
 pub(crate) mod tests {
     use super::*;
     use crate::stacks::testdata;
+
+    #[test]
+    fn the_internal_elb_annotation_is_read_by_its_presence() {
+        assert!(!internal_elb_subnets(None));
+        assert!(internal_elb_subnets(Some("")), "Giant Swarm's tooling sets an empty value");
+        assert!(internal_elb_subnets(Some("true")));
+        assert!(!internal_elb_subnets(Some(" False ")));
+    }
 
     /// Node pool `g3j50` of §14.2: `10.1.1.0/24` split over 1a and 1b.
     pub fn params() -> Params {

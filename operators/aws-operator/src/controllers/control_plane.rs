@@ -249,6 +249,9 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let masters = tccpn::masters(replicas, &subnets).map_err(|e| {
             ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
         })?;
+        let etcd_volume = etcd_volume(obj).map_err(|e| {
+            ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
+        })?;
         let cluster_ns = cluster.namespace().unwrap_or_default();
         let certs_ns = crate::node_config::certificates_namespace(&shared, &cluster_ns);
         let certs = crate::node_config::certificates(&shared, certs_ns, &id).await?;
@@ -339,7 +342,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             kms_key_arn: key_arn.clone(),
             hosted_zone_id: outputs.hosted_zone_id.clone(),
             internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
-            etcd_volume: Default::default(),
+            etcd_volume,
             is_update,
         };
         // Masters roll one after the other only on updates; the hash is that of the update
@@ -587,4 +590,15 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Drainers {
     async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         Ok(Self::step(state, obj, true).await)
     }
+}
+
+/// The masters' etcd volume performance the control plane's annotations ask for
+/// (`alpha.aws.giantswarm.io/ebs-volume-iops`, `…/ebs-volume-throughput`), or what is wrong with
+/// them and the fix.
+pub fn etcd_volume(obj: &AWSControlPlane) -> Result<tccpn::EtcdVolumePerformance, String> {
+    let annotation = |key: &str| obj.annotations().get(key).map(String::as_str);
+    tccpn::EtcdVolumePerformance::from_annotations(
+        annotation(apis::labels::AWS_EBS_VOLUME_IOPS),
+        annotation(apis::labels::AWS_EBS_VOLUME_THROUGHPUT),
+    )
 }

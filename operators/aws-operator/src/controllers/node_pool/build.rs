@@ -182,7 +182,9 @@ impl PoolStacks<'_> {
                     Vec::new()
                 },
             },
-            internal_elb_subnets: false,
+            internal_elb_subnets: tcnp::internal_elb_subnets(
+                obj.annotations().get(labels::AWS_INTERNAL_ELB).map(String::as_str),
+            ),
             cilium_eni: false,
             bucket: self.bucket.to_string(),
             kms_key_arn: self.key_arn.to_string(),
