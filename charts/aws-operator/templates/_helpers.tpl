@@ -21,6 +21,7 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --subnet-mask-bits={{ .Values.operator.subnetMaskBits }}
 - --route53-enabled={{ .Values.operator.route53Enabled }}
 - --registry={{ .Values.operator.registry }}
+- --service-cidr={{ .Values.operator.serviceCIDR }}
 - --concurrency={{ .Values.operator.concurrency }}
 - --resync-seconds={{ .Values.operator.resyncSeconds }}
 - --poll-seconds={{ .Values.operator.pollSeconds }}

@@ -39,6 +39,11 @@ pub struct DaemonArgs {
     /// Image registry of the node images.
     #[arg(long, default_value = "gsoci.azurecr.io")]
     pub registry: String,
+    /// The Service CIDR of every workload cluster (the API server's
+    /// `--service-cluster-ip-range`); its first address is in the API server's certificate and
+    /// its `.10` is the cluster DNS. An IPv4 CIDR of /24 or wider.
+    #[arg(long, default_value = DEFAULT_SERVICE_CIDR, value_parser = parse_service_cidr)]
+    pub service_cidr: String,
     /// Parallel reconciles per controller.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u16,
@@ -290,6 +295,8 @@ pub struct OperatorConfig {
     pub lock_namespace: String,
     /// The image registry nodes pull from.
     pub registry: String,
+    /// The Service CIDR of every workload cluster (`--service-cidr`).
+    pub service_cidr: String,
     /// How often the master Endpoints are refreshed from EC2.
     pub endpoints_refresh: Duration,
     /// How long an account's stack listing is used before it is listed again.
@@ -392,6 +399,7 @@ impl Default for OperatorConfig {
             control_plane_route_tables: Vec::new(),
             lock_namespace: "giantswarm".into(),
             registry: "gsoci.azurecr.io".into(),
+            service_cidr: DEFAULT_SERVICE_CIDR.into(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
             stack_busy_ttl: Duration::from_secs(5),
@@ -408,6 +416,22 @@ impl Default for OperatorConfig {
             slot_namespace: "giantswarm".into(),
             drift: DriftSettings::default(),
         }
+    }
+}
+
+/// The Service CIDR of workload clusters unless `--service-cidr` says otherwise (the original's
+/// chart default).
+pub const DEFAULT_SERVICE_CIDR: &str = "172.31.0.0/16";
+
+/// `--service-cidr`: an IPv4 CIDR of /24 or wider, so that its `.1` (the API server's Service)
+/// and its `.10` (the cluster DNS) exist.
+pub fn parse_service_cidr(value: &str) -> Result<String, String> {
+    match value.parse::<aws_stacks::ipam::Ipv4Net>() {
+        Ok(net) if net.prefix() <= 24 => Ok(net.to_string()),
+        Ok(net) => {
+            Err(format!("--service-cidr {net} is narrower than /24; give a /24 or wider range such as 172.31.0.0/16"))
+        }
+        Err(e) => Err(format!("--service-cidr {value:?} is no IPv4 CIDR ({e}); give one such as 172.31.0.0/16")),
     }
 }
 
@@ -526,6 +550,19 @@ fn read_table(path: &Path) -> Result<AmiTable, AmiError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_service_cidr_must_be_an_ipv4_range_of_a_24_or_wider() {
+        assert_eq!(parse_service_cidr("172.31.0.0/16"), Ok("172.31.0.0/16".to_string()));
+        assert_eq!(parse_service_cidr("10.96.0.0/24"), Ok("10.96.0.0/24".to_string()));
+        let err = parse_service_cidr("10.96.0.0/25").unwrap_err();
+        assert!(err.contains("narrower than /24"), "{err}");
+        let err = parse_service_cidr("172.31.0.1/16").unwrap_err();
+        assert!(err.contains("no IPv4 CIDR"), "{err}");
+        let err = parse_service_cidr("fd00::/108").unwrap_err();
+        assert!(err.contains("--service-cidr"), "{err}");
+    }
+
     use super::*;
 
     #[tokio::test]

@@ -237,6 +237,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         route53_enabled: args.route53_enabled,
         control_plane_route_tables: args.aws.route_tables.clone(),
         registry: args.registry.clone(),
+        service_cidr: args.service_cidr.clone(),
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
         drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),

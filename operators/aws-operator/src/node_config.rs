@@ -102,9 +102,15 @@ pub async fn certificate_secrets(
 
 pub use aws_stacks::ignition::secrets_for;
 
-/// The Service CIDR of every cluster's API server; its first address is in the API server's
-/// certificate (`controllers::cluster::certificates`).
-pub const SERVICE_CIDR: &str = "172.31.0.0/16";
+/// The cluster DNS address of a Service CIDR: its network address with `.10` as the last octet
+/// (`172.31.0.0/16` → `172.31.0.10`), as the original's node configs had it.
+pub fn cluster_dns_ip(service_cidr: &str) -> String {
+    let network = service_cidr.split('/').next().unwrap_or_default();
+    match network.rsplit_once('.') {
+        Some((head, _)) => format!("{head}.10"),
+        None => network.to_string(),
+    }
+}
 
 /// The pod CIDR of a cluster without `spec.provider.pods.cidrBlock`.
 pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
@@ -112,10 +118,12 @@ pub const DEFAULT_POD_CIDR: &str = "100.64.0.0/12";
 /// The common inputs of a node config of `cluster`: its id, domain and region, the Release's
 /// versions, the pod CIDR of `spec.provider.pods.cidrBlock` ([`DEFAULT_POD_CIDR`] without one),
 /// the API server's OIDC flags of `spec.cluster.oidc`, kube-proxy's conntrack limit of
-/// `spec.cluster.kubeProxy.conntrackMaxPerCore`, and the image `registry` of the operator's
-/// settings. Pure, so that each field's way from the CR into the node config is tested.
+/// `spec.cluster.kubeProxy.conntrackMaxPerCore`, and the image `registry` and `service_cidr` of
+/// the operator's settings (`--service-cidr`; its `.10` is the cluster DNS). Pure, so that each
+/// field's way from the CR into the node config is tested.
 pub fn input(
     registry: &str,
+    service_cidr: &str,
     release: &Release,
     cluster: &AWSCluster,
     role: Role,
@@ -135,8 +143,8 @@ pub fn input(
         kubernetes_version: release.component_version("kubernetes").unwrap_or_default().to_string(),
         etcd_version: release.component_version("etcd").unwrap_or_default().to_string(),
         node_labels,
-        service_cidr: SERVICE_CIDR.into(),
-        cluster_dns_ip: "172.31.0.10".into(),
+        service_cidr: service_cidr.into(),
+        cluster_dns_ip: cluster_dns_ip(service_cidr),
         pod_cidr: cluster.pod_cidr().unwrap_or(DEFAULT_POD_CIDR).to_string(),
         oidc: cluster.spec.cluster.oidc.as_ref().map(|o| Oidc {
             issuer_url: o.issuer_url.clone(),
@@ -255,7 +263,7 @@ mod tests {
             initial_cluster_state: ignition::InitialClusterState::New,
         };
         let cluster = cluster(json!({"dns": {"domain": "k8s.example.com"}}), None);
-        input("quay.io", &release(), &cluster, role, BTreeMap::new(), secrets)
+        input("quay.io", "172.31.0.0/16", &release(), &cluster, role, BTreeMap::new(), secrets)
     }
 
     #[test]
@@ -326,6 +334,7 @@ mod tests {
         );
         let input = input(
             "registry.umbra.example.org",
+            "10.112.0.0/16",
             &release(),
             &c,
             Role::Worker { md_id: "p7f2a".into() },
@@ -344,6 +353,7 @@ mod tests {
         );
         assert_eq!(input.conntrack_max_per_core, Some(131072));
         assert_eq!(input.registry, "registry.umbra.example.org");
+        assert_eq!((input.service_cidr.as_str(), input.cluster_dns_ip.as_str()), ("10.112.0.0/16", "10.112.0.10"));
         assert_eq!((input.kubernetes_version.as_str(), input.etcd_version.as_str()), ("1.31.7", "3.5.17"));
         assert_eq!((input.cluster_id.as_str(), input.region.as_str()), ("zq4kx", "ap-southeast-2"));
     }
@@ -351,7 +361,15 @@ mod tests {
     #[test]
     fn without_them_the_node_config_takes_the_defaults() {
         let c = cluster(json!({"description": "", "dns": {"domain": "umbra.example.org"}}), None);
-        let input = input("quay.io", &release(), &c, Role::Worker { md_id: "p7f2a".into() }, BTreeMap::new(), vec![]);
+        let input = input(
+            "quay.io",
+            "172.31.0.0/16",
+            &release(),
+            &c,
+            Role::Worker { md_id: "p7f2a".into() },
+            BTreeMap::new(),
+            vec![],
+        );
         assert_eq!(input.pod_cidr, DEFAULT_POD_CIDR);
         assert_eq!(input.oidc, None);
         assert_eq!(input.conntrack_max_per_core, None);

@@ -155,7 +155,10 @@ async fn a_cluster_without_secrets_reaches_ready_on_issued_certificates_and_keep
     // Each certificate passes the checks of its role, for the names the node configs use, and
     // was signed by the cluster's own CA of its kind.
     let cluster = clusters.get(id).await?;
-    let profiles = pki::leaf_profiles(&aws_operator::controllers::cluster::certificates::names(&cluster))?;
+    let profiles = pki::leaf_profiles(&aws_operator::controllers::cluster::certificates::names(
+        &cluster,
+        aws_operator::config::DEFAULT_SERVICE_CIDR,
+    ))?;
     let by_name = |name: String| secrets.iter().find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
     for profile in &profiles {
         let secret = by_name(format!("{id}-{}", profile.name)).expect("issued");
@@ -223,7 +226,8 @@ async fn a_broken_certificate_someone_else_wrote_is_certificate_invalid_and_is_n
     // Secrets), but the api Secret holds the worker's key.
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
     let cluster = clusters.get(id).await?;
-    let names = aws_operator::controllers::cluster::certificates::names(&cluster);
+    let names =
+        aws_operator::controllers::cluster::certificates::names(&cluster, aws_operator::config::DEFAULT_SERVICE_CIDR);
     let issued = pki::issue_cluster_pki(&names, &pki::IssueOptions::at(SystemTime::now()))?;
     let worker_key = issued.certificates.iter().find(|c| c.name == "worker").expect("worker").key.clone();
     let secrets: Api<Secret> = Api::namespaced(f.client.clone(), NS);
@@ -383,7 +387,10 @@ async fn killed_ten_times_during_issuance_each_cluster_ends_with_one_ca_of_each_
         }
         // Every certificate is of its cluster's one CA of its kind.
         let cluster = Api::<AWSCluster>::namespaced(f.client.clone(), NS).get(id).await?;
-        let names = aws_operator::controllers::cluster::certificates::names(&cluster);
+        let names = aws_operator::controllers::cluster::certificates::names(
+            &cluster,
+            aws_operator::config::DEFAULT_SERVICE_CIDR,
+        );
         for profile in pki::leaf_profiles(&names)? {
             let files = pki::secret::certificate_files(by_name(format!("{id}-{}", profile.name)).expect("issued"))
                 .expect("ca, crt and key");

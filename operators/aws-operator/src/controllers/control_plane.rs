@@ -307,8 +307,15 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
                 initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
             };
-            let input =
-                crate::node_config::input(&shared.config.registry, &release, &cluster, role, labels, secrets.clone());
+            let input = crate::node_config::input(
+                &shared.config.registry,
+                &shared.config.service_cidr,
+                &release,
+                &cluster,
+                role,
+                labels,
+                secrets.clone(),
+            );
             let node = format!("master-{}", m.id);
             let config = match crate::node_config::build(&controllers::status::describe(obj), &node, &input) {
                 Ok(config) => config,

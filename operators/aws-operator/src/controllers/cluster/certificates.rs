@@ -23,8 +23,8 @@ const ETCD_MEMBERS: std::ops::RangeInclusive<u8> = 0..=3;
 
 /// The names of an AWS cluster's certificates: the API, internal API and etcd hosts under
 /// `<id>.k8s.<spec.cluster.dns.domain>`, each etcd member's host, and the Service CIDR the node
-/// configs give the API server ([`crate::node_config::SERVICE_CIDR`]).
-pub fn names(cluster: &AWSCluster) -> ClusterNames {
+/// configs give the API server (`service_cidr`, the operator's `--service-cidr`).
+pub fn names(cluster: &AWSCluster, service_cidr: &str) -> ClusterNames {
     let id = cluster.name_any();
     let domain = &cluster.spec.cluster.dns.domain;
     let base = names::tenant_base_domain(&id, domain);
@@ -34,7 +34,7 @@ pub fn names(cluster: &AWSCluster) -> ClusterNames {
         etcd_domain: names::etcd_host(&id, domain),
         etcd_member_domains: ETCD_MEMBERS.map(|n| format!("{}.{base}", aws_stacks::ignition::etcd_name(n))).collect(),
         cluster_domain: aws_stacks::ignition::CLUSTER_DOMAIN.to_string(),
-        service_cidr: crate::node_config::SERVICE_CIDR.to_string(),
+        service_cidr: service_cidr.to_string(),
         cluster_id: id,
     }
 }
@@ -42,8 +42,13 @@ pub fn names(cluster: &AWSCluster) -> ClusterNames {
 /// Issue what is missing of `cluster`'s Secrets in `namespace`, renew what is due; a Secret
 /// someone else wrote that fails its checks is `CertificateInvalid`
 /// ([`node_lifecycle::pki_secrets::reconcile`]).
-pub async fn issue(client: &kube::Client, namespace: &str, cluster: &AWSCluster) -> Result<Ensured, ResourceError> {
-    let names = names(cluster);
+pub async fn issue(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &AWSCluster,
+    service_cidr: &str,
+) -> Result<Ensured, ResourceError> {
+    let names = names(cluster, service_cidr);
     let request = EnsureRequest {
         namespace,
         names: &names,
@@ -69,7 +74,7 @@ impl Resource<AWSCluster, ClusterState> for Certificates {
         let shared = state.shared.clone();
         let cluster_ns = obj.namespace().unwrap_or_default();
         let namespace = crate::node_config::certificates_namespace(&shared, &cluster_ns);
-        match issue(&shared.client, namespace, obj).await {
+        match issue(&shared.client, namespace, obj, &shared.config.service_cidr).await {
             Ok(ensured) => {
                 for (reason, note) in ensured.events() {
                     shared.event(obj, reason, note).await;

@@ -306,6 +306,7 @@ async fn node_config(
     ]);
     let input = crate::node_config::input(
         &shared.config.registry,
+        &shared.config.service_cidr,
         &g.release,
         &g.cluster,
         Role::Worker { md_id: md.clone() },
