@@ -138,7 +138,11 @@ pub async fn reconcile(client: &Client, request: &EnsureRequest<'_>) -> Result<E
     }
 }
 
-const ATTEMPTS: usize = 5;
+/// Rounds of list, plan and write before [`PkiSecretsError::Contended`]. A round ends early only
+/// on a conflict, and every conflict means another writer stored one of the cluster's Secrets
+/// (at most a dozen), so a writer that keeps losing to a replica still finishes within this
+/// many rounds.
+const ATTEMPTS: usize = 16;
 
 fn conflict(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409)

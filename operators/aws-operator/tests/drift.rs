@@ -89,7 +89,7 @@ async fn a_rule_added_and_a_group_resized_by_hand_are_reported_and_remediated() 
     // checked every kind.)
     let drift_state = f.drift_state.clone().expect("the operator runs");
     let kinds = ["tccpi", "tccp", "tccpf", "tccpn", "tcnp", "tcnpf"];
-    let in_sync = eventually(120, "a detection of every stack finding the cluster in sync", || async {
+    let in_sync = eventually(300, "a detection of every stack finding the cluster in sync", || async {
         let c = clusters.get(id).await?;
         let done = support::ready(c.status.as_ref().map(|s| &s.conditions))
             && drifted(&c).is_some_and(|d| d.status == "False" && d.reason == "InSync")

@@ -37,7 +37,7 @@ async fn a_cluster_is_created_scaled_and_deleted_while_a_fifth_of_aws_requests_a
 
     // Created.
     let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let created = eventually(600, "the cluster to be Ready under throttling", || async {
+    let created = eventually(900, "the cluster to be Ready under throttling", || async {
         let c = clusters.get(id).await?;
         Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
     })
@@ -53,7 +53,7 @@ async fn a_cluster_is_created_scaled_and_deleted_while_a_fifth_of_aws_requests_a
     let pools: Api<AWSMachineDeployment> = Api::namespaced(f.client.clone(), NS);
     let patch = Patch::Merge(serde_json::json!({"spec": {"nodePool": {"scaling": {"min": 2}}}}));
     pools.patch("np001", &PatchParams::default(), &patch).await?;
-    let scaled = eventually(600, "the pool's group to have a minimum of 2", || async {
+    let scaled = eventually(900, "the pool's group to have a minimum of 2", || async {
         let groups = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
         let min: Vec<i32> = groups
             .auto_scaling_groups()
@@ -73,7 +73,7 @@ async fn a_cluster_is_created_scaled_and_deleted_while_a_fifth_of_aws_requests_a
         .delete(&format!("credential-{id}"), &DeleteParams::default())
         .await?;
     clusters.delete(id, &DeleteParams::default()).await?;
-    let gone = eventually(600, "the cluster, its control plane and node pool to be gone", || async {
+    let gone = eventually(900, "the cluster, its control plane and node pool to be gone", || async {
         let c = clusters.get_opt(id).await?;
         let cp = Api::<AWSControlPlane>::namespaced(f.client.clone(), NS).get_opt("cp001").await?;
         let md = pools.get_opt("np001").await?;
