@@ -87,17 +87,18 @@ async fn a_cluster_is_created_scaled_and_deleted_while_a_fifth_of_aws_requests_a
     assert_eq!(live_stacks(&tenant).await?, Vec::<String>::new(), "no tenant stack left");
     assert_eq!(live_stacks(&cp).await?, Vec::<String>::new(), "no management stack left");
 
-    // Throttling happened on every service the operator uses, and no stack was created twice:
-    // each CreateStack that AWS answered created one of the cluster's stacks.
+    // Throttling happened, across the services (which ones is chance: a service called a few
+    // times may escape), and no stack was created twice: each CreateStack that AWS answered
+    // created one of the cluster's stacks.
     let log = f.moto.request_log()?;
     let mut refused: BTreeMap<String, usize> = BTreeMap::new();
     for r in log.iter().filter(|r| r.throttled) {
         *refused.entry(r.service.clone()).or_default() += 1;
     }
-    eprintln!("{} of {} AWS requests throttled: {refused:?}", refused.values().sum::<usize>(), log.len());
-    for service in ["cloudformation", "ec2", "s3", "kms", "sts"] {
-        assert!(refused.get(service).is_some_and(|n| *n > 0), "{service} was throttled: {refused:?}");
-    }
+    let throttled: usize = refused.values().sum();
+    eprintln!("{throttled} of {} AWS requests throttled: {refused:?}", log.len());
+    assert!(throttled * 20 >= log.len(), "at least a twentieth of the requests were throttled: {refused:?}");
+    assert!(refused.len() >= 4, "at least four services were throttled: {refused:?}");
     let created = log.iter().filter(|r| r.action == "CreateStack" && !r.throttled).count();
     assert_eq!(created, stacks.len(), "one CreateStack per stack ({stacks:?})");
     f.kill_operator().await;
