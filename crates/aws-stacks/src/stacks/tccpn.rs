@@ -73,6 +73,11 @@ pub struct Master {
     pub etcd_snapshot_id: Option<String>,
 }
 
+/// The provisioned IOPS a gp3 volume takes; below it, gp3's baseline.
+const GP3_IOPS: std::ops::RangeInclusive<u32> = 3000..=16000;
+/// The throughput in MiB/s a gp3 volume takes; below it, gp3's baseline.
+const GP3_THROUGHPUT: std::ops::RangeInclusive<u32> = 125..=1000;
+
 /// Optional etcd volume performance, from annotations; out-of-range values are left out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EtcdVolumePerformance {
@@ -99,10 +104,10 @@ impl EtcdVolumePerformance {
                 )),
             }
         }
-        let iops = number("alpha.aws.giantswarm.io/ebs-volume-iops", iops, 3000..=16000)?;
-        let throughput = number("alpha.aws.giantswarm.io/ebs-volume-throughput", throughput, 125..=1000)?;
+        let iops = number("alpha.aws.giantswarm.io/ebs-volume-iops", iops, GP3_IOPS)?;
+        let throughput = number("alpha.aws.giantswarm.io/ebs-volume-throughput", throughput, GP3_THROUGHPUT)?;
         if let Some(tp) = throughput {
-            let provisioned = iops.unwrap_or(3000);
+            let provisioned = iops.unwrap_or(*GP3_IOPS.start());
             if tp * 4 > provisioned {
                 return Err(format!(
                     "annotation alpha.aws.giantswarm.io/ebs-volume-throughput: {tp} MiB/s needs at least {} IOPS (gp3 allows 0.25 MiB/s per IOPS), the volumes have {provisioned}; raise alpha.aws.giantswarm.io/ebs-volume-iops or lower the throughput",
@@ -278,10 +283,10 @@ pub fn render(p: &Params) -> Template {
         if let Some(snapshot) = &m.etcd_snapshot_id {
             vol["SnapshotId"] = json!(snapshot);
         }
-        if let Some(iops) = p.etcd_volume.iops.filter(|i| (3000..=16000).contains(i)) {
+        if let Some(iops) = p.etcd_volume.iops.filter(|i| GP3_IOPS.contains(i)) {
             vol["Iops"] = json!(iops);
         }
-        if let Some(tp) = p.etcd_volume.throughput.filter(|t| (125..=1000).contains(t)) {
+        if let Some(tp) = p.etcd_volume.throughput.filter(|t| GP3_THROUGHPUT.contains(t)) {
             vol["Throughput"] = json!(tp);
         }
         // A volume that leaves the stack, or that an update would replace, is snapshotted
