@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aws;
+pub mod capi;
 pub mod cluster_id;
 pub mod cluster_status;
 pub mod drainer;
