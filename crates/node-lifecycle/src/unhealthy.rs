@@ -1,4 +1,5 @@
-//! Replacing workload-cluster nodes that stay NotReady: which nodes to replace in one run,
+//! Replacing workload-cluster nodes that stay NotReady (or whose disk stays full,
+//! [`DISK_FULL_CONDITIONS`]): which nodes to replace in one run,
 //! behind a circuit breaker, and when to look again. Pure; both operators apply the plan their
 //! own way (kvm-operator deletes the node pod, aws-operator terminates the instance in its Auto
 //! Scaling group), so both share one breaker.
@@ -95,7 +96,8 @@ pub struct NodeHealth {
     pub name: String,
     /// Master or worker.
     pub role: Role,
-    /// How long it has been NotReady; `None` while Ready.
+    /// How long it has been unhealthy, NotReady or with a full disk ([`unhealthy_for`]);
+    /// `None` while healthy.
     pub not_ready_for: Option<Duration>,
     /// Whether the operator has something to replace it by: a node pod of the same name
     /// (kvm-operator), an instance id from its `spec.providerID` (aws-operator).
@@ -113,19 +115,46 @@ pub struct Plan {
     pub unreplaceable: Vec<String>,
 }
 
+/// The node conditions that make a node as unhealthy as NotReady while they are `True`: a full
+/// disk under the kubelet, containerd or `/var/log` (set by node-problem-detector's custom
+/// plugin, as the originals' nodes did). A node whose disk is full keeps reporting `Ready` while
+/// it can start nothing.
+pub const DISK_FULL_CONDITIONS: [&str; 3] = ["DiskFullKubelet", "DiskFullContainerd", "DiskFullVarLog"];
+
 /// How long `node` has been NotReady at `now`: since its `Ready` condition's last transition
 /// when that is not `True`, since the node's creation when it never reported readiness.
 pub fn not_ready_for(node: &Node, now: Timestamp) -> Option<Duration> {
-    let ready =
-        node.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let ready = conditions(node).find(|c| c.type_ == "Ready");
     let since = match ready {
         Some(c) if c.status == "True" => return None,
         Some(c) => c.last_transition_time.as_ref().map(|t| t.0),
         None => None,
     }
     .or_else(|| node.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
-    let elapsed = now.duration_since(since);
-    Some(Duration::try_from(elapsed).unwrap_or_default())
+    Some(elapsed(since, now))
+}
+
+/// How long `node` has been unhealthy at `now`: the longer of its NotReady time
+/// ([`not_ready_for`]) and the time any of [`DISK_FULL_CONDITIONS`] has been `True` (since that
+/// condition's last transition; since the node's creation without one). `None`: healthy.
+pub fn unhealthy_for(node: &Node, now: Timestamp) -> Option<Duration> {
+    let disk_full = conditions(node)
+        .filter(|c| c.status == "True" && DISK_FULL_CONDITIONS.contains(&c.type_.as_str()))
+        .filter_map(|c| {
+            let since = c.last_transition_time.as_ref().map(|t| t.0);
+            since.or_else(|| node.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        })
+        .map(|since| elapsed(since, now))
+        .max();
+    not_ready_for(node, now).max(disk_full)
+}
+
+fn conditions(node: &Node) -> impl Iterator<Item = &k8s_openapi::api::core::v1::NodeCondition> {
+    node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten()
+}
+
+fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(now.duration_since(since)).unwrap_or_default()
 }
 
 /// The maximum number of nodes replaced in one run for a cluster of `nodes` nodes.
@@ -299,6 +328,39 @@ mod tests {
         assert_eq!(not_ready_for(&unknown, now), Some(Duration::from_secs(18 * MIN)));
         let never = node(json!([]));
         assert_eq!(not_ready_for(&never, now), Some(Duration::from_secs(60 * MIN)), "since creation");
+    }
+
+    #[test]
+    fn a_full_disk_counts_as_unhealthy_for_as_long_as_it_is_full() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("time");
+        let node = |conditions: serde_json::Value| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "worker-w1-a-b", "creationTimestamp": "2026-03-01T11:00:00Z"},
+                "status": {"conditions": conditions}
+            }))
+            .expect("node")
+        };
+        let ready = json!({"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T11:30:00Z"});
+        let healthy = node(json!([ready, {"type": "DiskFullKubelet", "status": "False"}]));
+        assert_eq!(unhealthy_for(&healthy, now), None);
+        for condition in DISK_FULL_CONDITIONS {
+            let full = node(
+                json!([ready, {"type": condition, "status": "True", "lastTransitionTime": "2026-03-01T11:40:00Z"}]),
+            );
+            assert_eq!(not_ready_for(&full, now), None, "{condition}: still Ready");
+            assert_eq!(unhealthy_for(&full, now), Some(Duration::from_secs(20 * MIN)), "{condition}");
+        }
+        // Another condition a node-problem-detector sets is not a reason to replace the node.
+        let other = node(
+            json!([ready, {"type": "KernelDeadlock", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z"}]),
+        );
+        assert_eq!(unhealthy_for(&other, now), None);
+        // NotReady for longer than the disk has been full: the longer time counts.
+        let both = node(json!([
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-01T11:10:00Z"},
+            {"type": "DiskFullVarLog", "status": "True", "lastTransitionTime": "2026-03-01T11:50:00Z"}
+        ]));
+        assert_eq!(unhealthy_for(&both, now), Some(Duration::from_secs(50 * MIN)));
     }
 
     #[test]

@@ -106,7 +106,7 @@ impl Observed {
             }
             observed.health.push(NodeHealth {
                 role: node.metadata.labels.as_ref().map(Role::of_labels).unwrap_or(Role::Worker),
-                not_ready_for: unhealthy::not_ready_for(node, now),
+                not_ready_for: unhealthy::unhealthy_for(node, now),
                 replaceable: instance.is_some(),
                 name,
             });
@@ -202,7 +202,7 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
         if !planned.unreplaceable.is_empty() {
             shared.unhealthy.unreplaceable.inc_by(planned.unreplaceable.len() as u64);
             let note = format!(
-                "NotReady for more than {}s but not replaced: spec.providerID names no EC2 instance (aws:///<zone>/<instance id>): {}",
+                "unhealthy (NotReady or disk full) for more than {}s but not replaced: spec.providerID names no EC2 instance (aws:///<zone>/<instance id>): {}",
                 limits.threshold.as_secs(),
                 planned.unreplaceable.join(", ")
             );
@@ -264,7 +264,7 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
                 shared.unhealthy.terminated.get_or_create(&RoleLabels { role: role.as_str().into() }).inc();
                 tracing::info!(cluster = %wc.id, node = %name, %instance, %group, "terminating the instance of an unhealthy node");
                 let note = format!(
-                    "terminated instance {instance} in group {group}, keeping its desired capacity: {role} node {name} has been NotReady for more than {}s",
+                    "terminated instance {instance} in group {group}, keeping its desired capacity: {role} node {name} has been unhealthy (NotReady or disk full) for more than {}s",
                     limits.threshold.as_secs()
                 );
                 shared
@@ -290,7 +290,7 @@ impl Resource<AWSCluster, Arc<Shared>> for TerminateUnhealthyNodes {
             if !planned.held.is_empty() {
                 shared.unhealthy.held.inc_by(planned.held.len() as u64);
                 let why = unhealthy::held_reason(observed.health.len(), limits, last);
-                let note = format!("NotReady for too long but not replaced yet, {why}: {}", planned.held.join(", "));
+                let note = format!("unhealthy for too long but not replaced yet, {why}: {}", planned.held.join(", "));
                 let related = node_ref(&planned.held[0]);
                 shared
                     .publish(
@@ -410,6 +410,23 @@ mod tests {
             .collect();
         assert_eq!(seen, [(Role::Master, Some(60), true), (Role::Worker, None, true), (Role::Worker, Some(30), false)]);
         assert_eq!(observed.instances.values().collect::<Vec<_>>(), ["i-0master", "i-0worker"]);
+    }
+
+    #[test]
+    fn a_ready_node_whose_disk_is_full_is_observed_unhealthy() {
+        let mut full = node("ip-10-1-1-40.eu-central-1.compute.internal", Some("aws:///z/i-0full"), None, json!({}));
+        let disk_full: k8s_openapi::api::core::v1::NodeCondition = serde_json::from_value(
+            json!({"type": "DiskFullContainerd", "status": "True", "lastTransitionTime": "2026-03-01T11:15:00Z"}),
+        )
+        .expect("condition");
+        full.status.as_mut().and_then(|s| s.conditions.as_mut()).expect("conditions").push(disk_full);
+        let observed = Observed::new(&[full], now());
+        assert_eq!(observed.health[0].not_ready_for, Some(Duration::from_secs(45 * 60)));
+        let limits = unhealthy::Limits { threshold: Duration::from_secs(15 * 60), cooldown: Duration::from_secs(600) };
+        assert_eq!(
+            unhealthy::plan(&observed.health, limits, None).terminate,
+            ["ip-10-1-1-40.eu-central-1.compute.internal"]
+        );
     }
 
     #[test]

@@ -149,7 +149,7 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
                     "DeletePod",
                     "UnhealthyNodeTerminated",
                     format!(
-                        "deleted node pod {namespace}/{name}: its workload-cluster node has been NotReady for more than {}s; its Deployment starts a new one",
+                        "deleted node pod {namespace}/{name}: its workload-cluster node has been unhealthy (NotReady or disk full) for more than {}s; its Deployment starts a new one",
                         limits.threshold.as_secs()
                     ),
                 )
@@ -170,7 +170,7 @@ impl Resource<KVMConfig, Arc<Nodes>> for TerminateUnhealthyNodes {
                     &subject,
                     "DeletePod",
                     "UnhealthyNodesHeld",
-                    format!("NotReady for too long but not replaced yet, {why}: {}", planned.held.join(", ")),
+                    format!("unhealthy for too long but not replaced yet, {why}: {}", planned.held.join(", ")),
                 )
                 .await;
         }
@@ -201,7 +201,7 @@ pub fn health(nodes: &[Node], pods: &[Pod], now: Timestamp) -> Vec<NodeHealth> {
                 KvmRole::Worker => Role::Worker,
             };
             Some(NodeHealth {
-                not_ready_for: unhealthy::not_ready_for(n, now),
+                not_ready_for: unhealthy::unhealthy_for(n, now),
                 replaceable: roles.contains_key(&name),
                 name,
                 role,
