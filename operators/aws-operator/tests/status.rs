@@ -140,6 +140,44 @@ async fn the_status_shows_progress_and_every_transition_is_one_event() -> anyhow
     };
     assert!(updated.cluster.has_condition(ClusterCondition::Created), "{:?}", updated.cluster);
     assert!(!updated.cluster.has_condition(ClusterCondition::Updating), "{:?}", updated.cluster);
+
+    // The node pool's status names the types of its running workers and counts its spot
+    // instances, as EC2 describes the instances of its group.
+    let tenant = f.tenant_clients().await?;
+    let running = tenant
+        .ec2
+        .describe_instances()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
+        .send()
+        .await?;
+    let tcnp = format!("cluster-{id}-tcnp-np001");
+    let stacks = tenant.cfn.describe_all().await?;
+    let pool_group = stacks
+        .iter()
+        .find(|s| s.name == tcnp)
+        .and_then(|s| s.outputs.get("AutoScalingGroupName").cloned())
+        .ok_or_else(|| anyhow::anyhow!("{tcnp} names no group"))?;
+    let mut types: Vec<String> = running
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| {
+            i.tags()
+                .iter()
+                .any(|t| t.key() == Some("aws:autoscaling:groupName") && t.value() == Some(pool_group.as_str()))
+        })
+        .filter_map(|i| i.instance_type().map(|t| t.as_str().to_string()))
+        .collect();
+    types.sort();
+    types.dedup();
+    assert_eq!(types, ["m5.2xlarge"], "the pool runs its spec's instance type");
+    let worker = eventually(60, "the node pool's worker status", || async {
+        let md = mds.get("np001").await?;
+        Ok(md.status.and_then(|s| s.provider).and_then(|p| p.worker).filter(|w| !w.instance_types.is_empty()))
+    })
+    .await?;
+    assert_eq!(worker.instance_types, types);
+    assert_eq!(worker.spot_instances, 0, "an on-demand pool runs no spot instance");
     let events = events_of(&f.client, id).await?;
     let reasons: BTreeMap<String, usize> = events.iter().fold(BTreeMap::new(), |mut m, e| {
         *m.entry(e.reason.clone().unwrap_or_default()).or_default() += 1;

@@ -1,6 +1,6 @@
 //! The EC2 and Auto Scaling calls the operator makes: the account's subnets (reserved by IPAM),
-//! the management VPC and its route tables, the masters' addresses and a node pool's capacity;
-//! and, for the teardown's leftovers, the security groups, interfaces, volumes and peerings of a
+//! the management VPC and its route tables, the masters' addresses, a node pool's capacity and
+//! its running instances; and, for the teardown's leftovers, the security groups, interfaces, volumes and peerings of a
 //! cluster with their deletion.
 
 use crate::aws::{AccountClients, AwsError, api_error};
@@ -95,6 +95,46 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
     Ok(out.auto_scaling_groups().first().map(|g| {
         (g.desired_capacity().unwrap_or_default(), g.min_size().unwrap_or_default(), g.max_size().unwrap_or_default())
     }))
+}
+
+/// One instance of an Auto Scaling group, as EC2 describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInstance {
+    /// Its instance type, e.g. `m5.xlarge`.
+    pub instance_type: String,
+    /// Whether it runs on spot capacity (EC2's `InstanceLifecycle` is `spot`).
+    pub spot: bool,
+}
+
+/// The pending and running instances of Auto Scaling group `group` (by the
+/// `aws:autoscaling:groupName` tag Auto Scaling puts on each): one call for both their types
+/// and their lifecycle, which the group's own description lacks.
+pub async fn group_instances(aws: &AccountClients, group: &str) -> Result<Vec<GroupInstance>, AwsError> {
+    let pages = aws
+        .ec2
+        .describe_instances()
+        .filters(filter("tag:aws:autoscaling:groupName", group))
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|p| p.reservations())
+        .flat_map(|r| r.instances())
+        .map(|i| GroupInstance {
+            instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+            spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
+        })
+        .collect())
 }
 
 /// Put the cluster autoscaler's discovery tag ([`crate::upgrade::AUTOSCALER_ENABLED_TAG`]) on

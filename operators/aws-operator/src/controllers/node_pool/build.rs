@@ -1,11 +1,11 @@
 //! Pure: what a node pool's two stacks are rendered from ([`PoolStacks`]), the Flatcar version
-//! it runs ([`pool_flatcar`]), and what the status says about its rolling-update annotations
-//! and maintenance settings. The controller fills these from AWS and the cluster's stacks;
+//! it runs ([`pool_flatcar`]), and what the status says about its rolling-update annotations,
+//! maintenance settings and running workers ([`worker_status`]). The controller fills these from AWS and the cluster's stacks;
 //! `aws-operator render` ([`crate::plan`]) from the CR files.
 
 use std::time::Duration;
 
-use apis::aws::{AWSCluster, AWSMachineDeployment};
+use apis::aws::{AWSCluster, AWSMachineDeployment, AWSMachineDeploymentStatusProviderWorker};
 use apis::labels;
 use apis::release::Release;
 use aws_stacks::ipam::Ipv4Net;
@@ -31,6 +31,17 @@ pub fn rolling_update_problems(obj: &AWSMachineDeployment, batch: Option<&str>, 
             )
         })
         .collect()
+}
+
+/// `status.provider.worker` from the pool's running `instances`: their distinct instance types,
+/// sorted, and how many run on spot capacity.
+pub fn worker_status(instances: &[crate::aws::ec2::GroupInstance]) -> AWSMachineDeploymentStatusProviderWorker {
+    let mut instance_types: Vec<String> =
+        instances.iter().map(|i| i.instance_type.clone()).filter(|t| !t.is_empty()).collect();
+    instance_types.sort();
+    instance_types.dedup();
+    let spot = instances.iter().filter(|i| i.spot).count();
+    AWSMachineDeploymentStatusProviderWorker { instance_types, spot_instances: i32::try_from(spot).unwrap_or(i32::MAX) }
 }
 
 /// The pool's `spec.nodePool.maxNodeAge`, parsed; `None` when not set.
@@ -212,5 +223,28 @@ fn newer(a: &str, b: &str) -> bool {
     match (semver::Version::parse(a), semver::Version::parse(b)) {
         (Ok(a), Ok(b)) => a > b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::ec2::GroupInstance;
+
+    fn instance(instance_type: &str, spot: bool) -> GroupInstance {
+        GroupInstance { instance_type: instance_type.into(), spot }
+    }
+
+    #[test]
+    fn the_worker_status_names_each_running_type_once_and_counts_spot_instances() {
+        let status = worker_status(&[
+            instance("m5.xlarge", false),
+            instance("m4.xlarge", true),
+            instance("m5.xlarge", true),
+            instance("", false),
+        ]);
+        assert_eq!(status.instance_types, ["m4.xlarge", "m5.xlarge"]);
+        assert_eq!(status.spot_instances, 2);
+        assert_eq!(worker_status(&[]), AWSMachineDeploymentStatusProviderWorker::default());
     }
 }

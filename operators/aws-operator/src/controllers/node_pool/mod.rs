@@ -60,6 +60,8 @@ pub struct PoolState {
     cp: Option<Arc<AccountClients>>,
     status: AWSMachineDeploymentStatus,
     stacks: Vec<StatusEntry>,
+    /// The pool's Auto Scaling group, once TCNP names it.
+    group: Option<String>,
     waiting: Option<String>,
     /// The `Ready` reason of a failure being retried; `waiting` holds its message.
     failure: Option<&'static str>,
@@ -88,6 +90,7 @@ impl PoolState {
             cp: None,
             status: obj.status.clone().unwrap_or_default(),
             stacks: Vec::new(),
+            group: None,
             waiting: None,
             failure: None,
             ready: false,

@@ -148,6 +148,12 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             write_status(state, obj).await?;
             return Ok(Outcome::cancel_reconciliation().requeue_after(hold_retry));
         }
+        // The running workers, for `status.provider.worker` (written only when it changed).
+        if let Some(group) = state.group.clone() {
+            let instances = crate::aws::ec2::group_instances(&g.tenant, &group).await?;
+            let worker = build::worker_status(&instances);
+            state.status.provider.get_or_insert_with(Default::default).worker = Some(worker);
+        }
         state.ready = true;
         state.waiting = None;
         write_status(state, obj).await?;
@@ -368,6 +374,7 @@ async fn ensure_tcnp(
     let unchanged = aws_stacks::cfn::stack_hash(&canonical, &tags);
     let deployed = observed.as_ref().and_then(|v| v.template_hash().map(str::to_string));
     let group = observed.as_ref().and_then(|v| v.outputs.get("AutoScalingGroupName").cloned());
+    state.group = group.clone();
     // The group's live size, read only when the stack differs: it sizes the rolling update
     // and tells a scaling-only change from one that replaces instances.
     let live = match (&group, deployed.as_deref() != Some(unchanged.as_str())) {
