@@ -25,7 +25,11 @@
 //!   requester-managed (those belong to an AWS service, which deletes them itself; deleting them
 //!   is refused). They need no tag: the AWS CNI's leftover interfaces carry none that names the
 //!   cluster, and an unattached interface in a VPC about to be deleted serves nobody.
-//! * **Volumes** count when `available`: an attached volume is in use by an instance.
+//! * **Volumes** count when `available`. One still attached (`in-use`) is first detached from
+//!   its instance ([`Leftovers::detach`]): by then the cluster's masters and workers are gone,
+//!   so the instance is someone else's, and a volume the cluster owns must not outlive it.
+//!   The first request is a plain detach; an attachment still `detaching` on a later pass is
+//!   detached with force. The instance itself is never stopped.
 //! * **Records** count in the cluster's two zones, except the zone apex's `NS` and `SOA` (the
 //!   zone's own) and the records TCCP itself creates ([`crate::stacks::tccp::RECORD_SETS`]).
 //! * **Peerings** count when the cluster's VPC is either side, except the one TCCP creates to the
@@ -121,6 +125,28 @@ pub struct Volume {
     pub state: String,
     /// Its tags.
     pub tags: Tags,
+    /// Its attachments to instances.
+    pub attachments: Vec<VolumeAttachment>,
+}
+
+/// A volume's attachment to an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeAttachment {
+    /// The instance.
+    pub instance_id: String,
+    /// `attaching`, `attached`, `detaching`, `detached`, …
+    pub state: String,
+}
+
+/// A volume of the cluster to detach from an instance before it can be deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detach {
+    /// The volume.
+    pub volume_id: String,
+    /// The instance it is attached to.
+    pub instance_id: String,
+    /// Whether to force it: a detach asked for before has not finished.
+    pub force: bool,
 }
 
 /// Which of the cluster's two zones.
@@ -193,6 +219,8 @@ pub struct Leftovers {
     pub network_interfaces: Vec<NetworkInterface>,
     /// Security groups.
     pub security_groups: Vec<SecurityGroup>,
+    /// Volumes to detach first: deleted on a later pass, once `available`.
+    pub detach: Vec<Detach>,
     /// Volumes.
     pub volumes: Vec<Volume>,
     /// Record sets.
@@ -213,6 +241,7 @@ impl Leftovers {
             + self.target_groups.len()
             + self.network_interfaces.len()
             + self.security_groups.len()
+            + self.detach.len()
             + self.volumes.len()
             + self.record_sets.len()
             + self.peerings.len()
@@ -300,6 +329,18 @@ pub fn select(cluster: &Cluster, found: &Found) -> Leftovers {
             .filter(|sg| sg.name != "default" && cloud_provider_resource(cluster, &sg.tags, sg.vpc_id.as_ref()))
             .cloned()
             .collect(),
+        detach: found
+            .volumes
+            .iter()
+            .filter(|v| v.state == "in-use" && owned(cluster, &v.tags) && !stack_managed(&v.tags))
+            .flat_map(|v| {
+                v.attachments.iter().filter(|a| a.state != "detached").map(|a| Detach {
+                    volume_id: v.id.clone(),
+                    instance_id: a.instance_id.clone(),
+                    force: a.state == "detaching",
+                })
+            })
+            .collect(),
         volumes: found
             .volumes
             .iter()
@@ -324,6 +365,7 @@ pub fn select(cluster: &Cluster, found: &Found) -> Leftovers {
     out.target_groups.sort_by(|a, b| a.arn.cmp(&b.arn));
     out.network_interfaces.sort_by(|a, b| a.id.cmp(&b.id));
     out.security_groups.sort_by(|a, b| a.id.cmp(&b.id));
+    out.detach.sort_by(|a, b| (&a.volume_id, &a.instance_id).cmp(&(&b.volume_id, &b.instance_id)));
     out.volumes.sort_by(|a, b| a.id.cmp(&b.id));
     out.record_sets.sort_by(|a, b| (a.zone, &a.name, &a.record_type).cmp(&(b.zone, &b.name, &b.record_type)));
     out.peerings.sort_by(|a, b| a.id.cmp(&b.id));
@@ -436,7 +478,12 @@ mod tests {
                 requester_managed: false,
                 tags: Tags::new(),
             }],
-            volumes: vec![Volume { id: "vol-1".into(), state: "available".into(), tags: owned_tags() }],
+            volumes: vec![Volume {
+                id: "vol-1".into(),
+                state: "available".into(),
+                tags: owned_tags(),
+                attachments: Vec::new(),
+            }],
             ..Found::default()
         };
         let left = select(&Cluster { vpc_id: None, ..cluster() }, &found);
@@ -501,19 +548,44 @@ mod tests {
     }
 
     #[test]
-    fn only_available_volumes_tagged_for_the_cluster_are_leftovers() {
-        let vol = |id: &str, state: &str, tags: Tags| Volume { id: id.into(), state: state.into(), tags };
+    fn available_volumes_tagged_for_the_cluster_are_deleted_and_attached_ones_detached_first() {
+        let vol = |id: &str, state: &str, tags: Tags, attachment: Option<&str>| Volume {
+            id: id.into(),
+            state: state.into(),
+            tags,
+            attachments: attachment
+                .map(|s| VolumeAttachment { instance_id: format!("i-{id}"), state: s.into() })
+                .into_iter()
+                .collect(),
+        };
         let found = Found {
             volumes: vec![
-                vol("vol-pv", "available", owned_tags()),
-                vol("vol-attached", "in-use", owned_tags()),
-                vol("vol-etcd", "available", stack_tags()),
-                vol("vol-other", "available", tags(&[("kubernetes.io/cluster/zz9zz", "owned")])),
-                vol("vol-untagged", "available", Tags::new()),
+                vol("vol-pv", "available", owned_tags(), None),
+                vol("vol-attached", "in-use", owned_tags(), Some("attached")),
+                vol("vol-stuck", "in-use", owned_tags(), Some("detaching")),
+                vol("vol-etcd", "available", stack_tags(), None),
+                vol("vol-etcd-attached", "in-use", stack_tags(), Some("attached")),
+                vol("vol-other", "available", tags(&[("kubernetes.io/cluster/zz9zz", "owned")]), None),
+                vol(
+                    "vol-other-attached",
+                    "in-use",
+                    tags(&[("kubernetes.io/cluster/zz9zz", "owned")]),
+                    Some("attached"),
+                ),
+                vol("vol-untagged", "available", Tags::new(), None),
             ],
             ..Found::default()
         };
-        assert_eq!(ids(&select(&cluster(), &found).volumes, |v| &v.id), ["vol-pv"]);
+        let left = select(&cluster(), &found);
+        assert_eq!(ids(&left.volumes, |v| &v.id), ["vol-pv"]);
+        assert_eq!(
+            left.detach,
+            [
+                Detach { volume_id: "vol-attached".into(), instance_id: "i-vol-attached".into(), force: false },
+                Detach { volume_id: "vol-stuck".into(), instance_id: "i-vol-stuck".into(), force: true },
+            ]
+        );
+        assert_eq!(left.len(), 3);
     }
 
     #[test]

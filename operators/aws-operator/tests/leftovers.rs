@@ -1,7 +1,8 @@
 //! Deleting a cluster that created AWS resources of its own, outside its stacks, the way the
 //! Kubernetes cloud provider, external-dns, the AWS CNI and people do: a `LoadBalancer` Service's
 //! classic and v2 load balancers with their target group and security group, a
-//! `PersistentVolume`'s volume, a record in the cluster's zone, a network interface left
+//! `PersistentVolume`'s volume (one of them still attached to an instance that is not the
+//! cluster's), a record in the cluster's zone, a network interface left
 //! unattached, a peering to another VPC. Each would keep TCCP from being deleted; the teardown
 //! deletes them first, waits while one is still in use, and leaves alone what is not the
 //! cluster's.
@@ -47,6 +48,9 @@ struct Created {
     user_group: String,
     interface: String,
     volume: String,
+    /// A volume of the cluster still attached to `instance`, someone else's instance.
+    attached_volume: String,
+    instance: String,
     peering: String,
     record: String,
     zone: String,
@@ -239,6 +243,34 @@ async fn create_leftovers(tenant: &AccountClients, outputs: &tccp::Outputs) -> a
         .and_then(|s| s.subnet_id())
         .unwrap_or_default()
         .to_string();
+    // A PersistentVolume's volume still attached to an instance someone runs in that VPC.
+    let instance = tenant
+        .ec2
+        .run_instances()
+        .image_id("ami-0a1b2c3d4e5f60001")
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Small)
+        .subnet_id(&other_subnet)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await?
+        .instances()
+        .first()
+        .and_then(|i| i.instance_id())
+        .unwrap_or_default()
+        .to_string();
+    let attached_volume = tenant
+        .ec2
+        .create_volume()
+        .availability_zone(AZ)
+        .size(10)
+        .tag_specifications(ec2_tags(ResourceType::Volume, &as_refs(&pv_tags)))
+        .send()
+        .await?
+        .volume_id()
+        .unwrap_or_default()
+        .to_string();
+    tenant.ec2.attach_volume().volume_id(&attached_volume).instance_id(&instance).device("/dev/xvdba").send().await?;
     let peering = tenant
         .ec2
         .create_vpc_peering_connection()
@@ -283,6 +315,8 @@ async fn create_leftovers(tenant: &AccountClients, outputs: &tccp::Outputs) -> a
         user_group,
         interface,
         volume,
+        attached_volume,
+        instance,
         peering,
         record,
         zone,
@@ -416,6 +450,18 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
     assert!(interfaces.network_interfaces().is_empty(), "the unattached interface is deleted");
     let vols = volumes(&tenant).await?;
     assert!(!vols.contains(&created.volume), "the cluster's volume is deleted: {vols:?}");
+    assert!(
+        !vols.contains(&created.attached_volume),
+        "the cluster's attached volume is detached and deleted: {vols:?}"
+    );
+    let instance = tenant.ec2.describe_instances().instance_ids(&created.instance).send().await?;
+    let state = instance
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()))
+        .collect::<Vec<_>>();
+    assert_eq!(state, ["running"], "the instance the volume was attached to is not the cluster's: it keeps running");
     let peering =
         tenant.ec2.describe_vpc_peering_connections().vpc_peering_connection_ids(&created.peering).send().await?;
     let status = peering.vpc_peering_connections().first().and_then(|p| p.status()).and_then(|s| s.code()).cloned();
@@ -435,6 +481,16 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(ID))
         .filter_map(|e| e.note.clone())
         .collect();
+    let detached: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("LeftoverDetached") && e.type_.as_deref() == Some("Normal"))
+        .filter_map(|e| e.note.clone())
+        .collect();
+    assert!(
+        detached.iter().any(|n| n.contains(&created.attached_volume) && n.contains(&created.instance)),
+        "a LeftoverDetached event names the volume and its instance: {detached:#?}"
+    );
     let record = created.record.clone();
     for name in [
         &created.classic_lb,
@@ -443,6 +499,7 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
         &created.elb_group,
         &created.interface,
         &created.volume,
+        &created.attached_volume,
         &record,
         &created.peering,
     ] {

@@ -249,6 +249,16 @@ pub async fn cluster_volumes(
                 id: v.volume_id()?.to_string(),
                 state: v.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
                 tags: tag_map(v.tags()),
+                attachments: v
+                    .attachments()
+                    .iter()
+                    .filter_map(|a| {
+                        Some(aws_stacks::leftovers::VolumeAttachment {
+                            instance_id: a.instance_id()?.to_string(),
+                            state: a.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                        })
+                    })
+                    .collect(),
             })
         })
         .collect())
@@ -304,6 +314,20 @@ pub async fn delete_network_interface(aws: &AccountClients, id: &str) -> Result<
         .send()
         .await
         .map_err(|e| api_error("EC2", "DeleteNetworkInterface", e))?;
+    Ok(())
+}
+
+/// Detach volume `id` from instance `instance`, with `force` when a detach asked for before has
+/// not finished.
+pub async fn detach_volume(aws: &AccountClients, id: &str, instance: &str, force: bool) -> Result<(), AwsError> {
+    aws.ec2
+        .detach_volume()
+        .volume_id(id)
+        .instance_id(instance)
+        .force(force)
+        .send()
+        .await
+        .map_err(|e| api_error("EC2", "DetachVolume", e))?;
     Ok(())
 }
 

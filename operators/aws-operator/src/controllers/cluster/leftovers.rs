@@ -105,35 +105,60 @@ pub(super) async fn clean_up(
     let mut pass = Pass { shared, obj, deleted: 0, in_use: Vec::new() };
     for lb in &left.load_balancers {
         let kind = if lb.v2 { "load balancer (v2)" } else { "classic load balancer" };
-        let subject = Subject { service: "elasticloadbalancing", kind: "LoadBalancer", what: kind, name: &lb.name };
+        let subject = Subject {
+            service: "elasticloadbalancing",
+            kind: "LoadBalancer",
+            what: kind,
+            name: &lb.name,
+            detach: false,
+        };
         pass.settle(subject, crate::aws::elb::delete_load_balancer(tenant, lb).await).await?;
     }
     for tg in &left.target_groups {
-        let subject =
-            Subject { service: "elasticloadbalancing", kind: "TargetGroup", what: "target group", name: &tg.name };
+        let subject = Subject {
+            service: "elasticloadbalancing",
+            kind: "TargetGroup",
+            what: "target group",
+            name: &tg.name,
+            detach: false,
+        };
         pass.settle(subject, crate::aws::elb::delete_target_group(tenant, &tg.arn).await).await?;
     }
     for eni in &left.network_interfaces {
-        let subject = Subject { service: "ec2", kind: "NetworkInterface", what: "network interface", name: &eni.id };
+        let subject = Subject {
+            service: "ec2",
+            kind: "NetworkInterface",
+            what: "network interface",
+            name: &eni.id,
+            detach: false,
+        };
         pass.settle(subject, crate::aws::ec2::delete_network_interface(tenant, &eni.id).await).await?;
     }
     for sg in &left.security_groups {
         let name = format!("{} ({})", sg.id, sg.name);
-        let subject = Subject { service: "ec2", kind: "SecurityGroup", what: "security group", name: &name };
+        let subject =
+            Subject { service: "ec2", kind: "SecurityGroup", what: "security group", name: &name, detach: false };
         pass.settle(subject, crate::aws::ec2::delete_security_group(tenant, &sg.id).await).await?;
     }
+    for d in &left.detach {
+        let name = format!("{} from instance {}{}", d.volume_id, d.instance_id, if d.force { " (forced)" } else { "" });
+        let subject = Subject { service: "ec2", kind: "Volume", what: "volume", name: &name, detach: true };
+        let detached = crate::aws::ec2::detach_volume(tenant, &d.volume_id, &d.instance_id, d.force).await;
+        pass.settle(subject, detached).await?;
+    }
     for volume in &left.volumes {
-        let subject = Subject { service: "ec2", kind: "Volume", what: "volume", name: &volume.id };
+        let subject = Subject { service: "ec2", kind: "Volume", what: "volume", name: &volume.id, detach: false };
         pass.settle(subject, crate::aws::ec2::delete_volume(tenant, &volume.id).await).await?;
     }
     for set in &left.record_sets {
         let Some((zone_id, record)) = listed.get(&key(set)) else { continue };
         let name = format!("{} {} in zone {zone_id}", set.record_type, set.name.replace("\\052", "*"));
-        let subject = Subject { service: "route53", kind: "RecordSet", what: "record", name: &name };
+        let subject = Subject { service: "route53", kind: "RecordSet", what: "record", name: &name, detach: false };
         pass.settle(subject, crate::aws::route53::delete_record_set(tenant, zone_id, record).await).await?;
     }
     for peering in &left.peerings {
-        let subject = Subject { service: "ec2", kind: "VpcPeeringConnection", what: "peering", name: &peering.id };
+        let subject =
+            Subject { service: "ec2", kind: "VpcPeeringConnection", what: "peering", name: &peering.id, detach: false };
         pass.settle(subject, crate::aws::ec2::delete_peering(tenant, &peering.id).await).await?;
     }
     Ok(pass.outcome())
@@ -156,6 +181,8 @@ struct Subject<'a> {
     what: &'static str,
     /// Its name or id.
     name: &'a str,
+    /// Detached, not deleted (a volume still attached to an instance).
+    detach: bool,
 }
 
 /// What one pass did so far.
@@ -179,10 +206,13 @@ impl Pass<'_> {
                     name: Some(subject.name.to_string()),
                     ..ObjectReference::default()
                 };
-                let note = format!("deleted {} {}, left by the cluster outside its stacks", subject.what, subject.name);
-                self.shared
-                    .publish(self.obj, EventType::Normal, "LeftoverDeleted", "Delete", Some(related), note)
-                    .await;
+                let (verb, reason, action) = if subject.detach {
+                    ("detached", "LeftoverDetached", "Detach")
+                } else {
+                    ("deleted", "LeftoverDeleted", "Delete")
+                };
+                let note = format!("{verb} {} {}, left by the cluster outside its stacks", subject.what, subject.name);
+                self.shared.publish(self.obj, EventType::Normal, reason, action, Some(related), note).await;
                 Ok(())
             }
             Err(e) if leftovers::already_gone(e.code()) => Ok(()),
