@@ -22,6 +22,8 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --route53-enabled={{ .Values.operator.route53Enabled }}
 - --registry={{ .Values.operator.registry }}
 - --service-cidr={{ .Values.operator.serviceCIDR }}
+- --s3-bucket-tagging={{ .Values.operator.s3.bucketTagging }}
+- --access-log-expiration-days={{ .Values.operator.s3.accessLogExpirationDays }}
 - --concurrency={{ .Values.operator.concurrency }}
 - --resync-seconds={{ .Values.operator.resyncSeconds }}
 - --poll-seconds={{ .Values.operator.pollSeconds }}

@@ -356,6 +356,8 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--max-rolling-clusters=2",
         "--drift-detection-interval-seconds=7200",
         "--drift-detections-per-account-per-minute=4",
+        "--s3-bucket-tagging=false",
+        "--access-log-expiration-days=30",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }

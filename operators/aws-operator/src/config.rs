@@ -44,6 +44,14 @@ pub struct DaemonArgs {
     /// its `.10` is the cluster DNS. An IPv4 CIDR of /24 or wider.
     #[arg(long, default_value = DEFAULT_SERVICE_CIDR, value_parser = parse_service_cidr)]
     pub service_cidr: String,
+    /// Tag the cluster's S3 buckets (`PutBucketTagging`) with the cluster's tags. `false` for
+    /// regions and partitions where S3 refuses bucket tagging.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub s3_bucket_tagging: bool,
+    /// Days after which the access logs in each cluster's access-log bucket expire (its
+    /// lifecycle rule `ExpirationLogs`); a change reaches the buckets of existing clusters.
+    #[arg(long, default_value_t = DEFAULT_ACCESS_LOG_EXPIRATION_DAYS, value_parser = clap::value_parser!(i32).range(1..=36500))]
+    pub access_log_expiration_days: i32,
     /// Parallel reconciles per controller.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u16,
@@ -297,6 +305,8 @@ pub struct OperatorConfig {
     pub registry: String,
     /// The Service CIDR of every workload cluster (`--service-cidr`).
     pub service_cidr: String,
+    /// The settings of each cluster's S3 buckets.
+    pub buckets: BucketSettings,
     /// How often the master Endpoints are refreshed from EC2.
     pub endpoints_refresh: Duration,
     /// How long an account's stack listing is used before it is listed again.
@@ -335,6 +345,25 @@ pub struct OperatorConfig {
     /// The drift detector's settings.
     pub drift: DriftSettings,
 }
+
+/// The settings of each cluster's two S3 buckets (`--s3-bucket-tagging`,
+/// `--access-log-expiration-days`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketSettings {
+    /// Whether the buckets are tagged (S3 refuses bucket tagging in some regions).
+    pub tagging: bool,
+    /// Days after which access logs expire.
+    pub access_log_expiration_days: i32,
+}
+
+impl Default for BucketSettings {
+    fn default() -> Self {
+        Self { tagging: true, access_log_expiration_days: DEFAULT_ACCESS_LOG_EXPIRATION_DAYS }
+    }
+}
+
+/// Days after which access logs expire by default (the original's `s3AccessLogsExpiration`).
+pub const DEFAULT_ACCESS_LOG_EXPIRATION_DAYS: i32 = 365;
 
 /// The instance types alike to an instance type (`--alike-instances`, reference §10): for each
 /// primary type, the types its node pools' Auto Scaling groups may launch instead, with their
@@ -400,6 +429,7 @@ impl Default for OperatorConfig {
             lock_namespace: "giantswarm".into(),
             registry: "gsoci.azurecr.io".into(),
             service_cidr: DEFAULT_SERVICE_CIDR.into(),
+            buckets: BucketSettings::default(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
             stack_busy_ttl: Duration::from_secs(5),

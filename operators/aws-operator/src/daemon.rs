@@ -238,6 +238,10 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         control_plane_route_tables: args.aws.route_tables.clone(),
         registry: args.registry.clone(),
         service_cidr: args.service_cidr.clone(),
+        buckets: crate::config::BucketSettings {
+            tagging: args.s3_bucket_tagging,
+            access_log_expiration_days: args.access_log_expiration_days,
+        },
         poll: Duration::from_secs(args.poll_seconds.max(1)),
         drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
         drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),

@@ -1,7 +1,7 @@
 //! The daemon binary as a pod runs it: the kubelet's SIGTERM stops it cleanly, and it hands its
 //! leader Lease over at once (empty holder) instead of leaving it to expire; and it runs the drain
 //! executor, so that a DrainerConfig of its version drains a workload-cluster node with no
-//! node-operator.
+//! node-operator; and its S3 flags reach the cluster's buckets.
 
 mod support;
 
@@ -152,4 +152,64 @@ async fn get(port: u16, path: &str) -> anyhow::Result<String> {
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;
     Ok(response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// `--s3-bucket-tagging=false` leaves the cluster's buckets untagged (for regions where S3 refuses
+/// bucket tagging), `--access-log-expiration-days` sets the access logs' expiry, and a daemon
+/// started with another value moves the existing bucket to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bucket_settings_reach_the_cluster_buckets() -> anyhow::Result<()> {
+    let f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "bkt01";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    let tenant = f.tenant_clients().await?;
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
+    let logs = aws_stacks::names::access_log_bucket(&tenant.account_id, id);
+    let expiry = |bucket: String| {
+        let tenant = tenant.clone();
+        async move {
+            let Ok(out) = tenant.s3.get_bucket_lifecycle_configuration().bucket(&bucket).send().await else {
+                return Ok::<_, anyhow::Error>(None);
+            };
+            Ok(out
+                .rules()
+                .iter()
+                .find(|r| r.id() == Some("ExpirationLogs"))
+                .and_then(|r| r.expiration())
+                .and_then(|e| e.days()))
+        }
+    };
+    let ami = ami_file()?;
+    let mut first = daemon_with(
+        &f,
+        ami.path(),
+        "127.0.0.1:0",
+        &["--s3-bucket-tagging=false", "--access-log-expiration-days=30"],
+        &[],
+    )?;
+    let days = eventually(120, "the access-log bucket's expiry", || async {
+        let logged =
+            tenant.s3.get_bucket_logging().bucket(&bucket).send().await.ok().and_then(|l| l.logging_enabled().cloned());
+        Ok(match logged {
+            Some(_) => expiry(logs.clone()).await?,
+            None => None,
+        })
+    })
+    .await?;
+    assert_eq!(days, 30);
+    for name in [&bucket, &logs] {
+        let tagging = tenant.s3.get_bucket_tagging().bucket(name).send().await;
+        let code = tagging.as_ref().err().and_then(|e| e.as_service_error()).and_then(|e| e.meta().code());
+        assert_eq!(code, Some("NoSuchTagSet"), "bucket {name} is not tagged: {tagging:?}");
+    }
+    first.kill().await?;
+
+    let _second = daemon_with(&f, ami.path(), "127.0.0.1:0", &["--access-log-expiration-days=90"], &[])?;
+    eventually(120, "the expiry to follow the new setting", || async {
+        Ok((expiry(logs.clone()).await? == Some(90)).then_some(()))
+    })
+    .await?;
+    Ok(())
 }

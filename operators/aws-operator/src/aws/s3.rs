@@ -14,11 +14,11 @@ use aws_sdk_s3::types::{
 
 use crate::aws::{AccountClients, AwsError, api_error};
 
+/// The id of the access-log bucket's lifecycle rule that expires the logs.
+pub const LOG_EXPIRATION_RULE: &str = "ExpirationLogs";
+
 /// The object metadata key holding the sha256 of a node config's plaintext.
 pub const CONTENT_HASH_METADATA: &str = "content-sha256";
-
-/// Days after which the access logs expire.
-pub const ACCESS_LOG_EXPIRATION_DAYS: i32 = 365;
 
 /// The bucket policy denying every request that does not use TLS, with the ARNs of the
 /// region's partition (a policy naming `arn:aws:` is refused in `aws-cn` and `aws-us-gov`).
@@ -105,12 +105,15 @@ pub fn access_log_policy(logs: &str, source_bucket: &str, account_id: &str, regi
 /// load balancer access logs are delivered to. Neither is versioned (as the original). Every
 /// call is idempotent; the whole sequence runs again only when a bucket is missing. On buckets
 /// that exist, the policies and the config bucket's encryption are read and put only when they
-/// differ, so buckets of earlier versions get them and a settled cluster costs reads only.
+/// differ, so buckets of earlier versions get them and a settled cluster costs reads only. The
+/// buckets are tagged unless `settings` say otherwise (regions without bucket tagging), and the
+/// access logs' expiry follows `settings` on existing buckets too.
 pub async fn ensure_buckets(
     aws: &AccountClients,
     cluster_id: &str,
     tags: &BTreeMap<String, String>,
     kms_key_arn: &str,
+    settings: &crate::config::BucketSettings,
 ) -> Result<String, AwsError> {
     let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
     let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
@@ -130,22 +133,27 @@ pub async fn ensure_buckets(
             ensure_policy(aws, &logs, access_log_policy(&logs, &bucket, &aws.account_id, &aws.region)).await?;
             ensure_encryption(aws, &bucket, kms_key_arn).await?;
             ensure_policy(aws, &bucket, config_bucket_policy(&bucket, &aws.region, kms_key_arn)).await?;
+            ensure_log_expiration(aws, &logs, settings.access_log_expiration_days).await?;
             return Ok(bucket);
         }
     }
     for name in [&logs, &bucket] {
         create_bucket(aws, name).await?;
-        let tagging = Tagging::builder()
-            .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
-            .build()
-            .map_err(|e| AwsError::Setup(e.to_string()))?;
-        aws.s3
-            .put_bucket_tagging()
-            .bucket(name)
-            .tagging(tagging)
-            .send()
-            .await
-            .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        if settings.tagging {
+            let tagging = Tagging::builder()
+                .set_tag_set(Some(
+                    tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect(),
+                ))
+                .build()
+                .map_err(|e| AwsError::Setup(e.to_string()))?;
+            aws.s3
+                .put_bucket_tagging()
+                .bucket(name)
+                .tagging(tagging)
+                .send()
+                .await
+                .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        }
         put_encryption(aws, name, (name == &bucket).then_some(kms_key_arn)).await?;
         aws.s3
             .put_public_access_block()
@@ -168,25 +176,7 @@ pub async fn ensure_buckets(
         };
         put_policy(aws, name, policy).await?;
     }
-    let expire = LifecycleRule::builder()
-        .id("ExpirationLogs")
-        .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix("").build())
-        .expiration(LifecycleExpiration::builder().days(ACCESS_LOG_EXPIRATION_DAYS).build())
-        .build()
-        .map_err(|e| AwsError::Setup(e.to_string()))?;
-    aws.s3
-        .put_bucket_lifecycle_configuration()
-        .bucket(&logs)
-        .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .rules(expire)
-                .build()
-                .map_err(|e| AwsError::Setup(e.to_string()))?,
-        )
-        .send()
-        .await
-        .map_err(|e| api_error("S3", "PutBucketLifecycleConfiguration", e))?;
+    put_log_expiration(aws, &logs, settings.access_log_expiration_days).await?;
     // Abort incomplete uploads in the config bucket too: it only ever holds small objects.
     let abort = LifecycleRule::builder()
         .id("AbortIncompleteUploads")
@@ -224,6 +214,54 @@ pub async fn ensure_buckets(
         .await
         .map_err(|e| api_error("S3", "PutBucketLogging", e))?;
     Ok(bucket)
+}
+
+/// The rule `ExpirationLogs` of the access-log bucket `logs`: its objects expire after `days`.
+async fn put_log_expiration(aws: &AccountClients, logs: &str, days: i32) -> Result<(), AwsError> {
+    let expire = LifecycleRule::builder()
+        .id(LOG_EXPIRATION_RULE)
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .expiration(LifecycleExpiration::builder().days(days).build())
+        .build()
+        .map_err(|e| AwsError::Setup(e.to_string()))?;
+    aws.s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(logs)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(expire)
+                .build()
+                .map_err(|e| AwsError::Setup(e.to_string()))?,
+        )
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketLifecycleConfiguration", e))?;
+    Ok(())
+}
+
+/// Put the access logs' expiry on an existing access-log bucket when it differs from `days`
+/// (the setting changed, or the rule was removed by hand).
+async fn ensure_log_expiration(aws: &AccountClients, logs: &str, days: i32) -> Result<(), AwsError> {
+    let current = match aws.s3.get_bucket_lifecycle_configuration().bucket(logs).send().await {
+        Ok(out) => out
+            .rules()
+            .iter()
+            .find(|r| r.id() == Some(LOG_EXPIRATION_RULE))
+            .and_then(|r| r.expiration())
+            .and_then(|e| e.days()),
+        Err(e) => {
+            let e = api_error("S3", "GetBucketLifecycleConfiguration", e);
+            if e.code() != "NoSuchLifecycleConfiguration" {
+                return Err(e);
+            }
+            None
+        }
+    };
+    if current != Some(days) {
+        put_log_expiration(aws, logs, days).await?;
+    }
+    Ok(())
 }
 
 /// Default encryption: SSE-KMS with `kms_key` and a bucket key, or SSE-S3 without one.

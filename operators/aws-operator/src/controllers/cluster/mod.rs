@@ -352,7 +352,7 @@ impl Resource<AWSCluster, ClusterState> for Encryption {
         }
         let tags = controllers::lookup::base_tags(&shared, obj, &id);
         let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
-        crate::aws::s3::ensure_buckets(tenant, &id, &tags, &arn).await?;
+        crate::aws::s3::ensure_buckets(tenant, &id, &tags, &arn, &shared.config.buckets).await?;
         shared.memo.lock().keys.insert(memo_key, arn);
         Ok(Outcome::proceed())
     }
