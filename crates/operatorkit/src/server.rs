@@ -1,6 +1,8 @@
-//! The operator's HTTP endpoints: `/metrics`, `/healthz` and `/readyz`.
+//! The operator's HTTP endpoints: `/metrics`, `/healthz`, `/readyz` and `/version`.
 //!
 //! * `/metrics`: the injected Prometheus registry in the OpenMetrics text format.
+//! * `/version`: the operator's name and version as JSON (`{"name": …, "version": …}`), set with
+//!   [`Server::version`]; 404 when none was set. The originals served their version there.
 //! * `/healthz`: 200 while the process serves requests (liveness).
 //! * `/readyz`: 200 once every registered cache has synced (each controller registers its
 //!   object cache and, in release mode, its Release cache), 503 before, with one line per check.
@@ -84,19 +86,26 @@ pub enum ServerError {
     },
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz`.
+/// Serves `/metrics`, `/healthz`, `/readyz` and `/version`.
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
     registry: Arc<Registry>,
     readiness: Readiness,
+    version: Option<String>,
 }
 
 impl Server {
     /// Bind `addr` (port 0 picks a free port).
     pub async fn bind(addr: SocketAddr, registry: Arc<Registry>, readiness: Readiness) -> Result<Server, ServerError> {
         let listener = TcpListener::bind(addr).await.map_err(|source| ServerError::Bind { addr, source })?;
-        Ok(Server { listener, registry, readiness })
+        Ok(Server { listener, registry, readiness, version: None })
+    }
+
+    /// Serve `/version`: the operator's `name` and `version`.
+    pub fn version(mut self, name: &str, version: &str) -> Self {
+        self.version = Some(format!("{}\n", serde_json::json!({"name": name, "version": version})));
+        self
     }
 
     /// The bound address.
@@ -106,7 +115,7 @@ impl Server {
 
     /// Serve until `shutdown` is cancelled.
     pub async fn serve(self, shutdown: CancellationToken) {
-        let state = Arc::new((self.registry, self.readiness));
+        let state = Arc::new((self.registry, self.readiness, self.version));
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -124,7 +133,7 @@ impl Server {
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
                     let state = state.clone();
-                    async move { Ok::<_, Infallible>(handle(&req, &state.0, &state.1)) }
+                    async move { Ok::<_, Infallible>(handle(&req, &state.0, &state.1, state.2.as_deref())) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                 tokio::pin!(conn);
@@ -141,7 +150,12 @@ impl Server {
     }
 }
 
-fn handle(req: &Request<Incoming>, registry: &Registry, readiness: &Readiness) -> Response<Full<Bytes>> {
+fn handle(
+    req: &Request<Incoming>,
+    registry: &Registry,
+    readiness: &Readiness,
+    version: Option<&str>,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n".into());
     }
@@ -161,6 +175,13 @@ fn handle(req: &Request<Incoming>, registry: &Registry, readiness: &Readiness) -
             let status = if readiness.is_ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
             text(status, readiness.report())
         }
+        "/version" => match version {
+            Some(body) => Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(body.to_string())))
+                .unwrap_or_default(),
+            None => text(StatusCode::NOT_FOUND, "not found\n".into()),
+        },
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     }
 }

@@ -284,12 +284,19 @@ async fn metrics_health_and_readiness_are_served() {
         .readiness(&readiness)
         .build()
         .unwrap();
-    let server = Server::bind("127.0.0.1:0".parse().unwrap(), Arc::new(registry), readiness.clone()).await.unwrap();
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), Arc::new(registry), readiness.clone())
+        .await
+        .unwrap()
+        .version("test-operator", "1.2.3");
     let addr = server.local_addr().unwrap();
     let stop = CancellationToken::new();
     let server_task = tokio::spawn(server.serve(stop.clone()));
 
     assert_eq!(http_get(addr, "/healthz").await.0, 200);
+    let (status, body) = http_get(addr, "/version").await;
+    assert_eq!(status, 200);
+    let version: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(version, serde_json::json!({"name": "test-operator", "version": "1.2.3"}));
     let (status, body) = http_get(addr, "/readyz").await;
     assert_eq!(status, 503, "caches not synced yet");
     assert!(body.contains("waiting controller/server-test/objects"), "{body}");

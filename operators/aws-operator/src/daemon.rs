@@ -277,7 +277,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         .build()
         .context("the drain executor")?;
     let shutdown = CancellationToken::new();
-    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?.version(COMPONENT, &version);
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
     let serving = tokio::spawn(server.serve(shutdown.clone()));
     tokio::spawn(shared.amis.clone().watch(

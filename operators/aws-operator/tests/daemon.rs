@@ -130,7 +130,10 @@ async fn the_charts_dashboard_queries_only_metrics_the_daemon_serves() -> anyhow
             while daemon.try_wait()?.is_none() {
                 let body = get(port, "/metrics").await.unwrap_or_default();
                 if body.contains(aws_operator::controllers::cluster::CONTROLLER) {
+                    // `/version`, as the original served its version at `/`.
+                    let version: serde_json::Value = serde_json::from_str(&get(port, "/version").await?)?;
                     let _ = daemon.start_kill();
+                    assert_eq!(version, serde_json::json!({"name": "aws-operator", "version": VERSION}));
                     break 'started body;
                 }
                 anyhow::ensure!(tokio::time::Instant::now() < deadline, "no metrics on {listen} in 60 s");

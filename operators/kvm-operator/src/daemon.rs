@@ -15,15 +15,23 @@
 //! node, and writes the Endpoints. The deleter and the unhealthy-node terminator watch
 //! KVMConfigs like the cluster controller; the deleter also keeps one node watcher per cluster
 //! running. All of them reach workload clusters through the drain executor's client cache
-//! ([`node_lifecycle::WorkloadClients`]), and their metrics are in the operator's registry.
+//! ([`node_lifecycle::WorkloadClients`]), and their metrics are in the operator's registry,
+//! beside the original's status metrics computed from the cluster controller's cache at scrape
+//! time ([`cluster_status_series`]: `statusresource_cluster_status{cluster_id,status}` and
+//! `statusresource_cluster_creation_seconds{cluster_id}`). `/version` serves the operator's name
+//! and version.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
+use kube::runtime::reflector::Store;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::Server;
 use operatorkit::replicas::{self, ReplicaSettings, Replicas};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use apis::kvm::KVMConfig;
@@ -77,6 +85,89 @@ pub struct Daemon {
     metrics: Metrics,
     readiness: Readiness,
     run: RunSettings,
+    /// The cluster controller's KVMConfig cache, for the `statusresource_*` metrics, once the
+    /// controller is built.
+    clusters: Arc<OnceLock<Store<KVMConfig>>>,
+}
+
+/// One cluster's series of the `statusresource_*` metrics, as the original's status collector
+/// named them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterStatusSeries {
+    /// The cluster id (the KVMConfig's name).
+    pub cluster_id: String,
+    /// Its lifecycle status now: the `True` condition of `status.cluster.conditions` set last
+    /// (`Creating`, `Created`, `Updating`, `Updated`, `Deleting`).
+    pub status: Option<String>,
+    /// Seconds from the KVMConfig's creation to its `Created` condition, once created.
+    pub creation_seconds: Option<f64>,
+}
+
+/// The `statusresource_*` series of `configs`. Pure.
+pub fn cluster_status_series(configs: &[Arc<KVMConfig>]) -> Vec<ClusterStatusSeries> {
+    use apis::cluster_status::{ClusterCondition, STATUS_TRUE};
+    let mut out: Vec<ClusterStatusSeries> = configs
+        .iter()
+        .map(|config| {
+            let cluster = config.status.as_ref().map(|s| &s.cluster);
+            let status = cluster
+                .and_then(|c| {
+                    c.conditions.iter().filter(|c| c.status == STATUS_TRUE).max_by_key(|c| c.last_transition_time.0)
+                })
+                .map(|c| c.type_.clone());
+            let created =
+                cluster.and_then(|c| c.condition(ClusterCondition::Created)).map(|c| c.last_transition_time.0);
+            let born = config.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let creation_seconds = match (born, created) {
+                (Some(born), Some(created)) => Some(created.duration_since(born).as_secs_f64().max(0.0)),
+                _ => None,
+            };
+            ClusterStatusSeries {
+                cluster_id: config.metadata.name.clone().unwrap_or_default(),
+                status,
+                creation_seconds,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
+    out
+}
+
+/// Computes the `statusresource_*` gauges at scrape time from the cluster controller's cache.
+#[derive(Debug)]
+struct ClusterStatusCollector {
+    clusters: Arc<OnceLock<Store<KVMConfig>>>,
+}
+
+impl Collector for ClusterStatusCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(store) = self.clusters.get() else { return Ok(()) };
+        let series = cluster_status_series(&store.state());
+        let mut status = encoder.encode_descriptor(
+            "statusresource_cluster_status",
+            "The lifecycle status of each cluster (1 for its current one).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &series {
+            if let Some(value) = &s.status {
+                let labels = [("cluster_id", s.cluster_id.as_str()), ("status", value.as_str())];
+                status.encode_family(&labels)?.encode_gauge(&1i64)?;
+            }
+        }
+        let mut creation = encoder.encode_descriptor(
+            "statusresource_cluster_creation_seconds",
+            "Seconds from each cluster's KVMConfig creation to its Created condition.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &series {
+            if let Some(seconds) = s.creation_seconds {
+                creation.encode_family(&[("cluster_id", s.cluster_id.as_str())])?.encode_gauge(&seconds)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Daemon {
@@ -113,7 +204,9 @@ impl Daemon {
         let clients = drainer.clients().gated_by(tuning.run.leadership.clone());
         let shared = Arc::new(shared.with_workload_clients(clients));
         let nodes = Arc::new(Nodes::new(shared, tuning.nodes, NodeMetrics::new(registry)));
-        Ok(Daemon { nodes, drainer, metrics, readiness: readiness.clone(), run: tuning.run })
+        let clusters = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(ClusterStatusCollector { clusters: clusters.clone() }));
+        Ok(Daemon { nodes, drainer, metrics, readiness: readiness.clone(), run: tuning.run, clusters })
     }
 
     /// The node controllers' context (the shared context, the node watchers, the clients).
@@ -123,9 +216,11 @@ impl Daemon {
 
     /// Run until `shutdown`: the controllers beside the drain executor.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Daemon { nodes, drainer, metrics, readiness, run } = self;
-        let (controllers, ()) =
-            tokio::join!(run_with_nodes(nodes, &metrics, &readiness, run, shutdown.clone()), drainer.run(shutdown));
+        let Daemon { nodes, drainer, metrics, readiness, run, clusters } = self;
+        let (controllers, ()) = tokio::join!(
+            run_with_nodes(nodes, &metrics, &readiness, run, &clusters, shutdown.clone()),
+            drainer.run(shutdown)
+        );
         controllers
     }
 }
@@ -138,6 +233,7 @@ async fn run_with_nodes(
     metrics: &Metrics,
     readiness: &Readiness,
     settings: RunSettings,
+    clusters: &OnceLock<Store<KVMConfig>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let shared = nodes.shared.clone();
@@ -153,6 +249,7 @@ async fn run_with_nodes(
         .status_hook(StatusReport::new(client.clone()))
         .run_settings(&settings)
         .build()?;
+    let _ = clusters.set(controller.store());
     // Node pods carry the operator version as a label, not a Release: legacy routing.
     let version = semver::Version::parse(&shared.config.version)?;
     let pods = drainer::resource_set(nodes.clone(), set_name.clone(), requirement.clone());
@@ -259,7 +356,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     );
     let daemon = Daemon::build(shared, tuning, &mut registry, &readiness)?;
     let shutdown = CancellationToken::new();
-    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?;
+    let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?.version(COMPONENT, &version);
     tracing::info!(addr = ?server.local_addr(), version = %version, "kvm-operator starting");
     let serving = tokio::spawn(server.serve(shutdown.clone()));
     // The election stops after the controllers, so that releasing the lease comes last.
@@ -275,4 +372,54 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     election.stop().await;
     let _ = serving.await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example cluster named `name`, created at 10:00, with `conditions` in its status.
+    fn config(name: &str, conditions: serde_json::Value) -> Arc<KVMConfig> {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(include_str!("../../../docs/examples/kvm-cluster.yaml")).expect("YAML");
+        let mut doc = docs.into_iter().find(|d| d["kind"] == "KVMConfig").expect("a KVMConfig");
+        doc["metadata"]["name"] = name.into();
+        doc["metadata"]["creationTimestamp"] = "2026-03-01T10:00:00Z".into();
+        doc["status"] = serde_json::json!({"cluster": {"conditions": conditions}});
+        Arc::new(serde_json::from_value(doc).expect("KVMConfig"))
+    }
+
+    #[test]
+    fn the_status_series_name_each_clusters_current_status_and_how_long_creation_took() {
+        let series = cluster_status_series(&[
+            config(
+                "zz002",
+                serde_json::json!([
+                    {"type": "Updating", "status": "True", "lastTransitionTime": "2026-03-02T09:00:00Z"},
+                    {"type": "Created", "status": "True", "lastTransitionTime": "2026-03-01T10:12:30Z"}
+                ]),
+            ),
+            config(
+                "aa001",
+                serde_json::json!([{"type": "Creating", "status": "True", "lastTransitionTime": "2026-03-01T10:00:05Z"}]),
+            ),
+            config("mm003", serde_json::json!([])),
+        ]);
+        assert_eq!(
+            series,
+            [
+                ClusterStatusSeries {
+                    cluster_id: "aa001".into(),
+                    status: Some("Creating".into()),
+                    creation_seconds: None
+                },
+                ClusterStatusSeries { cluster_id: "mm003".into(), status: None, creation_seconds: None },
+                ClusterStatusSeries {
+                    cluster_id: "zz002".into(),
+                    status: Some("Updating".into()),
+                    creation_seconds: Some(750.0)
+                },
+            ]
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The daemon binary as a pod runs it, against testenv: it becomes ready (`/readyz`), serves
-//! `/metrics`, holds the Lease of its version, and the kubelet's SIGTERM stops it cleanly and
+//! `/metrics` (with the original's `statusresource_*` series) and `/version`, holds the Lease of
+//! its version, and the kubelet's SIGTERM stops it cleanly and
 //! hands the Lease over at once (empty holder) instead of leaving it to expire. With
 //! `--sharding` it also joins its version's ring and assigns clusters to its shard.
 
@@ -131,12 +132,47 @@ async fn the_daemon_becomes_ready_and_sigterm_stops_it_and_releases_its_lease() 
         .await?;
     let (code, healthz) = get(port, "/healthz").await?;
     assert_eq!(code, 200, "{healthz}");
+    // `/version`, as the original served its version bundle there.
+    let (code, version) = get(port, "/version").await?;
+    assert_eq!(code, 200, "{version}");
+    let version: serde_json::Value = serde_json::from_str(&version)?;
+    assert_eq!(version, serde_json::json!({"name": "kvm-operator", "version": env!("CARGO_PKG_VERSION")}));
     // A controller's series appear once it has started; readiness comes with the first list.
     eventually(60, "the cluster controller's metrics", || async {
         let (code, metrics) = get(port, "/metrics").await?;
         Ok((code == 200 && metrics.contains("kvm-operator-cluster-controller")).then_some(()))
     })
     .await?;
+
+    // The original's status metrics, from the cluster controller's cache: a cluster's current
+    // lifecycle status and how long its creation took.
+    let mut config = support::kvm_config();
+    config.metadata.namespace = Some("default".into());
+    let configs: Api<KVMConfig> = Api::namespaced(client.clone(), "default");
+    let created = configs.create(&PostParams::default(), &config).await?;
+    let id = created.name_any();
+    let born = created.metadata.creation_timestamp.clone().expect("creation time").0;
+    let at = born.checked_add(jiff::SignedDuration::from_secs(300))?;
+    configs
+        .patch_status(
+            &id,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"status": {"cluster": {"conditions": [
+                {"type": "Created", "status": "True", "lastTransitionTime": at.to_string()}
+            ]}}})),
+        )
+        .await?;
+    let metrics = eventually(60, "the status metrics of the cluster", || async {
+        let (_, metrics) = get(port, "/metrics").await?;
+        Ok(metrics
+            .contains(&format!("statusresource_cluster_status{{cluster_id=\"{id}\",status=\"Created\"}} 1"))
+            .then_some(metrics))
+    })
+    .await?;
+    assert!(
+        metrics.contains(&format!("statusresource_cluster_creation_seconds{{cluster_id=\"{id}\"}} 300")),
+        "{metrics}"
+    );
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), "giantswarm");
     let name = kvm_operator::daemon::lease_name(env!("CARGO_PKG_VERSION"));
