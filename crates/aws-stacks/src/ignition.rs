@@ -216,9 +216,34 @@ pub struct NodeConfigInput {
     pub conntrack_max_per_core: Option<u32>,
     /// The registry images are pulled from, e.g. `quay.io`.
     pub registry: String,
+    /// What a fleet may set beyond the defaults: etcd's quota, the pod garbage collection,
+    /// Cilium's ENI mode, cgroups v1.
+    pub tuning: NodeTuning,
     /// The secret files, shipped encrypted.
     pub secrets: Vec<NodeSecret>,
 }
+
+/// The settings of [`NodeConfigInput::tuning`]; each is the components' default when unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTuning {
+    /// etcd's `--quota-backend-bytes` (masters).
+    pub etcd_quota_backend_bytes: Option<u64>,
+    /// The controller manager's `--terminated-pod-gc-threshold` (masters).
+    pub terminated_pod_gc_threshold: Option<u32>,
+    /// Cilium in ENI mode assigns pod addresses itself: the controller manager allocates no
+    /// node CIDRs.
+    pub cilium_eni: bool,
+    /// The node boots with cgroups v1 (systemd's legacy hierarchy, as kernel arguments) instead
+    /// of v2; its kubelet registers it with `cgroups.giantswarm.io/version=v1` (else `v2`).
+    pub cgroup_v1: bool,
+}
+
+/// The kernel arguments that boot a Flatcar node with cgroups v1.
+pub const CGROUP_V1_KERNEL_ARGUMENTS: [&str; 2] =
+    ["systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_controller"];
+
+/// The node label that says which cgroups version a node runs, `v1` or `v2`.
+pub const CGROUPS_VERSION_LABEL: &str = "cgroups.giantswarm.io/version";
 
 /// Why a node config cannot be rendered or sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -385,7 +410,12 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         }
     }
 
-    let document = Config { files, filesystems, units, users: Vec::new() }.to_value();
+    let kernel_arguments = if input.tuning.cgroup_v1 {
+        CGROUP_V1_KERNEL_ARGUMENTS.iter().map(|a| a.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let document = Config { files, filesystems, units, users: Vec::new(), kernel_arguments }.to_value();
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
 }
 
@@ -601,6 +631,9 @@ fn components(input: &NodeConfigInput) -> Components {
         conntrack_max_per_core: input.conntrack_max_per_core,
         cloud_provider: Some("external".into()),
         extra_apiserver_args: Vec::new(),
+        etcd_quota_backend_bytes: input.tuning.etcd_quota_backend_bytes,
+        terminated_pod_gc_threshold: input.tuning.terminated_pod_gc_threshold,
+        allocate_node_cidrs: !input.tuning.cilium_eni,
         tls: TlsPaths {
             worker_crt: paths::WORKER_CRT.into(),
             worker_key: paths::WORKER_KEY.into(),
@@ -630,6 +663,7 @@ fn node_labels(input: &NodeConfigInput) -> BTreeMap<String, String> {
             labels.insert("role".into(), "worker".into());
             labels.insert("kubernetes.io/role".into(), "worker".into());
             labels.insert("giantswarm.io/machine-deployment".into(), md_id.clone());
+            labels.insert(CGROUPS_VERSION_LABEL.into(), if input.tuning.cgroup_v1 { "v1" } else { "v2" }.into());
         }
     }
     labels
@@ -986,6 +1020,7 @@ mod tests {
             oidc: None,
             conntrack_max_per_core: None,
             registry: "quay.io".into(),
+            tuning: NodeTuning::default(),
             secrets: vec![
                 NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
                 NodeSecret { path: paths::WORKER_CRT.into(), plaintext: b"worker certificate".to_vec() },
@@ -1173,6 +1208,53 @@ mod tests {
     }
 
     #[test]
+    fn a_fleets_tuning_reaches_etcd_the_controller_manager_the_kernel_and_the_labels() {
+        let tuning = NodeTuning {
+            etcd_quota_backend_bytes: Some(8_589_934_592),
+            terminated_pod_gc_threshold: Some(500),
+            cilium_eni: true,
+            cgroup_v1: true,
+        };
+        let controller_manager = |doc: &Value| {
+            String::from_utf8(files(doc)["/etc/kubernetes/manifests/k8s-controller-manager.yaml"].clone())
+                .expect("utf-8")
+        };
+        let plain = sealed(&master(0, 1));
+        assert!(!units(&plain)[ETCD_UNIT].contains("--quota-backend-bytes"), "etcd's default without a quota");
+        assert!(!controller_manager(&plain).contains("--terminated-pod-gc-threshold"));
+        assert!(controller_manager(&plain).contains("--allocate-node-cidrs=true"));
+        assert!(plain.get("kernelArguments").is_none());
+
+        let mut input = master(0, 1);
+        input.tuning = tuning.clone();
+        let tuned = sealed(&input);
+        assert!(
+            units(&tuned)[ETCD_UNIT].contains(" \\\n  --quota-backend-bytes=8589934592\n"),
+            "{}",
+            units(&tuned)[ETCD_UNIT]
+        );
+        let manager = controller_manager(&tuned);
+        assert!(manager.contains("        - --terminated-pod-gc-threshold=500\n"), "{manager}");
+        assert!(!manager.contains("--allocate-node-cidrs") && !manager.contains("--cluster-cidr"), "{manager}");
+
+        let plain_worker = sealed(&worker());
+        assert!(plain_worker.get("kernelArguments").is_none());
+        assert!(units(&plain_worker)[KUBELET_UNIT].contains("cgroups.giantswarm.io/version=v2"));
+        let mut input = worker();
+        input.tuning = tuning;
+        let tuned = sealed(&input);
+        assert_eq!(
+            tuned["kernelArguments"],
+            serde_json::json!({"shouldExist": ["systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_controller"]})
+        );
+        assert!(
+            units(&tuned)[KUBELET_UNIT].contains("cgroups.giantswarm.io/version=v1"),
+            "{}",
+            units(&tuned)[KUBELET_UNIT]
+        );
+    }
+
+    #[test]
     fn masters_and_workers_differ() {
         let worker_doc = sealed(&worker());
         let master_doc = sealed(&master(0, 1));
@@ -1195,8 +1277,8 @@ mod tests {
         let worker_kubelet = &worker_units["kubelet.service"];
         assert!(
             worker_kubelet.contains(
-                "--node-labels=giantswarm.io/cluster=al9qy,giantswarm.io/machine-deployment=g3j50,\
-                 kubernetes.io/role=worker,role=worker,team=blue"
+                "--node-labels=cgroups.giantswarm.io/version=v2,giantswarm.io/cluster=al9qy,\
+                 giantswarm.io/machine-deployment=g3j50,kubernetes.io/role=worker,role=worker,team=blue"
             ),
             "{worker_kubelet}"
         );

@@ -113,6 +113,14 @@ pub struct Components {
     pub cloud_provider: Option<String>,
     /// Flags appended to the API server's.
     pub extra_apiserver_args: Vec<String>,
+    /// etcd's `--quota-backend-bytes`; etcd's default (2 GiB) when `None`.
+    pub etcd_quota_backend_bytes: Option<u64>,
+    /// The controller manager's `--terminated-pod-gc-threshold`; its default (12500) when `None`.
+    pub terminated_pod_gc_threshold: Option<u32>,
+    /// Whether the controller manager allocates each node's pod CIDR from the pod CIDR
+    /// (`--allocate-node-cidrs`, `--cluster-cidr`); not when the pod network assigns pod
+    /// addresses itself (Cilium's ENI mode).
+    pub allocate_node_cidrs: bool,
     /// The TLS files.
     pub tls: TlsPaths,
 }
@@ -363,7 +371,7 @@ ExecStart=/usr/bin/docker run --rm --name etcd --net=host \\
   --listen-peer-urls={listen_peer} \\
   --listen-client-urls={listen_clients} \\
   --cert-file={crt} --key-file={key} --trusted-ca-file={ca} --client-cert-auth=true \\
-  --peer-cert-file={crt} --peer-key-file={key} --peer-trusted-ca-file={ca} --peer-client-cert-auth=true
+  --peer-cert-file={crt} --peer-key-file={key} --peer-trusted-ca-file={ca} --peer-client-cert-auth=true{quota}
 ExecStop=-/usr/bin/docker stop etcd
 
 [Install]
@@ -377,6 +385,10 @@ WantedBy=multi-user.target
             client_url = member.client_url,
             listen_peer = member.listen_peer_urls,
             listen_clients = member.listen_client_urls,
+            quota = match self.etcd_quota_backend_bytes {
+                Some(bytes) => format!(" \\\n  --quota-backend-bytes={bytes}"),
+                None => String::new(),
+            },
         )
     }
 
@@ -458,14 +470,21 @@ spec:
         let mut args = vec![
             "--kubeconfig=/etc/kubernetes/kubeconfig/controller-manager.yaml".to_owned(),
             format!("--cluster-name={}", self.cluster_id),
-            "--allocate-node-cidrs=true".to_owned(),
-            format!("--cluster-cidr={}", self.pod_cidr),
+        ];
+        if self.allocate_node_cidrs {
+            args.push("--allocate-node-cidrs=true".to_owned());
+            args.push(format!("--cluster-cidr={}", self.pod_cidr));
+        }
+        args.extend([
             format!("--service-cluster-ip-range={}", self.service_cidr),
             format!("--root-ca-file={}", self.tls.api_ca),
             format!("--service-account-private-key-file={}", self.tls.service_account_key),
             "--use-service-account-credentials=true".to_owned(),
             "--leader-elect=true".to_owned(),
-        ];
+        ]);
+        if let Some(threshold) = self.terminated_pod_gc_threshold {
+            args.push(format!("--terminated-pod-gc-threshold={threshold}"));
+        }
         if let Some(provider) = &self.cloud_provider {
             args.push(format!("--cloud-provider={provider}"));
         }
@@ -570,6 +589,9 @@ mod tests {
             conntrack_max_per_core: None,
             cloud_provider: None,
             extra_apiserver_args: vec!["--enable-priority-and-fairness=false".into()],
+            etcd_quota_backend_bytes: None,
+            terminated_pod_gc_threshold: None,
+            allocate_node_cidrs: true,
             tls: TlsPaths {
                 worker_crt: format!("{dir}/worker-crt.pem"),
                 worker_key: format!("{dir}/worker-key.pem"),

@@ -292,6 +292,9 @@ pub struct Config {
     pub units: Vec<Unit>,
     /// Login users; `passwd` is omitted from the JSON when empty.
     pub users: Vec<User>,
+    /// Kernel arguments the node must boot with (`kernelArguments.shouldExist`: Ignition adds
+    /// those missing and reboots once, before anything else runs); omitted when empty.
+    pub kernel_arguments: Vec<String>,
 }
 
 impl Config {
@@ -320,6 +323,9 @@ impl Config {
         });
         if !self.users.is_empty() {
             document["passwd"] = json!({ "users": self.users.iter().map(User::to_value).collect::<Vec<_>>() });
+        }
+        if !self.kernel_arguments.is_empty() {
+            document["kernelArguments"] = json!({ "shouldExist": self.kernel_arguments });
         }
         document
     }
@@ -526,6 +532,7 @@ mod tests {
             ],
             filesystems: vec![],
             users: vec![],
+            kernel_arguments: vec![],
             units: vec![
                 Unit::new("var-lib-docker.mount", "[Mount]\nWhat=/dev/vdb\n"),
                 Unit::enabled("iscsid.service"),
@@ -540,6 +547,7 @@ mod tests {
         assert_eq!(doc["ignition"]["version"], "3.3.0");
         assert!(doc["storage"].get("filesystems").is_none(), "no filesystems key without filesystems");
         assert!(doc.get("passwd").is_none(), "no passwd key without users");
+        assert!(doc.get("kernelArguments").is_none(), "no kernelArguments key without arguments");
         assert_eq!(doc["storage"]["files"][0]["mode"], 0o644);
         assert_eq!(doc["storage"]["files"][1]["mode"], 0o755);
         assert_eq!(doc["storage"]["files"][2]["mode"], 0o600);
@@ -593,6 +601,15 @@ mod tests {
             bare.contents(),
             "[Unit]\nDescription=etcd data\n\n[Mount]\nWhat=etcdshare\nWhere=/var/lib/etcd\nType=9p\n\n\
              [Install]\nWantedBy=local-fs.target\n"
+        );
+    }
+
+    #[test]
+    fn kernel_arguments_are_ones_that_should_exist() {
+        let config = Config { kernel_arguments: vec!["systemd.unified_cgroup_hierarchy=0".into()], ..sample() };
+        assert_eq!(
+            config.to_value()["kernelArguments"],
+            json!({"shouldExist": ["systemd.unified_cgroup_hierarchy=0"]})
         );
     }
 

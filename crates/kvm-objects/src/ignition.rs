@@ -310,7 +310,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
             groups: vec!["sudo".into(), "docker".into()],
         })
         .collect();
-    let config = Config { files, filesystems: Vec::new(), units, users };
+    let config = Config { files, filesystems: Vec::new(), units, users, kernel_arguments: Vec::new() };
     config.validate()?;
     Ok(config)
 }
@@ -338,6 +338,9 @@ fn components(cluster: &Cluster, node: &Node, settings: &NodeConfigSettings) -> 
         conntrack_max_per_core: None,
         cloud_provider: None,
         extra_apiserver_args: vec!["--enable-priority-and-fairness=false".into()],
+        etcd_quota_backend_bytes: None,
+        terminated_pod_gc_threshold: None,
+        allocate_node_cidrs: true,
         tls: TlsPaths {
             worker_crt: tls("worker", "crt"),
             worker_key: tls("worker", "key"),

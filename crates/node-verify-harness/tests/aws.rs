@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Instant;
 
-use aws_stacks::ignition::{Role, render};
+use aws_stacks::ignition::{NodeTuning, Role, render};
 use node_verify::{Finding, check};
 use node_verify_harness::tools;
 
@@ -19,18 +19,30 @@ fn configs() -> Vec<(String, String)> {
     configs_at(VERSIONS[VERSIONS.len() - 1])
 }
 
-/// Every aws-operator node config at `(kubernetes, etcd)`: (node, sealed Ignition JSON).
+/// Every aws-operator node config at `(kubernetes, etcd)`: (node, sealed Ignition JSON). The
+/// `-tuned` ones carry every setting a fleet may add ([`NodeTuning`]): etcd's quota, the pod
+/// garbage collection, Cilium's ENI mode and cgroups v1.
 fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
-    let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() })];
+    let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false)];
     for masters in [1u8, 3] {
         for id in 1..=masters {
-            roles.push((format!("master-{id}-of-{masters}"), support::master(id, masters)));
+            roles.push((format!("master-{id}-of-{masters}"), support::master(id, masters), false));
         }
     }
+    roles.push(("worker-g3j50-tuned".to_string(), Role::Worker { md_id: "g3j50".into() }, true));
+    roles.push(("master-1-of-3-tuned".to_string(), support::master(1, 3), true));
     roles
         .into_iter()
-        .map(|(node, role)| {
+        .map(|(node, role, tuned)| {
             let mut input = support::input(role);
+            if tuned {
+                input.tuning = NodeTuning {
+                    etcd_quota_backend_bytes: Some(8_589_934_592),
+                    terminated_pod_gc_threshold: Some(500),
+                    cilium_eni: true,
+                    cgroup_v1: true,
+                };
+            }
             input.kubernetes_version = kubernetes.into();
             input.etcd_version = format!("v{etcd}");
             let config = render(&input).expect("render");

@@ -65,6 +65,7 @@ fn aws_master() -> (Node, pki::ClusterPki) {
         oidc: None,
         conntrack_max_per_core: None,
         registry: "quay.io".into(),
+        tuning: Default::default(),
         secrets,
     };
     let config = ignition::render(&input).expect("render");

@@ -45,6 +45,7 @@ pub fn input(role: Role) -> NodeConfigInput {
         oidc: None,
         conntrack_max_per_core: None,
         registry: "quay.io".into(),
+        tuning: Default::default(),
         secrets,
     }
 }
