@@ -112,7 +112,10 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - Secrets: the credential Secret an AWSCluster names, and the certificate Secrets of a cluster,
   listed by label in the cluster's namespace (the node configs carry them); both held by the
   finalizer aws-operator.giantswarm.io/secret-in-use until the cluster is gone (JSON patch);
-- Events about the objects, in their namespaces.
+- Events about the objects, in their namespaces;
+- the Cluster API objects of a fleet, when their CRDs are installed: a cluster's Cluster (read,
+  and its spec.controlPlaneEndpoint written by merge patch), the G8sControlPlanes and
+  MachineDeployments listed by label.
 */}}
 {{- define "operator.clusterRules" -}}
 - apiGroups: ["infrastructure.giantswarm.io"]
@@ -156,6 +159,16 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# A fleet's Cluster API objects beside the cluster's own, read when their CRDs are installed.
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["clusters"]
+  verbs: ["get", "patch"]
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["machinedeployments"]
+  verbs: ["list"]
+- apiGroups: ["infrastructure.giantswarm.io"]
+  resources: ["g8scontrolplanes"]
+  verbs: ["list"]
 {{- end -}}
 
 {{/*
