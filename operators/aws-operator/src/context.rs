@@ -223,6 +223,8 @@ pub struct Shared {
     /// The time the controllers go by for maintenance windows and node ages: the system's;
     /// tests move it ([`node_lifecycle::maintenance::Clock::set`]).
     pub clock: node_lifecycle::maintenance::Clock,
+    /// Which Cluster API kinds the management cluster serves ([`crate::capi`]).
+    pub capi: crate::capi::CapiApis,
     events: Events,
 }
 
@@ -245,7 +247,9 @@ impl Shared {
         // The controllers' writes to workload clusters are fenced as their AWS calls are.
         let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::for_operator("aws-operator"))
             .gated_by(aws.leadership().clone());
+        let capi = crate::capi::CapiApis::new(client.clone());
         Arc::new(Self {
+            capi,
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),

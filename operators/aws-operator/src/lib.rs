@@ -27,6 +27,7 @@
 //! | [`rollout`] | rollout limits: the Lease slots of clusters and node pools that roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
+//! | [`capi`] | the Cluster API objects a fleet carries beside a cluster's own (`Cluster`, `G8sControlPlane`, `MachineDeployment`): discovered, read, their values' precedence, `Cluster.spec.controlPlaneEndpoint` written |
 //!
 //! Elsewhere: the desired state as pure functions in `aws_stacks` (names, IPAM arithmetic, the
 //! six templates, Ignition, the stack state machine [`aws_stacks::state`], and the choice of
@@ -44,7 +45,7 @@
 //! | --- | --- | --- |
 //! | 1. settings | [`config`] | flags and settings, read once |
 //! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`stack_update`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete, what a drift detection found and what remediation puts back |
-//! | 3. edge | [`aws`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers |
+//! | 3. edge | [`aws`], [`capi`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers. The Cluster API objects beside a cluster's own: discovery of their kinds, reading them, which of their values counts |
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
 //! | 6. controller helpers | [`controllers`], [`controllers::lookup`], [`controllers::stack_entries`] | what every controller uses: the resource set, dereferencing, stack entries |
@@ -80,6 +81,7 @@
 
 pub mod approval;
 pub mod aws;
+pub mod capi;
 pub mod config;
 pub mod context;
 pub mod controllers;

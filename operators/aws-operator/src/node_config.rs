@@ -155,6 +155,8 @@ pub fn input(
         // The schema keeps it at 0 or more.
         conntrack_max_per_core: cluster.spec.cluster.kube_proxy.conntrack_max_per_core.map(|n| n.max(0) as u32),
         registry: registry.to_string(),
+        // The fleet's Cluster API objects set it, when they are there (`crate::capi`).
+        tuning: Default::default(),
         secrets,
     }
 }

@@ -757,6 +757,8 @@ fn plan_node_pool(
         key_arn: inputs.key_arn,
         peer_security_groups: peers,
         alike: &settings.config.alike_instances,
+        // The files `render` reads hold no Cluster API objects.
+        cilium_eni: false,
     };
     // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
     let params = pool.tcnp(0);

@@ -125,6 +125,14 @@ const UNUSED_BY_DESIGN: &[(&str, &str)] = &[
          update are leader election's too)",
     ),
     ("delete coordination.k8s.io/leases", "a rollout slot is freed once its last member is done; as above"),
+    (
+        "get cluster.x-k8s.io/clusters",
+        "a fleet's Cluster API objects are read when their CRDs are installed; this management cluster has \
+         none, tests/fleet.rs applies a whole fleet with them as the chart's ServiceAccount",
+    ),
+    ("patch cluster.x-k8s.io/clusters", "a Cluster's spec.controlPlaneEndpoint; as above"),
+    ("list cluster.x-k8s.io/machinedeployments", "a node pool's MachineDeployment; as above"),
+    ("list infrastructure.giantswarm.io/g8scontrolplanes", "a control plane's G8sControlPlane; as above"),
 ];
 
 /// The chart's objects as `helm template` renders them with its minimal values.

@@ -1,8 +1,11 @@
 //! The AWSControlPlane controller: the masters' node configs and the TCCPN stack, and the
 //! drainers of the masters' groups ([`crate::drainers`]).
 //!
-//! The master count is `spec.replicas` of the AWSControlPlane (1 or 3; when absent, 3 if three
-//! zones are listed, else 1) — this operator does not read a G8sControlPlane.
+//! The master count is `spec.replicas` of the AWSControlPlane (1 or 3); when absent,
+//! `spec.replicas` of its `G8sControlPlane` where the management cluster has one
+//! ([`crate::capi::master_replicas`]); else 3 if three zones are listed, and 1 otherwise. The
+//! masters' etcd quota and controller-manager settings come from the cluster's Cluster API
+//! `Cluster` ([`crate::capi::tuning`]).
 //!
 //! Deletion holds the finalizer while node pools of the cluster exist (node pools go first), then
 //! deletes TCCPN and waits until it is gone.
@@ -54,6 +57,12 @@ pub struct ControlPlaneState {
     /// Whether the cluster's maintenance settings can be used (the
     /// [`crate::maintenance::SETTINGS`] condition); `None`: not looked at, or not set.
     maintenance: Option<Result<(), String>>,
+    /// The master count ([`crate::capi::master_replicas`]).
+    replicas: i32,
+    /// The masters' settings from the Cluster API `Cluster`.
+    tuning: ignition::NodeTuning,
+    /// The CAPI objects' values the own fields override; `None`: not looked at.
+    overridden: Option<Vec<crate::capi::Overridden>>,
 }
 
 impl ControlPlaneState {
@@ -70,6 +79,9 @@ impl ControlPlaneState {
             failure: None,
             ready: false,
             maintenance: None,
+            replicas: obj.spec.master_replicas(),
+            tuning: Default::default(),
+            overridden: None,
         }
     }
 }
@@ -89,6 +101,11 @@ pub async fn write_status(state: &mut ControlPlaneState, obj: &AWSControlPlane) 
         controllers::record_maintenance_settings(&state.shared, obj, &mut status.conditions, before, settings).await;
     }
     crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
+    if let Some(overridden) = &state.overridden
+        && let Some(note) = crate::capi::note_overridden(&mut status.conditions, overridden, obj.metadata.generation)
+    {
+        state.shared.warning(obj, crate::capi::OVERRIDDEN, note).await;
+    }
     controllers::status::write_status(&state.shared.client, obj, obj.status.as_ref(), &status).await?;
     state.status = status;
     Ok(())
@@ -123,17 +140,26 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
             if controllers::lookup::claim_held(&shared, obj, &cluster).await?.is_none() {
                 return Ok(None);
             }
+            let capi = crate::capi::cluster_of(&shared.client, &shared.capi, &cluster).await?;
+            let g8s = crate::capi::g8s_control_plane_of(&shared.client, &shared.capi, obj, &cluster.name_any()).await?;
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let tenant = shared.aws.tenant(&role, &cluster.spec.provider.region).await?;
-            Ok::<_, ResourceError>(Some((cluster, release, tenant, role)))
+            Ok::<_, ResourceError>(Some((cluster, release, tenant, role, capi, g8s)))
         }
         .await;
         match checked {
-            Ok(Some((cluster, release, tenant, role))) => {
+            Ok(Some((cluster, release, tenant, role, capi, g8s))) => {
                 let account = controllers::lookup::recorded_account(&cluster, role);
                 let current = obj.status.as_ref();
                 controllers::stack_entries::remember_account(&shared, obj, current, &mut state.status, account).await?;
+                // Built with the Cluster API objects' values where the own are unset.
+                let (cluster, mut overridden) = crate::capi::effective_cluster(&cluster, capi.as_ref());
+                let (replicas, replicas_overridden) = crate::capi::master_replicas(obj, g8s.as_ref());
+                overridden.extend(replicas_overridden);
+                state.replicas = replicas;
+                state.tuning = crate::capi::tuning(capi.as_ref(), &[]);
+                state.overridden = Some(overridden);
                 state.cluster = Some(cluster);
                 state.release = Some(release);
                 state.tenant = Some(tenant);
@@ -239,7 +265,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         let ami = shared.amis.lookup(flatcar, &region)?;
 
         // Node configs, one per master.
-        let replicas = obj.spec.master_replicas() as u32;
+        let replicas = state.replicas as u32;
         let subnets: Vec<(String, String)> = obj
             .spec
             .availability_zones
@@ -307,7 +333,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 etcd_initial_cluster: ignition::etcd_initial_cluster(&base, replicas as u8),
                 initial_cluster_state: if created { InitialClusterState::Existing } else { InitialClusterState::New },
             };
-            let input = crate::node_config::input(
+            let mut input = crate::node_config::input(
                 &shared.config.registry,
                 &shared.config.service_cidr,
                 &release,
@@ -316,6 +342,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 labels,
                 secrets.clone(),
             );
+            input.tuning = state.tuning.clone();
             let node = format!("master-{}", m.id);
             let config = match crate::node_config::build(&controllers::status::describe(obj), &node, &input) {
                 Ok(config) => config,

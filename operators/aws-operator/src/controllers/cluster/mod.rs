@@ -98,6 +98,13 @@ pub struct ClusterState {
     torn_down: bool,
     /// Nothing of the cluster being deleted is its own: the teardown deletes nothing.
     not_owned: bool,
+    /// The cluster's `Cluster` (Cluster API), when there is one ([`crate::capi`]).
+    capi: Option<apis::capi::Cluster>,
+    /// The cluster as it is built: with the `Cluster`'s values where its own are unset
+    /// ([`crate::capi::effective_cluster`]).
+    effective: Option<AWSCluster>,
+    /// The `Cluster`'s values its own fields override.
+    overridden: Vec<crate::capi::Overridden>,
 }
 
 impl ClusterState {
@@ -115,6 +122,9 @@ impl ClusterState {
             tccp: None,
             torn_down: false,
             not_owned: false,
+            capi: None,
+            effective: None,
+            overridden: Vec::new(),
         }
     }
 
@@ -183,9 +193,10 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
                 }
                 .into());
             }
+            let capi = crate::capi::cluster_of(&shared.client, &shared.capi, obj).await?;
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let (tenant, cp) = controllers::lookup::clients(&shared, obj).await?;
-            Ok::<_, ResourceError>((release, tenant, cp))
+            Ok::<_, ResourceError>((release, tenant, cp, capi))
         }
         .await;
         let checked = match checked {
@@ -198,13 +209,17 @@ impl Resource<AWSCluster, ClusterState> for Inputs {
             Err(e) => Err(e),
         };
         match checked {
-            Ok((release, tenant, cp)) => {
+            Ok((release, tenant, cp, capi)) => {
                 // The credential Secret stays until the teardown no longer needs it.
                 let cs = &obj.spec.provider.credential_secret;
                 held_secrets::hold(&shared.client, &cs.namespace, &cs.name, crate::context::SECRET_FINALIZER).await?;
                 state.release = Some(release);
                 state.tenant = Some(tenant);
                 state.cp = Some(cp);
+                let (effective, overridden) = crate::capi::effective_cluster(obj, capi.as_ref());
+                state.effective = Some(effective);
+                state.overridden = overridden;
+                state.capi = capi;
                 Ok(Outcome::proceed())
             }
             Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),

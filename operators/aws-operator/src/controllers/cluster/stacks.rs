@@ -80,7 +80,9 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
         let Some(release) = state.release.clone() else {
             return Err(ResourceError::msg("Internal", "the Release was not resolved"));
         };
-        let common = controllers::lookup::common(&shared.config, obj, &release);
+        // With the `Cluster`'s values where the AWSCluster leaves them unset (`crate::capi`).
+        let effective = state.effective.clone().unwrap_or_else(|| obj.clone());
+        let common = controllers::lookup::common(&shared.config, &effective, &release);
         let recorded = |name: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
         let bucket = names::bucket(&tenant.account_id, &id);
         let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();

@@ -27,6 +27,26 @@ impl Resource<AWSCluster, ClusterState> for Status {
 
     async fn ensure_created(&self, state: &mut ClusterState, obj: &AWSCluster) -> resource::Result<Outcome> {
         write_cluster_status(state, obj).await?;
+        // The Cluster API `Cluster` says where the API server is, as the original wrote it,
+        // once the cluster's stacks (and with them its DNS records) are there.
+        if let (Some(capi), Some(endpoint)) = (&state.capi, &state.status.control_plane_endpoint)
+            && crate::capi::write_control_plane_endpoint(
+                &state.shared.client,
+                &state.shared.capi,
+                capi,
+                &endpoint.host,
+                endpoint.port,
+            )
+            .await?
+        {
+            let note = format!(
+                "spec.controlPlaneEndpoint of {} set to {}:{}",
+                controllers::status::describe(capi),
+                endpoint.host,
+                endpoint.port
+            );
+            state.shared.event(obj, "ControlPlaneEndpointWritten", note).await;
+        }
         // Waiting only for the control plane and node pools needs no polling: every change of
         // theirs requeues the cluster (the controller watches them). Anything else of its own
         // that is not ready yet is looked at again after the poll interval.
@@ -150,7 +170,8 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     };
     controllers::status::set_condition(&mut status.conditions, READY, ready, reason, message, obj.metadata.generation);
     crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
-    let ignored = note_ignored_fields(&mut status.conditions, obj);
+    let ignored = note_ignored_fields(&mut status.conditions, obj, &crate::capi::ignored_fields(state.capi.as_ref()));
+    let overridden = crate::capi::note_overridden(&mut status.conditions, &state.overridden, obj.metadata.generation);
     // The Giant Swarm lifecycle conditions.
     let lifecycle = &mut status.cluster;
     lifecycle.id.clone_from(&id);
@@ -168,6 +189,9 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
     if let Some(note) = ignored {
         shared.event(obj, FIELDS_IGNORED, note).await;
     }
+    if let Some(note) = overridden {
+        shared.warning(obj, crate::capi::OVERRIDDEN, note).await;
+    }
     controllers::status::write_status(&shared.client, obj, obj.status.as_ref(), &status).await?;
     if let Some(condition) = changed {
         shared.event(obj, &condition.event_reason(), condition.event_note(&id)).await;
@@ -179,14 +203,17 @@ pub async fn write_cluster_status(state: &mut ClusterState, obj: &AWSCluster) ->
 /// The condition type (and event reason) that names the deprecated fields a cluster sets.
 pub const FIELDS_IGNORED: &str = "FieldsIgnored";
 
-/// Set `FieldsIgnored=True` naming the deprecated fields the cluster sets, or drop the condition
-/// when it sets none. Returns the note for a Normal event when the condition is new or names
+/// Set `FieldsIgnored=True` naming the deprecated fields the cluster sets and those of its
+/// Cluster API `Cluster` accepted without effect (`capi_ignored`), or drop the condition when
+/// there are none. Returns the note for a Normal event when the condition is new or names
 /// other fields than before, so the event is published once per change, not on every reconcile.
 pub fn note_ignored_fields(
     conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     obj: &AWSCluster,
+    capi_ignored: &[(String, &'static str)],
 ) -> Option<String> {
-    let ignored = obj.ignored_fields();
+    let mut ignored: Vec<(String, &str)> = obj.ignored_fields().into_iter().map(|(f, w)| (f.to_string(), w)).collect();
+    ignored.extend(capi_ignored.iter().cloned());
     if ignored.is_empty() {
         conditions.retain(|c| c.type_ != FIELDS_IGNORED);
         return None;
@@ -261,14 +288,14 @@ mod tests {
         }))
         .unwrap_or_else(|e| panic!("{e}"));
         let mut conditions = Vec::new();
-        let note = note_ignored_fields(&mut conditions, &obj).unwrap_or_default();
+        let note = note_ignored_fields(&mut conditions, &obj, &[]).unwrap_or_default();
         assert!(note.contains("spec.provider.pods.externalSNAT has no effect"), "{note}");
         assert!(conditions.iter().any(|c| c.type_ == FIELDS_IGNORED && c.status == "True" && c.message == note));
-        assert_eq!(note_ignored_fields(&mut conditions, &obj), None, "the event is published once");
+        assert_eq!(note_ignored_fields(&mut conditions, &obj, &[]), None, "the event is published once");
         if let Some(pods) = obj.spec.provider.pods.as_mut() {
             pods.external_snat = None;
         }
-        assert_eq!(note_ignored_fields(&mut conditions, &obj), None);
+        assert_eq!(note_ignored_fields(&mut conditions, &obj, &[]), None);
         assert!(conditions.is_empty(), "the condition goes with the field: {conditions:?}");
     }
 

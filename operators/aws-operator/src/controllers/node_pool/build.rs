@@ -114,6 +114,9 @@ pub struct PoolStacks<'a> {
     pub peer_security_groups: &'a [String],
     /// The operator's alike instance types (`--alike-instances`).
     pub alike: &'a crate::config::AlikeInstances,
+    /// Cilium runs in ENI mode (the cluster's `Cluster` says so, `crate::capi`): the workers
+    /// manage the interfaces their pods use.
+    pub cilium_eni: bool,
 }
 
 impl PoolStacks<'_> {
@@ -196,7 +199,7 @@ impl PoolStacks<'_> {
             internal_elb_subnets: tcnp::internal_elb_subnets(
                 obj.annotations().get(labels::AWS_INTERNAL_ELB).map(String::as_str),
             ),
-            cilium_eni: false,
+            cilium_eni: self.cilium_eni,
             bucket: self.bucket.to_string(),
             kms_key_arn: self.key_arn.to_string(),
         }

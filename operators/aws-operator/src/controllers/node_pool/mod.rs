@@ -72,6 +72,8 @@ pub struct PoolState {
     /// Whether the cluster's maintenance settings and the pool's max age can be used (the
     /// [`crate::maintenance::SETTINGS`] condition); `None`: not looked at, or not set.
     maintenance: Option<Result<(), String>>,
+    /// The workers' settings from the Cluster API objects ([`crate::capi::tuning`]).
+    tuning: aws_stacks::ignition::NodeTuning,
 }
 
 /// The condition saying whether the rolling-update annotations
@@ -96,6 +98,7 @@ impl PoolState {
             ready: false,
             rolling_update: None,
             maintenance: None,
+            tuning: Default::default(),
         }
     }
 }
@@ -169,18 +172,26 @@ impl Resource<AWSMachineDeployment, PoolState> for Inputs {
             if controllers::lookup::claim_held(&shared, obj, &cluster).await?.is_none() {
                 return Ok(None);
             }
+            let capi = crate::capi::cluster_of(&shared.client, &shared.capi, &cluster).await?;
+            let (ns, id) = (obj.namespace().unwrap_or_default(), cluster.name_any());
+            let mds =
+                crate::capi::machine_deployments_of(&shared.client, &shared.capi, &ns, &id, &obj.name_any()).await?;
             let release = controllers::lookup::release_of(&shared, obj).await?;
             let role = controllers::lookup::tenant_role(&shared, &cluster).await?;
             let region = &cluster.spec.provider.region;
             let (tenant, cp) = controllers::lookup::clients_of_role(&shared, &role, region).await?;
-            Ok::<_, ResourceError>(Some((cluster, release, tenant, cp, role)))
+            Ok::<_, ResourceError>(Some((cluster, release, tenant, cp, role, capi, mds)))
         }
         .await;
         match checked {
-            Ok(Some((cluster, release, tenant, cp, role))) => {
+            Ok(Some((cluster, release, tenant, cp, role, capi, mds))) => {
                 let account = controllers::lookup::recorded_account(&cluster, role);
                 let current = obj.status.as_ref();
                 controllers::stack_entries::remember_account(&shared, obj, current, &mut state.status, account).await?;
+                // Built with the Cluster API objects' values where the own are unset; the
+                // AWSCluster names what its own fields override.
+                let (cluster, _) = crate::capi::effective_cluster(&cluster, capi.as_ref());
+                state.tuning = crate::capi::tuning(capi.as_ref(), &mds);
                 state.cluster = Some(cluster);
                 state.release = Some(release);
                 state.tenant = Some(tenant);

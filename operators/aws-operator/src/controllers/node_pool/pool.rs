@@ -53,6 +53,8 @@ struct Surroundings {
     peers: Vec<String>,
     /// A live sibling's group is not known yet.
     peers_pending: bool,
+    /// Cilium runs in ENI mode ([`PoolStacks::cilium_eni`]).
+    cilium_eni: bool,
 }
 
 impl Surroundings {
@@ -72,6 +74,7 @@ impl Surroundings {
             key_arn: &g.key_arn,
             peer_security_groups: &self.peers,
             alike: &shared.config.alike_instances,
+            cilium_eni: self.cilium_eni,
         }
     }
 }
@@ -310,7 +313,7 @@ async fn node_config(
         (labels::AWS_OPERATOR_VERSION.to_string(), shared.config.version.clone()),
         (labels::MACHINE_DEPLOYMENT.to_string(), md.clone()),
     ]);
-    let input = crate::node_config::input(
+    let mut input = crate::node_config::input(
         &shared.config.registry,
         &shared.config.service_cidr,
         &g.release,
@@ -319,6 +322,7 @@ async fn node_config(
         node_labels,
         secrets,
     );
+    input.tuning = state.tuning.clone();
     let config = match crate::node_config::build(&controllers::status::describe(obj), &format!("worker-{md}"), &input) {
         Ok(config) => config,
         Err(e) => return Err(reject(state, obj, e).await),
@@ -344,7 +348,8 @@ async fn surroundings(
     let (_, cp_cidr, cp_tables) = crate::controllers::cluster::stacks::control_plane_network(shared, &g.cp).await?;
     let cp_tables = cp_tables.iter().map(|(id, n)| stacks::CpRouteTable { id: id.clone(), name: n.clone() }).collect();
     let (peers, peers_pending) = peer_security_groups(shared, &g.tenant, obj, &g.id).await?;
-    Ok(Surroundings { common, layout, cp_cidr, cp_tables, peers, peers_pending })
+    let cilium_eni = state.tuning.cilium_eni;
+    Ok(Surroundings { common, layout, cp_cidr, cp_tables, peers, peers_pending, cilium_eni })
 }
 
 /// TCNP: built, its update's kind and timing decided ([`roll`]), applied through the approval

@@ -105,10 +105,14 @@ async fn masters_of(
         .get(&tenant.cache_key(), tenant.cfn.as_ref(), &names::stack_name(&id, StackKind::Tccpn, None))
         .await?;
     let ns = cluster.namespace().unwrap_or_default();
-    let replicas = controllers::lookup::control_planes(shared, &ns, &id)
-        .await?
-        .first()
-        .map_or(1, |cp| cp.spec.master_replicas() as usize);
+    // The master count as the control plane controller decides it (`crate::capi`).
+    let replicas = match controllers::lookup::control_planes(shared, &ns, &id).await?.first() {
+        Some(cp) => {
+            let g8s = crate::capi::g8s_control_plane_of(&shared.client, &shared.capi, cp, &id).await?;
+            crate::capi::master_replicas(cp, g8s.as_ref()).0 as usize
+        }
+        None => 1,
+    };
     let nodes =
         if upgrade::nodes_needed(&shared.config.version, view.outputs.get("OperatorVersion").map(String::as_str)) {
             Some(controllers::lookup::workload_nodes(shared, cluster).await.map(|nodes| upgrade::master_nodes(&nodes)))
