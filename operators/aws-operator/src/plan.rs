@@ -134,6 +134,12 @@ pub struct Objects {
     pub network_pools: Vec<NetworkPool>,
     /// Releases.
     pub releases: Vec<Release>,
+    /// Cluster API `Cluster`s of a fleet (`crate::capi`).
+    pub capi_clusters: Vec<apis::capi::Cluster>,
+    /// `G8sControlPlane`s of a fleet.
+    pub g8s_control_planes: Vec<apis::capi::G8sControlPlane>,
+    /// Cluster API `MachineDeployment`s of a fleet.
+    pub capi_machine_deployments: Vec<apis::capi::MachineDeployment>,
 }
 
 impl Objects {
@@ -168,10 +174,58 @@ impl Objects {
                 }
                 (Some("infrastructure.giantswarm.io"), "NetworkPool") => self.network_pools.push(at.decode(document)?),
                 (Some("release.giantswarm.io"), "Release") => self.releases.push(at.decode(document)?),
+                (Some("cluster.x-k8s.io"), "Cluster") => self.capi_clusters.push(at.decode(document)?),
+                (Some("cluster.x-k8s.io"), "MachineDeployment") => {
+                    self.capi_machine_deployments.push(at.decode(document)?)
+                }
+                (Some("infrastructure.giantswarm.io"), "G8sControlPlane") => {
+                    self.g8s_control_planes.push(at.decode(document)?)
+                }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// The Cluster API `Cluster` of `cluster` (same namespace and name), checked as the daemon
+    /// checks it (`crate::capi::cluster_of`).
+    fn capi_cluster_of(&self, cluster: &AWSCluster) -> Result<Option<&apis::capi::Cluster>, InvalidInput> {
+        let capi = self.capi_clusters.iter().find(|c| same_place(*c, cluster));
+        if let Some(Err(errors)) = capi.map(apis::capi::Cluster::validate) {
+            return Err(operatorkit::error::field_errors(capi.expect("found"), errors));
+        }
+        Ok(capi)
+    }
+
+    /// The `G8sControlPlane` of `cp`, labelled with its cluster and control plane (the one named
+    /// like it first), checked (`crate::capi::g8s_control_plane_of`).
+    fn g8s_of(&self, cp: &AWSControlPlane, id: &str) -> Result<Option<&apis::capi::G8sControlPlane>, InvalidInput> {
+        let mut found: Vec<&apis::capi::G8sControlPlane> = self
+            .g8s_control_planes
+            .iter()
+            .filter(|g| g.namespace() == cp.namespace())
+            .filter(|g| g.labels().get(labels::CLUSTER).map(String::as_str) == Some(id))
+            .filter(|g| g.labels().get(labels::CONTROL_PLANE) == Some(&cp.name_any()))
+            .collect();
+        found.sort_by_key(|g| (g.name_any() != cp.name_any(), g.name_any()));
+        match found.first() {
+            Some(g) => match g.replicas() {
+                Ok(_) => Ok(Some(*g)),
+                Err(e) => Err(operatorkit::error::field_errors(*g, vec![e])),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// The Cluster API `MachineDeployment`s of node pool `md` of cluster `id`, by their labels.
+    fn capi_machine_deployments_of(&self, md: &AWSMachineDeployment, id: &str) -> Vec<apis::capi::MachineDeployment> {
+        self.capi_machine_deployments
+            .iter()
+            .filter(|m| m.namespace() == md.namespace())
+            .filter(|m| m.labels().get(labels::CLUSTER).map(String::as_str) == Some(id))
+            .filter(|m| m.labels().get(labels::MACHINE_DEPLOYMENT) == Some(&md.name_any()))
+            .cloned()
+            .collect()
     }
 
     fn control_planes_of<'a>(&'a self, cluster: &'a AWSCluster) -> impl Iterator<Item = &'a AWSControlPlane> {
@@ -242,6 +296,11 @@ impl Location<'_> {
             message: format!("document {} ({} {name}): {e}", self.index, self.kind),
         })
     }
+}
+
+/// Whether `a` and `b` have the same namespace and name.
+fn same_place<A: kube::Resource, B: kube::Resource>(a: &A, b: &B) -> bool {
+    a.meta().name == b.meta().name && a.meta().namespace == b.meta().namespace
 }
 
 fn belongs_to<K: kube::Resource<DynamicType = ()>>(obj: &K, cluster: &AWSCluster) -> bool {
@@ -538,6 +597,13 @@ fn plan_cluster(
         objects.release_of(*md)?;
     }
 
+    // With the Cluster API objects' values where the cluster's own are unset (`crate::capi`).
+    let capi = objects.capi_cluster_of(cluster)?;
+    let (effective, _) = crate::capi::effective_cluster(cluster, capi);
+    let cluster = &effective;
+    let g8s = objects.g8s_of(control_plane, &id)?;
+    let (replicas, _) = crate::capi::master_replicas(control_plane, g8s);
+
     let tenant = settings.tenant_account_id.as_str();
     let cp_account = settings.control_plane_account_id.as_str();
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
@@ -612,7 +678,8 @@ fn plan_cluster(
     stacks.push(PlannedStack::new(StackKind::Tccpf, name, cp_account, tags, template, None, None));
 
     // TCCPN: the masters, with the control plane's own Release (as its controller reads it).
-    stacks.push(plan_masters(settings, cluster, control_plane, cp_release, &outputs, &bucket, &key_arn)?);
+    let masters = Masters { cp: control_plane, replicas, release: cp_release };
+    stacks.push(plan_masters(settings, cluster, &masters, &outputs, &bucket, &key_arn)?);
 
     // TCNP and TCNPF per node pool.
     let mut cidrs = vec![cidr.clone()];
@@ -634,6 +701,7 @@ fn plan_cluster(
             cp_tables: &cp_tables,
             bucket: &bucket,
             key_arn: &key_arn,
+            cilium_eni: crate::capi::tuning(capi, &objects.capi_machine_deployments_of(md, &id)).cilium_eni,
         };
         stacks.extend(plan_node_pool(settings, cluster, md, md_release, pool_cidr.cidr, &pool, &peers)?);
         cidrs.push(pool_cidr);
@@ -661,15 +729,22 @@ impl ClusterPlan {
     }
 }
 
+/// A control plane with its master count (`crate::capi::master_replicas`) and Release.
+struct Masters<'a> {
+    cp: &'a AWSControlPlane,
+    replicas: i32,
+    release: &'a Release,
+}
+
 fn plan_masters(
     settings: &Settings,
     cluster: &AWSCluster,
-    cp: &AWSControlPlane,
-    release: &Release,
+    masters: &Masters<'_>,
     outputs: &tccp::Outputs,
     bucket: &str,
     key_arn: &str,
 ) -> Result<PlannedStack, RenderError> {
+    let (cp, release) = (masters.cp, masters.release);
     let id = cluster.name_any();
     let region = &cluster.spec.provider.region;
     let flatcar = release.component_version("containerlinux").unwrap_or_default();
@@ -680,7 +755,7 @@ fn plan_masters(
         .iter()
         .filter_map(|az| outputs.az(az).map(|o| (az.clone(), o.private_subnet_id.clone())))
         .collect();
-    let replicas = u32::try_from(cp.spec.master_replicas()).unwrap_or(0);
+    let replicas = u32::try_from(masters.replicas).unwrap_or(0);
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
     let etcd_volume = crate::controllers::control_plane::etcd_volume(cp).map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
@@ -723,6 +798,8 @@ struct PoolInputs<'a> {
     cp_tables: &'a [CpRouteTable],
     bucket: &'a str,
     key_arn: &'a str,
+    /// Cilium in ENI mode, as the cluster's `Cluster` says.
+    cilium_eni: bool,
 }
 
 fn plan_node_pool(
@@ -757,8 +834,7 @@ fn plan_node_pool(
         key_arn: inputs.key_arn,
         peer_security_groups: peers,
         alike: &settings.config.alike_instances,
-        // The files `render` reads hold no Cluster API objects.
-        cilium_eni: false,
+        cilium_eni: inputs.cilium_eni,
     };
     // A new auto scaling group has no live desired capacity: 0, clamped to `min`.
     let params = pool.tcnp(0);

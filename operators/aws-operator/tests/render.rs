@@ -420,3 +420,34 @@ fn a_release_of_another_operator_version_renders_with_a_warning() -> anyhow::Res
     );
     Ok(())
 }
+
+#[test]
+fn a_fleets_capi_objects_reach_the_stacks_as_the_daemon_reads_them() -> anyhow::Result<()> {
+    // The fleet the end-to-end test applies: its G8sControlPlane says three masters, its
+    // AWSControlPlane lists one zone and no count; its Cluster carries a cloud tag.
+    let dir = tempfile::tempdir()?;
+    let fleet = dir.path().join("fleet.yaml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fleet/al9qy.yaml"))?;
+    std::fs::write(&fleet, text.replace("${AWS_OPERATOR_VERSION}", env!("CARGO_PKG_VERSION")))?;
+    let objects = Objects::load(&[fleet.clone(), release_yaml()])?;
+    let settings = Settings::from_args(&args(&[], &[&fleet]))?;
+    let plans = plan::plan(&objects, &settings)?;
+    let tccpn = plans[0].stacks.iter().find(|s| s.name == "cluster-al9qy-tccpn").expect("TCCPN");
+    assert_eq!(tccpn.template.outputs["MasterReplicas"].value, "3");
+    for stack in plans[0].stacks.iter().filter(|s| s.account_label() == "tenant") {
+        assert!(stack.tags.contains(&("cost-center".into(), "team-blue".into())), "{}: {:?}", stack.name, stack.tags);
+    }
+
+    // Without the CAPI objects: one master, no tag.
+    let own_only = dir.path().join("own.yaml");
+    let documents: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|d| !d.contains("apiVersion: cluster.x-k8s.io/") && !d.contains("kind: G8sControlPlane"))
+        .collect();
+    std::fs::write(&own_only, documents.join("\n---\n").replace("${AWS_OPERATOR_VERSION}", env!("CARGO_PKG_VERSION")))?;
+    let plans = plan::plan(&Objects::load(&[own_only, release_yaml()])?, &settings)?;
+    let tccpn = plans[0].stacks.iter().find(|s| s.name == "cluster-al9qy-tccpn").expect("TCCPN");
+    assert_eq!(tccpn.template.outputs["MasterReplicas"].value, "1");
+    assert!(plans[0].stacks.iter().all(|s| !s.tags.iter().any(|(k, _)| k == "cost-center")));
+    Ok(())
+}

@@ -339,17 +339,13 @@ pub fn common(
 }
 
 /// The label prefix of cloud tags: `tag.provider.giantswarm.io/<key>: <value>` on the AWSCluster
-/// becomes the tag `<key>=<value>` on the cluster's tenant stacks (and so on their resources).
-pub const CLOUD_TAG_PREFIX: &str = "tag.provider.giantswarm.io/";
+/// (or its Cluster API `Cluster`, `crate::capi`) becomes the tag `<key>=<value>` on the
+/// cluster's tenant stacks (and so on their resources).
+pub use apis::capi::CLOUD_TAG_PREFIX;
 
 /// The cloud tags of a cluster, from its labels.
 pub fn cloud_tags(cluster: &AWSCluster) -> BTreeMap<String, String> {
-    cluster
-        .labels()
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix(CLOUD_TAG_PREFIX)?.to_owned(), v.clone())))
-        .filter(|(k, _)| !k.is_empty())
-        .collect()
+    apis::capi::cloud_tags(cluster.labels())
 }
 
 /// The ARN of the cluster key, remembered for the life of the process once seen usable, so that
