@@ -438,6 +438,7 @@ impl<K: Watched> ControllerBuilder<K> {
             failures: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashSet::new()),
+            own_writes: Arc::new(Mutex::new(HashMap::new())),
             left_to_others: Mutex::new(HashSet::new()),
             loops: AtomicU64::new(0),
         };
@@ -623,7 +624,7 @@ impl<K: Watched> Controller<K> {
                 }
             })
             .flat_map({
-                let mut changes = Changes::<K>::new(own_finalizer);
+                let mut changes = Changes::<K>::new(own_finalizer, shared.own_writes.clone());
                 move |event| stream::iter(changes.on(event))
             })
             .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
@@ -761,16 +762,27 @@ fn sharded_watch<K: Watched>(
 /// `predicate_filter`, it forgets objects that leave the watch (deleted, or no longer selected,
 /// or gone in a re-list): an object that comes back unchanged, as a sharded object returning to
 /// a shard it had before does, is a change for this cache.
+///
+/// The version the controller's own finalizer patch wrote is not a change either: the reconcile
+/// that wrote it went on with that version. For kinds with a generation the hash already ignores
+/// the patch; for kinds without one (ConfigMaps, Secrets) the new resourceVersion would make
+/// the patch's echo a second reconcile of every new object, so the hash of the written version
+/// is recorded in [`OwnWrites`] and its watch event passes only if it differs.
 struct Changes<K: Watched> {
     own_finalizer: String,
     hashes: HashMap<ObjectRef<K>, u64>,
     /// Objects seen since a re-list began.
     relisted: Option<HashSet<ObjectRef<K>>>,
+    own_writes: OwnWrites<K>,
 }
 
+/// The change hashes of the versions this controller's own finalizer patches wrote, until their
+/// watch event arrives (or the object leaves the watch).
+type OwnWrites<K> = Arc<Mutex<HashMap<ObjectRef<K>, u64>>>;
+
 impl<K: Watched> Changes<K> {
-    fn new(own_finalizer: String) -> Self {
-        Self { own_finalizer, hashes: HashMap::new(), relisted: None }
+    fn new(own_finalizer: String, own_writes: OwnWrites<K>) -> Self {
+        Self { own_finalizer, hashes: HashMap::new(), relisted: None, own_writes }
     }
 
     fn on(&mut self, event: Result<Event<K>, watcher::Error>) -> Vec<Result<K, watcher::Error>> {
@@ -783,11 +795,14 @@ impl<K: Watched> Changes<K> {
             Ok(Event::InitDone) => {
                 if let Some(seen) = self.relisted.take() {
                     self.hashes.retain(|oref, _| seen.contains(oref));
+                    self.own_writes.lock().retain(|oref, _| seen.contains(oref));
                 }
                 Vec::new()
             }
             Ok(Event::Delete(obj)) => {
-                self.hashes.remove(&ObjectRef::from_obj(&obj));
+                let oref = ObjectRef::from_obj(&obj);
+                self.own_writes.lock().remove(&oref);
+                self.hashes.remove(&oref);
                 Vec::new()
             }
             Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
@@ -795,8 +810,11 @@ impl<K: Watched> Changes<K> {
                 if let Some(seen) = &mut self.relisted {
                     seen.insert(oref.clone());
                 }
+                // Whatever this event is, a recorded own write of this object is answered by it:
+                // the echo itself, or a newer version (the echo then never comes).
+                let own_write = self.own_writes.lock().remove(&oref);
                 let changed = match change_hash_ignoring(&obj, Some(&self.own_finalizer)) {
-                    Some(hash) => self.hashes.insert(oref, hash) != Some(hash),
+                    Some(hash) => self.hashes.insert(oref, hash) != Some(hash) && own_write != Some(hash),
                     None => true,
                 };
                 if changed {
@@ -921,6 +939,8 @@ struct Shared<K: Watched> {
     finalized: Mutex<HashMap<String, Instant>>,
     /// Objects with a reconcile request that has not started: the queue depth.
     pending: Mutex<HashSet<ObjectRef<K>>>,
+    /// The versions the finalizer patches wrote, for the change filter to recognise their echo.
+    own_writes: OwnWrites<K>,
     /// Objects routed to another operator version, logged once at info when they became so.
     left_to_others: Mutex<HashSet<ObjectRef<K>>>,
     loops: AtomicU64,
@@ -1227,6 +1247,10 @@ impl<K: Watched> WritePaths<K> for Shared<K> {
             match finalizer::json_patch::<K>(&self.client, obj.meta(), &patch).await {
                 Ok(updated) => {
                     tracing::debug!(finalizer = %self.finalizer, "finalizer added");
+                    // The reconcile goes on with this version: its watch event is no change.
+                    if let Some(hash) = change_hash_ignoring(&updated, Some(&self.finalizer)) {
+                        self.own_writes.lock().insert(ObjectRef::from_obj(&updated), hash);
+                    }
                     Ok(Some(Arc::new(updated)))
                 }
                 Err(error) if finalizer::is_stale(&error) => {
@@ -1419,6 +1443,37 @@ mod tests {
 
     fn names(releases: Vec<Release>) -> Vec<String> {
         releases.into_iter().map(|r| r.metadata.name.unwrap_or_default()).collect()
+    }
+
+    fn config_map(name: &str, rv: &str, finalizers: &[&str], data: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "finalizers": finalizers},
+            "data": {"k": data}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_own_finalizer_patch_does_not_echo_for_kinds_without_generation() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let own = "operatorkit.giantswarm.io/c";
+        let writes: OwnWrites<ConfigMap> = Arc::default();
+        let mut changes = Changes::<ConfigMap>::new(own.into(), writes.clone());
+        let passed = |out: Vec<Result<ConfigMap, watcher::Error>>| out.into_iter().filter(Result::is_ok).count();
+        assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("a", "1", &[], "x"))))), 1);
+        assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("b", "2", &[], "x"))))), 1);
+        // The finalizer patches wrote version 3 of a and 4 of b; a's echo is no change.
+        for (name, rv) in [("a", "3"), ("b", "4")] {
+            let written = config_map(name, rv, &[own], "x");
+            let hash = change_hash_ignoring(&written, Some(own)).unwrap();
+            writes.lock().insert(ObjectRef::from_obj(&written), hash);
+        }
+        assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("a", "3", &[own], "x"))))), 0);
+        // Someone changed b before its echo arrived: that version is a change.
+        assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("b", "5", &[own], "y"))))), 1);
+        assert!(writes.lock().is_empty(), "each recorded write is answered by the next event of its object");
+        // Without a recorded write, a new version is a change as before.
+        assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("a", "6", &[own], "z"))))), 1);
     }
 
     #[test]

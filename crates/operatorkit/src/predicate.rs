@@ -12,7 +12,9 @@
 //!   a generation such as ConfigMaps, `metadata.resourceVersion` (every change counts);
 //! * labels (the release label routes the object), annotations (pause), finalizers other than
 //!   the controller's own (its own patch must not echo back as a second reconcile), and
-//!   `deletionTimestamp`.
+//!   `deletionTimestamp`. For kinds without a generation the own finalizer patch still makes a
+//!   new resourceVersion; the controller remembers the hash of the version it wrote and does
+//!   not reconcile on that version's watch event.
 //!
 //! Status-only writes to kinds with a status subresource change none of these, so they do not
 //! reconcile. Periodic resyncs and Release changes reach the controller by other paths.
@@ -60,7 +62,8 @@ pub fn change_hash<K: Resource>(obj: &K) -> Option<u64> {
 
 /// [`change_hash`], ignoring the finalizer `own`: the controller's own finalizer patch then does
 /// not echo back as a second reconcile (for kinds with a generation; without one, the
-/// resourceVersion changes anyway).
+/// resourceVersion changes, and the controller recognises the echo by the hash of the version
+/// its patch wrote).
 pub fn change_hash_ignoring<K: Resource>(obj: &K, own: Option<&str>) -> Option<u64> {
     let meta = obj.meta();
     let mut hasher = DefaultHasher::new();
