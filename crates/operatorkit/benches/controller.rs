@@ -16,6 +16,14 @@
 //! So each controller's RSS is its own, unaffected by the server, by object creation or by the
 //! other controller, and neither controller runs in a process the other one warmed up.
 //!
+//! On a small shared machine one pair of runs says little (the ratio moved between 0.68 and 1.06
+//! in three runs on two busy cores), so the parent runs `OPERATORKIT_BENCH_ROUNDS` rounds
+//! (default 5), each on a fresh API server holding only that round's 2 × N objects, and
+//! alternates which controller goes first. It prints every run, then the medians beside the
+//! previously published figures. Besides wall-clock throughput it reports each controller's
+//! CPU time (user + system) until every object was reconciled once, per 1,000 objects: the
+//! work a controller costs, which other load on the machine disturbs far less.
+//!
 //! Reported for both: reconciles per second (objects / time until every object has been
 //! reconciled once: finalizer added and resources run), p50/p99 of the duration of every
 //! reconcile (including the ones that only add the finalizer), RSS after the idle resync and its
@@ -46,6 +54,9 @@ const RUN_ENV: &str = "OPERATORKIT_BENCH_RUN";
 const URL_ENV: &str = "OPERATORKIT_BENCH_URL";
 /// Overrides the object count, for quick runs of the benchmark's logic.
 const OBJECTS_ENV: &str = "OPERATORKIT_BENCH_OBJECTS";
+/// Overrides the number of rounds (one run of each controller per round).
+const ROUNDS_ENV: &str = "OPERATORKIT_BENCH_ROUNDS";
+const DEFAULT_ROUNDS: usize = 5;
 const DEFAULT_OBJECTS: usize = 10_000;
 const RESOURCES: usize = 5;
 const CONCURRENCY: u16 = 16;
@@ -170,9 +181,12 @@ impl Peer {
 }
 
 /// What one controller process reported.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Report {
     per_second: f64,
+    /// CPU time (user + system) of the controller process until every object was reconciled
+    /// once, per 1,000 objects, in milliseconds.
+    cpu_ms_per_1000: f64,
     p50_ms: f64,
     p99_ms: f64,
     rss_kib: u64,
@@ -182,7 +196,6 @@ struct Report {
 }
 
 async fn measure(server: &mut Peer, url: &str, variant: &str) -> Report {
-    server.command(&format!("create {variant} {}", *OBJECTS)).await;
     let mut runner = Peer::start(&[(RUN_ENV, variant.to_string()), (URL_ENV, url.to_string())]);
     let mut report = Report::default();
     let mut before = (0, 0);
@@ -196,8 +209,9 @@ async fn measure(server: &mut Peer, url: &str, variant: &str) -> Report {
                 report.idle_requests = after.0 - before.0;
                 report.idle_writes = after.1 - before.1;
             }
-            ["result", per_second, p50, p99, rss, hwm] => {
+            ["result", per_second, cpu, p50, p99, rss, hwm] => {
                 report.per_second = per_second.parse().unwrap_or(0.0);
+                report.cpu_ms_per_1000 = cpu.parse().unwrap_or(0.0);
                 report.p50_ms = p50.parse().unwrap_or(0.0);
                 report.p99_ms = p99.parse().unwrap_or(0.0);
                 report.rss_kib = rss.parse().unwrap_or(0);
@@ -211,7 +225,19 @@ async fn measure(server: &mut Peer, url: &str, variant: &str) -> Report {
     report
 }
 
-async fn orchestrate() {
+/// The figures last published (crates/operatorkit/README.md), printed beside the new ones.
+struct Previous {
+    operatorkit: f64,
+    plain: f64,
+    operatorkit_rss_mib: f64,
+    plain_rss_mib: f64,
+}
+
+const PREVIOUS: Previous =
+    Previous { operatorkit: 7_196.0, plain: 8_071.0, operatorkit_rss_mib: 57.0, plain_rss_mib: 87.0 };
+
+/// One round: a fresh API server, the objects of both controllers, one run of each.
+async fn round(first: &str, second: &str) -> Vec<(String, Report)> {
     let mut server = Peer::start(&[(SERVE_ENV, "1".to_string())]);
     let url = server.line().await.trim_start_matches("serving ").to_string();
     let client = client(&url);
@@ -223,28 +249,103 @@ async fn orchestrate() {
     }))
     .expect("a Release");
     Api::<apis::release::Release>::all(client).create(&PostParams::default(), &release).await.expect("the Release");
+    // Both controllers' objects exist before either runs, so each lists from a server of the
+    // same size.
+    for variant in [first, second] {
+        server.command(&format!("create {variant} {}", *OBJECTS)).await;
+    }
+    let mut reports = Vec::new();
+    for variant in [first, second] {
+        reports.push((variant.to_string(), measure(&mut server, &url, variant).await));
+    }
+    drop(server.stdin);
+    let _ = server.child.kill().await;
+    reports
+}
 
-    let okit = measure(&mut server, &url, "operatorkit").await;
-    let plain = measure(&mut server, &url, "plain").await;
-    let mib = |kib: u64| kib as f64 / 1024.0;
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
 
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn orchestrate() {
+    let rounds: usize =
+        std::env::var(ROUNDS_ENV).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(DEFAULT_ROUNDS);
     println!(
-        "operatorkit controller benchmark ({} ConfigMaps, {RESOURCES} resources each doing one cached read, concurrency {CONCURRENCY}, resync {}s)",
+        "operatorkit controller benchmark ({} ConfigMaps, {RESOURCES} resources each doing one cached read, concurrency {CONCURRENCY}, resync {}s, {rounds} rounds)",
         *OBJECTS,
         RESYNC.as_secs()
     );
-    println!("                                operatorkit   plain kube-runtime");
-    println!("  reconciles/s                  {:>11.0}   {:>18.0}", okit.per_second, plain.per_second);
-    println!("  reconcile p50                 {:>8.2} ms   {:>15.2} ms", okit.p50_ms, plain.p50_ms);
-    println!("  reconcile p99                 {:>8.2} ms   {:>15.2} ms", okit.p99_ms, plain.p99_ms);
-    println!("  controller RSS                {:>7.1} MiB   {:>14.1} MiB", mib(okit.rss_kib), mib(plain.rss_kib));
-    println!("  controller peak RSS           {:>7.1} MiB   {:>14.1} MiB", mib(okit.hwm_kib), mib(plain.hwm_kib));
-    println!("  API requests per idle resync  {:>11}   {:>18}", okit.idle_requests, plain.idle_requests);
-    println!("  API writes per idle resync    {:>11}   {:>18}", okit.idle_writes, plain.idle_writes);
-    println!("  throughput ratio              {:>11.2}   (target >= 0.90)", okit.per_second / plain.per_second);
+    println!("  round  first        operatorkit/s  plain/s  ratio  CPU ms/1000 (okit, plain)  RSS MiB (okit, plain)");
+    let (mut okit, mut plain) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        // Alternate the order, so that neither controller always runs on a warmer server.
+        let (first, second) = if i % 2 == 0 { ("operatorkit", "plain") } else { ("plain", "operatorkit") };
+        let mut reports = round(first, second).await;
+        reports.sort_by(|a, b| a.0.cmp(&b.0));
+        let (o, p) = (reports[0].1.clone(), reports[1].1.clone());
+        println!(
+            "  {:>5}  {first:<11}  {:>13.0}  {:>7.0}  {:>5.2}  {:>11.1} {:>11.1}     {:>9.1} {:>9.1}",
+            i + 1,
+            o.per_second,
+            p.per_second,
+            o.per_second / p.per_second,
+            o.cpu_ms_per_1000,
+            p.cpu_ms_per_1000,
+            mib(o.hwm_kib),
+            mib(p.hwm_kib)
+        );
+        okit.push(o);
+        plain.push(p);
+    }
+    let m = |reports: &[Report], f: fn(&Report) -> f64| median(reports.iter().map(f).collect());
+    let ratios: Vec<f64> = okit.iter().zip(&plain).map(|(o, p)| o.per_second / p.per_second).collect();
+    let (ratio_min, ratio_max) =
+        ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    let rate = |r: &Report| r.per_second;
+    let cpu = |r: &Report| r.cpu_ms_per_1000;
+    let p50 = |r: &Report| r.p50_ms;
+    let p99 = |r: &Report| r.p99_ms;
+    let rss = |r: &Report| mib(r.rss_kib);
+    let hwm = |r: &Report| mib(r.hwm_kib);
+    let idle_requests = |r: &Report| r.idle_requests as f64;
+    let idle_writes = |r: &Report| r.idle_writes as f64;
+    println!("  medians over {rounds} rounds         operatorkit   plain kube-runtime   previously (okit / plain)");
+    println!(
+        "  reconciles/s                  {:>11.0}   {:>18.0}   {:>8.0} / {:.0}",
+        m(&okit, rate),
+        m(&plain, rate),
+        PREVIOUS.operatorkit,
+        PREVIOUS.plain
+    );
+    println!("  CPU ms per 1,000 objects      {:>11.1}   {:>18.1}", m(&okit, cpu), m(&plain, cpu));
+    println!("  reconcile p50                 {:>8.2} ms   {:>15.2} ms", m(&okit, p50), m(&plain, p50));
+    println!("  reconcile p99                 {:>8.2} ms   {:>15.2} ms", m(&okit, p99), m(&plain, p99));
+    println!("  controller RSS                {:>7.1} MiB   {:>14.1} MiB", m(&okit, rss), m(&plain, rss));
+    println!(
+        "  controller peak RSS           {:>7.1} MiB   {:>14.1} MiB   {:>8.1} / {:.1} MiB",
+        m(&okit, hwm),
+        m(&plain, hwm),
+        PREVIOUS.operatorkit_rss_mib,
+        PREVIOUS.plain_rss_mib
+    );
+    println!("  API requests per idle resync  {:>11.0}   {:>18.0}", m(&okit, idle_requests), m(&plain, idle_requests));
+    println!("  API writes per idle resync    {:>11.0}   {:>18.0}", m(&okit, idle_writes), m(&plain, idle_writes));
+    println!(
+        "  throughput ratio (median)     {:>11.2}   (per round {ratio_min:.2} to {ratio_max:.2}; target >= 1.0; previously {:.2})",
+        median(ratios),
+        PREVIOUS.operatorkit / PREVIOUS.plain
+    );
+    println!("  CPU ratio (median, lower is cheaper) {:>4.2}", m(&okit, cpu) / m(&plain, cpu).max(f64::MIN_POSITIVE));
     println!("  targets: RSS <= 64 MiB, 0 writes per idle resync");
-    drop(server.stdin);
-    let _ = server.child.kill().await;
 }
 
 fn client(url: &str) -> Client {
@@ -332,6 +433,18 @@ fn rss_kib() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The CPU time (user + system) this process has used so far, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which is in parentheses and may hold spaces):
+    // utime and stime are the 14th and 15th fields of the line, in clock ticks.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Clock ticks are USER_HZ, 100 on Linux.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 async fn wait_until(what: &str, limit: Duration, check: impl Fn() -> bool) {
@@ -443,6 +556,7 @@ async fn run_variant(variant: &str) {
     let (shutdown, task) = start_variant(&client, variant, &observed);
     wait_until("every object reconciled", Duration::from_secs(600), || observed.distinct() >= *OBJECTS).await;
     let per_second = *OBJECTS as f64 / started.elapsed().as_secs_f64();
+    let cpu_ms_per_1000 = cpu_seconds() * 1000.0 / (*OBJECTS as f64 / 1000.0);
     let (p50, p99) = (observed.percentile(0.50), observed.percentile(0.99));
 
     // Idle resync: nothing changes; every object is reconciled once more from the cache.
@@ -458,5 +572,5 @@ async fn run_variant(variant: &str) {
     let (rss, hwm) = rss_kib();
     shutdown.cancel();
     let _ = task.await;
-    println!("result {per_second} {p50} {p99} {rss} {hwm}");
+    println!("result {per_second} {cpu_ms_per_1000} {p50} {p99} {rss} {hwm}");
 }
