@@ -22,6 +22,15 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --route53-enabled={{ .Values.operator.route53Enabled }}
 - --registry={{ .Values.operator.registry }}
 - --service-cidr={{ .Values.operator.serviceCIDR }}
+{{- with .Values.operator.sshUsers }}
+- {{ printf "--ssh-users=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.operator.ssoPublicKey }}
+- {{ printf "--sso-public-key=%s" . | quote }}
+{{- end }}
+{{- with .Values.operator.registryMirrors }}
+- --registry-mirrors={{ join "," . }}
+{{- end }}
 - --s3-bucket-tagging={{ .Values.operator.s3.bucketTagging }}
 - --access-log-expiration-days={{ .Values.operator.s3.accessLogExpirationDays }}
 - --concurrency={{ .Values.operator.concurrency }}

@@ -219,6 +219,9 @@ pub struct NodeConfigInput {
     /// What a fleet may set beyond the defaults: etcd's quota, the pod garbage collection,
     /// Cilium's ENI mode, cgroups v1.
     pub tuning: NodeTuning,
+    /// What the installation adds to every node: SSH users, the SSO CA, registry mirrors
+    /// (shared with kvm-operator's nodes).
+    pub extras: ignition::extras::NodeExtras,
     /// The secret files, shipped encrypted.
     pub secrets: Vec<NodeSecret>,
 }
@@ -363,6 +366,7 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         File::script(AWS_WRAPPER, &aws_wrapper(input)),
     ];
     files.extend(components.node_files());
+    files.extend(input.extras.files());
     let mut units = vec![
         Unit::new("set-hostname.service", SET_HOSTNAME_UNIT),
         Unit::new("decrypt-tls-assets.service", decrypt_unit(input)),
@@ -415,7 +419,8 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
     } else {
         Vec::new()
     };
-    let document = Config { files, filesystems, units, users: Vec::new(), kernel_arguments }.to_value();
+    let users = input.extras.users();
+    let document = Config { files, filesystems, units, users, kernel_arguments }.to_value();
     Ok(NodeConfig { document, secrets: input.secrets.clone() })
 }
 
@@ -1021,6 +1026,7 @@ mod tests {
             conntrack_max_per_core: None,
             registry: "quay.io".into(),
             tuning: NodeTuning::default(),
+            extras: Default::default(),
             secrets: vec![
                 NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
                 NodeSecret { path: paths::WORKER_CRT.into(), plaintext: b"worker certificate".to_vec() },

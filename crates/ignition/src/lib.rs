@@ -39,6 +39,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 pub mod access;
+pub mod extras;
 pub mod kubernetes;
 
 /// The Ignition specification version Flatcar reads.

@@ -47,7 +47,7 @@ use std::fmt;
 use ignition::kubernetes::{
     Components, ETCD_UNIT, EtcdMember, InitialClusterState, KUBELET_UNIT, KubeletUnit, TlsPaths,
 };
-use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, User, automount_unit_name, mount_unit_name};
+use ignition::{Config, Dropin, File, IgnitionError, Mount, Unit, automount_unit_name, mount_unit_name};
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::json;
 
@@ -233,17 +233,17 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
         files.extend(components.master_files());
         files.extend(ignition::access::master_files(&components.tls));
     }
-    if !settings.registry_mirrors.is_empty() {
-        let daemon = json!({ "registry-mirrors": settings.registry_mirrors });
-        files.push(File::text("/etc/docker/daemon.json", &format!("{daemon}\n")));
-    }
-    if !settings.sso_public_key.is_empty() {
-        files.push(File::text("/etc/ssh/trusted-user-ca-keys.pem", &format!("{}\n", settings.sso_public_key.trim())));
-        files.push(File::text(
-            "/etc/ssh/sshd_config.d/10-trusted-user-ca-keys.conf",
-            "TrustedUserCAKeys /etc/ssh/trusted-user-ca-keys.pem\n",
-        ));
-    }
+    // The installation's additions, the same as on aws-operator's nodes.
+    let extras = ignition::extras::NodeExtras {
+        ssh_users: cluster
+            .ssh_users
+            .iter()
+            .map(|u| ignition::extras::SshUser { name: u.name.clone(), public_key: u.public_key.clone() })
+            .collect(),
+        sso_public_key: settings.sso_public_key.clone(),
+        registry_mirrors: settings.registry_mirrors.clone(),
+    };
+    files.extend(extras.files());
 
     let mut units = vec![
         virtio_mount("dockerfs", "/var/lib/docker"),
@@ -301,16 +301,7 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
     }
 
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let users = cluster
-        .ssh_users
-        .iter()
-        .map(|u| User {
-            name: u.name.clone(),
-            ssh_authorized_keys: vec![u.public_key.clone()],
-            groups: vec!["sudo".into(), "docker".into()],
-        })
-        .collect();
-    let config = Config { files, filesystems: Vec::new(), units, users, kernel_arguments: Vec::new() };
+    let config = Config { files, filesystems: Vec::new(), units, users: extras.users(), kernel_arguments: Vec::new() };
     config.validate()?;
     Ok(config)
 }

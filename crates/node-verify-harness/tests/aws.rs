@@ -21,7 +21,8 @@ fn configs() -> Vec<(String, String)> {
 
 /// Every aws-operator node config at `(kubernetes, etcd)`: (node, sealed Ignition JSON). The
 /// `-tuned` ones carry every setting a fleet may add ([`NodeTuning`]): etcd's quota, the pod
-/// garbage collection, Cilium's ENI mode and cgroups v1.
+/// garbage collection, Cilium's ENI mode and cgroups v1; and what an installation adds to every
+/// node (an SSH user, the SSO CA, a registry mirror).
 fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
     let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false)];
     for masters in [1u8, 3] {
@@ -41,6 +42,12 @@ fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
                     terminated_pod_gc_threshold: Some(500),
                     cilium_eni: true,
                     cgroup_v1: true,
+                };
+                input.extras = ignition::extras::NodeExtras {
+                    ssh_users: ignition::extras::parse_ssh_users("alice:ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIa alice")
+                        .expect("users"),
+                    sso_public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIs sso-ca".into(),
+                    registry_mirrors: vec!["https://mirror.example.com".into()],
                 };
             }
             input.kubernetes_version = kubernetes.into();

@@ -356,6 +356,9 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--max-rolling-clusters=2",
         "--drift-detection-interval-seconds=7200",
         "--drift-detections-per-account-per-minute=4",
+        "--ssh-users=alice:ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIa alice",
+        "--sso-public-key=ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIs sso-ca",
+        "--registry-mirrors=https://mirror.example.com",
         "--s3-bucket-tagging=false",
         "--access-log-expiration-days=30",
     ] {

@@ -44,6 +44,16 @@ pub struct DaemonArgs {
     /// its `.10` is the cluster DNS. An IPv4 CIDR of /24 or wider.
     #[arg(long, default_value = DEFAULT_SERVICE_CIDR, value_parser = parse_service_cidr)]
     pub service_cidr: String,
+    /// SSH users of every node, `name:public key` entries separated by commas (`alice:ssh-ed25519
+    /// AAAA… alice`), in the groups `sudo` and `docker`.
+    #[arg(long, env = "AWS_OPERATOR_SSH_USERS", default_value = "", value_parser = parse_ssh_users)]
+    pub ssh_users: SshUsers,
+    /// The SSO CA's public key, trusted for SSH user certificates on the nodes.
+    #[arg(long, default_value = "")]
+    pub sso_public_key: String,
+    /// Docker registry mirrors of the nodes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub registry_mirrors: Vec<String>,
     /// Tag the cluster's S3 buckets (`PutBucketTagging`) with the cluster's tags. `false` for
     /// regions and partitions where S3 refuses bucket tagging.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -307,6 +317,9 @@ pub struct OperatorConfig {
     pub service_cidr: String,
     /// The settings of each cluster's S3 buckets.
     pub buckets: BucketSettings,
+    /// What every node gets besides the cluster's own (`--ssh-users`, `--sso-public-key`,
+    /// `--registry-mirrors`).
+    pub node_extras: ignition::extras::NodeExtras,
     /// How often the master Endpoints are refreshed from EC2.
     pub endpoints_refresh: Duration,
     /// How long an account's stack listing is used before it is listed again.
@@ -344,6 +357,15 @@ pub struct OperatorConfig {
     pub slot_namespace: String,
     /// The drift detector's settings.
     pub drift: DriftSettings,
+}
+
+/// The SSH users of `--ssh-users`, parsed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SshUsers(pub Vec<ignition::extras::SshUser>);
+
+/// Parse `--ssh-users` (the original's `name:key,…` list).
+pub fn parse_ssh_users(value: &str) -> Result<SshUsers, String> {
+    ignition::extras::parse_ssh_users(value).map(SshUsers)
 }
 
 /// The settings of each cluster's two S3 buckets (`--s3-bucket-tagging`,
@@ -417,6 +439,45 @@ impl AlikeInstances {
     }
 }
 
+impl OperatorConfig {
+    /// The configuration of `aws-operator daemon` from its flags. Pure, so that each flag's
+    /// way into the configuration is tested.
+    pub fn from_args(args: &DaemonArgs) -> Self {
+        OperatorConfig {
+            installation: args.installation.clone(),
+            ipam_range: args.ipam_range.clone(),
+            subnet_mask_bits: args.subnet_mask_bits,
+            route53_enabled: args.route53_enabled,
+            control_plane_route_tables: args.aws.route_tables.clone(),
+            registry: args.registry.clone(),
+            service_cidr: args.service_cidr.clone(),
+            node_extras: ignition::extras::NodeExtras {
+                ssh_users: args.ssh_users.0.clone(),
+                sso_public_key: args.sso_public_key.clone(),
+                registry_mirrors: args.registry_mirrors.iter().filter(|m| !m.is_empty()).cloned().collect(),
+            },
+            buckets: BucketSettings {
+                tagging: args.s3_bucket_tagging,
+                access_log_expiration_days: args.access_log_expiration_days,
+            },
+            poll: Duration::from_secs(args.poll_seconds.max(1)),
+            drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
+            drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),
+            drain_timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
+            certificates_namespace: args.certificates_namespace.clone(),
+            credential_namespaces: args.credential_namespaces.iter().filter(|n| !n.is_empty()).cloned().collect(),
+            alike_instances: args.alike_instances.clone(),
+            stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
+            endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+            unhealthy: UnhealthySettings::new(args),
+            max_rolling_clusters: args.max_rolling_clusters,
+            slot_namespace: args.leader_election_namespace.clone(),
+            drift: DriftSettings::new(args),
+            ..OperatorConfig::default()
+        }
+    }
+}
+
 impl Default for OperatorConfig {
     fn default() -> Self {
         Self {
@@ -430,6 +491,7 @@ impl Default for OperatorConfig {
             registry: "gsoci.azurecr.io".into(),
             service_cidr: DEFAULT_SERVICE_CIDR.into(),
             buckets: BucketSettings::default(),
+            node_extras: Default::default(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
             stack_busy_ttl: Duration::from_secs(5),
@@ -580,6 +642,51 @@ fn read_table(path: &Path) -> Result<AmiTable, AmiError> {
 
 #[cfg(test)]
 mod tests {
+
+    /// `aws-operator daemon` with `flags` besides the required ones.
+    fn daemon_args(flags: &[&str]) -> Result<DaemonArgs, clap::Error> {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            args: DaemonArgs,
+        }
+        use clap::Parser as _;
+        let required = ["aws-operator", "--installation", "gauss", "--ami-file", "/etc/aws-operator/ami.json"];
+        Cli::try_parse_from(required.iter().chain(flags)).map(|c| c.args)
+    }
+
+    #[test]
+    fn the_installations_node_additions_and_bucket_settings_come_from_the_flags() {
+        let config = OperatorConfig::from_args(&daemon_args(&[]).expect("defaults"));
+        assert_eq!(config.node_extras, ignition::extras::NodeExtras::default(), "nothing by default");
+        assert_eq!(config.buckets, BucketSettings { tagging: true, access_log_expiration_days: 365 });
+        let args = daemon_args(&[
+            "--ssh-users",
+            "alice:ssh-ed25519 AAAAa alice,bob:ssh-rsa AAAAb bob",
+            "--sso-public-key",
+            "ssh-ed25519 AAAAsso sso-ca",
+            "--registry-mirrors",
+            "https://mirror-a.example.com,https://mirror-b.example.com",
+            "--s3-bucket-tagging=false",
+            "--access-log-expiration-days",
+            "30",
+        ])
+        .expect("valid flags");
+        let config = OperatorConfig::from_args(&args);
+        let names: Vec<&str> = config.node_extras.ssh_users.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["alice", "bob"]);
+        assert_eq!(config.node_extras.sso_public_key, "ssh-ed25519 AAAAsso sso-ca");
+        assert_eq!(
+            config.node_extras.registry_mirrors,
+            ["https://mirror-a.example.com", "https://mirror-b.example.com"]
+        );
+        assert_eq!(config.buckets, BucketSettings { tagging: false, access_log_expiration_days: 30 });
+        // A malformed user list stops the daemon at its flags, naming the entry and the fix.
+        let err = daemon_args(&["--ssh-users", "alice"]).expect_err("no key").to_string();
+        assert!(err.contains("alice") && err.contains("name:public-key"), "{err}");
+        let err = daemon_args(&["--access-log-expiration-days", "0"]).expect_err("no expiry").to_string();
+        assert!(err.contains("access-log-expiration-days"), "{err}");
+    }
 
     #[test]
     fn the_service_cidr_must_be_an_ipv4_range_of_a_24_or_wider() {

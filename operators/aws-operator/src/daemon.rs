@@ -27,7 +27,7 @@ use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::AwsFactory;
-use crate::config::{AmiMap, DaemonArgs, DriftSettings, OperatorConfig, UnhealthySettings};
+use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
 use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
@@ -230,33 +230,7 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // its shard (sharded) or leads; the drain executor runs on the leader only.
     let (writes, leader) = (replicas.writes(), replicas.leader());
     let aws = AwsFactory::new(args.aws.settings(None)).await?.gated_by(writes.clone());
-    let config = OperatorConfig {
-        installation: args.installation.clone(),
-        ipam_range: args.ipam_range.clone(),
-        subnet_mask_bits: args.subnet_mask_bits,
-        route53_enabled: args.route53_enabled,
-        control_plane_route_tables: args.aws.route_tables.clone(),
-        registry: args.registry.clone(),
-        service_cidr: args.service_cidr.clone(),
-        buckets: crate::config::BucketSettings {
-            tagging: args.s3_bucket_tagging,
-            access_log_expiration_days: args.access_log_expiration_days,
-        },
-        poll: Duration::from_secs(args.poll_seconds.max(1)),
-        drainer_poll: Duration::from_secs(args.drainer_poll_seconds.max(1)),
-        drainer_active_poll: Duration::from_secs(args.drainer_active_poll_seconds.max(1)),
-        drain_timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
-        certificates_namespace: args.certificates_namespace.clone(),
-        credential_namespaces: args.credential_namespaces.iter().filter(|n| !n.is_empty()).cloned().collect(),
-        alike_instances: args.alike_instances.clone(),
-        stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
-        endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
-        unhealthy: UnhealthySettings::new(&args),
-        max_rolling_clusters: args.max_rolling_clusters,
-        slot_namespace: args.leader_election_namespace.clone(),
-        drift: DriftSettings::new(&args),
-        ..OperatorConfig::default()
-    };
+    let config = OperatorConfig::from_args(&args);
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     let readiness = Readiness::new();

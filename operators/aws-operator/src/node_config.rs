@@ -157,6 +157,7 @@ pub fn input(
         registry: registry.to_string(),
         // The fleet's Cluster API objects set it, when they are there (`crate::capi`).
         tuning: Default::default(),
+        extras: Default::default(),
         secrets,
     }
 }

@@ -46,6 +46,7 @@ pub fn input(role: Role) -> NodeConfigInput {
         conntrack_max_per_core: None,
         registry: "quay.io".into(),
         tuning: Default::default(),
+        extras: Default::default(),
         secrets,
     }
 }

@@ -343,6 +343,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 secrets.clone(),
             );
             input.tuning = state.tuning.clone();
+            input.extras = shared.config.node_extras.clone();
             let node = format!("master-{}", m.id);
             let config = match crate::node_config::build(&controllers::status::describe(obj), &node, &input) {
                 Ok(config) => config,

@@ -323,6 +323,7 @@ async fn node_config(
         secrets,
     );
     input.tuning = state.tuning.clone();
+    input.extras = shared.config.node_extras.clone();
     let config = match crate::node_config::build(&controllers::status::describe(obj), &format!("worker-{md}"), &input) {
         Ok(config) => config,
         Err(e) => return Err(reject(state, obj, e).await),
