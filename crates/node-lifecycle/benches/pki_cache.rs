@@ -151,6 +151,7 @@ async fn operator(url: &str, phase: &str) {
                 options: pki::IssueOptions::at(SystemTime::now()),
                 renewal: pki::RenewalPolicy::default(),
                 kubeconfig_server: Some(format!("https://{}", names.api_domain)),
+                service_account_v2: false,
             };
             let ensured = ensure(&mc, &request).await.expect("issued");
             assert_eq!(ensured.created.len(), 9, "every Secret of {id}");

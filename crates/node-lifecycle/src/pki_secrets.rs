@@ -168,6 +168,15 @@ pub async fn ensure(client: &Client, request: &EnsureRequest<'_>) -> Result<Ensu
                 existing.push(secret);
             }
         }
+        // So is the IRSA signing key (the original's Secret carries no label): never overwritten.
+        if request.service_account_v2 {
+            let name = pki::service_account_v2::secret_name(&cluster);
+            if !existing.iter().any(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+                && let Some(secret) = api.get_opt(&name).await.map_err(kube_error)?
+            {
+                existing.push(secret);
+            }
+        }
         // So is a kubeconfig Secret (Cluster API's carry no such label): never overwritten.
         if request.kubeconfig_server.is_some() {
             let name = pki::kubeconfig::secret_name(&cluster);

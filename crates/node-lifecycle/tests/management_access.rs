@@ -68,6 +68,7 @@ fn issue(names: &pki::ClusterNames, existing: &[Secret], kubeconfig_server: Opti
         options: pki::IssueOptions::at(SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
         kubeconfig_server,
+        service_account_v2: false,
     };
     let planned = plan(existing, &request).expect("plan");
     existing.iter().cloned().chain(planned.create).collect()

@@ -33,6 +33,7 @@ fn request<'a>(namespace: &'a str, names: &'a ClusterNames, encryption: Encrypti
         options: pki::IssueOptions::at(SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),
         kubeconfig_server: Some(format!("https://{}", names.api_domain)),
+        service_account_v2: false,
     }
 }
 

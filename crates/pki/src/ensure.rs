@@ -14,6 +14,8 @@
 //!   one is an error, never replaced.
 //! - The encryption key is generated only when its Secret is absent, and never replaced: a new
 //!   key would make every Secret already in etcd unreadable.
+//! - So is the service-account signing key of IAM roles for service accounts, when asked for
+//!   ([`EnsureRequest::service_account_v2`]): a new key would invalidate every token in use.
 //!
 //! The writes are ordered: CAs first, then certificates, then the encryption key. Applied with
 //! create (never overwrite) for [`EnsurePlan::create`] and an update carrying the read
@@ -32,7 +34,7 @@ use crate::secret::{
     self, AUTHORITY_LABEL, CERTIFICATE_LABEL, CLUSTER_LABEL, RANDOMKEY_LABEL, authority_from_secret, certificate_files,
     issued_here,
 };
-use crate::{ClusterNames, EncryptionKey, PkiError};
+use crate::{ClusterNames, EncryptionKey, PkiError, service_account_v2};
 
 /// Which encryption-key Secret the operator reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,10 @@ pub struct EnsureRequest<'a> {
     /// The workload cluster's API server URL for the management cluster's kubeconfig
     /// (`<id>-kubeconfig`, [`kubeconfig`]); none issues no kubeconfig.
     pub kubeconfig_server: Option<String>,
+    /// Whether the cluster signs its service-account tokens for IAM roles for service accounts:
+    /// the key pair `<id>-service-account-v2` ([`crate::service_account_v2`]) is generated when
+    /// its Secret is absent, and never replaced.
+    pub service_account_v2: bool,
 }
 
 /// A certificate Secret written by someone else that fails its checks.
@@ -257,6 +263,12 @@ pub fn plan(existing: &[Secret], request: &EnsureRequest<'_>) -> Result<EnsurePl
                 || by_name(&secret::randomkey_secret_name(cluster_id)).is_some()
         }
     };
+    // The IRSA signing key, whoever wrote it (the original's Secret carries no label): generated
+    // only when absent, never replaced, since a new key invalidates every token in use.
+    if request.service_account_v2 && by_name(&service_account_v2::secret_name(cluster_id)).is_none() {
+        let pair = service_account_v2::SigningKeyPair::generate()?;
+        plan.create.push(service_account_v2::secret(namespace, cluster_id, &pair));
+    }
     if !has_key {
         let key = EncryptionKey::generate()?;
         plan.create.push(match request.encryption {

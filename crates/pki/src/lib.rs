@@ -17,6 +17,9 @@
 //! - The management cluster's kubeconfig `<id>-kubeconfig` ([`kubeconfig`]), on a client
 //!   certificate of the cluster CA for the narrow identity the masters bind
 //!   ([`ignition::access`]).
+//! - The service-account issuer of IAM roles for service accounts ([`service_account_v2`]): the
+//!   signing key pair `<id>-service-account-v2`, and the OpenID Connect discovery document and
+//!   JWKS its public key is published with.
 //! - What an operator writes for a cluster, given its Secrets as they are ([`ensure::plan`]):
 //!   only what is missing or due, never a Secret someone else wrote, never a second CA or key.
 //!
@@ -54,6 +57,7 @@ pub mod kubeconfig;
 mod names;
 mod renewal;
 pub mod secret;
+pub mod service_account_v2;
 
 pub use check::{CertificateFiles, CertificateProblem, check, check_authority};
 pub use encryption::{EncryptionKey, encryption_configuration};

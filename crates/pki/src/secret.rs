@@ -63,6 +63,16 @@ pub fn randomkey_secret_name(cluster_id: &str) -> String {
 }
 
 fn secret(namespace: &str, name: String, labels: &[(&str, &str)], data: &[(&str, &[u8])]) -> Secret {
+    labelled_secret(namespace, name, labels, data)
+}
+
+/// An `Opaque` Secret with these labels and data.
+pub(crate) fn labelled_secret(
+    namespace: &str,
+    name: String,
+    labels: &[(&str, &str)],
+    data: &[(&str, &[u8])],
+) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(name),

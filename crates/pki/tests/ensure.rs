@@ -20,6 +20,7 @@ fn request<'a>(names: &'a pki::ClusterNames, at: std::time::SystemTime, format: 
         options: IssueOptions { now: at, lifetimes: Lifetimes::default(), serials: Serials::Random },
         renewal: RenewalPolicy::default(),
         kubeconfig_server: Some(format!("https://{}", names.api_domain)),
+        service_account_v2: false,
     }
 }
 
@@ -325,4 +326,41 @@ fn the_management_kubeconfig_is_a_client_of_the_cluster_ca_in_the_narrow_group_a
     let mut without = request(&names, now(), EncryptionFormat::ProviderConfig);
     without.kubeconfig_server = None;
     assert!(!names_of(&plan(&[], &without).expect("plan").create).contains(&"al9qy-kubeconfig"));
+}
+
+#[test]
+fn the_irsa_signing_key_is_generated_once_and_one_someone_else_wrote_is_kept() {
+    let names = aws_names();
+    let irsa = |at| EnsureRequest { service_account_v2: true, ..request(&names, at, EncryptionFormat::ProviderConfig) };
+    let without = plan(&[], &request(&names, now(), EncryptionFormat::ProviderConfig)).expect("plan");
+    assert!(!names_of(&without.create).contains(&"al9qy-service-account-v2"), "only for clusters with IRSA");
+
+    let first = plan(&[], &irsa(now())).expect("plan");
+    assert_eq!(names_of(&first.create).last(), Some(&"al9qy-encryption-provider-config"));
+    assert!(names_of(&first.create).contains(&"al9qy-service-account-v2"));
+    let mut store = Store::default();
+    store.apply(&first, usize::MAX);
+    let public = store.data("al9qy-service-account-v2", "pub");
+    let jwk = pki::service_account_v2::public_jwk(&public).expect("the public key is publishable");
+    assert_eq!(jwk.algorithm, "ES256");
+    assert!(store.data("al9qy-service-account-v2", "key").starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(!format!("{first:?}").contains("PRIVATE KEY"));
+
+    // A year later nothing is renewed that the key signs: it stays.
+    let later = plan(&store.secrets, &irsa(now() + Duration::from_secs(400 * 86_400))).expect("plan");
+    assert!(!names_of(&later.create).contains(&"al9qy-service-account-v2"));
+    assert!(!names_of(&later.replace).contains(&"al9qy-service-account-v2"));
+
+    // The original's Secret has no label at all: found by name and kept as it is.
+    let mut foreign = store.named("al9qy-service-account-v2").clone();
+    foreign.metadata.labels = None;
+    let others: Vec<Secret> = store
+        .secrets
+        .iter()
+        .filter(|s| s.metadata.name.as_deref() != Some("al9qy-service-account-v2"))
+        .cloned()
+        .collect();
+    let with_foreign = [others, vec![foreign]].concat();
+    let kept = plan(&with_foreign, &irsa(now())).expect("plan");
+    assert!(kept.is_empty(), "{kept:?}");
 }

@@ -36,6 +36,7 @@ pub async fn issue(client: &kube::Client, namespace: &str, cluster: &Cluster) ->
         // The management cluster's own access (drains, the node watch, node health), at the
         // endpoint its clients use.
         kubeconfig_server: Some(format!("https://{}", super::workload::api_endpoint(cluster))),
+        service_account_v2: false,
     };
     reconcile(client, &request).await
 }
