@@ -142,6 +142,10 @@ pub mod paths {
     pub const SERVICE_ACCOUNT_KEY: &str = "/etc/kubernetes/ssl/service-account-key.pem";
     /// The API server's encryption-provider config (masters).
     pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption/k8s-encryption-config.yaml";
+    /// The public key of the IRSA service-account issuer (masters, with IRSA), as the original.
+    pub const SERVICE_ACCOUNT_V2_PUB: &str = "/etc/kubernetes/ssl/service-account-v2-pub.pem";
+    /// The signing key of the IRSA service-account issuer (masters, with IRSA), as the original.
+    pub const SERVICE_ACCOUNT_V2_PRIV: &str = "/etc/kubernetes/ssl/service-account-v2-priv.pem";
 }
 
 /// What the node is.
@@ -222,6 +226,10 @@ pub struct NodeConfigInput {
     /// What the installation adds to every node: SSH users, the SSO CA, registry mirrors
     /// (shared with kvm-operator's nodes).
     pub extras: ignition::extras::NodeExtras,
+    /// IAM roles for service accounts (masters): the public issuer's URLs, the signing one
+    /// first, and the audiences it serves; its key pair is among the [`secrets`](Self::secrets)
+    /// at [`paths::SERVICE_ACCOUNT_V2_PUB`] and [`paths::SERVICE_ACCOUNT_V2_PRIV`].
+    pub irsa: Option<Irsa>,
     /// The secret files, shipped encrypted.
     pub secrets: Vec<NodeSecret>,
 }
@@ -247,6 +255,15 @@ pub const CGROUP_V1_KERNEL_ARGUMENTS: [&str; 2] =
 
 /// The node label that says which cgroups version a node runs, `v1` or `v2`.
 pub const CGROUPS_VERSION_LABEL: &str = "cgroups.giantswarm.io/version";
+
+/// A master's public service-account issuer (IAM roles for service accounts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Irsa {
+    /// The issuer URLs, the signing one first (`crate::irsa::Issuer::urls`).
+    pub issuers: Vec<String>,
+    /// The audiences besides the API server's own (`crate::irsa::sts_audience`).
+    pub audiences: Vec<String>,
+}
 
 /// Why a node config cannot be rendered or sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -635,6 +652,12 @@ fn components(input: &NodeConfigInput) -> Components {
         oidc: input.oidc.clone(),
         conntrack_max_per_core: input.conntrack_max_per_core,
         cloud_provider: Some("external".into()),
+        service_account_issuer: input.irsa.as_ref().map(|irsa| ignition::kubernetes::ServiceAccountIssuer {
+            issuers: irsa.issuers.clone(),
+            audiences: irsa.audiences.clone(),
+            public_key: paths::SERVICE_ACCOUNT_V2_PUB.into(),
+            signing_key: paths::SERVICE_ACCOUNT_V2_PRIV.into(),
+        }),
         extra_apiserver_args: Vec::new(),
         etcd_quota_backend_bytes: input.tuning.etcd_quota_backend_bytes,
         terminated_pod_gc_threshold: input.tuning.terminated_pod_gc_threshold,
@@ -1027,6 +1050,7 @@ mod tests {
             registry: "quay.io".into(),
             tuning: NodeTuning::default(),
             extras: Default::default(),
+            irsa: None,
             secrets: vec![
                 NodeSecret { path: paths::WORKER_KEY.into(), plaintext: WORKER_KEY_PEM.to_vec() },
                 NodeSecret { path: paths::WORKER_CRT.into(), plaintext: b"worker certificate".to_vec() },
@@ -1044,6 +1068,39 @@ mod tests {
         };
         input.secrets.push(NodeSecret { path: paths::API_KEY.into(), plaintext: API_KEY_PEM.to_vec() });
         input
+    }
+
+    #[test]
+    fn a_master_with_irsa_signs_with_the_v2_key_as_the_public_issuer_and_ships_the_key_pair() {
+        let mut input = master(0, 1);
+        input.irsa = Some(Irsa {
+            issuers: vec!["https://s3.eu-central-1.amazonaws.com/1-g8s-al9qy-oidc-pod-identity-v2".into()],
+            audiences: vec!["sts.amazonaws.com".into()],
+        });
+        for path in [paths::SERVICE_ACCOUNT_V2_PUB, paths::SERVICE_ACCOUNT_V2_PRIV] {
+            input.secrets.push(NodeSecret { path: path.into(), plaintext: b"v2 key".to_vec() });
+        }
+        let config = render(&input).expect("render");
+        let sealed =
+            config.seal(|_| Ok::<_, std::convert::Infallible>(b"sealed".to_vec())).unwrap_or_else(|e| match e {});
+        let parsed = ::ignition::parse(&sealed).expect("parse");
+        let manifest = parsed.text("/etc/kubernetes/manifests/k8s-api-server.yaml").expect("the API server");
+        for flag in [
+            "--service-account-issuer=https://s3.eu-central-1.amazonaws.com/1-g8s-al9qy-oidc-pod-identity-v2",
+            "--service-account-signing-key-file=/etc/kubernetes/ssl/service-account-v2-priv.pem",
+            "--service-account-key-file=/etc/kubernetes/ssl/service-account-v2-pub.pem",
+            "--api-audiences=sts.amazonaws.com,https://api.al9qy.k8s.gauss.eu-central-1.aws.gigantic.io",
+        ] {
+            assert!(manifest.contains(flag), "{flag}: {manifest}");
+        }
+        for path in [paths::SERVICE_ACCOUNT_V2_PUB, paths::SERVICE_ACCOUNT_V2_PRIV] {
+            assert!(parsed.files.contains_key(&format!("{path}.enc")), "{path} is shipped encrypted");
+        }
+        let plain = render(&master(0, 1))
+            .expect("render")
+            .seal(|_| Ok::<_, std::convert::Infallible>(vec![]))
+            .unwrap_or_else(|e| match e {});
+        assert!(!String::from_utf8_lossy(&plain).contains("service-account-v2"), "only with IRSA");
     }
 
     /// A stand-in for KMS: deterministic, reversible, and sharing no byte run with the input.

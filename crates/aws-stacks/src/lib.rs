@@ -1,6 +1,6 @@
 //! What aws-operator puts into AWS, as pure functions of typed inputs: the names of things
 //! ([`names`]), address management ([`ipam`]), the six CloudFormation stacks ([`cfn`],
-//! [`stacks`]), the Ignition node configs ([`ignition`]) and the stack state machine that
+//! [`stacks`]), the Ignition node configs ([`ignition`]), IAM roles for service accounts ([`irsa`]) and the stack state machine that
 //! decides what to do with a stack as CloudFormation shows it ([`state`]).
 //!
 //! Nothing here talks to AWS or Kubernetes, so `aws-operator render` and the template tests run
@@ -10,6 +10,7 @@
 pub mod cfn;
 pub mod ignition;
 pub mod ipam;
+pub mod irsa;
 pub mod leftovers;
 pub mod names;
 pub mod stacks;

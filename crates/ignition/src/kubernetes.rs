@@ -10,6 +10,8 @@
 //!   secrets and sets the hostname first, and attaches etcd's interface and volume;
 //! - the cloud provider flag ([`Components::cloud_provider`]): `external` on AWS, none on KVM;
 //! - the addresses etcd listens on and advertises ([`EtcdMember`]);
+//! - a public service-account issuer ([`ServiceAccountIssuer`]: AWS's IAM roles for service
+//!   accounts);
 //! - extra API server flags ([`Components::extra_apiserver_args`]), such as KVM's
 //!   `--enable-priority-and-fairness=false`.
 //!
@@ -80,6 +82,23 @@ pub struct Oidc {
     pub groups_claim: String,
 }
 
+/// A public service-account issuer (IAM roles for service accounts on AWS): tokens signed with
+/// its own key pair under issuer URLs a cloud can reach, while the API server keeps accepting
+/// what it issued before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccountIssuer {
+    /// The issuer URLs, ahead of the API server's own (`https://<api domain>`, which stays
+    /// accepted): the first signs new tokens, every one is accepted.
+    pub issuers: Vec<String>,
+    /// Audiences accepted besides the API server's own (`sts.amazonaws.com` for STS).
+    pub audiences: Vec<String>,
+    /// The issuer's public key (PEM): verifies its tokens, beside the cluster's service-account
+    /// key.
+    pub public_key: String,
+    /// The issuer's private key (PEM): signs new tokens.
+    pub signing_key: String,
+}
+
 /// What every component of one cluster's nodes is rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Components {
@@ -111,6 +130,9 @@ pub struct Components {
     /// API server's: it needs none since Kubernetes 1.29, where the flag was deprecated, and 1.33
     /// removed it (the API server would not start).
     pub cloud_provider: Option<String>,
+    /// A public service-account issuer; `None` signs with the cluster's service-account key as
+    /// `https://<api domain>`.
+    pub service_account_issuer: Option<ServiceAccountIssuer>,
     /// Flags appended to the API server's.
     pub extra_apiserver_args: Vec<String>,
     /// etcd's `--quota-backend-bytes`; etcd's default (2 GiB) when `None`.
@@ -440,14 +462,30 @@ spec:
             format!("--kubelet-client-certificate={}", tls.api_crt),
             format!("--kubelet-client-key={}", tls.api_key),
             format!("--service-account-key-file={}", tls.service_account_key),
-            format!("--service-account-signing-key-file={}", tls.service_account_key),
-            format!("--service-account-issuer=https://{}", self.api_domain),
-            format!("--api-audiences=https://{}", self.api_domain),
+        ];
+        let api = format!("https://{}", self.api_domain);
+        match &self.service_account_issuer {
+            None => args.extend([
+                format!("--service-account-signing-key-file={}", tls.service_account_key),
+                format!("--service-account-issuer={api}"),
+                format!("--api-audiences={api}"),
+            ]),
+            // Tokens issued before stay valid: the cluster's key still verifies and its issuer
+            // is still accepted; new tokens are the public issuer's.
+            Some(issuer) => {
+                args.push(format!("--service-account-key-file={}", issuer.public_key));
+                args.push(format!("--service-account-signing-key-file={}", issuer.signing_key));
+                args.extend(issuer.issuers.iter().chain([&api]).map(|i| format!("--service-account-issuer={i}")));
+                let audiences: Vec<&str> = issuer.audiences.iter().map(String::as_str).chain([api.as_str()]).collect();
+                args.push(format!("--api-audiences={}", audiences.join(",")));
+            }
+        }
+        args.extend([
             format!("--encryption-provider-config={}", tls.encryption_config),
             "--authorization-mode=Node,RBAC".to_owned(),
             "--enable-admission-plugins=NodeRestriction".to_owned(),
             "--allow-privileged=true".to_owned(),
-        ];
+        ]);
         if let Some(oidc) = &self.oidc {
             args.push(format!("--oidc-issuer-url={}", oidc.issuer_url));
             args.push(format!("--oidc-client-id={}", oidc.client_id));
@@ -588,6 +626,7 @@ mod tests {
             oidc: None,
             conntrack_max_per_core: None,
             cloud_provider: None,
+            service_account_issuer: None,
             extra_apiserver_args: vec!["--enable-priority-and-fairness=false".into()],
             etcd_quota_backend_bytes: None,
             terminated_pod_gc_threshold: None,
@@ -606,6 +645,43 @@ mod tests {
                 encryption_config: "/etc/kubernetes/encryption/k8s-encryption-config.yaml".into(),
             },
         }
+    }
+
+    #[test]
+    fn a_public_issuer_signs_new_tokens_and_the_api_servers_issuer_and_key_stay_accepted() {
+        let mut c = components();
+        let own = c.apiserver_args();
+        assert!(own.contains(&"--service-account-issuer=https://api.x1a2b.k8s.example.com".into()), "{own:?}");
+        assert!(own.contains(&"--api-audiences=https://api.x1a2b.k8s.example.com".into()), "{own:?}");
+        c.service_account_issuer = Some(ServiceAccountIssuer {
+            issuers: vec!["https://irsa.x1a2b.example.com".into(), "https://d1a2b3.cloudfront.net".into()],
+            audiences: vec!["sts.amazonaws.com".into()],
+            public_key: "/etc/kubernetes/ssl/service-account-v2-pub.pem".into(),
+            signing_key: "/etc/kubernetes/ssl/service-account-v2-priv.pem".into(),
+        });
+        let args = c.apiserver_args();
+        let with = |prefix: &str| args.iter().filter(|a| a.starts_with(prefix)).cloned().collect::<Vec<_>>();
+        assert_eq!(
+            with("--service-account-issuer="),
+            [
+                "--service-account-issuer=https://irsa.x1a2b.example.com",
+                "--service-account-issuer=https://d1a2b3.cloudfront.net",
+                "--service-account-issuer=https://api.x1a2b.k8s.example.com",
+            ],
+            "the first signs, all are accepted"
+        );
+        assert_eq!(with("--api-audiences="), ["--api-audiences=sts.amazonaws.com,https://api.x1a2b.k8s.example.com"]);
+        assert_eq!(
+            with("--service-account-key-file="),
+            [
+                "--service-account-key-file=/etc/kubernetes/ssl/service-account-key.pem",
+                "--service-account-key-file=/etc/kubernetes/ssl/service-account-v2-pub.pem",
+            ]
+        );
+        assert_eq!(
+            with("--service-account-signing-key-file="),
+            ["--service-account-signing-key-file=/etc/kubernetes/ssl/service-account-v2-priv.pem"]
+        );
     }
 
     #[test]

@@ -328,6 +328,7 @@ fn components(cluster: &Cluster, node: &Node, settings: &NodeConfigSettings) -> 
         oidc: settings.oidc.clone(),
         conntrack_max_per_core: None,
         cloud_provider: None,
+        service_account_issuer: None,
         extra_apiserver_args: vec!["--enable-priority-and-fairness=false".into()],
         etcd_quota_backend_bytes: None,
         terminated_pod_gc_threshold: None,

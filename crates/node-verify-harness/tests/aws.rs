@@ -1,6 +1,6 @@
 //! The whole suite over every node config aws-operator renders: workers and single and HA
-//! masters (with every worker volume, which every worker config mounts), at every Kubernetes
-//! version the fixtures and examples pin.
+//! masters (with every worker volume, which every worker config mounts), and masters of clusters
+//! with IAM roles for service accounts, at every Kubernetes version the fixtures and examples pin.
 
 mod support;
 
@@ -24,18 +24,22 @@ fn configs() -> Vec<(String, String)> {
 /// garbage collection, Cilium's ENI mode and cgroups v1; and what an installation adds to every
 /// node (an SSH user, the SSO CA, a registry mirror).
 fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
-    let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false)];
+    // (node, role, tuned, with IAM roles for service accounts)
+    let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false, false)];
     for masters in [1u8, 3] {
         for id in 1..=masters {
-            roles.push((format!("master-{id}-of-{masters}"), support::master(id, masters), false));
+            roles.push((format!("master-{id}-of-{masters}"), support::master(id, masters), false, false));
         }
+        // With IAM roles for service accounts: the API server signs as the public issuer.
+        roles.push((format!("master-1-of-{masters}-irsa"), support::master(1, masters), false, true));
     }
-    roles.push(("worker-g3j50-tuned".to_string(), Role::Worker { md_id: "g3j50".into() }, true));
-    roles.push(("master-1-of-3-tuned".to_string(), support::master(1, 3), true));
+    roles.push(("worker-g3j50-tuned".to_string(), Role::Worker { md_id: "g3j50".into() }, true, false));
+    roles.push(("master-1-of-3-tuned".to_string(), support::master(1, 3), true, false));
     roles
         .into_iter()
-        .map(|(node, role, tuned)| {
-            let mut input = support::input(role);
+        .map(|(node, role, tuned, irsa)| {
+            let input = support::input(role);
+            let mut input = if irsa { support::with_irsa(input) } else { input };
             if tuned {
                 input.tuning = NodeTuning {
                     etcd_quota_backend_bytes: Some(8_589_934_592),

@@ -158,6 +158,7 @@ pub fn input(
         // The fleet's Cluster API objects set it, when they are there (`crate::capi`).
         tuning: Default::default(),
         extras: Default::default(),
+        irsa: None,
         secrets,
     }
 }

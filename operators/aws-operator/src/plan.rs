@@ -773,6 +773,7 @@ fn plan_masters(
         internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
         etcd_volume,
         is_update,
+        irsa: None,
     };
     // As the control-plane controller: the hash is that of the update form; a stack that does
     // not exist yet is created in the create form.

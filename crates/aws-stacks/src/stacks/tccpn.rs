@@ -147,6 +147,9 @@ pub struct Params {
     /// Whether the stack already exists: chains the auto scaling groups so masters roll one at
     /// a time.
     pub is_update: bool,
+    /// The cluster's service-account issuer when it has IAM roles for service accounts: the
+    /// roles of [`crate::irsa::TRUSTED_SERVICE_ACCOUNTS`] also trust its OIDC providers.
+    pub irsa: Option<crate::irsa::Issuer>,
 }
 
 /// A replica count other than 1 or 3.
@@ -415,6 +418,18 @@ fn trust(principal: Value) -> Value {
     cfn::policy_document(vec![json!({ "Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole" })])
 }
 
+/// The trust of role `logical_id`: `principal` may assume it, and with IAM roles for service
+/// accounts the service accounts the role is for ([`crate::irsa::trust_statements`]).
+fn trust_with_irsa(p: &Params, logical_id: &str, principal: Value) -> Value {
+    let mut statements = vec![json!({ "Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole" })];
+    if let (Some(issuer), Some((_, accounts))) =
+        (&p.irsa, crate::irsa::TRUSTED_SERVICE_ACCOUNTS.iter().find(|(role, _)| *role == logical_id))
+    {
+        statements.extend(crate::irsa::trust_statements(issuer, &p.common.partition, &p.common.region, accounts));
+    }
+    cfn::policy_document(statements)
+}
+
 fn add_iam(t: &mut Template, p: &Params) {
     let c = &p.common;
     let cid = c.cluster_id.as_str();
@@ -527,7 +542,8 @@ fn add_iam(t: &mut Template, p: &Params) {
             }),
         ),
     );
-    let manager_trust = trust(json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") }));
+    let manager_trust =
+        trust_with_irsa(p, ALB_CONTROLLER_ROLE, json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") }));
     t.add(
         ALB_CONTROLLER_ROLE,
         Resource::new(
@@ -566,7 +582,11 @@ fn add_iam(t: &mut Template, p: &Params) {
                 "AWS::IAM::Role",
                 json!({
                     "RoleName": format!("{cid}-Route53Manager-Role"),
-                    "AssumeRolePolicyDocument": trust(json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") })),
+                    "AssumeRolePolicyDocument": trust_with_irsa(
+                        p,
+                        ROUTE53_MANAGER_ROLE,
+                        json!({ "AWS": cfn::get_att(IAM_MANAGER_ROLE, "Arn") }),
+                    ),
                     "Policies": [{
                         "PolicyName": format!("{cid}-Route53Manager-Policy"),
                         "PolicyDocument": cfn::policy_document(statements),
@@ -903,6 +923,38 @@ pub(crate) mod tests {
     use crate::stacks::testdata;
 
     #[test]
+    fn with_irsa_the_alb_controller_and_route53_manager_roles_trust_the_issuer_and_nothing_else_does() {
+        let trust_of =
+            |t: &Template, role: &str| t.resources[role].properties["AssumeRolePolicyDocument"]["Statement"].clone();
+        let plain = render(&params(1));
+        assert_eq!(trust_of(&plain, ALB_CONTROLLER_ROLE).as_array().map(Vec::len), Some(1), "the IAM manager only");
+        let mut p = params(1);
+        p.irsa = Some(crate::irsa::Issuer {
+            domain: "d1a2.cloudfront.net".into(),
+            alias: Some("irsa.al9qy.example.com".into()),
+        });
+        let t = render(&p);
+        for (role, accounts) in crate::irsa::TRUSTED_SERVICE_ACCOUNTS {
+            let statements = trust_of(&t, role);
+            let statements = statements.as_array().cloned().unwrap_or_default();
+            assert_eq!(statements.len(), 3, "{role}: the IAM manager, then the alias and the domain");
+            assert_eq!(statements[0]["Action"], "sts:AssumeRole");
+            for (statement, host) in statements[1..].iter().zip(["irsa.al9qy.example.com", "d1a2.cloudfront.net"]) {
+                assert_eq!(statement["Action"], "sts:AssumeRoleWithWebIdentity", "{role}");
+                assert_eq!(statement["Condition"]["StringLike"][format!("{host}:sub")], accounts, "{role}");
+                assert_eq!(
+                    statement["Condition"]["StringEquals"][format!("{host}:aud")],
+                    "sts.amazonaws.com",
+                    "{role}"
+                );
+            }
+        }
+        for role in [ROLE, IAM_MANAGER_ROLE] {
+            assert_eq!(trust_of(&t, role), trust_of(&plain, role), "{role} is not for service accounts");
+        }
+    }
+
+    #[test]
     fn the_etcd_volume_annotations_are_read_and_bad_values_name_the_annotation_and_the_fix() {
         let read = EtcdVolumePerformance::from_annotations;
         assert_eq!(read(None, None), Ok(EtcdVolumePerformance::default()));
@@ -949,6 +1001,7 @@ pub(crate) mod tests {
             internal_hosted_zone_id: Some("Z2PRIVATE".into()),
             etcd_volume: EtcdVolumePerformance::default(),
             is_update: false,
+            irsa: None,
         }
     }
 

@@ -159,6 +159,7 @@ pub fn render_all(shape: &Shape) -> Vec<(String, Template)> {
             internal_hosted_zone_id: shape.route53.then(|| "Z0PRIVATE".to_owned()),
             etcd_volume: tccpn::EtcdVolumePerformance { iops: Some(4000), throughput: Some(250) },
             is_update: shape.is_update,
+            irsa: None,
         }),
     ));
 

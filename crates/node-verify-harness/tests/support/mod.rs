@@ -47,8 +47,28 @@ pub fn input(role: Role) -> NodeConfigInput {
         registry: "quay.io".into(),
         tuning: Default::default(),
         extras: Default::default(),
+        irsa: None,
         secrets,
     }
+}
+
+/// `input` of a cluster with IAM roles for service accounts: its masters sign service-account
+/// tokens as the public issuer, with the v2 key pair shipped as the control plane adds it.
+pub fn with_irsa(mut input: NodeConfigInput) -> NodeConfigInput {
+    input.irsa = Some(aws_stacks::ignition::Irsa {
+        issuers: vec![format!(
+            "https://{}",
+            aws_stacks::irsa::s3_issuer_host(REGION, &aws_stacks::irsa::bucket("123456789012", CLUSTER))
+        )],
+        audiences: vec![aws_stacks::irsa::sts_audience(REGION)],
+    });
+    for (path, content) in [
+        (paths::SERVICE_ACCOUNT_V2_PUB, "service-account-v2 pub pem\n"),
+        (paths::SERVICE_ACCOUNT_V2_PRIV, "service-account-v2 key pem\n"),
+    ] {
+        input.secrets.push(NodeSecret { path: path.into(), plaintext: content.as_bytes().to_vec() });
+    }
+    input
 }
 
 /// Master `id` of `masters`.
