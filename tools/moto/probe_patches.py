@@ -1502,6 +1502,77 @@ def probe_throttling(port: int) -> None:
         check("400" in str(err), f"a throttle share of 1.5 gave {err}")
 
 
+def _jwt(key: Any, kid: str, claims: dict[str, Any]) -> str:
+    """An ES256 JWT of ``claims`` signed with the P-256 ``key``."""
+    import base64
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()  # noqa: E731
+    head = enc(json.dumps({"alg": "ES256", "kid": kid, "typ": "JWT"}).encode())
+    body = enc(json.dumps(claims).encode())
+    r, s_ = decode_dss_signature(key.sign(f"{head}.{body}".encode(), ec.ECDSA(hashes.SHA256())))
+    return f"{head}.{body}.{enc(r.to_bytes(32, 'big') + s_.to_bytes(32, 'big'))}"
+
+
+def probe_web_identity(port: int) -> None:
+    """AssumeRoleWithWebIdentity accepts a token signed with a key of the issuer's published
+    JWKS, for an audience of the OIDC provider, under the role's trust conditions, and refuses
+    every other (AWS STS API Reference, AssumeRoleWithWebIdentity, "Errors")."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    acct = account()
+    s3, iam, sts = client(port, "s3", acct), client(port, "iam", acct), client(port, "sts", acct)
+    bucket = f"{acct}-g8s-probe-oidc-pod-identity-v2"
+    issuer = f"https://s3.{REGION}.amazonaws.com/{bucket}"
+    host = issuer[len("https://"):]
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    key = ec.generate_private_key(ec.SECP256R1())
+    nums = key.public_key().public_numbers()
+    enc = lambda i: base64.urlsafe_b64encode(i.to_bytes(32, "big")).rstrip(b"=").decode()  # noqa: E731
+    jwks = {"keys": [{"kty": "EC", "crv": "P-256", "x": enc(nums.x), "y": enc(nums.y), "kid": "k1", "alg": "ES256", "use": "sig"}]}
+    s3.put_object(Bucket=bucket, Key=".well-known/openid-configuration",
+                  Body=json.dumps({"issuer": issuer, "jwks_uri": f"{issuer}/keys.json"}).encode())
+    s3.put_object(Bucket=bucket, Key="keys.json", Body=json.dumps(jwks).encode())
+    provider = iam.create_open_id_connect_provider(Url=issuer, ClientIDList=["sts.amazonaws.com"])["OpenIDConnectProviderArn"]
+    trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Federated": provider}, "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringLike": {f"{host}:sub": "system:serviceaccount:*:external-dns*"},
+                      "StringEquals": {f"{host}:aud": "sts.amazonaws.com"}}}]}
+    role = iam.create_role(RoleName="probe-irsa", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    claims = {"iss": issuer, "aud": ["sts.amazonaws.com"], "sub": "system:serviceaccount:kube-system:external-dns",
+              "exp": int(time.time()) + 600, "iat": int(time.time())}
+
+    def refused(call: Callable[[], Any], code: str, fragment: str = "") -> None:
+        try:
+            call()
+        except ClientError as err:
+            check(error_code(err) == code, f"error {error_code(err)} ({err}), want {code}")
+            check(fragment in err.response["Error"]["Message"], f"{err} does not say {fragment!r}")
+            return
+        raise AssertionError(f"no {code} error")
+
+    def assume(token: str) -> Any:
+        return sts.assume_role_with_web_identity(RoleArn=role, RoleSessionName="probe", WebIdentityToken=token)
+
+    # The bucket is private: STS cannot read the issuer's documents.
+    refused(lambda: assume(_jwt(key, "k1", claims)), "InvalidIdentityToken", "retrieve verification key")
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}]}))
+    check(assume(_jwt(key, "k1", claims))["AssumedRoleUser"]["Arn"].endswith("/probe"), "a valid token is accepted")
+    refused(lambda: assume(_jwt(key, "k1", {**claims, "aud": "https://api.example.com"})), "InvalidIdentityToken", "audience")
+    refused(lambda: assume(_jwt(ec.generate_private_key(ec.SECP256R1()), "k1", claims)), "InvalidIdentityToken", "signature")
+    refused(lambda: assume(_jwt(key, "k1", {**claims, "exp": int(time.time()) - 60})), "ExpiredTokenException")
+    refused(lambda: assume(_jwt(key, "k1", {**claims, "iss": "https://s3.eu-central-1.amazonaws.com/other"})),
+                 "InvalidIdentityToken", "No OpenIDConnect provider")
+    refused(lambda: assume(_jwt(key, "k1", {**claims, "sub": "system:serviceaccount:default:app"})), "AccessDenied")
+    refused(lambda: assume("not-a-jwt"), "InvalidIdentityToken")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1529,6 +1600,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("new buckets refuse ACLs (BucketOwnerEnforced)", probe_bucket_owner_enforced),
     ("a key policy governs reading the key", probe_kms_key_policy_reads),
     ("throttling", probe_throttling),
+    ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
 ]
 
 

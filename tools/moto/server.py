@@ -2675,6 +2675,225 @@ def patch_kms_key_policy_reads() -> None:
     cls.list_resource_tags = list_resource_tags
 
 
+# --- 23. AssumeRoleWithWebIdentity checks the token as STS does --------------------------------
+
+# The issuer forms the emulator can fetch documents from: an S3 bucket served by S3 itself
+# (path style), the issuer form of the IRSA buckets outside CloudFront.
+_S3_ISSUER = __import__("re").compile(r"^https://s3[.-]([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^/]+)(/.*)?$")
+
+
+class WebIdentityRefused(Exception):
+    """Why STS refuses a web identity token: (code, message, HTTP status) as AWS answers."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def _b64url(text: str) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _public_s3_object(url: str) -> bytes:
+    """The object at ``url`` as an anonymous reader gets it from S3: only when the bucket's
+    policy grants ``s3:GetObject`` to everyone and its public access block does not stop that
+    policy (or the object is public-read and ACLs are not ignored)."""
+    from moto.s3.models import s3_backends
+
+    refused = WebIdentityRefused(
+        "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider,  please reference AssumeRoleWithWebIdentity documentation for requirements"
+    )
+    match = _S3_ISSUER.match(url)
+    if not match:
+        raise refused
+    bucket_name, key_name = match.group(2), (match.group(3) or "/").lstrip("/")
+    located = s3_backends.bucket_accounts.get(bucket_name)
+    if not located:
+        raise refused
+    partition, owner = located
+    bucket = s3_backends[owner][partition].buckets.get(bucket_name)
+    key = bucket.keys.get(key_name) if bucket else None
+    if key is None:
+        raise refused
+    block = bucket.public_access_block
+    readable = False
+    if bucket.policy and not (block and (block.restrict_public_buckets or block.block_public_policy)):
+        try:
+            policy = json.loads(bucket.policy.decode())
+        except ValueError:
+            policy = {}
+        arn = f"arn:{partition}:s3:::{bucket_name}/{key_name}"
+        import fnmatch
+
+        for st in policy.get("Statement", []):
+            if not isinstance(st, dict) or st.get("Effect") != "Allow" or "Condition" in st:
+                continue
+            principal = st.get("Principal")
+            if principal != "*" and not (isinstance(principal, dict) and principal.get("AWS") in ("*", ["*"])):
+                continue
+            actions = st.get("Action", [])
+            actions = [actions] if isinstance(actions, str) else actions
+            resources = st.get("Resource", [])
+            resources = [resources] if isinstance(resources, str) else resources
+            if any(fnmatch.fnmatchcase("s3:GetObject", a) for a in actions) and any(
+                fnmatch.fnmatchcase(arn, r) for r in resources
+            ):
+                readable = True
+    acl = getattr(key, "acl", None)
+    if acl is not None and getattr(acl, "public_read", False) and not (block and block.ignore_public_acls):
+        readable = True
+    if not readable:
+        raise refused
+    return key.value
+
+
+def _verify_signature(alg: str, jwk: dict[str, Any], signed: bytes, signature: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+    digest = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}[alg[2:]]
+    as_int = lambda field: int.from_bytes(_b64url(jwk[field]), "big")  # noqa: E731
+    try:
+        if alg.startswith("RS") and jwk.get("kty") == "RSA":
+            key = rsa.RSAPublicNumbers(as_int("e"), as_int("n")).public_key()
+            key.verify(signature, signed, padding.PKCS1v15(), digest)
+            return True
+        if alg.startswith("ES") and jwk.get("kty") == "EC":
+            curve = {"P-256": ec.SECP256R1(), "P-384": ec.SECP384R1(), "P-521": ec.SECP521R1()}[jwk["crv"]]
+            key = ec.EllipticCurvePublicNumbers(as_int("x"), as_int("y"), curve).public_key()
+            half = len(signature) // 2
+            der = encode_dss_signature(int.from_bytes(signature[:half], "big"), int.from_bytes(signature[half:], "big"))
+            key.verify(der, signed, ec.ECDSA(digest))
+            return True
+    except (InvalidSignature, KeyError, ValueError):
+        return False
+    return False
+
+
+def _condition_holds(condition: dict[str, Any], claims: dict[str, Any], host: str) -> bool | None:
+    """A trust statement's condition over the token's claims: ``StringEquals`` and
+    ``StringLike`` on ``<issuer>:sub``, ``<issuer>:aud`` and ``<issuer>:amr``. ``None`` when it
+    names anything else: such a statement is not applied (it neither allows nor denies)."""
+    import fnmatch
+
+    for operator, pairs in condition.items():
+        if operator not in ("StringEquals", "StringLike") or not isinstance(pairs, dict):
+            return None
+        for key, wanted in pairs.items():
+            if not key.startswith(f"{host}:"):
+                return None
+            claim = key[len(host) + 1 :]
+            if claim not in ("sub", "aud", "amr"):
+                return None
+            values = claims.get(claim)
+            values = [values] if isinstance(values, str) else list(values or [])
+            wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+            match = (lambda v, w: v == w) if operator == "StringEquals" else fnmatch.fnmatchcase
+            if not any(match(v, w) for v in values for w in wanted):
+                return False
+    return True
+
+
+def check_web_identity(role_arn: str, token: str, now: float) -> None:
+    """Raise ``WebIdentityRefused`` unless STS would accept ``token`` for ``role_arn`` (AWS STS
+    API Reference, AssumeRoleWithWebIdentity, and IAM User Guide, "Create an OpenID Connect
+    (OIDC) identity provider in IAM"): the token is a JWT signed with RS256-512 or ES256-512;
+    its ``iss`` names an IAM OIDC provider of the role's account; its ``aud`` is one of the
+    provider's client ids; it has not expired; its signature verifies with a key of the JWKS the
+    issuer's discovery document (``<iss>/.well-known/openid-configuration``) names, both fetched
+    anonymously; and the role's trust policy allows ``sts:AssumeRoleWithWebIdentity`` to that
+    provider under conditions the claims meet."""
+    import fnmatch
+
+    from moto.iam.models import iam_backends
+
+    invalid = lambda message: WebIdentityRefused("InvalidIdentityToken", message)  # noqa: E731
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise invalid("The web identity token that was passed could not be validated by AWS: not a JWT")
+    try:
+        header = json.loads(_b64url(parts[0]))
+        claims = json.loads(_b64url(parts[1]))
+        signature = _b64url(parts[2])
+    except ValueError as err:
+        raise invalid(f"The web identity token that was passed could not be validated by AWS: {err}") from err
+    alg = header.get("alg", "")
+    if alg not in ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512"):
+        raise invalid(f"Unsupported token signing algorithm {alg!r}")
+    issuer = str(claims.get("iss", ""))
+    if not issuer.startswith("https://"):
+        raise invalid("Missing or invalid issuer (iss) in the web identity token")
+    host = issuer[len("https://") :].rstrip("/")
+    arn_parts = role_arn.split(":")
+    if len(arn_parts) < 6:
+        raise WebIdentityRefused("ValidationError", f"{role_arn} is not a role ARN")
+    partition, account_id = arn_parts[1], arn_parts[4]
+    iam = iam_backends[account_id][partition]
+    provider_arn = f"arn:{partition}:iam::{account_id}:oidc-provider/{host}"
+    provider = iam.open_id_providers.get(provider_arn)
+    if provider is None:
+        raise invalid(f"No OpenIDConnect provider found in your account for {issuer}")
+    audiences = claims.get("aud")
+    audiences = [audiences] if isinstance(audiences, str) else list(audiences or [])
+    if not any(a in provider.client_id_list for a in audiences):
+        raise invalid("Incorrect token audience")
+    if not isinstance(claims.get("exp"), (int, float)) or claims["exp"] <= now:
+        raise WebIdentityRefused("ExpiredTokenException", "Token is expired")
+    discovery = json.loads(_public_s3_object(f"{issuer}/.well-known/openid-configuration"))
+    keys = json.loads(_public_s3_object(str(discovery.get("jwks_uri", "")))).get("keys", [])
+    candidates = [k for k in keys if "kid" not in header or k.get("kid") == header["kid"]]
+    signed = f"{parts[0]}.{parts[1]}".encode()
+    if not any(_verify_signature(alg, k, signed, signature) for k in candidates):
+        raise invalid("The web identity token that was passed could not be validated by AWS: invalid signature")
+    denied = WebIdentityRefused(
+        "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity", status=403
+    )
+    try:
+        role = iam.get_role_by_arn(role_arn)
+    except Exception as err:  # moto's NotFound: STS answers AccessDenied for an unknown role
+        raise denied from err
+    trust = role.assume_role_policy_document
+    trust = json.loads(trust) if isinstance(trust, str) else trust
+    for st in (trust or {}).get("Statement", []):
+        if not isinstance(st, dict) or st.get("Effect") != "Allow":
+            continue
+        actions = st.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        if not any(fnmatch.fnmatchcase("sts:AssumeRoleWithWebIdentity", a) for a in actions):
+            continue
+        federated = (st.get("Principal") or {}).get("Federated", [])
+        federated = [federated] if isinstance(federated, str) else federated
+        if provider_arn not in federated:
+            continue
+        if _condition_holds(st.get("Condition", {}), claims, host):
+            return
+    raise denied
+
+
+def patch_web_identity() -> None:
+    """Correction 23: ``AssumeRoleWithWebIdentity`` hands out credentials only for a token STS
+    would accept (``check_web_identity``). moto 5.2.5 accepted any string as a token for any
+    role, so a role trusting the wrong issuer, audience or service account passed."""
+    from moto.sts import responses as sts_responses
+    from moto.sts.exceptions import STSClientError
+
+    cls = _require(sts_responses, "TokenResponse")
+    original = _require(cls, "assume_role_with_web_identity")
+
+    def assume_role_with_web_identity(self: Any) -> Any:
+        try:
+            check_web_identity(self._get_param("RoleArn"), self._get_param("WebIdentityToken") or "", time.time())
+        except WebIdentityRefused as refused:
+            raise STSClientError(refused.code, refused.message) from None
+        return original(self)
+
+    cls.assume_role_with_web_identity = assume_role_with_web_identity
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -2699,6 +2918,7 @@ def apply_patches() -> None:
     patch_execute_change_set()
     patch_bucket_owner_enforced()
     patch_kms_key_policy_reads()
+    patch_web_identity()
 
 
 # --- request log ------------------------------------------------------------------------------
