@@ -159,6 +159,12 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
   verbs: ["get", "list", "watch", "create", "patch"]
 # The drain executor: DrainerConfigs of this version, their status and finalizer. The drainers:
 # a DrainerConfig per instance a terminating lifecycle hook holds, deleted once it went.
+# IAM roles for service accounts: the ConfigMap <id>-irsa-cloudfront naming a cluster's
+# service-account issuer is read, created where absent, and deleted with the cluster when the
+# operator wrote it.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "delete"]
 - apiGroups: ["core.giantswarm.io"]
   resources: ["drainerconfigs"]
   verbs: ["list", "watch", "patch", "create", "delete"]
