@@ -106,6 +106,12 @@ impl Issuer {
     }
 }
 
+/// The ARN of the IAM OIDC provider of issuer `host` in `account_id`:
+/// `arn:<partition>:iam::<account>:oidc-provider/<host>`, as IAM derives it from the URL.
+pub fn provider_arn(partition: &str, account_id: &str, host: &str) -> String {
+    format!("arn:{partition}:iam::{account_id}:oidc-provider/{host}")
+}
+
 /// The roles of TCCPN trusted through IRSA, by logical id, with the service accounts each
 /// trusts (`system:serviceaccount:<namespace>:<name>`, `*` wildcards), as the original's.
 pub const TRUSTED_SERVICE_ACCOUNTS: [(&str, &str); 2] = [

@@ -11,6 +11,7 @@
 //! | [`autoscaling`] | the unhealthy-node terminator's Auto Scaling calls: instances' states in their groups, terminating one in its group |
 //! | [`instances`] | the drainers' Auto Scaling instances: one batched listing per account and poll, the instances' private DNS names |
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
+//! | [`iam`] | the IAM OIDC providers of the clusters' service-account issuers |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
@@ -41,6 +42,7 @@ pub mod cloudformation;
 pub mod drift;
 pub mod ec2;
 pub mod elb;
+pub mod iam;
 pub mod instances;
 pub mod kms;
 pub mod route53;
@@ -149,6 +151,8 @@ pub struct AccountClients {
     pub elb: aws_sdk_elasticloadbalancing::Client,
     /// Elastic Load Balancing v2.
     pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
+    /// IAM (a global service: the region only signs the requests).
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -294,6 +298,7 @@ impl AwsFactory {
             route53: aws_sdk_route53::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancing::Client::new(&conf),
             elbv2: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
+            iam: aws_sdk_iam::Client::new(&conf),
         }
     }
 
@@ -344,6 +349,7 @@ impl AwsFactory {
         let route53_conf = aws_sdk_route53::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let elb_conf = aws_sdk_elasticloadbalancing::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let elbv2_conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let iam_conf = aws_sdk_iam::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -356,6 +362,7 @@ impl AwsFactory {
             route53: aws_sdk_route53::Client::from_conf(route53_conf),
             elb: aws_sdk_elasticloadbalancing::Client::from_conf(elb_conf),
             elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2_conf),
+            iam: aws_sdk_iam::Client::from_conf(iam_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

@@ -432,12 +432,101 @@ pub async fn put_object(
         .map_err(|e| api_error("S3", "PutObject", e))
 }
 
-/// Empty and delete the cluster bucket and its log bucket. Returns `false` while objects remain
+/// The issuer bucket's policy: anyone may read its objects (AWS STS fetches the issuer's
+/// documents without credentials), over TLS only.
+pub fn issuer_bucket_policy(bucket: &str, region: &str) -> String {
+    let mut policy: serde_json::Value =
+        serde_json::from_str(&tls_only_policy(bucket, region)).expect("the TLS-only policy is JSON");
+    let objects = format!("arn:{}:s3:::{bucket}/*", aws_stacks::names::partition(region));
+    if let Some(statements) = policy["Statement"].as_array_mut() {
+        statements.push(serde_json::json!({
+            "Sid": "PublicReadOfTheServiceAccountIssuer",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": objects,
+        }));
+    }
+    policy.to_string()
+}
+
+/// The bucket of a cluster's service-account issuer (`aws_stacks::irsa::bucket`): SSE-S3 (an
+/// anonymous reader cannot use a KMS key), objects readable by anyone through
+/// [`issuer_bucket_policy`], ACLs blocked and ignored. Every call is idempotent; the sequence
+/// runs when the bucket is missing, and the policy is put again when it differs.
+pub async fn ensure_issuer_bucket(
+    aws: &AccountClients,
+    bucket: &str,
+    tags: &BTreeMap<String, String>,
+) -> Result<(), AwsError> {
+    if !bucket_exists(aws, bucket).await? {
+        create_bucket(aws, bucket).await?;
+        let tagging = Tagging::builder()
+            .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
+            .build()
+            .map_err(|e| AwsError::Setup(e.to_string()))?;
+        aws.s3
+            .put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        put_encryption(aws, bucket, None).await?;
+        aws.s3
+            .put_public_access_block()
+            .bucket(bucket)
+            .public_access_block_configuration(
+                PublicAccessBlockConfiguration::builder()
+                    .block_public_acls(true)
+                    .ignore_public_acls(true)
+                    .block_public_policy(false)
+                    .restrict_public_buckets(false)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| api_error("S3", "PutPublicAccessBlock", e))?;
+    }
+    ensure_policy(aws, bucket, issuer_bucket_policy(bucket, &aws.region)).await
+}
+
+/// Upload a public document of the issuer unless the object there has its content hash.
+/// Returns `true` when it uploaded.
+pub async fn ensure_public_object(
+    aws: &AccountClients,
+    bucket: &str,
+    key: &str,
+    body: Vec<u8>,
+    content_type: &str,
+) -> Result<bool, AwsError> {
+    use sha2::Digest as _;
+    let hash = format!("{:x}", sha2::Sha256::digest(&body));
+    if object_hash(aws, bucket, key).await?.as_deref() == Some(hash.as_str()) {
+        return Ok(false);
+    }
+    aws.s3
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .content_type(content_type)
+        .metadata(CONTENT_HASH_METADATA, &hash)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutObject", e))?;
+    Ok(true)
+}
+
+/// Empty and delete the cluster bucket, its log bucket and its service-account issuer's bucket
+/// (`aws_stacks::irsa::bucket`). Returns `false` while objects remain
 /// after three rounds (the caller keeps its finalizer and comes back).
 pub async fn delete_buckets(aws: &AccountClients, cluster_id: &str) -> Result<bool, AwsError> {
     let bucket = aws_stacks::names::bucket(&aws.account_id, cluster_id);
     let logs = aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id);
-    for name in [&bucket, &logs] {
+    // The service-account issuer's bucket (IAM roles for service accounts), where there is one.
+    let issuer = aws_stacks::irsa::bucket(&aws.account_id, cluster_id);
+    for name in [&issuer, &bucket, &logs] {
         if !bucket_exists(aws, name).await? {
             continue;
         }

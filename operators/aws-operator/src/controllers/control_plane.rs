@@ -312,6 +312,20 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
                 return Ok(out);
             }
         }
+        // IAM roles for service accounts: the issuer the cluster published, and its key pair.
+        let irsa = match crate::controllers::cluster::irsa::master_inputs(&shared, &cluster, &release, certs_ns).await?
+        {
+            crate::controllers::cluster::irsa::MasterInputs::Off => None,
+            crate::controllers::cluster::irsa::MasterInputs::Waiting(why) => {
+                let out = wait(state, why);
+                write_status(state, obj).await?;
+                return Ok(out);
+            }
+            crate::controllers::cluster::irsa::MasterInputs::Ready { issuer, node, secrets: keys } => {
+                secrets.extend(keys);
+                Some((issuer, node))
+            }
+        };
         let created = cluster
             .status
             .as_ref()
@@ -344,6 +358,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             );
             input.tuning = state.tuning.clone();
             input.extras = shared.config.node_extras.clone();
+            input.irsa = irsa.as_ref().map(|(_, node)| node.clone());
             let node = format!("master-{}", m.id);
             let config = match crate::node_config::build(&controllers::status::describe(obj), &node, &input) {
                 Ok(config) => config,
@@ -379,6 +394,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
             etcd_volume,
             is_update,
+            irsa: irsa.as_ref().map(|(issuer, _)| issuer.clone()),
         };
         // Masters roll one after the other only on updates; the hash is that of the update
         // form, so the first update after a create is not caused by the ordering alone.

@@ -47,6 +47,7 @@ pub async fn issue(
     namespace: &str,
     cluster: &AWSCluster,
     service_cidr: &str,
+    service_account_v2: bool,
 ) -> Result<Ensured, ResourceError> {
     let names = names(cluster, service_cidr);
     let request = EnsureRequest {
@@ -57,6 +58,7 @@ pub async fn issue(
         renewal: pki::RenewalPolicy::default(),
         // The management cluster's own access (drains, node health), as its clients reach it.
         kubeconfig_server: Some(format!("https://{}", names.api_domain)),
+        service_account_v2,
     };
     reconcile(client, &request).await
 }
@@ -74,7 +76,16 @@ impl Resource<AWSCluster, ClusterState> for Certificates {
         let shared = state.shared.clone();
         let cluster_ns = obj.namespace().unwrap_or_default();
         let namespace = crate::node_config::certificates_namespace(&shared, &cluster_ns);
-        match issue(&shared.client, namespace, obj, &shared.config.service_cidr).await {
+        // IAM roles for service accounts need the issuer's key pair too.
+        let irsa = match state.release.as_ref().map(|release| super::irsa::enabled(obj, release)) {
+            Some(Ok(on)) => on,
+            Some(Err(message)) => {
+                let err = ResourceError::msg(super::irsa::IRSA_INVALID, message).permanent();
+                return Err(reject(state, obj, err).await);
+            }
+            None => false,
+        };
+        match issue(&shared.client, namespace, obj, &shared.config.service_cidr, irsa).await {
             Ok(ensured) => {
                 for (reason, note) in ensured.events() {
                     shared.event(obj, reason, note).await;

@@ -17,6 +17,8 @@
 //! 3. `ipam` — allocates the cluster CIDR under the IPAM lock and writes it to
 //!    `status.provider.network.cidr`.
 //! 4. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
+//!    Then `irsa`: for a cluster with IAM roles for service accounts, its public
+//!    service-account issuer and the ConfigMap naming it ([`irsa`]).
 //! 5. `stacks` — TCCPI (management account), TCCP (tenant), TCCPF (management account).
 //! 6. `delegation` — the NS record of the cluster zone in the installation's intermediate zone
 //!    (management account), when Route53 is on.
@@ -49,6 +51,7 @@ use operatorkit::held_secrets;
 
 pub mod certificates;
 pub mod delegation;
+pub mod irsa;
 pub mod leftovers;
 pub mod master;
 pub mod stacks;
@@ -73,6 +76,7 @@ pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) 
         .resource(Certificates)
         .resource(Ipam)
         .resource(Encryption)
+        .resource(self::irsa::PublishIssuer)
         .resource(Stacks)
         .resource(Delegation)
         .resource(Master)

@@ -103,6 +103,7 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         if !crate::aws::s3::delete_buckets(&tenant, &id).await? {
             return Ok(keep(state, "emptying the cluster bucket".into()));
         }
+        super::irsa::forget(&shared, obj, &tenant).await?;
         crate::aws::kms::schedule_key_deletion(&tenant, &id).await?;
         // A cluster re-created with the same id in this process starts from nothing: its new
         // bucket gets every node config again.

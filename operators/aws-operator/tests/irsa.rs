@@ -1,0 +1,181 @@
+//! IAM roles for service accounts, end to end on moto: the operator issues the cluster's
+//! service-account key pair, publishes its issuer in S3, creates the IAM OIDC provider and
+//! makes the ALB controller's role trust it. A token signed with the key from the operator's
+//! Secret, as the masters' API servers sign them, is then accepted by STS
+//! `AssumeRoleWithWebIdentity` (moto, with the token checks of `tools/moto/server.py`'s
+//! correction 23) for that role, and refused for another audience; the discovery document and
+//! JWKS read from the bucket validate the token with a JWT library.
+//!
+//! Bad input: an annotation value that does not mean "on" is refused with `Ready=False` and a
+//! Warning event naming the annotation and the fix.
+
+mod support;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use apis::aws::{AWSCluster, AWSControlPlane};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use support::*;
+
+/// The object `key` of `bucket`, as JSON.
+async fn object(f: &Fixture, bucket: &str, key: &str) -> anyhow::Result<serde_json::Value> {
+    let tenant = f.tenant_clients().await?;
+    let out = tenant.s3.get_object().bucket(bucket).key(key).send().await?;
+    assert_eq!(out.content_type(), Some("application/json"), "{key}");
+    Ok(serde_json::from_slice(&out.body.collect().await?.into_bytes())?)
+}
+
+/// A service-account token of `sub` for `audience`, signed as the masters sign them.
+fn token(key_pem: &[u8], kid: &str, issuer: &str, sub: &str, audience: &str) -> anyhow::Result<String> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(kid.to_string());
+    let claims = serde_json::json!({
+        "iss": issuer, "sub": sub, "aud": [audience], "iat": now, "nbf": now, "exp": now + 600,
+        "kubernetes.io": {"namespace": "kube-system", "serviceaccount": {"name": "aws-load-balancer-controller"}},
+    });
+    Ok(jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ec_pem(key_pem)?)?)
+}
+
+/// STS as a pod calls it: unsigned, with the token only.
+async fn assume(f: &Fixture, role: &str, token: &str) -> Result<String, String> {
+    use aws_smithy_http_client::tls;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+        .build_https();
+    let conf = aws_sdk_sts::Config::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .region(aws_sdk_sts::config::Region::new(REGION))
+        .endpoint_url(f.moto.endpoint())
+        .build();
+    let sts = aws_sdk_sts::Client::from_conf(conf);
+    match sts
+        .assume_role_with_web_identity()
+        .role_arn(role)
+        .role_session_name("irsa")
+        .web_identity_token(token)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.assumed_role_user().map(|u| u.arn().to_string()).unwrap_or_default()),
+        Err(e) => Err(aws_sdk_sts::error::DisplayErrorContext(&e).to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_through_the_published_issuer()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "irs01";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cpi01", &["eu-central-1a"], 1).await?;
+    f.start_operator().await?;
+
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    if let Err(e) = eventually(200, "the control plane to be Ready", || async {
+        Ok(ready(cps.get("cpi01").await?.status.as_ref().map(|s| &s.conditions)).then_some(()))
+    })
+    .await
+    {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+
+    // What the operator wrote: the key pair and the ConfigMap naming the issuer.
+    let secret = Api::<Secret>::namespaced(f.client.clone(), NS).get(&format!("{id}-service-account-v2")).await?;
+    let data = secret.data.unwrap_or_default();
+    let key_pem = data.get("key").map(|k| k.0.clone()).expect("the private key");
+    let configmap = Api::<ConfigMap>::namespaced(f.client.clone(), NS).get(&format!("{id}-irsa-cloudfront")).await?;
+    let domain = configmap.data.unwrap_or_default().get("domain").cloned().expect("domain");
+    let bucket = format!("{}-g8s-{id}-oidc-pod-identity-v2", f.tenant_account);
+    assert_eq!(domain, format!("s3.{REGION}.amazonaws.com/{bucket}"));
+    let issuer = format!("https://{domain}");
+
+    // The issuer's documents, from its bucket.
+    let discovery = object(&f, &bucket, ".well-known/openid-configuration").await?;
+    assert_eq!(discovery["issuer"], issuer.as_str());
+    assert_eq!(discovery["jwks_uri"], format!("{issuer}/keys.json").as_str());
+    let jwks: JwkSet = serde_json::from_value(object(&f, &bucket, "keys.json").await?)?;
+    assert_eq!(jwks.keys.len(), 1);
+    let jwk = &jwks.keys[0];
+    let kid = jwk.common.key_id.clone().expect("kid");
+
+    let sub = "system:serviceaccount:kube-system:aws-load-balancer-controller";
+    let good = token(&key_pem, &kid, &issuer, sub, "sts.amazonaws.com")?;
+    let other_audience = token(&key_pem, &kid, &issuer, sub, "https://vault.example.com")?;
+
+    // The published JWKS validates the token, and only for its issuer and audience.
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.set_issuer(&[issuer.as_str()]);
+    validation.set_audience(&["sts.amazonaws.com"]);
+    let decoding = DecodingKey::from_jwk(jwk)?;
+    let claims = jsonwebtoken::decode::<serde_json::Value>(&good, &decoding, &validation)?.claims;
+    assert_eq!(claims["sub"], sub);
+    assert!(jsonwebtoken::decode::<serde_json::Value>(&other_audience, &decoding, &validation).is_err());
+    let stranger = pki::service_account_v2::SigningKeyPair::generate()?;
+    let forged = token(stranger.private_key.expose_pem().as_bytes(), &kid, &issuer, sub, "sts.amazonaws.com")?;
+    assert!(jsonwebtoken::decode::<serde_json::Value>(&forged, &decoding, &validation).is_err());
+
+    // STS: the ALB controller's role trusts the issuer's OIDC provider for its service account.
+    let role = format!("arn:aws:iam::{}:role/gs-{id}-ALBController-Role", f.tenant_account);
+    let assumed = assume(&f, &role, &good).await.map_err(|e| anyhow::anyhow!("refused: {e}"))?;
+    assert!(assumed.ends_with("/irsa"), "{assumed}");
+    let refused = assume(&f, &role, &other_audience).await.expect_err("another audience");
+    assert!(refused.contains("InvalidIdentityToken") && refused.contains("audience"), "{refused}");
+    let refused = assume(&f, &role, &forged).await.expect_err("a key the issuer does not publish");
+    assert!(refused.contains("InvalidIdentityToken"), "{refused}");
+    let app = token(&key_pem, &kid, &issuer, "system:serviceaccount:default:app", "sts.amazonaws.com")?;
+    let refused = assume(&f, &role, &app).await.expect_err("another service account");
+    assert!(refused.contains("AccessDenied"), "{refused}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_irsa_annotation_meaning_off_is_refused_naming_the_annotation_and_the_fix() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "irs02";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let annotation = serde_json::json!({"metadata": {"annotations": {
+        "alpha.aws.giantswarm.io/iam-roles-for-service-accounts": "false"}}});
+    clusters.patch(id, &PatchParams::default(), &Patch::Merge(&annotation)).await?;
+    f.start_operator().await?;
+
+    let message = eventually(120, "the cluster to be refused", || async {
+        let c = clusters.get(id).await?;
+        let conds = c.status.as_ref().map(|s| &s.conditions);
+        let refused = conds.and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.reason == "IrsaInvalid"));
+        Ok(refused.map(|c| c.message.clone()))
+    })
+    .await?;
+    assert!(
+        message.contains("annotation alpha.aws.giantswarm.io/iam-roles-for-service-accounts is \"false\""),
+        "{message}"
+    );
+    assert!(message.contains("remove it"), "{message}");
+    let events: Api<Event> = Api::namespaced(f.client.clone(), NS);
+    let warned = eventually(60, "a Warning event", || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("IrsaInvalid")))
+    })
+    .await?;
+    assert!(warned.note.unwrap_or_default().contains("iam-roles-for-service-accounts"));
+    // Nothing was created for it: no issuer bucket.
+    let tenant = f.tenant_clients().await?;
+    let bucket = format!("{}-g8s-{id}-oidc-pod-identity-v2", f.tenant_account);
+    assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "no bucket for a refused cluster");
+    Ok(())
+}
