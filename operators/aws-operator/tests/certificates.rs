@@ -136,8 +136,9 @@ async fn a_cluster_without_secrets_reaches_ready_on_issued_certificates_and_keep
     }
     println!("Ready on issued certificates after {:?}", started.elapsed());
 
-    // Two CAs, five certificates, the encryption-provider config and the management cluster's
-    // kubeconfig, all issued here.
+    // Two CAs, five certificates, the encryption-provider config, the management cluster's
+    // kubeconfig and the service-account issuer's key pair (Release 20 has IAM roles for service
+    // accounts), all issued here.
     let secrets = secrets_of(&f, id).await?;
     let mut names: Vec<String> = secrets.iter().filter_map(|s| s.metadata.name.clone()).collect();
     names.sort();
@@ -147,6 +148,7 @@ async fn a_cluster_without_secrets_reaches_ready_on_issued_certificates_and_keep
         format!("{id}-etcd-ca"),
         format!("{id}-encryption-provider-config"),
         format!("{id}-kubeconfig"),
+        format!("{id}-service-account-v2"),
     ]);
     want.sort();
     assert_eq!(names, want);
@@ -310,6 +312,8 @@ fn never_replaced(secrets: &[Secret]) -> Vec<(String, String)> {
                 "crt"
             } else if name.ends_with("-encryption-provider-config") {
                 "encryption"
+            } else if name.ends_with("-service-account-v2") {
+                "pub"
             } else {
                 return None;
             };
@@ -359,7 +363,8 @@ async fn killed_ten_times_during_issuance_each_cluster_ends_with_one_ca_of_each_
         kills.push((started.elapsed().as_millis(), stored));
     }
     println!("killed after (ms, Secrets stored by then): {kills:?}");
-    let per_cluster = pki::CERTIFICATES.len() + 4; // two CAs, the kubeconfig and the key
+    // Two CAs, the kubeconfig, the encryption key and the service-account issuer's key pair.
+    let per_cluster = pki::CERTIFICATES.len() + 5;
     let during = kills.iter().filter(|(_, stored)| *stored > 0 && *stored < ids.len() * per_cluster).count();
     assert!(during >= 5, "at least five kills came during issuance: {kills:?}");
 

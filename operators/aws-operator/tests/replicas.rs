@@ -271,7 +271,11 @@ async fn only_the_leader_of_the_moment_writes_to_aws_across_takeovers() -> anyho
     let mut names: Vec<&str> = buckets.buckets().iter().filter_map(|b| b.name()).collect();
     names.sort_unstable();
     let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
-    assert_eq!(names, [bucket.clone(), format!("{bucket}-access-logs")], "the cluster bucket and its log bucket");
+    assert_eq!(
+        names,
+        [bucket.clone(), format!("{bucket}-access-logs"), aws_stacks::irsa::bucket(&tenant.account_id, id)],
+        "the cluster bucket, its log bucket and its service-account issuer's bucket"
+    );
     let cidr = clusters.get(id).await?.status.and_then(|s| s.provider.network.cidr).unwrap_or_default();
     let vpcs = tenant
         .ec2

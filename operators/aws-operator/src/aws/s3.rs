@@ -452,26 +452,32 @@ pub fn issuer_bucket_policy(bucket: &str, region: &str) -> String {
 
 /// The bucket of a cluster's service-account issuer (`aws_stacks::irsa::bucket`): SSE-S3 (an
 /// anonymous reader cannot use a KMS key), objects readable by anyone through
-/// [`issuer_bucket_policy`], ACLs blocked and ignored. Every call is idempotent; the sequence
+/// [`issuer_bucket_policy`], ACLs blocked and ignored; tagged unless `settings` say otherwise,
+/// as the cluster buckets. Every call is idempotent; the sequence
 /// runs when the bucket is missing, and the policy is put again when it differs.
 pub async fn ensure_issuer_bucket(
     aws: &AccountClients,
     bucket: &str,
     tags: &BTreeMap<String, String>,
+    settings: &crate::config::BucketSettings,
 ) -> Result<(), AwsError> {
     if !bucket_exists(aws, bucket).await? {
         create_bucket(aws, bucket).await?;
-        let tagging = Tagging::builder()
-            .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
-            .build()
-            .map_err(|e| AwsError::Setup(e.to_string()))?;
-        aws.s3
-            .put_bucket_tagging()
-            .bucket(bucket)
-            .tagging(tagging)
-            .send()
-            .await
-            .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        if settings.tagging {
+            let tagging = Tagging::builder()
+                .set_tag_set(Some(
+                    tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect(),
+                ))
+                .build()
+                .map_err(|e| AwsError::Setup(e.to_string()))?;
+            aws.s3
+                .put_bucket_tagging()
+                .bucket(bucket)
+                .tagging(tagging)
+                .send()
+                .await
+                .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+        }
         put_encryption(aws, bucket, None).await?;
         aws.s3
             .put_public_access_block()

@@ -256,7 +256,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
             .all(|(key, body)| shared.memo.lock().uploads.get(&format!("{bucket}/{key}")) == Some(&digest(body)));
         if !settled {
             let tags = controllers::lookup::base_tags(&shared, obj, &id);
-            crate::aws::s3::ensure_issuer_bucket(&tenant, &bucket, &tags).await?;
+            crate::aws::s3::ensure_issuer_bucket(&tenant, &bucket, &tags, &shared.config.buckets).await?;
             for (key, body) in &documents {
                 if crate::aws::s3::ensure_public_object(&tenant, &bucket, key, body.clone(), "application/json").await?
                 {
