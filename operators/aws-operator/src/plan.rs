@@ -759,6 +759,14 @@ fn plan_masters(
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
     let etcd_volume = crate::controllers::control_plane::etcd_volume(cp).map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
+    // IAM roles for service accounts: the issuer the operator publishes (a ConfigMap naming
+    // another one, such as a CloudFront distribution, is not among the files rendered).
+    let annotation = cluster.annotations().get(aws_stacks::irsa::ANNOTATION).map(String::as_str);
+    let major = crate::controllers::cluster::irsa::release_major(release);
+    let irsa = aws_stacks::irsa::enabled(annotation, major)
+        .map_err(|e| invalid(cluster, crate::controllers::cluster::irsa::IRSA_INVALID, e))?
+        .then(|| crate::controllers::cluster::irsa::issuer(cluster, &settings.tenant_account_id, None).ok())
+        .flatten();
     let params = |is_update: bool| tccpn::Params {
         common: common.clone(),
         masters: masters.clone(),
@@ -773,7 +781,7 @@ fn plan_masters(
         internal_hosted_zone_id: outputs.internal_hosted_zone_id.clone(),
         etcd_volume,
         is_update,
-        irsa: None,
+        irsa: irsa.clone(),
     };
     // As the control-plane controller: the hash is that of the update form; a stack that does
     // not exist yet is created in the create form.
