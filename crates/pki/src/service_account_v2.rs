@@ -234,7 +234,7 @@ ewIDAQAB
         // The modulus without its DER sign byte, and the key id, as `openssl` computes them.
         assert!(jwk.jwk["n"].as_str().is_some_and(|n| n.starts_with("vg4Mm3NXcWjyzcsDJ5-1MBFBr7i59X")), "{}", jwk.jwk);
         assert_eq!(jwk.key_id, "fBsPSRyvB6ymxWdXoJ-7alk_Hguio4Dy7gO-52Z3Dyg");
-        assert_eq!(jwks(&[jwk.clone()])["keys"][0], jwk.jwk);
+        assert_eq!(jwks(std::slice::from_ref(&jwk))["keys"][0], jwk.jwk);
     }
 
     #[test]
