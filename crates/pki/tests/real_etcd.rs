@@ -66,6 +66,7 @@ fn aws_master() -> (Node, pki::ClusterPki) {
         conntrack_max_per_core: None,
         registry: "quay.io".into(),
         tuning: Default::default(),
+        extras: Default::default(),
         irsa: None,
         secrets,
     };
