@@ -3,7 +3,8 @@
 //! classic and v2 load balancers with their target group and security group, a
 //! `PersistentVolume`'s volume (one of them still attached to an instance that is not the
 //! cluster's), a record in the cluster's zone, a network interface left
-//! unattached, a peering to another VPC. Each would keep TCCP from being deleted; the teardown
+//! unattached, a peering to another VPC, and a policy someone attached to the masters' and the
+//! workers' roles. Each would keep TCCP from being deleted; the teardown
 //! deletes them first, waits while one is still in use, and leaves alone what is not the
 //! cluster's.
 
@@ -371,6 +372,25 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
         .ok_or_else(|| anyhow::anyhow!("no {tccp_name}"))?;
     let outputs = tccp::Outputs::from_outputs(&tccp_view.outputs, &[AZ])?;
     let created = create_leftovers(&tenant, &outputs).await?;
+    // Someone attached a policy of their own to the stacks' roles: IAM refuses to delete a role
+    // with a policy attached, so the stacks' deletions would fail on them.
+    let policy = tenant
+        .iam
+        .create_policy()
+        .policy_name("team-blue-s3-read")
+        .policy_document(
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}"#,
+        )
+        .send()
+        .await?
+        .policy()
+        .and_then(|p| p.arn())
+        .unwrap_or_default()
+        .to_string();
+    let roles = [format!("gs-cluster-{ID}-role-tccpn"), format!("gs-cluster-{ID}-role-np001")];
+    for role in &roles {
+        tenant.iam.attach_role_policy().role_name(role).policy_arn(&policy).send().await?;
+    }
 
     clusters.delete(ID, &DeleteParams::default()).await?;
 
@@ -420,6 +440,14 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
     if let Err(e) = gone {
         anyhow::bail!("{e}\n{}", dump(&f.client).await);
     }
+
+    // The roles went with their stacks; the policy is someone else's and stays, attached to
+    // nothing.
+    for role in &roles {
+        assert!(tenant.iam.get_role().role_name(role).send().await.is_err(), "role {role} is deleted with its stack");
+    }
+    let kept = tenant.iam.get_policy().policy_arn(&policy).send().await?;
+    assert_eq!(kept.policy().and_then(|p| p.attachment_count()), Some(0), "the policy stays, detached");
 
     // Every stack is gone; the hosted zone too, which Route53 refuses while a record is in it.
     assert_eq!(stacks(&tenant).await?, Vec::<(String, String)>::new(), "no tenant stack left");
@@ -481,6 +509,13 @@ async fn deleting_a_cluster_deletes_what_it_left_outside_its_stacks_before_its_n
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(ID))
         .filter_map(|e| e.note.clone())
         .collect();
+    for role in &roles {
+        let detached = events.items.iter().any(|e| {
+            e.reason.as_deref() == Some("PolicyDetached")
+                && e.note.as_deref().is_some_and(|n| n.contains(&policy) && n.contains(role.as_str()))
+        });
+        assert!(detached, "a PolicyDetached event names the policy and role {role}");
+    }
     let detached: Vec<String> = events
         .items
         .iter()

@@ -83,3 +83,31 @@ pub async fn delete_oidc_provider(aws: &AccountClients, host: &str, cluster_id: 
         }
     }
 }
+
+/// The managed policies attached to role `role`, by ARN; none when the role does not exist.
+pub async fn attached_policies(aws: &AccountClients, role: &str) -> Result<Vec<String>, AwsError> {
+    let pages = aws.iam.list_attached_role_policies().role_name(role).into_paginator().send().try_collect().await;
+    match pages {
+        Ok(pages) => Ok(pages
+            .iter()
+            .flat_map(|p| p.attached_policies())
+            .filter_map(|p| p.policy_arn().map(str::to_string))
+            .collect()),
+        Err(e) => {
+            let e = api_error("IAM", "ListAttachedRolePolicies", e);
+            if e.code() == "NoSuchEntity" { Ok(Vec::new()) } else { Err(e) }
+        }
+    }
+}
+
+/// Detach managed policy `arn` from role `role`; one already detached, or a role already gone,
+/// is done.
+pub async fn detach_policy(aws: &AccountClients, role: &str, arn: &str) -> Result<(), AwsError> {
+    match aws.iam.detach_role_policy().role_name(role).policy_arn(arn).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = api_error("IAM", "DetachRolePolicy", e);
+            if e.code() == "NoSuchEntity" { Ok(()) } else { Err(e) }
+        }
+    }
+}

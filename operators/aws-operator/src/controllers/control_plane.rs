@@ -567,6 +567,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             return Ok(keep("node pools first"));
         }
         let name = names::stack_name(&id, StackKind::Tccpn, None);
+        controllers::detach_foreign_policies(&shared, &tenant, obj, &tccpn::role_name(&id)).await?;
         let cluster_uid = cluster.uid().unwrap_or_default();
         let mut status = obj.status.clone().unwrap_or_default();
         let recorded = status.stacks.iter().find(|e| e.name == name).cloned();

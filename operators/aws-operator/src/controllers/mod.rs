@@ -40,6 +40,30 @@ use crate::context::Shared;
 /// ([`operatorkit::held_secrets`]), until the cluster's teardown is complete.
 /// The maintenance settings' condition ([`crate::maintenance::set_settings_condition`]) on `obj`'s
 /// new `conditions`, with the Warning event of a new `False` condition.
+/// Detach every managed policy attached to role `role` of a stack about to be deleted (the
+/// original's `cleanuptccpniamroles` and `cleanuptcnpiamroles`): the stacks attach none, so each
+/// is someone else's, and IAM refuses to delete a role with a policy attached, which would fail
+/// the stack's deletion. Each detachment is a Normal event `PolicyDetached` on `obj`; the policy
+/// itself is left alone.
+pub async fn detach_foreign_policies<K>(
+    shared: &Shared,
+    aws: &crate::aws::AccountClients,
+    obj: &K,
+    role: &str,
+) -> Result<(), operatorkit::ResourceError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    for arn in crate::aws::iam::attached_policies(aws, role).await? {
+        crate::aws::iam::detach_policy(aws, role, &arn).await?;
+        let note = format!(
+            "detached IAM policy {arn} from role {role}: the role's stack is being deleted, and IAM refuses to delete a role with a policy attached"
+        );
+        shared.event(obj, "PolicyDetached", note).await;
+    }
+    Ok(())
+}
+
 pub async fn record_maintenance_settings<K>(
     shared: &Shared,
     obj: &K,

@@ -195,6 +195,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
                 return Ok(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll));
             }
         }
+        controllers::detach_foreign_policies(&shared, &tenant, obj, &tcnp::role_name(&id, &md)).await?;
         let mut status = obj.status.clone().unwrap_or_default();
         let cluster_uid = cluster.uid().unwrap_or_default();
         for (aws, kind) in [(&tenant, StackKind::Tcnp), (&cp, StackKind::Tcnpf)] {
