@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The Release component this operator is.
+pub const COMPONENT: &str = "aws-operator";
+
 /// The flags of `aws-operator daemon`.
 #[derive(clap::Args, Debug)]
 pub struct DaemonArgs {

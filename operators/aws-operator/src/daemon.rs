@@ -33,8 +33,7 @@ use crate::controllers::status::{StatusReport, WithStatus};
 use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
 use crate::drift::DriftState;
 
-/// The Release component this operator is.
-pub const COMPONENT: &str = "aws-operator";
+pub use crate::config::COMPONENT;
 
 /// The Lease the replicas of one operator version compete for: `aws-operator-<version>`.
 ///

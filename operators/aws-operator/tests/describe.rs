@@ -25,8 +25,12 @@ use support::*;
 const ID: &str = "dsc01";
 
 /// `text` with what differs between runs replaced: the SINCE column's ages, instance ids, plan
-/// hashes, account ids; runs of spaces (the alignment, which follows the widest cell) made one.
+/// hashes, account ids, why credentials could not be loaded from an unreachable endpoint (refused
+/// at once, or timed out once the retries' backoff outlasts the operation timeout, depending on
+/// the machine's load); runs of spaces (the alignment, which follows the widest cell) made one.
 fn normalise(text: &str) -> String {
+    let unreachable = regex::Regex::new(r"loading credentials: (dispatch failure:|request has timed)…").expect("regex");
+    let text = &unreachable.replace_all(text, "loading credentials: <cause>…");
     let age = regex::Regex::new(r"  \d+[smhd](  |$)").expect("regex");
     let instance = regex::Regex::new(r"\bi-[0-9a-f]{8,17}\b").expect("regex");
     let hash = regex::Regex::new(r"\b[0-9a-f]{16}\b").expect("regex");

@@ -66,7 +66,7 @@ pub async fn forget(
     let ours = api
         .get_opt(&name)
         .await?
-        .is_some_and(|cm| cm.labels().get(MANAGED_BY).map(String::as_str) == Some(crate::daemon::COMPONENT));
+        .is_some_and(|cm| cm.labels().get(MANAGED_BY).map(String::as_str) == Some(crate::config::COMPONENT));
     if ours {
         match api.delete(&name, &Default::default()).await {
             Ok(_) => {}
@@ -286,7 +286,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                     namespace: Some(namespace.clone()),
                     labels: Some(BTreeMap::from([
                         (apis::labels::CLUSTER.to_string(), id.clone()),
-                        (MANAGED_BY.to_string(), crate::daemon::COMPONENT.to_string()),
+                        (MANAGED_BY.to_string(), crate::config::COMPONENT.to_string()),
                     ])),
                     ..ObjectMeta::default()
                 },

@@ -151,8 +151,12 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             write_status(state, obj).await?;
             return Ok(Outcome::cancel_reconciliation().requeue_after(hold_retry));
         }
-        // The running workers, for `status.provider.worker` (written only when it changed).
-        if let Some(group) = state.group.clone() {
+        // The running workers, for `status.provider.worker` (written only when it changed):
+        // looked at when the pool has none yet or its stack changed in this reconcile, so that a
+        // steady pool costs no EC2 call.
+        let settled = matches!(decision, upgrade::Decision::Current)
+            && obj.status.as_ref().and_then(|s| s.provider.as_ref()).is_some_and(|p| p.worker.is_some());
+        if let (Some(group), false) = (state.group.clone(), settled) {
             let instances = crate::aws::ec2::group_instances(&g.tenant, &group).await?;
             let worker = build::worker_status(&instances);
             state.status.provider.get_or_insert_with(Default::default).worker = Some(worker);
