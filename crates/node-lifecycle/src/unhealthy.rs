@@ -311,52 +311,48 @@ mod tests {
         );
     }
 
+    /// A worker created at 11:00 with `conditions`.
+    fn node_with(conditions: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "worker-w1-a-b", "creationTimestamp": "2026-03-01T11:00:00Z"},
+            "status": {"conditions": conditions}
+        }))
+        .expect("node")
+    }
+
     #[test]
     fn notready_time_comes_from_the_ready_condition() {
         let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("time");
-        let node = |conditions: serde_json::Value| -> Node {
-            serde_json::from_value(json!({
-                "metadata": {"name": "worker-w1-a-b", "creationTimestamp": "2026-03-01T11:00:00Z"},
-                "status": {"conditions": conditions}
-            }))
-            .expect("node")
-        };
-        let ready = node(json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T11:30:00Z"}]));
+        let ready =
+            node_with(json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T11:30:00Z"}]));
         assert_eq!(not_ready_for(&ready, now), None);
         let unknown =
-            node(json!([{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-03-01T11:42:00Z"}]));
+            node_with(json!([{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-03-01T11:42:00Z"}]));
         assert_eq!(not_ready_for(&unknown, now), Some(Duration::from_secs(18 * MIN)));
-        let never = node(json!([]));
+        let never = node_with(json!([]));
         assert_eq!(not_ready_for(&never, now), Some(Duration::from_secs(60 * MIN)), "since creation");
     }
 
     #[test]
     fn a_full_disk_counts_as_unhealthy_for_as_long_as_it_is_full() {
         let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("time");
-        let node = |conditions: serde_json::Value| -> Node {
-            serde_json::from_value(json!({
-                "metadata": {"name": "worker-w1-a-b", "creationTimestamp": "2026-03-01T11:00:00Z"},
-                "status": {"conditions": conditions}
-            }))
-            .expect("node")
-        };
         let ready = json!({"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T11:30:00Z"});
-        let healthy = node(json!([ready, {"type": "DiskFullKubelet", "status": "False"}]));
+        let healthy = node_with(json!([ready, {"type": "DiskFullKubelet", "status": "False"}]));
         assert_eq!(unhealthy_for(&healthy, now), None);
         for condition in DISK_FULL_CONDITIONS {
-            let full = node(
+            let full = node_with(
                 json!([ready, {"type": condition, "status": "True", "lastTransitionTime": "2026-03-01T11:40:00Z"}]),
             );
             assert_eq!(not_ready_for(&full, now), None, "{condition}: still Ready");
             assert_eq!(unhealthy_for(&full, now), Some(Duration::from_secs(20 * MIN)), "{condition}");
         }
         // Another condition a node-problem-detector sets is not a reason to replace the node.
-        let other = node(
+        let other = node_with(
             json!([ready, {"type": "KernelDeadlock", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z"}]),
         );
         assert_eq!(unhealthy_for(&other, now), None);
         // NotReady for longer than the disk has been full: the longer time counts.
-        let both = node(json!([
+        let both = node_with(json!([
             {"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-01T11:10:00Z"},
             {"type": "DiskFullVarLog", "status": "True", "lastTransitionTime": "2026-03-01T11:50:00Z"}
         ]));

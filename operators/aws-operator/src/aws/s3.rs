@@ -140,19 +140,7 @@ pub async fn ensure_buckets(
     for name in [&logs, &bucket] {
         create_bucket(aws, name).await?;
         if settings.tagging {
-            let tagging = Tagging::builder()
-                .set_tag_set(Some(
-                    tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect(),
-                ))
-                .build()
-                .map_err(|e| AwsError::Setup(e.to_string()))?;
-            aws.s3
-                .put_bucket_tagging()
-                .bucket(name)
-                .tagging(tagging)
-                .send()
-                .await
-                .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+            put_tags(aws, name, tags).await?;
         }
         put_encryption(aws, name, (name == &bucket).then_some(kms_key_arn)).await?;
         aws.s3
@@ -214,6 +202,22 @@ pub async fn ensure_buckets(
         .await
         .map_err(|e| api_error("S3", "PutBucketLogging", e))?;
     Ok(bucket)
+}
+
+/// Put `tags` on bucket `bucket`.
+async fn put_tags(aws: &AccountClients, bucket: &str, tags: &BTreeMap<String, String>) -> Result<(), AwsError> {
+    let tagging = Tagging::builder()
+        .set_tag_set(Some(tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect()))
+        .build()
+        .map_err(|e| AwsError::Setup(e.to_string()))?;
+    aws.s3
+        .put_bucket_tagging()
+        .bucket(bucket)
+        .tagging(tagging)
+        .send()
+        .await
+        .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+    Ok(())
 }
 
 /// The rule `ExpirationLogs` of the access-log bucket `logs`: its objects expire after `days`.
@@ -464,19 +468,7 @@ pub async fn ensure_issuer_bucket(
     if !bucket_exists(aws, bucket).await? {
         create_bucket(aws, bucket).await?;
         if settings.tagging {
-            let tagging = Tagging::builder()
-                .set_tag_set(Some(
-                    tags.iter().filter_map(|(k, v)| S3Tag::builder().key(k).value(v).build().ok()).collect(),
-                ))
-                .build()
-                .map_err(|e| AwsError::Setup(e.to_string()))?;
-            aws.s3
-                .put_bucket_tagging()
-                .bucket(bucket)
-                .tagging(tagging)
-                .send()
-                .await
-                .map_err(|e| api_error("S3", "PutBucketTagging", e))?;
+            put_tags(aws, bucket, tags).await?;
         }
         put_encryption(aws, bucket, None).await?;
         aws.s3
