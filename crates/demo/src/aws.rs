@@ -443,9 +443,9 @@ mod tests {
 
     /// `$KUBECTL`, else the kubectl of `make venv`, else the one on the PATH.
     fn kubectl() -> String {
-        let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/kubectl");
+        let venv = motoenv::workspace_root().join(".venv/bin/kubectl");
         std::env::var("KUBECTL")
-            .unwrap_or_else(|_| if std::path::Path::new(venv).exists() { venv.into() } else { "kubectl".into() })
+            .unwrap_or_else(|_| if venv.exists() { venv.display().to_string() } else { "kubectl".into() })
     }
 
     #[tokio::test]

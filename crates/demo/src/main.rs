@@ -30,9 +30,9 @@ struct Args {
     /// The kubectl binary to use.
     #[arg(long, env = "KUBECTL", default_value = "kubectl")]
     kubectl: String,
-    /// Directory with sample manifests.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples"))]
-    examples: PathBuf,
+    /// Directory with sample manifests [default: the checkout's `docs/examples`].
+    #[arg(long)]
+    examples: Option<PathBuf>,
 }
 
 /// Print a step's title, in bold on a terminal without `NO_COLOR`, as plain text otherwise.
@@ -59,7 +59,7 @@ async fn print_issued(client: &kube::Client, namespace: &str, cluster_id: &str) 
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = Args::parse();
+    let args = Args::parse();
     // The operator's logs only on request (`RUST_LOG=aws_operator=debug`): the demo's own
     // output is the story; logs are for finding out why a step stalls.
     if std::env::var_os("RUST_LOG").is_some() {
@@ -68,15 +68,14 @@ async fn main() -> anyhow::Result<()> {
             .with_writer(std::io::stderr)
             .init();
     }
+    let examples = args.examples.unwrap_or_else(|| motoenv::workspace_root().join("docs/examples"));
     // Shorter paths in the output; a missing directory is reported where a file is read.
-    if let Ok(dir) = args.examples.canonicalize() {
-        args.examples = dir;
-    }
+    let examples = examples.canonicalize().unwrap_or(examples);
     if args.kvm {
-        return kvm::run(&args.kubectl, &args.examples, args.keep).await;
+        return kvm::run(&args.kubectl, &examples, args.keep).await;
     }
     if args.simulation {
-        return simulation::run(&args.kubectl, &args.examples, args.keep).await;
+        return simulation::run(&args.kubectl, &examples, args.keep).await;
     }
-    aws::run(aws::Options { kubectl: args.kubectl, examples: args.examples, keep: args.keep }).await
+    aws::run(aws::Options { kubectl: args.kubectl, examples, keep: args.keep }).await
 }

@@ -118,9 +118,26 @@ pub enum Error {
     },
 }
 
-/// The workspace root: two levels above this crate's manifest directory.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// The workspace root, found at run time: the nearest directory holding `tools/moto/server.py`
+/// above the running package's manifest directory (cargo and nextest set `CARGO_MANIFEST_DIR` for
+/// the processes they start) or the current directory. The path this crate was compiled from is
+/// the last resort only: a build cache shared by two checkouts would otherwise start the other
+/// checkout's server.
+pub fn workspace_root() -> PathBuf {
+    let compiled = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let starts = [std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from), std::env::current_dir().ok()];
+    find_workspace_root(starts.into_iter().flatten(), &compiled)
+}
+
+/// The first ancestor of any of `starts` (in order) that holds `tools/moto/server.py`; else two
+/// levels above `compiled`.
+fn find_workspace_root(starts: impl IntoIterator<Item = PathBuf>, compiled: &Path) -> PathBuf {
+    starts
+        .into_iter()
+        .find_map(|start| {
+            start.ancestors().find(|dir| dir.join("tools/moto/server.py").is_file()).map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| compiled.join("../.."))
 }
 
 /// The interpreter to use: `MOTO_PYTHON` when set and non-empty, else `<workspace>/.venv/bin/python`.
@@ -500,6 +517,23 @@ mod unit {
         assert_eq!(resolve_python(Some("/opt/py".into()), ws), PathBuf::from("/opt/py"));
         assert_eq!(resolve_python(Some("".into()), ws), PathBuf::from("/ws/.venv/bin/python"));
         assert_eq!(resolve_python(None, ws), PathBuf::from("/ws/.venv/bin/python"));
+    }
+
+    #[test]
+    fn the_workspace_is_the_running_checkout_not_the_one_compiled_from() {
+        let tmp = std::env::temp_dir().join(format!("motoenv-root-{}", std::process::id()));
+        let checkout = tmp.join("checkout");
+        std::fs::create_dir_all(checkout.join("tools/moto")).unwrap();
+        std::fs::create_dir_all(checkout.join("operators/aws-operator")).unwrap();
+        std::fs::write(checkout.join("tools/moto/server.py"), "").unwrap();
+        let compiled = Path::new("/elsewhere/crates/motoenv");
+        let found = find_workspace_root([checkout.join("operators/aws-operator")], compiled);
+        assert_eq!(found, checkout);
+        let outside = tmp.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        assert_eq!(find_workspace_root([outside, checkout.join("tools")], compiled), checkout);
+        assert_eq!(find_workspace_root([tmp.join("outside")], compiled), compiled.join("../.."));
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

@@ -63,9 +63,10 @@ pub enum Error {
     Dashboard(String),
 }
 
-/// The repository's root directory.
+/// The repository's root directory, found at run time like moto's launcher finds it (a build
+/// cache shared by two checkouts must not check the other checkout's charts).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root exists")
+    motoenv::workspace_root().canonicalize().expect("the repository root exists")
 }
 
 /// The directory of chart `chart`.
