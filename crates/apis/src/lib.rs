@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aws;
+pub mod aws_config;
 pub mod capi;
 pub mod cluster_id;
 pub mod cluster_status;
@@ -41,6 +42,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         aws::AWSControlPlane::crd(),
         aws::AWSMachineDeployment::crd(),
         aws::NetworkPool::crd(),
+        aws_config::AWSConfig::crd(),
         kvm::KVMConfig::crd(),
         drainer::DrainerConfig::crd(),
     ]
@@ -63,6 +65,8 @@ pub fn chart_crds() -> Vec<(&'static str, Vec<CustomResourceDefinition>)> {
                 aws::AWSControlPlane::crd(),
                 aws::AWSMachineDeployment::crd(),
                 aws::NetworkPool::crd(),
+                // The legacy generation's clusters, one object per cluster.
+                aws_config::AWSConfig::crd(),
                 // The drain executor runs in the operator: a platform needs no node-operator.
                 drainer::DrainerConfig::crd(),
             ],

@@ -520,6 +520,7 @@ fn the_crds_ship_with_the_chart() -> Result<()> {
             CHART,
             vec![
                 "awsclusters.infrastructure.giantswarm.io",
+                "awsconfigs.provider.giantswarm.io",
                 "awscontrolplanes.infrastructure.giantswarm.io",
                 "awsmachinedeployments.infrastructure.giantswarm.io",
                 "networkpools.infrastructure.giantswarm.io",
