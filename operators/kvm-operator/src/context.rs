@@ -1,7 +1,7 @@
 //! [`Shared`]: what every controller shares — the management-cluster client, the operator's
 //! settings, the workload-cluster clients and the memory of what was applied.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,50 @@ pub struct Shared {
     /// `kvm_operator_max_age_replacements_total`: node pods deleted because they were older
     /// than their cluster's `maxNodeAge` (registered by [`crate::daemon::Daemon::build`]).
     pub max_age_replacements: prometheus_client::metrics::counter::Counter,
+    /// The node Deployments of each cluster per operator version, as the cluster controller
+    /// last read them (served as the original's
+    /// `kvm_operator_deployment_resource_version_bundle_version_total`).
+    pub deployment_versions: std::sync::Arc<DeploymentVersions>,
+}
+
+/// How many node Deployments of each cluster carry each operator version (their
+/// `giantswarm.io/version-bundle-version` annotation), as the cluster controller last listed
+/// them.
+///
+/// The original set one gauge per version from whichever cluster it read last; here each
+/// cluster's count is kept and the gauge is their sum, so the figure is the whole fleet's. A
+/// cluster is forgotten when its deletion starts.
+#[derive(Debug, Default)]
+pub struct DeploymentVersions(parking_lot::Mutex<BTreeMap<String, BTreeMap<String, u64>>>);
+
+impl DeploymentVersions {
+    /// Record the node Deployments `deployments` of cluster `cluster`, replacing its last count.
+    pub fn record(&self, cluster: &str, deployments: &[k8s_openapi::api::apps::v1::Deployment]) {
+        let mut counts = BTreeMap::new();
+        for deployment in deployments {
+            let annotations = deployment.metadata.annotations.as_ref();
+            if let Some(version) = annotations.and_then(|a| a.get(kvm_objects::names::keys::VERSION_BUNDLE_VERSION)) {
+                *counts.entry(version.clone()).or_insert(0) += 1;
+            }
+        }
+        self.0.lock().insert(cluster.to_string(), counts);
+    }
+
+    /// Stop counting cluster `cluster`.
+    pub fn forget(&self, cluster: &str) {
+        self.0.lock().remove(cluster);
+    }
+
+    /// The node Deployments of every recorded cluster, per operator version.
+    pub fn totals(&self) -> BTreeMap<String, u64> {
+        let mut totals = BTreeMap::new();
+        for counts in self.0.lock().values() {
+            for (version, count) in counts {
+                *totals.entry(version.clone()).or_insert(0) += count;
+            }
+        }
+        totals
+    }
 }
 
 impl Shared {
@@ -58,6 +102,7 @@ impl Shared {
             clock: node_lifecycle::maintenance::Clock::system(),
             released: std::sync::Arc::default(),
             max_age_replacements: Default::default(),
+            deployment_versions: Default::default(),
         }
     }
 

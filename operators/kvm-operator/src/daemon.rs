@@ -18,8 +18,10 @@
 //! ([`node_lifecycle::WorkloadClients`]), and their metrics are in the operator's registry,
 //! beside the original's status metrics computed from the cluster controller's cache at scrape
 //! time ([`cluster_status_series`]: `statusresource_cluster_status{cluster_id,status}` and
-//! `statusresource_cluster_creation_seconds{cluster_id}`). `/version` serves the operator's name
-//! and version.
+//! `statusresource_cluster_creation_seconds{cluster_id}`), and its node Deployments per operator
+//! version from the cluster controller's reads
+//! (`kvm_operator_deployment_resource_version_bundle_version_total{major,minor,patch}`).
+//! `/version` serves the operator's name and version.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -133,14 +135,38 @@ pub fn cluster_status_series(configs: &[Arc<KVMConfig>]) -> Vec<ClusterStatusSer
     out
 }
 
-/// Computes the `statusresource_*` gauges at scrape time from the cluster controller's cache.
+/// Computes the `statusresource_*` gauges at scrape time from the cluster controller's cache,
+/// and the node Deployments per operator version from what the cluster controller last read.
 #[derive(Debug)]
 struct ClusterStatusCollector {
     clusters: Arc<OnceLock<Store<KVMConfig>>>,
+    deployments: Arc<crate::context::DeploymentVersions>,
+}
+
+/// `kvm_operator_deployment_resource_version_bundle_version_total{major,minor,patch}`: the
+/// labels and count of each operator version that is a semantic version.
+fn deployment_version_series(totals: &std::collections::BTreeMap<String, u64>) -> Vec<([String; 3], u64)> {
+    totals
+        .iter()
+        .filter_map(|(version, count)| {
+            let v = semver::Version::parse(version).ok()?;
+            Some(([v.major.to_string(), v.minor.to_string(), v.patch.to_string()], *count))
+        })
+        .collect()
 }
 
 impl Collector for ClusterStatusCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut versions = encoder.encode_descriptor(
+            "kvm_operator_deployment_resource_version_bundle_version_total",
+            "Node Deployments per operator version (major, minor, patch), as the original named it.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for ([major, minor, patch], count) in deployment_version_series(&self.deployments.totals()) {
+            let labels = [("major", major.as_str()), ("minor", minor.as_str()), ("patch", patch.as_str())];
+            versions.encode_family(&labels)?.encode_gauge(&(count as i64))?;
+        }
         let Some(store) = self.clusters.get() else { return Ok(()) };
         let series = cluster_status_series(&store.state());
         let mut status = encoder.encode_descriptor(
@@ -203,9 +229,10 @@ impl Daemon {
         // are fenced by their leadership, request by request.
         let clients = drainer.clients().gated_by(tuning.run.leadership.clone());
         let shared = Arc::new(shared.with_workload_clients(clients));
+        let deployments = shared.deployment_versions.clone();
         let nodes = Arc::new(Nodes::new(shared, tuning.nodes, NodeMetrics::new(registry)));
         let clusters = Arc::new(OnceLock::new());
-        registry.register_collector(Box::new(ClusterStatusCollector { clusters: clusters.clone() }));
+        registry.register_collector(Box::new(ClusterStatusCollector { clusters: clusters.clone(), deployments }));
         Ok(Daemon { nodes, drainer, metrics, readiness: readiness.clone(), run: tuning.run, clusters })
     }
 
@@ -387,6 +414,29 @@ mod tests {
         doc["metadata"]["creationTimestamp"] = "2026-03-01T10:00:00Z".into();
         doc["status"] = serde_json::json!({"cluster": {"conditions": conditions}});
         Arc::new(serde_json::from_value(doc).expect("KVMConfig"))
+    }
+
+    #[test]
+    fn deployments_are_counted_per_operator_version_over_every_cluster_until_one_is_deleted() {
+        let deployment = |version: Option<&str>| {
+            let mut d = k8s_openapi::api::apps::v1::Deployment::default();
+            if let Some(v) = version {
+                let key = kvm_objects::names::keys::VERSION_BUNDLE_VERSION;
+                d.metadata.annotations = Some([(key.to_string(), v.to_string())].into());
+            }
+            d
+        };
+        let versions = crate::context::DeploymentVersions::default();
+        versions.record("aa001", &[deployment(Some("4.0.0")), deployment(Some("4.0.0")), deployment(None)]);
+        versions.record("bb002", &[deployment(Some("4.0.0")), deployment(Some("3.9.1")), deployment(Some("dev"))]);
+        let series = |v: &crate::context::DeploymentVersions| deployment_version_series(&v.totals());
+        let labels = |l: [&str; 3]| l.map(String::from);
+        assert_eq!(series(&versions), [(labels(["3", "9", "1"]), 1), (labels(["4", "0", "0"]), 3)]);
+        // A cluster's next read replaces its count; a deleted cluster is no longer counted.
+        versions.record("aa001", &[deployment(Some("4.0.0"))]);
+        assert_eq!(series(&versions), [(labels(["3", "9", "1"]), 1), (labels(["4", "0", "0"]), 2)]);
+        versions.forget("bb002");
+        assert_eq!(series(&versions), [(labels(["4", "0", "0"]), 1)]);
     }
 
     #[test]

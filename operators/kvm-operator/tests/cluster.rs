@@ -97,6 +97,8 @@ struct World {
     rendered: Vec<serde_json::Value>,
     /// Who the operator runs as.
     operator: packaging::rbac::ChartIdentity,
+    /// The operator's metrics.
+    registry: prometheus_client::registry::Registry,
     shutdown: CancellationToken,
 }
 
@@ -164,10 +166,17 @@ async fn start() -> anyhow::Result<World> {
             eprintln!("operator stopped: {e:#}");
         }
     });
-    Ok(World { env, client, rendered, operator, shutdown })
+    Ok(World { env, client, rendered, operator, registry, shutdown })
 }
 
 impl World {
+    /// The operator's `/metrics` text.
+    fn metrics(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("the metrics encode");
+        text
+    }
+
     /// Run `scenario`, failing at the operator's first refused request.
     async fn without_refusals(&self, scenario: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
         Ok(packaging::rbac::without_refusals(self.env.handle(), &self.operator.user, scenario).await?)
@@ -329,6 +338,13 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
             "worker-w5e"
         ]
     );
+    // The original's gauge of node Deployments per operator version.
+    let gauge = "kvm_operator_deployment_resource_version_bundle_version_total";
+    eventually("the Deployments counted", || async {
+        Ok(w.metrics().contains(&format!("{gauge}{{major=\"4\",minor=\"0\",patch=\"0\"}} 8")).then_some(()))
+    })
+    .await
+    .with_context(|| w.metrics())?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ID);
     let node_secrets = names(&secrets, &format!("{cluster},giantswarm.io/managed-by=kvm-operator")).await?;
     assert_eq!(
@@ -452,6 +468,8 @@ async fn a_cluster_lives_and_goes(w: &World) -> anyhow::Result<()> {
     assert!(Api::<Namespace>::all(client.clone()).get_opt(ID).await?.is_none(), "namespace gone");
     assert!(names(&bindings, &cluster).await?.is_empty(), "bindings gone");
     assert!(names(&deployments, &cluster).await?.is_empty());
+    let metrics = w.metrics();
+    assert!(!metrics.contains(&format!("{gauge}{{")), "a deleted cluster's Deployments are not counted: {metrics}");
     assert!(pods.list(&ListParams::default()).await?.items.is_empty(), "no node pod held by a finalizer");
     // The lifecycle, as Normal events on the KVMConfig (this cluster never got Created: its
     // workers' workload-cluster nodes never joined).

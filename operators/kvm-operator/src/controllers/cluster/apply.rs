@@ -171,6 +171,7 @@ impl Resource<KVMConfig, ClusterState> for Objects {
         // Checked before anything is written: a node config that moved etcd would be
         // written too.
         let current = deployments.list(&managed).await?.items;
+        shared.deployment_versions.record(&cluster.id, &current);
         if let Some(holder) = kvm_objects::deployment::etcd_member_moved(cluster, &current) {
             let first = cluster.etcd_master().map(|n| n.id.clone()).unwrap_or_default();
             return Err(operatorkit::error::InvalidInput {

@@ -89,6 +89,7 @@ impl Resource<KVMConfig, ClusterState> for Teardown {
         let ns = kvm_objects::names::namespace(&id);
         let keep = || Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.poll);
 
+        shared.deployment_versions.forget(&id);
         let mut status = state.status.clone();
         let deleting = apis::cluster_status::mark_cluster_deleting(&mut status.cluster, jiff::Timestamp::now());
         write_status(client, obj, obj.status.as_ref(), &status).await?;
