@@ -321,9 +321,176 @@ pub fn allow_if(actions: &[&str], resource: Value, condition: Value) -> Value {
     json!({ "Effect": "Allow", "Action": actions, "Resource": resource, "Condition": condition })
 }
 
+/// Why two templates could not be combined into one ([`Template::absorb`], [`Template::link`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CombineError {
+    /// Both templates hold a different resource, or a different output, under one key.
+    #[error("both parts define {0:?} differently")]
+    Collision(String),
+    /// A placeholder names a resource the template does not have.
+    #[error("placeholder ${{{0}}} names no resource of the template")]
+    UnknownPlaceholder(String),
+}
+
+impl Template {
+    /// Adds every resource and output of `other`. A key both hold is fine when both hold the
+    /// same thing (the version outputs every stack carries), and an error otherwise.
+    pub fn absorb(&mut self, other: Template) -> Result<(), CombineError> {
+        for (id, resource) in other.resources {
+            match self.resources.get(&id) {
+                Some(existing) if *existing != resource => return Err(CombineError::Collision(id)),
+                _ => {
+                    self.resources.insert(id, resource);
+                }
+            }
+        }
+        for (key, output) in other.outputs {
+            match self.outputs.get(&key) {
+                Some(existing) if *existing != output => return Err(CombineError::Collision(key)),
+                _ => {
+                    self.outputs.insert(key, output);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves resource `from` to logical ID `to`; nothing may refer to it yet.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), CombineError> {
+        if self.resources.contains_key(to) {
+            return Err(CombineError::Collision(to.to_owned()));
+        }
+        if let Some(resource) = self.resources.remove(from) {
+            self.resources.insert(to.to_owned(), resource);
+        }
+        Ok(())
+    }
+
+    /// Turns placeholders into references: a string that is exactly `${Id}` becomes
+    /// `{"Ref": "Id"}`, and a string that contains `${Id}` becomes `{"Fn::Sub": …}`, in
+    /// properties and outputs. Strings already inside `Fn::Sub` are left as they are.
+    ///
+    /// This is how a stack is built from parts written for separate stacks: a part whose input
+    /// is another stack's output (a subnet ID, a security group) is rendered with the
+    /// placeholder of the resource that is now in the same template, then linked. Every
+    /// placeholder must name a resource of the template.
+    pub fn link(&mut self) -> Result<(), CombineError> {
+        let ids: std::collections::BTreeSet<String> = self.resources.keys().cloned().collect();
+        let mut unknown = None;
+        for resource in self.resources.values_mut() {
+            link_value(&mut resource.properties, &ids, &mut unknown);
+        }
+        for output in self.outputs.values_mut() {
+            link_value(&mut output.value, &ids, &mut unknown);
+        }
+        match unknown {
+            Some(id) => Err(CombineError::UnknownPlaceholder(id)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `${logical_id}`: the placeholder [`Template::link`] turns into a reference.
+pub fn placeholder(logical_id: &str) -> String {
+    format!("${{{logical_id}}}")
+}
+
+fn link_value(value: &mut Value, ids: &std::collections::BTreeSet<String>, unknown: &mut Option<String>) {
+    match value {
+        Value::String(text) if text.contains("${") => {
+            for name in placeholders(text) {
+                if !ids.contains(name) && !name.starts_with("AWS::") {
+                    unknown.get_or_insert_with(|| name.to_owned());
+                }
+            }
+            let whole = text.strip_prefix("${").and_then(|t| t.strip_suffix('}')).filter(|t| !t.contains(['$', '}']));
+            *value = match whole {
+                Some(id) => r#ref(id),
+                None => sub(text),
+            };
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| link_value(v, ids, unknown)),
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if key != "Fn::Sub" {
+                    link_value(v, ids, unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The names between `${` and `}` in `text`.
+fn placeholders(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        out.push(&after[..end]);
+        rest = &after[end + 1..];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_are_absorbed_once_and_collisions_are_refused() {
+        let mut a = Template::new("a");
+        a.add("Vpc", Resource::new("AWS::EC2::VPC", json!({ "CidrBlock": "10.0.0.0/16" })));
+        a.output("OperatorVersion", json!("1.0.0"), None);
+        let mut b = Template::new("b");
+        b.add("Subnet", Resource::new("AWS::EC2::Subnet", json!({ "VpcId": placeholder("Vpc") })));
+        b.output("OperatorVersion", json!("1.0.0"), None);
+        a.absorb(b.clone()).expect("same output twice is fine");
+        assert_eq!(a.resources.len(), 2);
+        assert_eq!(a.description, "a");
+
+        let mut other_version = b.clone();
+        other_version.output("OperatorVersion", json!("2.0.0"), None);
+        assert_eq!(a.clone().absorb(other_version), Err(CombineError::Collision("OperatorVersion".into())));
+        let mut other_subnet = b;
+        other_subnet.add("Subnet", Resource::new("AWS::EC2::Subnet", json!({ "CidrBlock": "10.0.1.0/24" })));
+        assert_eq!(a.clone().absorb(other_subnet), Err(CombineError::Collision("Subnet".into())));
+
+        assert_eq!(a.rename("Subnet", "Vpc"), Err(CombineError::Collision("Vpc".into())));
+        a.rename("Subnet", "PrivateSubnet").expect("free name");
+        assert!(a.resource("Subnet").is_none() && a.resource("PrivateSubnet").is_some());
+    }
+
+    #[test]
+    fn placeholders_become_refs_or_subs_and_unknown_ones_are_refused() {
+        let mut t = Template::new("t");
+        t.add("Zone", Resource::new("AWS::Route53::HostedZone", json!({ "Name": "example.com." })));
+        t.add(
+            "Role",
+            Resource::new(
+                "AWS::IAM::Role",
+                json!({
+                    "Zone": placeholder("Zone"),
+                    "Arns": [format!("arn:aws:route53:::hostedzone/{}", placeholder("Zone"))],
+                    "Account": sub("arn:aws:iam::${AWS::AccountId}:root"),
+                    "Plain": "no placeholder",
+                }),
+            ),
+        );
+        t.output("ZoneID", json!(placeholder("Zone")), None);
+        t.link().expect("every placeholder is a resource");
+        let role = &t.resources["Role"].properties;
+        assert_eq!(role["Zone"], r#ref("Zone"));
+        assert_eq!(role["Arns"][0], sub("arn:aws:route53:::hostedzone/${Zone}"));
+        assert_eq!(role["Account"], sub("arn:aws:iam::${AWS::AccountId}:root"), "Fn::Sub is left as it is");
+        assert_eq!(role["Plain"], "no placeholder");
+        assert_eq!(t.outputs["ZoneID"].value, r#ref("Zone"));
+
+        let mut dangling = Template::new("d");
+        dangling.add("Eni", Resource::new("AWS::EC2::NetworkInterface", json!({ "SubnetId": placeholder("Subnet") })));
+        assert_eq!(dangling.link(), Err(CombineError::UnknownPlaceholder("Subnet".into())));
+    }
 
     #[test]
     fn the_stack_hash_follows_tags_but_not_their_order() {

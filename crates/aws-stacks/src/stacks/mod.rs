@@ -10,6 +10,9 @@
 //! | [`tcnp`] | `cluster-<id>-tcnp-<md>` | tenant | §5.7 |
 //! | [`tcnpf`] | `cluster-<id>-tcnpf-<md>` | management | §5.8 |
 //!
+//! The three stacks of a legacy `AWSConfig` cluster (§11) are built from these parts in
+//! [`legacy`].
+//!
 //! Inputs that come from other stacks (subnet IDs, security groups, the peering) are passed in
 //! as plain strings, read by the operator from the producing stack's outputs, because a
 //! CloudFormation reference cannot cross accounts and upstream uses no exports.
@@ -26,6 +29,7 @@ use serde_json::json;
 
 use crate::names::{self, StackKind};
 
+pub mod legacy;
 pub mod tccp;
 pub mod tccpf;
 pub mod tccpi;

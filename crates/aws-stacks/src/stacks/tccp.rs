@@ -213,13 +213,19 @@ fn ingress(protocol: &str, from: i32, to: i32, cidr: Value, description: &str) -
     json!({ "IpProtocol": protocol, "FromPort": from, "ToPort": to, "CidrIp": cidr, "Description": description })
 }
 
-fn tcp(port: u16, cidr: impl Into<Value>, description: &str) -> Value {
+pub(crate) fn tcp(port: u16, cidr: impl Into<Value>, description: &str) -> Value {
     ingress("tcp", i32::from(port), i32::from(port), cidr.into(), description)
 }
 
 /// A standalone ingress rule from one security group into another; standalone because inline
 /// rules that reference each other's groups would form a dependency cycle.
-fn sg_rule(target: &str, source: &str, protocol: &str, ports: Option<(u16, u16)>, description: &str) -> Resource {
+pub(crate) fn sg_rule(
+    target: &str,
+    source: &str,
+    protocol: &str,
+    ports: Option<(u16, u16)>,
+    description: &str,
+) -> Resource {
     let mut props = json!({
         "GroupId": cfn::r#ref(target),
         "SourceSecurityGroupId": cfn::r#ref(source),
@@ -234,7 +240,7 @@ fn sg_rule(target: &str, source: &str, protocol: &str, ports: Option<(u16, u16)>
     Resource::new("AWS::EC2::SecurityGroupIngress", props)
 }
 
-fn classic_elb(
+pub(crate) fn classic_elb(
     access_logs: Option<&str>,
     name: String,
     internet_facing: bool,
@@ -351,7 +357,7 @@ pub const RECORD_SETS: [RecordSetSpec; 7] = [
     },
 ];
 
-fn record(zone: &str, name: String, target: Value) -> Resource {
+pub(crate) fn record(zone: &str, name: String, target: Value) -> Resource {
     Resource::new(
         "AWS::Route53::RecordSet",
         json!({

@@ -407,10 +407,15 @@ pub fn render(p: &Params) -> Template {
 /// CloudFormation also propagates stack tags, but the drainer's instance lookup should not
 /// depend on that alone.
 pub(crate) fn asg_tags(c: &Common, extra: &[(&str, String)], kind: StackKind) -> Value {
+    asg_tags_of_stack(c, extra, kind.as_str())
+}
+
+/// [`asg_tags`] with the `giantswarm.io/stack` value `stack`.
+pub(crate) fn asg_tags_of_stack(c: &Common, extra: &[(&str, String)], stack: &str) -> Value {
     let mut pairs: Vec<(String, String)> = extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
     pairs.push((names::tags::CLUSTER.to_owned(), c.cluster_id.clone()));
     pairs.push((names::tags::INSTALLATION.to_owned(), c.installation.clone()));
-    pairs.push((names::tags::STACK.to_owned(), kind.as_str().to_owned()));
+    pairs.push((names::tags::STACK.to_owned(), stack.to_owned()));
     Value::Array(pairs.into_iter().map(|(k, v)| json!({ "Key": k, "Value": v, "PropagateAtLaunch": true })).collect())
 }
 

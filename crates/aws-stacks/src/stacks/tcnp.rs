@@ -330,7 +330,7 @@ pub fn launch_template_name(cluster_id: &str, node_pool_id: &str) -> String {
     format!("{cluster_id}-{node_pool_id}-LaunchTemplate")
 }
 
-fn ebs(device: &str, size: u32) -> Value {
+pub(crate) fn ebs(device: &str, size: u32) -> Value {
     json!({
         "DeviceName": device,
         "Ebs": { "DeleteOnTermination": true, "Encrypted": true, "VolumeSize": size, "VolumeType": "gp3" },
@@ -686,12 +686,7 @@ fn add_iam(t: &mut Template, p: &Params) {
     // (HeadBucket, then GetObject), the decryption unit decrypts with the cluster's key, the
     // kubelet pulls from ECR. Nothing on a worker attaches volumes or manages file systems;
     // workloads that do get their own roles through the cluster's IAM manager.
-    let mut statements = vec![
-        cfn::allow(&["kms:Decrypt"], json!(p.kms_key_arn)),
-        cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(&p.bucket))),
-        cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{}/*", p.bucket)))),
-    ];
-    statements.extend(super::ecr_pull(c));
+    let mut statements = worker_statements(c, &p.kms_key_arn, &p.bucket);
     if p.tccp_security_groups.aws_cni.is_some() || p.cilium_eni {
         // The pod network's IPAM (AWS-CNI, or Cilium in ENI mode) runs with the node's role.
         // "Actions defined by Amazon EC2" (Service Authorization Reference): the Describe
@@ -752,6 +747,19 @@ fn add_iam(t: &mut Template, p: &Params) {
             json!({ "InstanceProfileName": instance_profile_name(cid, md), "Roles": [cfn::r#ref(ROLE)] }),
         ),
     );
+}
+
+/// What every worker's own components use, whatever its group: Ignition reads its config from
+/// the bucket (HeadBucket, then GetObject), the decryption unit decrypts with the cluster's key,
+/// the kubelet pulls from ECR.
+pub(crate) fn worker_statements(c: &Common, kms_key_arn: &str, bucket: &str) -> Vec<Value> {
+    let mut statements = vec![
+        cfn::allow(&["kms:Decrypt"], json!(kms_key_arn)),
+        cfn::allow(&["s3:ListBucket"], json!(c.s3_arn(bucket))),
+        cfn::allow(&["s3:GetObject"], json!(c.s3_arn(&format!("{bucket}/*")))),
+    ];
+    statements.extend(super::ecr_pull(c));
+    statements
 }
 
 /// The TCNP stack outputs, typed; change detection compares them with the desired state (§5.9).

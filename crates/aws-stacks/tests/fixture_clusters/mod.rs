@@ -1,11 +1,14 @@
 //! The fixture clusters every scanner test renders: each cluster shape with every stack of it
 //! (TCCPI, TCCP, TCCPF, TCCPN, and two node pools with their TCNP and TCNPF, one of them mixing
-//! on-demand and spot instances over several instance types).
+//! on-demand and spot instances over several instance types), and the three stacks of a legacy
+//! cluster of the same shape (`host-setup`, `guest-main`, `host-main`; one master, the zones of
+//! the shape).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use aws_stacks::cfn::Template;
+use aws_stacks::stacks::legacy::{guest_main, host_main, host_setup};
 use aws_stacks::stacks::{
     Common, CpRouteTable, imds_http_tokens,
     tccp::{self, ApiWhitelist, ControlPlaneVpc, TccpAz},
@@ -241,7 +244,75 @@ pub fn render_all(shape: &Shape) -> Vec<(String, Template)> {
             }),
         ));
     }
+    out.extend(render_legacy(shape, &c, &route_tables));
     out
+}
+
+/// The three stacks of a legacy cluster of `shape` (its zones and Route53 setting; one master).
+fn render_legacy(shape: &Shape, c: &Common, route_tables: &[CpRouteTable]) -> Vec<(String, Template)> {
+    // A /16 in /19s, private then public per zone, as the original's users laid them out.
+    let zones: Vec<tccp::TccpAz> = AZS[..shape.azs]
+        .iter()
+        .enumerate()
+        .map(|(i, az)| tccp::TccpAz {
+            name: (*az).to_owned(),
+            private_cidr: format!("10.11.{}.0/19", i * 64),
+            public_cidr: format!("10.11.{}.0/19", i * 64 + 32),
+            aws_cni_cidr: None,
+        })
+        .collect();
+    let guest = guest_main::render(&guest_main::Params {
+        common: c.clone(),
+        vpc_cidr: "10.11.0.0/16".into(),
+        zones: zones.clone(),
+        control_plane: ControlPlaneVpc {
+            account_id: "000111222333".into(),
+            vpc_id: "vpc-0123456789abcdef0".into(),
+            cidr: "10.0.0.0/16".into(),
+            peer_role_arn: "arn:aws:iam::000111222333:role/al9qy-vpc-peer-access".into(),
+        },
+        access_logs: tccp::access_logs(None, "123456789012", "al9qy"),
+        master: guest_main::NodeShape { image_id: "ami-0123456789abcdef0".into(), instance_type: "m5.xlarge".into() },
+        workers: guest_main::Workers {
+            shape: guest_main::NodeShape {
+                image_id: "ami-0123456789abcdef0".into(),
+                instance_type: "m5.2xlarge".into(),
+            },
+            docker_volume_gb: 150,
+            min_size: 3,
+            max_size: 10,
+            desired: 4,
+        },
+        imds_http_tokens: imds_http_tokens(None).into(),
+        bucket: "123456789012-g8s-al9qy".into(),
+        kms_key_arn: "arn:aws:kms:eu-central-1:123456789012:key/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab".into(),
+        idle_timeouts: guest_main::IdleTimeouts { api: 120, etcd: 60, ingress: 60 },
+        ingress_ports: guest_main::IngressPorts { insecure: 30010, secure: 30011 },
+    })
+    .unwrap_or_else(|e| panic!("legacy guest-main of {}: {e}", shape.name));
+    vec![
+        (
+            "legacy-host-setup".to_owned(),
+            host_setup::render(&host_setup::Params { common: c.clone(), tenant_account_id: "123456789012".into() }),
+        ),
+        ("legacy-guest-main".to_owned(), guest),
+        (
+            "legacy-host-main".to_owned(),
+            host_main::render(&host_main::Params {
+                common: c.clone(),
+                peering_connection_id: "pcx-0123456789abcdef0".into(),
+                route_tables: route_tables.to_vec(),
+                private_subnets: zones
+                    .iter()
+                    .map(|z| tccpf::PrivateSubnet { az: z.name.clone(), cidr: z.private_cidr.clone() })
+                    .collect(),
+                delegation: shape.route53.then(|| host_main::Delegation {
+                    parent_zone_id: "Z0123456789MANAGEMENT".into(),
+                    name_servers: vec!["ns-1.awsdns-01.org.".into(), "ns-2.awsdns-02.net.".into()],
+                }),
+            }),
+        ),
+    ]
 }
 
 /// Writes every template of every shape as pretty JSON into `dir` (`<shape>-<stack>.json`) and
