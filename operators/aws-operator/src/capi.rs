@@ -310,6 +310,15 @@ pub fn master_replicas(cp: &AWSControlPlane, g8s: Option<&G8sControlPlane>) -> (
     }
 }
 
+/// The field a person edits to change the master count [`master_replicas`] gives: the
+/// `G8sControlPlane`'s `spec.replicas` when the count is its, else the AWSControlPlane's.
+pub fn master_replicas_field(cp: &AWSControlPlane, g8s: Option<&G8sControlPlane>) -> String {
+    match (cp.spec.replicas, g8s) {
+        (None, Some(g)) if g.replicas().ok().flatten().is_some() => format!("spec.replicas of {}", describe(g)),
+        _ => "spec.replicas".to_string(),
+    }
+}
+
 /// The node settings only the CAPI objects have: from the `Cluster` (checked) etcd's quota, the
 /// pod garbage collection threshold and Cilium's IPAM mode; from the pool's
 /// `MachineDeployment`s (workers) cgroups v1.
@@ -405,6 +414,12 @@ mod tests {
         assert_eq!(master_replicas(&control_plane(&one_zone, Some(3)), Some(&g8s(3))), (3, None));
         let (count, overridden) = master_replicas(&control_plane(&one_zone, Some(1)), Some(&g8s(3)));
         assert_eq!(count, 1);
+        assert_eq!(master_replicas_field(&control_plane(&one_zone, Some(1)), Some(&g8s(3))), "spec.replicas");
+        assert_eq!(
+            master_replicas_field(&control_plane(&one_zone, None), Some(&g8s(3))),
+            "spec.replicas of G8sControlPlane org-acme/a2wax"
+        );
+        assert_eq!(master_replicas_field(&control_plane(&three, None), None), "spec.replicas");
         let message = overridden.expect("a disagreement").to_string();
         assert_eq!(
             message,

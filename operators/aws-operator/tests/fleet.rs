@@ -116,6 +116,8 @@ fn file(config: &serde_json::Value, path: &str) -> String {
 async fn a_fleet_as_its_tooling_wrote_it_is_created_with_what_its_capi_objects_set() -> anyhow::Result<()> {
     let rendered = packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?;
     let mut f = Fixture::start_secure().await?;
+    // A change of a CAPI object is acted on at the next resync, as in the original.
+    f.resync = Duration::from_secs(10);
     let kubectl = Kubectl::new(&f)?;
     management_cluster(&f, &kubectl).await?;
     let applied = kubectl.run(&["apply", "--validate=strict", "-f", "-"], Some(&fleet())).await?;
@@ -209,6 +211,40 @@ async fn a_fleet_as_its_tooling_wrote_it_is_created_with_what_its_capi_objects_s
             endpoint,
             serde_json::json!({"host": format!("api.{ID}.k8s.gauss.eu-central-1.aws.gigantic.io"), "port": 443})
         );
+
+        // Three masters down to one through the G8sControlPlane, where the count is set: at the
+        // next resync, refused before anything is deployed, naming that object's field, and the
+        // masters stay.
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs_f64();
+        kubectl
+            .run(
+                &["patch", "g8scontrolplanes", "a2wax", "-n", NS, "--type=merge", "-p", r#"{"spec":{"replicas":1}}"#],
+                None,
+            )
+            .await?;
+        let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+        let refused = eventually(90, "the control plane to refuse the drop to one master", || async {
+            let conditions = cps.get("a2wax").await?.status.map(|s| s.conditions).unwrap_or_default();
+            Ok(conditions.into_iter().find(|c| c.type_ == "Ready" && c.reason == "EtcdReplacementRefused"))
+        })
+        .await?;
+        assert_eq!(refused.status, "False");
+        for part in
+            ["spec.replicas of G8sControlPlane org-acme/a2wax", "EtcdVolume3 would be deleted", "nothing was deployed"]
+        {
+            assert!(refused.message.contains(part), "{part} missing: {}", refused.message);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stack_writes: Vec<String> = f
+            .moto
+            .request_log()?
+            .into_iter()
+            .filter(|r| r.time >= since && r.service == "cloudformation" && r.is_write())
+            .map(|r| r.action)
+            .collect();
+        assert!(stack_writes.is_empty(), "stack writes after the refused drop: {stack_writes:?}");
+        let groups = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
+        assert_eq!(groups.auto_scaling_groups().iter().filter(of_tccpn).count(), 3, "the three masters stay");
         Ok::<_, anyhow::Error>(())
     };
     packaging::rbac::without_refusals(&env, &user, scenario).await?;

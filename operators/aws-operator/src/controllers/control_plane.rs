@@ -59,6 +59,8 @@ pub struct ControlPlaneState {
     maintenance: Option<Result<(), String>>,
     /// The master count ([`crate::capi::master_replicas`]).
     replicas: i32,
+    /// Where the master count is set ([`crate::capi::master_replicas_field`]).
+    replicas_field: String,
     /// The masters' settings from the Cluster API `Cluster`.
     tuning: ignition::NodeTuning,
     /// The CAPI objects' values the own fields override; `None`: not looked at.
@@ -80,6 +82,7 @@ impl ControlPlaneState {
             ready: false,
             maintenance: None,
             replicas: obj.spec.master_replicas(),
+            replicas_field: "spec.replicas".into(),
             tuning: Default::default(),
             overridden: None,
         }
@@ -158,6 +161,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Inputs {
                 let (replicas, replicas_overridden) = crate::capi::master_replicas(obj, g8s.as_ref());
                 overridden.extend(replicas_overridden);
                 state.replicas = replicas;
+                state.replicas_field = crate::capi::master_replicas_field(obj, g8s.as_ref());
                 state.tuning = crate::capi::tuning(capi.as_ref(), &[]);
                 state.overridden = Some(overridden);
                 state.cluster = Some(cluster);
@@ -419,7 +423,11 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
         {
             let replaced = tccpn::etcd_replacements(&deployed, &desired.template);
             if !replaced.is_empty() {
-                let err = ResourceError::msg(ETCD_REPLACEMENT_REFUSED, etcd_refusal(obj, &name, &replaced)).permanent();
+                let err = ResourceError::msg(
+                    ETCD_REPLACEMENT_REFUSED,
+                    etcd_refusal(obj, &state.replicas_field, &name, &replaced),
+                )
+                .permanent();
                 return Err(reject(state, obj, err).await);
             }
         }
@@ -599,10 +607,19 @@ pub const ETCD_REPLACEMENT_REFUSED: &str = "EtcdReplacementRefused";
 
 /// What a person reads when an edit would replace etcd members: the fields, what would happen,
 /// and the supported path.
-fn etcd_refusal(obj: &AWSControlPlane, stack: &str, replaced: &[tccpn::EtcdReplacement]) -> String {
+fn etcd_refusal(
+    obj: &AWSControlPlane,
+    replicas_field: &str,
+    stack: &str,
+    replaced: &[tccpn::EtcdReplacement],
+) -> String {
     let what: Vec<String> = replaced.iter().map(ToString::to_string).collect();
     format!(
-        "{}: spec.availabilityZones or spec.replicas changed in a way that would replace or delete masters' etcd          data in stack {stack} ({}); nothing was deployed. Set spec.availabilityZones and spec.replicas back to          what is deployed. A running control plane may only go from one master to three (spec.replicas 3, the          first zone kept first in spec.availabilityZones); moving masters to other zones or removing masters          needs a new cluster restored from an etcd backup",
+        "{}: spec.availabilityZones or {replicas_field} changed in a way that would replace or delete masters' \
+         etcd data in stack {stack} ({}); nothing was deployed. Set spec.availabilityZones and {replicas_field} \
+         back to what is deployed. A running control plane may only go from one master to three ({replicas_field} \
+         3, the first zone kept first in spec.availabilityZones); moving masters to other zones or removing \
+         masters needs a new cluster restored from an etcd backup",
         controllers::status::describe(obj),
         what.join(", ")
     )

@@ -69,6 +69,8 @@ pub struct Fixture {
     pub sharded: bool,
     /// The drift detector's settings, when not the fixture's (off).
     pub drift: Option<DriftSettings>,
+    /// The controllers' resync period (`--resync-seconds`): 300 s unless a test waits for one.
+    pub resync: Duration,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -183,6 +185,7 @@ impl Fixture {
             max_rolling_clusters: 0,
             sharded: false,
             drift: None,
+            resync: Duration::from_secs(300),
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -295,6 +298,7 @@ impl Fixture {
         // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
         let slot_namespace = lease_namespace.clone();
         let drift = self.drift.clone();
+        let resync = self.resync;
         let shard = self.sharded.then(|| access_key.to_ascii_lowercase());
         let version = version.to_string();
         let token = CancellationToken::new();
@@ -382,7 +386,7 @@ impl Fixture {
                 drift_state,
                 &metrics,
                 &readiness,
-                RunSettings { concurrency: 4, resync: Duration::from_secs(300), leadership, sharding },
+                RunSettings { concurrency: 4, resync, leadership, sharding },
                 t.clone(),
             );
             let (result, ()) = tokio::join!(controllers, drainer.run(t.clone()));
