@@ -540,6 +540,18 @@ impl AWSConfigSpec {
                 ));
             }
         }
+        let labels = &self.cluster.kubernetes.kubelet.labels;
+        if labels
+            .split(',')
+            .map(str::trim)
+            .any(|entry| !entry.is_empty() && entry.split_once('=').is_none_or(|(key, _)| key.trim().is_empty()))
+        {
+            errors.push(FieldError::new(
+                "spec.cluster.kubernetes.kubelet.labels",
+                labels,
+                "must be comma-separated key=value pairs, such as giantswarm.io/provider=aws,team=blue",
+            ));
+        }
         let api = &self.cluster.kubernetes.api;
         if api.domain.is_empty() {
             errors.push(FieldError::new(
@@ -550,6 +562,18 @@ impl AWSConfigSpec {
         }
         into_result(errors)
     }
+}
+
+/// The node labels of `spec.cluster.kubernetes.kubelet.labels`: comma-separated `key=value`
+/// pairs, e.g. `giantswarm.io/provider=aws,ip=10.1.2.3`; empty entries are skipped, and an entry
+/// without `=` is an error of [`AWSConfig::validate`].
+pub fn kubelet_labels(labels: &str) -> std::collections::BTreeMap<String, String> {
+    labels
+        .split(',')
+        .map(str::trim)
+        .filter_map(|entry| entry.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
 }
 
 /// The idle timeout of a component's load balancer, the default for 0.
@@ -677,6 +701,13 @@ mod tests {
         assert!(config.spec.aws.vpc.route_table_names.is_empty());
         assert_eq!(idle_timeout(&config.spec.aws.api), DEFAULT_ELB_IDLE_TIMEOUT_SECONDS);
         assert_eq!(docker_volume_size_gb(&config.spec.aws.workers[0]), DEFAULT_DOCKER_VOLUME_SIZE_GB);
+        assert_eq!(
+            kubelet_labels("giantswarm.io/provider=aws, team = blue,,"),
+            std::collections::BTreeMap::from([
+                ("giantswarm.io/provider".to_owned(), "aws".to_owned()),
+                ("team".to_owned(), "blue".to_owned())
+            ])
+        );
         assert_eq!(config.vpc_cidr(), ("spec.aws.vpc.cidr", "10.5.0.0/16"));
         assert_eq!(
             config.zones(),
@@ -720,6 +751,7 @@ mod tests {
         config.spec.aws.vpc.peer_id = "vpc-XYZ".into();
         config.spec.aws.ingress.elb.idle_timeout_seconds = 5000;
         config.spec.cluster.kubernetes.api.domain = "".into();
+        config.spec.cluster.kubernetes.kubelet.labels = "team=blue,oops".into();
         let errors = config.validate().unwrap_err();
         assert_eq!(
             fields(&errors),
@@ -732,6 +764,7 @@ mod tests {
                 // The zone no longer belongs to the (invalid) region.
                 "spec.aws.az",
                 "spec.aws.ingress.elb.idleTimeoutSeconds",
+                "spec.cluster.kubernetes.kubelet.labels",
                 "spec.cluster.kubernetes.api.domain",
             ]
         );

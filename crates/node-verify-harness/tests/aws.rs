@@ -1,6 +1,8 @@
 //! The whole suite over every node config aws-operator renders: workers and single and HA
-//! masters (with every worker volume, which every worker config mounts), and masters of clusters
-//! with IAM roles for service accounts, at every Kubernetes version the fixtures and examples pin.
+//! masters (with every worker volume, which every worker config mounts), masters of clusters
+//! with IAM roles for service accounts, and the master and workers of a legacy `AWSConfig`
+//! cluster (the apis fixture, through the product's mapping of its fields), at every Kubernetes
+//! version the fixtures and examples pin.
 
 mod support;
 
@@ -35,7 +37,7 @@ fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
     }
     roles.push(("worker-g3j50-tuned".to_string(), Role::Worker { md_id: "g3j50".into() }, true, false));
     roles.push(("master-1-of-3-tuned".to_string(), support::master(1, 3), true, false));
-    roles
+    let mut configs: Vec<(String, String)> = roles
         .into_iter()
         .map(|(node, role, tuned, irsa)| {
             let input = support::input(role);
@@ -61,7 +63,49 @@ fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
             let sealed = config.seal(|p| Ok::<_, std::convert::Infallible>(p.to_vec())).expect("seal");
             (node, String::from_utf8(sealed).expect("JSON"))
         })
-        .collect()
+        .collect();
+    configs.extend(legacy_configs_at((kubernetes, etcd)));
+    configs
+}
+
+/// The legacy cluster as Giant Swarm's API wrote it.
+const LEGACY_FIXTURE: &str = include_str!("../../apis/tests/fixtures/awsconfig-p3x7d.yaml");
+
+/// The master's and the workers' configs of the legacy fixture cluster at `(kubernetes, etcd)`,
+/// from the product's own mapping of the object ([`aws_stacks::stacks::legacy::inputs`]); the
+/// secret files are the product's mapping of the certificates, as for the other nodes.
+fn legacy_configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
+    use aws_stacks::stacks::legacy::inputs::{Installation, LegacyNode, node_config_input};
+    let config: apis::aws_config::AWSConfig = serde_saphyr::from_str(LEGACY_FIXTURE).expect("fixture");
+    let installation = Installation {
+        installation: "tyrell".into(),
+        operator_version: "16.2.0".into(),
+        release_version: "6.3.0".into(),
+        kubernetes_version: kubernetes.into(),
+        etcd_version: format!("v{etcd}"),
+        route53_enabled: true,
+        tenant_account_id: "210987654321".into(),
+        management_account_id: "000111222333".into(),
+        management_vpc_cidr: "10.0.0.0/16".into(),
+        peer_role_arn: "arn:aws:iam::000111222333:role/p3x7d-vpc-peer-access".into(),
+        kms_key_arn: "arn:aws:kms:eu-west-1:210987654321:key/5e6f7a8b".into(),
+        imds_http_tokens: "required".into(),
+        registry: "quay.io".into(),
+        extras: Default::default(),
+    };
+    [
+        ("master-legacy-p3x7d", LegacyNode::Master { existing: false }, support::master(0, 1)),
+        ("worker-legacy-p3x7d", LegacyNode::Worker, Role::Worker { md_id: "worker".into() }),
+    ]
+    .into_iter()
+    .map(|(node, legacy, role)| {
+        let secrets = support::input(role).secrets;
+        let input = node_config_input(&config, &installation, legacy, secrets).expect("a valid fixture");
+        let sealed =
+            render(&input).expect("render").seal(|p| Ok::<_, std::convert::Infallible>(p.to_vec())).expect("seal");
+        (node.to_string(), String::from_utf8(sealed).expect("JSON"))
+    })
+    .collect()
 }
 
 fn report(findings: &[Finding]) -> String {

@@ -46,7 +46,8 @@ pub const WORKER_INSTANCE_PROFILE: &str = "WorkerInstanceProfile";
 /// Logical ID of the master's `etcd0` record (the node-pools stack calls it `EtcdRecordSet`,
 /// which here is `etcd.<id>`, the etcd load balancer's).
 pub const MASTER_ETCD_RECORD: &str = "MasterEtcdRecordSet";
-/// The workers' group name suffix, as in the IAM names of a node pool called `worker`.
+/// The workers' group name: the node-pool id in their IAM names and their
+/// `giantswarm.io/machine-deployment` label.
 pub const WORKER_GROUP: &str = "worker";
 /// The rolling update's pause between batches (the original's).
 pub const WORKER_PAUSE: &str = "PT15M";

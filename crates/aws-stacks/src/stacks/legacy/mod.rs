@@ -35,6 +35,9 @@
 //!   snapshot policy) and the same interface, hence the same etcd peer address, in the same
 //!   zone. This is how node-pools masters keep etcd's data across replacement, and the same
 //!   node config does the attaching.
+//! * **Workers carry `giantswarm.io/machine-deployment=worker`**, the label of a node-pools
+//!   worker, so they get the node-pools worker's node config (volumes, units, checks) unchanged;
+//!   a legacy cluster has no `AWSMachineDeployment`, so nothing reads it as one.
 //! * **Names.** The master's launch template, role and instance profile keep the node-pools names
 //!   (`gs-cluster-<id>-role-tccpn`, …) because they are the node-pools parts; the
 //!   `giantswarm.io/stack` tag says `guest-main`. The stacks are new stacks: a `guest-main`
@@ -47,6 +50,7 @@ use crate::names::{self, StackKind};
 pub mod guest_main;
 pub mod host_main;
 pub mod host_setup;
+pub mod inputs;
 
 /// One of the three stacks of a legacy cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
