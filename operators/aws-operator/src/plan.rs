@@ -94,7 +94,7 @@ pub enum RenderError {
     /// The AMI file has no image for a version and region.
     #[error(transparent)]
     Ami(#[from] AmiError),
-    /// The files hold no AWSCluster.
+    /// The files hold no AWSCluster (nor AWSConfig, for `render`).
     #[error("no AWSCluster (infrastructure.giantswarm.io) in the given files: add the cluster's objects")]
     NoClusters,
     /// `--stack` names no rendered stack.
@@ -140,6 +140,8 @@ pub struct Objects {
     pub g8s_control_planes: Vec<apis::capi::G8sControlPlane>,
     /// Cluster API `MachineDeployment`s of a fleet.
     pub capi_machine_deployments: Vec<apis::capi::MachineDeployment>,
+    /// Legacy `AWSConfig`s (`provider.giantswarm.io`): their stacks are rendered, not reconciled.
+    pub aws_configs: Vec<apis::aws_config::AWSConfig>,
 }
 
 impl Objects {
@@ -181,6 +183,7 @@ impl Objects {
                 (Some("infrastructure.giantswarm.io"), "G8sControlPlane") => {
                     self.g8s_control_planes.push(at.decode(document)?)
                 }
+                (Some("provider.giantswarm.io"), "AWSConfig") => self.aws_configs.push(at.decode(document)?),
                 _ => {}
             }
         }
@@ -405,7 +408,9 @@ pub enum Delivery {
 pub struct PlannedStack {
     /// The stack name.
     pub name: String,
-    /// The kind.
+    /// The kind; for a legacy stack, the kind it is built from
+    /// ([`LegacyStack::counterpart`](aws_stacks::stacks::legacy::LegacyStack::counterpart)),
+    /// which lives in the same account.
     pub kind: StackKind,
     /// The account id the stack is created in.
     pub account_id: String,
@@ -517,6 +522,118 @@ pub fn plan(objects: &Objects, settings: &Settings) -> Result<Vec<ClusterPlan>, 
             .map(|md| Ok((md, ipam.node_pool(md, cluster)?)))
             .collect::<Result<Vec<_>, RenderError>>()?;
         plans.push(plan_cluster(objects, settings, cluster, cidr, pools)?);
+    }
+    Ok(plans)
+}
+
+/// The three stacks of every legacy `AWSConfig` in `objects`, in file order, as the legacy
+/// resource set would render them (`aws_stacks::stacks::legacy::inputs`); the first invalid
+/// object stops it. What only AWS knows (the management VPC's block, route-table ids and zone,
+/// the KMS key, the cluster zone's name servers) is a `<placeholder>` unless a flag gives it.
+pub fn plan_legacy(objects: &Objects, settings: &Settings) -> Result<Vec<ClusterPlan>, RenderError> {
+    use aws_stacks::stacks::legacy::{self, LegacyStack, guest_main, host_main, host_setup, inputs};
+    let mut plans = Vec::new();
+    for config in &objects.aws_configs {
+        if let Err(errors) = config.validate() {
+            return Err(operatorkit::error::field_errors(config, errors).into());
+        }
+        let id = config.cluster_id().to_string();
+        let tenant = settings.tenant_account_id.as_str();
+        let cp_account = settings.control_plane_account_id.as_str();
+        let (_, cp_cidr, flagged_tables) = settings.control_plane_network();
+        let release = config.labels().get(labels::RELEASE_VERSION).cloned().unwrap_or_default();
+        let host_setup_name = legacy::stack_name(&id, LegacyStack::HostSetup);
+        let mut installation = inputs::Installation {
+            installation: settings.config.installation.clone(),
+            operator_version: settings.config.version.clone(),
+            release_version: release.clone(),
+            kubernetes_version: String::new(),
+            etcd_version: String::new(),
+            route53_enabled: settings.config.route53_enabled,
+            tenant_account_id: tenant.to_string(),
+            management_account_id: cp_account.to_string(),
+            management_vpc_cidr: cp_cidr,
+            peer_role_arn: String::new(),
+            kms_key_arn: format!("<ARN of KMS key {}>", names::kms_alias(&id)),
+            imds_http_tokens: stacks::imds_http_tokens(
+                config.annotations().get(labels::AWS_METADATA_V2).map(String::as_str),
+            )
+            .to_string(),
+            registry: String::new(),
+            extras: Default::default(),
+        };
+        let common = inputs::common(config, &installation);
+        let invalid_input = |errors| -> RenderError { operatorkit::error::field_errors(config, errors).into() };
+        let mut planned = Vec::new();
+
+        let setup = host_setup::render(&inputs::host_setup_params(config, &installation).map_err(invalid_input)?);
+        installation.peer_role_arn = expected_outputs(&setup, &host_setup_name)
+            .remove("PeerRoleARN")
+            .unwrap_or_else(|| format!("<output PeerRoleARN of {host_setup_name}>"));
+        let tags = legacy::legacy_stack_tags(&common, LegacyStack::HostSetup);
+        let kind = LegacyStack::HostSetup.counterpart();
+        planned.push(PlannedStack::new(kind, host_setup_name, cp_account, tags, setup, None, None));
+
+        let name = legacy::stack_name(&id, LegacyStack::GuestMain);
+        let params = inputs::guest_main_params(config, &installation, None).map_err(invalid_input)?;
+        let guest = guest_main::render(&params)
+            .map_err(|e| invalid(config, "InvalidSpec", format!("the guest-main template cannot be built: {e}")))?;
+        let outputs = expected_outputs(&guest, &name);
+        let tags = legacy::legacy_stack_tags(&common, LegacyStack::GuestMain);
+        let bucket = names::bucket(tenant, &id);
+        let kind = LegacyStack::GuestMain.counterpart();
+        planned.push(PlannedStack::new(kind, name.clone(), tenant, tags, guest, None, Some(&bucket)));
+
+        // The route tables `spec.aws.vpc.routeTableNames` names: a `--route-table` of that name
+        // gives its id.
+        let route_tables = config
+            .spec
+            .aws
+            .vpc
+            .route_table_names
+            .iter()
+            .map(|table| {
+                flagged_tables
+                    .iter()
+                    .find(|t| &t.name == table)
+                    .cloned()
+                    .unwrap_or_else(|| CpRouteTable { id: format!("<route table named {table}>"), name: table.clone() })
+            })
+            .collect();
+        let main = host_main::render(&host_main::Params {
+            common: common.clone(),
+            peering_connection_id: outputs
+                .get("VPCPeeringConnectionID")
+                .cloned()
+                .unwrap_or_else(|| format!("<output VPCPeeringConnectionID of {name}>")),
+            route_tables,
+            private_subnets: params
+                .zones
+                .iter()
+                .map(|z| tccpf::PrivateSubnet { az: z.name.clone(), cidr: z.private_cidr.clone() })
+                .collect(),
+            delegation: Some(host_main::Delegation {
+                parent_zone_id: format!("<hosted zone {}>", common.base_domain),
+                name_servers: vec![format!("<name servers of {}>", common.tenant_domain())],
+            }),
+        });
+        let name = legacy::stack_name(&id, LegacyStack::HostMain);
+        let tags = legacy::legacy_stack_tags(&common, LegacyStack::HostMain);
+        let kind = LegacyStack::HostMain.counterpart();
+        planned.push(PlannedStack::new(kind, name, cp_account, tags, main, None, None));
+
+        plans.push(ClusterPlan {
+            cluster: format!("AWSConfig {}/{}", config.namespace().unwrap_or_default(), config.name_any()),
+            region: config.spec.aws.region.clone(),
+            release,
+            operator: config
+                .labels()
+                .get(labels::AWS_OPERATOR_VERSION)
+                .cloned()
+                .unwrap_or_else(|| config.spec.version_bundle.version.clone()),
+            cidrs: Vec::new(),
+            stacks: planned,
+        });
     }
     Ok(plans)
 }

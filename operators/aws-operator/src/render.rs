@@ -4,8 +4,10 @@
 //! The files are multi-document YAML (or JSON) as they would be applied with `kubectl`, or the
 //! `List` that `kubectl get … -o yaml` prints for several objects. Of
 //! their objects, `AWSCluster`, `AWSControlPlane`, `AWSMachineDeployment`, `NetworkPool`
-//! (`infrastructure.giantswarm.io`) and `Release` (`release.giantswarm.io`) are read; every
-//! other kind (Namespaces, Secrets, …) is skipped.
+//! (`infrastructure.giantswarm.io`), `Release` (`release.giantswarm.io`) and the legacy
+//! `AWSConfig` (`provider.giantswarm.io`) are read; every other kind (Namespaces, Secrets, …)
+//! is skipped. A legacy cluster's stacks are `host-setup`, `guest-main` and `host-main`
+//! ([`crate::plan::plan_legacy`]); no controller creates them yet.
 //!
 //! For every cluster the stacks are printed in the order the controllers create them — TCCPI,
 //! TCCP, TCCPF (AWSCluster), TCCPN (AWSControlPlane), then TCNP and TCNPF per node pool
@@ -26,13 +28,13 @@ use aws_stacks::ipam::Ipv4Net;
 use aws_stacks::stacks::CpRouteTable;
 
 use crate::config::{AmiMap, OperatorConfig};
-use crate::plan::{Delivery, Objects, PlannedStack, RenderError, Settings, plan};
+use crate::plan::{Delivery, Objects, PlannedStack, RenderError, Settings, plan, plan_legacy};
 
 /// Arguments of `aws-operator render`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RenderArgs {
-    /// YAML files with AWSCluster, AWSControlPlane, AWSMachineDeployment, NetworkPool and
-    /// Release objects; other kinds are skipped.
+    /// YAML files with AWSCluster, AWSControlPlane, AWSMachineDeployment, NetworkPool,
+    /// Release and legacy AWSConfig objects; other kinds are skipped.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// What the operator would learn from AWS.
@@ -94,7 +96,8 @@ pub struct AwsArgs {
     #[arg(long)]
     pub control_plane_vpc_cidr: Option<String>,
     /// A route table of the management VPC to route into the cluster, as `ID=NAME`; repeatable
-    /// (default: one placeholder table).
+    /// (default: one placeholder table). A legacy cluster routes from the tables its
+    /// `spec.aws.vpc.routeTableNames` names, with the ids given here.
     #[arg(long = "route-table", value_name = "ID=NAME")]
     pub route_tables: Vec<String>,
 }
@@ -192,7 +195,13 @@ pub fn run(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
 fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     let objects = Objects::load(&args.files)?;
-    let plans = plan(&objects, &settings)?;
+    // Legacy clusters alone need no AWSCluster.
+    let mut plans = if objects.clusters.is_empty() && !objects.aws_configs.is_empty() {
+        Vec::new()
+    } else {
+        plan(&objects, &settings)?
+    };
+    plans.extend(plan_legacy(&objects, &settings)?);
     let warnings: Vec<String> = plans.iter().filter_map(|p| p.version_warning(&settings.config.version)).collect();
     for warning in &warnings {
         // On stderr too: a warning only in the output would vanish into a pipe.

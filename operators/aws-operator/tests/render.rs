@@ -451,3 +451,64 @@ fn a_fleets_capi_objects_reach_the_stacks_as_the_daemon_reads_them() -> anyhow::
     assert!(plans[0].stacks.iter().all(|s| !s.tags.iter().any(|(k, _)| k == "cost-center")));
     Ok(())
 }
+
+/// A legacy cluster as Giant Swarm's API wrote it (the apis fixture) renders alone, without an
+/// AWSCluster or Release: its three stacks in their accounts, from what the object says, with
+/// the route table a flag names.
+#[test]
+fn a_legacy_awsconfig_renders_its_three_stacks() -> anyhow::Result<()> {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/apis/tests/fixtures/awsconfig-p3x7d.yaml");
+    let summary = render(&["--summary"], &[&fixture])?;
+    let lines: Vec<(&str, String)> = summary
+        .lines()
+        .filter(|l| l.starts_with("cluster-"))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[0], format!("{} {}", words[1], words[2]))
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("cluster-p3x7d-host-setup", "management 111111111111".to_string()),
+            ("cluster-p3x7d-guest-main", "tenant 000000000000".to_string()),
+            ("cluster-p3x7d-host-main", "management 111111111111".to_string()),
+        ],
+        "{summary}"
+    );
+    assert!(summary.contains("# AWSConfig default/p3x7d: region eu-west-1, Release 6.3.0"), "{summary}");
+
+    let guest = render(&["--stack", "cluster-p3x7d-guest-main"], &[&fixture])?;
+    let json: serde_json::Value = serde_json::from_str(&guest[guest.find('{').expect("a template")..])?;
+    let workers = &json["Resources"]["WorkerAutoScalingGroup"]["Properties"];
+    assert_eq!(workers["DesiredCapacity"], "3");
+    assert_eq!(json["Resources"]["VPC"]["Properties"]["CidrBlock"], "10.11.0.0/16");
+    assert_eq!(
+        json["Resources"]["VPCPeeringConnection"]["Properties"]["PeerRoleArn"],
+        "<output PeerRoleARN of cluster-p3x7d-host-setup>"
+    );
+    assert!(guest.contains("giantswarm.io/stack: guest-main"), "the stack tags");
+
+    let main = render(
+        &["--stack", "cluster-p3x7d-host-main", "--route-table", "rtb-0123456789abcdef0=tyrell_private_0"],
+        &[&fixture],
+    )?;
+    let json: serde_json::Value = serde_json::from_str(&main[main.find('{').expect("a template")..])?;
+    let tables: Vec<&str> = json["Resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, r)| r["Type"] == "AWS::EC2::Route")
+        .filter_map(|(_, r)| r["Properties"]["RouteTableId"].as_str())
+        .collect();
+    assert_eq!(tables, ["<route table named tyrell_private_1>", "rtb-0123456789abcdef0"]);
+
+    // An object the legacy stacks cannot be built from renders nothing and names the field.
+    let dir = tempfile::tempdir()?;
+    let broken = dir.path().join("awsconfig.yaml");
+    let text = std::fs::read_to_string(&fixture)?;
+    std::fs::write(&broken, text.replace("    az: eu-west-1b", "    az: us-east-1a"))?;
+    let err = render(&[], &[&broken]).unwrap_err().to_string();
+    assert!(err.contains("spec.aws.az: invalid value \"us-east-1a\""), "{err}");
+    Ok(())
+}

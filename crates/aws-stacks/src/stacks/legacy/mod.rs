@@ -84,8 +84,8 @@ impl LegacyStack {
         }
     }
 
-    /// The node-pools stack whose part this stack is built from.
-    fn counterpart(self) -> StackKind {
+    /// The node-pools stack whose part this stack is built from (in the same account).
+    pub fn counterpart(self) -> StackKind {
         match self {
             LegacyStack::HostSetup => StackKind::Tccpi,
             LegacyStack::GuestMain => StackKind::Tccp,
