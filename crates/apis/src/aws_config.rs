@@ -530,6 +530,22 @@ impl AWSConfigSpec {
                 ));
             }
         }
+        // The cluster has one zone, `<id>.k8s.<name>`, under the API's zone name; the original let
+        // the three differ, and no installation did.
+        let zones = &aws.hosted_zones;
+        for (name, zone) in [("etcd", &zones.etcd), ("ingress", &zones.ingress)] {
+            if !zone.name.is_empty() && !zones.api.name.is_empty() && zone.name != zones.api.name {
+                errors.push(FieldError::new(
+                    format!("spec.aws.hostedZones.{name}.name"),
+                    &zone.name,
+                    format!(
+                        "the cluster's records live in one zone under spec.aws.hostedZones.api.name {:?}; set the same \
+                         name here or leave it empty",
+                        zones.api.name
+                    ),
+                ));
+            }
+        }
         for (name, component) in [("api", &aws.api), ("etcd", &aws.etcd), ("ingress", &aws.ingress)] {
             let seconds = component.elb.idle_timeout_seconds;
             if !(0..=4000).contains(&seconds) {
@@ -750,6 +766,8 @@ mod tests {
         config.spec.aws.workers[0].docker_volume_size_gb = -5;
         config.spec.aws.vpc.peer_id = "vpc-XYZ".into();
         config.spec.aws.ingress.elb.idle_timeout_seconds = 5000;
+        config.spec.aws.hosted_zones.api.name = "gauss.eu-central-1.aws.gigantic.io".into();
+        config.spec.aws.hosted_zones.ingress.name = "other.example.com".into();
         config.spec.cluster.kubernetes.api.domain = "".into();
         config.spec.cluster.kubernetes.kubelet.labels = "team=blue,oops".into();
         let errors = config.validate().unwrap_err();
@@ -763,6 +781,7 @@ mod tests {
                 "spec.aws.vpc.peerId",
                 // The zone no longer belongs to the (invalid) region.
                 "spec.aws.az",
+                "spec.aws.hostedZones.ingress.name",
                 "spec.aws.ingress.elb.idleTimeoutSeconds",
                 "spec.cluster.kubernetes.kubelet.labels",
                 "spec.cluster.kubernetes.api.domain",
