@@ -1573,6 +1573,96 @@ def probe_web_identity(port: int) -> None:
     refused(lambda: assume("not-a-jwt"), "InvalidIdentityToken")
 
 
+def probe_cloudfront(port: int) -> None:
+    """A distribution keeps its origin's origin access control, is ``InProgress`` after a change
+    until deployed, is deleted only disabled and deployed (``DistributionNotDisabled``), its origin
+    access control only when no distribution uses it (``OriginAccessControlInUse``), and STS
+    reads an issuer through it as CloudFront reads its origin (Amazon CloudFront API Reference,
+    DeleteDistribution, DeleteOriginAccessControl; Developer Guide, "Restricting access to an
+    Amazon S3 origin")."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    def refused(call: Callable[[], Any], code: str, status: int, fragment: str = "") -> None:
+        try:
+            call()
+        except ClientError as err:
+            check(error_code(err) == code, f"error {error_code(err)} ({err}), want {code}")
+            got = err.response["ResponseMetadata"]["HTTPStatusCode"]
+            check(got == status, f"status {got} of {err}, want {status}")
+            check(fragment in err.response["Error"]["Message"], f"{err} does not say {fragment!r}")
+            return
+        raise AssertionError(f"no {code} error")
+
+    acct = account()
+    cf, s3, iam, sts = (client(port, svc, acct) for svc in ("cloudfront", "s3", "iam", "sts"))
+    bucket = f"{acct}-g8s-probe-oidc-pod-identity-v2"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    oac = cf.create_origin_access_control(OriginAccessControlConfig={
+        "Name": f"probe-{acct}", "Description": "", "SigningProtocol": "sigv4", "SigningBehavior": "always",
+        "OriginAccessControlOriginType": "s3"})
+    oac_id = oac["OriginAccessControl"]["Id"]
+    origin = f"{bucket}.s3.{REGION}.amazonaws.com"
+    config = {"CallerReference": f"probe-{acct}", "Comment": "probe", "Enabled": True,
+              "Origins": {"Quantity": 1, "Items": [{"Id": origin, "DomainName": origin, "OriginAccessControlId": oac_id,
+                                                    "S3OriginConfig": {"OriginAccessIdentity": ""}}]},
+              "DefaultCacheBehavior": {"TargetOriginId": origin, "ViewerProtocolPolicy": "redirect-to-https",
+                                       "CachePolicyId": "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"}}
+    dist = cf.create_distribution(DistributionConfig=config)["Distribution"]
+    got = cf.get_distribution(Id=dist["Id"])
+    check(got["Distribution"]["Status"] == "InProgress", f"a new distribution is {got['Distribution']['Status']}")
+    kept = got["Distribution"]["DistributionConfig"]["Origins"]["Items"][0].get("OriginAccessControlId")
+    check(kept == oac_id, f"the origin's access control is {kept!r}, want {oac_id}")
+    refused(lambda: cf.delete_distribution(Id=dist["Id"], IfMatch=got["ETag"]), "DistributionNotDisabled", 409)
+    refused(lambda: cf.delete_origin_access_control(Id=oac_id, IfMatch=oac["ETag"]), "OriginAccessControlInUse", 409)
+
+    # STS reads the issuer through the distribution: the bucket grants it, and only it.
+    host = dist["DomainName"]
+    issuer = f"https://{host}"
+    key = ec.generate_private_key(ec.SECP256R1())
+    nums = key.public_key().public_numbers()
+    enc = lambda i: base64.urlsafe_b64encode(i.to_bytes(32, "big")).rstrip(b"=").decode()  # noqa: E731
+    jwks = {"keys": [{"kty": "EC", "crv": "P-256", "x": enc(nums.x), "y": enc(nums.y), "kid": "k1", "alg": "ES256"}]}
+    s3.put_object(Bucket=bucket, Key=".well-known/openid-configuration",
+                  Body=json.dumps({"issuer": issuer, "jwks_uri": f"{issuer}/keys.json"}).encode())
+    s3.put_object(Bucket=bucket, Key="keys.json", Body=json.dumps(jwks).encode())
+    s3.put_public_access_block(Bucket=bucket, PublicAccessBlockConfiguration={
+        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
+    provider = iam.create_open_id_connect_provider(Url=issuer, ClientIDList=["sts.amazonaws.com"])["OpenIDConnectProviderArn"]
+    trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Federated": provider}, "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{host}:aud": "sts.amazonaws.com"}}}]}
+    role = iam.create_role(RoleName="probe-cdn", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    token = _jwt(key, "k1", {"iss": issuer, "aud": ["sts.amazonaws.com"], "sub": "system:serviceaccount:a:b",
+                            "exp": int(time.time()) + 600, "iat": int(time.time())})
+
+    def assume() -> Any:
+        return sts.assume_role_with_web_identity(RoleArn=role, RoleSessionName="probe", WebIdentityToken=token)
+
+    refused(assume, "InvalidIdentityToken", 400, "retrieve verification key")
+    granted = lambda arn: json.dumps({"Version": "2012-10-17", "Statement": [{  # noqa: E731
+        "Effect": "Allow", "Principal": {"Service": "cloudfront.amazonaws.com"}, "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"AWS:SourceArn": arn}}}]})
+    s3.put_bucket_policy(Bucket=bucket, Policy=granted(dist["ARN"] + "X"))
+    refused(assume, "InvalidIdentityToken", 400, "retrieve verification key")
+    s3.put_bucket_policy(Bucket=bucket, Policy=granted(dist["ARN"]))
+    check(assume()["AssumedRoleUser"]["Arn"].endswith("/probe"), "a token is accepted through the distribution")
+
+    # Disabled, then deployed: deleted.
+    config_now = cf.get_distribution_config(Id=dist["Id"])
+    disabled = {**config_now["DistributionConfig"], "Enabled": False}
+    cf.update_distribution(Id=dist["Id"], IfMatch=config_now["ETag"], DistributionConfig=disabled)
+    got = cf.get_distribution(Id=dist["Id"])
+    check(got["Distribution"]["Status"] == "InProgress", f"an updated distribution is {got['Distribution']['Status']}")
+    refused(lambda: cf.delete_distribution(Id=dist["Id"], IfMatch=got["ETag"]), "DistributionNotDisabled", 409)
+    refused(assume, "InvalidIdentityToken", 400, "retrieve verification key")
+    eventually("the disabled distribution to be deployed",
+               lambda: cf.get_distribution(Id=dist["Id"])["Distribution"]["Status"] == "Deployed" or None, timeout=30)
+    cf.delete_distribution(Id=dist["Id"], IfMatch=cf.get_distribution(Id=dist["Id"])["ETag"])
+    cf.delete_origin_access_control(Id=oac_id, IfMatch=oac["ETag"])
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1601,6 +1691,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a key policy governs reading the key", probe_kms_key_policy_reads),
     ("throttling", probe_throttling),
     ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
+    ("CloudFront deploys, deletes only disabled distributions, serves issuers from its origin", probe_cloudfront),
 ]
 
 

@@ -124,6 +124,18 @@ And one failure AWS has that moto never shows:
     CloudFormation, Auto Scaling, Elastic Load Balancing, IAM, Route53 and STS. A refused request
     changes nothing, as on AWS, and its request-log entry carries ``"throttled": true``.
 
+And two for IAM roles for service accounts:
+
+23. ``AssumeRoleWithWebIdentity`` checks the token as STS does (moto accepted any string): the
+    issuer's IAM OIDC provider, the audience, expiry, the signature against the JWKS fetched as
+    STS fetches it (from a bucket S3 serves, anonymously; from a CloudFront issuer, through the
+    enabled distribution as it reads its S3 origin), and the role's trust conditions.
+24. CloudFront: an origin keeps its ``OriginAccessControlId``; a created or changed distribution
+    is ``InProgress`` for five seconds of AWS time (scaled) before ``Deployed``;
+    ``DeleteDistribution`` refuses an enabled or undeployed distribution
+    (``DistributionNotDisabled``, 409) and ``DeleteOriginAccessControl`` one that an origin uses
+    (``OriginAccessControlInUse``, 409).
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -2678,8 +2690,10 @@ def patch_kms_key_policy_reads() -> None:
 # --- 23. AssumeRoleWithWebIdentity checks the token as STS does --------------------------------
 
 # The issuer forms the emulator can fetch documents from: an S3 bucket served by S3 itself
-# (path style), the issuer form of the IRSA buckets outside CloudFront.
+# (path style), the issuer form of the IRSA buckets outside CloudFront; and a CloudFront
+# distribution (its domain or an alias) whose origin is an S3 bucket (virtual-hosted style).
 _S3_ISSUER = __import__("re").compile(r"^https://s3[.-]([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^/]+)(/.*)?$")
+_S3_ORIGIN = __import__("re").compile(r"^([a-z0-9.-]+)\.s3(?:[.-][a-z0-9-]+)?\.amazonaws\.com(?:\.cn)?$")
 
 
 class WebIdentityRefused(Exception):
@@ -2696,19 +2710,114 @@ def _b64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _statement_lists(st: dict[str, Any], key: str) -> list[Any]:
+    value = st.get(key, [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _policy_allows_read(bucket: Any, partition: str, key_name: str, reader: dict[str, str] | None) -> bool:
+    """Whether ``bucket``'s policy lets ``reader`` ``s3:GetObject`` the key: a public statement
+    (unless the public access block stops public policies) lets anyone, ``reader`` ``None``
+    included; besides, the CloudFront service
+    principal for the distribution ``reader["source_arn"]`` (origin access control: AWS grants it
+    under an ``AWS:SourceArn`` condition, which makes the policy non-public), or the origin access
+    identity ``reader["oai"]``."""
+    import fnmatch
+
+    if not bucket.policy:
+        return False
+    block = bucket.public_access_block
+    try:
+        policy = json.loads(bucket.policy.decode() if isinstance(bucket.policy, bytes) else bucket.policy)
+    except ValueError:
+        return False
+    arn = f"arn:{partition}:s3:::{bucket.name}/{key_name}"
+    for st in policy.get("Statement", []):
+        if not isinstance(st, dict) or st.get("Effect") != "Allow":
+            continue
+        if not any(fnmatch.fnmatchcase("s3:GetObject", a) for a in _statement_lists(st, "Action")):
+            continue
+        if not any(fnmatch.fnmatchcase(arn, r) for r in _statement_lists(st, "Resource")):
+            continue
+        principal = st.get("Principal")
+        condition = st.get("Condition")
+        public = principal == "*" or (isinstance(principal, dict) and principal.get("AWS") in ("*", ["*"]))
+        if public and not condition and not (block and (block.restrict_public_buckets or block.block_public_policy)):
+            return True  # everyone, CloudFront's readers included
+        if reader is None:
+            continue
+        if "source_arn" in reader:
+            services = principal.get("Service", []) if isinstance(principal, dict) else []
+            services = [services] if isinstance(services, str) else services
+            if "cloudfront.amazonaws.com" not in services:
+                continue
+            if not condition:
+                return True
+            if set(condition) == {"StringEquals"} and set(condition["StringEquals"]) <= {"AWS:SourceArn", "aws:SourceArn"}:
+                wanted = list(condition["StringEquals"].values())[0]
+                wanted = [wanted] if isinstance(wanted, str) else wanted
+                if reader["source_arn"] in wanted:
+                    return True
+        elif "oai" in reader:
+            aws = principal.get("AWS", []) if isinstance(principal, dict) else []
+            aws = [aws] if isinstance(aws, str) else aws
+            if f"arn:aws:iam::cloudfront:user/CloudFront Origin Access Identity {reader['oai']}" in aws and not condition:
+                return True
+    return False
+
+
+def _cloudfront_origin(host: str) -> tuple[str, dict[str, str] | None] | None:
+    """The S3 bucket behind the CloudFront distribution whose domain or alias is ``host``, and how
+    the distribution reads it (its origin access control, its origin access identity, or
+    anonymously); ``None`` when no enabled distribution answers for ``host``."""
+    from moto.cloudfront.models import cloudfront_backends
+
+    for account_id in list(cloudfront_backends.keys()):
+        for partition in cloudfront_backends[account_id].keys():
+            backend = cloudfront_backends[account_id][partition]
+            for dist in list(backend.distributions.values()):
+                config = dist.distribution_config
+                aliases = (getattr(config, "Aliases", None) or {}).get("Items") or []
+                if host != dist.domain_name and host not in aliases:
+                    continue
+                if str(getattr(config, "Enabled", "true")).lower() != "true":
+                    return None
+                target = config.DefaultCacheBehavior.target_origin_id
+                origin = next((o for o in config.Origins["Items"] if o.id == target), None)
+                match = _S3_ORIGIN.match(origin.domain_name) if origin else None
+                if not match:
+                    return None
+                if getattr(origin, "origin_access_control_id", ""):
+                    return match.group(1), {"source_arn": dist.arn}
+                identity = getattr(origin, "s3_access_identity", "") or ""
+                if identity:
+                    return match.group(1), {"oai": identity.rsplit("/", 1)[-1]}
+                return match.group(1), None
+    return None
+
+
 def _public_s3_object(url: str) -> bytes:
-    """The object at ``url`` as an anonymous reader gets it from S3: only when the bucket's
-    policy grants ``s3:GetObject`` to everyone and its public access block does not stop that
-    policy (or the object is public-read and ACLs are not ignored)."""
+    """The object at ``url`` as STS gets it over the internet: from a bucket S3 serves, as an
+    anonymous reader, only when the bucket's policy grants ``s3:GetObject`` to everyone and its
+    public access block does not stop that policy (or the object is public-read and ACLs are not
+    ignored); from a CloudFront distribution, as the distribution reads its S3 origin (through
+    its origin access control or identity where it has one)."""
     from moto.s3.models import s3_backends
 
     refused = WebIdentityRefused(
         "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider,  please reference AssumeRoleWithWebIdentity documentation for requirements"
     )
+    reader: dict[str, str] | None = None
     match = _S3_ISSUER.match(url)
-    if not match:
-        raise refused
-    bucket_name, key_name = match.group(2), (match.group(3) or "/").lstrip("/")
+    if match:
+        bucket_name, key_name = match.group(2), (match.group(3) or "/").lstrip("/")
+    else:
+        host, _, path = url[len("https://") :].partition("/") if url.startswith("https://") else ("", "", "")
+        origin = _cloudfront_origin(host) if host else None
+        if origin is None:
+            raise refused
+        bucket_name, reader = origin
+        key_name = path
     located = s3_backends.bucket_accounts.get(bucket_name)
     if not located:
         raise refused
@@ -2718,31 +2827,9 @@ def _public_s3_object(url: str) -> bytes:
     if key is None:
         raise refused
     block = bucket.public_access_block
-    readable = False
-    if bucket.policy and not (block and (block.restrict_public_buckets or block.block_public_policy)):
-        try:
-            policy = json.loads(bucket.policy.decode())
-        except ValueError:
-            policy = {}
-        arn = f"arn:{partition}:s3:::{bucket_name}/{key_name}"
-        import fnmatch
-
-        for st in policy.get("Statement", []):
-            if not isinstance(st, dict) or st.get("Effect") != "Allow" or "Condition" in st:
-                continue
-            principal = st.get("Principal")
-            if principal != "*" and not (isinstance(principal, dict) and principal.get("AWS") in ("*", ["*"])):
-                continue
-            actions = st.get("Action", [])
-            actions = [actions] if isinstance(actions, str) else actions
-            resources = st.get("Resource", [])
-            resources = [resources] if isinstance(resources, str) else resources
-            if any(fnmatch.fnmatchcase("s3:GetObject", a) for a in actions) and any(
-                fnmatch.fnmatchcase(arn, r) for r in resources
-            ):
-                readable = True
+    readable = _policy_allows_read(bucket, partition, key_name, reader)
     acl = getattr(key, "acl", None)
-    if acl is not None and getattr(acl, "public_read", False) and not (block and block.ignore_public_acls):
+    if reader is None and acl is not None and getattr(acl, "public_read", False) and not (block and block.ignore_public_acls):
         readable = True
     if not readable:
         raise refused
@@ -2894,6 +2981,86 @@ def patch_web_identity() -> None:
     cls.assume_role_with_web_identity = assume_role_with_web_identity
 
 
+# --- 24. CloudFront distributions deploy, and are deleted only disabled and deployed ------------
+
+CLOUDFRONT_DEPLOY_SECONDS = 5.0
+"""How long a distribution stays ``InProgress`` after a change, in AWS seconds (scaled by the
+time scale). AWS takes minutes; what matters to a client is that it must wait for ``Deployed``."""
+
+
+def patch_cloudfront() -> None:
+    """Correction 24: CloudFront as its API reference documents it, where moto 5.2.5 differs.
+
+    - An origin keeps its ``OriginAccessControlId`` (moto dropped it, so a distribution read its
+      bucket anonymously as far as anyone could tell).
+    - A created or updated distribution is ``InProgress`` until deployed, then ``Deployed``
+      (moto answered ``Deployed`` from the first read on and after every update).
+    - ``DeleteDistribution`` refuses, with 409 ``DistributionNotDisabled``, a distribution that
+      is enabled or whose last change is not deployed (moto deleted any).
+    - ``DeleteOriginAccessControl`` refuses, with 409 ``OriginAccessControlInUse``, an origin
+      access control a distribution's origin uses (moto deleted it).
+    """
+    from moto.cloudfront import models as cf_models
+    from moto.cloudfront.exceptions import CloudFrontException
+
+    origin_cls = _require(cf_models, "Origin")
+    dist_cls = _require(cf_models, "Distribution")
+    backend_cls = _require(cf_models, "CloudFrontBackend")
+    for name in ("create_distribution_with_tags", "update_distribution", "delete_distribution", "delete_origin_access_control"):
+        _require(backend_cls, name)
+    original_origin_init = origin_cls.__init__
+
+    def origin_init(self: Any, origin: dict[str, Any]) -> None:
+        original_origin_init(self, origin)
+        self.origin_access_control_id = origin.get("OriginAccessControlId") or ""
+
+    origin_cls.__init__ = origin_init
+
+    def status(self: Any) -> str:
+        deployed_at = getattr(self, "_deployed_at", 0.0)
+        return "InProgress" if time.time() < deployed_at else "Deployed"
+
+    def set_status(self: Any, value: str) -> None:
+        self._deployed_at = 0.0 if value == "Deployed" else time.time() + EMULATION.seconds(CLOUDFRONT_DEPLOY_SECONDS)
+
+    dist_cls.status = property(status, set_status)
+
+    def deploying(method: Any) -> Any:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = method(self, *args, **kwargs)
+            out[0].status = "InProgress"
+            return out
+
+        return wrapper
+
+    backend_cls.create_distribution_with_tags = deploying(backend_cls.create_distribution_with_tags)
+    backend_cls.update_distribution = deploying(backend_cls.update_distribution)
+    original_delete = backend_cls.delete_distribution
+
+    def delete_distribution(self: Any, distribution_id: str, if_match: bool) -> None:
+        dist = self.distributions.get(distribution_id)
+        if dist is not None and if_match:
+            enabled = str(getattr(dist.distribution_config, "Enabled", "true")).lower() == "true"
+            if enabled or dist.status != "Deployed":
+                raise CloudFrontException(
+                    "DistributionNotDisabled", "The distribution you are trying to delete has not been disabled."
+                )
+        original_delete(self, distribution_id, if_match)
+
+    backend_cls.delete_distribution = delete_distribution
+    original_delete_oac = backend_cls.delete_origin_access_control
+
+    def delete_origin_access_control(self: Any, control_id: str) -> None:
+        for dist in self.distributions.values():
+            if any(getattr(o, "origin_access_control_id", "") == control_id for o in dist.distribution_config.Origins["Items"]):
+                raise CloudFrontException(
+                    "OriginAccessControlInUse", "The origin access control is in use."
+                )
+        original_delete_oac(self, control_id)
+
+    backend_cls.delete_origin_access_control = delete_origin_access_control
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -2919,6 +3086,7 @@ def apply_patches() -> None:
     patch_bucket_owner_enforced()
     patch_kms_key_policy_reads()
     patch_web_identity()
+    patch_cloudfront()
 
 
 # --- request log ------------------------------------------------------------------------------
