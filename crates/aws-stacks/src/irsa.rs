@@ -10,6 +10,13 @@
 //! `https://<domain>` ([`Issuer::urls`]); the masters' API servers accept both, and their own
 //! `https://api.<base>`, and the audience `sts.amazonaws.com` (`.com.cn` in China) beside their own.
 //!
+//! Outside China, from Release 18 on ([`cloudfront`]), the issuer is a CloudFront distribution in
+//! front of the bucket, as irsa-operator set it up: the distribution reads the bucket through an
+//! origin access control, so the bucket grants `s3:GetObject` to that distribution only
+//! ([`IssuerReader`]) and blocks every public access; its domain `<id>.cloudfront.net` is the
+//! issuer. In China (no CloudFront there) and for earlier Releases the bucket is served by S3
+//! itself, readable by anyone.
+//!
 //! Every role trusted through IRSA ([`TRUSTED_SERVICE_ACCOUNTS`]) trusts each issuer's IAM
 //! OIDC provider for `sts:AssumeRoleWithWebIdentity`, for the service accounts the original
 //! named (`<issuer>:sub`) and for the STS audience only (`<issuer>:aud`).
@@ -25,6 +32,85 @@ pub const ALWAYS_FROM_MAJOR: u64 = 19;
 pub const DOMAIN_KEY: &str = "domain";
 /// The ConfigMap key of the issuer's alias.
 pub const DOMAIN_ALIAS_KEY: &str = "domainAlias";
+/// The ConfigMap key of the issuer's CloudFront distribution's ARN.
+pub const ARN_KEY: &str = "arn";
+/// The ConfigMap key of the issuer's CloudFront distribution's id.
+pub const DISTRIBUTION_ID_KEY: &str = "distributionId";
+/// The ConfigMap key of the origin access identity through which the original's distributions
+/// read the bucket.
+pub const ORIGIN_ACCESS_IDENTITY_KEY: &str = "originAccessIdentityId";
+/// The ConfigMap key of the origin access control through which the operator's distributions
+/// read the bucket.
+pub const ORIGIN_ACCESS_CONTROL_KEY: &str = "originAccessControlId";
+/// The first Release major whose issuer is served by CloudFront (outside China).
+pub const CLOUDFRONT_FROM_MAJOR: u64 = 18;
+/// The thumbprint given to the IAM OIDC providers of the issuers: the SHA-1 (hex) of the root
+/// certificate at the top of the chains S3 and CloudFront serve, Starfield Services Root
+/// Certificate Authority - G2 (the certificate cross-signed by Starfield Class 2), the value AWS
+/// shows for providers on S3 and CloudFront hosts. IAM checks issuers on these hosts against its
+/// own library of trusted root CAs and ignores the thumbprint; it is given for the API versions
+/// and tools that still read it.
+pub const ISSUER_THUMBPRINT: &str = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280";
+
+/// Whether the issuer of a cluster in `region` at Release `release_major` is served by
+/// CloudFront: outside China from Release 18 on, as the original decided.
+pub fn cloudfront(region: &str, release_major: u64) -> bool {
+    !region.starts_with("cn-") && release_major >= CLOUDFRONT_FROM_MAJOR
+}
+
+/// The comment of the operator's CloudFront distribution of cluster `cluster_id`'s issuer.
+pub fn distribution_comment(cluster_id: &str) -> String {
+    format!("Service-account issuer of cluster {cluster_id}")
+}
+
+/// Whether `comment` is that of cluster `cluster_id`'s issuer distribution: the operator's, or
+/// irsa-operator's (`Created by irsa-operator for cluster <id>`).
+pub fn is_distribution_comment(comment: &str, cluster_id: &str) -> bool {
+    comment == distribution_comment(cluster_id)
+        || comment == format!("Created by irsa-operator for cluster {cluster_id}")
+}
+
+/// The name of the origin access control of cluster `cluster_id`'s issuer distribution.
+pub fn origin_access_control_name(cluster_id: &str) -> String {
+    format!("{cluster_id}-service-account-issuer")
+}
+
+/// The bucket's regional S3 domain, the distribution's origin: `<bucket>.s3.<region>.amazonaws.com[.cn]`.
+pub fn s3_origin_domain(region: &str, bucket: &str) -> String {
+    format!("{bucket}.s3.{region}.{}", aws_domain(region))
+}
+
+/// Who reads the issuer's bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssuerReader {
+    /// Anyone, served by S3 itself (China, Releases before 18, an issuer someone named by hand).
+    Anyone,
+    /// The CloudFront distribution of this ARN, through its origin access control.
+    Distribution {
+        /// `arn:aws:cloudfront::<account>:distribution/<id>`.
+        arn: String,
+    },
+    /// A CloudFront origin access identity (the original's distributions): its id.
+    OriginAccessIdentity {
+        /// The identity's id (`E2IB68Y7SJQAKJ`).
+        id: String,
+    },
+}
+
+impl IssuerReader {
+    /// The reader a ConfigMap names: the origin access identity where it names one (the
+    /// original's), the distribution where it names its ARN, else anyone.
+    pub fn from_data(data: &std::collections::BTreeMap<String, String>) -> Self {
+        let get = |k: &str| data.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        if let Some(id) = get(ORIGIN_ACCESS_IDENTITY_KEY) {
+            return Self::OriginAccessIdentity { id };
+        }
+        match get(ARN_KEY) {
+            Some(arn) if arn.contains(":distribution/") => Self::Distribution { arn },
+            _ => Self::Anyone,
+        }
+    }
+}
 
 /// `<id>-irsa-cloudfront`: the ConfigMap naming the cluster's issuer.
 pub fn configmap_name(cluster_id: &str) -> String {
@@ -173,6 +259,35 @@ mod tests {
         assert_eq!(s3.urls(), ["https://s3.eu-west-1.amazonaws.com/b"]);
         let err = Issuer::from_data("org-a/x1-irsa-cloudfront", &data(&[("domain", " ")])).expect_err("empty");
         assert!(err.starts_with("ConfigMap org-a/x1-irsa-cloudfront has no \"domain\""), "{err}");
+    }
+
+    #[test]
+    fn cloudfront_serves_the_issuer_from_release_18_outside_china() {
+        assert!(cloudfront("eu-central-1", 18));
+        assert!(cloudfront("us-east-1", 20));
+        assert!(!cloudfront("eu-central-1", 17));
+        assert!(!cloudfront("cn-north-1", 20));
+        assert_eq!(s3_origin_domain("cn-north-1", "b"), "b.s3.cn-north-1.amazonaws.com.cn");
+        assert!(is_distribution_comment("Created by irsa-operator for cluster x1", "x1"));
+        assert!(is_distribution_comment(&distribution_comment("x1"), "x1"));
+        assert!(!is_distribution_comment(&distribution_comment("x1"), "x12"));
+    }
+
+    #[test]
+    fn the_reader_of_the_bucket_is_the_distribution_the_configmap_names() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let arn = "arn:aws:cloudfront::1:distribution/E1";
+        assert_eq!(IssuerReader::from_data(&data(&[("domain", "d.cloudfront.net")])), IssuerReader::Anyone);
+        assert_eq!(
+            IssuerReader::from_data(&data(&[("domain", "d.cloudfront.net"), ("arn", arn)])),
+            IssuerReader::Distribution { arn: arn.into() }
+        );
+        assert_eq!(
+            IssuerReader::from_data(&data(&[("arn", arn), ("originAccessIdentityId", "E2IB")])),
+            IssuerReader::OriginAccessIdentity { id: "E2IB".into() }
+        );
     }
 
     #[test]

@@ -43,11 +43,12 @@ fn user_secrets(id: &str) -> Vec<(&'static str, String)> {
     vec![("giantswarm", format!("credential-{id}"))]
 }
 
-/// The Secrets the operator issued for cluster `id` that its node configs read: the certificates
-/// and the encryption-provider config.
+/// The Secrets the operator issued for cluster `id` that its node configs read: the certificates,
+/// the encryption-provider config and the service-account issuer's key pair.
 fn issued_secrets(id: &str) -> Vec<(&'static str, String)> {
     let mut out: Vec<_> = pki::CERTIFICATES.iter().map(|cert| (NS, format!("{id}-{cert}"))).collect();
     out.push((NS, format!("{id}-encryption-provider-config")));
+    out.push((NS, format!("{id}-service-account-v2")));
     out
 }
 

@@ -1,10 +1,16 @@
 //! IAM roles for service accounts, end to end on moto: the operator issues the cluster's
-//! service-account key pair, publishes its issuer in S3, creates the IAM OIDC provider and
-//! makes the ALB controller's role trust it. A token signed with the key from the operator's
-//! Secret, as the masters' API servers sign them, is then accepted by STS
-//! `AssumeRoleWithWebIdentity` (moto, with the token checks of `tools/moto/server.py`'s
-//! correction 23) for that role, and refused for another audience; the discovery document and
-//! JWKS read from the bucket validate the token with a JWT library.
+//! service-account key pair, publishes its issuer in S3 behind a CloudFront distribution (the
+//! cluster's Release is 20, outside China), creates the IAM OIDC provider and makes the ALB
+//! controller's role trust it. A token signed with the key from the operator's Secret, as the
+//! masters' API servers sign them, is then accepted by STS `AssumeRoleWithWebIdentity` (moto,
+//! with the token checks of `tools/moto/server.py`'s correction 23, which fetches the issuer's
+//! documents through the distribution as CloudFront reads its origin) for that role, and refused
+//! for another audience; the discovery document and JWKS read from the bucket validate the token
+//! with a JWT library. CloudFront's and S3's own APIs show the distribution with the bucket as
+//! its origin and the bucket closed to the public; IAM's shows the provider's thumbprint. The
+//! distribution is found again, not duplicated, when its ConfigMap is lost across a restart, and
+//! the cluster's deletion removes it (disabled, deployed, deleted) and its origin access control,
+//! and releases the key pair's Secret, which the `secret-in-use` finalizer held until then.
 //!
 //! Bad input: an annotation value that does not mean "on" is refused with `Ready=False` and a
 //! Warning event naming the annotation and the fix.
@@ -14,12 +20,13 @@ mod support;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use apis::aws::{AWSCluster, AWSControlPlane};
+use aws_operator::context::SECRET_FINALIZER;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use support::*;
 
 /// The object `key` of `bucket`, as JSON.
@@ -28,6 +35,21 @@ async fn object(f: &Fixture, bucket: &str, key: &str) -> anyhow::Result<serde_js
     let out = tenant.s3.get_object().bucket(bucket).key(key).send().await?;
     assert_eq!(out.content_type(), Some("application/json"), "{key}");
     Ok(serde_json::from_slice(&out.body.collect().await?.into_bytes())?)
+}
+
+/// The CloudFront distributions of the tenant account whose comment names cluster `id`: (id,
+/// domain).
+async fn distributions_of(f: &Fixture, id: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let tenant = f.tenant_clients().await?;
+    let listed = tenant.cloudfront.list_distributions().send().await?;
+    Ok(listed
+        .distribution_list()
+        .map(|l| l.items())
+        .unwrap_or_default()
+        .iter()
+        .filter(|d| d.comment().ends_with(&format!("cluster {id}")))
+        .map(|d| (d.id().to_string(), d.domain_name().to_string()))
+        .collect())
 }
 
 /// A service-account token of `sub` for `audience`, signed as the masters sign them.
@@ -88,15 +110,77 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
         anyhow::bail!("{e}\n{}", dump(&f.client).await);
     }
 
-    // What the operator wrote: the key pair and the ConfigMap naming the issuer.
-    let secret = Api::<Secret>::namespaced(f.client.clone(), NS).get(&format!("{id}-service-account-v2")).await?;
+    // What the operator wrote: the key pair, held like the cluster's other Secrets, and the
+    // ConfigMap naming the issuer, the cluster's CloudFront distribution.
+    let secrets = Api::<Secret>::namespaced(f.client.clone(), NS);
+    let secret_name = format!("{id}-service-account-v2");
+    let secret = secrets.get(&secret_name).await?;
+    assert!(secret.metadata.finalizers.clone().unwrap_or_default().contains(&SECRET_FINALIZER.to_string()), "held");
     let data = secret.data.unwrap_or_default();
     let key_pem = data.get("key").map(|k| k.0.clone()).expect("the private key");
-    let configmap = Api::<ConfigMap>::namespaced(f.client.clone(), NS).get(&format!("{id}-irsa-cloudfront")).await?;
-    let domain = configmap.data.unwrap_or_default().get("domain").cloned().expect("domain");
+    let configmaps = Api::<ConfigMap>::namespaced(f.client.clone(), NS);
+    let configmap = configmaps.get(&format!("{id}-irsa-cloudfront")).await?.data.unwrap_or_default();
+    let domain = configmap.get("domain").cloned().expect("domain");
+    let distribution_id = configmap.get("distributionId").cloned().expect("distributionId");
     let bucket = format!("{}-g8s-{id}-oidc-pod-identity-v2", f.tenant_account);
-    assert_eq!(domain, format!("s3.{REGION}.amazonaws.com/{bucket}"));
+    assert!(domain.ends_with(".cloudfront.net"), "{domain}");
     let issuer = format!("https://{domain}");
+
+    // CloudFront's view: one distribution, enabled, the bucket its origin, read through the
+    // origin access control the ConfigMap names, tagged for the cluster.
+    let tenant = f.tenant_clients().await?;
+    let got = tenant.cloudfront.get_distribution().id(&distribution_id).send().await?;
+    let distribution = got.distribution().expect("the distribution");
+    assert_eq!(distribution.domain_name(), domain);
+    assert_eq!(configmap.get("arn").map(String::as_str), Some(distribution.arn()));
+    let config = distribution.distribution_config().expect("its configuration");
+    assert!(config.enabled());
+    let origins = config.origins().expect("origins").items();
+    assert_eq!(origins.len(), 1);
+    assert_eq!(origins[0].domain_name(), format!("{bucket}.s3.{REGION}.amazonaws.com"));
+    assert_eq!(origins[0].origin_access_control_id(), configmap.get("originAccessControlId").map(String::as_str));
+    let tags = tenant.cloudfront.list_tags_for_resource().resource(distribution.arn()).send().await?;
+    assert!(
+        tags.tags().expect("tags").items().iter().any(|t| t.key() == "giantswarm.io/cluster" && t.value() == Some(id)),
+        "tagged for the cluster"
+    );
+    assert_eq!(distributions_of(&f, id).await?, vec![(distribution_id.clone(), domain.clone())]);
+
+    // S3's view: the bucket is not public; its policy lets that distribution read, nobody else.
+    let block = tenant.s3.get_public_access_block().bucket(&bucket).send().await?;
+    let block = block.public_access_block_configuration().expect("a public access block");
+    assert_eq!(
+        (
+            block.block_public_acls(),
+            block.ignore_public_acls(),
+            block.block_public_policy(),
+            block.restrict_public_buckets()
+        ),
+        (Some(true), Some(true), Some(true), Some(true))
+    );
+    let status = tenant.s3.get_bucket_policy_status().bucket(&bucket).send().await?;
+    assert_eq!(status.policy_status().and_then(|s| s.is_public()), Some(false), "the bucket policy is not public");
+    let policy: serde_json::Value =
+        serde_json::from_str(tenant.s3.get_bucket_policy().bucket(&bucket).send().await?.policy().unwrap_or_default())?;
+    let readers: Vec<&serde_json::Value> = policy["Statement"]
+        .as_array()
+        .expect("statements")
+        .iter()
+        .filter(|st| st["Effect"] == "Allow" && st["Action"] == "s3:GetObject")
+        .collect();
+    assert_eq!(readers.len(), 1, "{policy}");
+    assert_eq!(readers[0]["Principal"], serde_json::json!({"Service": "cloudfront.amazonaws.com"}));
+    assert_eq!(readers[0]["Condition"]["StringEquals"]["AWS:SourceArn"], distribution.arn());
+
+    // IAM's view: the provider of the CloudFront issuer, with the STS audience and thumbprint.
+    let provider = tenant
+        .iam
+        .get_open_id_connect_provider()
+        .open_id_connect_provider_arn(format!("arn:aws:iam::{}:oidc-provider/{domain}", f.tenant_account))
+        .send()
+        .await?;
+    assert_eq!(provider.client_id_list(), ["sts.amazonaws.com"]);
+    assert_eq!(provider.thumbprint_list(), ["9e99a48a9960b14926bb7f3b02e22da2b0ab7280"]);
 
     // The issuer's documents, from its bucket.
     let discovery = object(&f, &bucket, ".well-known/openid-configuration").await?;
@@ -134,6 +218,48 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
     let app = token(&key_pem, &kid, &issuer, "system:serviceaccount:default:app", "sts.amazonaws.com")?;
     let refused = assume(&f, &role, &app).await.expect_err("another service account");
     assert!(refused.contains("AccessDenied"), "{refused}");
+
+    // The ConfigMap lost while the operator is down: the distribution is found again by its
+    // comment and tag, not created twice.
+    f.kill_operator().await;
+    configmaps.delete(&format!("{id}-irsa-cloudfront"), &DeleteParams::default()).await?;
+    f.start_operator().await?;
+    let again = eventually(120, "the ConfigMap written again", || async {
+        Ok(configmaps.get_opt(&format!("{id}-irsa-cloudfront")).await?.and_then(|c| c.data))
+    })
+    .await?;
+    assert_eq!(again.get("distributionId"), Some(&distribution_id));
+    assert_eq!(distributions_of(&f, id).await?, vec![(distribution_id.clone(), domain.clone())]);
+
+    // The key pair cannot be deleted under the running cluster.
+    secrets.delete(&secret_name, &DeleteParams::default()).await?;
+    let held = secrets.get(&secret_name).await?;
+    assert!(held.metadata.deletion_timestamp.is_some(), "deletion requested");
+    assert!(assume(&f, &role, &good).await.is_ok(), "the issuer still works");
+
+    // The cluster's deletion: the distribution goes (disabled, deployed, deleted), then its
+    // origin access control; the Secret is released (and, its deletion requested, gone).
+    Api::<AWSCluster>::namespaced(f.client.clone(), NS).delete(id, &DeleteParams::default()).await?;
+    let gone = eventually(300, "the cluster to be gone", || async {
+        Ok(Api::<AWSCluster>::namespaced(f.client.clone(), NS).get_opt(id).await?.is_none().then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    assert_eq!(distributions_of(&f, id).await?, vec![], "no distribution left");
+    let controls = tenant.cloudfront.list_origin_access_controls().send().await?;
+    let left: Vec<&str> = controls
+        .origin_access_control_list()
+        .map(|l| l.items())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.name())
+        .filter(|n| n.starts_with(id))
+        .collect();
+    assert!(left.is_empty(), "origin access controls left: {left:?}");
+    assert!(secrets.get_opt(&secret_name).await?.is_none(), "the key pair's Secret released and gone");
+    f.kill_operator().await;
     Ok(())
 }
 

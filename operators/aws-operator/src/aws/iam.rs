@@ -4,8 +4,10 @@
 //! A provider is found by its ARN, which IAM derives from its URL
 //! (`aws_stacks::irsa::provider_arn`), so one that exists already for the host (the original's,
 //! a person's) is used as it is: it gets the STS audience among its client ids when it lacks it,
-//! and is never replaced. No thumbprint is given: IAM secures the issuer's TLS with its own
-//! library of trusted root CAs, as it does for S3 and CloudFront.
+//! and is never replaced. Its thumbprint list is `aws_stacks::irsa::ISSUER_THUMBPRINT`, the
+//! well-known thumbprint of the root CA at the top of S3's and CloudFront's chains (an existing
+//! provider without any thumbprint gets it); IAM itself checks issuers on S3 and CloudFront
+//! against its library of trusted root CAs.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +26,15 @@ pub async fn ensure_oidc_provider(
     let arn = aws_stacks::irsa::provider_arn(aws_stacks::names::partition(&aws.region), &aws.account_id, host);
     match aws.iam.get_open_id_connect_provider().open_id_connect_provider_arn(&arn).send().await {
         Ok(found) => {
+            if found.thumbprint_list().is_empty() {
+                aws.iam
+                    .update_open_id_connect_provider_thumbprint()
+                    .open_id_connect_provider_arn(&arn)
+                    .thumbprint_list(aws_stacks::irsa::ISSUER_THUMBPRINT)
+                    .send()
+                    .await
+                    .map_err(|e| api_error("IAM", "UpdateOpenIDConnectProviderThumbprint", e))?;
+            }
             if !found.client_id_list().iter().any(|c| c == client_id) {
                 aws.iam
                     .add_client_id_to_open_id_connect_provider()
@@ -46,6 +57,7 @@ pub async fn ensure_oidc_provider(
                 .create_open_id_connect_provider()
                 .url(format!("https://{host}"))
                 .client_id_list(client_id)
+                .thumbprint_list(aws_stacks::irsa::ISSUER_THUMBPRINT)
                 .set_tags(Some(tags))
                 .send()
                 .await

@@ -12,6 +12,7 @@
 //! | [`instances`] | the drainers' Auto Scaling instances: one batched listing per account and poll, the instances' private DNS names |
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`iam`] | the IAM OIDC providers of the clusters' service-account issuers |
+//! | [`cloudfront`] | the CloudFront distributions in front of the service-account issuers' buckets |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
@@ -39,6 +40,7 @@ use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
 pub mod autoscaling;
 pub mod cloudformation;
+pub mod cloudfront;
 pub mod drift;
 pub mod ec2;
 pub mod elb;
@@ -153,6 +155,8 @@ pub struct AccountClients {
     pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
     /// IAM (a global service: the region only signs the requests).
     pub iam: aws_sdk_iam::Client,
+    /// CloudFront (a global service: the region only signs the requests).
+    pub cloudfront: aws_sdk_cloudfront::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -299,6 +303,7 @@ impl AwsFactory {
             elb: aws_sdk_elasticloadbalancing::Client::new(&conf),
             elbv2: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
             iam: aws_sdk_iam::Client::new(&conf),
+            cloudfront: aws_sdk_cloudfront::Client::new(&conf),
         }
     }
 
@@ -350,6 +355,7 @@ impl AwsFactory {
         let elb_conf = aws_sdk_elasticloadbalancing::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let elbv2_conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let iam_conf = aws_sdk_iam::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let cloudfront_conf = aws_sdk_cloudfront::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -363,6 +369,7 @@ impl AwsFactory {
             elb: aws_sdk_elasticloadbalancing::Client::from_conf(elb_conf),
             elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2_conf),
             iam: aws_sdk_iam::Client::from_conf(iam_conf),
+            cloudfront: aws_sdk_cloudfront::Client::from_conf(cloudfront_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

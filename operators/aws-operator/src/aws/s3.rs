@@ -13,6 +13,7 @@ use aws_sdk_s3::types::{
 };
 
 use crate::aws::{AccountClients, AwsError, api_error};
+use aws_stacks::irsa::IssuerReader;
 
 /// The id of the access-log bucket's lifecycle rule that expires the logs.
 pub const LOG_EXPIRATION_RULE: &str = "ExpirationLogs";
@@ -436,34 +437,79 @@ pub async fn put_object(
         .map_err(|e| api_error("S3", "PutObject", e))
 }
 
-/// The issuer bucket's policy: anyone may read its objects (AWS STS fetches the issuer's
-/// documents without credentials), over TLS only.
-pub fn issuer_bucket_policy(bucket: &str, region: &str) -> String {
+/// The issuer bucket's policy, over TLS only: its objects are readable by `reader`, anyone (AWS
+/// STS fetches the issuer's documents without credentials from a bucket S3 serves), or the
+/// CloudFront distribution in front of it only: through its origin access control (the
+/// CloudFront service principal, for requests of that distribution, `AWS:SourceArn`), or through
+/// the original's origin access identity.
+pub fn issuer_bucket_policy(bucket: &str, region: &str, reader: &IssuerReader) -> String {
     let mut policy: serde_json::Value =
         serde_json::from_str(&tls_only_policy(bucket, region)).expect("the TLS-only policy is JSON");
     let objects = format!("arn:{}:s3:::{bucket}/*", aws_stacks::names::partition(region));
-    if let Some(statements) = policy["Statement"].as_array_mut() {
-        statements.push(serde_json::json!({
+    let read = match reader {
+        IssuerReader::Anyone => serde_json::json!({
             "Sid": "PublicReadOfTheServiceAccountIssuer",
             "Effect": "Allow",
             "Principal": "*",
             "Action": "s3:GetObject",
             "Resource": objects,
-        }));
+        }),
+        IssuerReader::Distribution { arn } => serde_json::json!({
+            "Sid": "CloudFrontReadOfTheServiceAccountIssuer",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudfront.amazonaws.com"},
+            "Action": "s3:GetObject",
+            "Resource": objects,
+            "Condition": {"StringEquals": {"AWS:SourceArn": arn}},
+        }),
+        IssuerReader::OriginAccessIdentity { id } => serde_json::json!({
+            "Sid": "CloudFrontReadOfTheServiceAccountIssuer",
+            "Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::cloudfront:user/CloudFront Origin Access Identity {id}")},
+            "Action": "s3:GetObject",
+            "Resource": objects,
+        }),
+    };
+    if let Some(statements) = policy["Statement"].as_array_mut() {
+        statements.push(read);
     }
     policy.to_string()
 }
 
+/// The issuer bucket's public access block: ACLs blocked and ignored; public policies allowed
+/// only when `reader` is anyone.
+async fn put_issuer_access_block(aws: &AccountClients, bucket: &str, reader: &IssuerReader) -> Result<(), AwsError> {
+    let private = *reader != IssuerReader::Anyone;
+    aws.s3
+        .put_public_access_block()
+        .bucket(bucket)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .ignore_public_acls(true)
+                .block_public_policy(private)
+                .restrict_public_buckets(private)
+                .build(),
+        )
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| api_error("S3", "PutPublicAccessBlock", e))
+}
+
 /// The bucket of a cluster's service-account issuer (`aws_stacks::irsa::bucket`): SSE-S3 (an
-/// anonymous reader cannot use a KMS key), objects readable by anyone through
-/// [`issuer_bucket_policy`], ACLs blocked and ignored; tagged unless `settings` say otherwise,
-/// as the cluster buckets. Every call is idempotent; the sequence
-/// runs when the bucket is missing, and the policy is put again when it differs.
+/// anonymous reader cannot use a KMS key), objects readable by `reader` through
+/// [`issuer_bucket_policy`], ACLs blocked and ignored, public access blocked unless `reader` is
+/// anyone; tagged unless `settings` say otherwise, as the cluster buckets. Every call is
+/// idempotent; the creation sequence runs when the bucket is missing. The access block and the
+/// policy are put in the order that never leaves a public policy in force for a private reader:
+/// for anyone, the block is relaxed before the policy; else the policy goes first.
 pub async fn ensure_issuer_bucket(
     aws: &AccountClients,
     bucket: &str,
     tags: &BTreeMap<String, String>,
     settings: &crate::config::BucketSettings,
+    reader: &IssuerReader,
 ) -> Result<(), AwsError> {
     if !bucket_exists(aws, bucket).await? {
         create_bucket(aws, bucket).await?;
@@ -471,22 +517,15 @@ pub async fn ensure_issuer_bucket(
             put_tags(aws, bucket, tags).await?;
         }
         put_encryption(aws, bucket, None).await?;
-        aws.s3
-            .put_public_access_block()
-            .bucket(bucket)
-            .public_access_block_configuration(
-                PublicAccessBlockConfiguration::builder()
-                    .block_public_acls(true)
-                    .ignore_public_acls(true)
-                    .block_public_policy(false)
-                    .restrict_public_buckets(false)
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| api_error("S3", "PutPublicAccessBlock", e))?;
     }
-    ensure_policy(aws, bucket, issuer_bucket_policy(bucket, &aws.region)).await
+    let policy = issuer_bucket_policy(bucket, &aws.region, reader);
+    if *reader == IssuerReader::Anyone {
+        put_issuer_access_block(aws, bucket, reader).await?;
+        ensure_policy(aws, bucket, policy).await
+    } else {
+        ensure_policy(aws, bucket, policy).await?;
+        put_issuer_access_block(aws, bucket, reader).await
+    }
 }
 
 /// Upload a public document of the issuer unless the object there has its content hash.
@@ -607,6 +646,37 @@ mod tests {
             assert_eq!(statement["Resource"], "arn:aws:s3:::b1/*");
             assert_eq!(statement["Condition"]["StringNotEquals"], condition);
         }
+    }
+
+    #[test]
+    fn the_issuer_bucket_is_readable_by_the_distribution_only_when_cloudfront_fronts_it() {
+        let arn = "arn:aws:cloudfront::123456789012:distribution/E1";
+        let policy: serde_json::Value = serde_json::from_str(&issuer_bucket_policy(
+            "b1",
+            "eu-central-1",
+            &IssuerReader::Distribution { arn: arn.into() },
+        ))
+        .expect("JSON");
+        assert_eq!(policy["Statement"][0]["Sid"], "DenyInsecureTransport");
+        let read = &policy["Statement"][1];
+        assert_eq!(read["Principal"], serde_json::json!({"Service": "cloudfront.amazonaws.com"}));
+        assert_eq!(read["Condition"]["StringEquals"]["AWS:SourceArn"], arn);
+        assert_eq!(read["Resource"], "arn:aws:s3:::b1/*");
+        assert!(!policy.to_string().contains("\"Principal\":\"*\""), "no public statement: {policy}");
+        let oai: serde_json::Value = serde_json::from_str(&issuer_bucket_policy(
+            "b1",
+            "eu-central-1",
+            &IssuerReader::OriginAccessIdentity { id: "E2IB".into() },
+        ))
+        .expect("JSON");
+        assert_eq!(
+            oai["Statement"][1]["Principal"]["AWS"],
+            "arn:aws:iam::cloudfront:user/CloudFront Origin Access Identity E2IB"
+        );
+        let public: serde_json::Value =
+            serde_json::from_str(&issuer_bucket_policy("b1", "cn-north-1", &IssuerReader::Anyone)).expect("JSON");
+        assert_eq!(public["Statement"][1]["Principal"], "*");
+        assert_eq!(public["Statement"][1]["Resource"], "arn:aws-cn:s3:::b1/*");
     }
 
     #[test]

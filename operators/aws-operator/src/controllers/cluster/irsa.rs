@@ -4,15 +4,22 @@
 //! 1. the key pair `<id>-service-account-v2` comes from the `certificates` step (issued where
 //!    absent; one the original wrote is used as it is);
 //! 2. the issuer is the one ConfigMap `<id>-irsa-cloudfront` names (a CloudFront distribution
-//!    set up before, say), else the issuer bucket served by S3,
+//!    set up before, say); without one, outside China from Release 18 on, the cluster's CloudFront
+//!    distribution in front of the issuer bucket (`crate::aws::cloudfront`, found again or
+//!    created), `https://<id>.cloudfront.net`; else the issuer bucket served by S3,
 //!    `https://s3.<region>.amazonaws.com/<account>-g8s-<id>-oidc-pod-identity-v2`;
 //! 3. the discovery document and the JWKS of the public key (`pki::service_account_v2`) are
-//!    uploaded to that bucket, readable by anyone, as `application/json`, each only when its
-//!    content changed;
+//!    uploaded to that bucket as `application/json`, each only when its content changed; the
+//!    bucket is readable by the distribution only where one fronts it, else by anyone
+//!    (`aws_stacks::irsa::IssuerReader`);
 //! 4. an IAM OIDC provider per issuer host in the tenant account, with the STS audience
 //!    (`crate::aws::iam`; one that exists is used as it is);
 //! 5. the ConfigMap `<id>-irsa-cloudfront` is written where absent, `domain` naming the issuer
-//!    (one someone else wrote is never changed).
+//!    and, for a distribution, `arn`, `distributionId` and `originAccessControlId` (one someone
+//!    else wrote is never changed).
+//!
+//! The key pair's Secret is held by the `secret-in-use` finalizer from its first read on, like
+//! the cluster's other Secrets, and released at the end of the cluster's teardown.
 //!
 //! The control plane waits for the ConfigMap and the Secret ([`master_inputs`]) before its
 //! masters sign tokens as the issuer and its roles trust it.
@@ -43,21 +50,33 @@ pub const IRSA_INVALID: &str = "IrsaInvalid";
 /// The label of the ConfigMap the operator wrote, so that its teardown deletes that one only.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
-/// At the cluster's teardown, once its buckets are gone: the IAM OIDC providers of its issuer
-/// that carry its tag go, the ConfigMap the operator wrote goes (one someone else wrote stays),
-/// and this process forgets what it published.
+/// At the cluster's teardown, once its buckets are gone: the CloudFront distribution of its
+/// issuer that carries its tag goes, one step per call (`Some(what it waits for)` until it is
+/// gone: disabling, deploying, deleting); then the IAM OIDC providers of its issuer that carry its
+/// tag go, the ConfigMap the operator wrote goes (one someone else wrote stays), and this process
+/// forgets what it published.
 pub async fn forget(
     shared: &Shared,
     cluster: &AWSCluster,
     tenant: &crate::aws::AccountClients,
-) -> Result<(), ResourceError> {
+) -> Result<Option<String>, ResourceError> {
     let id = cluster.name_any();
-    let prefix = format!("{}/", irsa::bucket(&tenant.account_id, &id));
-    shared.memo.lock().uploads.retain(|key, _| !key.starts_with(&prefix));
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &cluster.namespace().unwrap_or_default());
     let name = irsa::configmap_name(&id);
-    // The OIDC providers of every host the issuer had, where they carry the cluster's tag.
     let data = configmap_data(shared, cluster).await?;
+    // The distribution, where the region has CloudFront.
+    if !cluster.spec.provider.region.starts_with("cn-") {
+        let known =
+            data.as_ref().and_then(|d| d.get(irsa::DISTRIBUTION_ID_KEY)).map(|d| d.trim()).filter(|d| !d.is_empty());
+        if let crate::aws::cloudfront::DistributionDeletion::Pending(what) =
+            crate::aws::cloudfront::delete_distribution(tenant, &id, known).await?
+        {
+            return Ok(Some(what));
+        }
+    }
+    let prefix = format!("{}/", irsa::bucket(&tenant.account_id, &id));
+    shared.memo.lock().uploads.retain(|key, _| !key.starts_with(&prefix));
+    // The OIDC providers of every host the issuer had, where they carry the cluster's tag.
     if let Ok(issuer) = issuer(cluster, &tenant.account_id, data.as_ref()) {
         for host in issuer.hosts() {
             crate::aws::iam::delete_oidc_provider(tenant, host, &id).await?;
@@ -74,7 +93,7 @@ pub async fn forget(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The major version of a Release (`v20.1.3` → 20); 0 when its name is not a version.
@@ -128,7 +147,8 @@ async fn configmap_data(
     Ok(api.get_opt(&irsa::configmap_name(&cluster.name_any())).await?.map(|cm| cm.data.unwrap_or_default()))
 }
 
-/// The key pair's Secret: (public PEM, private PEM); `None` while it is missing.
+/// The key pair's Secret: (public PEM, private PEM); `None` while it is missing. The Secret is
+/// held by the `secret-in-use` finalizer from now on, like the cluster's other Secrets.
 async fn key_pair(
     shared: &Shared,
     namespace: &str,
@@ -136,6 +156,12 @@ async fn key_pair(
 ) -> Result<Option<(Vec<u8>, Vec<u8>)>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
     let Some(secret) = api.get_opt(&sa::secret_name(cluster_id)).await? else { return Ok(None) };
+    operatorkit::held_secrets::hold_all(
+        &shared.client,
+        std::slice::from_ref(&secret),
+        crate::context::SECRET_FINALIZER,
+    )
+    .await?;
     let data = secret.data.unwrap_or_default();
     let get = |k: &str| data.get(k).map(|v| v.0.clone()).filter(|v| !v.is_empty());
     Ok(get(sa::PUBLIC_KEY).zip(get(sa::PRIVATE_KEY)))
@@ -229,11 +255,42 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
         };
         let (tenant, _) = state.accounts()?;
         let tenant = tenant.clone();
-        let configmap = configmap_data(&shared, obj).await?;
-        let issuer = match issuer(obj, &tenant.account_id, configmap.as_ref()) {
+        let bucket = irsa::bucket(&tenant.account_id, &id);
+        let existing = configmap_data(&shared, obj).await?;
+        // The ConfigMap to write where there is none: the cluster's distribution's, where
+        // CloudFront serves the issuer, else the S3-served issuer's.
+        let written = match &existing {
+            Some(_) => None,
+            None if irsa::cloudfront(&obj.spec.provider.region, release_major(&release)) => {
+                let tags = controllers::lookup::base_tags(&shared, obj, &id);
+                let reference = obj.uid().unwrap_or_else(|| id.clone());
+                let (distribution, created) =
+                    crate::aws::cloudfront::ensure_distribution(&tenant, &id, &reference, &bucket, &tags).await?;
+                if created {
+                    let note = format!("CloudFront distribution {} ({})", distribution.id, distribution.domain);
+                    shared.event(obj, "DistributionCreated", note).await;
+                }
+                let mut data = BTreeMap::from([
+                    (irsa::DOMAIN_KEY.to_string(), distribution.domain.clone()),
+                    (irsa::ARN_KEY.to_string(), distribution.arn.clone()),
+                    (irsa::DISTRIBUTION_ID_KEY.to_string(), distribution.id.clone()),
+                ]);
+                if let Some(oac) = &distribution.origin_access_control {
+                    data.insert(irsa::ORIGIN_ACCESS_CONTROL_KEY.to_string(), oac.clone());
+                }
+                Some(data)
+            }
+            None => Some(BTreeMap::from([(
+                irsa::DOMAIN_KEY.to_string(),
+                irsa::s3_issuer_host(&obj.spec.provider.region, &bucket),
+            )])),
+        };
+        let data = existing.as_ref().or(written.as_ref());
+        let issuer = match issuer(obj, &tenant.account_id, data) {
             Ok(issuer) => issuer,
             Err(message) => return Err(reject(state, obj, invalid(message)).await),
         };
+        let reader = data.map(irsa::IssuerReader::from_data).unwrap_or(irsa::IssuerReader::Anyone);
         let documents = match documents(&issuer, &String::from_utf8_lossy(&public)) {
             Ok(documents) => documents,
             Err(e) => {
@@ -245,18 +302,22 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                 return Err(reject(state, obj, invalid(message)).await);
             }
         };
-        // Unchanged documents cost nothing after this process verified them once.
-        let bucket = irsa::bucket(&tenant.account_id, &id);
+        // Unchanged documents and policy cost nothing after this process verified them once.
         let digest = |body: &[u8]| {
             use sha2::Digest as _;
             format!("{:x}", sha2::Sha256::digest(body))
         };
-        let settled = documents
-            .iter()
-            .all(|(key, body)| shared.memo.lock().uploads.get(&format!("{bucket}/{key}")) == Some(&digest(body)));
+        let policy_key = format!("{bucket}/bucket-policy");
+        let policy = crate::aws::s3::issuer_bucket_policy(&bucket, &tenant.region, &reader);
+        let policy_settled = shared.memo.lock().uploads.get(&policy_key) == Some(&digest(policy.as_bytes()));
+        let settled = policy_settled
+            && documents
+                .iter()
+                .all(|(key, body)| shared.memo.lock().uploads.get(&format!("{bucket}/{key}")) == Some(&digest(body)));
         if !settled {
             let tags = controllers::lookup::base_tags(&shared, obj, &id);
-            crate::aws::s3::ensure_issuer_bucket(&tenant, &bucket, &tags, &shared.config.buckets).await?;
+            crate::aws::s3::ensure_issuer_bucket(&tenant, &bucket, &tags, &shared.config.buckets, &reader).await?;
+            shared.memo.lock().uploads.insert(policy_key, digest(policy.as_bytes()));
             for (key, body) in &documents {
                 if crate::aws::s3::ensure_public_object(&tenant, &bucket, key, body.clone(), "application/json").await?
                 {
@@ -278,7 +339,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
             }
             shared.memo.lock().uploads.insert(memo_key, audience.clone());
         }
-        if configmap.is_none() {
+        if let Some(data) = written {
             let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &namespace);
             let cm = ConfigMap {
                 metadata: ObjectMeta {
@@ -290,7 +351,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                     ])),
                     ..ObjectMeta::default()
                 },
-                data: Some(BTreeMap::from([(irsa::DOMAIN_KEY.to_string(), issuer.domain.clone())])),
+                data: Some(data),
                 ..ConfigMap::default()
             };
             match api.create(&PostParams::default(), &cm).await {

@@ -103,7 +103,9 @@ impl Resource<AWSCluster, ClusterState> for Teardown {
         if !crate::aws::s3::delete_buckets(&tenant, &id).await? {
             return Ok(keep(state, "emptying the cluster bucket".into()));
         }
-        super::irsa::forget(&shared, obj, &tenant).await?;
+        if let Some(what) = super::irsa::forget(&shared, obj, &tenant).await? {
+            return Ok(keep(state, what));
+        }
         crate::aws::kms::schedule_key_deletion(&tenant, &id).await?;
         // A cluster re-created with the same id in this process starts from nothing: its new
         // bucket gets every node config again.
@@ -174,8 +176,9 @@ async fn delete_children(
     Ok(())
 }
 
-/// Release the credential Secret (unless another cluster uses it), the certificate Secrets and
-/// the encryption-provider config Secret.
+/// Release the credential Secret (unless another cluster uses it), the certificate Secrets, the
+/// encryption-provider config Secret and the service-account issuer's key pair
+/// (`<id>-service-account-v2`).
 async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), ResourceError> {
     let cs = &obj.spec.provider.credential_secret;
     let clusters: Api<AWSCluster> = Api::all(shared.client.clone());
@@ -194,6 +197,8 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
     }
     let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
     held_secrets::release(&shared.client, certs_ns, &encryption, crate::context::SECRET_FINALIZER).await?;
+    let issuer_keys = pki::service_account_v2::secret_name(&obj.name_any());
+    held_secrets::release(&shared.client, certs_ns, &issuer_keys, crate::context::SECRET_FINALIZER).await?;
     Ok(())
 }
 
