@@ -6,7 +6,8 @@
 //! with the token checks of `tools/moto/server.py`'s correction 23, which fetches the issuer's
 //! documents through the distribution as CloudFront reads its origin) for that role, and refused
 //! for another audience; the discovery document and JWKS read from the bucket validate the token
-//! with a JWT library. CloudFront's and S3's own APIs show the distribution with the bucket as
+//! with a JWT library; the first master's node config names it in `--service-account-issuer`.
+//! CloudFront's and S3's own APIs show the distribution with the bucket as
 //! its origin and the bucket closed to the public; IAM's shows the provider's thumbprint. The
 //! distribution is found again, not duplicated, when its ConfigMap is lost across a restart, and
 //! the cluster's deletion removes it (disabled, deployed, deleted) and its origin access control,
@@ -181,6 +182,21 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
         .await?;
     assert_eq!(provider.client_id_list(), ["sts.amazonaws.com"]);
     assert_eq!(provider.thumbprint_list(), ["9e99a48a9960b14926bb7f3b02e22da2b0ab7280"]);
+
+    // The masters sign as the CloudFront issuer: the API server's flags in the first master's
+    // node config, as uploaded for it.
+    let config_key = aws_stacks::names::master_config_key(VERSION, id, 0);
+    let cluster_bucket = aws_stacks::names::bucket(&f.tenant_account, id);
+    let config = tenant.s3.get_object().bucket(&cluster_bucket).key(&config_key).send().await?;
+    let config: serde_json::Value = serde_json::from_slice(&config.body.collect().await?.into_bytes())?;
+    let mut texts = vec![config.to_string()];
+    for file in config["storage"]["files"].as_array().into_iter().flatten() {
+        if let Some(source) = file["contents"]["source"].as_str() {
+            texts.extend(ignition::decode_data_url(source).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
+        }
+    }
+    let flag = format!("--service-account-issuer={issuer}");
+    assert!(texts.iter().any(|t| t.contains(&flag)), "no {flag} in {config_key}");
 
     // The issuer's documents, from its bucket.
     let discovery = object(&f, &bucket, ".well-known/openid-configuration").await?;
