@@ -3111,7 +3111,10 @@ class RequestLog:
     ``Action``, the JSON ``X-Amz-Target`` operation, or for REST services such as S3 the HTTP
     method), ``method`` and ``account``: for a key issued by ``sts:AssumeRole``, the account of
     the role it was issued for (so a test can tell which tenant account, and with one account
-    per cluster which cluster, a call was for), else ``""``. ``GET /moto-api/request-log``
+    per cluster which cluster, a call was for), else ``""``; ``instance``, the ``InstanceId``
+    parameter of a Query-protocol request (``""`` without one), so that a test can count what
+    was done to one instance; and ``status``, the HTTP status of the answer (``0`` until it is
+    answered). ``GET /moto-api/request-log``
     returns the entries; the request log's own requests and moto's ``/moto-api/`` are not
     logged."""
 
@@ -3171,6 +3174,7 @@ class RequestLog:
         method = environ.get("REQUEST_METHOD", "")
         action = ""
         role_arn = ""
+        instance = ""
         params = parse_qs(environ.get("QUERY_STRING", ""))
         if "Action" in params:
             action = params["Action"][0]
@@ -3186,6 +3190,7 @@ class RequestLog:
             body = parse_qs(raw.decode("utf-8", "replace"))
             action = body.get("Action", [""])[0]
             role_arn = body.get("RoleArn", [""])[0]
+            instance = body.get("InstanceId", [""])[0]
         if not action:
             action = method
         entry = {
@@ -3196,6 +3201,8 @@ class RequestLog:
             "action": action,
             "method": method,
             "account": "",
+            "instance": instance,
+            "status": 0,
         }
         throttled = bool(service) and EMULATION.throttle_share > 0 and random.random() < EMULATION.throttle_share
         if throttled:
@@ -3206,6 +3213,13 @@ class RequestLog:
             self.entries.append(entry)
             if len(self.entries) > REQUEST_LOG_LIMIT:
                 del self.entries[: len(self.entries) - REQUEST_LOG_LIMIT]
+        answer = start_response
+
+        def start_response(status: str, headers: Any, *rest: Any) -> Any:
+            with self.lock:
+                entry["status"] = int(status.split(" ", 1)[0])
+            return answer(status, headers, *rest)
+
         if throttled:
             return throttling_error(service, bool(target), start_response)
         if action != "AssumeRole":

@@ -356,6 +356,13 @@ pub struct LoggedRequest {
     /// Whether the server refused the request with a throttling error ([`MotoServer::throttle`]).
     #[serde(default)]
     pub throttled: bool,
+    /// The `InstanceId` parameter of a query-protocol request (Auto Scaling's
+    /// `CompleteLifecycleAction`, say); empty when it has none.
+    #[serde(default)]
+    pub instance: String,
+    /// The HTTP status of the answer; 0 while it is being answered.
+    #[serde(default)]
+    pub status: u16,
 }
 
 impl LoggedRequest {

@@ -34,29 +34,13 @@ const OLD_KEY: &str = "AKIAOLDOPERATOR";
 const NEW_KEY: &str = "AKIANEWOPERATOR";
 const POOLS: [&str; 2] = ["np001", "np002"];
 
-/// The other operator version: the next minor of this one.
-fn next_version() -> String {
-    let v = semver::Version::parse(VERSION).expect("the crate version is semver");
-    format!("{}.{}.0", v.major, v.minor + 1)
-}
-
 fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
 }
 
 /// Relabel the cluster's four objects to Release `release`, run by operator `version`.
 async fn relabel(f: &Fixture, release: &str, version: &str) -> anyhow::Result<()> {
-    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {
-        "release.giantswarm.io/version": release,
-        "aws-operator.giantswarm.io/version": version,
-    }}}));
-    let pp = PatchParams::default();
-    Api::<AWSCluster>::namespaced(f.client.clone(), NS).patch(ID, &pp, &patch).await?;
-    Api::<AWSControlPlane>::namespaced(f.client.clone(), NS).patch("cp001", &pp, &patch).await?;
-    for pool in POOLS {
-        Api::<AWSMachineDeployment>::namespaced(f.client.clone(), NS).patch(pool, &pp, &patch).await?;
-    }
-    Ok(())
+    f.relabel(ID, "cp001", &POOLS, release, version).await
 }
 
 /// The control plane says `Ready=False` with `reason`, and five seconds later the cluster still

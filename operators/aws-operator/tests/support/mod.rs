@@ -20,7 +20,7 @@ use aws_operator::drift::DriftState;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use motoenv::MotoServer;
 use node_lifecycle::drain::{Drainer, DrainerSettings};
 use operatorkit::leader::{LeaderElectionConfig, LeaderElector};
@@ -36,6 +36,12 @@ pub const FLATCAR: &str = "4230.2.4";
 /// A newer Flatcar, with its own AMI in [`Fixture::amis`], for upgrades.
 pub const FLATCAR_NEXT: &str = "4230.2.5";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The operator version an upgrade hands a cluster to: the next minor of this one.
+pub fn next_version() -> String {
+    let v = semver::Version::parse(VERSION).expect("the crate version is semver");
+    format!("{}.{}.0", v.major, v.minor + 1)
+}
 /// The installation's ExternalId of tenant AssumeRoles (`--tenant-role-external-id`).
 pub const TENANT_EXTERNAL_ID: &str = "gauss-external-id";
 
@@ -235,6 +241,30 @@ impl Fixture {
             ]}
         }))?;
         Api::<Release>::all(self.client.clone()).create(&PostParams::default(), &release).await?;
+        Ok(())
+    }
+
+    /// Relabel cluster `id`'s objects (its control plane `cp` and node pools `pools`) to
+    /// Release `release`, run by operator `version`: how a cluster is handed to another
+    /// operator version in an upgrade.
+    pub async fn relabel(
+        &self,
+        id: &str,
+        cp: &str,
+        pools: &[&str],
+        release: &str,
+        version: &str,
+    ) -> anyhow::Result<()> {
+        let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {
+            "release.giantswarm.io/version": release,
+            "aws-operator.giantswarm.io/version": version,
+        }}}));
+        let pp = PatchParams::default();
+        Api::<AWSCluster>::namespaced(self.client.clone(), NS).patch(id, &pp, &patch).await?;
+        Api::<AWSControlPlane>::namespaced(self.client.clone(), NS).patch(cp, &pp, &patch).await?;
+        for pool in pools {
+            Api::<AWSMachineDeployment>::namespaced(self.client.clone(), NS).patch(pool, &pp, &patch).await?;
+        }
         Ok(())
     }
 
