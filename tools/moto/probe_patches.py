@@ -20,6 +20,7 @@ import random
 import sys
 import threading
 import time
+import urllib.error
 from collections.abc import Callable
 from typing import Any
 
@@ -1663,6 +1664,42 @@ def probe_cloudfront(port: int) -> None:
     cf.delete_origin_access_control(Id=oac_id, IfMatch=oac["ETag"])
 
 
+def probe_account_limits(port: int) -> None:
+    """CloudFormation and Auto Scaling ``DescribeAccountLimits`` answer AWS's defaults, the
+    account's current group count, and an account's own limits once set (correction 25)."""
+    tenant, other = account(), account()
+    cfn, asg = client(port, "cloudformation", tenant), client(port, "autoscaling", tenant)
+
+    def stack_limit(c: Any) -> int:
+        return next(int(l["Value"]) for l in c.describe_account_limits()["AccountLimits"] if l["Name"] == "StackLimit")
+
+    check(stack_limit(cfn) == 2000, "CloudFormation's StackLimit is AWS's default 2000")
+    limits = asg.describe_account_limits()
+    check(limits["MaxNumberOfAutoScalingGroups"] == 200, f"Auto Scaling's default group limit is 200: {limits}")
+    check(limits["NumberOfAutoScalingGroups"] == 0, f"a new account has no groups: {limits}")
+    ec2 = client(port, "ec2", tenant)
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    asg.create_launch_configuration(LaunchConfigurationName="lc", ImageId="ami-12c6146b", InstanceType="t3.micro")
+    asg.create_auto_scaling_group(AutoScalingGroupName="g", LaunchConfigurationName="lc", MinSize=0, MaxSize=0,
+                                  VPCZoneIdentifier=subnet)
+    limits = asg.describe_account_limits()
+    check(limits["NumberOfAutoScalingGroups"] == 1 and limits["NumberOfLaunchConfigurations"] == 1,
+          f"the current counts include the new group: {limits}")
+    try:
+        emulation(port, account_limits={tenant: {"StackLimit": 3, "MaxNumberOfAutoScalingGroups": 1}})
+        check(stack_limit(cfn) == 3, "the account's StackLimit is the one set")
+        check(asg.describe_account_limits()["MaxNumberOfAutoScalingGroups"] == 1, "the account's group limit is set")
+        check(stack_limit(client(port, "cloudformation", other)) == 2000, "other accounts keep the defaults")
+        try:
+            emulation(port, account_limits={tenant: {"StackLimits": 3}})
+            raise AssertionError("an unknown limit name was accepted")
+        except urllib.error.HTTPError as err:
+            check(err.code == 400 and b"StackLimit" in err.read(), "an unknown limit is refused naming the known ones")
+    finally:
+        emulation(port, account_limits={tenant: {}})
+    check(stack_limit(cfn) == 2000, "an empty setting brings back the default")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1690,6 +1727,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("new buckets refuse ACLs (BucketOwnerEnforced)", probe_bucket_owner_enforced),
     ("a key policy governs reading the key", probe_kms_key_policy_reads),
     ("throttling", probe_throttling),
+    ("DescribeAccountLimits of CloudFormation and Auto Scaling", probe_account_limits),
     ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
     ("CloudFront deploys, deletes only disabled distributions, serves issuers from its origin", probe_cloudfront),
 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""moto, the AWS emulator, on loopback for the test suites, with thirteen behaviours and one cost corrected.
+"""moto, the AWS emulator, on loopback for the test suites, with its behaviours corrected where they differ from AWS.
 
 Usage::
 
@@ -136,6 +136,18 @@ And two for IAM roles for service accounts:
     (``DistributionNotDisabled``, 409) and ``DeleteOriginAccessControl`` one that an origin uses
     (``OriginAccessControlInUse``, 409).
 
+And one API moto lacks, for the operator's quota preflight:
+
+25. Account limits. CloudFormation ``DescribeAccountLimits`` (``StackLimit`` 2000,
+    ``StackOutputsLimit`` 200, ``ConcurrentResourcesLimit`` 2500) and Auto Scaling
+    ``DescribeAccountLimits`` (``MaxNumberOfAutoScalingGroups`` 200,
+    ``MaxNumberOfLaunchConfigurations`` 200, with the account's current
+    ``NumberOfAutoScalingGroups`` and ``NumberOfLaunchConfigurations`` in the region) answer
+    AWS's documented defaults; moto 5.2.5 answered 500 NotImplemented. The emulation setting
+    ``account_limits`` (``{"<account id>": {"StackLimit": 3, "MaxNumberOfAutoScalingGroups":
+    1}}``) gives an account other limits, as a granted increase (or a lower test value) would.
+    The limits are reported, not enforced: moto still creates past them.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -201,8 +213,21 @@ GROUP_DELETION_HOOKS_ENV = "MOTO_GROUP_DELETION_HOOKS"
 
 EMULATION_PATH = "/moto-api/emulation"
 """``GET`` answers the emulation settings as JSON (``{"time_scale": 1.0, "group_deletion_hooks":
-false, "throttle_share": 0.0}``); ``POST`` with a JSON object holding any of them sets them and
-answers the result."""
+false, "throttle_share": 0.0, "account_limits": {}}``); ``POST`` with a JSON object holding any of
+them sets them and answers the result."""
+
+
+ACCOUNT_LIMIT_DEFAULTS: dict[str, int] = {
+    # CloudFormation, "CloudFormation quotas" (AWS CloudFormation User Guide).
+    "StackLimit": 2000,
+    "StackOutputsLimit": 200,
+    "ConcurrentResourcesLimit": 2500,
+    # Auto Scaling, "Quotas for Amazon EC2 Auto Scaling".
+    "MaxNumberOfAutoScalingGroups": 200,
+    "MaxNumberOfLaunchConfigurations": 200,
+}
+"""AWS's default account limits in a region, as ``DescribeAccountLimits`` answers them
+(correction 25)."""
 
 
 class Emulation:
@@ -221,15 +246,40 @@ class Emulation:
     ``throttle_share`` (default 0) turns on correction 22: that share of AWS requests (0 to 1)
     is refused with the service's throttling error.
 
+    ``account_limits`` (default none) gives accounts other limits than AWS's defaults in the
+    answers of correction 25: ``{"<account id>": {"StackLimit": 3}}``. Setting an account
+    replaces its earlier limits (``{}`` brings back the defaults); other accounts keep theirs.
+
     The settings are the server's, not an account's: ``/moto-api/reset`` wipes AWS state but
     keeps them."""
 
-    KEYS = ("time_scale", "group_deletion_hooks", "throttle_share")
+    KEYS = ("time_scale", "group_deletion_hooks", "throttle_share", "account_limits")
 
     def __init__(self) -> None:
         self.time_scale = 1.0
         self.group_deletion_hooks = False
         self.throttle_share = 0.0
+        self.account_limits: dict[str, dict[str, int]] = {}
+
+    @staticmethod
+    def parse_account_limits(value: Any) -> dict[str, dict[str, int]]:
+        """``{account id: {limit name: non-negative integer}}`` with names from
+        ``ACCOUNT_LIMIT_DEFAULTS``, or ``ValueError`` naming the fix."""
+        if not isinstance(value, dict):
+            raise ValueError(f"account_limits {value!r} is not an object such as {{\"123456789012\": {{\"StackLimit\": 3}}}}")
+        out: dict[str, dict[str, int]] = {}
+        for account, limits in value.items():
+            if not isinstance(limits, dict):
+                raise ValueError(f"account_limits of {account}: {limits!r} is not an object of limit names and numbers")
+            for name, number in limits.items():
+                if name not in ACCOUNT_LIMIT_DEFAULTS:
+                    raise ValueError(
+                        f"account_limits of {account}: unknown limit {name!r}; known: {', '.join(ACCOUNT_LIMIT_DEFAULTS)}"
+                    )
+                if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                    raise ValueError(f"account_limits of {account}: {name} {number!r} is not a non-negative integer")
+            out[str(account)] = dict(limits)
+        return out
 
     @staticmethod
     def parse_share(value: Any) -> float:
@@ -270,7 +320,7 @@ class Emulation:
 
     def update(self, settings: dict[str, Any]) -> None:
         """Applies ``settings`` (keys ``time_scale``, ``group_deletion_hooks``,
-        ``throttle_share``) all or nothing."""
+        ``throttle_share``, ``account_limits``) all or nothing."""
         unknown = set(settings) - set(self.KEYS)
         if unknown:
             raise ValueError(f"unknown emulation settings {sorted(unknown)}; known: {', '.join(self.KEYS)}")
@@ -281,14 +331,23 @@ class Emulation:
             else self.group_deletion_hooks
         )
         share = self.parse_share(settings["throttle_share"]) if "throttle_share" in settings else self.throttle_share
+        limits = dict(self.account_limits)
+        if "account_limits" in settings:
+            limits.update(self.parse_account_limits(settings["account_limits"]))
         self.time_scale, self.group_deletion_hooks, self.throttle_share = scale, hooks, share
+        self.account_limits = {account: named for account, named in limits.items() if named}
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "time_scale": self.time_scale,
             "group_deletion_hooks": self.group_deletion_hooks,
             "throttle_share": self.throttle_share,
+            "account_limits": self.account_limits,
         }
+
+    def account_limit(self, account: str, name: str) -> int:
+        """The limit ``name`` of ``account``: its setting, else AWS's default."""
+        return self.account_limits.get(account, {}).get(name, ACCOUNT_LIMIT_DEFAULTS[name])
 
     def seconds(self, aws_seconds: float) -> float:
         return aws_seconds * self.time_scale
@@ -3061,6 +3120,44 @@ def patch_cloudfront() -> None:
     backend_cls.delete_origin_access_control = delete_origin_access_control
 
 
+# --- 25. Account limits --------------------------------------------------------------------------
+
+
+def patch_account_limits() -> None:
+    """Correction 25: CloudFormation and Auto Scaling ``DescribeAccountLimits``, which moto
+    5.2.5 answers with 500 NotImplemented. The limits are AWS's defaults
+    (``ACCOUNT_LIMIT_DEFAULTS``) unless the emulation setting ``account_limits`` gives the
+    calling account others; Auto Scaling also answers the account's current number of groups
+    and launch configurations in the region, as AWS does."""
+    from moto.autoscaling import responses as asg_responses
+    from moto.cloudformation import responses as cfn_responses
+    from moto.core.responses import ActionResult
+
+    cfn_cls = _require(cfn_responses, "CloudFormationResponse")
+    asg_cls = _require(asg_responses, "AutoScalingResponse")
+    for cls in (cfn_cls, asg_cls):
+        if "describe_account_limits" in vars(cls):
+            raise PatchError(f"moto now implements {cls.__name__}.describe_account_limits; review correction 25")
+
+    def cfn_describe_account_limits(self: Any) -> Any:
+        names = ("StackLimit", "StackOutputsLimit", "ConcurrentResourcesLimit")
+        limits = [{"Name": n, "Value": EMULATION.account_limit(self.current_account, n)} for n in names]
+        return ActionResult({"AccountLimits": limits})
+
+    def asg_describe_account_limits(self: Any) -> Any:
+        backend = self.autoscaling_backend
+        account = self.current_account
+        return ActionResult({
+            "MaxNumberOfAutoScalingGroups": EMULATION.account_limit(account, "MaxNumberOfAutoScalingGroups"),
+            "MaxNumberOfLaunchConfigurations": EMULATION.account_limit(account, "MaxNumberOfLaunchConfigurations"),
+            "NumberOfAutoScalingGroups": len(backend.autoscaling_groups),
+            "NumberOfLaunchConfigurations": len(backend.launch_configurations),
+        })
+
+    cfn_cls.describe_account_limits = cfn_describe_account_limits
+    asg_cls.describe_account_limits = asg_describe_account_limits
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -3087,6 +3184,7 @@ def apply_patches() -> None:
     patch_kms_key_policy_reads()
     patch_web_identity()
     patch_cloudfront()
+    patch_account_limits()
 
 
 # --- request log ------------------------------------------------------------------------------
