@@ -454,6 +454,19 @@ impl MotoServer {
         serde_json::from_slice(&body).map_err(|e| Error::Http { request: "POST", path: PATH, reason: e.to_string() })
     }
 
+    /// Gives `account` the account limits `limits` (names as `DescribeAccountLimits` answers
+    /// them: `StackLimit`, `MaxNumberOfAutoScalingGroups`, ...) in place of AWS's defaults,
+    /// replacing any set before; an empty `limits` brings back the defaults. Limits are
+    /// reported, not enforced.
+    pub fn set_account_limits(&self, account: &str, limits: &[(&str, u64)]) -> Result<Emulation, Error> {
+        const PATH: &str = "/moto-api/emulation";
+        let named: serde_json::Map<String, serde_json::Value> =
+            limits.iter().map(|(name, value)| ((*name).to_owned(), serde_json::Value::from(*value))).collect();
+        let body = serde_json::json!({ "account_limits": { account: named } }).to_string();
+        let body = http_with(self.port, "POST", PATH, &body)?;
+        serde_json::from_slice(&body).map_err(|e| Error::Http { request: "POST", path: PATH, reason: e.to_string() })
+    }
+
     /// The directory holding the server's log (`server.log`), for a failing test to inspect.
     pub fn log_dir(&self) -> &Path {
         self.dir.path()
