@@ -94,6 +94,7 @@ pub mod maintenance;
 pub mod node_config;
 pub mod plan;
 pub mod preview;
+pub mod quota;
 pub mod render;
 pub mod rollout;
 pub mod stack_ops;

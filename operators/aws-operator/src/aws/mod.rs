@@ -13,6 +13,7 @@
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`iam`] | the IAM OIDC providers of the clusters' service-account issuers |
 //! | [`cloudfront`] | the CloudFront distributions in front of the service-account issuers' buckets |
+//! | [`quota`] | the account limits and usage the quota preflight checks: CloudFormation and Auto Scaling `DescribeAccountLimits`, the account's stacks |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
@@ -47,6 +48,7 @@ pub mod elb;
 pub mod iam;
 pub mod instances;
 pub mod kms;
+pub mod quota;
 pub mod route53;
 pub mod s3;
 

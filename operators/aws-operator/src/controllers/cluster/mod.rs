@@ -5,7 +5,7 @@
 //! object is requeued instead of waiting):
 //!
 //! Steps 1, 3 and 4 are in this file; each larger step has its own file, named after it
-//! ([`certificates`], [`stacks`], [`delegation`], [`master`], [`status`], [`teardown`] with
+//! ([`certificates`], [`quota`], [`stacks`], [`delegation`], [`master`], [`status`], [`teardown`] with
 //! [`leftovers`]).
 //!
 //! 1. `inputs` — validates the spec, resolves the Release and the two AWS accounts. Bad input
@@ -16,6 +16,9 @@
 //!    wrote that fails its checks stops here with `Ready=False` `CertificateInvalid`.
 //! 3. `ipam` — allocates the cluster CIDR under the IPAM lock and writes it to
 //!    `status.provider.network.cidr`.
+//!    Then `quota` — before the cluster's first stack, whether it fits in its accounts' limits
+//!    (CloudFormation stacks, Auto Scaling groups); one that does not waits with `Ready=False`
+//!    `QuotaExceeded` and nothing is created in AWS ([`quota`]).
 //! 4. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
 //!    Then `irsa`: for a cluster with IAM roles for service accounts, its public
 //!    service-account issuer and the ConfigMap naming it ([`irsa`]).
@@ -54,6 +57,7 @@ pub mod delegation;
 pub mod irsa;
 pub mod leftovers;
 pub mod master;
+pub mod quota;
 pub mod stacks;
 pub mod status;
 pub mod teardown;
@@ -61,6 +65,7 @@ pub mod teardown;
 use self::certificates::Certificates;
 use self::delegation::Delegation;
 use self::master::Master;
+use self::quota::QuotaPreflight;
 use self::stacks::Stacks;
 use self::status::{Status, write_cluster_status};
 use self::teardown::{Teardown, torn_down};
@@ -75,6 +80,7 @@ pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) 
         .resource(Inputs)
         .resource(Certificates)
         .resource(Ipam)
+        .resource(QuotaPreflight)
         .resource(Encryption)
         .resource(self::irsa::PublishIssuer)
         .resource(Stacks)
