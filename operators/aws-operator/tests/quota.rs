@@ -1,0 +1,146 @@
+//! Quota preflight on moto: a cluster that would not fit in its tenant account's limits waits
+//! with `Ready=False` `QuotaExceeded` and a Warning event, creates nothing in AWS (checked through
+//! CloudFormation, S3 and KMS, and in moto's request log), is checked again until it fits, and
+//! when deleted while refused goes without error and leaves nothing.
+
+mod support;
+
+use apis::aws::AWSCluster;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use support::*;
+
+/// The `Ready` condition's reason and message.
+fn ready_condition(c: &AWSCluster) -> Option<(String, String, String)> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn warning(client: &kube::Client, name: &str, reason: &str) -> anyhow::Result<Option<String>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .and_then(|e| e.note))
+}
+
+async fn stacks_of(aws: &aws_operator::aws::AccountClients) -> anyhow::Result<Vec<String>> {
+    let out = aws.cfn_client.describe_stacks().send().await?;
+    Ok(out.stacks().iter().filter_map(|s| s.stack_name()).map(str::to_string).collect())
+}
+
+/// What moto was asked to create: stacks, keys, buckets (S3 `PUT`s).
+fn creations(f: &Fixture) -> anyhow::Result<Vec<String>> {
+    Ok(f.moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| {
+            ["CreateStack", "CreateKey"].contains(&r.action.as_str()) || (r.service == "s3" && r.method == "PUT")
+        })
+        .map(|r| format!("{} {} {}", r.service, r.action, r.account))
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_proceeds_once_raised() -> anyhow::Result<()>
+{
+    let mut f = Fixture::start().await?;
+    // The tenant account allows two more stacks and one more Auto Scaling group; each cluster
+    // needs three stacks there (TCCP, TCCPN, TCNP) and two groups (one master, one node pool).
+    f.moto.set_account_limits(&f.tenant_account, &[("StackLimit", 2), ("MaxNumberOfAutoScalingGroups", 1)])?;
+    f.apply_basics().await?;
+    f.start_operator().await?;
+    for id in ["quo01", "quo02"] {
+        f.credential_secret(id).await?;
+        f.control_plane(id, &format!("cp-{id}"), &["eu-central-1a"], 1).await?;
+        f.node_pool(id, &format!("np-{id}"), &["eu-central-1a"], 1, 3).await?;
+        f.cluster(id).await?;
+    }
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    for id in ["quo01", "quo02"] {
+        let (_, _, message) = eventually(120, &format!("{id} to wait with QuotaExceeded"), || async {
+            let c = clusters.get(id).await?;
+            Ok(ready_condition(&c).filter(|(s, r, _)| s == "False" && r == "QuotaExceeded"))
+        })
+        .await?;
+        for part in [
+            format!(
+                "CloudFormation StackLimit of account {} is 2 with 0 in use: headroom 2, the cluster needs 3",
+                f.tenant_account
+            ),
+            format!(
+                "Auto Scaling MaxNumberOfAutoScalingGroups of account {} is 1 with 0 in use: headroom 1, the cluster needs 2",
+                f.tenant_account
+            ),
+            "request an increase in Service Quotas".to_string(),
+        ] {
+            assert!(message.contains(&*part), "{id}: {message}");
+        }
+        let note = eventually(30, &format!("a QuotaExceeded Warning on {id}"), || async {
+            warning(&f.client, id, "QuotaExceeded").await
+        })
+        .await?;
+        assert!(note.contains("StackLimit"), "{note}");
+    }
+    // Still refused some reconciles later, and nothing was created in either account.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let (tenant, cp) = (f.tenant_clients().await?, f.control_plane_clients().await?);
+    assert_eq!(stacks_of(&tenant).await?, Vec::<String>::new(), "tenant stacks while refused");
+    assert_eq!(stacks_of(&cp).await?, Vec::<String>::new(), "management stacks while refused");
+    assert_eq!(creations(&f)?, Vec::<String>::new(), "AWS creations while refused");
+    let c = clusters.get("quo02").await?;
+    assert_eq!(ready_condition(&c).map(|(_, r, _)| r).as_deref(), Some("QuotaExceeded"));
+
+    // A refused cluster deletes without error and leaves nothing: no stack, bucket or key, and
+    // its credential Secret is released.
+    clusters.delete("quo01", &DeleteParams::default()).await?;
+    eventually(60, "quo01 to be gone", || async { Ok(clusters.get_opt("quo01").await?.is_none().then_some(())) })
+        .await?;
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, "quo01");
+    assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "bucket {bucket} exists");
+    assert_eq!(tenant.kms.list_keys().send().await?.keys().len(), 0, "a key was created");
+    let secret = Api::<Secret>::namespaced(f.client.clone(), "giantswarm").get("credential-quo01").await?;
+    assert_eq!(
+        secret.metadata.finalizers.unwrap_or_default(),
+        Vec::<String>::new(),
+        "the credential Secret is released"
+    );
+    let deletion_warnings: Vec<String> = Api::<Event>::namespaced(f.client.clone(), NS)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("quo01")
+                && e.reason.as_deref() != Some("QuotaExceeded")
+        })
+        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
+        .collect();
+    assert_eq!(deletion_warnings, Vec::<String>::new(), "warnings while deleting quo01");
+
+    // Raised (back to AWS's defaults), the waiting cluster goes on without being touched.
+    f.moto.set_account_limits(&f.tenant_account, &[])?;
+    eventually(120, "quo02's first stacks", || async {
+        let (t, m) = (stacks_of(&tenant).await?, stacks_of(&cp).await?);
+        Ok((t.iter().any(|s| s.contains("quo02")) || m.iter().any(|s| s.contains("quo02"))).then_some(()))
+    })
+    .await?;
+    let c = clusters.get("quo02").await?;
+    assert_ne!(ready_condition(&c).map(|(_, r, _)| r).as_deref(), Some("QuotaExceeded"));
+    assert!(!stacks_of(&cp).await?.iter().any(|s| s.contains("quo01")), "the deleted cluster got a stack");
+    Ok(())
+}
