@@ -1,21 +1,24 @@
 //! The account limits and usage the quota preflight ([`crate::quota`]) checks, as AWS reports
-//! them: CloudFormation `DescribeAccountLimits` (`StackLimit`) and the account's stacks,
-//! Auto Scaling `DescribeAccountLimits` (the group limit and the current count).
-
-use aws_stacks::state::StackStatus;
+//! them: CloudFormation `DescribeAccountLimits` (`StackLimit`) and the account's stacks (from
+//! the shared `DescribeStacks` listing, [`StackCache`]), Auto Scaling `DescribeAccountLimits` (the group limit and the current count).
 
 use operatorkit::ResourceError;
 
+use super::cloudformation::StackCache;
 use super::{AccountClients, api_error};
 use crate::quota::{Headroom, Quota};
 
 /// The headroom of `aws`'s account for `quotas`. A limit AWS does not answer is left out (and so
 /// not checked); a failed call is an error.
-pub async fn headroom(aws: &AccountClients, quotas: &[Quota]) -> Result<Vec<Headroom>, ResourceError> {
+pub async fn headroom(
+    aws: &AccountClients,
+    stacks_cache: &StackCache,
+    quotas: &[Quota],
+) -> Result<Vec<Headroom>, ResourceError> {
     let mut out = Vec::new();
     for quota in quotas {
         let found = match quota {
-            Quota::Stacks => stacks(aws).await?,
+            Quota::Stacks => stacks(aws, stacks_cache).await?,
             Quota::AutoScalingGroups => groups(aws).await?,
         };
         out.extend(found.map(|(limit, used)| Headroom { quota: *quota, account: aws.account_id.clone(), limit, used }));
@@ -24,7 +27,7 @@ pub async fn headroom(aws: &AccountClients, quotas: &[Quota]) -> Result<Vec<Head
 }
 
 /// `StackLimit` and the stacks that count against it (every stack not yet deleted).
-async fn stacks(aws: &AccountClients) -> Result<Option<(u64, u64)>, ResourceError> {
+async fn stacks(aws: &AccountClients, cache: &StackCache) -> Result<Option<(u64, u64)>, ResourceError> {
     let limits = aws
         .cfn_client
         .describe_account_limits()
@@ -40,8 +43,7 @@ async fn stacks(aws: &AccountClients) -> Result<Option<(u64, u64)>, ResourceErro
     else {
         return Ok(None);
     };
-    let all = aws.cfn.describe_all().await?;
-    let used = all.iter().filter(|s| s.status != StackStatus::DeleteComplete).count() as u64;
+    let used = cache.count(&aws.cache_key(), aws.cfn.as_ref()).await? as u64;
     Ok(Some((limit, used)))
 }
 

@@ -208,14 +208,7 @@ impl StackCache {
     ) -> Result<Option<StackView>, CfnError> {
         let entry = self.entry(account);
         let mut e = entry.lock().await;
-        let listed = e.listed.is_some_and(|t| t.elapsed() < self.idle_ttl);
-        if !listed {
-            let stacks = cfn.describe_all().await?;
-            let now = Instant::now();
-            e.stacks = stacks.into_iter().map(|s| (s.name.clone(), (s, now))).collect();
-            e.listed = Some(now);
-            e.stale.clear();
-        } else {
+        if !self.list_if_expired(&mut e, cfn).await? {
             let moving = e.stacks.get(name).is_some_and(|(view, read)| {
                 matches!(view.status, StackStatus::InProgress(_)) && read.elapsed() >= self.busy_ttl
             });
@@ -228,6 +221,34 @@ impl StackCache {
             }
         }
         Ok(e.stacks.get(name).map(|(view, _)| view.clone()))
+    }
+
+    /// How many stacks `account` holds that count against its `StackLimit` (every one not
+    /// deleted), from its listing (listed again when expired). A stack this process wrote since
+    /// it was read counts whatever became of it (a deleted one errs high); one created by
+    /// another process shows from the next listing, at most [`StackCache::idle_ttl`] later.
+    pub async fn count(&self, account: &str, cfn: &dyn CloudFormation) -> Result<usize, CfnError> {
+        let entry = self.entry(account);
+        let mut e = entry.lock().await;
+        self.list_if_expired(&mut e, cfn).await?;
+        let live = e
+            .stacks
+            .iter()
+            .filter(|(name, (view, _))| view.status != StackStatus::DeleteComplete && !e.stale.contains(name.as_str()));
+        Ok(live.count() + e.stale.len())
+    }
+
+    /// Lists the account again when its listing is missing or expired; whether it did.
+    async fn list_if_expired(&self, e: &mut Entry, cfn: &dyn CloudFormation) -> Result<bool, CfnError> {
+        if e.listed.is_some_and(|t| t.elapsed() < self.idle_ttl) {
+            return Ok(false);
+        }
+        let stacks = cfn.describe_all().await?;
+        let now = Instant::now();
+        e.stacks = stacks.into_iter().map(|s| (s.name.clone(), (s, now))).collect();
+        e.listed = Some(now);
+        e.stale.clear();
+        Ok(true)
     }
 
     /// Mark stack `name` of `account` stale: its next read describes it. Called after every
@@ -350,6 +371,25 @@ mod tests {
         // Another account is listed separately.
         cache.get("other/eu-central-1", &fake, "s1").await.unwrap();
         assert_eq!(fake.calls("DescribeStacks"), 4);
+    }
+
+    #[tokio::test]
+    async fn the_stack_count_comes_from_the_listing_and_counts_stacks_written_since() {
+        let fake = FakeCloudFormation::new();
+        fake.create(&request("s1", false)).await.unwrap();
+        fake.create(&request("s2", false)).await.unwrap();
+        let cache = StackCache::new(Duration::from_secs(600), Duration::from_secs(5));
+        assert_eq!(cache.count("acct/eu-central-1", &fake).await.unwrap(), 2);
+        assert_eq!(cache.get("acct/eu-central-1", &fake, "s1").await.unwrap().map(|v| v.name).as_deref(), Some("s1"));
+        assert_eq!(fake.calls("DescribeStacks"), 1, "one listing serves the count and the reads");
+        // Written since the listing: a new stack counts, a rewritten one counts once.
+        fake.create(&request("s3", false)).await.unwrap();
+        cache.invalidate("acct/eu-central-1", "s3");
+        cache.invalidate("acct/eu-central-1", "s1");
+        assert_eq!(cache.count("acct/eu-central-1", &fake).await.unwrap(), 3);
+        fake.set_status("s2", "DELETE_COMPLETE", None);
+        let expired = StackCache::new(Duration::ZERO, Duration::from_secs(5));
+        assert_eq!(expired.count("acct/eu-central-1", &fake).await.unwrap(), 2, "a deleted stack does not count");
     }
 
     #[tokio::test]

@@ -32,9 +32,10 @@ impl Resource<AWSCluster, ClusterState> for QuotaPreflight {
         let node_pools = controllers::lookup::node_pools(&shared, &ns, &id).await?;
         let (tenant, cp) = state.accounts()?;
         let needs = quota::needs(&tenant.account_id, &cp.account_id, &control_planes, &node_pools);
-        let mut headroom = crate::aws::quota::headroom(tenant, &[Quota::Stacks, Quota::AutoScalingGroups]).await?;
+        let mut headroom =
+            crate::aws::quota::headroom(tenant, &shared.stacks, &[Quota::Stacks, Quota::AutoScalingGroups]).await?;
         if cp.account_id != tenant.account_id {
-            headroom.extend(crate::aws::quota::headroom(cp, &[Quota::Stacks]).await?);
+            headroom.extend(crate::aws::quota::headroom(cp, &shared.stacks, &[Quota::Stacks]).await?);
         }
         match quota::check(&needs, &headroom) {
             Ok(()) => Ok(Outcome::proceed()),
