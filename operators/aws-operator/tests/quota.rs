@@ -1,7 +1,8 @@
 //! Quota preflight on moto: a cluster that would not fit in its tenant account's limits waits
 //! with `Ready=False` `QuotaExceeded` and a Warning event, creates nothing in AWS (checked through
-//! CloudFormation, S3 and KMS, and in moto's request log), is checked again until it fits, and
-//! when deleted while refused goes without error and leaves nothing.
+//! CloudFormation, S3 and KMS, and in moto's request log), is checked again until it fits, is
+//! not stopped by a limit reached once it is under way, and when deleted while refused goes
+//! without error and leaves nothing.
 
 mod support;
 
@@ -137,6 +138,13 @@ async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_pro
     eventually(120, "quo02's first stacks", || async {
         let (t, m) = (stacks_of(&tenant).await?, stacks_of(&cp).await?);
         Ok((t.iter().any(|s| s.contains("quo02")) || m.iter().any(|s| s.contains("quo02"))).then_some(()))
+    })
+    .await?;
+    // Once under way, a limit reached since does not stop it halfway: lowered to nothing, the
+    // tenant account still gets the cluster's network stack.
+    f.moto.set_account_limits(&f.tenant_account, &[("StackLimit", 0), ("MaxNumberOfAutoScalingGroups", 0)])?;
+    eventually(120, "quo02's TCCP stack", || async {
+        Ok(stacks_of(&tenant).await?.iter().any(|s| s == "cluster-quo02-tccp").then_some(()))
     })
     .await?;
     let c = clusters.get("quo02").await?;

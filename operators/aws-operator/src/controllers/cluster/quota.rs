@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use operatorkit::{Outcome, Resource, resource};
 
 use apis::aws::AWSCluster;
+use aws_stacks::names::{self, StackKind};
 
 use super::ClusterState;
 use crate::controllers;
@@ -28,6 +29,13 @@ impl Resource<AWSCluster, ClusterState> for QuotaPreflight {
         }
         let shared = state.shared.clone();
         let (ns, id) = (obj.namespace().unwrap_or_default(), obj.name_any());
+        // The first stack, TCCPI, may exist with the status not saying so (a crash between
+        // creating it and writing the status).
+        let (_, cp) = state.accounts()?;
+        let first = names::stack_name(&id, StackKind::Tccpi, None);
+        if shared.stacks.get(&cp.cache_key(), cp.cfn.as_ref(), &first).await?.is_some() {
+            return Ok(Outcome::proceed());
+        }
         let control_planes = controllers::lookup::control_planes(&shared, &ns, &id).await?;
         let node_pools = controllers::lookup::node_pools(&shared, &ns, &id).await?;
         let (tenant, cp) = state.accounts()?;
