@@ -1663,6 +1663,44 @@ def probe_cloudfront(port: int) -> None:
     cf.delete_distribution(Id=dist["Id"], IfMatch=cf.get_distribution(Id=dist["Id"])["ETag"])
     cf.delete_origin_access_control(Id=oac_id, IfMatch=oac["ETag"])
 
+    # Origin access identities: a distribution reading its bucket through one; the identity is
+    # deleted only when no origin names it.
+    oai = cf.create_cloud_front_origin_access_identity(CloudFrontOriginAccessIdentityConfig={
+        "CallerReference": f"probe-{acct}", "Comment": "probe"})
+    oai_id = oai["CloudFrontOriginAccessIdentity"]["Id"]
+    listed = cf.list_cloud_front_origin_access_identities()["CloudFrontOriginAccessIdentityList"].get("Items", [])
+    check([i["Id"] for i in listed] == [oai_id], f"listed identities {listed}")
+    with_oai = {**config, "CallerReference": f"probe-oai-{acct}", "Origins": {"Quantity": 1, "Items": [{
+        "Id": origin, "DomainName": origin,
+        "S3OriginConfig": {"OriginAccessIdentity": f"origin-access-identity/cloudfront/{oai_id}"}}]}}
+    dist = cf.create_distribution(DistributionConfig=with_oai)["Distribution"]
+    host = dist["DomainName"]
+    issuer = f"https://{host}"
+    s3.put_object(Bucket=bucket, Key=".well-known/openid-configuration",
+                  Body=json.dumps({"issuer": issuer, "jwks_uri": f"{issuer}/keys.json"}).encode())
+    provider = iam.create_open_id_connect_provider(Url=issuer, ClientIDList=["sts.amazonaws.com"])["OpenIDConnectProviderArn"]
+    trust["Statement"][0]["Principal"]["Federated"] = provider
+    trust["Statement"][0]["Condition"] = {"StringEquals": {f"{host}:aud": "sts.amazonaws.com"}}
+    iam.update_assume_role_policy(RoleName="probe-cdn", PolicyDocument=json.dumps(trust))
+    token = _jwt(key, "k1", {"iss": issuer, "aud": ["sts.amazonaws.com"], "sub": "system:serviceaccount:a:b",
+                            "exp": int(time.time()) + 600, "iat": int(time.time())})
+    refused(assume, "InvalidIdentityToken", 400, "retrieve verification key")
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*",
+        "Principal": {"AWS": f"arn:aws:iam::cloudfront:user/CloudFront Origin Access Identity {oai_id}"}}]}))
+    check(assume()["AssumedRoleUser"]["Arn"].endswith("/probe"), "a token is accepted through the identity")
+    refused(lambda: cf.delete_cloud_front_origin_access_identity(Id=oai_id, IfMatch=oai["ETag"]),
+            "CloudFrontOriginAccessIdentityInUse", 409)
+    config_now = cf.get_distribution_config(Id=dist["Id"])
+    cf.update_distribution(Id=dist["Id"], IfMatch=config_now["ETag"],
+                           DistributionConfig={**config_now["DistributionConfig"], "Enabled": False})
+    eventually("the disabled distribution to be deployed",
+               lambda: cf.get_distribution(Id=dist["Id"])["Distribution"]["Status"] == "Deployed" or None, timeout=30)
+    cf.delete_distribution(Id=dist["Id"], IfMatch=cf.get_distribution(Id=dist["Id"])["ETag"])
+    etag = cf.get_cloud_front_origin_access_identity(Id=oai_id)["ETag"]
+    cf.delete_cloud_front_origin_access_identity(Id=oai_id, IfMatch=etag)
+    refused(lambda: cf.get_cloud_front_origin_access_identity(Id=oai_id), "NoSuchCloudFrontOriginAccessIdentity", 404)
+
 
 def probe_account_limits(port: int) -> None:
     """CloudFormation and Auto Scaling ``DescribeAccountLimits`` answer AWS's defaults, the

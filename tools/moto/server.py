@@ -134,7 +134,8 @@ And two for IAM roles for service accounts:
     is ``InProgress`` for five seconds of AWS time (scaled) before ``Deployed``;
     ``DeleteDistribution`` refuses an enabled or undeployed distribution
     (``DistributionNotDisabled``, 409) and ``DeleteOriginAccessControl`` one that an origin uses
-    (``OriginAccessControlInUse``, 409).
+    (``OriginAccessControlInUse``, 409); origin access identities, which moto lacks, are served
+    (create, get, list, delete; one in use is refused with ``CloudFrontOriginAccessIdentityInUse``).
 
 And one API moto lacks, for the operator's quota preflight:
 
@@ -3058,6 +3059,7 @@ def patch_cloudfront() -> None:
       is enabled or whose last change is not deployed (moto deleted any).
     - ``DeleteOriginAccessControl`` refuses, with 409 ``OriginAccessControlInUse``, an origin
       access control a distribution's origin uses (moto deleted it).
+    - Origin access identities, which moto lacks, are served (``_add_origin_access_identities``).
     """
     from moto.cloudfront import models as cf_models
     from moto.cloudfront.exceptions import CloudFrontException
@@ -3118,6 +3120,94 @@ def patch_cloudfront() -> None:
         original_delete_oac(self, control_id)
 
     backend_cls.delete_origin_access_control = delete_origin_access_control
+    _add_origin_access_identities(cf_models, backend_cls)
+
+
+def _add_origin_access_identities(cf_models: Any, backend_cls: Any) -> None:
+    """The origin access identity API moto 5.2.5 lacks (it answered 404 to every call):
+    ``CreateCloudFrontOriginAccessIdentity``, ``GetCloudFrontOriginAccessIdentity``,
+    ``ListCloudFrontOriginAccessIdentities`` and ``DeleteCloudFrontOriginAccessIdentity``, the
+    last refusing with 409 ``CloudFrontOriginAccessIdentityInUse`` an identity a distribution's
+    origin names and with 404 ``NoSuchCloudFrontOriginAccessIdentity`` one that does not exist."""
+    import uuid
+
+    from moto.cloudfront import responses as cf_responses
+    from moto.cloudfront import urls as cf_urls
+    from moto.cloudfront.exceptions import CloudFrontException
+    from moto.core.responses import ActionResult, EmptyResult
+
+    response_cls = _require(cf_responses, "CloudFrontResponse")
+    paths = _require(cf_urls, "url_paths")
+    if hasattr(response_cls, "create_cloud_front_origin_access_identity"):
+        raise PatchError("moto now implements origin access identities; review correction 24 of tools/moto/server.py")
+    paths["{0}/2020-05-31/origin-access-identity/cloudfront$"] = response_cls.dispatch
+    paths["{0}/2020-05-31/origin-access-identity/cloudfront/(?P<oai_id>[^/]+)$"] = response_cls.dispatch
+
+    def identities(backend: Any) -> dict[str, dict[str, Any]]:
+        if not hasattr(backend, "_origin_access_identities"):
+            backend._origin_access_identities = {}
+        return backend._origin_access_identities
+
+    def missing() -> Exception:
+        return CloudFrontException(
+            "NoSuchCloudFrontOriginAccessIdentity", "The specified origin access identity does not exist."
+        )
+
+    def create(self: Any) -> Any:
+        config = self._get_param("CloudFrontOriginAccessIdentityConfig", {})
+        oai_id = "E" + uuid.uuid4().hex[:13].upper()
+        etag = uuid.uuid4().hex[:14].upper()
+        identity = {
+            "Id": oai_id,
+            "S3CanonicalUserId": uuid.uuid4().hex + uuid.uuid4().hex,
+            "CloudFrontOriginAccessIdentityConfig": {
+                "CallerReference": config.get("CallerReference", ""),
+                "Comment": config.get("Comment", ""),
+            },
+            "ETag": etag,
+        }
+        identities(self.backend)[oai_id] = identity
+        result = {k: v for k, v in identity.items() if k != "ETag"}
+        return ActionResult({
+            "CloudFrontOriginAccessIdentity": result,
+            "ETag": etag,
+            "Location": f"https://cloudfront.amazonaws.com/2020-05-31/origin-access-identity/cloudfront/{oai_id}",
+        })
+
+    def get(self: Any) -> Any:
+        identity = identities(self.backend).get(self._get_param("Id"))
+        if identity is None:
+            raise missing()
+        result = {k: v for k, v in identity.items() if k != "ETag"}
+        return ActionResult({"CloudFrontOriginAccessIdentity": result, "ETag": identity["ETag"]})
+
+    def list_identities(self: Any) -> Any:
+        items = [
+            {"Id": i["Id"], "S3CanonicalUserId": i["S3CanonicalUserId"],
+             "Comment": i["CloudFrontOriginAccessIdentityConfig"]["Comment"]}
+            for i in identities(self.backend).values()
+        ]
+        return ActionResult({"CloudFrontOriginAccessIdentityList": {
+            "Marker": "", "MaxItems": 100, "IsTruncated": False, "Quantity": len(items), "Items": items or None,
+        }})
+
+    def delete(self: Any) -> Any:
+        oai_id = self._get_param("Id")
+        if oai_id not in identities(self.backend):
+            raise missing()
+        path = f"origin-access-identity/cloudfront/{oai_id}"
+        for dist in self.backend.distributions.values():
+            if any(getattr(o, "s3_access_identity", "") == path for o in dist.distribution_config.Origins["Items"]):
+                raise CloudFrontException(
+                    "CloudFrontOriginAccessIdentityInUse", "The CloudFront origin access identity is still being used."
+                )
+        del identities(self.backend)[oai_id]
+        return EmptyResult()
+
+    response_cls.create_cloud_front_origin_access_identity = create
+    response_cls.get_cloud_front_origin_access_identity = get
+    response_cls.list_cloud_front_origin_access_identities = list_identities
+    response_cls.delete_cloud_front_origin_access_identity = delete
 
 
 # --- 25. Account limits --------------------------------------------------------------------------
