@@ -12,6 +12,8 @@
 //! distribution is found again, not duplicated, when its ConfigMap is lost across a restart, and
 //! the cluster's deletion removes it (disabled, deployed, deleted) and its origin access control,
 //! and releases the key pair's Secret, which the `secret-in-use` finalizer held until then.
+//! A distribution irsa-operator set up (its origin access identity, its ConfigMap) is kept and
+//! read through, and deleted with the cluster, its identity too.
 //!
 //! Bad input: an annotation value that does not mean "on" is refused with `Ready=False` and a
 //! Warning event naming the annotation and the fix.
@@ -319,5 +321,145 @@ async fn an_irsa_annotation_meaning_off_is_refused_naming_the_annotation_and_the
     let tenant = f.tenant_clients().await?;
     let bucket = format!("{}-g8s-{id}-oidc-pod-identity-v2", f.tenant_account);
     assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "no bucket for a refused cluster");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_distribution_the_original_set_up_is_kept_read_through_its_identity_and_deleted_with_the_cluster()
+-> anyhow::Result<()> {
+    use aws_sdk_cloudfront::types::{
+        CloudFrontOriginAccessIdentityConfig, DefaultCacheBehavior, DistributionConfig, DistributionConfigWithTags,
+        Origin, Origins, S3OriginConfig, Tag, Tags, ViewerProtocolPolicy,
+    };
+
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "irs03";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cpi03", &["eu-central-1a"], 1).await?;
+
+    // What irsa-operator left: its origin access identity, its distribution reading the issuer
+    // bucket through it, tagged for the cluster, and the ConfigMap naming them.
+    let tenant = f.tenant_clients().await?;
+    let comment = format!("Created by irsa-operator for cluster {id}");
+    let identity = tenant
+        .cloudfront
+        .create_cloud_front_origin_access_identity()
+        .cloud_front_origin_access_identity_config(
+            CloudFrontOriginAccessIdentityConfig::builder()
+                .caller_reference(format!("access-identity-cluster-{id}"))
+                .comment(&comment)
+                .build()?,
+        )
+        .send()
+        .await?;
+    let identity_id = identity.cloud_front_origin_access_identity().expect("identity").id().to_string();
+    let bucket = format!("{}-g8s-{id}-oidc-pod-identity-v2", f.tenant_account);
+    let origin_domain = format!("{bucket}.s3.{REGION}.amazonaws.com");
+    let origin = Origin::builder()
+        .id(&origin_domain)
+        .domain_name(&origin_domain)
+        .s3_origin_config(
+            S3OriginConfig::builder()
+                .origin_access_identity(format!("origin-access-identity/cloudfront/{identity_id}"))
+                .build(),
+        )
+        .build()?;
+    let config = DistributionConfig::builder()
+        .caller_reference(format!("distribution-cluster-{id}"))
+        .comment(&comment)
+        .enabled(true)
+        .origins(Origins::builder().quantity(1).items(origin).build()?)
+        .default_cache_behavior(
+            DefaultCacheBehavior::builder()
+                .target_origin_id(&origin_domain)
+                .viewer_protocol_policy(ViewerProtocolPolicy::RedirectToHttps)
+                .cache_policy_id("4135ea2d-6df8-44a3-9df3-4b5a84be39ad")
+                .build()?,
+        )
+        .build()?;
+    let created = tenant
+        .cloudfront
+        .create_distribution_with_tags()
+        .distribution_config_with_tags(
+            DistributionConfigWithTags::builder()
+                .distribution_config(config)
+                .tags(Tags::builder().items(Tag::builder().key("giantswarm.io/cluster").value(id).build()?).build())
+                .build(),
+        )
+        .send()
+        .await?;
+    let distribution = created.distribution().expect("distribution");
+    let (distribution_id, domain) = (distribution.id().to_string(), distribution.domain_name().to_string());
+    let written: std::collections::BTreeMap<String, String> = [
+        ("arn", distribution.arn()),
+        ("domain", domain.as_str()),
+        ("distributionId", distribution_id.as_str()),
+        ("originAccessIdentityId", identity_id.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let configmaps = Api::<ConfigMap>::namespaced(f.client.clone(), NS);
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{id}-irsa-cloudfront")}, "data": written,
+    }))?;
+    configmaps.create(&Default::default(), &cm).await?;
+    f.start_operator().await?;
+
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    if let Err(e) = eventually(200, "the control plane to be Ready", || async {
+        Ok(ready(cps.get("cpi03").await?.status.as_ref().map(|s| &s.conditions)).then_some(()))
+    })
+    .await
+    {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+
+    // The ConfigMap is as the original wrote it; no second distribution; the bucket is readable
+    // by the original's identity only.
+    let kept = configmaps.get(&format!("{id}-irsa-cloudfront")).await?.data.unwrap_or_default();
+    assert_eq!(kept, written);
+    assert_eq!(distributions_of(&f, id).await?, vec![(distribution_id.clone(), domain.clone())]);
+    let status = tenant.s3.get_bucket_policy_status().bucket(&bucket).send().await?;
+    assert_eq!(status.policy_status().and_then(|s| s.is_public()), Some(false), "the bucket policy is not public");
+    let policy: serde_json::Value =
+        serde_json::from_str(tenant.s3.get_bucket_policy().bucket(&bucket).send().await?.policy().unwrap_or_default())?;
+    let readers: Vec<&serde_json::Value> =
+        policy["Statement"].as_array().expect("statements").iter().filter(|st| st["Effect"] == "Allow").collect();
+    assert_eq!(readers.len(), 1, "{policy}");
+    assert_eq!(
+        readers[0]["Principal"]["AWS"],
+        format!("arn:aws:iam::cloudfront:user/CloudFront Origin Access Identity {identity_id}")
+    );
+
+    // STS reads the issuer through the original's distribution.
+    let secret = Api::<Secret>::namespaced(f.client.clone(), NS).get(&format!("{id}-service-account-v2")).await?;
+    let key_pem = secret.data.unwrap_or_default().get("key").map(|k| k.0.clone()).expect("the private key");
+    let jwks: JwkSet = serde_json::from_value(object(&f, &bucket, "keys.json").await?)?;
+    let kid = jwks.keys[0].common.key_id.clone().expect("kid");
+    let issuer = format!("https://{domain}");
+    let sub = "system:serviceaccount:kube-system:aws-load-balancer-controller";
+    let good = token(&key_pem, &kid, &issuer, sub, "sts.amazonaws.com")?;
+    let role = format!("arn:aws:iam::{}:role/gs-{id}-ALBController-Role", f.tenant_account);
+    assume(&f, &role, &good).await.map_err(|e| anyhow::anyhow!("refused: {e}"))?;
+
+    // The cluster's deletion removes the distribution and then the identity; the ConfigMap,
+    // which the operator did not write, stays.
+    Api::<AWSCluster>::namespaced(f.client.clone(), NS).delete(id, &DeleteParams::default()).await?;
+    let gone = eventually(300, "the cluster to be gone", || async {
+        Ok(Api::<AWSCluster>::namespaced(f.client.clone(), NS).get_opt(id).await?.is_none().then_some(()))
+    })
+    .await;
+    if let Err(e) = gone {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    assert_eq!(distributions_of(&f, id).await?, vec![], "no distribution left");
+    let identity = tenant.cloudfront.get_cloud_front_origin_access_identity().id(&identity_id).send().await;
+    let code = identity.err().map(|e| aws_sdk_cloudfront::error::ProvideErrorMetadata::code(&e).map(str::to_string));
+    assert_eq!(code, Some(Some("NoSuchCloudFrontOriginAccessIdentity".to_string())), "the identity is gone");
+    assert!(configmaps.get_opt(&format!("{id}-irsa-cloudfront")).await?.is_some(), "the original's ConfigMap stays");
+    f.kill_operator().await;
     Ok(())
 }

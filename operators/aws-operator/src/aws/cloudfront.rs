@@ -319,6 +319,49 @@ pub async fn delete_distribution(
     Ok(DistributionDeletion::Gone)
 }
 
+/// Delete origin access identity `id`, which the original's distribution of cluster `cluster_id`
+/// read the bucket through, once that distribution is gone; one whose comment is not the
+/// cluster's (irsa-operator gave it its distribution's comment) is left alone.
+pub async fn delete_origin_access_identity(
+    aws: &AccountClients,
+    cluster_id: &str,
+    id: &str,
+) -> Result<DistributionDeletion, AwsError> {
+    let got = match aws.cloudfront.get_cloud_front_origin_access_identity().id(id).send().await {
+        Ok(got) => got,
+        Err(e) => {
+            let e = api_error("CloudFront", "GetCloudFrontOriginAccessIdentity", e);
+            return if e.code() == "NoSuchCloudFrontOriginAccessIdentity" {
+                Ok(DistributionDeletion::Gone)
+            } else {
+                Err(e)
+            };
+        }
+    };
+    let comment = got
+        .cloud_front_origin_access_identity()
+        .and_then(|i| i.cloud_front_origin_access_identity_config())
+        .map(|c| c.comment())
+        .unwrap_or_default();
+    if !irsa::is_distribution_comment(comment, cluster_id) {
+        return Ok(DistributionDeletion::Gone);
+    }
+    let etag = got.e_tag().unwrap_or_default().to_string();
+    match aws.cloudfront.delete_cloud_front_origin_access_identity().id(id).if_match(etag).send().await {
+        Ok(_) => Ok(DistributionDeletion::Gone),
+        Err(e) => {
+            let e = api_error("CloudFront", "DeleteCloudFrontOriginAccessIdentity", e);
+            match e.code() {
+                "NoSuchCloudFrontOriginAccessIdentity" => Ok(DistributionDeletion::Gone),
+                "CloudFrontOriginAccessIdentityInUse" | "PreconditionFailed" => {
+                    Ok(DistributionDeletion::Pending(format!("deleting CloudFront origin access identity {id}")))
+                }
+                _ => Err(e),
+            }
+        }
+    }
+}
+
 /// Whether distribution `id` carries cluster `cluster_id`'s tag; `false` when it is gone.
 async fn tagged_for(aws: &AccountClients, id: &str, cluster_id: &str) -> Result<bool, AwsError> {
     let got = match aws.cloudfront.get_distribution().id(id).send().await {

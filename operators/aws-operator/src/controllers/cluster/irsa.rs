@@ -52,7 +52,8 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
 /// At the cluster's teardown, once its buckets are gone: the CloudFront distribution of its
 /// issuer that carries its tag goes, one step per call (`Some(what it waits for)` until it is
-/// gone: disabling, deploying, deleting); then the IAM OIDC providers of its issuer that carry its
+/// gone: disabling, deploying, deleting), then the origin access identity the original's
+/// distribution read the bucket through (its ConfigMap's `originAccessIdentityId`); then the IAM OIDC providers of its issuer that carry its
 /// tag go, the ConfigMap the operator wrote goes (one someone else wrote stays), and this process
 /// forgets what it published.
 pub async fn forget(
@@ -70,6 +71,18 @@ pub async fn forget(
             data.as_ref().and_then(|d| d.get(irsa::DISTRIBUTION_ID_KEY)).map(|d| d.trim()).filter(|d| !d.is_empty());
         if let crate::aws::cloudfront::DistributionDeletion::Pending(what) =
             crate::aws::cloudfront::delete_distribution(tenant, &id, known).await?
+        {
+            return Ok(Some(what));
+        }
+        // The original's distribution read the bucket through an origin access identity.
+        let identity = data
+            .as_ref()
+            .and_then(|d| d.get(irsa::ORIGIN_ACCESS_IDENTITY_KEY))
+            .map(|i| i.trim())
+            .filter(|i| !i.is_empty());
+        if let Some(identity) = identity
+            && let crate::aws::cloudfront::DistributionDeletion::Pending(what) =
+                crate::aws::cloudfront::delete_origin_access_identity(tenant, &id, identity).await?
         {
             return Ok(Some(what));
         }
