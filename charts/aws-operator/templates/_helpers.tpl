@@ -28,8 +28,21 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- with .Values.operator.ssoPublicKey }}
 - {{ printf "--sso-public-key=%s" . | quote }}
 {{- end }}
+{{- with .Values.operator.pauseImage }}
+- --pause-image={{ . }}
+{{- end }}
 {{- with .Values.operator.registryMirrors }}
 - --registry-mirrors={{ join "," . }}
+{{- end }}
+{{- with .Values.operator.apiAllowlist }}
+- --public-api-allowlist-enabled={{ .public.enabled }}
+{{- with .public.cidrs }}
+- --public-api-allowlist-cidrs={{ join "," . }}
+{{- end }}
+- --private-api-allowlist-enabled={{ .private.enabled }}
+{{- with .private.cidrs }}
+- --private-api-allowlist-cidrs={{ join "," . }}
+{{- end }}
 {{- end }}
 - --s3-bucket-tagging={{ .Values.operator.s3.bucketTagging }}
 - --access-log-expiration-days={{ .Values.operator.s3.accessLogExpirationDays }}
@@ -76,6 +89,14 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 # Sharding: each replica's shard Lease is named after its pod (POD_NAME).
 - name: AWS_OPERATOR_SHARDING
   value: {{ .Values.sharding.enabled | quote }}
+{{- with .Values.operator.dockerhubToken.secretName }}
+# The Docker Hub credential of the nodes, from its Secret.
+- name: AWS_OPERATOR_DOCKERHUB_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.operator.dockerhubToken.key }}
+{{- end }}
 {{- with (include "aws-operator.credentialsSecret" .) }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:

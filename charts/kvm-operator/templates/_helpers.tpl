@@ -29,6 +29,9 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 {{- with .Values.operator.ssoPublicKey }}
 - {{ printf "--sso-public-key=%s" . | quote }}
 {{- end }}
+{{- with .Values.operator.pauseImage }}
+- --pause-image={{ . }}
+{{- end }}
 {{- with .Values.operator.certificatesNamespace }}
 - --certificates-namespace={{ . }}
 {{- end }}
@@ -72,6 +75,14 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 # Sharding: each replica's shard Lease is named after its pod (POD_NAME).
 - name: KVM_OPERATOR_SHARDING
   value: {{ .Values.sharding.enabled | quote }}
+{{- with .Values.operator.dockerhubToken.secretName }}
+# The Docker Hub credential of the nodes, from its Secret.
+- name: KVM_OPERATOR_DOCKERHUB_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.operator.dockerhubToken.key }}
+{{- end }}
 {{- end -}}
 
 {{- define "operator.volumes" -}}

@@ -431,6 +431,9 @@ pub fn render(input: &NodeConfigInput) -> Result<NodeConfig, IgnitionError> {
         }
     }
 
+    for (service, dropin) in input.extras.dropins() {
+        ignition::add_dropin(&mut units, service, dropin);
+    }
     let kernel_arguments = if input.tuning.cgroup_v1 {
         CGROUP_V1_KERNEL_ARGUMENTS.iter().map(|a| a.to_string()).collect()
     } else {

@@ -235,6 +235,15 @@ impl Dropin {
     }
 }
 
+/// Join `dropin` to unit `name` of `units`: to the unit when the config has it already (a unit
+/// named twice is invalid Ignition), else as a unit of drop-ins only.
+pub fn add_dropin(units: &mut Vec<Unit>, name: &str, dropin: Dropin) {
+    match units.iter_mut().find(|u| u.name == name) {
+        Some(unit) => unit.dropins.push(dropin),
+        None => units.push(Unit::dropins(name, vec![dropin])),
+    }
+}
+
 /// A filesystem Ignition creates on a block device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filesystem {

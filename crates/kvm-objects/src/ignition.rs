@@ -119,6 +119,10 @@ pub struct NodeConfigSettings {
     pub registry_mirrors: Vec<String>,
     /// The SSO CA's public key, trusted for SSH user certificates; none when empty.
     pub sso_public_key: String,
+    /// The pod sandbox image; containerd's own when empty.
+    pub pause_image: String,
+    /// The Docker Hub credential; none when empty. Never printed.
+    pub dockerhub_token: ignition::extras::DockerhubToken,
 }
 
 impl Default for NodeConfigSettings {
@@ -129,6 +133,8 @@ impl Default for NodeConfigSettings {
             proxy: Proxy::default(),
             registry_mirrors: Vec::new(),
             sso_public_key: String::new(),
+            pause_image: String::new(),
+            dockerhub_token: Default::default(),
         }
     }
 }
@@ -242,6 +248,8 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
             .collect(),
         sso_public_key: settings.sso_public_key.clone(),
         registry_mirrors: settings.registry_mirrors.clone(),
+        pause_image: settings.pause_image.clone(),
+        dockerhub_token: settings.dockerhub_token.clone(),
     };
     files.extend(extras.files());
 
@@ -291,13 +299,12 @@ pub fn render(input: &NodeConfigInput<'_>) -> Result<Config, NodeConfigError> {
             environment.push_str(&format!("Environment=\"NO_PROXY={}\"\n", proxy.no_proxy.join(",")));
         }
         for service in ["containerd.service", "docker.service", KUBELET_UNIT] {
-            let dropin = Dropin::new("10-proxy.conf", environment.clone());
             // kubelet's unit is ours: the drop-in joins it rather than naming the unit twice.
-            match units.iter_mut().find(|u| u.name == service) {
-                Some(unit) => unit.dropins.push(dropin),
-                None => units.push(Unit::dropins(service, vec![dropin])),
-            }
+            ignition::add_dropin(&mut units, service, Dropin::new("10-proxy.conf", environment.clone()));
         }
+    }
+    for (service, dropin) in extras.dropins() {
+        ignition::add_dropin(&mut units, service, dropin);
     }
 
     files.sort_by(|a, b| a.path.cmp(&b.path));

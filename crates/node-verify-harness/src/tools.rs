@@ -1,6 +1,7 @@
 //! The real tools a node runs its config with: `systemd-analyze verify` on every unit and
-//! drop-in, `shellcheck` on every shell script. For tests: they run processes and write a
-//! temporary directory.
+//! drop-in, `shellcheck` on every shell script, and Python's `tomllib` (the TOML 1.0 reader of
+//! the standard library) on every TOML file, such as containerd's configuration. For tests: they
+//! run processes and write a temporary directory.
 
 use std::process::Command;
 
@@ -19,8 +20,14 @@ fn ignored(line: &str) -> bool {
     line.trim().is_empty() || SYSTEMD_IGNORED.iter().any(|(parts, _)| parts.iter().all(|p| line.contains(p)))
 }
 
-/// Run `systemd-analyze verify --man=no --generators=no` on every unit of the config that has
-/// contents, with its drop-ins beside it in the unit search path.
+/// What stands in for a unit the image ships (`containerd.service`, `docker.service`) when the
+/// config has only drop-ins for it: a service of no settings, so that `systemd-analyze verify`
+/// reads the drop-ins and reports what is wrong in them.
+const IMAGE_UNIT_STAND_IN: &str = "[Service]\nExecStart=/bin/true\n";
+
+/// Run `systemd-analyze verify --man=no --generators=no` on every unit of the config, with its
+/// drop-ins beside it in the unit search path; a unit of drop-ins only is verified on
+/// [`IMAGE_UNIT_STAND_IN`].
 pub fn systemd_analyze(node: &str, json: &str) -> Vec<Finding> {
     let parsed = match ignition::parse(json.as_bytes()) {
         Ok(p) => p,
@@ -33,7 +40,8 @@ pub fn systemd_analyze(node: &str, json: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut paths = Vec::new();
     for (name, unit) in &parsed.units {
-        if let Some(contents) = unit["contents"].as_str() {
+        let stand_in = unit["dropins"].as_array().is_some_and(|d| !d.is_empty()).then_some(IMAGE_UNIT_STAND_IN);
+        if let Some(contents) = unit["contents"].as_str().or(stand_in) {
             let path = dir.path().join(name);
             if let Err(e) = std::fs::write(&path, contents) {
                 out.push(Finding::new(Check::Systemd, node, name, format!("write: {e}")));
@@ -91,6 +99,42 @@ pub fn shellcheck(node: &str, json: &str) -> Vec<Finding> {
             Ok(o) if !o.status.success() => {
                 let report = String::from_utf8_lossy(&o.stdout).replace("-:", "line ");
                 out.push(Finding::new(Check::Shellcheck, node, &path, report.trim().to_owned()));
+            }
+            Ok(_) => {}
+        }
+    }
+    out
+}
+
+/// Parse every `.toml` file of the config with Python's `tomllib` (`python3`, 3.11 or later):
+/// containerd refuses to start on a configuration that is not TOML.
+pub fn toml(node: &str, json: &str) -> Vec<Finding> {
+    let parsed = match ignition::parse(json.as_bytes()) {
+        Ok(p) => p,
+        Err(e) => return vec![Finding::new(Check::Toml, node, "config", e.to_string())],
+    };
+    let mut out = Vec::new();
+    for (path, contents) in parsed.files.iter().filter(|(p, _)| p.ends_with(".toml")) {
+        let result = Command::new("python3")
+            .args(["-c", "import sys, tomllib; tomllib.load(sys.stdin.buffer)"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(contents)?;
+                }
+                child.wait_with_output()
+            });
+        match result {
+            Err(e) => out.push(Finding::new(Check::Toml, node, path, format!("python3: {e}"))),
+            Ok(o) if !o.status.success() => {
+                // The last line names the problem and its place; the file may hold a credential,
+                // and tomllib's messages quote none of it.
+                let report = String::from_utf8_lossy(&o.stderr);
+                out.push(Finding::new(Check::Toml, node, path, report.trim().lines().last().unwrap_or("").to_owned()));
             }
             Ok(_) => {}
         }

@@ -24,7 +24,7 @@ fn configs() -> Vec<(String, String)> {
 /// Every aws-operator node config at `(kubernetes, etcd)`: (node, sealed Ignition JSON). The
 /// `-tuned` ones carry every setting a fleet may add ([`NodeTuning`]): etcd's quota, the pod
 /// garbage collection, Cilium's ENI mode and cgroups v1; and what an installation adds to every
-/// node (an SSH user, the SSO CA, a registry mirror).
+/// node (an SSH user, the SSO CA, a registry mirror, the pause image, a Docker Hub token).
 fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
     // (node, role, tuned, with IAM roles for service accounts)
     let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false, false)];
@@ -54,6 +54,8 @@ fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
                         .expect("users"),
                     sso_public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIs sso-ca".into(),
                     registry_mirrors: vec!["https://mirror.example.com".into()],
+                    pause_image: "gsoci.azurecr.io/giantswarm/pause:3.10".into(),
+                    dockerhub_token: ignition::extras::DockerhubToken::placeholder(),
                 };
             }
             input.kubernetes_version = kubernetes.into();
@@ -213,14 +215,17 @@ fn a_version_without_lists_is_a_finding_not_a_pass() {
 }
 
 #[test]
-fn every_aws_unit_passes_systemd_analyze_and_every_script_shellcheck() {
+fn every_aws_unit_passes_systemd_analyze_every_script_shellcheck_and_every_toml_file_tomllib() {
     let started = Instant::now();
     let configs = configs();
     let mut findings = Vec::new();
     for (node, json) in &configs {
         findings.extend(tools::systemd_analyze(node, json));
         findings.extend(tools::shellcheck(node, json));
+        findings.extend(tools::toml(node, json));
     }
+    let tomls = configs.iter().filter(|(_, j)| j.contains(ignition::extras::CONTAINERD_CONFIG)).count();
+    assert!(tomls >= 2, "the tuned configs carry containerd's configuration: {tomls}");
     let units: usize = configs.iter().map(|(_, j)| ignition::parse(j.as_bytes()).expect("parse").units.len()).sum();
     let scripts: usize = configs.iter().map(|(_, j)| node_verify::scripts(j).len()).sum();
     eprintln!(

@@ -58,6 +58,9 @@ fn configs_at(versions: (&str, &str)) -> Vec<(String, String)> {
             no_proxy: vec!["10.0.0.0/8".into()],
         },
         registry_mirrors: vec!["https://mirror.example".into()],
+        // With the proxy's drop-in on containerd.service, the custom configuration's joins it.
+        pause_image: "gsoci.azurecr.io/giantswarm/pause:3.10".into(),
+        dockerhub_token: ignition::extras::DockerhubToken::placeholder(),
         ..NodeConfigSettings::default()
     };
     let mut out = Vec::new();
@@ -112,14 +115,17 @@ fn every_kvm_node_config_passes_the_pure_checks() {
 }
 
 #[test]
-fn every_kvm_unit_passes_systemd_analyze_and_every_script_shellcheck() {
+fn every_kvm_unit_passes_systemd_analyze_every_script_shellcheck_and_every_toml_file_tomllib() {
     let started = Instant::now();
     let configs = configs();
     let mut findings = Vec::new();
     for (node, json) in &configs {
         findings.extend(tools::systemd_analyze(node, json));
         findings.extend(tools::shellcheck(node, json));
+        findings.extend(tools::toml(node, json));
     }
+    let tomls = configs.iter().filter(|(_, j)| j.contains(ignition::extras::CONTAINERD_CONFIG)).count();
+    assert!(tomls >= 1, "the proxied configs carry containerd's configuration: {tomls}");
     let units: usize = configs.iter().map(|(_, j)| ignition::parse(j.as_bytes()).expect("parse").units.len()).sum();
     eprintln!(
         "{} kvm configs, {units} units through systemd-analyze and shellcheck in {:?}",

@@ -1,7 +1,7 @@
-//! The real tools on a small config: `systemd-analyze verify` and `shellcheck` pass a good one
-//! and name what they refuse, with the node and the unit or file.
+//! The real tools on a small config: `systemd-analyze verify`, `shellcheck` and `tomllib` pass a
+//! good one and name what they refuse, with the node and the unit or file.
 
-use ignition::{Config, File, Mount, Unit};
+use ignition::{Config, Dropin, File, Mount, Unit};
 use node_verify_harness::tools;
 
 fn config() -> Config {
@@ -59,4 +59,28 @@ fn the_tools_pass_a_good_config_and_name_what_they_refuse() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].to_string().starts_with("node n1: /opt/bin/decrypt: line "), "{}", f[0]);
     assert!(f[0].problem.contains("SC2045") || f[0].problem.contains("SC2086"), "{}", f[0]);
+}
+
+#[test]
+fn a_drop_in_on_an_image_unit_and_a_toml_file_are_checked_too() {
+    let extras = ignition::extras::NodeExtras { pause_image: "pause:3.10".into(), ..Default::default() };
+    let mut good = config();
+    good.files.extend(extras.files());
+    for (service, dropin) in extras.dropins() {
+        ignition::add_dropin(&mut good.units, service, dropin);
+    }
+    let good = good.to_json();
+    assert_eq!(tools::systemd_analyze("n1", &good), vec![]);
+    assert_eq!(tools::toml("n1", &good), vec![]);
+
+    let mut bad = config();
+    bad.units.push(Unit::dropins("containerd.service", vec![Dropin::new("10-x.conf", "[Service]\nBogus=1\n")]));
+    bad.files.push(File::text("/etc/containerd/config.toml", "version = 2\n[plugins\nsandbox_image = \"x\"\n"));
+    let bad = bad.to_json();
+    let f = tools::systemd_analyze("n1", &bad);
+    assert!(f.iter().any(|f| f.subject == "containerd.service" && f.problem.contains("Unknown key 'Bogus'")), "{f:?}");
+    let f = tools::toml("n1", &bad);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].subject, "/etc/containerd/config.toml");
+    assert!(f[0].problem.contains("line 2"), "{}", f[0]);
 }

@@ -52,6 +52,8 @@ pub enum Check {
     Systemd,
     /// `shellcheck`.
     Shellcheck,
+    /// TOML files parse (Python's `tomllib`).
+    Toml,
 }
 
 /// One problem of one node's config.

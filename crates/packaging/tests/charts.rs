@@ -361,9 +361,20 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--registry-mirrors=https://mirror.example.com",
         "--s3-bucket-tagging=false",
         "--access-log-expiration-days=30",
+        "--public-api-allowlist-enabled=true",
+        "--public-api-allowlist-cidrs=203.0.113.0/24,198.51.100.7/32",
+        "--private-api-allowlist-enabled=true",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }
+    assert!(!args.iter().any(|a| a.starts_with("--private-api-allowlist-cidrs")), "{args:?}");
+    assert!(args.contains(&"--pause-image=gsoci.azurecr.io/giantswarm/pause:3.10"), "{args:?}");
+    // The Docker Hub token comes from its Secret, never as a flag.
+    assert!(!args.iter().any(|a| a.starts_with("--dockerhub-token")), "{args:?}");
+    assert_eq!(
+        dockerhub_env(container, "AWS_OPERATOR_DOCKERHUB_TOKEN"),
+        serde_json::json!({"name": "ci-dockerhub", "key": "token"})
+    );
     assert_eq!(
         container["image"],
         "ghcr.io/giantswarm-rs/aws-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"
@@ -409,6 +420,14 @@ fn kvm_operator_needs_dns_servers_and_bad_values_are_rejected_by_the_schema() {
     assert!(err.contains("clusterRole"), "a misspelt key must be rejected: {err}");
 }
 
+/// The `secretKeyRef` of environment variable `name` of `container`.
+fn dockerhub_env(container: &Value, name: &str) -> Value {
+    let env = container["env"].as_array().expect("an environment");
+    let var = env.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name} missing from {env:?}"));
+    assert!(var.get("value").is_none(), "{var}");
+    var["valueFrom"]["secretKeyRef"].clone()
+}
+
 #[test]
 fn kvm_operator_configuration_comes_from_values() -> Result<()> {
     let objects = helm_template(KVM, &["ci/full-values.yaml"], &[])?;
@@ -427,9 +446,15 @@ fn kvm_operator_configuration_comes_from_values() -> Result<()> {
         "--certificates-namespace=giantswarm-certs",
         "--drain-timeout-seconds=1800",
         "--max-rolling-clusters=2",
+        "--pause-image=registry.ci.example/giantswarm/pause:3.10",
     ] {
         assert!(args.contains(&want), "{want} missing from {args:?}");
     }
+    assert!(!args.iter().any(|a| a.starts_with("--dockerhub-token")), "{args:?}");
+    assert_eq!(
+        dockerhub_env(container, "KVM_OPERATOR_DOCKERHUB_TOKEN"),
+        serde_json::json!({"name": "ci-dockerhub", "key": "auth"})
+    );
     // A cluster limit: the Role grants the rollout slots' Leases.
     let slots = serde_json::json!(["list", "create", "update", "delete"]);
     assert!(one(&objects, "Role")["rules"].as_array().unwrap().iter().any(|r| r["verbs"] == slots));

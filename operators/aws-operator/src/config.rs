@@ -57,6 +57,22 @@ pub struct DaemonArgs {
     /// Docker registry mirrors of the nodes, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub registry_mirrors: Vec<String>,
+    /// The pod sandbox ("pause") image of every node: containerd's `sandbox_image` (kubelet
+    /// runs pods through containerd); empty: containerd's own.
+    #[arg(long, default_value = "")]
+    pub pause_image: String,
+    /// The Docker Hub credential of every node, for image pulls from `docker.io`: the base64 of
+    /// `<user>:<access token>` (the original's `dockerhubToken`), written to containerd's and
+    /// Docker's configuration on the node. A secret: pass it by the environment variable, from a
+    /// Secret.
+    #[arg(
+        long,
+        env = "AWS_OPERATOR_DOCKERHUB_TOKEN",
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub dockerhub_token: ignition::extras::DockerhubToken,
     /// Tag the cluster's S3 buckets (`PutBucketTagging`) with the cluster's tags. `false` for
     /// regions and partitions where S3 refuses bucket tagging.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -65,6 +81,25 @@ pub struct DaemonArgs {
     /// lifecycle rule `ExpirationLogs`); a change reaches the buckets of existing clusters.
     #[arg(long, default_value_t = DEFAULT_ACCESS_LOG_EXPIRATION_DAYS, value_parser = clap::value_parser!(i32).range(1..=36500))]
     pub access_log_expiration_days: i32,
+    /// Narrow the public Kubernetes API of every workload cluster (its master security group)
+    /// to `--public-api-allowlist-cidrs`, the management VPC, the cluster's own CIDR and NAT
+    /// addresses, and the management cluster's NAT addresses (Elastic IPs tagged
+    /// `giantswarm.io/installation=<installation>`); off: open to everywhere.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub public_api_allowlist_enabled: bool,
+    /// IPv4 CIDRs allowed on the public Kubernetes API besides those above, comma-separated;
+    /// only with `--public-api-allowlist-enabled=true`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_allowlist_cidr)]
+    pub public_api_allowlist_cidrs: Vec<String>,
+    /// Narrow the internal Kubernetes API of every workload cluster (its internal load
+    /// balancer) to `--private-api-allowlist-cidrs`, the management VPC and the cluster's own
+    /// CIDRs; off: open to the private ranges (RFC 1918, 100.64.0.0/10, 198.19.0.0/16).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub private_api_allowlist_enabled: bool,
+    /// IPv4 CIDRs allowed on the internal Kubernetes API besides those above,
+    /// comma-separated; only with `--private-api-allowlist-enabled=true`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_allowlist_cidr)]
+    pub private_api_allowlist_cidrs: Vec<String>,
     /// Parallel reconciles per controller.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u16,
@@ -320,8 +355,12 @@ pub struct OperatorConfig {
     pub service_cidr: String,
     /// The settings of each cluster's S3 buckets.
     pub buckets: BucketSettings,
+    /// The API allowlists of every cluster (`--public-api-allowlist-*`,
+    /// `--private-api-allowlist-*`), without the management cluster's NAT addresses, which the
+    /// cluster step adds to an enabled public list.
+    pub api_allowlist: aws_stacks::stacks::tccp::ApiWhitelist,
     /// What every node gets besides the cluster's own (`--ssh-users`, `--sso-public-key`,
-    /// `--registry-mirrors`).
+    /// `--registry-mirrors`, `--pause-image`, `--dockerhub-token`).
     pub node_extras: ignition::extras::NodeExtras,
     /// How often the master Endpoints are refreshed from EC2.
     pub endpoints_refresh: Duration,
@@ -458,6 +497,12 @@ impl OperatorConfig {
                 ssh_users: args.ssh_users.0.clone(),
                 sso_public_key: args.sso_public_key.clone(),
                 registry_mirrors: args.registry_mirrors.iter().filter(|m| !m.is_empty()).cloned().collect(),
+                pause_image: args.pause_image.trim().to_string(),
+                dockerhub_token: args.dockerhub_token.clone(),
+            },
+            api_allowlist: aws_stacks::stacks::tccp::ApiWhitelist {
+                public: args.public_api_allowlist_enabled.then(|| args.public_api_allowlist_cidrs.clone()),
+                private: args.private_api_allowlist_enabled.then(|| args.private_api_allowlist_cidrs.clone()),
             },
             buckets: BucketSettings {
                 tagging: args.s3_bucket_tagging,
@@ -494,6 +539,7 @@ impl Default for OperatorConfig {
             registry: "gsoci.azurecr.io".into(),
             service_cidr: DEFAULT_SERVICE_CIDR.into(),
             buckets: BucketSettings::default(),
+            api_allowlist: Default::default(),
             node_extras: Default::default(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
@@ -528,6 +574,35 @@ pub fn parse_service_cidr(value: &str) -> Result<String, String> {
         }
         Err(e) => Err(format!("--service-cidr {value:?} is no IPv4 CIDR ({e}); give one such as 172.31.0.0/16")),
     }
+}
+
+/// One CIDR of `--public-api-allowlist-cidrs` or `--private-api-allowlist-cidrs`: an IPv4
+/// network address with its prefix length (a security group rule takes nothing else).
+pub fn parse_allowlist_cidr(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    value.parse::<aws_stacks::ipam::Ipv4Net>().map(|net| net.to_string()).map_err(|e| {
+        format!("{value:?} is no IPv4 CIDR ({e}); give network addresses with a prefix length, comma-separated, such as 203.0.113.0/24,198.51.100.7/32")
+    })
+}
+
+/// The daemon's checks of its flags beyond what each flag's parser checks: a Docker Hub token
+/// that is no `<user>:<access token>` pair (named without its value), and a CIDR list given
+/// without its `--*-api-allowlist-enabled=true`, where the operator would leave the API open
+/// while the list says it is narrowed.
+pub fn check_args(args: &DaemonArgs) -> Result<(), String> {
+    args.dockerhub_token.validate().map_err(|e| format!("--dockerhub-token: {e}"))?;
+    for (side, enabled, cidrs) in [
+        ("public", args.public_api_allowlist_enabled, &args.public_api_allowlist_cidrs),
+        ("private", args.private_api_allowlist_enabled, &args.private_api_allowlist_cidrs),
+    ] {
+        if !enabled && !cidrs.is_empty() {
+            return Err(format!(
+                "--{side}-api-allowlist-cidrs {} is set but the {side} allowlist is off: add --{side}-api-allowlist-enabled=true, or drop the CIDRs",
+                cidrs.join(",")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// AMIs by Flatcar version and region, from the mounted `ami.json`
@@ -689,6 +764,60 @@ mod tests {
         assert!(err.contains("alice") && err.contains("name:public-key"), "{err}");
         let err = daemon_args(&["--access-log-expiration-days", "0"]).expect_err("no expiry").to_string();
         assert!(err.contains("access-log-expiration-days"), "{err}");
+    }
+
+    #[test]
+    fn the_pause_image_and_the_docker_hub_token_come_from_the_flags_and_a_bad_token_is_not_repeated() {
+        // `alice:dckr_pat_secret`.
+        let token = "YWxpY2U6ZGNrcl9wYXRfc2VjcmV0";
+        let args =
+            daemon_args(&["--pause-image", "gsoci.azurecr.io/giantswarm/pause:3.10", "--dockerhub-token", token])
+                .expect("valid flags");
+        assert_eq!(check_args(&args), Ok(()));
+        let config = OperatorConfig::from_args(&args);
+        assert_eq!(config.node_extras.pause_image, "gsoci.azurecr.io/giantswarm/pause:3.10");
+        assert_eq!(config.node_extras.dockerhub_token, ignition::extras::DockerhubToken::parse(token).expect("valid"));
+        assert!(!format!("{args:?}{config:?}").contains(token), "Debug shows the token");
+        // A token that is no user:token pair stops the daemon, naming the flag, not the value.
+        let bad = "c2VjcmV0LXdpdGhvdXQtdXNlcg";
+        let args = daemon_args(&["--dockerhub-token", bad]).expect("flags take any value");
+        let err = check_args(&args).expect_err("not a pair");
+        assert!(err.starts_with("--dockerhub-token: ") && !err.contains(bad), "{err}");
+    }
+
+    #[test]
+    fn the_api_allowlists_come_from_the_flags_and_a_bad_cidr_stops_the_daemon_naming_the_flag() {
+        let config = OperatorConfig::from_args(&daemon_args(&[]).expect("defaults"));
+        assert_eq!(config.api_allowlist, aws_stacks::stacks::tccp::ApiWhitelist::default(), "open by default");
+        let args = daemon_args(&[
+            "--public-api-allowlist-enabled=true",
+            "--public-api-allowlist-cidrs",
+            "203.0.113.0/24, 198.51.100.7/32",
+            "--private-api-allowlist-enabled=true",
+        ])
+        .expect("valid flags");
+        assert_eq!(check_args(&args), Ok(()));
+        let config = OperatorConfig::from_args(&args);
+        assert_eq!(
+            config.api_allowlist,
+            aws_stacks::stacks::tccp::ApiWhitelist {
+                public: Some(vec!["203.0.113.0/24".into(), "198.51.100.7/32".into()]),
+                // Enabled without CIDRs: the management VPC and the cluster's own ranges only.
+                private: Some(Vec::new()),
+            }
+        );
+        for bad in ["203.0.113.0/33", "example.com", "203.0.113.5/24", "2001:db8::/32"] {
+            let err = daemon_args(&["--public-api-allowlist-enabled=true", "--public-api-allowlist-cidrs", bad])
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("--public-api-allowlist-cidrs") && err.contains("such as 203.0.113.0/24"), "{err}");
+        }
+        let err = daemon_args(&["--private-api-allowlist-cidrs", "10.0.0.0/300"]).expect_err("bad").to_string();
+        assert!(err.contains("--private-api-allowlist-cidrs"), "{err}");
+        // A list without its switch would leave the API open while saying otherwise.
+        let args = daemon_args(&["--private-api-allowlist-cidrs", "192.0.2.0/24"]).expect("parses");
+        let err = check_args(&args).expect_err("off");
+        assert!(err.contains("--private-api-allowlist-enabled=true"), "{err}");
     }
 
     #[test]

@@ -135,6 +135,9 @@ pub type ControlPlaneNetwork = (String, String, Vec<(String, String)>);
 pub struct Memo {
     /// Key ARN per cluster id.
     pub keys: HashMap<String, String>,
+    /// The tags last made sure of on a cluster's key and buckets, per cluster id (as
+    /// [`Memo::keys`]): a change of the cluster's cloud tags updates them in place.
+    pub resource_tags: HashMap<String, std::collections::BTreeMap<String, String>>,
     /// Content hash per `bucket/key` of the node configs uploaded or verified by this process.
     pub uploads: HashMap<String, String>,
     /// Management VPC `(id, cidr)` and route tables per region.
@@ -168,6 +171,12 @@ pub struct Memo {
     /// (first) to the desired one (second) replaces instances, so that a pool that waits reads
     /// its deployed template once, not on every look.
     pub update_rolls: HashMap<String, (String, String, bool)>,
+    /// The management cluster's NAT addresses per management account (cache key), with when
+    /// they were looked up; only lists that found addresses are kept.
+    pub management_nat: HashMap<String, (Instant, Vec<String>)>,
+    /// The clusters (`<namespace>/<name>`) told by a Warning event that their public API stays
+    /// open because no management NAT address was found; told again after a restart.
+    pub management_nat_missing: std::collections::HashSet<String>,
 }
 
 /// What [`Memo::delegations`] remembers of one cluster.
@@ -186,6 +195,7 @@ impl Memo {
     pub fn forget_cluster(&mut self, account: &str, bucket: &str, id: &str) {
         let cluster = format!("{account}/{id}");
         self.keys.remove(&cluster);
+        self.resource_tags.remove(&cluster);
         self.endpoints_refreshed.remove(&cluster);
         self.delegations.retain(|key, _| !key.ends_with(&format!("/{id}")));
         self.unhealthy_terminations.retain(|key, _| !key.ends_with(&format!("/{id}")));

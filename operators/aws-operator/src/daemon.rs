@@ -209,6 +209,7 @@ pub async fn run(
 
 /// Run `aws-operator daemon` with `args` until SIGTERM or Ctrl-C.
 pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    crate::config::check_args(&args).map_err(anyhow::Error::msg)?;
     let client = kube::Client::try_default().await.context("connecting to the management cluster")?;
     let amis = AmiMap::load(&args.ami_file)?;
     let version = OperatorConfig::default().version;

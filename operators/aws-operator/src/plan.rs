@@ -768,7 +768,11 @@ fn plan_cluster(
         tenant,
         &id,
     );
-    let params = crate::controllers::cluster::stacks::tccp_params(&common, cidr.cidr, &layout, peer, access_logs);
+    // The management cluster's NAT addresses are looked up when the cluster is reconciled.
+    let nat = [format!("<Elastic IPs tagged giantswarm.io/installation={}>", settings.config.installation)];
+    let (allowlist, _) = crate::controllers::cluster::stacks::allowlist(&settings.config.api_allowlist, &nat);
+    let params =
+        crate::controllers::cluster::stacks::tccp_params(&common, cidr.cidr, &layout, peer, allowlist, access_logs);
     let template = tccp::render(&params);
     let outputs = tccp::Outputs::from_outputs(&expected_outputs(&template, &name), &azs).map_err(|e| {
         invalid(

@@ -5,7 +5,8 @@
 //! validation. The operator runs as the chart's ServiceAccount (a refused request fails the run)
 //! and brings the cluster to `Created` on moto; AWS's own APIs show what the CAPI objects set:
 //! the master count of the `G8sControlPlane`, the `Cluster`'s etcd quota, garbage-collection
-//! threshold and cloud tag, the `MachineDeployment`'s cgroups v1. kubectl shows the
+//! threshold and cloud tag (on the stacks, the KMS key and the buckets), the
+//! `MachineDeployment`'s cgroups v1. kubectl shows the
 //! `Cluster.spec.controlPlaneEndpoint` the operator wrote.
 //!
 //! The other tests here: a CAPI value the cluster's own field overrides, and a CAPI value the
@@ -181,6 +182,26 @@ async fn a_fleet_as_its_tooling_wrote_it_is_created_with_what_its_capi_objects_s
         for kind in ["tccp", "tccpn", "tcnp-g3j50"] {
             let stack = stacks.iter().find(|s| s.name == format!("cluster-{ID}-{kind}")).expect("the stack");
             assert_eq!(stack.tags.get("cost-center").map(String::as_str), Some("team-blue"), "{kind}");
+        }
+        // And on the cluster's KMS key and both its buckets, which the operator creates itself.
+        let key = tenant.kms.describe_key().key_id(aws_stacks::names::kms_alias(ID)).send().await?;
+        let key_id = key.key_metadata().map(|m| m.key_id().to_string()).expect("the cluster key");
+        let key_tags = tenant.kms.list_resource_tags().key_id(&key_id).send().await?;
+        assert!(
+            key_tags.tags().iter().any(|t| t.tag_key() == "cost-center" && t.tag_value() == "team-blue"),
+            "{:?}",
+            key_tags.tags()
+        );
+        for bucket in [
+            aws_stacks::names::bucket(&tenant.account_id, ID),
+            aws_stacks::names::access_log_bucket(&tenant.account_id, ID),
+        ] {
+            let tagging = tenant.s3.get_bucket_tagging().bucket(&bucket).send().await?;
+            assert!(
+                tagging.tag_set().iter().any(|t| t.key() == "cost-center" && t.value() == "team-blue"),
+                "{bucket}: {:?}",
+                tagging.tag_set()
+            );
         }
 
         // The Cluster's etcd quota and garbage-collection threshold, in every master's config.

@@ -190,6 +190,22 @@ pub struct ClusterArgs {
     /// The SSO CA's public key, trusted for SSH user certificates on the nodes.
     #[arg(long, default_value = "")]
     pub sso_public_key: String,
+    /// The pod sandbox ("pause") image of the nodes: containerd's `sandbox_image` (kubelet
+    /// runs pods through containerd); empty: containerd's own.
+    #[arg(long, default_value = "")]
+    pub pause_image: String,
+    /// The Docker Hub credential of the nodes, for image pulls from `docker.io`: the base64 of
+    /// `<user>:<access token>` (the original's `service.registry.dockerhubToken`), written to
+    /// containerd's and Docker's configuration on the node. A secret: pass it by the
+    /// environment variable, from a Secret. `render` prints a placeholder in its place.
+    #[arg(
+        long,
+        env = "KVM_OPERATOR_DOCKERHUB_TOKEN",
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub dockerhub_token: ignition::extras::DockerhubToken,
     /// The node pods' VM container (k8s-kvm) image.
     #[arg(long, default_value = kvm_objects::deployment::K8S_KVM_IMAGE)]
     pub k8s_kvm_image: String,
@@ -266,10 +282,12 @@ impl ClusterArgs {
         if self.dns_servers.is_empty() {
             return Err("--dns-servers is required: the DNS servers of the VMs, comma-separated (chart value operator.dnsServers, or KVM_OPERATOR_DNS_SERVERS)".into());
         }
+        self.dockerhub_token.validate().map_err(|e| format!("--dockerhub-token: {e}"))?;
         Ok(())
     }
 
-    /// For `render`: these flags with placeholders for the install settings not given, and the
+    /// For `render`: these flags with placeholders for the install settings not given and for the
+    /// secret ones (the Docker Hub token), and the
     /// placeholders used, as `--flag=value`.
     pub fn with_placeholders(&self) -> (ClusterArgs, Vec<String>) {
         let mut args = self.clone();
@@ -277,6 +295,11 @@ impl ClusterArgs {
         if args.dns_servers.is_empty() {
             args.dns_servers = vec![PLACEHOLDER_DNS_SERVER.to_string()];
             used.push(format!("--dns-servers={PLACEHOLDER_DNS_SERVER}"));
+        }
+        // The token is a secret: never printed, a placeholder in its place.
+        if !args.dockerhub_token.is_empty() {
+            args.dockerhub_token = ignition::extras::DockerhubToken::placeholder();
+            used.push("--dockerhub-token=<placeholder>".to_string());
         }
         (args, used)
     }
@@ -317,6 +340,8 @@ impl OperatorConfig {
                 },
                 registry_mirrors: list(&args.registry_mirrors),
                 sso_public_key: args.sso_public_key.clone(),
+                pause_image: args.pause_image.trim().to_string(),
+                dockerhub_token: args.dockerhub_token.clone(),
                 registry: args.registry.clone(),
                 oidc: args.oidc_issuer_url.as_ref().zip(args.oidc_client_id.as_ref()).map(|(issuer, client)| Oidc {
                     issuer_url: issuer.clone(),

@@ -80,7 +80,10 @@ fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
     // Install settings not given are placeholders, said on stderr and in every header.
     let (cluster_args, install_placeholders) = args.cluster.with_placeholders();
     if !install_placeholders.is_empty() {
-        eprintln!("note: install settings not given, rendered with placeholders: {}", install_placeholders.join(" "));
+        eprintln!(
+            "note: install settings not given or secret, rendered with placeholders: {}",
+            install_placeholders.join(" ")
+        );
     }
     let config = OperatorConfig {
         access: cluster_args.access().map_err(anyhow::Error::msg)?,
@@ -97,7 +100,7 @@ fn write_plans(args: &RenderArgs, out: &mut impl Write) -> anyhow::Result<()> {
         text.push_str(&header(cluster, &config.version));
         if !install_placeholders.is_empty() {
             text.push_str(&format!(
-                "# install settings not given, rendered with placeholders: {}\n",
+                "# install settings not given or secret, rendered with placeholders: {}\n",
                 install_placeholders.join(" ")
             ));
         }

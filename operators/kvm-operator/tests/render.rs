@@ -260,7 +260,8 @@ fn the_binary_renders_and_fails_with_a_message() -> anyhow::Result<()> {
     assert!(stderr.contains("rendered with placeholders: --dns-servers=192.0.2.53"), "{stderr}");
     let stdout = String::from_utf8(preview.stdout)?;
     assert!(
-        stdout.contains("# install settings not given, rendered with placeholders: --dns-servers=192.0.2.53\n"),
+        stdout
+            .contains("# install settings not given or secret, rendered with placeholders: --dns-servers=192.0.2.53\n"),
         "{stdout}"
     );
     assert!(stdout.contains("192.0.2.53"), "the placeholder reaches the node pods");
@@ -270,4 +271,30 @@ fn the_binary_renders_and_fails_with_a_message() -> anyhow::Result<()> {
     assert!(!daemon.status.success());
     assert!(String::from_utf8(daemon.stderr)?.contains("--dns-servers is required"), "the required flag is named");
     Ok(())
+}
+
+#[test]
+fn the_docker_hub_token_is_never_printed_and_the_pause_image_reaches_containerd() -> anyhow::Result<()> {
+    // `alice:dckr_pat_secret`.
+    let token = "YWxpY2U6ZGNrcl9wYXRfc2VjcmV0";
+    let flags = ["--decode", "--dockerhub-token", token, "--pause-image", "registry.example/pause:3.10"];
+    let out = render(&flags, &[&cluster_yaml(), &release_yaml()])?;
+    assert!(!out.contains(token), "the token is printed");
+    assert!(out.contains("--dockerhub-token=<placeholder>"), "the placeholder is named");
+    let docs = documents(&out);
+    let worker = docs.iter().find(|d| d["metadata"]["name"] == "worker-x7k2p-w5e").expect("worker Secret");
+    let ignition: Value = serde_json::from_str(worker["stringData"]["user_data"].as_str().expect("text"))?;
+    let file =
+        |path: &str| ignition["storage"]["files"].as_array().into_iter().flatten().find(|f| f["path"] == path).cloned();
+    let containerd = file("/etc/containerd/config.toml").expect("containerd's configuration");
+    let text = containerd["contents"]["text"].as_str().expect("text");
+    assert!(text.contains("sandbox_image = \"registry.example/pause:3.10\""), "{text}");
+    assert!(text.contains(&format!("auth = \"{}\"", base64_placeholder())), "{text}");
+    assert_eq!(containerd["mode"], 0o600);
+    Ok(())
+}
+
+/// The placeholder token `render` prints, `placeholder:placeholder` in base64.
+fn base64_placeholder() -> &'static str {
+    "cGxhY2Vob2xkZXI6cGxhY2Vob2xkZXI="
 }

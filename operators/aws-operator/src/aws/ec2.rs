@@ -30,6 +30,29 @@ pub async fn control_plane_vpc(aws: &AccountClients, installation: &str) -> Resu
     Ok(out.vpcs().first().and_then(|v| Some((v.vpc_id()?.to_string(), v.cidr_block()?.to_string()))))
 }
 
+/// The public addresses of the management cluster's NAT gateways: its Elastic IPs tagged
+/// `giantswarm.io/installation=<installation>`, as `/32`s, sorted (the original's
+/// `natgatewayaddresses`).
+pub async fn management_nat_addresses(aws: &AccountClients, installation: &str) -> Result<Vec<String>, AwsError> {
+    let out = aws
+        .ec2
+        .describe_addresses()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:{}", aws_stacks::names::tags::INSTALLATION))
+                .values(installation)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeAddresses", e))?;
+    let mut addresses: Vec<String> =
+        out.addresses().iter().filter_map(|a| a.public_ip()).map(|ip| format!("{ip}/32")).collect();
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
+}
+
 /// The management VPC's route tables as `(id, Name tag)`: those named in `names` when given,
 /// else every route table of the VPC except the main one.
 pub async fn control_plane_route_tables(

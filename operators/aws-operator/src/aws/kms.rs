@@ -70,6 +70,59 @@ pub async fn ensure_key(
     }
 }
 
+/// Make the key's tags `tags`, updated in place: changed values are put (`TagResource`) and
+/// tags no longer desired removed (`UntagResource`), as CloudFormation does to the stacks'
+/// resources; [`KEY_CLUSTER_TAG`] stays. Returns whether anything changed.
+pub async fn ensure_tags(
+    aws: &AccountClients,
+    key_arn: &str,
+    tags: &BTreeMap<String, String>,
+) -> Result<bool, AwsError> {
+    let mut current = BTreeMap::new();
+    let mut marker = None;
+    loop {
+        let page = aws
+            .kms
+            .list_resource_tags()
+            .key_id(key_arn)
+            .set_marker(marker.take())
+            .send()
+            .await
+            .map_err(|e| api_error("KMS", "ListResourceTags", e))?;
+        current.extend(page.tags().iter().map(|t| (t.tag_key().to_string(), t.tag_value().to_string())));
+        match page.next_marker() {
+            Some(m) if page.truncated() => marker = Some(m.to_string()),
+            _ => break,
+        }
+    }
+    let put: Vec<KmsTag> = tags
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .filter_map(|(k, v)| KmsTag::builder().tag_key(k).tag_value(v).build().ok())
+        .collect();
+    let remove: Vec<String> =
+        current.keys().filter(|k| !tags.contains_key(*k) && k.as_str() != KEY_CLUSTER_TAG).cloned().collect();
+    if !put.is_empty() {
+        aws.kms
+            .tag_resource()
+            .key_id(key_arn)
+            .set_tags(Some(put.clone()))
+            .send()
+            .await
+            .map_err(|e| api_error("KMS", "TagResource", e))?;
+    }
+    if !remove.is_empty() {
+        aws.kms
+            .untag_resource()
+            .key_id(key_arn)
+            .set_tag_keys(Some(remove.clone()))
+            .send()
+            .await
+            .map_err(|e| api_error("KMS", "UntagResource", e))?;
+    }
+    Ok(!put.is_empty() || !remove.is_empty())
+}
+
 /// `(arn, usable)` of the key behind `alias`, `None` when the alias does not exist.
 pub async fn describe_key(aws: &AccountClients, alias: &str) -> Result<Option<(String, bool)>, AwsError> {
     match aws.kms.describe_key().key_id(alias).send().await {

@@ -205,6 +205,37 @@ pub async fn ensure_buckets(
     Ok(bucket)
 }
 
+/// Make the tags of the cluster's two buckets `tags` (`GetBucketTagging`, then
+/// `PutBucketTagging` where they differ; S3 replaces a bucket's whole tag set). Returns whether
+/// anything changed.
+pub async fn ensure_bucket_tags(
+    aws: &AccountClients,
+    cluster_id: &str,
+    tags: &BTreeMap<String, String>,
+) -> Result<bool, AwsError> {
+    let mut changed = false;
+    for bucket in [
+        aws_stacks::names::bucket(&aws.account_id, cluster_id),
+        aws_stacks::names::access_log_bucket(&aws.account_id, cluster_id),
+    ] {
+        let current: BTreeMap<String, String> = match aws.s3.get_bucket_tagging().bucket(&bucket).send().await {
+            Ok(out) => out.tag_set().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+            Err(e) => {
+                let e = api_error("S3", "GetBucketTagging", e);
+                if e.code() != "NoSuchTagSet" {
+                    return Err(e);
+                }
+                BTreeMap::new()
+            }
+        };
+        if &current != tags {
+            put_tags(aws, &bucket, tags).await?;
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
+
 /// Put `tags` on bucket `bucket`.
 async fn put_tags(aws: &AccountClients, bucket: &str, tags: &BTreeMap<String, String>) -> Result<(), AwsError> {
     let tagging = Tagging::builder()

@@ -302,9 +302,11 @@ pub async fn node_pools(
     Ok(api.list(&ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER))).await?.items)
 }
 
-/// Base AWS tags of a cluster's direct resources (key, bucket).
+/// The AWS tags of a cluster's direct resources (key, buckets, OIDC provider): its cloud tags
+/// ([`cloud_tags`]) and the operator's own, which win over a cloud tag of the same key.
 pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut tags = cloud_tags(cluster);
+    tags.extend(BTreeMap::from([
         (aws_stacks::names::tags::kubernetes_cluster(id), "owned".to_string()),
         (aws_stacks::names::tags::CLUSTER.to_string(), id.to_string()),
         (aws_stacks::names::tags::INSTALLATION.to_string(), shared.config.installation.clone()),
@@ -312,7 +314,8 @@ pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<St
             aws_stacks::names::tags::ORGANIZATION.to_string(),
             cluster.labels().get(labels::ORGANIZATION).cloned().unwrap_or_default(),
         ),
-    ])
+    ]));
+    tags
 }
 
 /// The `stacks::Common` inputs of a cluster's templates.

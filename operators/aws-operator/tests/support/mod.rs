@@ -45,6 +45,9 @@ pub fn next_version() -> String {
 /// The installation's ExternalId of tenant AssumeRoles (`--tenant-role-external-id`).
 pub const TENANT_EXTERNAL_ID: &str = "gauss-external-id";
 
+/// A change to the settings of the operators a [`Fixture`] spawns.
+pub type Configure = Arc<dyn Fn(&mut OperatorConfig) + Send + Sync>;
+
 pub struct Fixture {
     pub moto: MotoServer,
     pub env: TestEnv,
@@ -77,6 +80,9 @@ pub struct Fixture {
     pub drift: Option<DriftSettings>,
     /// The controllers' resync period (`--resync-seconds`): 300 s unless a test waits for one.
     pub resync: Duration,
+    /// Settings of the operators spawned from now on, besides the fixture's (for example an
+    /// installation setting such as the API allowlists).
+    pub configure: Option<Configure>,
 }
 
 /// A test that fails with the operator still running drops the fixture inside its async body,
@@ -192,6 +198,7 @@ impl Fixture {
             sharded: false,
             drift: None,
             resync: Duration::from_secs(300),
+            configure: None,
         };
         // The management cluster's VPC with one route table, in the management account.
         let cp = f.control_plane_clients().await?;
@@ -329,6 +336,7 @@ impl Fixture {
         let slot_namespace = lease_namespace.clone();
         let drift = self.drift.clone();
         let resync = self.resync;
+        let configure = self.configure.clone();
         let shard = self.sharded.then(|| access_key.to_ascii_lowercase());
         let version = version.to_string();
         let token = CancellationToken::new();
@@ -391,6 +399,9 @@ impl Fixture {
             }
             if let Some(drift) = drift {
                 config.drift = drift;
+            }
+            if let Some(configure) = configure {
+                configure(&mut config);
             }
             let drift_state = DriftState::new(&mut registry, &config.drift);
             let shared = Shared::new(writes.gate(client.clone()), aws, config, Fixture::amis(), &mut registry);

@@ -372,13 +372,32 @@ impl Resource<AWSCluster, ClusterState> for Encryption {
         let id = obj.name_any();
         let (tenant, _) = state.accounts()?;
         let memo_key = format!("{}/{id}", tenant.cache_key());
-        if shared.memo.lock().keys.contains_key(&memo_key) {
-            return Ok(Outcome::proceed());
+        // With the `Cluster`'s cloud tags where the AWSCluster sets none (`crate::capi`).
+        let effective = state.effective.as_ref().unwrap_or(obj);
+        let tags = controllers::lookup::base_tags(&shared, effective, &id);
+        let known = shared.memo.lock().keys.get(&memo_key).cloned();
+        let arn = match known {
+            Some(_) if shared.memo.lock().resource_tags.get(&memo_key) == Some(&tags) => {
+                return Ok(Outcome::proceed());
+            }
+            Some(arn) => arn,
+            None => {
+                let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
+                crate::aws::s3::ensure_buckets(tenant, &id, &tags, &arn, &shared.config.buckets).await?;
+                shared.memo.lock().keys.insert(memo_key.clone(), arn.clone());
+                arn
+            }
+        };
+        // Tags set at creation, or changed since (a cloud-tag label added, changed or removed):
+        // updated in place on the key and the buckets.
+        let mut changed = crate::aws::kms::ensure_tags(tenant, &arn, &tags).await?;
+        if shared.config.buckets.tagging {
+            changed |= crate::aws::s3::ensure_bucket_tags(tenant, &id, &tags).await?;
         }
-        let tags = controllers::lookup::base_tags(&shared, obj, &id);
-        let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
-        crate::aws::s3::ensure_buckets(tenant, &id, &tags, &arn, &shared.config.buckets).await?;
-        shared.memo.lock().keys.insert(memo_key, arn);
+        if changed {
+            shared.event(obj, "TagsUpdated", format!("the tags of the key and the buckets of cluster {id}")).await;
+        }
+        shared.memo.lock().resource_tags.insert(memo_key, tags);
         Ok(Outcome::proceed())
     }
 

@@ -60,6 +60,53 @@ pub async fn control_plane_network(
     Ok(n)
 }
 
+/// How long the management cluster's NAT addresses are used before they are looked up again.
+const MANAGEMENT_NAT_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The management cluster's NAT addresses (`/32`s), looked up only when the public allowlist is
+/// on, and remembered for [`MANAGEMENT_NAT_TTL`] per management account when some were found.
+async fn management_nat(shared: &Shared, cp: &AccountClients) -> Result<Vec<String>, ResourceError> {
+    if shared.config.api_allowlist.public.is_none() {
+        return Ok(Vec::new());
+    }
+    if let Some((at, addresses)) = shared.memo.lock().management_nat.get(&cp.cache_key())
+        && at.elapsed() < MANAGEMENT_NAT_TTL
+    {
+        return Ok(addresses.clone());
+    }
+    let addresses = crate::aws::ec2::management_nat_addresses(cp, &shared.config.installation).await?;
+    if !addresses.is_empty() {
+        shared.memo.lock().management_nat.insert(cp.cache_key(), (std::time::Instant::now(), addresses.clone()));
+    }
+    Ok(addresses)
+}
+
+/// The allowlists TCCP gets: the configured ones, the management cluster's NAT addresses added to
+/// an enabled public list. With no management NAT address the public list is dropped, leaving
+/// the public API open as without an allowlist: narrowed without them, the API would refuse the
+/// management cluster, which reaches it from those addresses. `None` in the second place says
+/// the public list was dropped so.
+pub fn allowlist(
+    configured: &tccp::ApiWhitelist,
+    management_nat: &[String],
+) -> (tccp::ApiWhitelist, Option<&'static str>) {
+    let mut effective = configured.clone();
+    let mut dropped = None;
+    if let Some(public) = &mut effective.public {
+        if management_nat.is_empty() {
+            effective.public = None;
+            dropped = Some(
+                "the public API allowlist is on, but no Elastic IP of the management account is tagged with the installation",
+            );
+        } else {
+            public.extend(management_nat.iter().cloned());
+            public.sort();
+            public.dedup();
+        }
+    }
+    (effective, dropped)
+}
+
 /// The TCCPI, TCCP and TCCPF stacks.
 #[derive(Debug)]
 pub struct Stacks;
@@ -149,7 +196,22 @@ impl Resource<AWSCluster, ClusterState> for Stacks {
             &tenant.account_id,
             &id,
         );
-        let params = tccp_params(&common, cluster_cidr, &layout, control_plane, access_logs);
+        let nat = management_nat(&shared, &cp).await?;
+        let (allowlist, dropped) = allowlist(&shared.config.api_allowlist, &nat);
+        if let Some(why) = dropped {
+            let key = format!("{}/{id}", obj.namespace().unwrap_or_default());
+            if shared.memo.lock().management_nat_missing.insert(key) {
+                let message = format!(
+                    "{why} (giantswarm.io/installation={}, account {}): the public API stays open to everywhere until the management cluster's NAT Elastic IPs carry that tag",
+                    shared.config.installation, cp.account_id
+                );
+                tracing::warn!(cluster = %id, "{message}");
+                shared.warning(obj, "ManagementNATNotFound", message).await;
+            }
+        } else {
+            shared.memo.lock().management_nat_missing.remove(&format!("{}/{id}", obj.namespace().unwrap_or_default()));
+        }
+        let params = tccp_params(&common, cluster_cidr, &layout, control_plane, allowlist, access_logs);
         let desired = DesiredStack {
             kind: StackKind::Tccp,
             name: name.clone(),
@@ -222,6 +284,7 @@ pub fn tccp_params(
     cluster_cidr: Ipv4Net,
     layout: &[ipam::TccpAz],
     control_plane: tccp::ControlPlaneVpc,
+    whitelist: tccp::ApiWhitelist,
     access_logs: Option<String>,
 ) -> tccp::Params {
     tccp::Params {
@@ -238,7 +301,35 @@ pub fn tccp_params(
             })
             .collect(),
         control_plane,
-        whitelist: Default::default(),
+        whitelist,
         access_logs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_management_nat_addresses_join_an_enabled_public_allowlist_and_none_found_leaves_it_open() {
+        let configured = tccp::ApiWhitelist {
+            public: Some(vec!["203.0.113.0/24".into()]),
+            private: Some(vec!["192.0.2.0/24".into()]),
+        };
+        let nat = ["198.51.100.9/32".to_string(), "198.51.100.1/32".to_string()];
+        let (effective, dropped) = allowlist(&configured, &nat);
+        assert_eq!(dropped, None);
+        assert_eq!(
+            effective.public.as_deref(),
+            Some(&["198.51.100.1/32".to_string(), "198.51.100.9/32".into(), "203.0.113.0/24".into()][..])
+        );
+        assert_eq!(effective.private, configured.private, "the internal API takes no NAT address");
+        // Narrowed without the management cluster's addresses, the API would refuse it.
+        let (effective, dropped) = allowlist(&configured, &[]);
+        assert_eq!(effective.public, None);
+        assert!(dropped.is_some_and(|why| why.contains("no Elastic IP")));
+        assert_eq!(effective.private, configured.private);
+        // Off: nothing changes, whatever the addresses.
+        assert_eq!(allowlist(&tccp::ApiWhitelist::default(), &nat), (tccp::ApiWhitelist::default(), None));
     }
 }
