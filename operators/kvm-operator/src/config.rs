@@ -356,3 +356,38 @@ impl OperatorConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cluster flags of `flags`.
+    fn cluster_args(flags: &[&str]) -> ClusterArgs {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            args: ClusterArgs,
+        }
+        use clap::Parser as _;
+        Cli::try_parse_from(["kvm-operator", "--dns-servers", "10.0.0.53"].iter().chain(flags)).expect("flags").args
+    }
+
+    #[test]
+    fn the_pause_image_and_the_docker_hub_token_reach_the_node_configs_and_a_bad_token_is_not_repeated() {
+        // `alice:dckr_pat_secret`.
+        let token = "YWxpY2U6ZGNrcl9wYXRfc2VjcmV0";
+        let args = cluster_args(&["--pause-image", "registry.example/pause:3.10", "--dockerhub-token", token]);
+        assert_eq!(args.require_install_settings(), Ok(()));
+        let config = OperatorConfig::new("1.0.0", &args);
+        assert_eq!(config.node_config.pause_image, "registry.example/pause:3.10");
+        assert_eq!(config.node_config.dockerhub_token, ignition::extras::DockerhubToken::parse(token).expect("valid"));
+        assert!(!format!("{args:?}{config:?}").contains(token), "Debug shows the token");
+        // `render` never carries the real token.
+        let (rendered, placeholders) = args.with_placeholders();
+        assert_eq!(rendered.dockerhub_token, ignition::extras::DockerhubToken::placeholder());
+        assert_eq!(placeholders, ["--dockerhub-token=<placeholder>"]);
+        let bad = "c2VjcmV0LXdpdGhvdXQtdXNlcg";
+        let err = cluster_args(&["--dockerhub-token", bad]).require_install_settings().expect_err("not a pair");
+        assert!(err.starts_with("--dockerhub-token: ") && !err.contains(bad), "{err}");
+    }
+}
