@@ -24,6 +24,7 @@
 //! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
+//! | [`quota`] | pure: what one cluster needs of its accounts' limits, whether it fits the headroom AWS reports, and what a cluster that does not fit is told |
 //! | [`rollout`] | rollout limits: the Lease slots of clusters and node pools that roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
 //! | [`node_config`] | node configs: certificates, encryption with the cluster key, upload when changed |
@@ -44,7 +45,7 @@
 //! | layer | modules | what decides, what does |
 //! | --- | --- | --- |
 //! | 1. settings | [`config`] | flags and settings, read once |
-//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`stack_update`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, what the drainers create and complete, what a drift detection found and what remediation puts back |
+//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`quota`], [`stack_update`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, whether a cluster fits its accounts' limits, what the drainers create and complete, what a drift detection found and what remediation puts back |
 //! | 3. edge | [`aws`], [`capi`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers. The Cluster API objects beside a cluster's own: discovery of their kinds, reading them, which of their values counts |
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |

@@ -142,6 +142,8 @@ pub struct Objects {
     pub capi_machine_deployments: Vec<apis::capi::MachineDeployment>,
     /// Legacy `AWSConfig`s (`provider.giantswarm.io`): their stacks are rendered, not reconciled.
     pub aws_configs: Vec<apis::aws_config::AWSConfig>,
+    /// ConfigMaps: a cluster's `<id>-irsa-cloudfront` names the issuer its roles trust.
+    pub config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 impl Objects {
@@ -184,6 +186,7 @@ impl Objects {
                     self.g8s_control_planes.push(at.decode(document)?)
                 }
                 (Some("provider.giantswarm.io"), "AWSConfig") => self.aws_configs.push(at.decode(document)?),
+                (None, "ConfigMap") if api_version == "v1" => self.config_maps.push(at.decode(document)?),
                 _ => {}
             }
         }
@@ -799,7 +802,13 @@ fn plan_cluster(
     stacks.push(PlannedStack::new(StackKind::Tccpf, name, cp_account, tags, template, None, None));
 
     // TCCPN: the masters, with the control plane's own Release (as its controller reads it).
-    let masters = Masters { cp: control_plane, replicas, release: cp_release };
+    let issuer_name = aws_stacks::irsa::configmap_name(&id);
+    let issuer = objects
+        .config_maps
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(issuer_name.as_str()) && c.namespace() == cluster.namespace())
+        .map(|c| c.data.clone().unwrap_or_default());
+    let masters = Masters { cp: control_plane, replicas, release: cp_release, issuer };
     stacks.push(plan_masters(settings, cluster, &masters, &outputs, &bucket, &key_arn)?);
 
     // TCNP and TCNPF per node pool.
@@ -855,6 +864,8 @@ struct Masters<'a> {
     cp: &'a AWSControlPlane,
     replicas: i32,
     release: &'a Release,
+    /// The data of the cluster's `<id>-irsa-cloudfront` ConfigMap, when among the files.
+    issuer: Option<BTreeMap<String, String>>,
 }
 
 fn plan_masters(
@@ -866,6 +877,7 @@ fn plan_masters(
     key_arn: &str,
 ) -> Result<PlannedStack, RenderError> {
     let (cp, release) = (masters.cp, masters.release);
+    let configmap = masters.issuer.as_ref();
     let id = cluster.name_any();
     let region = &cluster.spec.provider.region;
     let flatcar = release.component_version("containerlinux").unwrap_or_default();
@@ -880,13 +892,13 @@ fn plan_masters(
     let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
     let etcd_volume = crate::controllers::control_plane::etcd_volume(cp).map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
-    // IAM roles for service accounts: the issuer the operator publishes (a ConfigMap naming
-    // another one, such as a CloudFront distribution, is not among the files rendered).
+    // IAM roles for service accounts: the issuer the cluster's `<id>-irsa-cloudfront` ConfigMap
+    // names when it is among the files (a CloudFront distribution), else the S3 issuer.
     let annotation = cluster.annotations().get(aws_stacks::irsa::ANNOTATION).map(String::as_str);
     let major = crate::controllers::cluster::irsa::release_major(release);
     let irsa = aws_stacks::irsa::enabled(annotation, major)
         .map_err(|e| invalid(cluster, crate::controllers::cluster::irsa::IRSA_INVALID, e))?
-        .then(|| crate::controllers::cluster::irsa::issuer(cluster, &settings.tenant_account_id, None).ok())
+        .then(|| crate::controllers::cluster::irsa::issuer(cluster, &settings.tenant_account_id, configmap).ok())
         .flatten();
     let params = |is_update: bool| tccpn::Params {
         common: common.clone(),

@@ -33,6 +33,11 @@ async fn cr_file(f: &Fixture, dir: &Path, release: &str) -> anyhow::Result<PathB
     for name in ["v20.0.0", "v20.1.0"] {
         docs.push(serde_json::to_value(Api::<Release>::all(f.client.clone()).get(name).await?)?);
     }
+    // The issuer the cluster's roles trust (its CloudFront distribution), as the operator wrote it.
+    let issuer = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(f.client.clone(), NS)
+        .get(&format!("{ID}-irsa-cloudfront"))
+        .await?;
+    docs.push(serde_json::to_value(issuer)?);
     // As `kubectl get … -o yaml` prints several objects: one List.
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
     let path = dir.join(format!("cluster-{release}.yaml"));

@@ -508,9 +508,25 @@ pub fn issuer_bucket_policy(bucket: &str, region: &str, reader: &IssuerReader) -
 }
 
 /// The issuer bucket's public access block: ACLs blocked and ignored; public policies allowed
-/// only when `reader` is anyone.
+/// only when `reader` is anyone. Put only when the bucket's differs (a restarted operator
+/// writes nothing to a settled bucket).
 async fn put_issuer_access_block(aws: &AccountClients, bucket: &str, reader: &IssuerReader) -> Result<(), AwsError> {
     let private = *reader != IssuerReader::Anyone;
+    let current = match aws.s3.get_public_access_block().bucket(bucket).send().await {
+        Ok(out) => out.public_access_block_configuration().map(|c| {
+            (c.block_public_acls(), c.ignore_public_acls(), c.block_public_policy(), c.restrict_public_buckets())
+        }),
+        Err(e) => {
+            let e = api_error("S3", "GetPublicAccessBlock", e);
+            if e.code() != "NoSuchPublicAccessBlockConfiguration" {
+                return Err(e);
+            }
+            None
+        }
+    };
+    if current == Some((Some(true), Some(true), Some(private), Some(private))) {
+        return Ok(());
+    }
     aws.s3
         .put_public_access_block()
         .bucket(bucket)
