@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
-use apis::cluster_status::ClusterCondition;
-use apis::drainer::DrainerConfig;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -155,41 +153,13 @@ async fn a_release_upgrade_replaces_every_instance_once_while_a_fifth_of_aws_req
     assert_eq!(f.moto.throttle(SHARE)?.throttle_share, SHARE);
     f.relabel(ID, "cp001", &["np001"], "20.1.0", &next).await?;
     let _new = f.spawn_operator(&next, NEW_KEY).await?;
-    let converged = eventually(900, "the cluster to be Updated with every instance replaced", || async {
-        let c = clusters.get(ID).await?;
-        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
-        let seen = bridge.seen();
-        let all_new = seen.len() == 5
-            && seen
-                .iter()
-                .all(|s| !old_instances.contains(&s.instance) && s.version == next && s.lifecycle == "InService");
-        Ok((lifecycle.has_condition(ClusterCondition::Updated)
-            && lifecycle.versions.iter().any(|v| v.semver == next)
-            && ready(c.status.as_ref().map(|s| &s.conditions))
-            && all_new)
-            .then_some(()))
-    })
-    .await;
-    if let Err(e) = converged {
-        anyhow::bail!("{e}\n{:#?}\nbridge: {:?}\n{}", bridge.seen(), bridge.errors(), dump(&f.client).await);
-    }
+    updated_with_every_instance_replaced(&f, &bridge, ID, &old_instances, 5, &next, 900).await?;
     f.moto.throttle(0.0)?;
 
     // Nothing waits on a hook, no DrainerConfig is left, no stack was created, and each old
     // instance's terminating lifecycle action was completed once by the operators: a completion
     // AWS refused with a throttling error changed nothing and was retried.
-    let instances = tenant.autoscaling.describe_auto_scaling_instances().send().await?;
-    let stuck: Vec<_> = instances
-        .auto_scaling_instances()
-        .iter()
-        .filter(|i| i.lifecycle_state().is_some_and(|s| s.starts_with("Terminating")))
-        .collect();
-    assert!(stuck.is_empty(), "instances still terminating: {stuck:?}");
-    eventually(30, "no DrainerConfig left", || async {
-        let left = Api::<DrainerConfig>::namespaced(f.client.clone(), NS).list(&ListParams::default()).await?.items;
-        Ok(left.is_empty().then_some(()))
-    })
-    .await?;
+    nothing_left_terminating(&f, &tenant).await?;
     let log: Vec<_> = f.moto.request_log()?.into_iter().filter(|r| r.time >= since).collect();
     let throttled = log.iter().filter(|r| r.throttled).count();
     eprintln!("{throttled} of {} AWS requests throttled during the upgrade", log.len());

@@ -20,7 +20,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::cluster_status::ClusterCondition;
-use apis::drainer::DrainerConfig;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -361,36 +360,8 @@ async fn an_operator_killed_five_times_during_an_upgrade_converges() -> anyhow::
         eprintln!("killed the operator (round {round}); {waiting} instances terminating");
     }
     let _new = f.spawn_operator(&next, NEW_KEY).await?;
-    let converged = eventually(600, "the cluster to be Updated with every instance replaced", || async {
-        let c = clusters.get(ID).await?;
-        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
-        let seen = bridge.seen();
-        let all_new = seen.len() == 7
-            && seen
-                .iter()
-                .all(|s| !old_instances.contains(&s.instance) && s.version == next && s.lifecycle == "InService");
-        Ok((lifecycle.has_condition(ClusterCondition::Updated)
-            && lifecycle.versions.iter().any(|v| v.semver == next)
-            && ready(c.status.as_ref().map(|s| &s.conditions))
-            && all_new)
-            .then_some(()))
-    })
-    .await;
-    if let Err(e) = converged {
-        anyhow::bail!("{e}\n{:#?}\nbridge: {:?}\n{}", bridge.seen(), bridge.errors(), dump(&f.client).await);
-    }
+    updated_with_every_instance_replaced(&f, &bridge, ID, &old_instances, 7, &next, 600).await?;
     // Nothing is left waiting on a hook, and no DrainerConfig is left.
-    let instances = tenant.autoscaling.describe_auto_scaling_instances().send().await?;
-    let stuck: Vec<_> = instances
-        .auto_scaling_instances()
-        .iter()
-        .filter(|i| i.lifecycle_state().is_some_and(|s| s.starts_with("Terminating")))
-        .collect();
-    assert!(stuck.is_empty(), "instances still terminating: {stuck:?}");
-    let dcs = eventually(30, "no DrainerConfig left", || async {
-        let left = Api::<DrainerConfig>::namespaced(f.client.clone(), NS).list(&ListParams::default()).await?.items;
-        Ok(left.is_empty().then_some(()))
-    });
-    dcs.await?;
+    nothing_left_terminating(&f, &tenant).await?;
     Ok(())
 }

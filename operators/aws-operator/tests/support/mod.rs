@@ -595,6 +595,53 @@ where
     }
 }
 
+/// Wait up to `secs` for cluster `id` to be `Updated` to operator version `next` and Ready, with
+/// `count` instances that the bridge sees, none of `old` among them, all `InService` on `next`.
+pub async fn updated_with_every_instance_replaced(
+    f: &Fixture,
+    bridge: &bridge::NodeBridge,
+    id: &str,
+    old: &std::collections::BTreeSet<String>,
+    count: usize,
+    next: &str,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let converged = eventually(secs, "the cluster to be Updated with every instance replaced", || async {
+        let c = clusters.get(id).await?;
+        let lifecycle = c.status.as_ref().map(|s| s.cluster.clone()).unwrap_or_default();
+        let seen = bridge.seen();
+        let all_new = seen.len() == count
+            && seen.iter().all(|s| !old.contains(&s.instance) && s.version == next && s.lifecycle == "InService");
+        Ok((lifecycle.has_condition(apis::cluster_status::ClusterCondition::Updated)
+            && lifecycle.versions.iter().any(|v| v.semver == next)
+            && ready(c.status.as_ref().map(|s| &s.conditions))
+            && all_new)
+            .then_some(()))
+    })
+    .await;
+    if let Err(e) = converged {
+        anyhow::bail!("{e}\n{:#?}\nbridge: {:?}\n{}", bridge.seen(), bridge.errors(), dump(&f.client).await);
+    }
+    Ok(())
+}
+
+/// No instance of `tenant` waits on a terminating hook, and no DrainerConfig is left.
+pub async fn nothing_left_terminating(f: &Fixture, tenant: &AccountClients) -> anyhow::Result<()> {
+    let instances = tenant.autoscaling.describe_auto_scaling_instances().send().await?;
+    let stuck: Vec<_> = instances
+        .auto_scaling_instances()
+        .iter()
+        .filter(|i| i.lifecycle_state().is_some_and(|s| s.starts_with("Terminating")))
+        .collect();
+    assert!(stuck.is_empty(), "instances still terminating: {stuck:?}");
+    eventually(30, "no DrainerConfig left", || async {
+        let drainers: Api<apis::drainer::DrainerConfig> = Api::namespaced(f.client.clone(), NS);
+        Ok(drainers.list(&kube::api::ListParams::default()).await?.items.is_empty().then_some(()))
+    })
+    .await
+}
+
 pub fn ready(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> bool {
     conds.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
