@@ -67,22 +67,6 @@ async fn create_cluster(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn warnings(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), NS);
-    Ok(events
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .filter_map(|e| e.note)
-        .collect())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_admits_exactly_the_allowed_ranges_and_the_management_nat_addresses() -> anyhow::Result<()> {
     let mut f = Fixture::start().await?;
@@ -100,7 +84,7 @@ async fn the_api_admits_exactly_the_allowed_ranges_and_the_management_nat_addres
     wait_ready(&f, open).await?;
     let sources = https_sources(&tenant, &format!("{open}-master")).await?;
     assert!(sources.contains("0.0.0.0/0"), "{sources:?}");
-    let said = warnings(&f, open, "ManagementNATNotFound").await?;
+    let said = warnings(&f.client, open, "ManagementNATNotFound").await?;
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains(&format!("giantswarm.io/installation={}", f.installation)), "{said:?}");
     // The internal API does not depend on them.
@@ -142,7 +126,7 @@ async fn the_api_admits_exactly_the_allowed_ranges_and_the_management_nat_addres
         https_sources(&tenant, &format!("{id}-internal-api")).await?,
         [PRIVATE.to_string(), management_vpc, cluster_cidr].into()
     );
-    assert!(warnings(&f, id, "ManagementNATNotFound").await?.is_empty());
+    assert!(warnings(&f.client, id, "ManagementNATNotFound").await?.is_empty());
     f.kill_operator().await;
     Ok(())
 }

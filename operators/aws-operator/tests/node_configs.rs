@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSControlPlane, AWSMachineDeployment};
 use apis::release::Release;
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use support::*;
 
 const ID: &str = "ncv01";
@@ -70,23 +69,6 @@ async fn node_stacks(tenant: &aws_operator::aws::AccountClients) -> anyhow::Resu
         }
     }
     Ok(out)
-}
-
-/// The Warning events of `reason` about `name`.
-async fn warnings(client: &kube::Client, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .filter_map(|e| e.note)
-        .collect())
 }
 
 /// `Ready=False` with `reason` on `object`'s conditions, its message.

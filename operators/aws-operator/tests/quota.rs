@@ -23,21 +23,6 @@ fn ready_condition(c: &AWSCluster) -> Option<(String, String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
-async fn warning(client: &kube::Client, name: &str, reason: &str) -> anyhow::Result<Option<String>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .find(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .and_then(|e| e.note))
-}
-
 async fn stacks_of(aws: &aws_operator::aws::AccountClients) -> anyhow::Result<Vec<String>> {
     let out = aws.cfn_client.describe_stacks().send().await?;
     Ok(out.stacks().iter().filter_map(|s| s.stack_name()).map(str::to_string).collect())
@@ -91,7 +76,7 @@ async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_pro
             assert!(message.contains(&*part), "{id}: {message}");
         }
         let note = eventually(30, &format!("a QuotaExceeded Warning on {id}"), || async {
-            warning(&f.client, id, "QuotaExceeded").await
+            warnings(&f.client, id, "QuotaExceeded").await.map(|notes| notes.into_iter().next())
         })
         .await?;
         assert!(note.contains("StackLimit"), "{note}");

@@ -642,6 +642,23 @@ pub async fn nothing_left_terminating(f: &Fixture, tenant: &AccountClients) -> a
     .await
 }
 
+/// The notes of the Warning events of `reason` about object `name` in the fixture's namespace.
+pub async fn warnings(client: &Client, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    Ok(events
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .filter_map(|e| e.note)
+        .collect())
+}
+
 pub fn ready(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> bool {
     conds.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
