@@ -4,5 +4,6 @@
 set -euo pipefail
 op=${1:?usage: version.sh <operator>}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/operators/$op/Cargo.toml" | head -1 | grep . \
+# The first match only, read to the end (a reader that stops early would break the pipe).
+sed -n '/^version = "\(.*\)"$/{s//\1/p;q}' "$repo/operators/$op/Cargo.toml" | grep . \
   || { echo "operators/$op/Cargo.toml has no literal version" >&2; exit 1; }

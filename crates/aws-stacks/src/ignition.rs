@@ -857,8 +857,10 @@ configure_eni() {{
     networkctl reload
 }}
 
+# grep reads all of ip's output (-q would stop at the match, and pipefail would then fail on
+# ip's broken pipe); -F because an address's dots are not wildcards.
 wait_for_eni_address() {{
-  ip -4 -o addr show | grep -q " inet $eni_ip/"
+  ip -4 -o addr show | grep -F " inet $eni_ip/" >/dev/null
 }}
 
 write_env() {{
