@@ -29,11 +29,13 @@ fn configs_at((kubernetes, etcd): (&str, &str)) -> Vec<(String, String)> {
     // (node, role, tuned, with IAM roles for service accounts)
     let mut roles = vec![("worker-g3j50".to_string(), Role::Worker { md_id: "g3j50".into() }, false, false)];
     for masters in [1u8, 3] {
-        for id in 1..=masters {
+        // The product's own master ids: 0 for a single master, 1 to 3 for three.
+        let ids = aws_stacks::stacks::tccpn::master_ids(masters.into()).expect("a supported master count");
+        for &id in &ids {
             roles.push((format!("master-{id}-of-{masters}"), support::master(id, masters), false, false));
         }
         // With IAM roles for service accounts: the API server signs as the public issuer.
-        roles.push((format!("master-1-of-{masters}-irsa"), support::master(1, masters), false, true));
+        roles.push((format!("master-{}-of-{masters}-irsa", ids[0]), support::master(ids[0], masters), false, true));
     }
     roles.push(("worker-g3j50-tuned".to_string(), Role::Worker { md_id: "g3j50".into() }, true, false));
     roles.push(("master-1-of-3-tuned".to_string(), support::master(1, 3), true, false));
@@ -333,6 +335,27 @@ fn a_broken_component_config_or_flag_fails_naming_node_file_and_problem() {
     let etcd =
         edit_unit(&json, "etcd3.service", |t| t.replace("--peer-client-cert-auth=true", "--peer-client-auth=true"));
     assert_eq!(only(&etcd), ["node master-2: etcd3.service: etcd v3.5.13 has no flag --peer-client-auth (Flag)"]);
+
+    // A member that is not in its own initial cluster, or that advertises another peer URL
+    // than the cluster gives it, would not start.
+    let stranger = edit_unit(&json, "etcd3.service", |t| t.replace("--name=etcd2 ", "--name=etcd0 "));
+    assert_eq!(
+        only(&stranger),
+        [format!(
+            "node master-2: etcd3.service: etcd --name=etcd0 is no member of its --initial-cluster={}; \
+             etcd would not start (Flag)",
+            aws_stacks::ignition::etcd_initial_cluster("al9qy.k8s.example.com", 3)
+        )]
+    );
+    let elsewhere = edit_unit(&json, "etcd3.service", |t| {
+        t.replace("--initial-advertise-peer-urls=https://etcd2.", "--initial-advertise-peer-urls=https://etcd3.")
+    });
+    assert_eq!(
+        only(&elsewhere),
+        ["node master-2: etcd3.service: etcd etcd2 advertises peer URLs \
+          https://etcd3.al9qy.k8s.example.com:2380 but its --initial-cluster gives it \
+          https://etcd2.al9qy.k8s.example.com:2380; etcd would not start (Flag)"]
+    );
 }
 
 /// The lists follow upstream from minor to minor: a flag kubelet lost in 1.34 is a finding at

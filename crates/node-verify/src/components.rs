@@ -184,11 +184,32 @@ pub struct Invocation {
     pub version: Option<String>,
     /// The flags' names, without `--` and value, in order.
     pub flags: Vec<String>,
+    /// The flags' values by name, as `--name=value` or `--name value` gives them (the last one
+    /// given wins, as for the components' own flag parsing).
+    pub values: BTreeMap<String, String>,
 }
 
 fn component_of(token: &str) -> Option<&'static str> {
     let base = token.rsplit('/').next().unwrap_or(token);
     COMPONENTS.iter().copied().find(|c| *c == base)
+}
+
+/// The values of the flags in `args`: `--name=value`, or `--name value` when the next token is
+/// no flag.
+fn flag_values<'a>(args: impl Iterator<Item = &'a str>) -> BTreeMap<String, String> {
+    let args: Vec<&str> = args.collect();
+    let mut out = BTreeMap::new();
+    for (i, arg) in args.iter().enumerate() {
+        let Some(flag) = arg.strip_prefix("--") else { continue };
+        match flag.split_once('=') {
+            Some((name, value)) => out.insert(name.to_string(), value.to_string()),
+            None => match args.get(i + 1).filter(|next| !next.starts_with('-')) {
+                Some(value) => out.insert(flag.to_string(), (*value).to_string()),
+                None => continue,
+            },
+        };
+    }
+    out
 }
 
 fn flag_names<'a>(args: impl Iterator<Item = &'a str>) -> Vec<String> {
@@ -229,6 +250,7 @@ fn unit_invocations(name: &str, contents: &str) -> Vec<Invocation> {
                 component: component.to_string(),
                 version,
                 flags: flag_names(tokens[at + 1..].iter().copied()),
+                values: flag_values(tokens[at + 1..].iter().copied()),
             });
         }
     }
@@ -250,8 +272,9 @@ fn manifest_invocations(path: &str, text: &str) -> Vec<Invocation> {
             let (command, args) = (strings(&c["command"]), strings(&c["args"]));
             let component = component_of(command.first()?)?;
             let version = c["image"].as_str().and_then(image_tag).map(str::to_string);
-            let flags = flag_names(command.iter().skip(1).chain(args.iter()).map(String::as_str));
-            Some(Invocation { subject: path.to_string(), component: component.to_string(), version, flags })
+            let given = || command.iter().skip(1).chain(args.iter()).map(String::as_str);
+            let (flags, values) = (flag_names(given()), flag_values(given()));
+            Some(Invocation { subject: path.to_string(), component: component.to_string(), version, flags, values })
         })
         .collect()
 }
@@ -318,6 +341,52 @@ pub(crate) fn check_flags(node: &str, doc: &Doc) -> Vec<Finding> {
                     ));
                 }
             }
+        }
+    }
+    out
+}
+
+/// Every etcd member a config starts names itself in its own initial cluster, with the peer URLs
+/// it advertises: etcd refuses to start otherwise ("couldn't find local name … in the initial
+/// cluster configuration", or its advertised URLs not matching the cluster's). URLs that the unit
+/// fills in at run time (`$VAR`, `${VAR}`) are not compared.
+pub(crate) fn check_etcd_membership(node: &str, doc: &Doc) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for run in invocations_of(doc).into_iter().filter(|r| r.component == "etcd") {
+        let (Some(name), Some(cluster)) = (run.values.get("name"), run.values.get("initial-cluster")) else {
+            continue;
+        };
+        let urls: BTreeSet<&str> = cluster
+            .split(',')
+            .filter_map(|member| member.split_once('='))
+            .filter(|(member, _)| member == name)
+            .map(|(_, url)| url)
+            .collect();
+        if urls.is_empty() {
+            out.push(Finding::new(
+                Check::Flag,
+                node,
+                &run.subject,
+                format!("etcd --name={name} is no member of its --initial-cluster={cluster}; etcd would not start"),
+            ));
+            continue;
+        }
+        let Some(advertised) = run.values.get("initial-advertise-peer-urls") else { continue };
+        if advertised.contains('$') || urls.iter().any(|u| u.contains('$')) {
+            continue;
+        }
+        let advertised: BTreeSet<&str> = advertised.split(',').collect();
+        if advertised != urls {
+            out.push(Finding::new(
+                Check::Flag,
+                node,
+                &run.subject,
+                format!(
+                    "etcd {name} advertises peer URLs {} but its --initial-cluster gives it {}; etcd would not start",
+                    advertised.into_iter().collect::<Vec<_>>().join(","),
+                    urls.into_iter().collect::<Vec<_>>().join(",")
+                ),
+            ));
         }
     }
     out

@@ -15,7 +15,8 @@
 //!   encoded again.
 //! - [`Check::ComponentConfig`] and [`Check::Flag`] ([`components`]): kubelet's and kube-proxy's
 //!   configs decode strictly against their upstream fields, and every flag of the control plane,
-//!   kubelet and etcd exists in the version the config runs.
+//!   kubelet and etcd exists in the version the config runs; every etcd member names itself in
+//!   its `--initial-cluster`, with the peer URLs it advertises.
 //!
 //! The real tools a node runs a config with (`systemd-analyze verify`, `shellcheck`), and the
 //! emulated node that runs a config's own scripts against moto, are the crate
@@ -128,6 +129,7 @@ pub fn check(node: &str, json: &str) -> Vec<Finding> {
     findings.extend(check_manifests(node, &doc));
     findings.extend(components::check_configs(node, &doc));
     findings.extend(components::check_flags(node, &doc));
+    findings.extend(components::check_etcd_membership(node, &doc));
     findings
 }
 
