@@ -191,6 +191,23 @@ pub struct DaemonArgs {
     /// region per minute, across all clusters.
     #[arg(long, default_value_t = 10)]
     pub drift_detections_per_account_per_minute: u32,
+    /// AWS read requests (`Describe*`, `List*`, `Get*`, S3 `GET`, …) per second per AWS
+    /// account and region, shared by every replica and version of the operator; 0: no limit.
+    /// The default is EC2's own limit of non-mutating calls.
+    #[arg(long, default_value_t = 20.0)]
+    pub aws_read_requests_per_second: f64,
+    /// AWS write requests (stack operations, hook completions, terminations, uploads, …) per
+    /// second per AWS account and region, shared like the reads, with a bucket of their own; 0:
+    /// no limit. The default is EC2's own limit of mutating calls.
+    #[arg(long, default_value_t = 5.0)]
+    pub aws_write_requests_per_second: f64,
+    /// How many seconds' worth of requests may be saved up and sent at once (the burst).
+    #[arg(long, default_value_t = 5)]
+    pub aws_request_burst_seconds: u64,
+    /// How long a replica that stops renewing its request-budget Lease still counts as sharing
+    /// the budget, in seconds: its share goes back to the others within this time.
+    #[arg(long, default_value_t = 15)]
+    pub aws_request_budget_lease_seconds: u64,
 }
 
 /// How `aws-operator daemon` and `aws-operator plan` reach AWS: the flags both take, with the
@@ -255,6 +272,61 @@ pub struct AwsSettings {
     /// one per installation, required by the tenant role's trust policy, so that a role ARN named
     /// in some Secret is assumed only by the installation its account trusts.
     pub tenant_external_id: Option<String>,
+}
+
+/// The AWS request budget per account and region (`--aws-*-requests-per-second`,
+/// `--aws-request-burst-seconds`, `--aws-request-budget-lease-seconds`, and
+/// `--drift-detections-per-account-per-minute` for drift detections): the rates of the whole
+/// operator, which its live replicas split evenly (see `crate::aws::budget`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetSettings {
+    /// Read requests per second; 0: no limit.
+    pub read_per_second: f64,
+    /// Write requests per second; 0: no limit.
+    pub write_per_second: f64,
+    /// How many seconds' worth of requests may be saved up.
+    pub burst: Duration,
+    /// Drift detections started per minute.
+    pub detections_per_minute: u32,
+    /// A replica whose Lease stops changing for this long no longer shares the budget.
+    pub lease_duration: Duration,
+}
+
+impl Default for BudgetSettings {
+    /// EC2's own per-account limits (20 reads and 5 writes a second), a 5 s burst, ten drift
+    /// detections a minute, client-go's 15 s lease.
+    fn default() -> Self {
+        Self {
+            read_per_second: 20.0,
+            write_per_second: 5.0,
+            burst: Duration::from_secs(5),
+            detections_per_minute: 10,
+            lease_duration: Duration::from_secs(15),
+        }
+    }
+}
+
+impl BudgetSettings {
+    /// The settings of `args`.
+    pub fn new(args: &DaemonArgs) -> Self {
+        Self {
+            read_per_second: args.aws_read_requests_per_second.max(0.0),
+            write_per_second: args.aws_write_requests_per_second.max(0.0),
+            burst: Duration::from_secs(args.aws_request_burst_seconds.max(1)),
+            detections_per_minute: args.drift_detections_per_account_per_minute.max(1),
+            lease_duration: Duration::from_secs(args.aws_request_budget_lease_seconds.max(3)),
+        }
+    }
+
+    /// No limit on requests, `per_minute` drift detections: a process that shares no budget.
+    pub fn detections_only(per_minute: u32) -> Self {
+        Self {
+            read_per_second: 0.0,
+            write_per_second: 0.0,
+            detections_per_minute: per_minute.max(1),
+            ..Self::default()
+        }
+    }
 }
 
 /// The drift detector's settings (`--drift-detection-*`, `--drift-detections-*`).
@@ -591,6 +663,14 @@ pub fn parse_allowlist_cidr(value: &str) -> Result<String, String> {
 /// while the list says it is narrowed.
 pub fn check_args(args: &DaemonArgs) -> Result<(), String> {
     args.dockerhub_token.validate().map_err(|e| format!("--dockerhub-token: {e}"))?;
+    for (flag, rate) in [
+        ("aws-read-requests-per-second", args.aws_read_requests_per_second),
+        ("aws-write-requests-per-second", args.aws_write_requests_per_second),
+    ] {
+        if !rate.is_finite() || rate < 0.0 {
+            return Err(format!("--{flag} {rate}: give a number of requests per second, or 0 for no limit"));
+        }
+    }
     for (side, enabled, cidrs) in [
         ("public", args.public_api_allowlist_enabled, &args.public_api_allowlist_cidrs),
         ("private", args.private_api_allowlist_enabled, &args.private_api_allowlist_cidrs),

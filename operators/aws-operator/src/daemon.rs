@@ -27,7 +27,8 @@ use semver::VersionReq;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::AwsFactory;
-use crate::config::{AmiMap, DaemonArgs, OperatorConfig};
+use crate::aws::budget::{MembershipConfig, RequestBudget};
+use crate::config::{AmiMap, BudgetSettings, DaemonArgs, OperatorConfig};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
 use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
@@ -229,9 +230,16 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // The controllers write (to AWS and to the management cluster) while this replica holds
     // its shard (sharded) or leads; the drain executor runs on the leader only.
     let (writes, leader) = (replicas.writes(), replicas.leader());
-    let aws = AwsFactory::new(args.aws.settings(None)).await?.gated_by(writes.clone());
+    // One AWS request budget per account and region, shared with every replica and version
+    // that holds a member Lease in this namespace.
+    let budget_settings = BudgetSettings::new(&args);
+    let budget = RequestBudget::new(&budget_settings);
+    let membership = MembershipConfig::new(&args.leader_election_namespace, operatorkit::leader::default_identity())
+        .lease_duration(budget_settings.lease_duration);
+    let aws = AwsFactory::new(args.aws.settings(None)).await?.gated_by(writes.clone()).budgeted(budget.clone());
     let config = OperatorConfig::from_args(&args);
     let mut registry = Registry::default();
+    budget.register_metrics(&mut registry);
     let metrics = Metrics::new(&mut registry);
     let readiness = Readiness::new();
     replicas.register(&mut registry, &readiness);
@@ -241,8 +249,10 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.drain_timeout_seconds.max(1)),
         ..DrainerSettings::new("aws-operator", semver::Version::parse(&version).context("the operator's version")?)
     };
-    let drift = DriftState::new(&mut registry, &config.drift);
+    let drift = DriftState::sharing(&mut registry, budget.clone());
     let shared = Shared::new(writes.gate(client.clone()), aws, config, amis, &mut registry);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(budget.run_membership(client.clone(), membership, writes.clone(), shutdown.clone()));
     let drainer = Drainer::builder(leader.gate(client), drain_settings, &mut registry)
         .clients(shared.workload_clients.clone())
         .metrics(&metrics)
@@ -250,7 +260,6 @@ pub async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         .leadership(leader)
         .build()
         .context("the drain executor")?;
-    let shutdown = CancellationToken::new();
     let server = Server::bind(args.listen, Arc::new(registry), readiness.clone()).await?.version(COMPONENT, &version);
     tracing::info!(addr = ?server.local_addr(), version = %shared.config.version, "aws-operator starting");
     let serving = tokio::spawn(server.serve(shutdown.clone()));

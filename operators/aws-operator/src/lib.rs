@@ -19,11 +19,12 @@
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the drainers' instance listing, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`stack_ops`] | the stack operations: one step of the stack state machine per reconcile against one account, timed, counted and announced by events |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
-//! | [`drift`] | drift detection's state (the per-account budget, the metrics, the rounds running) behind the handle [`drift::DriftState`], the remediation calls, and the pure record of what a detection found ([`drift::findings`]) |
+//! | [`drift`] | drift detection's state (its share of the request budget, the metrics, the rounds running) behind the handle [`drift::DriftState`], the remediation calls, and the pure record of what a detection found ([`drift::findings`]) |
 //! | [`stack_update`] | pure: what a stack update is and whether it may run now — when the caller lets it, the approval gate of the stack, and which way it goes |
 //! | [`approval`] | pure: plan and approve — the gate's decision, plan hashes, the diff of a deployed and a desired template |
 //! | [`upgrade`] | pure: how a node pool follows a Release upgrade — masters first, scaling never held, the cluster autoscaler off during a roll |
 //! | [`maintenance`] | pure: whether a disruptive step waits for the cluster's maintenance window, and what the status says |
+//! | [`budget`] | pure: the AWS request budget's arithmetic — read and write kinds, token buckets, each replica's share, which member Leases are live |
 //! | [`quota`] | pure: what one cluster needs of its accounts' limits, whether it fits the headroom AWS reports, and what a cluster that does not fit is told |
 //! | [`rollout`] | rollout limits: the Lease slots of clusters and node pools that roll |
 //! | [`ipam`] | the IPAM lock and the allocation of cluster and node-pool CIDRs |
@@ -45,7 +46,7 @@
 //! | layer | modules | what decides, what does |
 //! | --- | --- | --- |
 //! | 1. settings | [`config`] | flags and settings, read once |
-//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`quota`], [`stack_update`], [`drainers::plan`], [`drift::findings`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, whether a cluster fits its accounts' limits, what the drainers create and complete, what a drift detection found and what remediation puts back |
+//! | 2. policy | [`approval`], [`upgrade`], [`maintenance`], [`quota`], [`stack_update`], [`drainers::plan`], [`drift::findings`], [`budget`] | pure decisions, tested from fixtures: what a stack update is and whether it may run, the upgrade order, the maintenance window, whether a cluster fits its accounts' limits, what the drainers create and complete, what a drift detection found and what remediation puts back |
 //! | 3. edge | [`aws`], [`capi`] | the AWS calls: clients, caching, paging, error mapping; it decides nothing and is handed the policy's answers. The Cluster API objects beside a cluster's own: discovery of their kinds, reading them, which of their values counts |
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
@@ -82,6 +83,7 @@
 
 pub mod approval;
 pub mod aws;
+pub mod budget;
 pub mod capi;
 pub mod config;
 pub mod context;

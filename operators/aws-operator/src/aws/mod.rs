@@ -15,6 +15,7 @@
 //! | [`cloudfront`] | the CloudFront distributions in front of the service-account issuers' buckets |
 //! | [`quota`] | the account limits and usage the quota preflight checks: CloudFormation and Auto Scaling `DescribeAccountLimits`, the account's stacks |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
+//! | [`budget`] | the request budget per account and region that every replica shares: the HTTP client every request waits at for its token, the member Leases |
 //!
 //! The operator's credentials come from the standard chain (environment, shared config file,
 //! web identity / IRSA, container or instance metadata) or are given explicitly. With them it
@@ -37,9 +38,11 @@ use aws_smithy_http_client::tls;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use parking_lot::Mutex;
 
+use self::budget::RequestBudget;
 use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
 pub mod autoscaling;
+pub mod budget;
 pub mod cloudformation;
 pub mod cloudfront;
 pub mod drift;
@@ -206,6 +209,7 @@ pub struct AwsFactory {
     settings: AwsSettings,
     base: aws_config::SdkConfig,
     gate: LeaderGate,
+    budget: Option<RequestBudget>,
     clients: Mutex<HashMap<ClientKey, Arc<AccountClients>>>,
     // One in-flight setup per key, so that concurrent reconciles do not assume a role twice.
     setup: Mutex<HashMap<ClientKey, Arc<tokio::sync::Mutex<()>>>>,
@@ -255,6 +259,7 @@ impl AwsFactory {
             settings,
             base,
             gate: LeaderGate(operatorkit::Leadership::always()),
+            budget: None,
             clients: Mutex::new(HashMap::new()),
             setup: Mutex::new(HashMap::new()),
         })
@@ -265,6 +270,18 @@ impl AwsFactory {
     pub fn gated_by(mut self, leadership: operatorkit::Leadership) -> Self {
         self.gate = LeaderGate(leadership);
         self
+    }
+
+    /// Send every request of the accounts' clients (retries included) only with a token of
+    /// `budget` ([`budget`]). Call before the first client is built; the default is no budget.
+    pub fn budgeted(mut self, budget: RequestBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The request budget ([`Self::budgeted`]).
+    pub fn budget(&self) -> Option<&RequestBudget> {
+        self.budget.as_ref()
     }
 
     /// The leadership the calls are fenced by ([`Self::gated_by`]).
@@ -344,6 +361,13 @@ impl AwsFactory {
             .account()
             .map(str::to_string)
             .ok_or_else(|| AwsError::Setup("STS GetCallerIdentity returned no account".into()))?;
+        // Every request from here on is the account's: it waits for the account's budget.
+        let conf = match (&self.budget, conf.http_client()) {
+            (Some(budget), Some(http)) => {
+                conf.to_builder().http_client(budget.http_client(http, &account_id, region)).build()
+            }
+            _ => conf,
+        };
         let gate = &self.gate;
         let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
             .force_path_style(self.settings.endpoint_url.is_some())

@@ -215,7 +215,7 @@ impl DetectDrift {
                     still.push((stack, None));
                     continue;
                 }
-                if let Err(until) = self.state.take_budget(&aws.cache_key(), now) {
+                if let Err(until) = self.state.take_budget(&aws.account_id, &aws.region, now) {
                     out_of_budget = true;
                     wait = wait.min(until.max(Duration::from_millis(100)));
                     still.push((stack, None));

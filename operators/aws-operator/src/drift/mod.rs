@@ -1,4 +1,4 @@
-//! Drift detection's state and calls: the per-account rate budget of detections, the metrics,
+//! Drift detection's state and calls: the detections' share of the AWS request budget, the metrics,
 //! the detections running per cluster and the last result per cluster, all behind the handle
 //! [`DriftState`] that the drift detector ([`crate::controllers::drift`]) is built with; and the
 //! remediation calls ([`remediate`]) that carry out what [`findings::remedy`] decides.
@@ -20,61 +20,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::aws::AccountClients;
+use crate::aws::budget::RequestBudget;
 use crate::aws::drift as calls;
-use crate::config::DriftSettings;
+use crate::budget::Kind;
+use crate::config::{BudgetSettings, DriftSettings};
 use findings::{Fix, ResourceReport, StackRef};
-
-// --- the rate budget -----------------------------------------------------------------------------
-
-/// A token bucket: `per_minute` tokens a minute, at most `per_minute` saved up.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    capacity: f64,
-    per_second: f64,
-    tokens: f64,
-    at: Instant,
-}
-
-impl TokenBucket {
-    /// A full bucket at `now`.
-    pub fn new(per_minute: u32, now: Instant) -> Self {
-        let capacity = f64::from(per_minute.max(1));
-        Self { capacity, per_second: capacity / 60.0, tokens: capacity, at: now }
-    }
-
-    /// Take a token at `now`, or say how long until one is there.
-    pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.per_second).min(self.capacity);
-        self.at = now.max(self.at);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.per_second))
-        }
-    }
-}
-
-/// One [`TokenBucket`] per AWS account and region, shared by the clusters of the account.
-#[derive(Debug)]
-pub struct RateBudget {
-    per_minute: u32,
-    buckets: Mutex<HashMap<String, TokenBucket>>,
-}
-
-impl RateBudget {
-    /// `per_minute` detections per account and region.
-    pub fn new(per_minute: u32) -> Self {
-        Self { per_minute, buckets: Mutex::default() }
-    }
-
-    /// Take a token of `account` (an [`AccountClients::cache_key`]) at `now`.
-    pub fn take(&self, account: &str, now: Instant) -> Result<(), Duration> {
-        let mut buckets = self.buckets.lock();
-        buckets.entry(account.to_string()).or_insert_with(|| TokenBucket::new(self.per_minute, now)).take(now)
-    }
-}
 
 // --- metrics -------------------------------------------------------------------------------------
 
@@ -161,15 +111,22 @@ pub struct DriftState {
 #[derive(Debug)]
 struct Inner {
     metrics: DriftMetrics,
-    budget: RateBudget,
+    budget: RequestBudget,
     runs: Mutex<HashMap<String, Run>>,
     last: Mutex<HashMap<String, DriftStatus>>,
     counts: Mutex<HashMap<String, BTreeMap<String, u32>>>,
 }
 
 impl DriftState {
-    /// Register the metrics; `settings.per_account_per_minute` detections per account and region.
+    /// Register the metrics; `settings.per_account_per_minute` detections per account and
+    /// region, for this process alone.
     pub fn new(registry: &mut Registry, settings: &DriftSettings) -> Self {
+        Self::sharing(registry, RequestBudget::new(&BudgetSettings::detections_only(settings.per_account_per_minute)))
+    }
+
+    /// Register the metrics; detections take [`Kind::Detection`] tokens of `budget`, the AWS
+    /// request budget the replicas share (its rate is `--drift-detections-per-account-per-minute`).
+    pub fn sharing(registry: &mut Registry, budget: RequestBudget) -> Self {
         let metrics = DriftMetrics::default();
         operatorkit::metrics::register(
             registry,
@@ -183,13 +140,7 @@ impl DriftState {
             "Stack drift detections by stack kind and result (in_sync, drifted, failed, skipped)",
             metrics.detections.clone(),
         );
-        let inner = Inner {
-            metrics,
-            budget: RateBudget::new(settings.per_account_per_minute),
-            runs: Mutex::default(),
-            last: Mutex::default(),
-            counts: Mutex::default(),
-        };
+        let inner = Inner { metrics, budget, runs: Mutex::default(), last: Mutex::default(), counts: Mutex::default() };
         Self { inner: Arc::new(inner) }
     }
 
@@ -198,10 +149,10 @@ impl DriftState {
         &self.inner.metrics
     }
 
-    /// Take a detection from the budget of `account` (an [`AccountClients::cache_key`]) at
-    /// `now`, or say how long until one is there.
-    pub fn take_budget(&self, account: &str, now: Instant) -> Result<(), Duration> {
-        self.inner.budget.take(account, now)
+    /// Take a detection from the budget of `account` in `region` at `now`, or say how long until
+    /// this replica's share has one.
+    pub fn take_budget(&self, account: &str, region: &str, now: Instant) -> Result<(), Duration> {
+        self.inner.budget.try_take(account, region, Kind::Detection, now)
     }
 
     /// The round running for `cluster`, taken out while a reconcile advances it.
@@ -305,24 +256,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_refills_per_account_and_says_how_long_to_wait() {
+    fn detections_take_from_their_own_budget_per_account() {
+        let mut registry = Registry::default();
+        let state =
+            DriftState::new(&mut registry, &DriftSettings { per_account_per_minute: 2, ..DriftSettings::default() });
         let start = Instant::now();
-        let budget = RateBudget::new(2);
-        assert!(budget.take("111/eu-central-1", start).is_ok());
-        assert!(budget.take("111/eu-central-1", start).is_ok());
-        let wait = budget.take("111/eu-central-1", start).expect_err("two a minute");
+        assert!(state.take_budget("111", "eu-central-1", start).is_ok());
+        assert!(state.take_budget("111", "eu-central-1", start).is_ok());
+        let wait = state.take_budget("111", "eu-central-1", start).expect_err("two a minute");
         assert!((29..=30).contains(&wait.as_secs()), "{wait:?}");
         // Another account has its own bucket.
-        assert!(budget.take("222/eu-central-1", start).is_ok());
-        // Half a minute later one token is back, and only one.
-        let later = start + Duration::from_secs(30);
-        assert!(budget.take("111/eu-central-1", later).is_ok());
-        assert!(budget.take("111/eu-central-1", later).is_err());
-        // Saved up at most the capacity.
-        let much_later = start + Duration::from_secs(3600);
-        assert!(budget.take("111/eu-central-1", much_later).is_ok());
-        assert!(budget.take("111/eu-central-1", much_later).is_ok());
-        assert!(budget.take("111/eu-central-1", much_later).is_err());
+        assert!(state.take_budget("222", "eu-central-1", start).is_ok());
     }
 
     #[test]
