@@ -56,6 +56,10 @@ environment, volumes, pod annotations, RBAC rules and alerts.
 - --max-rolling-clusters={{ .Values.operator.maxRollingClusters }}
 - --drift-detection-interval-seconds={{ .Values.operator.driftDetection.intervalSeconds }}
 - --drift-detections-per-account-per-minute={{ .Values.operator.driftDetection.perAccountPerMinute }}
+- --aws-read-requests-per-second={{ .Values.operator.requestBudget.readsPerSecond }}
+- --aws-write-requests-per-second={{ .Values.operator.requestBudget.writesPerSecond }}
+- --aws-request-burst-seconds={{ .Values.operator.requestBudget.burstSeconds }}
+- --aws-request-budget-lease-seconds={{ .Values.operator.requestBudget.leaseSeconds }}
 {{- with .Values.operator.routeTables }}
 - --route-tables={{ join "," . }}
 {{- end }}
@@ -216,6 +220,12 @@ the clusters, so no rule is limited by name.
 */}}
 {{- define "operator.roleRules" -}}
 {{ include "operator-lib.rolloutSlotRule" . }}
+# The AWS request budget: each replica holds a member Lease named after its pod
+# ("aws-operator-budget-<pod>", not nameable here), lists the others by label to count its
+# share, and deletes those unrenewed for an hour.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "create", "update", "delete"]
 {{- end -}}
 
 {{- define "operator.alertRules" -}}

@@ -129,10 +129,12 @@ fn the_pod_meets_the_restricted_pod_security_standard() -> Result<()> {
     let single = helm_template(CHART, &["ci/minimal-footprint-values.yaml"], &[])?;
     assert_eq!(env(&single, "AWS_OPERATOR_LEADER_ELECTION"), Some(Value::from("false")));
     // Without leader election the Role keeps only the rollout slots' rule (a cluster's
-    // maxRollingNodePools needs them whatever the chart's values).
+    // maxRollingNodePools needs them whatever the chart's values) and the request budget's
+    // member Lease rule (versions side by side share the budget whatever the chart's values).
     let rules = one(&single, "Role")["rules"].as_array().unwrap().clone();
-    assert_eq!(rules.len(), 1, "no leader Lease rule without leader election: {rules:?}");
+    assert_eq!(rules.len(), 2, "no leader Lease rule without leader election: {rules:?}");
     assert_eq!(rules[0]["verbs"], serde_json::json!(["list", "create", "update", "delete"]));
+    assert_eq!(rules[1]["verbs"], serde_json::json!(["get", "list", "create", "update", "delete"]));
     let pdb = one(&objects, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], one(&objects, "Deployment")["spec"]["selector"]);
 
@@ -187,12 +189,20 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
     // cluster limit), whose Lease names depend on the clusters, are one rule without names,
     // granting no more than list, create, update and delete; when sharded, the shard Leases
     // (named after the pods) are another, with no more than their holders and the sharder need.
+    // aws-operator's request budget is one more: each replica holds a member Lease named after
+    // its pod, lists the others and deletes those unrenewed for long.
     let lease = format!("{chart}-{}", operator_version(chart)?);
     let role = one(objects, "Role");
     let slots = serde_json::json!(["list", "create", "update", "delete"]);
+    let budget = serde_json::json!(["get", "list", "create", "update", "delete"]);
+    let mut budget_rules = 0;
     for rule in role["rules"].as_array().unwrap() {
         assert_eq!(rule["resources"], serde_json::json!(["leases"]));
         if rule["verbs"] == slots && rule.get("resourceNames").is_none() {
+            continue;
+        }
+        if chart == CHART && rule["verbs"] == budget && rule.get("resourceNames").is_none() {
+            budget_rules += 1;
             continue;
         }
         if rule["verbs"] == serde_json::json!(["get", "list", "watch", "update"]) && sharded(objects) {
@@ -201,6 +211,7 @@ fn check_rbac(chart: &str, objects: &[Value], bindable: &[&str]) -> Result<BTree
             assert_eq!(rule["resourceNames"], serde_json::json!([lease]));
         }
     }
+    assert_eq!(budget_rules, usize::from(chart == CHART), "{chart}: the request budget's member Lease rule");
     let expected: BTreeSet<String> = bindable.iter().map(|b| b.to_string()).collect();
     assert_eq!(bound, expected, "{chart}: the roles the operator may bind");
     // Every binding names the chart's ServiceAccount and role.
@@ -356,6 +367,10 @@ fn operator_configuration_comes_from_values() -> Result<()> {
         "--max-rolling-clusters=2",
         "--drift-detection-interval-seconds=7200",
         "--drift-detections-per-account-per-minute=4",
+        "--aws-read-requests-per-second=12.5",
+        "--aws-write-requests-per-second=3",
+        "--aws-request-burst-seconds=2",
+        "--aws-request-budget-lease-seconds=20",
         "--ssh-users=alice:ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIa alice",
         "--sso-public-key=ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIs sso-ca",
         "--registry-mirrors=https://mirror.example.com",

@@ -75,13 +75,16 @@ pub struct BudgetMetrics {
     pub replicas: Gauge,
 }
 
+/// An account, a region and a kind.
+type BucketKey = (String, String, Kind);
+
 struct Inner {
     read: Option<Limit>,
     write: Option<Limit>,
     detection: Limit,
     members: AtomicUsize,
     /// Per account, region and kind: the bucket and the number of members it is sized for.
-    buckets: Mutex<HashMap<(String, String, Kind), (TokenBucket, usize)>>,
+    buckets: Mutex<HashMap<BucketKey, (TokenBucket, usize)>>,
     metrics: BudgetMetrics,
 }
 
@@ -442,9 +445,14 @@ mod tests {
         budget.set_members(2);
         let taken = (0..20).filter(|_| budget.try_take("111", "r", Kind::Read, t0).is_ok()).count();
         assert_eq!(taken, 5, "half of a burst of 10");
+        // The other replica is gone a second later: what was earned until then at half the
+        // rate is kept, from then on the bucket fills at the whole rate, up to the whole burst.
         budget.set_members(1);
         let t1 = t0 + Duration::from_secs(1);
         let taken = (0..20).filter(|_| budget.try_take("111", "r", Kind::Read, t1).is_ok()).count();
+        assert_eq!(taken, 5, "a second at half the rate");
+        let t2 = t1 + Duration::from_secs(2);
+        let taken = (0..20).filter(|_| budget.try_take("111", "r", Kind::Read, t2).is_ok()).count();
         assert_eq!(taken, 10, "the whole burst once alone");
         // 0 is unlimited.
         assert!((0..1000).all(|_| budget.try_take("111", "r", Kind::Write, t1).is_ok()));
