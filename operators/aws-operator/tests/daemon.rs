@@ -216,3 +216,78 @@ async fn the_bucket_settings_reach_the_cluster_buckets() -> anyhow::Result<()> {
     .await?;
     Ok(())
 }
+
+/// The daemon holds its member Lease of the AWS request budget and sends each account no more
+/// than its flags allow: reads and writes counted apart in moto's request log, over every
+/// five-second window of a cluster's creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_keeps_each_account_within_its_request_budget() -> anyhow::Result<()> {
+    const READS: f64 = 4.0;
+    const WRITES: f64 = 2.0;
+    let f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "bud01";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    let ami = ami_file()?;
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs_f64();
+    let _daemon = daemon_with(
+        &f,
+        ami.path(),
+        "127.0.0.1:0",
+        &[
+            &format!("--aws-read-requests-per-second={READS}"),
+            &format!("--aws-write-requests-per-second={WRITES}"),
+            "--aws-request-burst-seconds=1",
+        ],
+        &[],
+    )?;
+    let leases: Api<Lease> = Api::namespaced(f.client.clone(), "giantswarm");
+    let selector = kube::api::ListParams::default().labels("aws-operator.giantswarm.io/request-budget=aws-operator");
+    let member = eventually(60, "the daemon's member Lease", || async {
+        Ok(leases
+            .list(&selector)
+            .await?
+            .items
+            .into_iter()
+            .find(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()).is_some_and(|h| !h.is_empty())))
+    })
+    .await?;
+    assert!(kube::ResourceExt::name_any(&member).starts_with("aws-operator-budget-"), "{member:?}");
+    // Let the cluster's creation run a while under the budget.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let log: Vec<motoenv::LoggedRequest> =
+        f.moto.request_log()?.into_iter().filter(|r| r.principal == "AKIASHUTDOWN" && r.service != "sts").collect();
+    let writes = log.iter().filter(|r| r.is_write()).count();
+    assert!(
+        writes >= 5,
+        "the cluster's creation made {writes} writes: {:?}",
+        log.iter().map(|r| &r.action).collect::<Vec<_>>()
+    );
+    let end = log.iter().map(|r| r.time).fold(started, f64::max);
+    let window = 5.0;
+    let mut busiest = (0, 0);
+    for account in [&f.cp_account, &f.tenant_account] {
+        let mut from = started;
+        while from < end {
+            let within = |write: bool| {
+                log.iter()
+                    .filter(|r| {
+                        &r.account == account && r.is_write() == write && r.time >= from && r.time < from + window
+                    })
+                    .count()
+            };
+            let (reads, writes) = (within(false), within(true));
+            busiest = (busiest.0.max(reads), busiest.1.max(writes));
+            // The rate over the window, one burst saved up before it, and one for its edges.
+            assert!(reads as f64 <= READS * (window + 2.0), "{account}: {reads} reads in {window} s from {from}");
+            assert!(writes as f64 <= WRITES * (window + 2.0), "{account}: {writes} writes in {window} s from {from}");
+            from += 0.5;
+        }
+    }
+    eprintln!(
+        "busiest {window} s window of an account: {} reads, {} writes (budget {READS}/s, {WRITES}/s)",
+        busiest.0, busiest.1
+    );
+    Ok(())
+}
