@@ -276,6 +276,10 @@ pub struct AWSConfigStatus {
     /// The cluster lifecycle, network, nodes and versions.
     #[serde(default, deserialize_with = "null_as_default")]
     pub cluster: StatusCluster,
+    /// The cluster's CloudFormation stacks (`host-setup`, `guest-main`, `host-main`), as for the
+    /// node-pools kinds. New here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_default")]
+    pub stacks: Vec<crate::aws::StackStatus>,
 }
 
 /// `status.aws`.

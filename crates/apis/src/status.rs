@@ -14,6 +14,7 @@ use crate::aws::{
     AWSCluster, AWSClusterStatus, AWSControlPlane, AWSControlPlaneStatus, AWSMachineDeployment,
     AWSMachineDeploymentStatus,
 };
+use crate::aws_config::{AWSConfig, AWSConfigStatus};
 use crate::kvm::{KVMConfig, KVMConfigStatus};
 
 /// The objects the controllers write status, annotations and finalizers on: namespaced kinds
@@ -68,5 +69,6 @@ kinds!(
     AWSCluster => AWSClusterStatus,
     AWSControlPlane => AWSControlPlaneStatus,
     AWSMachineDeployment => AWSMachineDeploymentStatus,
+    AWSConfig => AWSConfigStatus,
     KVMConfig => KVMConfigStatus
 );
