@@ -58,6 +58,10 @@ pub struct Cluster {
     pub peering_id: Option<String>,
     /// The cluster's zone name `<id>.k8s.<domain>`, without the trailing dot.
     pub domain: String,
+    /// Records the network stack holds beyond TCCP's own ([`crate::stacks::tccp::RECORD_SETS`]):
+    /// zone, label under the cluster's zone, type. A legacy `guest-main` holds
+    /// [`guest_main::OWN_RECORDS`](crate::stacks::legacy::guest_main::OWN_RECORDS).
+    pub stack_records: Vec<(Zone, &'static str, &'static str)>,
 }
 
 /// A classic (`v1`) or v2 load balancer.
@@ -285,7 +289,13 @@ fn kept_record(cluster: &Cluster, r: &RecordSet) -> bool {
         Zone::Public => tccp::HOSTED_ZONE,
         Zone::Internal => tccp::INTERNAL_HOSTED_ZONE,
     };
-    tccp::RECORD_SETS.iter().any(|set| {
+    let own = cluster.stack_records.iter().any(|(zone, label, record_type)| {
+        *zone == r.zone
+            && r.record_type == *record_type
+            && r.set_identifier.is_none()
+            && name == canonical_record_name(&format!("{label}.{}", cluster.domain))
+    });
+    own || tccp::RECORD_SETS.iter().any(|set| {
         set.zone == zone_logical_id
             && r.record_type == tccp::RECORD_TYPE
             && r.set_identifier.is_none()
@@ -415,6 +425,7 @@ mod tests {
             vpc_id: Some(VPC.into()),
             peering_id: Some("pcx-0stack".into()),
             domain: "x7k2p.k8s.gauss.eu-central-1.aws.gigantic.io".into(),
+            stack_records: Vec::new(),
         }
     }
 

@@ -133,35 +133,44 @@ pub fn credential_allowed(
 /// cluster may use ([`credential_allowed`]); a Secret elsewhere is not read.
 pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String, ResourceError> {
     let cs = &cluster.spec.provider.credential_secret;
+    credential_role(shared, cluster, "spec.provider.credentialSecret", &cs.namespace, &cs.name).await
+}
+
+/// The tenant role ARN from the credential Secret `namespace/name` that `field` of `cluster`
+/// names, once the Secret is one the cluster may use ([`credential_allowed`]); a Secret
+/// elsewhere is not read.
+pub async fn credential_role<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    cluster: &K,
+    field: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, ResourceError> {
     let cluster_ns = cluster.namespace().unwrap_or_default();
     let refuse = |why: String| -> ResourceError {
         InvalidInput {
             object: describe(cluster),
             reason: CREDENTIAL_NOT_ALLOWED,
-            message: format!(
-                "spec.provider.credentialSecret names Secret {}/{}, which this cluster may not use: {why}",
-                cs.namespace, cs.name
-            ),
+            message: format!("{field} names Secret {namespace}/{name}, which this cluster may not use: {why}"),
         }
         .into()
     };
     let allowed = &shared.config.credential_namespaces;
-    if cs.namespace != cluster_ns && !allowed.contains(&cs.namespace) {
-        credential_allowed(&cluster_ns, &cs.namespace, None, allowed).map_err(refuse)?;
+    if namespace != cluster_ns && !allowed.iter().any(|a| a == namespace) {
+        credential_allowed(&cluster_ns, namespace, None, allowed).map_err(refuse)?;
     }
-    let api: Api<Secret> = Api::namespaced(shared.client.clone(), &cs.namespace);
-    let secret = api.get_opt(&cs.name).await?;
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let secret = api.get_opt(name).await?;
     if let Some(secret) = &secret {
         let org = secret.labels().get(labels::ORGANIZATION).map(String::as_str);
-        credential_allowed(&cluster_ns, &cs.namespace, org, allowed).map_err(refuse)?;
+        credential_allowed(&cluster_ns, namespace, org, allowed).map_err(refuse)?;
     }
     let Some(secret) = secret else {
         return Err(InvalidInput {
             object: describe(cluster),
             reason: "CredentialSecretNotFound",
             message: format!(
-                "spec.provider.credentialSecret names Secret {}/{}, which does not exist: create it with key {ROLE_ARN_KEY} holding the tenant role ARN",
-                cs.namespace, cs.name
+                "{field} names Secret {namespace}/{name}, which does not exist: create it with key {ROLE_ARN_KEY} holding the tenant role ARN"
             ),
         }
         .into());
@@ -178,8 +187,7 @@ pub async fn tenant_role(shared: &Shared, cluster: &AWSCluster) -> Result<String
             object: describe(cluster),
             reason: "InvalidCredentialSecret",
             message: format!(
-                "Secret {}/{} has no valid {ROLE_ARN_KEY} key: set it to the ARN of the role to assume in the tenant account (arn:aws:iam::<account>:role/<name>)",
-                cs.namespace, cs.name
+                "Secret {namespace}/{name} has no valid {ROLE_ARN_KEY} key: set it to the ARN of the role to assume in the tenant account (arn:aws:iam::<account>:role/<name>)"
             ),
         }
         .into()
@@ -304,7 +312,7 @@ pub async fn node_pools(
 
 /// The AWS tags of a cluster's direct resources (key, buckets, OIDC provider): its cloud tags
 /// ([`cloud_tags`]) and the operator's own, which win over a cloud tag of the same key.
-pub fn base_tags(shared: &Shared, cluster: &AWSCluster, id: &str) -> BTreeMap<String, String> {
+pub fn base_tags<K: kube::ResourceExt>(shared: &Shared, cluster: &K, id: &str) -> BTreeMap<String, String> {
     let mut tags = cloud_tags(cluster);
     tags.extend(BTreeMap::from([
         (aws_stacks::names::tags::kubernetes_cluster(id), "owned".to_string()),
@@ -347,7 +355,7 @@ pub fn common(
 pub use apis::capi::CLOUD_TAG_PREFIX;
 
 /// The cloud tags of a cluster, from its labels.
-pub fn cloud_tags(cluster: &AWSCluster) -> BTreeMap<String, String> {
+pub fn cloud_tags<K: kube::ResourceExt>(cluster: &K) -> BTreeMap<String, String> {
     apis::capi::cloud_tags(cluster.labels())
 }
 

@@ -49,6 +49,14 @@ pub const MASTER_ETCD_RECORD: &str = "MasterEtcdRecordSet";
 /// The workers' group name: the node-pool id in their IAM names and their
 /// `giantswarm.io/machine-deployment` label.
 pub const WORKER_GROUP: &str = "worker";
+/// The records `guest-main` holds beyond TCCP's ([`tccp::RECORD_SETS`]), with Route53 on: the
+/// ingress record in both zones and the master's `etcd0` record. The teardown keeps them, as
+/// the stack's own, when it deletes what the cluster left in its zones.
+pub const OWN_RECORDS: [(crate::leftovers::Zone, &str, &str); 3] = [
+    (crate::leftovers::Zone::Public, "ingress", "CNAME"),
+    (crate::leftovers::Zone::Internal, "ingress", "CNAME"),
+    (crate::leftovers::Zone::Internal, "etcd0", "A"),
+];
 /// The rolling update's pause between batches (the original's).
 pub const WORKER_PAUSE: &str = "PT15M";
 /// The kubelet volume of a worker, GiB.
@@ -478,6 +486,31 @@ fn add_workers(t: &mut Template, p: &Params, boot_dependencies: &[String]) {
 pub(crate) mod tests {
     use super::*;
     use crate::stacks::testdata;
+
+    #[test]
+    fn the_records_beyond_tccps_are_the_ones_the_teardown_keeps() {
+        let t = render(&params()).unwrap_or_else(|e| panic!("{e}"));
+        let base = params().common.tenant_domain();
+        let mut own: Vec<(crate::leftovers::Zone, String, String)> = Vec::new();
+        for id in t.ids_of_type("AWS::Route53::RecordSet") {
+            if tccp::RECORD_SETS.iter().any(|set| set.logical_id == id) {
+                continue;
+            }
+            let props = &t.resources[id].properties;
+            let zone = if props["HostedZoneId"] == cfn::r#ref(tccp::HOSTED_ZONE) {
+                crate::leftovers::Zone::Public
+            } else {
+                crate::leftovers::Zone::Internal
+            };
+            let name = props["Name"].as_str().unwrap_or_default();
+            let label = name.strip_suffix(&format!(".{base}.")).unwrap_or(name).to_string();
+            own.push((zone, label, props["Type"].as_str().unwrap_or_default().to_string()));
+        }
+        own.sort();
+        let mut kept: Vec<_> = OWN_RECORDS.iter().map(|(z, l, t)| (*z, l.to_string(), t.to_string())).collect();
+        kept.sort();
+        assert_eq!(own, kept);
+    }
 
     /// A legacy cluster in two zones with Route53: `p3x7d`-like, in the shared test cluster's
     /// names.

@@ -25,8 +25,11 @@ const ETCD_MEMBERS: std::ops::RangeInclusive<u8> = 0..=3;
 /// `<id>.k8s.<spec.cluster.dns.domain>`, each etcd member's host, and the Service CIDR the node
 /// configs give the API server (`service_cidr`, the operator's `--service-cidr`).
 pub fn names(cluster: &AWSCluster, service_cidr: &str) -> ClusterNames {
-    let id = cluster.name_any();
-    let domain = &cluster.spec.cluster.dns.domain;
+    names_for(cluster.name_any(), &cluster.spec.cluster.dns.domain, service_cidr)
+}
+
+/// The names of the certificates of cluster `id` under `<id>.k8s.<domain>` (either cluster kind).
+pub fn names_for(id: String, domain: &str, service_cidr: &str) -> ClusterNames {
     let base = names::tenant_base_domain(&id, domain);
     ClusterNames {
         api_domain: names::api_host(&id, domain),
@@ -49,10 +52,19 @@ pub async fn issue(
     service_cidr: &str,
     service_account_v2: bool,
 ) -> Result<Ensured, ResourceError> {
-    let names = names(cluster, service_cidr);
+    issue_names(client, namespace, &names(cluster, service_cidr), service_account_v2).await
+}
+
+/// [`issue`] for the certificates `names` (either cluster kind).
+pub async fn issue_names(
+    client: &kube::Client,
+    namespace: &str,
+    names: &ClusterNames,
+    service_account_v2: bool,
+) -> Result<Ensured, ResourceError> {
     let request = EnsureRequest {
         namespace,
-        names: &names,
+        names,
         encryption: EncryptionFormat::ProviderConfig,
         options: pki::IssueOptions::at(std::time::SystemTime::now()),
         renewal: pki::RenewalPolicy::default(),

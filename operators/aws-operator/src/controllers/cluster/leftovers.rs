@@ -27,7 +27,7 @@ use crate::context::Shared;
 
 /// What a pass found.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Cleanup {
+pub(crate) enum Cleanup {
     /// Nothing is left: TCCP can be deleted.
     Clean,
     /// Leftovers were deleted, or are in use and wait: why the teardown waits, for the status.
@@ -52,16 +52,40 @@ pub(super) async fn clean_up(
     obj: &AWSCluster,
     tccp: Option<&StackView>,
 ) -> Result<Cleanup, ResourceError> {
-    let id = obj.name_any();
+    let recorded_vpc = obj.status.as_ref().and_then(|s| s.provider.network.vpc_id.clone());
+    let domain = &obj.spec.cluster.dns.domain;
+    clean_up_cluster(shared, tenant, obj, &obj.name_any(), domain, recorded_vpc, tccp, &[]).await
+}
+
+/// [`clean_up`] for cluster `id` under `<id>.k8s.<domain>` of either kind: `network` is the stack
+/// holding its VPC (TCCP, or a legacy cluster's `guest-main`, which has the same outputs), and
+/// `recorded_vpc` the VPC its status recorded, `stack_records` the records that stack holds
+/// beyond TCCP's ([`leftovers::Cluster::stack_records`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn clean_up_cluster<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &K,
+    id: &str,
+    domain: &str,
+    recorded_vpc: Option<String>,
+    network: Option<&StackView>,
+    stack_records: &[(Zone, &'static str, &'static str)],
+) -> Result<Cleanup, ResourceError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let tccp = network;
+    let id = id.to_string();
     let outputs = tccp.map(|v| &v.outputs);
     let output = |key: &str| outputs.and_then(|o| o.get(key)).filter(|v| !v.is_empty()).cloned();
-    let vpc_id =
-        tccp.and(output("VPCID").or_else(|| obj.status.as_ref().and_then(|s| s.provider.network.vpc_id.clone())));
+    let vpc_id = tccp.and(output("VPCID").or(recorded_vpc));
     let cluster = Cluster {
         id: id.clone(),
         vpc_id: vpc_id.clone(),
         peering_id: output("VPCPeeringConnectionID"),
-        domain: names::tenant_base_domain(&id, &obj.spec.cluster.dns.domain),
+        domain: names::tenant_base_domain(&id, domain),
+        stack_records: stack_records.to_vec(),
     };
     let zones: Vec<(Zone, String)> = [(Zone::Public, "HostedZoneID"), (Zone::Internal, "InternalHostedZoneID")]
         .into_iter()
@@ -186,14 +210,14 @@ struct Subject<'a> {
 }
 
 /// What one pass did so far.
-struct Pass<'a> {
+struct Pass<'a, K> {
     shared: &'a Shared,
-    obj: &'a AWSCluster,
+    obj: &'a K,
     deleted: usize,
     in_use: Vec<String>,
 }
 
-impl Pass<'_> {
+impl<K: kube::Resource<DynamicType = ()>> Pass<'_, K> {
     /// Record the result of one deletion: an event when it is done, a note when the resource is
     /// in use, the error otherwise (the reconcile is retried with backoff).
     async fn settle(&mut self, subject: Subject<'_>, result: Result<(), AwsError>) -> Result<(), ResourceError> {

@@ -371,37 +371,53 @@ impl Resource<AWSCluster, ClusterState> for Encryption {
         let shared = state.shared.clone();
         let id = obj.name_any();
         let (tenant, _) = state.accounts()?;
-        let memo_key = format!("{}/{id}", tenant.cache_key());
         // With the `Cluster`'s cloud tags where the AWSCluster sets none (`crate::capi`).
         let effective = state.effective.as_ref().unwrap_or(obj);
         let tags = controllers::lookup::base_tags(&shared, effective, &id);
-        let known = shared.memo.lock().keys.get(&memo_key).cloned();
-        let arn = match known {
-            Some(_) if shared.memo.lock().resource_tags.get(&memo_key) == Some(&tags) => {
-                return Ok(Outcome::proceed());
-            }
-            Some(arn) => arn,
-            None => {
-                let arn = crate::aws::kms::ensure_key(tenant, &id, &tags).await?;
-                crate::aws::s3::ensure_buckets(tenant, &id, &tags, &arn, &shared.config.buckets).await?;
-                shared.memo.lock().keys.insert(memo_key.clone(), arn.clone());
-                arn
-            }
-        };
-        // Tags set at creation, or changed since (a cloud-tag label added, changed or removed):
-        // updated in place on the key and the buckets.
-        let mut changed = crate::aws::kms::ensure_tags(tenant, &arn, &tags).await?;
-        if shared.config.buckets.tagging {
-            changed |= crate::aws::s3::ensure_bucket_tags(tenant, &id, &tags).await?;
-        }
-        if changed {
-            shared.event(obj, "TagsUpdated", format!("the tags of the key and the buckets of cluster {id}")).await;
-        }
-        shared.memo.lock().resource_tags.insert(memo_key, tags);
+        ensure_encryption(&shared, tenant, obj, &id, tags).await?;
         Ok(Outcome::proceed())
     }
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
     }
+}
+
+/// The key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]` of cluster `id` in
+/// its account, created when missing, with `tags` updated in place when they changed (a Normal
+/// event `TagsUpdated` on `obj`); the key's ARN. Remembered for the life of the process, so a
+/// steady cluster costs no AWS call. Both cluster kinds, node pools and legacy, use it.
+pub async fn ensure_encryption<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &K,
+    id: &str,
+    tags: std::collections::BTreeMap<String, String>,
+) -> Result<String, ResourceError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let memo_key = format!("{}/{id}", tenant.cache_key());
+    let known = shared.memo.lock().keys.get(&memo_key).cloned();
+    let arn = match known {
+        Some(arn) if shared.memo.lock().resource_tags.get(&memo_key) == Some(&tags) => return Ok(arn),
+        Some(arn) => arn,
+        None => {
+            let arn = crate::aws::kms::ensure_key(tenant, id, &tags).await?;
+            crate::aws::s3::ensure_buckets(tenant, id, &tags, &arn, &shared.config.buckets).await?;
+            shared.memo.lock().keys.insert(memo_key.clone(), arn.clone());
+            arn
+        }
+    };
+    // Tags set at creation, or changed since (a cloud-tag label added, changed or removed):
+    // updated in place on the key and the buckets.
+    let mut changed = crate::aws::kms::ensure_tags(tenant, &arn, &tags).await?;
+    if shared.config.buckets.tagging {
+        changed |= crate::aws::s3::ensure_bucket_tags(tenant, id, &tags).await?;
+    }
+    if changed {
+        shared.event(obj, "TagsUpdated", format!("the tags of the key and the buckets of cluster {id}")).await;
+    }
+    shared.memo.lock().resource_tags.insert(memo_key, tags);
+    Ok(arn)
 }

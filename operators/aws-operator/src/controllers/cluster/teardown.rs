@@ -190,14 +190,19 @@ async fn release_secrets(shared: &Shared, obj: &AWSCluster) -> Result<(), Resour
     if !shared_with_others {
         held_secrets::release(&shared.client, &cs.namespace, &cs.name, crate::context::SECRET_FINALIZER).await?;
     }
-    let ns = obj.namespace().unwrap_or_default();
-    let certs_ns = crate::node_config::certificates_namespace(shared, &ns);
-    for secret in crate::node_config::certificate_secrets(shared, certs_ns, &obj.name_any()).await? {
+    release_cluster_secrets(shared, &obj.namespace().unwrap_or_default(), &obj.name_any()).await
+}
+
+/// Release the certificate Secrets of cluster `id` (of either kind, in `namespace`), its
+/// encryption-provider config Secret and its service-account issuer's key pair.
+pub(crate) async fn release_cluster_secrets(shared: &Shared, namespace: &str, id: &str) -> Result<(), ResourceError> {
+    let certs_ns = crate::node_config::certificates_namespace(shared, namespace);
+    for secret in crate::node_config::certificate_secrets(shared, certs_ns, id).await? {
         held_secrets::release(&shared.client, certs_ns, &secret.name_any(), crate::context::SECRET_FINALIZER).await?;
     }
-    let encryption = crate::node_config::encryption_config_secret(&obj.name_any());
+    let encryption = crate::node_config::encryption_config_secret(id);
     held_secrets::release(&shared.client, certs_ns, &encryption, crate::context::SECRET_FINALIZER).await?;
-    let issuer_keys = pki::service_account_v2::secret_name(&obj.name_any());
+    let issuer_keys = pki::service_account_v2::secret_name(id);
     held_secrets::release(&shared.client, certs_ns, &issuer_keys, crate::context::SECRET_FINALIZER).await?;
     Ok(())
 }
