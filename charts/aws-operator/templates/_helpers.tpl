@@ -136,7 +136,7 @@ What aws-operator calls, and nothing more. The end-to-end test
 (operators/aws-operator/tests/e2e.rs) runs the operator as this ServiceAccount with these rules:
 a refused request fails it, and so does a grant it never used, unless the test's
 UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with them too.
-- its three kinds: watched by the controllers, finalizers by JSON patch, status by merge patch;
+- its three kinds and legacy AWSConfigs: watched by the controllers, finalizers by JSON patch, status by merge patch;
   node pools also get their subnet annotation by merge patch; a cluster's deletion deletes its
   control planes and node pools;
 - NetworkPools and Releases: read (Releases are watched by the router);
@@ -164,6 +164,13 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
   verbs: ["delete"]
 - apiGroups: ["infrastructure.giantswarm.io"]
   resources: ["awsclusters/status", "awscontrolplanes/status", "awsmachinedeployments/status"]
+  verbs: ["patch"]
+# Legacy clusters: AWSConfigs, reconciled like the node-pools kinds.
+- apiGroups: ["provider.giantswarm.io"]
+  resources: ["awsconfigs"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["provider.giantswarm.io"]
+  resources: ["awsconfigs/status"]
   verbs: ["patch"]
 - apiGroups: ["infrastructure.giantswarm.io"]
   resources: ["networkpools"]

@@ -1,5 +1,5 @@
 //! `aws-operator daemon`: the wiring. The flags become the configuration, the configuration and
-//! the clients become the [`Shared`] context, and the five controllers run on it beside the
+//! the clients become the [`Shared`] context, and the controllers run on it beside the
 //! drain executor, under leader election or sharded over the replicas
 //! ([`operatorkit::replicas`]), with the `/metrics`, `/healthz` and `/readyz` server, until
 //! SIGTERM or Ctrl-C.
@@ -31,7 +31,7 @@ use crate::aws::budget::{MembershipConfig, RequestBudget};
 use crate::config::{AmiMap, BudgetSettings, DaemonArgs, OperatorConfig};
 use crate::context::Shared;
 use crate::controllers::status::{StatusReport, WithStatus};
-use crate::controllers::{cluster, control_plane, drift, node_pool, unhealthy};
+use crate::controllers::{cluster, control_plane, drift, legacy, node_pool, unhealthy};
 use crate::drift::DriftState;
 
 pub use crate::config::COMPONENT;
@@ -127,7 +127,7 @@ where
     }
 }
 
-/// Build and run the five controllers until `shutdown`.
+/// Build and run the controllers (the node-pools kinds' and legacy `AWSConfig`s') until `shutdown`.
 pub async fn run(
     shared: Arc<Shared>,
     drift_state: DriftState,
@@ -183,6 +183,10 @@ pub async fn run(
         .run_settings(&RunSettings { resync: drift_resync, ..settings.clone() })
         .build()?;
 
+    // Legacy clusters (`AWSConfig`): their own resource set, routed by Release like the others.
+    let legacy_set = legacy::resource_set(shared.clone(), set_name.clone(), req.clone());
+    let legacy_controller = builder(legacy::CONTROLLER, legacy_set, &shared, metrics, readiness, &settings).build()?;
+
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack
     // getting its group) requeues the cluster's other pools.
@@ -202,6 +206,7 @@ pub async fn run(
             md_controller.run(shutdown.clone()),
             terminator.run(shutdown.clone()),
             drift_detector.run(shutdown.clone()),
+            legacy_controller.run(shutdown.clone()),
         )
     })
     .await;

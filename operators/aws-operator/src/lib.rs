@@ -8,14 +8,14 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `main.rs` | the binary: the `daemon`, `render`, `plan` and `describe` commands and their dispatch, nothing else |
-//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the five controllers and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
+//! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the controllers (node-pools and legacy) and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
 //! | [`describe`] | the `describe` command: the tree of a cluster from its objects and its instances in AWS, over the shared output of [`node_lifecycle::describe`] |
 //! | [`preview`] | the `plan` command's edge: the planner's stacks against the live ones, through change sets and [`approval::template_diff`] |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
-//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`]) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
+//! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`], [`controllers::legacy`] for legacy `AWSConfig` clusters) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
 //! | [`aws`] | the AWS edge: clients and roles, CloudFormation (trait, SDK, fake, `DescribeStacks` cache), the drainers' instance listing, KMS, S3, EC2, Auto Scaling, Route53, classic and v2 load balancers (for the leftovers of a deleted cluster) |
 //! | [`stack_ops`] | the stack operations: one step of the stack state machine per reconcile against one account, timed, counted and announced by events |
 //! | [`drainers`] | terminating lifecycle hooks and DrainerConfigs: the pure plan ([`drainers::plan`]) of what to create, complete and delete |
@@ -51,7 +51,7 @@
 //! | 4. context | [`context`] | what every controller shares: clients, caches, settings, metrics |
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
 //! | 6. controller helpers | [`controllers`], [`controllers::lookup`], [`controllers::stack_entries`] | what every controller uses: the resource set, dereferencing, stack entries |
-//! | 7. controllers | [`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::drift`], [`controllers::unhealthy`], [`controllers::max_age`] | dereference, validate, build, apply, status |
+//! | 7. controllers | [`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::drift`], [`controllers::unhealthy`], [`controllers::max_age`], [`controllers::legacy`] | dereference, validate, build, apply, status |
 //! | 8. commands | [`daemon`], [`render`], [`preview`], [`plan`], [`describe`] | the wiring of the daemon, and the `render`, `plan` and `describe` commands with their planner |
 //!
 //! # The shape of a reconcile

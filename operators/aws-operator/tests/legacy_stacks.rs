@@ -1,114 +1,182 @@
-//! The legacy stacks on moto: a legacy cluster as Giant Swarm's API wrote it (the apis fixture
-//! `awsconfig-p3x7d.yaml`, moved to the test region and pointed at the fixture's management VPC,
-//! route table and zone) goes through the product's mapping (`aws_stacks::stacks::legacy::inputs`)
-//! into `host-setup`, `guest-main` and `host-main`. Each is created through the operator's
-//! CloudFormation edge in its account, and the services' own APIs show what the object set: the
-//! peering role, the VPC and subnets, the master's one-instance group with its etcd volume and
-//! interface in the master's zone, the worker group from a launch template behind the ingress
-//! load balancer, the four load balancers, the routes and the delegation.
-//!
-//! No controller is involved: this proves the templates, not the lifecycle.
+//! Legacy clusters on moto, reconciled by the operator: a legacy cluster as Giant Swarm's API
+//! wrote it (the apis fixture `awsconfig-p3x7d.yaml`, moved to the test region, its namespace
+//! and Release, and pointed at the fixture's management VPC and route table) is applied, and the
+//! operator's legacy resource set creates its key, bucket, node configs and the stacks
+//! `host-setup`, `guest-main` and `host-main`. The services' own APIs show what the object set:
+//! the peering role, the VPC and subnets, the master's one-instance group with its etcd volume
+//! and interface, the worker group from a launch template behind the ingress load balancer, the
+//! four load balancers, the peering and its routes, the delegation, the key and the bucket.
+//! Deleting the object removes all of it and releases the finalizer.
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::time::Instant;
 
+use apis::aws::AWSCluster;
 use apis::aws_config::AWSConfig;
 use aws_operator::aws::AccountClients;
-use aws_operator::aws::cloudformation::StackRequest;
-use aws_stacks::cfn::Template;
-use aws_stacks::stacks::legacy::{self, LegacyStack, guest_main, host_main, host_setup, inputs};
-use aws_stacks::stacks::{Common, CpRouteTable, tccpf};
-use aws_stacks::state::StackStatus;
+use aws_stacks::stacks::legacy::{self, LegacyStack};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
 use support::*;
 
 const FIXTURE: &str = include_str!("../../../crates/apis/tests/fixtures/awsconfig-p3x7d.yaml");
 const ZONE: &str = "tyrell.eu-central-1.aws.gigantic.io";
 
-/// Create `template` as stack `stack` of the cluster in `account`, the way the operator sends
-/// stacks (named IAM, the legacy stack tags), and return its outputs once it is complete.
-async fn create(
-    account: &AccountClients,
-    common: &Common,
-    stack: LegacyStack,
-    template: &Template,
-) -> anyhow::Result<BTreeMap<String, String>> {
-    let name = legacy::stack_name(&common.cluster_id, stack);
-    let request = StackRequest {
-        name: name.clone(),
-        template_body: Some(template.to_json()),
-        template_url: None,
-        tags: legacy::legacy_stack_tags(common, stack).into_iter().collect(),
-        named_iam: true,
-        termination_protection: true,
-    };
-    account.cfn.create(&request).await?;
-    eventually(120, &format!("{name} created"), || async {
-        let view = account.cfn.describe(&name).await?.ok_or_else(|| anyhow::anyhow!("{name} is missing"))?;
-        match view.status {
-            StackStatus::CreateComplete => Ok(Some(view.outputs)),
-            StackStatus::InProgress(_) => Ok(None),
-            other => anyhow::bail!("{name}: {other:?} {:?}", view.status_reason),
-        }
-    })
-    .await
-}
-
-#[tokio::test]
-async fn an_awsconfig_as_its_tooling_wrote_it_becomes_its_three_stacks_on_aws() -> anyhow::Result<()> {
-    let f = Fixture::start().await?;
+/// The fixture's cluster as cluster `id` of this test's installation: in the test region and
+/// namespace, on the fixture's Release, peered with the management VPC, its routes from the
+/// fixture's route table, with the credential Secret `credential-<id>`.
+async fn legacy_cluster(f: &Fixture, id: &str) -> anyhow::Result<AWSConfig> {
     let cp = f.control_plane_clients().await?;
-    let tenant = f.tenant_clients().await?;
-
-    // The management side the platform already has: the fixture's VPC and route table, and
-    // the installation's zone.
-    let (cp_vpc, cp_cidr) =
+    let (cp_vpc, _) =
         aws_operator::aws::ec2::control_plane_vpc(&cp, &f.installation).await?.expect("the management VPC");
-    let parent =
-        cp.route53.create_hosted_zone().name(ZONE).caller_reference(format!("{}-zone", f.installation)).send().await?;
-    let parent_zone =
-        parent.hosted_zone().map(|z| z.id().trim_start_matches("/hostedzone/").to_string()).unwrap_or_default();
-
     let yaml = FIXTURE
+        .replace("p3x7d", id)
         .replace("eu-west-1", REGION)
         .replace("tyrell_private_0", &format!("{}_private_0", f.installation))
-        .replace("vpc-04d7e8f9a0b1c2d3e", &cp_vpc);
+        .replace("vpc-04d7e8f9a0b1c2d3e", &cp_vpc)
+        .replace("namespace: default", &format!("namespace: {NS}"))
+        .replace("giantswarm.io/organization: initech", "giantswarm.io/organization: acme")
+        .replace("release.giantswarm.io/version: 6.3.0", "release.giantswarm.io/version: 20.0.0")
+        .replace(
+            "aws-operator.giantswarm.io/version: 4.7.0",
+            &format!("aws-operator.giantswarm.io/version: {VERSION}"),
+        );
     let config: AWSConfig = serde_saphyr::from_str(&yaml)?;
     assert_eq!(config.validate(), Ok(()));
-    let mut installation = inputs::Installation {
-        installation: f.installation.clone(),
-        operator_version: VERSION.into(),
-        release_version: "6.3.0".into(),
-        kubernetes_version: "1.33.4".into(),
-        etcd_version: "3.5.21".into(),
-        route53_enabled: true,
-        tenant_account_id: tenant.account_id.clone(),
-        management_account_id: cp.account_id.clone(),
-        management_vpc_cidr: cp_cidr.clone(),
-        peer_role_arn: String::new(),
-        kms_key_arn: format!("arn:aws:kms:{REGION}:{}:key/0a1b2c3d-legacy", tenant.account_id),
-        imds_http_tokens: "required".into(),
-        registry: "quay.io".into(),
-        extras: Default::default(),
-    };
-    let common = inputs::common(&config, &installation);
+    Ok(config)
+}
 
-    // host-setup: the peering role in the management account.
-    let setup =
-        host_setup::render(&inputs::host_setup_params(&config, &installation).map_err(|e| anyhow::anyhow!("{e:?}"))?);
-    let outputs = create(&cp, &common, LegacyStack::HostSetup, &setup).await?;
-    installation.peer_role_arn = outputs["PeerRoleARN"].clone();
-    let role = cp.iam.get_role().role_name("p3x7d-vpc-peer-access").send().await?;
+/// The installation's zone, which the clusters' zones are delegated from (the platform's, not
+/// the operator's).
+async fn installation_zone(cp: &AccountClients) -> anyhow::Result<String> {
+    let zone = cp.route53.create_hosted_zone().name(ZONE).caller_reference(format!("{ZONE}-zone")).send().await?;
+    Ok(zone.hosted_zone().map(|z| z.id().trim_start_matches("/hostedzone/").to_string()).unwrap_or_default())
+}
+
+async fn apply(f: &Fixture, config: &AWSConfig) -> anyhow::Result<()> {
+    Api::<AWSConfig>::namespaced(f.client.clone(), NS).create(&PostParams::default(), config).await?;
+    Ok(())
+}
+
+/// Wait until AWSConfig `name`'s lifecycle says `Created` and `Ready` is true.
+async fn wait_created(f: &Fixture, name: &str, secs: u64) -> anyhow::Result<AWSConfig> {
+    let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
+    let result = eventually(secs, &format!("AWSConfig {name} to be Created"), || async {
+        let c = api.get(name).await?;
+        let created = c.status.as_ref().is_some_and(|s| {
+            s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created) && ready(Some(&s.conditions))
+        });
+        Ok(created.then_some(c))
+    })
+    .await;
+    match result {
+        Ok(c) => Ok(c),
+        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
+    }
+}
+
+/// The notes of the Warning events about object `name`, whatever their reason.
+async fn all_warnings(f: &Fixture, name: &str) -> anyhow::Result<Vec<String>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), NS);
+    Ok(events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .filter_map(|e| e.note)
+        .collect())
+}
+
+/// The names of the live stacks of `aws`, sorted.
+async fn live_stacks(aws: &AccountClients) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The routes of management route table `table` to `cidr`, by peering.
+async fn routes_to(cp: &AccountClients, table: &str, cidr: &str) -> anyhow::Result<Vec<String>> {
+    let routes = cp.ec2.describe_route_tables().route_table_ids(table).send().await?;
+    Ok(routes.route_tables()[0]
+        .routes()
+        .iter()
+        .filter(|r| r.destination_cidr_block() == Some(cidr))
+        .map(|r| r.vpc_peering_connection_id().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// The state of peering `id` as the management account sees it.
+async fn peering_state(cp: &AccountClients, id: &str) -> anyhow::Result<Option<String>> {
+    let out = cp.ec2.describe_vpc_peering_connections().vpc_peering_connection_ids(id).send().await?;
+    Ok(out
+        .vpc_peering_connections()
+        .first()
+        .and_then(|p| p.status())
+        .and_then(|s| s.code())
+        .map(|c| c.as_str().to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_leaves_nothing() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "p3x7d";
+    f.credential_secret(id).await?;
+    let cp = f.control_plane_clients().await?;
+    let tenant = f.tenant_clients().await?;
+    let parent_zone = installation_zone(&cp).await?;
+    let config = legacy_cluster(&f, id).await?;
+    f.start_operator().await?;
+
+    // From applying the object to `Created`: the time and every AWS call moto answered.
+    let calls_before = f.moto.request_log()?.len();
+    let started = Instant::now();
+    apply(&f, &config).await?;
+    let created = wait_created(&f, id, 300).await?;
+    let elapsed = started.elapsed();
+    let calls = f.moto.request_log()?.len() - calls_before;
+    println!("legacy cluster {id}: Created after {:.1} s and {calls} AWS calls", elapsed.as_secs_f64());
+
+    let status = created.status.clone().unwrap_or_default();
+    assert_eq!(status.cluster.latest_version(), Some(VERSION), "the operator version is recorded");
+    assert_eq!(status.aws.availability_zones.len(), 1, "the zone the stacks were built from");
+    assert_eq!(status.aws.availability_zones[0].subnet.private.cidr, "10.11.0.0/19");
+    assert_eq!(status.cluster.network.cidr, "10.11.0.0/16");
+    let mut recorded: Vec<_> = status.stacks.iter().map(|s| (s.name.clone(), s.status.clone())).collect();
+    recorded.sort();
+    let name = |stack| legacy::stack_name(id, stack);
+    assert_eq!(
+        recorded,
+        [
+            (name(LegacyStack::GuestMain), "CREATE_COMPLETE".to_string()),
+            (name(LegacyStack::HostMain), "CREATE_COMPLETE".to_string()),
+            (name(LegacyStack::HostSetup), "CREATE_COMPLETE".to_string()),
+        ]
+    );
+    let events = all_warnings(&f, id).await?;
+    assert!(events.is_empty(), "no Warning event: {events:?}");
+
+    // CloudFormation: host-setup and host-main in the management account, guest-main in the
+    // cluster's, guest-main's template delivered through the bucket (it is over the limit).
+    assert_eq!(live_stacks(&cp).await?, [name(LegacyStack::HostMain), name(LegacyStack::HostSetup)]);
+    assert_eq!(live_stacks(&tenant).await?, [name(LegacyStack::GuestMain)]);
+    let guest = tenant.cfn.describe(&name(LegacyStack::GuestMain)).await?.expect("guest-main");
+    assert_eq!(guest.tags.get("giantswarm.io/stack").map(String::as_str), Some("guest-main"));
+    assert_eq!(guest.tags.get("giantswarm.io/cluster-uid"), created.metadata.uid.as_ref());
+    let vpc_id = guest.outputs["VPCID"].clone();
+    let peering = guest.outputs["VPCPeeringConnectionID"].clone();
+
+    // IAM: the peering role, for the cluster's account.
+    let role = cp.iam.get_role().role_name(format!("{id}-vpc-peer-access")).send().await?;
     assert!(
         role.role().is_some_and(|r| r.assume_role_policy_document().unwrap_or_default().contains(&tenant.account_id))
     );
 
-    // guest-main: everything of the cluster in its account.
-    let params = inputs::guest_main_params(&config, &installation, None).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let guest = guest_main::render(&params)?;
-    let outputs = create(&tenant, &common, LegacyStack::GuestMain, &guest).await?;
-    let vpc_id = outputs["VPCID"].clone();
-
+    // EC2: the VPC and subnets of `spec.aws.vpc`, the peering with the management VPC.
     let vpcs = tenant.ec2.describe_vpcs().vpc_ids(&vpc_id).send().await?;
     assert_eq!(vpcs.vpcs()[0].cidr_block(), Some("10.11.0.0/16"), "spec.aws.vpc.cidr");
     let subnets = tenant
@@ -127,7 +195,10 @@ async fn an_awsconfig_as_its_tooling_wrote_it_becomes_its_three_stacks_on_aws() 
     blocks.sort();
     let zone = format!("{REGION}b");
     assert_eq!(blocks, [("10.11.0.0/19".to_string(), zone.clone()), ("10.11.32.0/19".to_string(), zone.clone())]);
+    assert_eq!(peering_state(&cp, &peering).await?.as_deref(), Some("active"), "the peering is accepted");
 
+    // Auto Scaling: the master's one-instance group, the workers from a launch template behind
+    // the ingress load balancer.
     let groups = tenant.autoscaling.describe_auto_scaling_groups().send().await?;
     let group = |name_tag: &str| {
         groups
@@ -137,90 +208,202 @@ async fn an_awsconfig_as_its_tooling_wrote_it_becomes_its_three_stacks_on_aws() 
             .cloned()
             .unwrap_or_else(|| panic!("a group named {name_tag}"))
     };
-    let master = group("p3x7d-master");
+    let master = group(&format!("{id}-master"));
     assert_eq!((master.min_size(), master.max_size(), master.desired_capacity()), (Some(1), Some(1), Some(1)));
     assert_eq!(master.availability_zones(), std::slice::from_ref(&zone));
-    let workers = group("p3x7d-worker");
+    let workers = group(&format!("{id}-worker"));
     assert_eq!(workers.desired_capacity(), Some(3), "three entries in spec.aws.workers");
-    assert_eq!(workers.load_balancer_names(), ["p3x7d-ingress".to_string()]);
+    assert_eq!(workers.load_balancer_names(), [format!("{id}-ingress")]);
     assert!(workers.launch_configuration_name().is_none(), "a launch template, not a launch configuration");
-    let templates =
-        tenant.ec2.describe_launch_templates().launch_template_names("p3x7d-worker-launch-template").send().await?;
+    let templates = tenant
+        .ec2
+        .describe_launch_templates()
+        .launch_template_names(format!("{id}-worker-launch-template"))
+        .send()
+        .await?;
     let template_id = templates.launch_templates()[0].launch_template_id().unwrap_or_default().to_string();
     let version = tenant.ec2.describe_launch_template_versions().launch_template_id(&template_id).send().await?;
     let data = version.launch_template_versions()[0].launch_template_data().cloned().expect("data");
     assert_eq!(data.instance_type().map(|t| t.as_str()), Some("m4.2xlarge"));
     assert_eq!(data.image_id(), Some("ami-0f8ab3c2d1e4f5a6b"));
-    let docker =
-        data.block_device_mappings().iter().find(|m| m.device_name() == Some("/dev/xvdh")).expect("docker volume");
-    assert_eq!(docker.ebs().and_then(|e| e.volume_size()), Some(150), "spec.aws.workers[0].dockerVolumeSizeGB");
 
-    // The master's etcd volume and interface wait in its zone for whichever instance is the
-    // master; a replacement finds them there.
+    // The master's etcd volume in its zone, encrypted.
     let volumes = tenant
         .ec2
         .describe_volumes()
-        .filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").values("p3x7d-master0-etcd").build())
+        .filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").values(format!("{id}-master0-etcd")).build())
         .send()
         .await?;
     assert_eq!(volumes.volumes().len(), 1);
     assert_eq!(volumes.volumes()[0].availability_zone(), Some(zone.as_str()));
     assert_eq!(volumes.volumes()[0].encrypted(), Some(true));
-    let enis = tenant
-        .ec2
-        .describe_network_interfaces()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("tag:Name")
-                .values(aws_stacks::names::master_eni("p3x7d", 0))
-                .build(),
-        )
-        .send()
-        .await?;
-    assert_eq!(enis.network_interfaces().len(), 1, "the etcd interface");
-    assert_eq!(enis.network_interfaces()[0].availability_zone(), Some(zone.as_str()));
 
+    // ELB: the four load balancers.
     let lbs = tenant.elb.describe_load_balancers().send().await?;
-    let mut names: Vec<&str> = lbs.load_balancer_descriptions().iter().filter_map(|l| l.load_balancer_name()).collect();
-    names.sort();
-    assert_eq!(names, ["p3x7d-api", "p3x7d-api-internal", "p3x7d-etcd", "p3x7d-ingress"]);
-    // (The idle timeouts are in the template, `guest_main`'s tests; moto's CloudFormation does
-    // not apply an ELB's `ConnectionSettings`.)
+    let mut lb_names: Vec<String> =
+        lbs.load_balancer_descriptions().iter().filter_map(|l| l.load_balancer_name()).map(str::to_string).collect();
+    lb_names.sort();
+    assert_eq!(
+        lb_names,
+        [format!("{id}-api"), format!("{id}-api-internal"), format!("{id}-etcd"), format!("{id}-ingress")]
+    );
 
-    // host-main: routes from the named management route table, and the delegation.
-    let tables =
-        aws_operator::aws::ec2::control_plane_route_tables(&cp, &cp_vpc, &config.spec.aws.vpc.route_table_names)
-            .await?;
+    // The management route table's route to the private subnet through the peering, and the
+    // delegation of the cluster zone.
+    let tables = aws_operator::aws::ec2::control_plane_route_tables(
+        &cp,
+        &config.spec.aws.vpc.peer_id,
+        &config.spec.aws.vpc.route_table_names,
+    )
+    .await?;
     assert_eq!(tables.len(), 1);
-    let cluster_zone = aws_operator::aws::route53::hosted_zone_by_name(&tenant, &common.tenant_domain())
-        .await?
-        .expect("the cluster zone");
-    let main = host_main::render(&host_main::Params {
-        common: common.clone(),
-        peering_connection_id: outputs["VPCPeeringConnectionID"].clone(),
-        route_tables: tables.iter().map(|(id, name)| CpRouteTable { id: id.clone(), name: name.clone() }).collect(),
-        private_subnets: params
-            .zones
-            .iter()
-            .map(|z| tccpf::PrivateSubnet { az: z.name.clone(), cidr: z.private_cidr.clone() })
-            .collect(),
-        delegation: Some(host_main::Delegation {
-            parent_zone_id: parent_zone.clone(),
-            name_servers: aws_operator::aws::route53::zone_name_servers(&tenant, &cluster_zone).await?,
-        }),
-    });
-    create(&cp, &common, LegacyStack::HostMain, &main).await?;
-    let routes = cp.ec2.describe_route_tables().route_table_ids(&tables[0].0).send().await?;
-    let to_cluster: Vec<_> = routes.route_tables()[0]
-        .routes()
-        .iter()
-        .filter(|r| r.destination_cidr_block() == Some("10.11.0.0/19"))
-        .map(|r| r.vpc_peering_connection_id().unwrap_or_default().to_string())
-        .collect();
-    assert_eq!(to_cluster, [outputs["VPCPeeringConnectionID"].clone()], "the private subnet through the peering");
-    let delegated = aws_operator::aws::route53::ns_record(&cp, &parent_zone, &common.tenant_domain())
-        .await?
-        .expect("the NS record");
-    assert!(!delegated.is_empty());
+    assert_eq!(routes_to(&cp, &tables[0].0, "10.11.0.0/19").await?, std::slice::from_ref(&peering));
+    let cluster_zone = format!("{id}.k8s.{ZONE}");
+    let delegated = aws_operator::aws::route53::ns_record(&cp, &parent_zone, &cluster_zone).await?;
+    assert!(delegated.is_some_and(|servers| !servers.is_empty()), "the NS record of {cluster_zone}");
+
+    // KMS and S3: the key, the bucket with both node configs, encrypted with the key.
+    let (key_arn, usable) =
+        aws_operator::aws::kms::describe_key(&tenant, &format!("alias/{id}")).await?.expect("the cluster key");
+    assert!(usable);
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
+    let listed = tenant.s3.list_objects_v2().bucket(&bucket).send().await?;
+    let mut keys: Vec<String> = listed.contents().iter().filter_map(|o| o.key()).map(str::to_string).collect();
+    keys.sort();
+    // guest-main's template is over CloudFormation's inline limit: it went through the bucket.
+    let template_prefix = format!("cloudformation/{}/", name(LegacyStack::GuestMain));
+    assert!(keys.iter().any(|k| k.starts_with(&template_prefix)), "the template in the bucket: {keys:?}");
+    keys.retain(|k| !k.starts_with("cloudformation/"));
+    assert_eq!(
+        keys,
+        [legacy::worker_config_key(VERSION, id), aws_stacks::names::master_config_key(VERSION, id, 0)],
+        "the workers' and the master's node configs"
+    );
+    let worker_config = tenant.s3.get_object().bucket(&bucket).key(&keys[0]).send().await?;
+    let body = worker_config.body.collect().await?.into_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(!text.contains("BEGIN RSA PRIVATE KEY") && !text.contains("BEGIN EC PRIVATE KEY"), "no key in clear");
+    assert!(text.contains("ignition"), "an Ignition config");
+    assert!(!key_arn.is_empty());
+
+    // Deleting: host-main, guest-main, host-setup, the bucket and the key go, and then the
+    // finalizer.
+    let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
+    api.delete(id, &DeleteParams::default()).await?;
+    let gone =
+        eventually(300, "the AWSConfig to be gone", || async { Ok(api.get_opt(id).await?.is_none().then_some(())) })
+            .await;
+    if let Err(e) = gone {
+        let left = api.get_opt(id).await?.map(|c| serde_json::to_string(&c.status).unwrap_or_default());
+        anyhow::bail!("{e}\n{left:?}\n{:?}", all_warnings(&f, id).await?);
+    }
+    assert!(live_stacks(&cp).await?.is_empty(), "host-setup and host-main are deleted");
+    assert!(live_stacks(&tenant).await?.is_empty(), "guest-main is deleted");
+    assert!(routes_to(&cp, &tables[0].0, "10.11.0.0/19").await?.is_empty(), "the route through the peering is gone");
+    assert_ne!(peering_state(&cp, &peering).await?.as_deref(), Some("active"), "the peering is gone");
+    assert_eq!(aws_operator::aws::route53::ns_record(&cp, &parent_zone, &cluster_zone).await?, None);
+    let vpcs = tenant.ec2.describe_vpcs().send().await?;
+    assert!(vpcs.vpcs().iter().all(|v| v.vpc_id() != Some(vpc_id.as_str())), "the VPC is gone");
+    assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "the bucket is gone");
+    let key = aws_operator::aws::kms::describe_key(&tenant, &format!("alias/{id}")).await?;
+    assert!(key.is_none_or(|(_, usable)| !usable), "the key is scheduled for deletion");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_operator_reconciles_a_node_pools_cluster_and_a_legacy_cluster_each_by_its_own_resource_set()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let cp = f.control_plane_clients().await?;
+    installation_zone(&cp).await?;
+    f.credential_secret("np7ab").await?;
+    f.cluster("np7ab").await?;
+    f.control_plane("np7ab", "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool("np7ab", "np001", &["eu-central-1a"], 1, 3).await?;
+    f.credential_secret("lg7ab").await?;
+    let config = legacy_cluster(&f, "lg7ab").await?;
+    apply(&f, &config).await?;
+    f.start_operator().await?;
+
+    wait_created(&f, "lg7ab", 300).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let result = eventually(300, "cluster np7ab to be Ready", || async {
+        let c = clusters.get("np7ab").await?;
+        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
+    })
+    .await;
+    if let Err(e) = result {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    // Each by its own set: the node-pools stacks for one, the legacy stacks for the other, and
+    // each object under its own controller's finalizer only.
+    let tenant = f.tenant_clients().await?;
+    let stacks = live_stacks(&tenant).await?;
+    assert!(stacks.contains(&"cluster-np7ab-tccp".to_string()), "{stacks:?}");
+    assert!(stacks.contains(&"cluster-lg7ab-guest-main".to_string()), "{stacks:?}");
+    assert!(
+        !stacks.iter().any(|s| s.starts_with("cluster-lg7ab-tc") || s.starts_with("cluster-np7ab-guest")),
+        "{stacks:?}"
+    );
+    let legacy_obj = Api::<AWSConfig>::namespaced(f.client.clone(), NS).get("lg7ab").await?;
+    assert_eq!(
+        legacy_obj.metadata.finalizers.unwrap_or_default(),
+        [format!("operatorkit.giantswarm.io/{}", aws_operator::controllers::legacy::CONTROLLER)]
+    );
+    let cluster = clusters.get("np7ab").await?;
+    let finalizers = cluster.metadata.finalizers.unwrap_or_default();
+    assert!(!finalizers.iter().any(|f| f.contains("legacy")), "{finalizers:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awsconfig_with_a_broken_field_is_named_with_the_fix_and_nothing_is_created() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let id = "bad01";
+    f.credential_secret(id).await?;
+    let cp = f.control_plane_clients().await?;
+    let tenant = f.tenant_clients().await?;
+    // Two broken objects: no master (the schema accepts it, the stacks cannot be built), and a
+    // peer VPC that is not the management VPC.
+    let mut no_master = legacy_cluster(&f, id).await?;
+    no_master.spec.aws.masters.clear();
+    apply(&f, &no_master).await?;
+    let mut wrong_peer = legacy_cluster(&f, "bad02").await?;
+    wrong_peer.spec.aws.vpc.peer_id = "vpc-0123456789abcdef0".into();
+    f.credential_secret("bad02").await?;
+    apply(&f, &wrong_peer).await?;
+    f.start_operator().await?;
+
+    let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
+    for (name, field) in [(id, "spec.aws.masters"), ("bad02", "spec.aws.vpc.peerId")] {
+        let message = eventually(60, &format!("{name} to be refused naming {field}"), || async {
+            let c = api.get(name).await?;
+            let message = ready_message(c.status.as_ref().map(|s| &s.conditions));
+            Ok(message.contains(field).then_some(message))
+        })
+        .await?;
+        assert!(message.contains("add ") || message.contains("set "), "the fix: {message}");
+        let events = eventually(30, &format!("{name}'s Warning event"), || async {
+            let w = all_warnings(&f, name).await?;
+            Ok((!w.is_empty()).then_some(w))
+        })
+        .await?;
+        assert!(events.iter().any(|e| e.contains(field)), "{name}: {events:?}");
+    }
+    // Nothing in AWS: no stack, no key, no bucket.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(live_stacks(&cp).await?.is_empty());
+    assert!(live_stacks(&tenant).await?.is_empty());
+    for name in [id, "bad02"] {
+        assert_eq!(aws_operator::aws::kms::describe_key(&tenant, &format!("alias/{name}")).await?, None);
+        let bucket = aws_stacks::names::bucket(&tenant.account_id, name);
+        assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "no bucket {bucket}");
+    }
+    // Deleting a refused object deletes nothing and releases it.
+    api.delete(id, &DeleteParams::default()).await?;
+    eventually(60, "the refused AWSConfig to be gone", || async { Ok(api.get_opt(id).await?.is_none().then_some(())) })
+        .await?;
     Ok(())
 }

@@ -12,6 +12,7 @@
 //! | [`node_pool`] | AWSMachineDeployment: the pool's CIDR, node config, TCNP and TCNPF |
 //! | [`drift`] | AWSCluster: CloudFormation drift detection of the cluster's stacks, `Drifted`, and remediation on request |
 //! | [`unhealthy`] | AWSCluster: terminates the instances of workload-cluster nodes NotReady too long, behind the circuit breaker shared with kvm-operator |
+//! | [`legacy`] | AWSConfig, a legacy cluster: key, buckets, node configs, `host-setup` / `guest-main` / `host-main`, status, teardown |
 //! | [`max_age`] | AWSMachineDeployment: replaces instances past `spec.nodePool.maxNodeAge`, one at a time, in the window and within the rollout limits |
 //! | [`lookup`] | dereference and validate: invalid input, the Release, the tenant role and clients, a cluster's children, template inputs and tags |
 //! | [`status`] | `operatorkit::status`, the status lifecycle both operators share (`Ready`, status writes, rejected input, the status hook), under its name here; its traits are implemented for this operator's kinds in `apis::status` |
@@ -20,6 +21,7 @@
 pub mod cluster;
 pub mod control_plane;
 pub mod drift;
+pub mod legacy;
 pub mod lookup;
 pub mod max_age;
 pub mod node_pool;
@@ -120,7 +122,7 @@ macro_rules! kinds {
     )*};
 }
 
-kinds!(AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus);
+kinds!(AWSClusterStatus, AWSControlPlaneStatus, AWSMachineDeploymentStatus, apis::aws_config::AWSConfigStatus);
 
 /// The kinds that record where their stacks live ([`stack_entries::WithAccount`]).
 macro_rules! accounts {
