@@ -12,8 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_credential_types::Credentials;
 use aws_operator::aws::AwsFactory;
-use aws_operator::aws::budget::{MembershipConfig, RequestBudget};
+use aws_operator::aws::budget::{DEFAULT_SCOPE, MEMBER_LABEL, MembershipConfig, RequestBudget};
 use aws_operator::config::BudgetSettings;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::PostParams;
 use motoenv::LoggedRequest;
 use operatorkit::Leadership;
 use parking_lot::Mutex;
@@ -224,5 +227,49 @@ async fn two_replicas_share_one_budget_writes_pass_saturated_reads_and_a_survivo
     assert!(alone as f64 <= READS * window + READS + 1.0, "the survivor sent {alone} reads in {window} s");
     assert_eq!(count(&log, key_b, true, from, to), 0, "the dead replica still sent");
     a.kill();
+    Ok(())
+}
+
+/// As the chart's ServiceAccount, with the chart's RBAC: a replica takes and renews its member
+/// Lease, counts a Lease a vanished pod left behind until it is a lease duration old, deletes it
+/// once it is stale, and releases its own on shutdown. RBAC refuses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_service_account_may_hold_count_and_clean_up_member_leases() -> anyhow::Result<()> {
+    let mut f = Fixture::start_secure().await?;
+    f.apply_basics().await?;
+    f.as_chart_service_account(&packaging::helm_template("aws-operator", &["ci/minimal-values.yaml"], &[])?).await?;
+    let sa = f.service_account.clone().expect("the chart's identity");
+    let leases: Api<Lease> = Api::namespaced(f.client.clone(), &sa.namespace);
+    let left: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "aws-operator-budget-vanished", "labels": {MEMBER_LABEL: DEFAULT_SCOPE}},
+        "spec": {"holderIdentity": "vanished_0001", "leaseDurationSeconds": 3}
+    }))?;
+    leases.create(&PostParams::default(), &left).await?;
+
+    let client = f.env.handle().client_with_token(Some(&sa.token))?;
+    let budget = RequestBudget::new(&BudgetSettings::default());
+    let config = MembershipConfig {
+        stale_after: Duration::from_secs(6),
+        ..MembershipConfig::new(&sa.namespace, "aws-operator-abc12_0001").lease_duration(LEASE)
+    };
+    let own = config.lease_name.clone();
+    let holder = |lease: Option<Lease>| lease.and_then(|l| l.spec?.holder_identity).filter(|h| !h.is_empty());
+    let stop = CancellationToken::new();
+    let env = f.env.handle().clone();
+    packaging::rbac::without_refusals(&env, &sa.user, async {
+        let running = tokio::spawn(budget.clone().run_membership(client, config, Leadership::always(), stop.clone()));
+        eventually(20, "its own Lease held", || async { Ok(holder(leases.get_opt(&own).await?)) }).await?;
+        eventually(20, "the left Lease counted", || async { Ok((budget.members() == 2).then_some(())) }).await?;
+        eventually(20, "the left Lease counted out", || async { Ok((budget.members() == 1).then_some(())) }).await?;
+        eventually(20, "the stale Lease deleted", || async {
+            Ok(leases.get_opt("aws-operator-budget-vanished").await?.is_none().then_some(()))
+        })
+        .await?;
+        stop.cancel();
+        running.await?;
+        assert_eq!(holder(leases.get_opt(&own).await?), None, "its own Lease is released on shutdown");
+        anyhow::Ok(())
+    })
+    .await?;
     Ok(())
 }

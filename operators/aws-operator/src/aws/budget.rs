@@ -50,8 +50,8 @@ pub const MEMBER_LABEL: &str = "aws-operator.giantswarm.io/request-budget";
 pub const DEFAULT_SCOPE: &str = "aws-operator";
 
 /// Member Leases not renewed for this long are deleted by whichever replica sees them (pods
-/// that went away without releasing theirs).
-const STALE_AFTER: Duration = Duration::from_secs(3600);
+/// that went away without releasing theirs), unless configured otherwise.
+pub const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 /// The labels of the budget's counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -250,13 +250,13 @@ impl RequestBudget {
                     let leases: Vec<MemberLease> = list.items.iter().filter_map(member_lease).collect();
                     members.observe(&leases, now);
                     self.set_members(members.count(&config.lease_name, now, config.lease_duration));
-                    for (name, version) in members.stale(now, STALE_AFTER) {
+                    for (name, version) in members.stale(now, config.stale_after) {
                         let params = DeleteParams {
                             preconditions: Some(Preconditions { resource_version: Some(version), uid: None }),
                             ..DeleteParams::default()
                         };
                         if name != config.lease_name && api.delete(&name, &params).await.is_ok() {
-                            tracing::info!(lease = %name, "deleted a request budget member Lease unrenewed for an hour");
+                            tracing::info!(lease = %name, "deleted a request budget member Lease unrenewed for long");
                         }
                     }
                 }
@@ -334,6 +334,8 @@ pub struct MembershipConfig {
     pub renew_deadline: Duration,
     /// How often the Lease is renewed and the members counted.
     pub retry_period: Duration,
+    /// Member Leases not renewed for this long are deleted ([`STALE_AFTER`]).
+    pub stale_after: Duration,
 }
 
 impl MembershipConfig {
@@ -351,6 +353,7 @@ impl MembershipConfig {
             lease_duration: operatorkit::leader::DEFAULT_LEASE_DURATION,
             renew_deadline: operatorkit::leader::DEFAULT_RENEW_DEADLINE,
             retry_period: operatorkit::leader::DEFAULT_RETRY_PERIOD,
+            stale_after: STALE_AFTER,
         }
     }
 }
