@@ -286,9 +286,38 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
     assert!(text.contains("ignition"), "an Ignition config");
     assert!(!key_arn.is_empty());
 
+    // Scaling: a fourth worker, with the bounds the API writes beside it. The group's desired
+    // capacity follows through a guest-main update, and the lifecycle says `Updated`.
+    let group_name = workers.auto_scaling_group_name().unwrap_or_default().to_string();
+    assert_eq!(status.aws.auto_scaling_group.name, group_name, "status.aws.autoScalingGroup.name");
+    let worker = serde_json::to_value(&config.spec.aws.workers[0])?;
+    let patch = serde_json::json!({"spec": {
+        "cluster": {"scaling": {"min": 4, "max": 4}},
+        "aws": {"workers": [worker.clone(), worker.clone(), worker.clone(), worker]},
+    }});
+    let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
+    api.patch(id, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let scaled = eventually(180, "the worker group to have four instances desired", || async {
+        let out =
+            tenant.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(&group_name).send().await?;
+        Ok(out.auto_scaling_groups().first().and_then(|g| g.desired_capacity()).filter(|d| *d == 4))
+    })
+    .await;
+    if let Err(e) = scaled {
+        let left = api.get_opt(id).await?.map(|c| serde_json::to_string(&c.status).unwrap_or_default());
+        anyhow::bail!("{e}\n{left:?}\n{:?}", all_warnings(&f, id).await?);
+    }
+    eventually(120, "the lifecycle to say Updated", || async {
+        let c = api.get(id).await?;
+        let updated = c.status.as_ref().is_some_and(|s| {
+            s.cluster.has_condition(apis::cluster_status::ClusterCondition::Updated) && ready(Some(&s.conditions))
+        });
+        Ok(updated.then_some(()))
+    })
+    .await?;
+
     // Deleting: host-main, guest-main, host-setup, the bucket and the key go, and then the
     // finalizer.
-    let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
     api.delete(id, &DeleteParams::default()).await?;
     let gone =
         eventually(300, "the AWSConfig to be gone", || async { Ok(api.get_opt(id).await?.is_none().then_some(())) })

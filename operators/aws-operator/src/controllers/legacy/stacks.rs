@@ -63,16 +63,39 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
         inst.peer_role_arn = peer_role;
 
         // guest-main: everything of the cluster in its account. Over CloudFormation's inline
-        // limit, the template goes through the cluster bucket.
-        let params = match inputs::guest_main_params(obj, &inst, None) {
-            Ok(p) => p,
-            Err(errors) => return Err(reject(state, obj, invalid(obj, errors)).await),
+        // limit, the template goes through the cluster bucket. The hash ignores the workers'
+        // live size, so the group scaling by itself causes no update; an update for another
+        // reason keeps the size the cluster-autoscaler chose, inside the object's bounds.
+        let name = legacy::stack_name(&id, LegacyStack::GuestMain);
+        let build = |live: Option<u32>| match inputs::guest_main_params(obj, &inst, live) {
+            Ok(params) => guest_main::render(&params).map(|template| (params, template)).map_err(|e| {
+                ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
+            }),
+            Err(errors) => Err(invalid(obj, errors)),
         };
-        let template = guest_main::render(&params).map_err(|e| {
-            ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
-        })?;
-        let stack = desired(LegacyStack::GuestMain, template, UpdateWhen::Now);
-        let name = stack.name.clone();
+        let (mut params, mut template) = match build(None) {
+            Ok(built) => built,
+            Err(e) if !e.is_retryable() => return Err(reject(state, obj, e).await),
+            Err(e) => return Err(e),
+        };
+        let canonical = template.hash();
+        let tags = legacy::legacy_stack_tags(&common, LegacyStack::GuestMain);
+        let observed = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &name).await?;
+        let deployed = observed.as_ref().and_then(|v| v.template_hash().map(str::to_string));
+        let group = observed.as_ref().and_then(|v| v.outputs.get("WorkerASGName").cloned());
+        if let Some(group) = group.filter(|_| deployed != Some(aws_stacks::cfn::stack_hash(&canonical, &tags)))
+            && let Some((live, _, _)) = crate::aws::ec2::asg_capacity(&tenant, &group).await?
+        {
+            (params, template) = build(Some(u32::try_from(live).unwrap_or(0)))?;
+        }
+        let stack = DesiredStack {
+            kind: LegacyStack::GuestMain.counterpart(),
+            name: name.clone(),
+            template,
+            tags,
+            update: UpdateWhen::Now,
+            canonical_hash: Some(canonical),
+        };
         let bucket = names::bucket(&tenant.account_id, &id);
         let (progress, entry) =
             crate::stack_ops::ensure(&shared, &tenant, obj, stack, Some(&bucket), recorded(&name).as_ref()).await?;
@@ -80,6 +103,7 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
         let Progress::Ready(guest) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
         };
+        state.status.aws.auto_scaling_group.name = guest.outputs.get("WorkerASGName").cloned().unwrap_or_default();
         let Some(peering) = guest.outputs.get("VPCPeeringConnectionID").cloned() else {
             return Err(ResourceError::msg(
                 "MissingOutput",
