@@ -263,7 +263,10 @@ mod tests {
         let role = Role::Master {
             id: 2,
             etcd_name: ignition::etcd_name(2),
-            etcd_initial_cluster: ignition::etcd_initial_cluster("zq4kx.k8s.example.com", 3),
+            etcd_initial_cluster: ignition::etcd_initial_cluster(
+                &aws_stacks::names::tenant_base_domain("zq4kx", "k8s.example.com"),
+                3,
+            ),
             initial_cluster_state: ignition::InitialClusterState::New,
         };
         let cluster = cluster(json!({"dns": {"domain": "k8s.example.com"}}), None);
