@@ -677,6 +677,20 @@ pub enum Deletion {
     },
 }
 
+impl Deletion {
+    /// What a teardown does next: `None` goes on (the stack is gone); otherwise the outcome to
+    /// stop with, keeping the finalizer and looking again after `poll` (under way) or the retry
+    /// delay (failed), and the failure to record in the stack's entry.
+    pub fn stop(self, poll: Duration) -> (Option<operatorkit::Outcome>, Option<String>) {
+        let keep = |after| operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(after);
+        match self {
+            Deletion::Gone => (None, None),
+            Deletion::Pending => (Some(keep(poll)), None),
+            Deletion::Failed { message, retry_after } => (Some(keep(retry_after)), Some(message)),
+        }
+    }
+}
+
 /// The stack must be gone: lift termination protection, delete, wait; a failed delete is
 /// reported naming the resources that failed and retried with backoff. Returns the stack's
 /// status entry to record (`DELETE_COMPLETE` once gone).

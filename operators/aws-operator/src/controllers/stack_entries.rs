@@ -7,7 +7,6 @@ use operatorkit::ResourceError;
 use super::lookup::clients_of_role;
 use super::status::{NamespacedObject, READY, WithConditions, mark_not_ready, set_condition, write_status};
 use crate::context::Shared;
-use crate::stack_ops::Deletion;
 
 /// A status with stack entries besides its conditions.
 pub trait WithStacks: WithConditions {
@@ -160,14 +159,7 @@ where
         let recorded = status.stacks_mut().iter().find(|e| &e.name == name).cloned();
         let (deletion, entry) =
             crate::stack_ops::delete(shared, aws, obj, *kind, name, recorded.as_ref(), &owner_uid).await?;
-        let (out, failed) = match deletion {
-            Deletion::Gone => (None, None),
-            Deletion::Pending => (Some(keep()), None),
-            Deletion::Failed { message, retry_after } => (
-                Some(operatorkit::Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)),
-                Some(message),
-            ),
-        };
+        let (out, failed) = deletion.stop(shared.config.poll);
         record_deletion(shared, obj, written.as_ref(), &mut status, entry, failed).await?;
         written = Some(status.clone());
         if let Some(out) = out {

@@ -98,16 +98,7 @@ impl Resource<AWSCluster, ClusterState> for Certificates {
             None => false,
         };
         match issue(&shared.client, namespace, obj, &shared.config.service_cidr, irsa).await {
-            Ok(ensured) => {
-                for (reason, note) in ensured.events() {
-                    shared.event(obj, reason, note).await;
-                }
-                // Looked at again when the next certificate is due for renewal.
-                Ok(match ensured.renew_in(std::time::SystemTime::now()) {
-                    Some(after) => Outcome::proceed().requeue_after(after),
-                    None => Outcome::proceed(),
-                })
-            }
+            Ok(ensured) => Ok(issued(&shared, obj, &ensured).await),
             Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
             Err(e) => Err(e),
         }
@@ -115,5 +106,20 @@ impl Resource<AWSCluster, ClusterState> for Certificates {
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
         Ok(Outcome::proceed())
+    }
+}
+
+/// The events of what was issued or renewed for `obj`, and the outcome: looked at again when
+/// the next certificate is due for renewal (either cluster kind).
+pub async fn issued<K>(shared: &crate::context::Shared, obj: &K, ensured: &Ensured) -> Outcome
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    for (reason, note) in ensured.events() {
+        shared.event(obj, reason, note).await;
+    }
+    match ensured.renew_in(std::time::SystemTime::now()) {
+        Some(after) => Outcome::proceed().requeue_after(after),
+        None => Outcome::proceed(),
     }
 }

@@ -343,15 +343,7 @@ impl Resource<AWSConfig, LegacyState> for Certificates {
             &obj.spec.cluster.kubernetes.api.cluster_ip_range,
         );
         match cluster::certificates::issue_names(&shared.client, certs_ns, &names, false).await {
-            Ok(ensured) => {
-                for (reason, note) in ensured.events() {
-                    shared.event(obj, reason, note).await;
-                }
-                Ok(match ensured.renew_in(std::time::SystemTime::now()) {
-                    Some(after) => Outcome::proceed().requeue_after(after),
-                    None => Outcome::proceed(),
-                })
-            }
+            Ok(ensured) => Ok(cluster::certificates::issued(&shared, obj, &ensured).await),
             Err(e) if !e.is_retryable() => Err(reject(state, obj, e).await),
             Err(e) => Err(e),
         }

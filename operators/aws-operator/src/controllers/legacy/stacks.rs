@@ -252,13 +252,10 @@ impl Resource<AWSConfig, LegacyState> for Teardown {
             let kind = stack.counterpart();
             let (deletion, entry) =
                 crate::stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &uid).await?;
-            let (out, failed) = match deletion {
-                Deletion::Gone => (None, None),
-                Deletion::Pending => (Some(keep(format!("deleting stack {name}"))), None),
-                Deletion::Failed { message, retry_after } => {
-                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
-                }
-            };
+            if matches!(deletion, Deletion::Pending) {
+                tracing::debug!(cluster = %id, "deleting stack {name}");
+            }
+            let (out, failed) = deletion.stop(shared.config.poll);
             controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
                 .await?;
             if let Some(out) = out {

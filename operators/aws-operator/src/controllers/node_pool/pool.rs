@@ -19,7 +19,7 @@ use super::{PoolState, reject, roll, write_status};
 use crate::aws::AccountClients;
 use crate::context::Shared;
 use crate::controllers;
-use crate::stack_ops::{Deletion, DesiredStack, Progress, UpdateWhen};
+use crate::stack_ops::{DesiredStack, Progress, UpdateWhen};
 use crate::upgrade;
 
 /// The pool's node config and stacks.
@@ -207,15 +207,7 @@ impl Resource<AWSMachineDeployment, PoolState> for Pool {
             let recorded = status.stacks.iter().find(|e| e.name == name).cloned();
             let (deletion, entry) =
                 crate::stack_ops::delete(&shared, aws, obj, kind, &name, recorded.as_ref(), &cluster_uid).await?;
-            let (out, failed) = match deletion {
-                Deletion::Gone => (None, None),
-                Deletion::Pending => {
-                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(shared.config.poll)), None)
-                }
-                Deletion::Failed { message, retry_after } => {
-                    (Some(Outcome::cancel_reconciliation().keep_finalizer().requeue_after(retry_after)), Some(message))
-                }
-            };
+            let (out, failed) = deletion.stop(shared.config.poll);
             controllers::stack_entries::record_deletion(&shared, obj, obj.status.as_ref(), &mut status, entry, failed)
                 .await?;
             if let Some(out) = out {
