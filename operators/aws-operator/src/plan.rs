@@ -140,7 +140,8 @@ pub struct Objects {
     pub g8s_control_planes: Vec<apis::capi::G8sControlPlane>,
     /// Cluster API `MachineDeployment`s of a fleet.
     pub capi_machine_deployments: Vec<apis::capi::MachineDeployment>,
-    /// Legacy `AWSConfig`s (`provider.giantswarm.io`): their stacks are rendered, not reconciled.
+    /// Legacy `AWSConfig`s (`provider.giantswarm.io`): their stacks are rendered as the legacy
+    /// resource set ([`crate::controllers::legacy`]) builds them.
     pub aws_configs: Vec<apis::aws_config::AWSConfig>,
     /// ConfigMaps: a cluster's `<id>-irsa-cloudfront` names the issuer its roles trust.
     pub config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
