@@ -138,8 +138,21 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
     apply(&f, &config).await?;
     let created = wait_created(&f, id, 300).await?;
     let elapsed = started.elapsed();
-    let calls = f.moto.request_log()?.len() - calls_before;
-    println!("legacy cluster {id}: Created after {:.1} s and {calls} AWS calls", elapsed.as_secs_f64());
+    let log = f.moto.request_log()?;
+    let calls = log.len() - calls_before;
+    let mut per_service: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut writes = 0;
+    for r in &log[calls_before..] {
+        *per_service.entry(r.service.as_str()).or_default() += 1;
+        writes += usize::from(r.is_write());
+    }
+    println!(
+        "legacy cluster {id}: Created after {:.1} s and {calls} AWS calls ({writes} writes; by service {per_service:?})",
+        elapsed.as_secs_f64()
+    );
+    // Every call from applying to `Created` is the operator's (the test only reads the API
+    // server meanwhile), signed by its key or keys assumed from it.
+    assert!(log[calls_before..].iter().all(|r| r.principal == "AKIATESTOPERATOR"), "only the operator's calls");
 
     let status = created.status.clone().unwrap_or_default();
     assert_eq!(status.cluster.latest_version(), Some(VERSION), "the operator version is recorded");
