@@ -160,6 +160,7 @@ pub struct ControllerBuilder<K: Watched> {
     instance: Option<String>,
     related: Vec<RelatedWatch<K>>,
     sharding: Option<Sharding>,
+    trim: Option<fn(&mut K)>,
 }
 
 /// A watch on another kind whose changes name objects of `K` to reconcile.
@@ -266,6 +267,15 @@ impl<K: Watched> ControllerBuilder<K> {
     /// Watch only objects matching this label selector (applied by the API server).
     pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
         self.selector = Some(selector.into());
+        self
+    }
+
+    /// Drop from each object, before it is cached, what no resource of the controller reads
+    /// (for example a Pod's `spec` when only its metadata and status are used). The cache is
+    /// the controller's largest hold on memory: one copy of every watched object. The objects
+    /// handed to the resources are the trimmed ones. `managedFields` are always dropped.
+    pub fn trim_cached(mut self, trim: fn(&mut K)) -> Self {
+        self.trim = Some(trim);
         self
     }
 
@@ -451,6 +461,7 @@ impl<K: Watched> ControllerBuilder<K> {
             concurrency: self.concurrency,
             readiness,
             related: self.related.into_iter().map(|r| (r.start)(related_config.clone())).collect(),
+            trim: self.trim,
         })
     }
 }
@@ -494,6 +505,7 @@ pub struct Controller<K: Watched> {
     concurrency: u16,
     readiness: Option<(ReadyFlag, Option<ReadyFlag>)>,
     related: Vec<stream::BoxStream<'static, ObjectRef<K>>>,
+    trim: Option<fn(&mut K)>,
 }
 
 impl<K: Watched> Debug for Controller<K> {
@@ -530,6 +542,7 @@ impl<K: Watched> Controller<K> {
             instance: None,
             related: Vec::new(),
             sharding: None,
+            trim: None,
         }
     }
 
@@ -560,7 +573,7 @@ impl<K: Watched> Controller<K> {
 
     /// Run until `shutdown` resolves, then let the reconciles already running finish.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let Controller { shared, api, watch, writer, release, concurrency, readiness, related } = self;
+        let Controller { shared, api, watch, writer, release, concurrency, readiness, related, trim } = self;
         // Every controller's series exist from its start, at 0, so that a dashboard or an alert
         // tells "idle" from "not running".
         if let Some(m) = &shared.metrics {
@@ -605,7 +618,12 @@ impl<K: Watched> Controller<K> {
         let objects = raw
             // managedFields are often the largest part of an object and no resource needs
             // them: dropping them before the cache roughly halves its memory.
-            .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
+            .modify(move |obj: &mut K| {
+                obj.meta_mut().managed_fields = None;
+                if let Some(trim) = trim {
+                    trim(obj);
+                }
+            })
             .reflect(writer)
             .inspect_ok(move |event| {
                 if matches!(event, Event::InitDone) {

@@ -386,3 +386,25 @@ async fn a_related_object_changing_requeues_the_object_it_names() {
     assert_eq!(script.count("other", "c", Phase::Create), other, "an unrelated object is not requeued");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_holds_objects_trimmed_and_the_resources_get_them_so() {
+    let (h, script) = with_release().await;
+    let controller = controller(&h, "trim-test", vec![set(&h, &script, "v1", "^1", &STEPS)])
+        .trim_cached(|cm: &mut k8s_openapi::api::core::v1::ConfigMap| cm.data = None)
+        .build()
+        .unwrap();
+    let store = controller.store();
+    let running = spawn(controller);
+    let mut big = cluster("big", Some("20.0.0"));
+    big.data = Some([("payload".to_string(), "x".repeat(4096))].into());
+    h.cms().create(&Default::default(), &big).await.unwrap();
+    eventually("the object reconciled", || async { script.count("big", "c", Phase::Create) >= 1 }).await;
+    let cached = store.state().into_iter().find(|cm| cm.metadata.name.as_deref() == Some("big")).expect("cached");
+    assert_eq!(cached.data, None, "the trimmed field is not cached");
+    assert_eq!(cached.metadata.managed_fields, None, "managedFields are never cached");
+    assert!(cached.metadata.labels.is_some(), "what is not trimmed is kept");
+    let stored = h.get("big").await.expect("the object");
+    assert_eq!(stored.data.map(|d| d["payload"].len()), Some(4096), "the object itself is untouched");
+    running.stop().await;
+}
