@@ -284,6 +284,10 @@ async fn run_with_nodes(
         .operator(COMPONENT)
         .routing(operatorkit::Routing::Legacy { version })
         .label_selector(crate::controllers::pod_selector())
+        // The drainer reads a node pod's metadata and status from the cache, and the pod
+        // itself when it drains: the spec (the VM's containers, volumes and environment, most
+        // of a node pod) is not kept for every node pod of every cluster.
+        .trim_cached(|pod: &mut Pod| pod.spec = None)
         .resource_set(pods)
         // Readiness and the node-ready condition are pod status: follow every change.
         // Only node pods, and only this version's DrainerConfigs: when sharded, the sharder

@@ -35,7 +35,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource as _};
 use kvm_objects::names;
-use kvm_objects::nodes::{condition_patch, node_ready_condition};
+use kvm_objects::nodes::{NodeReadyCondition, condition_patch, node_ready_condition};
 use node_lifecycle::ClusterRef;
 use operatorkit::{Outcome, Resource, resource};
 use parking_lot::Mutex;
@@ -182,8 +182,10 @@ impl WatchTask {
         let api: Api<Node> = Api::all(wc.clone());
         let stream = watcher::watcher(api, watcher::Config::default());
         let mut stream = std::pin::pin!(stream);
-        let mut known: BTreeMap<String, Node> = BTreeMap::new();
-        let mut listing: BTreeMap<String, Node> = BTreeMap::new();
+        // Each node's readiness, all the mirror needs: not the whole Node (its images,
+        // managedFields and addresses are most of it), one per node of every workload cluster.
+        let mut known: BTreeMap<String, NodeReadyCondition> = BTreeMap::new();
+        let mut listing: BTreeMap<String, NodeReadyCondition> = BTreeMap::new();
         let mut synced = false;
         let mut resync = tokio::time::interval(self.nodes.settings.watcher_resync);
         resync.tick().await;
@@ -203,7 +205,7 @@ impl WatchTask {
                     Some(Err(e)) => return Err((kube::Error::Service(e.to_string().into()), synced)),
                     Some(Ok(Event::Init)) => listing.clear(),
                     Some(Ok(Event::InitApply(node))) => {
-                        listing.insert(node.metadata.name.clone().unwrap_or_default(), node);
+                        listing.insert(node.metadata.name.clone().unwrap_or_default(), node_ready_condition(Some(&node)));
                     }
                     Some(Ok(Event::InitDone)) => {
                         known = std::mem::take(&mut listing);
@@ -212,13 +214,14 @@ impl WatchTask {
                     }
                     Some(Ok(Event::Apply(node))) => {
                         let name = node.metadata.name.clone().unwrap_or_default();
-                        self.mirror(&name, Some(&node)).await;
-                        known.insert(name, node);
+                        let ready = node_ready_condition(Some(&node));
+                        self.mirror(&name, &ready).await;
+                        known.insert(name, ready);
                     }
                     Some(Ok(Event::Delete(node))) => {
                         let name = node.metadata.name.clone().unwrap_or_default();
                         known.remove(&name);
-                        self.mirror(&name, None).await;
+                        self.mirror(&name, &node_ready_condition(None)).await;
                     }
                 },
             }
@@ -229,17 +232,17 @@ impl WatchTask {
         Api::namespaced(self.nodes.shared.client.clone(), &names::namespace(&self.cluster.id))
     }
 
-    /// Mirror node `name` (`None`: gone) into its node pod, if there is one.
-    async fn mirror(&self, name: &str, node: Option<&Node>) {
+    /// Mirror the readiness `ready` of node `name` into its node pod, if there is one.
+    async fn mirror(&self, name: &str, ready: &NodeReadyCondition) {
         match self.pods().get_opt(name).await {
-            Ok(Some(pod)) => self.write(&pod, node).await,
+            Ok(Some(pod)) => self.write(&pod, ready).await,
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, pod = name, cluster = %self.cluster.id, "cannot read a node pod"),
         }
     }
 
     /// Compare every node pod of the cluster with its node (one LIST of pods).
-    async fn compare_all(&self, known: &BTreeMap<String, Node>) {
+    async fn compare_all(&self, known: &BTreeMap<String, NodeReadyCondition>) {
         let pods = match self.pods().list(&ListParams::default().labels(&super::pod_selector())).await {
             Ok(pods) => pods.items,
             Err(error) => {
@@ -250,19 +253,20 @@ impl WatchTask {
         for pod in &pods {
             let name = pod.metadata.name.clone().unwrap_or_default();
             match known.get(&name) {
-                Some(node) => self.write(pod, Some(node)).await,
+                Some(ready) => self.write(pod, ready).await,
                 // A node that is gone makes the condition False; a pod whose node has not
                 // registered yet has none to mirror.
-                None if kvm_objects::nodes::current_condition(pod).is_some() => self.write(pod, None).await,
+                None if kvm_objects::nodes::current_condition(pod).is_some() => {
+                    self.write(pod, &node_ready_condition(None)).await
+                }
                 None => {}
             }
         }
     }
 
-    /// Write the pod's condition from `node` if it changed.
-    async fn write(&self, pod: &Pod, node: Option<&Node>) {
-        let desired = node_ready_condition(node);
-        let Some(patch) = condition_patch(pod, &desired, jiff::Timestamp::now()) else { return };
+    /// Write the pod's condition `desired` if it changed.
+    async fn write(&self, pod: &Pod, desired: &NodeReadyCondition) {
+        let Some(patch) = condition_patch(pod, desired, jiff::Timestamp::now()) else { return };
         let name = pod.metadata.name.clone().unwrap_or_default();
         match self.pods().patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
             Ok(_) => {
