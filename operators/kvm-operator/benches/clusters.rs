@@ -41,8 +41,8 @@ const RESYNC_SECONDS: u64 = 5;
 /// the benchmark looks at the clusters. Each look is a LIST against the simulated management
 /// cluster, which runs in this process beside the simulated workload clusters: every 100 ms
 /// for 50 clusters, the stand-ins alone made 500 LISTs a second of node pods, and on two busy
-/// cores the simulation starved the operator's own requests (a status written, then no
-/// reconcile completed for a minute).
+/// cores the simulation slowed every request of the operator (158 s to all `Created`, against
+/// 56 s at one look a second, under the same load).
 const FLEET_PERIOD: Duration = Duration::from_secs(1);
 
 fn example(name: &str) -> String {
