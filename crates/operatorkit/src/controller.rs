@@ -1158,7 +1158,7 @@ impl<K: Watched> Shared<K> {
                     m.unroutable(&self.name, problem.reason());
                 }
                 if self.leadership.is_leader() {
-                    self.warnings.warn(&*obj, "Route", problem.reason(), &problem.to_string()).await;
+                    Box::pin(self.warnings.warn(&*obj, "Route", problem.reason(), &problem.to_string())).await;
                     if let Some(hook) = &self.status_hook
                         && let Err(error) = hook.unroutable(&obj, &problem).await
                     {
@@ -1208,7 +1208,7 @@ impl<K: Watched> Shared<K> {
                         tracing::debug!("finalizer kept; the deletion will run again");
                     } else {
                         self.may_write()?;
-                        if let Some(action) = self.remove_finalizer(&obj).await? {
+                        if let Some(action) = Box::pin(self.remove_finalizer(&obj)).await? {
                             return Ok(action);
                         }
                     }
@@ -1258,11 +1258,11 @@ impl<K: Watched> WritePaths<K> for Shared<K> {
 
     fn ensure_finalizer<'a>(&'a self, obj: Arc<K>) -> BoxFuture<'a, Result<Option<Arc<K>>, ReconcileError>> {
         Box::pin(async move {
-            let Some(patch) = finalizer::add_patch(obj.meta(), &self.finalizer) else {
+            let Some(patch) = finalizer::add_patch_body(obj.meta(), &self.finalizer) else {
                 return Ok(Some(obj));
             };
             self.may_write()?;
-            match finalizer::json_patch::<K>(&self.client, obj.meta(), &patch).await {
+            match finalizer::send_patch_body::<K>(&self.client, obj.meta(), None, finalizer::JSON_PATCH, patch).await {
                 Ok(updated) => {
                     tracing::debug!(finalizer = %self.finalizer, "finalizer added");
                     // The reconcile goes on with this version: its watch event is no change.
@@ -1337,7 +1337,7 @@ async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Ac
                 tracing::debug!(object = %oref, "the cached object belongs to another shard; leaving it");
                 return Ok(Action::await_change());
             }
-            Ownership::Draining => return shared.hand_over(&obj, &oref, gate).await,
+            Ownership::Draining => return Box::pin(shared.hand_over(&obj, &oref, gate)).await,
         }
     }
     reconcile_owned(obj, oref, shared, None).await
@@ -1362,10 +1362,7 @@ async fn reconcile_owned<K: Watched>(
     }
     let loop_id = shared.loops.fetch_add(1, Ordering::Relaxed) + 1;
     let meta = obj.meta();
-    let object = match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
-        None => meta.name.clone().unwrap_or_default(),
-    };
+    let object = ObjectName(meta);
     let span = tracing::info_span!(
         "reconcile",
         controller = %shared.name,
@@ -1398,7 +1395,7 @@ async fn reconcile_owned<K: Watched>(
                 if shared.leadership.is_leader() {
                     let action = if obj.meta().deletion_timestamp.is_some() { "Delete" } else { "Update" };
                     let (kind, message) = (error.kind(), error.to_string());
-                    shared.warnings.warn(&*obj, action, &kind, &message).await;
+                    Box::pin(shared.warnings.warn(&*obj, action, &kind, &message)).await;
                     if let Some(hook) = &shared.status_hook {
                         // This failure is counted by the error policy right after.
                         let consecutive = shared.failures.lock().get(&oref).copied().unwrap_or(0).saturating_add(1);
@@ -1411,6 +1408,19 @@ async fn reconcile_owned<K: Watched>(
         }
     }
     result
+}
+
+/// `namespace/name` (or `name`) for logs, formatted only when a log is written.
+struct ObjectName<'a>(&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta);
+
+impl std::fmt::Display for ObjectName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.0.name.as_deref().unwrap_or_default();
+        match &self.0.namespace {
+            Some(ns) => write!(f, "{ns}/{name}"),
+            None => f.write_str(name),
+        }
+    }
 }
 
 fn error_policy<K: Watched>(obj: Arc<K>, error: &ReconcileError, shared: Arc<Shared<K>>) -> Action {
