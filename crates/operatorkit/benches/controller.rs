@@ -9,20 +9,26 @@
 //!   commands on stdin: `create <label> <n>` creates the objects in-process (so creating them
 //!   costs the controllers nothing), `counts` prints its request counters.
 //! * `OPERATORKIT_BENCH_RUN=operatorkit|plain` with `OPERATORKIT_BENCH_URL`: one controller.
-//!   It reports `idle-start` / `idle-end` around an idle resync (the parent reads the server's
+//!   It prints `reconciled` once every object was reconciled, waits for `idle` on stdin, then
+//!   reports `idle-start` / `idle-end` around an idle resync (the parent reads the server's
 //!   counters at both) and a final `result` line.
 //! * no variable: the parent, which orchestrates and prints the table.
 //!
 //! So each controller's RSS is its own, unaffected by the server, by object creation or by the
 //! other controller, and neither controller runs in a process the other one warmed up.
 //!
-//! On a small shared machine one pair of runs says little (the ratio moved between 0.68 and 1.06
-//! in three runs on two busy cores), so the parent runs `OPERATORKIT_BENCH_ROUNDS` rounds
-//! (default 5), each on a fresh API server holding only that round's 2 × N objects, and
-//! alternates which controller goes first. It prints every run, then the medians beside the
-//! previously published figures. Besides wall-clock throughput it reports each controller's
-//! CPU time (user + system) until every object was reconciled once, per 1,000 objects: the
-//! work a controller costs, which other load on the machine disturbs far less.
+//! The two controllers of a round run at the same time, against the same API server, each on
+//! its own N objects. On a small shared machine the load from other work comes and goes within
+//! seconds: run one after the other, the two controllers met different load, and the ratio of
+//! one round moved between 0.62 and 1.16 (five rounds). Run together, both meet the same load
+//! and the same server, and the ratio of a round stays within a few percent. The parent runs
+//! `OPERATORKIT_BENCH_ROUNDS` rounds (default 5), each on a fresh API server holding only that
+//! round's 2 × N objects, alternating which controller starts first. The idle resyncs are
+//! measured one after the other (the other controller still runs during the first one, so a
+//! request it made would be counted there: zero in both windows means zero for both). It
+//! prints every round, then the medians beside the previously published figures. Besides
+//! wall-clock throughput it reports each controller's CPU time (user + system) until every
+//! object was reconciled once, per 1,000 objects: the work a controller costs.
 //!
 //! Reported for both: reconciles per second (objects / time until every object has been
 //! reconciled once: finalizer added and resources run), p50/p99 of the duration of every
@@ -195,8 +201,28 @@ struct Report {
     idle_writes: u64,
 }
 
-async fn measure(server: &mut Peer, url: &str, variant: &str) -> Report {
-    let mut runner = Peer::start(&[(RUN_ENV, variant.to_string()), (URL_ENV, url.to_string())]);
+/// Start the controller `variant` in its own process; it reports once every object was
+/// reconciled, then waits for [`idle_and_result`] to let it measure its idle resync.
+fn start_runner(url: &str, variant: &str) -> Peer {
+    Peer::start(&[(RUN_ENV, variant.to_string()), (URL_ENV, url.to_string())])
+}
+
+/// Wait until `runner` reconciled every object once.
+async fn reconciled(runner: &mut Peer, variant: &str) {
+    loop {
+        let line = runner.line().await;
+        if line == "reconciled" {
+            return;
+        }
+        eprintln!("{variant}: {line}");
+    }
+}
+
+/// Let `runner` measure one idle resync (the server's counters read at its start and end), and
+/// read its figures.
+async fn idle_and_result(server: &mut Peer, mut runner: Peer, variant: &str) -> Report {
+    runner.stdin.write_all(b"idle\n").await.expect("write to a controller");
+    runner.stdin.flush().await.expect("flush");
     let mut report = Report::default();
     let mut before = (0, 0);
     loop {
@@ -254,9 +280,19 @@ async fn round(first: &str, second: &str) -> Vec<(String, Report)> {
     for variant in [first, second] {
         server.command(&format!("create {variant} {}", *OBJECTS)).await;
     }
-    let mut reports = Vec::new();
+    // Both controllers run at the same time, against the same server, under the same load
+    // from the rest of the machine: load that comes and goes during a round slows both.
+    let mut runners = Vec::new();
     for variant in [first, second] {
-        reports.push((variant.to_string(), measure(&mut server, &url, variant).await));
+        runners.push((variant, start_runner(&url, variant)));
+    }
+    for (variant, runner) in &mut runners {
+        reconciled(runner, variant).await;
+    }
+    // Then one idle resync each, one after the other.
+    let mut reports = Vec::new();
+    for (variant, runner) in runners {
+        reports.push((variant.to_string(), idle_and_result(&mut server, runner, variant).await));
     }
     drop(server.stdin);
     let _ = server.child.kill().await;
@@ -280,11 +316,11 @@ async fn orchestrate() {
     let rounds: usize =
         std::env::var(ROUNDS_ENV).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(DEFAULT_ROUNDS);
     println!(
-        "operatorkit controller benchmark ({} ConfigMaps, {RESOURCES} resources each doing one cached read, concurrency {CONCURRENCY}, resync {}s, {rounds} rounds)",
+        "operatorkit controller benchmark ({} ConfigMaps each, {RESOURCES} resources each doing one cached read, concurrency {CONCURRENCY}, resync {}s, {rounds} rounds; both controllers at once on one API server, each in its own process)",
         *OBJECTS,
         RESYNC.as_secs()
     );
-    println!("  round  first        operatorkit/s  plain/s  ratio  CPU ms/1000 (okit, plain)  RSS MiB (okit, plain)");
+    println!("  round  started      operatorkit/s  plain/s  ratio  CPU ms/1000 (okit, plain)  RSS MiB (okit, plain)");
     let (mut okit, mut plain) = (Vec::new(), Vec::new());
     for i in 0..rounds {
         // Alternate the order, so that neither controller always runs on a warmer server.
@@ -559,6 +595,16 @@ async fn run_variant(variant: &str) {
     let cpu_ms_per_1000 = cpu_seconds() * 1000.0 / (*OBJECTS as f64 / 1000.0);
     let (p50, p99) = (observed.percentile(0.50), observed.percentile(0.99));
 
+    println!("reconciled");
+    // The parent says when to measure the idle resync (the other controller's, if any, is
+    // measured first).
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line);
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
     // Idle resync: nothing changes; every object is reconciled once more from the cache.
     quiescent(&observed.pipelines, Duration::from_secs(2)).await;
     println!("idle-start");
