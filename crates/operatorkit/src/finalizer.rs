@@ -102,7 +102,8 @@ pub fn is_stale(error: &kube::Error) -> bool {
 }
 
 /// Send a JSON patch (such as [`add_patch`] or [`remove_patch`] made) to the object `K` named by
-/// `meta`: for holding objects other than the controller's own with a finalizer.
+/// `meta`: for holding objects other than the controller's own with a finalizer. Returns the
+/// object as written, without `managedFields`.
 pub async fn json_patch<K>(client: &Client, meta: &ObjectMeta, patch: &Value) -> Result<K, kube::Error>
 where
     K: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + std::fmt::Debug,
