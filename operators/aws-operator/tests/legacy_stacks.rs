@@ -16,8 +16,8 @@ use apis::aws::AWSCluster;
 use apis::aws_config::AWSConfig;
 use aws_operator::aws::AccountClients;
 use aws_stacks::stacks::legacy::{self, LegacyStack};
-use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use kube::{Api, ResourceExt};
 use support::*;
 
 const FIXTURE: &str = include_str!("../../../crates/apis/tests/fixtures/awsconfig-p3x7d.yaml");
@@ -91,6 +91,23 @@ async fn all_warnings(f: &Fixture, name: &str) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// The notes of the Normal events of `reason` about object `name`.
+async fn normal_events(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), NS);
+    Ok(events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Normal")
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .filter_map(|e| e.note)
+        .collect())
+}
+
 /// The names of the live stacks of `aws`, sorted.
 async fn live_stacks(aws: &AccountClients) -> anyhow::Result<Vec<String>> {
     let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
@@ -122,7 +139,9 @@ async fn peering_state(cp: &AccountClients, id: &str) -> anyhow::Result<Option<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_leaves_nothing() -> anyhow::Result<()> {
-    let mut f = Fixture::start().await?;
+    // Stack deletes hold the workers on their terminating hook (an hour at AWS's pace), as
+    // CloudFormation does: the drainers must release them.
+    let mut f = Fixture::start_with(motoenv::Launcher::from_env().group_deletion_hooks(true)).await?;
     f.apply_basics().await?;
     let id = "p3x7d";
     f.credential_secret(id).await?;
@@ -329,8 +348,35 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
     })
     .await?;
 
+    // Scaling in: the leaving worker waits on the group's terminating hook, and the drainers
+    // meet it with a DrainerConfig for its node, labelled with the cluster.
+    let patch = serde_json::json!({"spec": {
+        "cluster": {"scaling": {"min": 3, "max": 3}},
+        "aws": {"workers": [worker.clone(), worker.clone(), worker.clone()]},
+    }});
+    api.patch(id, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let drainers: Api<apis::drainer::DrainerConfig> = Api::namespaced(f.client.clone(), NS);
+    let selector = kube::api::ListParams::default().labels(&format!("giantswarm.io/cluster={id}"));
+    let (leaving, drainer) = eventually(180, "a DrainerConfig for the worker that leaves", || async {
+        let instances = tenant.autoscaling.describe_auto_scaling_instances().send().await?;
+        let waiting: Vec<String> = instances
+            .auto_scaling_instances()
+            .iter()
+            .filter(|i| i.auto_scaling_group_name() == Some(group_name.as_str()))
+            .filter(|i| i.lifecycle_state() == Some("Terminating:Wait"))
+            .filter_map(|i| i.instance_id().map(str::to_string))
+            .collect();
+        let found = drainers.list(&selector).await?.items.into_iter().find_map(|dc| {
+            let instance = dc.labels().get(apis::labels::AWS_OPERATOR_INSTANCE).cloned()?;
+            waiting.contains(&instance).then_some((instance, dc.name_any()))
+        });
+        Ok(found)
+    })
+    .await?;
+    assert!(drainer.starts_with("ip-"), "the DrainerConfig is named after the node: {drainer} of {leaving}");
+
     // Deleting: host-main, guest-main, host-setup, the bucket and the key go, and then the
-    // finalizer.
+    // finalizer. The waiting workers are released at once, not after their hook's hour.
     api.delete(id, &DeleteParams::default()).await?;
     let gone =
         eventually(300, "the AWSConfig to be gone", || async { Ok(api.get_opt(id).await?.is_none().then_some(())) })
@@ -339,6 +385,9 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
         let left = api.get_opt(id).await?.map(|c| serde_json::to_string(&c.status).unwrap_or_default());
         anyhow::bail!("{e}\n{left:?}\n{:?}", all_warnings(&f, id).await?);
     }
+    let released = normal_events(&f, id, "NodeReleasedForDeletion").await?;
+    assert!(released.iter().any(|note| note.contains(&leaving)), "{leaving} released for the deletion: {released:?}");
+    assert!(drainers.list(&selector).await?.items.is_empty(), "no DrainerConfig of the cluster is left");
     assert!(live_stacks(&cp).await?.is_empty(), "host-setup and host-main are deleted");
     assert!(live_stacks(&tenant).await?.is_empty(), "guest-main is deleted");
     assert!(routes_to(&cp, &tables[0].0, "10.11.0.0/19").await?.is_empty(), "the route through the peering is gone");

@@ -1,6 +1,6 @@
 //! The drainers: Auto Scaling terminating lifecycle hooks meet DrainerConfigs.
 //!
-//! A control-plane or node-pool group whose instance is about to go holds it in
+//! A control-plane, node-pool or legacy worker group whose instance is about to go holds it in
 //! `Terminating:Wait` (the hooks of reference §6.4). The drainers create a DrainerConfig for the
 //! instance's workload-cluster node, let the drain executor ([`node_lifecycle::drain`]) drain
 //! it, and complete the lifecycle action once it is drained or timed out, so that pods leave a
@@ -191,13 +191,17 @@ where
     use aws_stacks::names::{self, StackKind};
     use aws_stacks::stacks::{tccpn, tcnp};
     let id = cluster.name_any();
-    let hook_timeout = std::time::Duration::from_secs(match &kind {
-        plan::OwnerKind::ControlPlane(_) => tccpn::TERMINATING_HOOK_TIMEOUT,
-        plan::OwnerKind::NodePool(_) => tcnp::TERMINATING_HOOK_TIMEOUT,
-    });
-    let stack = match &kind {
-        plan::OwnerKind::ControlPlane(_) => names::stack_name(&id, StackKind::Tccpn, None),
-        plan::OwnerKind::NodePool(md) => names::stack_name(&id, StackKind::Tcnp, Some(md)),
+    let (hook_timeout, stack) = match &kind {
+        plan::OwnerKind::ControlPlane(_) => {
+            (tccpn::TERMINATING_HOOK_TIMEOUT, names::stack_name(&id, StackKind::Tccpn, None))
+        }
+        plan::OwnerKind::NodePool(md) => {
+            (tcnp::TERMINATING_HOOK_TIMEOUT, names::stack_name(&id, StackKind::Tcnp, Some(md)))
+        }
+        plan::OwnerKind::LegacyCluster => {
+            let stack = aws_stacks::stacks::legacy::LegacyStack::GuestMain;
+            (tcnp::TERMINATING_HOOK_TIMEOUT, aws_stacks::stacks::legacy::stack_name(&id, stack))
+        }
     };
     let owner = Owner {
         cluster_id: id.clone(),
@@ -206,20 +210,41 @@ where
         kind,
         operator_version: shared.config.version.clone(),
         hook: hook.to_string(),
-        drain_timeout: plan::drain_timeout(shared.config.drain_timeout, hook_timeout),
+        drain_timeout: plan::drain_timeout(shared.config.drain_timeout, Duration::from_secs(hook_timeout)),
     };
     let deleting = cluster.metadata.deletion_timestamp.is_some();
+    owner_step(shared, tenant, obj, &owner, &stack, &format!("{stack}-"), deleting, deleting_obj).await
+}
+
+/// [`step`] for an `owner` already built: one [`pass`] over the groups of `stack` whose names
+/// start with `group_prefix`, as an outcome. `deleting` says the owner's cluster is being
+/// deleted (nothing is drained then), `deleting_obj` that `obj` is, so it keeps its finalizer
+/// while instances wait.
+#[allow(clippy::too_many_arguments)]
+pub async fn owner_step<K>(
+    shared: &Shared,
+    tenant: &AccountClients,
+    obj: &K,
+    owner: &Owner,
+    stack: &str,
+    group_prefix: &str,
+    deleting: bool,
+    deleting_obj: bool,
+) -> operatorkit::Outcome
+where
+    K: Resource<DynamicType = ()>,
+{
     let again = operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_active_poll);
     // A stack that is changing (a rolling update, a delete) is about to hold instances: look
     // at the active pace until it settles. The stack view comes from the shared cache.
     let changing = shared
         .stacks
-        .get(&tenant.cache_key(), tenant.cfn.as_ref(), &stack)
+        .get(&tenant.cache_key(), tenant.cfn.as_ref(), stack)
         .await
         .ok()
         .flatten()
         .is_some_and(|v| v.status.as_str().ends_with("_IN_PROGRESS"));
-    match pass(shared, tenant, obj, &owner, &format!("{stack}-"), deleting).await {
+    match pass(shared, tenant, obj, owner, group_prefix, deleting).await {
         Ok(0) if changing || deleting => again,
         Ok(0) => operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_poll),
         Ok(waiting) => {

@@ -109,21 +109,25 @@ pub enum OwnerKind {
     ControlPlane(String),
     /// An `AWSMachineDeployment` (label `giantswarm.io/machine-deployment`).
     NodePool(String),
+    /// The worker group of a legacy `AWSConfig` cluster: the cluster's only drained group, so
+    /// its DrainerConfigs carry the cluster label and no other owner label.
+    LegacyCluster,
 }
 
 impl Owner {
     /// The labels every DrainerConfig of this owner carries; selecting by them lists exactly
     /// this owner's DrainerConfigs.
     pub fn labels(&self) -> BTreeMap<String, String> {
-        let (key, id) = match &self.kind {
-            OwnerKind::ControlPlane(id) => (labels::CONTROL_PLANE, id),
-            OwnerKind::NodePool(id) => (labels::MACHINE_DEPLOYMENT, id),
-        };
-        BTreeMap::from([
+        let mut labels = BTreeMap::from([
             (labels::AWS_OPERATOR_VERSION.to_string(), self.operator_version.clone()),
             (labels::CLUSTER.to_string(), self.cluster_id.clone()),
-            (key.to_string(), id.clone()),
-        ])
+        ]);
+        match &self.kind {
+            OwnerKind::ControlPlane(id) => labels.insert(labels::CONTROL_PLANE.to_string(), id.clone()),
+            OwnerKind::NodePool(id) => labels.insert(labels::MACHINE_DEPLOYMENT.to_string(), id.clone()),
+            OwnerKind::LegacyCluster => None,
+        };
+        labels
     }
 
     /// The label selector for [`Owner::labels`], e.g. for a LIST of DrainerConfigs.

@@ -23,10 +23,15 @@
 //! 2. `certificates` — the cluster's PKI and encryption key, as for a node-pools cluster.
 //! 3. `encryption` — the key `alias/<id>` and the buckets `<account>-g8s-<id>[-access-logs]`.
 //! 4. `nodeconfigs` — the master's and the workers' node configs, encrypted and uploaded.
-//! 5. `stacks` — `host-setup` (management account: the peering role), `guest-main` (the
+//! 5. `drainers` — the worker group's terminating lifecycle hook met by the shared drainers
+//!    ([`crate::drainers`]): each leaving worker's node is drained through a DrainerConfig before
+//!    its instance goes; while the cluster is deleted, waiting workers go at once. It runs
+//!    before the stacks, so a rolling `guest-main` update, which holds the stack while its old
+//!    workers wait, is drained too.
+//! 6. `stacks` — `host-setup` (management account: the peering role), `guest-main` (the
 //!    cluster's account), `host-main` (management account: the peering routes and the zone
 //!    delegation), each waiting for the one before ([`stacks`]).
-//! 6. `status` — `Ready`, the lifecycle `Creating` → `Created` (→ `Updating` → `Updated`), the
+//! 7. `status` — `Ready`, the lifecycle `Creating` → `Created` (→ `Updating` → `Updated`), the
 //!    versions, the zones and VPC block in `status.aws` and `status.cluster.network`.
 //!
 //! Deletion ([`stacks::Teardown`]): `host-main`, then what the cluster left outside its stacks,
@@ -70,6 +75,7 @@ pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) 
         .resource(Certificates)
         .resource(Encryption)
         .resource(NodeConfigs)
+        .resource(Drainers)
         .resource(Stacks)
         .resource(Status)
         .resource(Teardown)
@@ -196,6 +202,58 @@ fn namespace_labels(obj: &AWSConfig) -> std::collections::BTreeMap<String, Strin
     let org =
         obj.labels().get(apis::labels::ORGANIZATION).cloned().unwrap_or_else(|| obj.spec.cluster.customer.id.clone());
     std::collections::BTreeMap::from([(apis::labels::ORGANIZATION.to_string(), org)])
+}
+
+/// The legacy cluster as the drainers' owner of its worker group.
+fn drainer_owner(shared: &Shared, obj: &AWSConfig) -> crate::drainers::plan::Owner {
+    use crate::drainers::plan::{Owner, OwnerKind, drain_timeout};
+    use aws_stacks::stacks::tcnp;
+    Owner {
+        cluster_id: obj.cluster_id().to_string(),
+        namespace: obj.namespace().unwrap_or_default(),
+        api_endpoint: obj.spec.cluster.kubernetes.api.domain.clone(),
+        kind: OwnerKind::LegacyCluster,
+        operator_version: shared.config.version.clone(),
+        hook: tcnp::TERMINATING_HOOK.to_string(),
+        drain_timeout: drain_timeout(
+            shared.config.drain_timeout,
+            std::time::Duration::from_secs(tcnp::TERMINATING_HOOK_TIMEOUT),
+        ),
+    }
+}
+
+/// The drainers of the worker group (`guest-main`'s `WorkerAutoScalingGroup`).
+#[derive(Debug)]
+pub struct Drainers;
+
+impl Drainers {
+    async fn pass(state: &LegacyState, obj: &AWSConfig, deleting: bool) -> resource::Result<Outcome> {
+        use aws_stacks::stacks::legacy::{self, LegacyStack, guest_main};
+        let Some(tenant) = state.tenant.clone() else { return Ok(Outcome::proceed()) };
+        let stack = legacy::stack_name(obj.cluster_id(), LegacyStack::GuestMain);
+        let workers = format!("{stack}-{}-", guest_main::WORKER_ASG);
+        let owner = drainer_owner(&state.shared, obj);
+        Ok(crate::drainers::owner_step(&state.shared, &tenant, obj, &owner, &stack, &workers, deleting, deleting).await)
+    }
+}
+
+impl Resource<AWSConfig, LegacyState> for Drainers {
+    fn name(&self) -> &str {
+        "drainers"
+    }
+
+    async fn ensure_created(&self, state: &mut LegacyState, obj: &AWSConfig) -> resource::Result<Outcome> {
+        Self::pass(state, obj, false).await
+    }
+
+    /// Waiting workers go at once: the cluster goes with them. The finalizer stays while any
+    /// still waits, so `guest-main`'s deletion is not held for the hook's hour.
+    async fn ensure_deleted(&self, state: &mut LegacyState, obj: &AWSConfig) -> resource::Result<Outcome> {
+        if state.not_owned {
+            return Ok(Outcome::proceed());
+        }
+        Self::pass(state, obj, true).await
+    }
 }
 
 /// Validates and resolves the inputs.
