@@ -76,38 +76,6 @@ async fn wait_created(f: &Fixture, name: &str, secs: u64) -> anyhow::Result<AWSC
     }
 }
 
-/// The notes of the Warning events about object `name`, whatever their reason.
-async fn all_warnings(f: &Fixture, name: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), NS);
-    Ok(events
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .filter_map(|e| e.note)
-        .collect())
-}
-
-/// The notes of the Normal events of `reason` about object `name`.
-async fn normal_events(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(f.client.clone(), NS);
-    Ok(events
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Normal")
-                && e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .filter_map(|e| e.note)
-        .collect())
-}
-
 /// The names of the live stacks of `aws`, sorted.
 async fn live_stacks(aws: &AccountClients) -> anyhow::Result<Vec<String>> {
     let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
@@ -189,7 +157,7 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
             (name(LegacyStack::HostSetup), "CREATE_COMPLETE".to_string()),
         ]
     );
-    let events = all_warnings(&f, id).await?;
+    let events = event_notes(&f.client, id, "Warning", None).await?;
     assert!(events.is_empty(), "no Warning event: {events:?}");
 
     // CloudFormation: host-setup and host-main in the management account, guest-main in the
@@ -337,7 +305,7 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
     .await;
     if let Err(e) = scaled {
         let left = api.get_opt(id).await?.map(|c| serde_json::to_string(&c.status).unwrap_or_default());
-        anyhow::bail!("{e}\n{left:?}\n{:?}", all_warnings(&f, id).await?);
+        anyhow::bail!("{e}\n{left:?}\n{:?}", event_notes(&f.client, id, "Warning", None).await?);
     }
     eventually(120, "the lifecycle to say Updated", || async {
         let c = api.get(id).await?;
@@ -383,9 +351,9 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
             .await;
     if let Err(e) = gone {
         let left = api.get_opt(id).await?.map(|c| serde_json::to_string(&c.status).unwrap_or_default());
-        anyhow::bail!("{e}\n{left:?}\n{:?}", all_warnings(&f, id).await?);
+        anyhow::bail!("{e}\n{left:?}\n{:?}", event_notes(&f.client, id, "Warning", None).await?);
     }
-    let released = normal_events(&f, id, "NodeReleasedForDeletion").await?;
+    let released = event_notes(&f.client, id, "Normal", Some("NodeReleasedForDeletion")).await?;
     assert!(released.iter().any(|note| note.contains(&leaving)), "{leaving} released for the deletion: {released:?}");
     assert!(drainers.list(&selector).await?.items.is_empty(), "no DrainerConfig of the cluster is left");
     assert!(live_stacks(&cp).await?.is_empty(), "host-setup and host-main are deleted");
@@ -477,7 +445,7 @@ async fn an_awsconfig_with_a_broken_field_is_named_with_the_fix_and_nothing_is_c
         .await?;
         assert!(message.contains("add ") || message.contains("set "), "the fix: {message}");
         let events = eventually(30, &format!("{name}'s Warning event"), || async {
-            let w = all_warnings(&f, name).await?;
+            let w = event_notes(&f.client, name, "Warning", None).await?;
             Ok((!w.is_empty()).then_some(w))
         })
         .await?;

@@ -644,6 +644,17 @@ pub async fn nothing_left_terminating(f: &Fixture, tenant: &AccountClients) -> a
 
 /// The notes of the Warning events of `reason` about object `name` in the fixture's namespace.
 pub async fn warnings(client: &Client, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
+    event_notes(client, name, "Warning", Some(reason)).await
+}
+
+/// The notes of the events of type `type_` (`Normal`, `Warning`) about object `name` in the
+/// fixture's namespace: of `reason` only, when given.
+pub async fn event_notes(
+    client: &Client,
+    name: &str,
+    type_: &str,
+    reason: Option<&str>,
+) -> anyhow::Result<Vec<String>> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
     Ok(events
         .list(&kube::api::ListParams::default())
@@ -651,8 +662,8 @@ pub async fn warnings(client: &Client, name: &str, reason: &str) -> anyhow::Resu
         .items
         .into_iter()
         .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
+            e.type_.as_deref() == Some(type_)
+                && reason.is_none_or(|r| e.reason.as_deref() == Some(r))
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
         })
         .filter_map(|e| e.note)
