@@ -38,7 +38,14 @@
 //! # Concurrency, shutdown, leadership
 //!
 //! kube-runtime never runs two reconciles of one object at once; [`ControllerBuilder::concurrency`]
-//! bounds the total. The controller stops on the shutdown signal after the reconciles already
+//! bounds the total. Reconciles take their turns first come, first served: kube-runtime's own
+//! bound picks the next of its waiting objects in hash order, so under saturation an object that
+//! requeues itself often could be picked again and again while others waited without end. Here
+//! kube-runtime starts every due reconcile at once and each waits, small and before any work, in
+//! one FIFO queue of `concurrency` turns ([`tokio::sync::Semaphore`] is fair), so an object
+//! that becomes due waits behind the ones due before it, and no more than `concurrency` of
+//! them work at once. A reconcile still waiting for its turn when shutdown begins ends without
+//! working. The controller stops on the shutdown signal after the reconciles already
 //! running finish. All replicas watch (their caches stay warm), only the leader reconciles, and
 //! every write path re-checks [`Leadership::is_leader`] so a replica that lost the lease stops
 //! writing at once. Resources that write many times should write through
@@ -451,6 +458,8 @@ impl<K: Watched> ControllerBuilder<K> {
             own_writes: Arc::new(Mutex::new(HashMap::new())),
             left_to_others: Mutex::new(HashSet::new()),
             loops: AtomicU64::new(0),
+            turns: (self.concurrency > 0).then(|| Arc::new(tokio::sync::Semaphore::new(self.concurrency.into()))),
+            stopping: CancellationToken::new(),
         };
         Ok(Controller {
             shared: Arc::new(shared),
@@ -573,7 +582,7 @@ impl<K: Watched> Controller<K> {
 
     /// Run until `shutdown` resolves, then let the reconciles already running finish.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let Controller { shared, api, watch, writer, release, concurrency, readiness, related, trim } = self;
+        let Controller { shared, api, watch, writer, release, concurrency: _, readiness, related, trim } = self;
         // Every controller's series exist from its start, at 0, so that a dashboard or an alert
         // tells "idle" from "not running".
         if let Some(m) = &shared.metrics {
@@ -583,7 +592,7 @@ impl<K: Watched> Controller<K> {
         // kube-runtime wants a Sync shutdown future; a oneshot receiver is one whatever the
         // caller's future is.
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-        let stopping = CancellationToken::new();
+        let stopping = shared.stopping.clone();
         let stop_seen = stopping.clone();
         let stop_task = tokio::spawn(async move {
             shutdown.await;
@@ -646,8 +655,10 @@ impl<K: Watched> Controller<K> {
                 move |event| stream::iter(changes.on(event))
             })
             .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
+        // Unbounded here: the bound is the FIFO queue of turns in `reconcile` (see the module
+        // docs), which kube-runtime's own bound is not.
         let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
-            .with_config(RuntimeConfig::default().concurrency(concurrency));
+            .with_config(RuntimeConfig::default().concurrency(0));
 
         if let Some((release_api, release_writer)) = release {
             let ready = shared.clone();
@@ -962,6 +973,11 @@ struct Shared<K: Watched> {
     /// Objects routed to another operator version, logged once at info when they became so.
     left_to_others: Mutex<HashSet<ObjectRef<K>>>,
     loops: AtomicU64,
+    /// The turns of `concurrency` reconciles at once, handed out first come, first served
+    /// (`None`: unbounded).
+    turns: Option<Arc<tokio::sync::Semaphore>>,
+    /// Cancelled when shutdown begins: reconciles still waiting for a turn end without working.
+    stopping: CancellationToken,
 }
 
 /// A sharded controller's view of its shard.
@@ -1294,7 +1310,21 @@ impl Drop for InFlight {
     }
 }
 
+/// Wait for a turn, first come, first served, then reconcile. Kept small while it waits: the
+/// reconcile's own future is allocated once the turn is taken.
 async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Action, ReconcileError> {
+    let _turn = match &shared.turns {
+        Some(turns) => tokio::select! {
+            biased;
+            () = shared.stopping.cancelled() => return Ok(Action::await_change()),
+            turn = turns.clone().acquire_owned() => Some(turn.expect("the turns are never closed")),
+        },
+        None => None,
+    };
+    Box::pin(reconcile_turn(obj, shared)).await
+}
+
+async fn reconcile_turn<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Action, ReconcileError> {
     let oref = ObjectRef::from_obj(&*obj);
     shared.started(&oref);
     let _in_flight = InFlight(shared.metrics.as_ref().map(|m| {

@@ -408,3 +408,65 @@ async fn the_cache_holds_objects_trimmed_and_the_resources_get_them_so() {
     assert_eq!(stored.data.map(|d| d["payload"].len()), Some(4096), "the object itself is untouched");
     running.stop().await;
 }
+
+/// A resource that counts its calls per object, works a few milliseconds and asks to be
+/// called again almost at once: every object is always due.
+struct Busy {
+    calls: Arc<parking_lot::Mutex<std::collections::BTreeMap<String, usize>>>,
+}
+
+impl operatorkit::Resource<k8s_openapi::api::core::v1::ConfigMap, ()> for Busy {
+    fn name(&self) -> &str {
+        "busy"
+    }
+
+    async fn ensure_created(
+        &self,
+        _: &mut (),
+        obj: &k8s_openapi::api::core::v1::ConfigMap,
+    ) -> operatorkit::resource::Result<operatorkit::Outcome> {
+        *self.calls.lock().entry(obj.metadata.name.clone().unwrap_or_default()).or_insert(0) += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        Ok(operatorkit::Outcome::proceed().requeue_after(std::time::Duration::from_millis(1)))
+    }
+
+    async fn ensure_deleted(
+        &self,
+        _: &mut (),
+        _: &k8s_openapi::api::core::v1::ConfigMap,
+    ) -> operatorkit::resource::Result<operatorkit::Outcome> {
+        Ok(operatorkit::Outcome::proceed())
+    }
+}
+
+/// Saturated (every object always due, one turn), every object still gets its turn: turns go
+/// first come, first served, so no object that requeues itself can take them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_controller_gives_every_object_its_turn() {
+    const OBJECTS: usize = 12;
+    const ROUNDS: usize = 8;
+    let (h, _script) = with_release().await;
+    let calls = Arc::new(parking_lot::Mutex::new(std::collections::BTreeMap::new()));
+    let set = operatorkit::ResourceSet::with_default_state("v1", semver::VersionReq::parse("^1").unwrap())
+        .resource(Busy { calls: calls.clone() })
+        .build();
+    let controller = controller(&h, "fair-test", vec![set]).concurrency(1).build().unwrap();
+    for i in 0..OBJECTS {
+        h.create_cluster(&format!("c{i:02}"), Some("20.0.0")).await;
+    }
+    let running = spawn(controller);
+    eventually("enough reconciles for every object to have had several turns", || async {
+        calls.lock().values().sum::<usize>() >= OBJECTS * ROUNDS
+    })
+    .await;
+    let counts = calls.lock().clone();
+    running.stop().await;
+    assert_eq!(counts.len(), OBJECTS, "every object was reconciled: {counts:?}");
+    let (least, most) = (counts.values().min().copied(), counts.values().max().copied());
+    assert!(
+        least >= Some(ROUNDS / 2) && most <= Some(ROUNDS * 2),
+        "turns are shared out evenly (between {} and {} each): {counts:?}",
+        ROUNDS / 2,
+        ROUNDS * 2
+    );
+}
