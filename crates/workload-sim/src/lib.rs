@@ -275,6 +275,17 @@ impl WorkloadCluster {
     /// A WC with this simulation configuration (its nodes are not machines of the bridge).
     pub async fn start_with(config: SimConfig) -> Result<Self, Error> {
         let env = TestEnv::builder().simulation(config).start().await?;
+        Self::gated(env).await
+    }
+
+    /// A WC without nodes that serves HTTPS with its own CA, as a real workload cluster does:
+    /// its kubeconfig carries that CA, so a client trusts it alone (the gate passes TLS through).
+    pub async fn start_tls() -> Result<Self, Error> {
+        let env = TestEnv::builder().simulation(SimConfig::default()).tls(true).start().await?;
+        Self::gated(env).await
+    }
+
+    async fn gated(env: TestEnv) -> Result<Self, Error> {
         let gate = Gate::start(env.handle().addr()).await?;
         Ok(Self { env, gate, machines: Mutex::new(BTreeSet::new()) })
     }
@@ -296,12 +307,14 @@ impl WorkloadCluster {
 
     /// The server URL operators use: through the gate.
     pub fn server_url(&self) -> String {
-        format!("http://{}", self.gate.addr)
+        let scheme = if self.env.handle().ca_pem().is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.gate.addr)
     }
 
-    /// A kubeconfig for [`WorkloadCluster::server_url`].
+    /// A kubeconfig for [`WorkloadCluster::server_url`], with the cluster's CA when it serves
+    /// HTTPS.
     pub fn kubeconfig(&self) -> String {
-        testenv::kubeconfig_yaml(&self.server_url())
+        testenv::kubeconfig_yaml_with(&self.server_url(), self.env.handle().ca_pem().as_deref(), None)
     }
 
     /// The Cluster API kubeconfig Secret `<cluster>-kubeconfig` for the MC.

@@ -1,7 +1,8 @@
 //! kvm-operator's benchmark: the `kvm-operator daemon` binary against a simulated management
 //! cluster (testenv, nodes labelled `role=master`/`role=worker`, pods Running and Ready at once)
-//! and one simulated workload cluster per cluster, whose Nodes follow the node pods
-//! (`workload_sim::pods::NodePods`, which also plays the sidecar publishing the VM IP).
+//! and one simulated workload cluster per cluster (HTTPS with its own CA, as in production),
+//! whose Nodes follow the node pods (`workload_sim::pods::NodePods`, which also plays the sidecar
+//! publishing the VM IP).
 //!
 //! It prints:
 //! 1. one cluster of 13 nodes (3 masters, 10 workers): the time from creating its KVMConfig until
@@ -87,7 +88,9 @@ async fn start_cluster(
 ) -> anyhow::Result<Cluster> {
     // The cluster's certificates and encryption key the operator issues.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    let wc = Arc::new(WorkloadCluster::start().await?);
+    // HTTPS with the cluster's own CA in its kubeconfig, as in production: a client of a
+    // plain-HTTP cluster would load the platform's whole trust store instead.
+    let wc = Arc::new(WorkloadCluster::start_tls().await?);
     secrets.create(&PostParams::default(), &wc.kubeconfig_secret(NS, id)).await?;
     let selector = format!("{}={}", keys::POD_WATCHER, names::OPERATOR);
     let pods = NodePods::new(client.clone(), id, selector, keys::VM_IP)
