@@ -3,8 +3,9 @@
 //! they are not, and `Cluster.spec.controlPlaneEndpoint` written.
 //!
 //! Which of the kinds the API server serves is found through API discovery ([`CapiApis`]),
-//! looked at again at most every [`DISCOVERY_TTL`], so CRDs installed (or removed) while the
-//! operator runs are picked up without a restart. A kind that is not served, or an object that
+//! looked at again once its answer is older than `--capi-discovery-seconds` ([`DISCOVERY_TTL`]
+//! by default), so CRDs installed (or removed) while the operator runs are picked up without a
+//! restart. A kind that is not served, or an object that
 //! does not exist, reads as absent: the cluster is built from its own objects alone.
 //!
 //! What is read, and which value wins where both the cluster's own object and a CAPI object
@@ -43,7 +44,8 @@ use parking_lot::Mutex;
 
 use operatorkit::status::describe;
 
-/// How long a discovery of the served kinds is used before the API server is asked again.
+/// How long a discovery of the served kinds is used before the API server is asked again,
+/// unless `--capi-discovery-seconds` says otherwise.
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(60);
 
 /// The group of [`G8sControlPlane`].
@@ -64,9 +66,10 @@ pub struct Served {
     pub g8s_control_plane: Option<ApiResource>,
 }
 
-/// API discovery of the CAPI kinds, cached for [`DISCOVERY_TTL`].
+/// API discovery of the CAPI kinds, each answer used for `ttl`.
 pub struct CapiApis {
     client: Client,
+    ttl: Duration,
     cache: Mutex<Option<(Instant, Arc<Served>)>>,
 }
 
@@ -77,15 +80,16 @@ impl fmt::Debug for CapiApis {
 }
 
 impl CapiApis {
-    /// Discovery through `client` (reads only; writes go through the controllers' client).
-    pub fn new(client: Client) -> Self {
-        Self { client, cache: Mutex::new(None) }
+    /// Discovery through `client` (reads only; writes go through the controllers' client),
+    /// asked again once an answer is `ttl` old.
+    pub fn new(client: Client, ttl: Duration) -> Self {
+        Self { client, ttl, cache: Mutex::new(None) }
     }
 
-    /// The kinds served now (at most [`DISCOVERY_TTL`] old).
+    /// The kinds served now (at most `ttl` old).
     pub async fn served(&self) -> Result<Arc<Served>, kube::Error> {
         if let Some((at, served)) = self.cache.lock().as_ref()
-            && at.elapsed() < DISCOVERY_TTL
+            && at.elapsed() < self.ttl
         {
             return Ok(served.clone());
         }
@@ -490,6 +494,28 @@ mod tests {
             }
         );
         assert_eq!(tuning(None, &[]), NodeTuning::default());
+    }
+
+    /// Of a `MachineDeployment` only [`apis::capi::CGROUP_V1`] is read, and an
+    /// AWSMachineDeployment has no field for cgroups: the two cannot disagree, so an
+    /// AWSMachineDeployment never gets [`OVERRIDDEN`]. Should its schema gain one, this fails
+    /// until the precedence is written (as [`master_replicas`] does for the masters).
+    #[test]
+    fn a_machine_deployment_sets_nothing_its_awsmachinedeployment_sets() {
+        use kube::CustomResourceExt as _;
+        let schema = serde_json::to_string(&apis::aws::AWSMachineDeployment::crd()).expect("the CRD");
+        for word in ["cgroup", "Cgroup", "CGroup"] {
+            assert!(!schema.contains(word), "AWSMachineDeployment's schema names {word}");
+        }
+        // What a MachineDeployment sets reaches its pool's workers whatever the
+        // AWSMachineDeployment holds: it is read from the MachineDeployments alone.
+        let md: MachineDeployment = serde_json::from_value(json!({
+            "metadata": {"name": "g3j50", "namespace": "org-acme", "labels": {"node.giantswarm.io/cgroupv1": "true"}},
+            "spec": {"clusterName": "al9qy"}
+        }))
+        .expect("a MachineDeployment");
+        assert!(tuning(None, std::slice::from_ref(&md)).cgroup_v1);
+        assert!(!tuning(None, &[]).cgroup_v1);
     }
 
     #[test]

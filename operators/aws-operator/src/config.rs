@@ -157,6 +157,11 @@ pub struct DaemonArgs {
     /// How often the master Endpoints are refreshed from EC2, in seconds.
     #[arg(long, default_value_t = 900)]
     pub endpoints_refresh_seconds: u64,
+    /// How long the API server's answer to which Cluster API kinds it serves (`Cluster`,
+    /// `MachineDeployment`, `G8sControlPlane`) is used before it is asked again, in seconds:
+    /// CRDs installed or removed while the operator runs are seen within this time.
+    #[arg(long, default_value_t = 60)]
+    pub capi_discovery_seconds: u64,
     /// How long a node drain may take before it ends with `Timeout`, in seconds, for
     /// DrainerConfigs without the `drainer.giantswarm.io/timeout` annotation.
     #[arg(long, default_value_t = 3600)]
@@ -438,6 +443,9 @@ pub struct OperatorConfig {
     pub endpoints_refresh: Duration,
     /// How long an account's stack listing is used before it is listed again.
     pub stack_listing_ttl: Duration,
+    /// How long the discovery of the served Cluster API kinds is used before the API server is
+    /// asked again (`--capi-discovery-seconds`, [`crate::capi::CapiApis`]).
+    pub capi_discovery_ttl: Duration,
     /// How long the view of a transitioning stack is used before it is described again.
     pub stack_busy_ttl: Duration,
     /// The requeue interval while a stack or a prerequisite is pending.
@@ -589,6 +597,7 @@ impl OperatorConfig {
             alike_instances: args.alike_instances.clone(),
             stack_listing_ttl: Duration::from_secs(args.stack_listing_ttl_seconds),
             endpoints_refresh: Duration::from_secs(args.endpoints_refresh_seconds),
+            capi_discovery_ttl: Duration::from_secs(args.capi_discovery_seconds.max(1)),
             unhealthy: UnhealthySettings::new(args),
             max_rolling_clusters: args.max_rolling_clusters,
             slot_namespace: args.leader_election_namespace.clone(),
@@ -615,6 +624,7 @@ impl Default for OperatorConfig {
             node_extras: Default::default(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
+            capi_discovery_ttl: crate::capi::DISCOVERY_TTL,
             stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
             drainer_poll: Duration::from_secs(120),
@@ -844,6 +854,18 @@ mod tests {
         assert!(err.contains("alice") && err.contains("name:public-key"), "{err}");
         let err = daemon_args(&["--access-log-expiration-days", "0"]).expect_err("no expiry").to_string();
         assert!(err.contains("access-log-expiration-days"), "{err}");
+    }
+
+    #[test]
+    fn the_capi_discovery_period_comes_from_its_flag() {
+        let config = OperatorConfig::from_args(&daemon_args(&[]).expect("defaults"));
+        assert_eq!(config.capi_discovery_ttl, Duration::from_secs(60));
+        assert_eq!(config.capi_discovery_ttl, OperatorConfig::default().capi_discovery_ttl);
+        let config = OperatorConfig::from_args(&daemon_args(&["--capi-discovery-seconds", "5"]).expect("valid"));
+        assert_eq!(config.capi_discovery_ttl, Duration::from_secs(5));
+        // Zero would ask the API server on every read: at least a second.
+        let config = OperatorConfig::from_args(&daemon_args(&["--capi-discovery-seconds", "0"]).expect("valid"));
+        assert_eq!(config.capi_discovery_ttl, Duration::from_secs(1));
     }
 
     #[test]

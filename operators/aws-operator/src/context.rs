@@ -257,7 +257,7 @@ impl Shared {
         // The controllers' writes to workload clusters are fenced as their AWS calls are.
         let workload_clients = WorkloadClients::new(client.clone(), ClientOptions::for_operator("aws-operator"))
             .gated_by(aws.leadership().clone());
-        let capi = crate::capi::CapiApis::new(client.clone());
+        let capi = crate::capi::CapiApis::new(client.clone(), config.capi_discovery_ttl);
         Arc::new(Self {
             capi,
             client,

@@ -9,12 +9,13 @@
 //! `MachineDeployment`'s cgroups v1. kubectl shows the
 //! `Cluster.spec.controlPlaneEndpoint` the operator wrote.
 //!
-//! The other tests here: a CAPI value the cluster's own field overrides, and a CAPI value the
-//! operator cannot use.
+//! The other tests here: the CAPI CRDs installed while the operator runs, a CAPI value the
+//! cluster's own field overrides, and a CAPI value the operator cannot use.
 
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use apis::aws::{AWSCluster, AWSControlPlane};
@@ -365,6 +366,108 @@ async fn an_etcd_quota_the_operator_cannot_use_stops_the_cluster_naming_the_clus
     assert!(tenant.cfn.describe_all().await?.is_empty(), "no stack for a refused cluster");
     let names = kubectl.run(&["get", "clusters.cluster.x-k8s.io", "-n", NS, "-o", "name"], None).await?;
     assert_eq!(names.trim(), format!("cluster.cluster.x-k8s.io/{ID}"));
+    f.kill_operator().await;
+    Ok(())
+}
+
+/// The fleet's documents of kinds whose group is `group`, joined again.
+fn fleet_of_group(fleet: &str, group: &str) -> String {
+    fleet
+        .split("\n---\n")
+        .filter(|doc| doc.lines().any(|l| l.starts_with("apiVersion: ") && l.contains(group)))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capi_crds_installed_while_the_operator_runs_are_picked_up_without_a_restart() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    // The CAPI objects are read at each reconcile of the cluster's own (a steady cluster's at
+    // each resync), with the served kinds looked up again every `--capi-discovery-seconds`.
+    f.resync = Duration::from_secs(5);
+    f.configure = Some(Arc::new(|c: &mut aws_operator::config::OperatorConfig| {
+        c.capi_discovery_ttl = Duration::from_secs(3);
+    }));
+    let kubectl = Kubectl::new(&f)?;
+    f.apply_basics().await?;
+    f.credential_secret(ID).await?;
+    // The fleet's own objects, with a master count of the AWSControlPlane's own (the
+    // G8sControlPlane applied later says 3, which then loses and is named).
+    let fleet = fleet().replace("  instanceType: m5.xlarge\n---", "  instanceType: m5.xlarge\n  replicas: 1\n---");
+    let own = fleet_of_group(&fleet, "infrastructure.giantswarm.io/v1alpha3");
+    let own: String =
+        own.split("\n---\n").filter(|d| !d.contains("kind: G8sControlPlane")).collect::<Vec<_>>().join("\n---\n");
+    let capi = format!(
+        "{}\n---\n{}",
+        fleet_of_group(&fleet, "cluster.x-k8s.io/v1beta1"),
+        fleet.split("\n---\n").find(|d| d.contains("kind: G8sControlPlane")).expect("the G8sControlPlane")
+    );
+    assert_eq!(own.matches("kind: AWS").count(), 3, "{own}");
+    assert_eq!(capi.matches("\nkind: ").count() + usize::from(capi.starts_with("kind: ")), 3, "{capi}");
+    kubectl.run(&["apply", "--validate=strict", "-f", "-"], Some(&own)).await?;
+    f.start_operator().await?;
+
+    // Without the CRDs the cluster is built from its own objects alone.
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let created = eventually(240, "the cluster to be Created without the CAPI CRDs", || async {
+        let c = clusters.get(ID).await?;
+        let status = c.status.clone().unwrap_or_default();
+        Ok((ready(Some(&status.conditions))
+            && status.cluster.has_condition(apis::cluster_status::ClusterCondition::Created))
+        .then_some(()))
+    })
+    .await;
+    if let Err(e) = created {
+        anyhow::bail!("{e}\n{}", dump(&f.client).await);
+    }
+    let tenant = f.tenant_clients().await?;
+    let tccp_tag = |stacks: &[aws_stacks::state::StackView]| {
+        stacks.iter().find(|s| s.name == format!("cluster-{ID}-tccp")).and_then(|s| s.tags.get("cost-center").cloned())
+    };
+    assert_eq!(tccp_tag(&tenant.cfn.describe_all().await?), None, "no Cluster, no cloud tag");
+
+    // A platform team installs the CRDs, and its tooling the CAPI objects, while the operator
+    // runs.
+    let dir = capi_crds();
+    let dir = dir.to_str().expect("a UTF-8 path");
+    kubectl.run(&["apply", "--validate=strict", "-f", dir], None).await?;
+    kubectl.run(&["wait", "--for=condition=Established", "--timeout=60s", "-f", dir], None).await?;
+    kubectl.run(&["apply", "--validate=strict", "-f", "-"], Some(&capi)).await?;
+
+    // The operator reads them: it writes the Cluster's endpoint, names the G8sControlPlane's
+    // master count that the AWSControlPlane's overrides, and puts the Cluster's cloud tag on the
+    // tenant stacks.
+    let endpoint = eventually(60, "the Cluster's spec.controlPlaneEndpoint", || async {
+        let out = kubectl
+            .run(
+                &["get", "clusters.cluster.x-k8s.io", ID, "-n", NS, "-o", "jsonpath={.spec.controlPlaneEndpoint}"],
+                None,
+            )
+            .await?;
+        Ok((!out.trim().is_empty()).then(|| serde_json::from_str::<serde_json::Value>(&out)).transpose()?)
+    })
+    .await?;
+    assert_eq!(
+        endpoint,
+        serde_json::json!({"host": format!("api.{ID}.k8s.gauss.eu-central-1.aws.gigantic.io"), "port": 443})
+    );
+    let cps: Api<AWSControlPlane> = Api::namespaced(f.client.clone(), NS);
+    let overridden = eventually(60, "the control plane to name the G8sControlPlane's count", || async {
+        let conditions = cps.get("a2wax").await?.status.map(|s| s.conditions).unwrap_or_default();
+        Ok(conditions.into_iter().find(|c| c.type_ == aws_operator::capi::OVERRIDDEN))
+    })
+    .await?;
+    assert!(
+        overridden.message.starts_with(
+            "spec.replicas of AWSControlPlane org-acme/a2wax is 1 and spec.replicas of G8sControlPlane \
+             org-acme/a2wax is 3: 1 is used"
+        ),
+        "{overridden:?}"
+    );
+    eventually(180, "the Cluster's cloud tag on the TCCP stack", || async {
+        Ok((tccp_tag(&tenant.cfn.describe_all().await?).as_deref() == Some("team-blue")).then_some(()))
+    })
+    .await?;
     f.kill_operator().await;
     Ok(())
 }
