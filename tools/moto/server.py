@@ -149,6 +149,12 @@ And one API moto lacks, for the operator's quota preflight:
     1}}``) gives an account other limits, as a granted increase (or a lower test value) would.
     The limits are reported, not enforced: moto still creates past them.
 
+And one for masters replaced on their etcd interface:
+
+26. A terminated instance's other network interfaces (device index above 0, not deleted on
+    termination) are detached and ``available``, as EC2 detaches them; moto 5.2.5 left them
+    attached to the terminated instance, so a replacement could never attach them.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -3248,6 +3254,30 @@ def patch_account_limits() -> None:
     asg_cls.describe_account_limits = asg_describe_account_limits
 
 
+# --- 26. A terminated instance lets go of its other interfaces -----------------------------------
+
+
+def patch_terminate_detaches_interfaces() -> None:
+    """Correction 26: moto 5.2.5's ``Instance.terminate`` leaves every network interface attached
+    to the terminated instance, so an interface attached as device 1 (a master's etcd interface)
+    stays ``in-use`` and ``AttachNetworkInterface`` to its replacement is never possible. EC2
+    detaches an instance's other interfaces when it terminates (those with
+    ``DeleteOnTermination`` are deleted, as moto already does), and they become ``available``."""
+    from moto.ec2.models import instances as instance_models
+
+    instance_cls = _require(instance_models, "Instance")
+    original_terminate = _require(instance_cls, "terminate")
+    _require(instance_cls, "detach_eni")
+
+    def terminate(self: Any) -> Any:
+        for index, nic in list(self.nics.items()):
+            if index != 0 and not getattr(nic, "delete_on_termination", False):
+                self.detach_eni(nic)
+        return original_terminate(self)
+
+    instance_cls.terminate = terminate
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -3275,6 +3305,7 @@ def apply_patches() -> None:
     patch_web_identity()
     patch_cloudfront()
     patch_account_limits()
+    patch_terminate_detaches_interfaces()
 
 
 # --- request log ------------------------------------------------------------------------------
