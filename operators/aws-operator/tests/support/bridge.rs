@@ -138,7 +138,9 @@ async fn sync(
         if tag("giantswarm.io/cluster").as_deref() != Some(id) {
             continue;
         }
-        let master = tag("giantswarm.io/stack").as_deref() == Some("tccpn");
+        // A node-pools master group (TCCPN's) or a legacy cluster's, both named `<id>-master`.
+        let master = tag("giantswarm.io/stack").as_deref() == Some("tccpn")
+            || tag("Name").is_some_and(|name| name == format!("{id}-master"));
         let name = group.auto_scaling_group_name().unwrap_or_default().to_string();
         for i in group.instances() {
             let lt = i.launch_template().map(|t| {
@@ -358,6 +360,85 @@ async fn start_hook(
     bucket: &str,
     key: &str,
 ) -> anyhow::Result<HookRun> {
+    let (node, metadata) = boot_master(tenant, aws_endpoint, cluster, s, bucket, key).await?;
+    let health = HealthEndpoints::serve()?;
+    let mut script = node.script(aws_stacks::ignition::LAUNCHING_HOOK_SCRIPT, &metadata)?;
+    let log = std::fs::File::create(node.harness_dir().join("hook.log"))?;
+    script
+        .env("ETCD_HEALTH_URL", health.etcd_health_url())
+        .env("API_READYZ_URL", health.readyz_url())
+        .env("LAUNCHING_HOOK_INTERVAL", "1")
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    let child = script.spawn().context("spawning the launching-hook script")?;
+    Ok(HookRun { node, _metadata: metadata, health, child, healthy_since: None })
+}
+
+/// Runs master `s`'s etcd attach script (`ETCD_ATTACH_SCRIPT`) of its node config in S3 on an
+/// emulated node, as master `master_id`'s instance runs it at boot: the product's script finds
+/// the etcd volume and interface by their Name tags and attaches them with the real AWS CLI,
+/// retrying while they are still attached elsewhere. What the hypervisor does is played here:
+/// the attached volume's disk and the interface's DHCP lease (from EC2's description of it).
+/// The script's output, once it succeeded within `timeout`.
+pub async fn attach_etcd(
+    tenant: &AccountClients,
+    aws_endpoint: &str,
+    cluster: &str,
+    master_id: u8,
+    s: &Seen,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let (bucket, key) = s.config.clone().with_context(|| format!("no node config for {}", s.instance))?;
+    let (node, metadata) = boot_master(tenant, aws_endpoint, cluster, s, &bucket, &key).await?;
+    node.disk(aws_stacks::ignition::ETCD_VOLUME_DEVICE, 64)?;
+    let eni_name = aws_stacks::names::master_eni(cluster, master_id);
+    let enis = tenant
+        .ec2
+        .describe_network_interfaces()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("tag:Name").values(&eni_name).build())
+        .send()
+        .await
+        .context("DescribeNetworkInterfaces")?;
+    let eni = enis.network_interfaces().first().with_context(|| format!("no interface {eni_name}"))?;
+    node.dhcp_lease(eni.mac_address().unwrap_or_default(), eni.private_ip_address().unwrap_or_default())?;
+    let log_path = node.harness_dir().join("attach.log");
+    let log = std::fs::File::create(&log_path)?;
+    let mut child = node
+        .script(aws_stacks::ignition::ETCD_ATTACH_SCRIPT, &metadata)?
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("spawning the etcd attach script")?;
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+    match status {
+        Some(status) if status.success() => Ok(output),
+        Some(status) => anyhow::bail!("the etcd attach script of {} failed ({status}): {output}", s.instance),
+        None => anyhow::bail!("the etcd attach script of {} did not finish in {timeout:?}: {output}", s.instance),
+    }
+}
+
+/// Master `s`'s node config from S3 on an emulated node, with `s`'s metadata and TCCPN's master
+/// role's credentials (a legacy master's role is the same) as the instance role's.
+async fn boot_master(
+    tenant: &AccountClients,
+    aws_endpoint: &str,
+    cluster: &str,
+    s: &Seen,
+    bucket: &str,
+    key: &str,
+) -> anyhow::Result<(EmulatedNode, MetadataService)> {
     let object = tenant.s3.get_object().bucket(bucket).key(key).send().await.context("GetObject")?;
     let config = object.body.collect().await.context("reading the node config")?.into_bytes();
     // The instance role's credentials: TCCPN's master role in the tenant account, assumed with a
@@ -404,15 +485,5 @@ async fn start_hook(
     };
     let node = EmulatedNode::boot(&config, aws_endpoint)?;
     let metadata = MetadataService::serve(instance)?;
-    let health = HealthEndpoints::serve()?;
-    let mut script = node.script(aws_stacks::ignition::LAUNCHING_HOOK_SCRIPT, &metadata)?;
-    let log = std::fs::File::create(node.harness_dir().join("hook.log"))?;
-    script
-        .env("ETCD_HEALTH_URL", health.etcd_health_url())
-        .env("API_READYZ_URL", health.readyz_url())
-        .env("LAUNCHING_HOOK_INTERVAL", "1")
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let child = script.spawn().context("spawning the launching-hook script")?;
-    Ok(HookRun { node, _metadata: metadata, health, child, healthy_since: None })
+    Ok((node, metadata))
 }
