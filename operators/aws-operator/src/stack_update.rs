@@ -40,10 +40,11 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// The gate for a stack of `obj` in cluster `cluster` (whose annotations hold the setting);
-    /// `stacks` are `obj`'s recorded stack entries.
-    pub fn new<K: kube::Resource<DynamicType = ()>>(
-        cluster: &apis::aws::AWSCluster,
+    /// The gate for a stack of `obj` in cluster `cluster` (whose annotations hold the setting:
+    /// the AWSCluster, or a legacy cluster's AWSConfig, which is both); `stacks` are `obj`'s
+    /// recorded stack entries.
+    pub fn new<C: kube::Resource, K: kube::Resource<DynamicType = ()>>(
+        cluster: &C,
         obj: &K,
         stacks: &[StatusEntry],
         kind: approval::UpdateKind,

@@ -156,6 +156,27 @@ async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_le
     let master = group(&format!("{id}-master"));
     assert_eq!((master.min_size(), master.max_size(), master.desired_capacity()), (Some(1), Some(1), Some(1)));
     assert_eq!(master.availability_zones(), std::slice::from_ref(&zone));
+    // The namespace's Service and Endpoints `master`: the master's address, for Prometheus.
+    let master_instance = master.instances().first().and_then(|i| i.instance_id()).expect("the master").to_string();
+    let described = tenant.ec2.describe_instances().instance_ids(&master_instance).send().await?;
+    let master_ip = described.reservations()[0].instances()[0].private_ip_address().unwrap_or_default().to_string();
+    let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(f.client.clone(), id).get("master").await?;
+    let ports: Vec<i32> = service.spec.and_then(|s| s.ports).unwrap_or_default().iter().map(|p| p.port).collect();
+    assert_eq!(ports, [443], "the master Service");
+    let endpoints: Api<k8s_openapi::api::core::v1::Endpoints> = Api::namespaced(f.client.clone(), id);
+    let addresses = eventually(60, "the master Endpoints", || async {
+        let ep = endpoints.get_opt("master").await?;
+        let ips: Vec<String> = ep
+            .and_then(|e| e.subsets)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|s| s.addresses.clone().unwrap_or_default())
+            .map(|a| a.ip)
+            .collect();
+        Ok((!ips.is_empty()).then_some(ips))
+    })
+    .await?;
+    assert_eq!(addresses, [master_ip], "the Endpoints hold the master's address");
     let workers = group(&format!("{id}-worker"));
     assert_eq!(workers.desired_capacity(), Some(3), "three entries in spec.aws.workers");
     assert_eq!(workers.load_balancer_names(), [format!("{id}-ingress")]);

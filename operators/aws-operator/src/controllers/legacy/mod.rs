@@ -30,8 +30,11 @@
 //!    workers wait, is drained too.
 //! 6. `stacks` — `host-setup` (management account: the peering role), `guest-main` (the
 //!    cluster's account), `host-main` (management account: the peering routes and the zone
-//!    delegation), each waiting for the one before ([`stacks`]).
-//! 7. `status` — `Ready`, the lifecycle `Creating` → `Created` (→ `Updating` → `Updated`), the
+//!    delegation), each waiting for the one before ([`stacks`]). Updates of `guest-main` and
+//!    `host-main` pass the node-pools clusters' approval gate ([`crate::approval`]), set by the
+//!    object's own annotations.
+//! 7. `master` — the namespace's Service and Endpoints `master`, the node-pools cluster's.
+//! 8. `status` — `Ready`, the lifecycle `Creating` → `Created` (→ `Updating` → `Updated`), the
 //!    versions, the zones and VPC block in `status.aws` and `status.cluster.network`.
 //!
 //! Deletion ([`stacks::Teardown`]): `host-main`, then what the cluster left outside its stacks,
@@ -77,6 +80,7 @@ pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) 
         .resource(NodeConfigs)
         .resource(Drainers)
         .resource(Stacks)
+        .resource(Master)
         .resource(Status)
         .resource(Teardown)
         .build()
@@ -508,6 +512,31 @@ impl Resource<AWSConfig, LegacyState> for NodeConfigs {
     }
 }
 
+/// The namespace `<id>`'s Service and Endpoints `master` (the master's address behind
+/// `<id>-api`, for Prometheus), as the original made for legacy clusters: the node-pools
+/// cluster's ([`cluster::master::ensure_master_objects`]).
+#[derive(Debug)]
+pub struct Master;
+
+impl Resource<AWSConfig, LegacyState> for Master {
+    fn name(&self) -> &str {
+        "master"
+    }
+
+    async fn ensure_created(&self, state: &mut LegacyState, obj: &AWSConfig) -> resource::Result<Outcome> {
+        let (tenant, _) = state.accounts()?;
+        let org = namespace_labels(obj).remove(apis::labels::ORGANIZATION).unwrap_or_default();
+        let uid = obj.uid().unwrap_or_default();
+        let zone = inputs::zone(obj);
+        cluster::master::ensure_master_objects(&state.shared, &tenant, obj.cluster_id(), &org, &uid, &zone).await?;
+        Ok(Outcome::proceed())
+    }
+
+    async fn ensure_deleted(&self, _: &mut LegacyState, _: &AWSConfig) -> resource::Result<Outcome> {
+        Ok(Outcome::proceed())
+    }
+}
+
 /// Conditions, lifecycle, versions.
 #[derive(Debug)]
 pub struct Status;
@@ -566,6 +595,7 @@ pub async fn write_legacy_status(state: &mut LegacyState, obj: &AWSConfig) -> Re
         message,
         obj.metadata.generation,
     );
+    crate::approval::set_update_pending(&mut status.conditions, obj, &status.stacks);
     let lifecycle = &mut status.cluster;
     lifecycle.id.clone_from(&id);
     let changed = cluster::status::advance_lifecycle(

@@ -12,7 +12,7 @@ use operatorkit::{Outcome, Resource, ResourceError, held_secrets, resource};
 use super::{LegacyState, reject};
 use crate::controllers::cluster::leftovers::{Cleanup, clean_up_cluster};
 use crate::controllers::{self, status::READY};
-use crate::stack_ops::{Deletion, DesiredStack, Progress, UpdateWhen};
+use crate::stack_ops::{Deletion, DesiredStack, Gate, Progress, UpdateWhen};
 
 /// `host-setup`, `guest-main` and `host-main`.
 #[derive(Debug)]
@@ -35,6 +35,11 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
         let mut inst = state.installation(obj)?;
         let common = inputs::common(obj, &inst);
         let recorded = |name: &str| obj.status.as_ref().and_then(|s| s.stacks.iter().find(|e| e.name == name).cloned());
+        // The approval gate of the node-pools clusters (`crate::approval`): with the object's
+        // `update-approval` annotation, an update of guest-main or host-main waits as a change
+        // set until the object is annotated with its plan hash. Creates never wait.
+        let entries = obj.status.as_ref().map(|s| s.stacks.clone()).unwrap_or_default();
+        let gate = Gate::new(obj, obj, &entries, crate::approval::UpdateKind::Other);
         let desired = |stack: LegacyStack, template, update| DesiredStack {
             kind: stack.counterpart(),
             name: legacy::stack_name(&id, stack),
@@ -97,8 +102,16 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
             canonical_hash: Some(canonical),
         };
         let bucket = names::bucket(&tenant.account_id, &id);
-        let (progress, entry) =
-            crate::stack_ops::ensure(&shared, &tenant, obj, stack, Some(&bucket), recorded(&name).as_ref()).await?;
+        let (progress, entry) = crate::stack_ops::ensure_gated(
+            &shared,
+            &tenant,
+            obj,
+            stack,
+            Some(&bucket),
+            recorded(&name).as_ref(),
+            Some(&gate),
+        )
+        .await?;
         state.stacks.push(entry);
         let Progress::Ready(guest) = progress else {
             return state.stack_not_ready(obj, &name, progress).await;
@@ -156,7 +169,8 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
         let stack = desired(LegacyStack::HostMain, template, UpdateWhen::Now);
         let name = stack.name.clone();
         let (progress, entry) =
-            crate::stack_ops::ensure(&shared, &cp, obj, stack, None, recorded(&name).as_ref()).await?;
+            crate::stack_ops::ensure_gated(&shared, &cp, obj, stack, None, recorded(&name).as_ref(), Some(&gate))
+                .await?;
         state.stacks.push(entry);
         if !matches!(progress, Progress::Ready(_)) {
             return state.stack_not_ready(obj, &name, progress).await;
