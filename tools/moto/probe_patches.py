@@ -1738,6 +1738,26 @@ def probe_account_limits(port: int) -> None:
     check(stack_limit(cfn) == 2000, "an empty setting brings back the default")
 
 
+def probe_terminate_detaches_interfaces(port: int) -> None:
+    """A terminated instance's interface attached as device 1 is detached and ``available``, and
+    another instance can attach it (correction 26)."""
+    ec2 = client(port, "ec2", account())
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    eni = ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"]["NetworkInterfaceId"]
+    first, second = (
+        ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, SubnetId=subnet)["Instances"][0]["InstanceId"]
+        for _ in range(2)
+    )
+    ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=first, DeviceIndex=1)
+    ec2.terminate_instances(InstanceIds=[first])
+    described = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])["NetworkInterfaces"][0]
+    check(described["Status"] == "available" and "Attachment" not in described,
+          f"the terminated instance's interface is detached: {described.get('Status')} {described.get('Attachment')}")
+    ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=second, DeviceIndex=1)
+    described = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])["NetworkInterfaces"][0]
+    check(described.get("Attachment", {}).get("InstanceId") == second, "the replacement attaches the interface")
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1768,6 +1788,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("DescribeAccountLimits of CloudFormation and Auto Scaling", probe_account_limits),
     ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
     ("CloudFront deploys, deletes only disabled distributions, serves issuers from its origin", probe_cloudfront),
+    ("a terminated instance lets go of its other interfaces", probe_terminate_detaches_interfaces),
 ]
 
 
