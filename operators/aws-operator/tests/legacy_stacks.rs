@@ -14,41 +14,13 @@ use std::time::Instant;
 
 use apis::aws::AWSCluster;
 use apis::aws_config::AWSConfig;
-use aws_operator::aws::AccountClients;
 use aws_stacks::stacks::legacy::{self, LegacyStack};
 use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
-use support::legacy::{ZONE, apply, installation_zone, legacy_cluster, wait_created};
+use support::legacy::{
+    ZONE, apply, installation_zone, legacy_cluster, live_stacks, peering_state, routes_to, wait_created,
+};
 use support::*;
-
-/// The names of the live stacks of `aws`, sorted.
-async fn live_stacks(aws: &AccountClients) -> anyhow::Result<Vec<String>> {
-    let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
-    names.sort();
-    Ok(names)
-}
-
-/// The routes of management route table `table` to `cidr`, by peering.
-async fn routes_to(cp: &AccountClients, table: &str, cidr: &str) -> anyhow::Result<Vec<String>> {
-    let routes = cp.ec2.describe_route_tables().route_table_ids(table).send().await?;
-    Ok(routes.route_tables()[0]
-        .routes()
-        .iter()
-        .filter(|r| r.destination_cidr_block() == Some(cidr))
-        .map(|r| r.vpc_peering_connection_id().unwrap_or_default().to_string())
-        .collect())
-}
-
-/// The state of peering `id` as the management account sees it.
-async fn peering_state(cp: &AccountClients, id: &str) -> anyhow::Result<Option<String>> {
-    let out = cp.ec2.describe_vpc_peering_connections().vpc_peering_connection_ids(id).send().await?;
-    Ok(out
-        .vpc_peering_connections()
-        .first()
-        .and_then(|p| p.status())
-        .and_then(|s| s.code())
-        .map(|c| c.as_str().to_string()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_awsconfig_applied_becomes_its_three_stacks_on_aws_and_deleting_it_leaves_nothing() -> anyhow::Result<()> {

@@ -8,7 +8,10 @@ use kube::api::{Patch, PatchParams, PostParams};
 
 use super::{Fixture, NS, REGION, VERSION, dump, eventually, ready};
 
-const FIXTURE: &str = include_str!("../../../../crates/apis/tests/fixtures/awsconfig-p3x7d.yaml");
+mod config;
+
+pub use config::awsconfig;
+
 /// The installation's zone, which the legacy clusters' zones are delegated from.
 pub const ZONE: &str = "tyrell.eu-central-1.aws.gigantic.io";
 
@@ -19,21 +22,7 @@ pub async fn legacy_cluster(f: &Fixture, id: &str) -> anyhow::Result<AWSConfig> 
     let cp = f.control_plane_clients().await?;
     let (cp_vpc, _) =
         aws_operator::aws::ec2::control_plane_vpc(&cp, &f.installation).await?.expect("the management VPC");
-    let yaml = FIXTURE
-        .replace("p3x7d", id)
-        .replace("eu-west-1", REGION)
-        .replace("tyrell_private_0", &format!("{}_private_0", f.installation))
-        .replace("vpc-04d7e8f9a0b1c2d3e", &cp_vpc)
-        .replace("namespace: default", &format!("namespace: {NS}"))
-        .replace("giantswarm.io/organization: initech", "giantswarm.io/organization: acme")
-        .replace("release.giantswarm.io/version: 6.3.0", "release.giantswarm.io/version: 20.0.0")
-        .replace(
-            "aws-operator.giantswarm.io/version: 4.7.0",
-            &format!("aws-operator.giantswarm.io/version: {VERSION}"),
-        );
-    let config: AWSConfig = serde_saphyr::from_str(&yaml)?;
-    assert_eq!(config.validate(), Ok(()));
-    Ok(config)
+    awsconfig(id, NS, &f.installation, REGION, &cp_vpc, VERSION)
 }
 
 /// The installation's zone, which the clusters' zones are delegated from (the platform's, not
@@ -60,19 +49,52 @@ pub async fn relabel(f: &Fixture, id: &str, release: &str, version: &str) -> any
     Ok(())
 }
 
+/// Whether `config`'s lifecycle says `Created` and `Ready` is true.
+pub fn is_created(config: &AWSConfig) -> bool {
+    config.status.as_ref().is_some_and(|s| {
+        s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created) && ready(Some(&s.conditions))
+    })
+}
+
 /// Wait until AWSConfig `name`'s lifecycle says `Created` and `Ready` is true.
 pub async fn wait_created(f: &Fixture, name: &str, secs: u64) -> anyhow::Result<AWSConfig> {
     let api: Api<AWSConfig> = Api::namespaced(f.client.clone(), NS);
     let result = eventually(secs, &format!("AWSConfig {name} to be Created"), || async {
         let c = api.get(name).await?;
-        let created = c.status.as_ref().is_some_and(|s| {
-            s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created) && ready(Some(&s.conditions))
-        });
-        Ok(created.then_some(c))
+        Ok(is_created(&c).then_some(c))
     })
     .await;
     match result {
         Ok(c) => Ok(c),
         Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
     }
+}
+
+/// The names of the live stacks of `aws`, sorted.
+pub async fn live_stacks(aws: &AccountClients) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = aws.cfn.describe_all().await?.into_iter().map(|s| s.name).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The routes of management route table `table` to `cidr`, by peering.
+pub async fn routes_to(cp: &AccountClients, table: &str, cidr: &str) -> anyhow::Result<Vec<String>> {
+    let routes = cp.ec2.describe_route_tables().route_table_ids(table).send().await?;
+    Ok(routes.route_tables()[0]
+        .routes()
+        .iter()
+        .filter(|r| r.destination_cidr_block() == Some(cidr))
+        .map(|r| r.vpc_peering_connection_id().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// The state of peering `id` as the management account sees it.
+pub async fn peering_state(cp: &AccountClients, id: &str) -> anyhow::Result<Option<String>> {
+    let out = cp.ec2.describe_vpc_peering_connections().vpc_peering_connection_ids(id).send().await?;
+    Ok(out
+        .vpc_peering_connections()
+        .first()
+        .and_then(|p| p.status())
+        .and_then(|s| s.code())
+        .map(|c| c.as_str().to_string()))
 }
