@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod bridge;
+pub mod crash;
 pub mod legacy;
 
 use std::collections::BTreeMap;
