@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use apis::aws::AWSCluster;
 use kube::Api;
+use support::crash::*;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,40 +59,10 @@ async fn killed_ten_times_during_creation_the_cluster_still_converges_without_du
     assert_eq!(buckets.len(), 3, "{buckets:?}");
     // A CreateKey in flight at a kill may complete after the next process looked; such orphans
     // are scheduled for deletion, so exactly one key is usable.
-    let keys = tenant.kms.list_keys().send().await?;
-    let mut usable = 0;
-    for k in keys.keys() {
-        let meta = tenant.kms.describe_key().key_id(k.key_id().unwrap_or_default()).send().await?;
-        // Only the keys the operator creates (they carry the cluster tag): moto also creates an
-        // untagged default key of its own when encrypted EBS volumes are launched.
-        let tags = tenant.kms.list_resource_tags().key_id(k.key_id().unwrap_or_default()).send().await?;
-        let ours = tags.tags().iter().any(|t| t.tag_key() == "giantswarm.io/cluster" && t.tag_value() == id);
-        if ours && meta.key_metadata().is_some_and(|m| m.deletion_date().is_none()) {
-            usable += 1;
-        }
-    }
-    let mut detail = Vec::new();
-    for k in keys.keys() {
-        let id = k.key_id().unwrap_or_default();
-        let tags = tenant.kms.list_resource_tags().key_id(id).send().await?;
-        let meta = tenant.kms.describe_key().key_id(id).send().await?;
-        detail.push(format!(
-            "{id}: tags {:?} state {:?} deletion {:?}",
-            tags.tags(),
-            meta.key_metadata().and_then(|m| m.key_state()),
-            meta.key_metadata().and_then(|m| m.deletion_date())
-        ));
-    }
+    let (usable, detail) = usable_cluster_keys(&tenant, id).await?;
     assert_eq!(usable, 1, "exactly one usable key: {detail:#?}");
-    let aliases = tenant.kms.list_aliases().send().await?;
-    assert_eq!(aliases.aliases().iter().filter(|a| a.alias_name() == Some(&format!("alias/{id}"))).count(), 1);
-    let vpcs = tenant.ec2.describe_vpcs().send().await?;
-    let ours = vpcs
-        .vpcs()
-        .iter()
-        .filter(|v| v.tags().iter().any(|t| t.key() == Some("giantswarm.io/cluster") && t.value() == Some(id)))
-        .count();
-    assert_eq!(ours, 1, "one VPC for the cluster");
+    assert_eq!(cluster_key_aliases(&tenant, id).await?, 1);
+    assert_eq!(cluster_vpcs(&tenant, id).await?.len(), 1, "one VPC for the cluster");
     f.kill_operator().await;
     Ok(())
 }
