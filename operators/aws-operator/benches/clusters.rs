@@ -13,7 +13,16 @@
 //!   lasts 20 minutes of simulated time, longer than every period, so that every cache expires
 //!   in it at least once.
 //!
-//! `BENCH_CLUSTERS` changes the cluster count.
+//! `BENCH_CLUSTERS` changes the cluster count. `BENCH_LEGACY_CLUSTERS` (default 0) adds that many
+//! legacy clusters (`AWSConfig`, the apis fixture `awsconfig-p3x7d.yaml` with a VPC block of its
+//! own, in a cluster account of their own) reconciled by the same process; the time is then until
+//! every AWSCluster is Ready and every AWSConfig is `Created`, and the AWS calls until then are
+//! also given per kind of cluster, from moto's request log by account (the management account's
+//! calls, for both kinds, apart).
+//!
+//! With 20 node-pools and 20 legacy clusters (`BENCH_CLUSTERS=20 BENCH_LEGACY_CLUSTERS=20`), built
+//! in the `dev` profile (`cargo bench --profile dev`) on a shared two-core machine: see
+//! `docs/legacy-clusters.md`, "Figures".
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +34,10 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, copy_bidirectional};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The legacy cluster fixture, shared with the tests.
+#[path = "../tests/support/legacy/config.rs"]
+mod legacy_config;
 
 const REGION: &str = "eu-central-1";
 const FLATCAR: &str = "4230.2.4";
@@ -116,6 +129,8 @@ fn peak_rss_mib(pid: u32) -> Option<f64> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let clusters: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let legacy: usize = std::env::var("BENCH_LEGACY_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    anyhow::ensure!(legacy <= 100, "BENCH_LEGACY_CLUSTERS: at most 100 (each has a VPC block 10.<100+i>.0.0/16)");
     let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
     let calls = Arc::new(Calls::default());
     let proxy = counting_proxy(moto.port(), calls.clone()).await?;
@@ -128,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let cp_account = motoenv::fresh_account_id();
     let tenant_account = motoenv::fresh_account_id();
+    let legacy_account = motoenv::fresh_account_id();
     let installation = "bench";
 
     // The management VPC, through the operator's own client code.
@@ -150,9 +166,15 @@ async fn main() -> anyhow::Result<()> {
         .tags(aws_sdk_ec2::types::Tag::builder().key("Name").value(installation).build())
         .send()
         .await?;
-    cp.ec2.create_route_table().vpc_id(&vpc_id).send().await?;
+    let table = cp.ec2.create_route_table().vpc_id(&vpc_id).send().await?;
+    if legacy > 0 {
+        // The route table the legacy clusters' `spec.aws.vpc.routeTableNames` names.
+        let table = table.route_table().and_then(|t| t.route_table_id()).unwrap_or_default().to_string();
+        let name = aws_sdk_ec2::types::Tag::builder().key("Name").value(format!("{installation}_private_0")).build();
+        cp.ec2.create_tags().resources(&table).tags(name).send().await?;
+    }
 
-    // Namespaces, Release, credentials, certificates, clusters.
+    // Namespaces, Release, credentials, clusters (the operator issues their certificates).
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     for ns in ["giantswarm", "org-bench"] {
         nss.create(&PostParams::default(), &create(serde_json::json!({"metadata": {"name": ns}}))).await?;
@@ -191,6 +213,9 @@ async fn main() -> anyhow::Result<()> {
         // Drift detection off: its hourly round (six DetectStackDrift calls and their polls per
         // cluster) is not part of what this benchmark measures, and would move its figures.
         .args(["--drift-detection-interval-seconds", "0"])
+        // The workload clusters do not exist (their API hosts do not resolve): the unhealthy-node
+        // terminator acts only on clusters that opt in, as in the tests.
+        .args(["--terminate-unhealthy-nodes", "false"])
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("AWS_ACCESS_KEY_ID", "AKIABENCH")
         .env("AWS_SECRET_ACCESS_KEY", "secret")
@@ -199,7 +224,6 @@ async fn main() -> anyhow::Result<()> {
         .spawn()?;
     let pid = daemon.id().unwrap_or_default();
 
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "org-bench");
     let creds: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "giantswarm");
     let aws_clusters: Api<AWSCluster> = Api::namespaced(client.clone(), "org-bench");
     let start = Instant::now();
@@ -209,24 +233,8 @@ async fn main() -> anyhow::Result<()> {
         creds
             .create(
                 &PostParams::default(),
-                &create(serde_json::json!({"metadata": {"name": format!("credential-{id}")},
+                &create(serde_json::json!({"metadata": {"name": format!("credential-{id}"), "labels": {"giantswarm.io/organization": "bench"}},
                     "stringData": {"aws.awsoperator.arn": format!("arn:aws:iam::{tenant_account}:role/GiantSwarmAWSOperator")}})),
-            )
-            .await?;
-        for cert in ["api", "etcd", "worker", "service-account"] {
-            secrets
-                .create(
-                    &PostParams::default(),
-                    &create(serde_json::json!({"metadata": {"name": format!("{id}-{cert}"), "labels": {"giantswarm.io/cluster": id, "giantswarm.io/certificate": cert}},
-                        "stringData": {"ca": "ca", "crt": "crt", "key": "key"}})),
-                )
-                .await?;
-        }
-        secrets
-            .create(
-                &PostParams::default(),
-                &create(serde_json::json!({"metadata": {"name": format!("{id}-encryption-provider-config")},
-                    "stringData": {"encryption": "kind: EncryptionConfiguration"}})),
             )
             .await?;
         aws_clusters
@@ -258,6 +266,26 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
     }
+    let configs: Api<apis::aws_config::AWSConfig> = Api::namespaced(client.clone(), "org-bench");
+    for i in 0..legacy {
+        let id = format!("l{i:04}");
+        creds
+            .create(
+                &PostParams::default(),
+                &create(serde_json::json!({"metadata": {"name": format!("credential-{id}"), "labels": {"giantswarm.io/organization": "bench"}},
+                    "stringData": {"aws.awsoperator.arn": format!("arn:aws:iam::{legacy_account}:role/GiantSwarmAWSOperator")}})),
+            )
+            .await?;
+        // Each legacy cluster's own VPC block: the management route table gets a route to each.
+        let config = legacy_config::awsconfig(&id, "org-bench", installation, REGION, &vpc_id, version)?;
+        let mut config = serde_json::to_value(&config)?;
+        let block = format!("10.{}.", 100 + i);
+        let text = serde_json::to_string(&config)?
+            .replace("10.11.", &block)
+            .replace("\"giantswarm.io/organization\":\"acme\"", "\"giantswarm.io/organization\":\"bench\"");
+        config = serde_json::from_str(&text)?;
+        configs.create(&PostParams::default(), &create(config)).await?;
+    }
     let deadline = Instant::now() + Duration::from_secs(1800);
     let mut last_progress = Instant::now();
     let created = loop {
@@ -269,20 +297,33 @@ async fn main() -> anyhow::Result<()> {
                 c.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
             })
             .count();
-        if ready == clusters {
+        let created = if legacy == 0 {
+            0
+        } else {
+            let created = |c: &apis::aws_config::AWSConfig| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.cluster.has_condition(apis::cluster_status::ClusterCondition::Created)
+                        && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            };
+            configs.list(&ListParams::default()).await?.items.iter().filter(|c| created(c)).count()
+        };
+        if ready == clusters && created == legacy {
             break start.elapsed();
         }
         if last_progress.elapsed() >= Duration::from_secs(30) {
             last_progress = Instant::now();
             eprintln!(
-                "  {:>5.0} s: {ready} of {clusters} Ready, {} AWS calls ({} DescribeStacks)",
+                "  {:>5.0} s: {ready} of {clusters} Ready, {created} of {legacy} legacy Created, {} AWS calls ({} DescribeStacks)",
                 start.elapsed().as_secs_f64(),
                 calls.all.load(Ordering::Relaxed),
                 calls.describe_stacks.load(Ordering::Relaxed)
             );
         }
         if Instant::now() > deadline {
-            anyhow::bail!("only {ready} of {clusters} clusters became Ready within 30 minutes");
+            anyhow::bail!(
+                "only {ready} of {clusters} clusters became Ready and {created} of {legacy} legacy clusters Created within 30 minutes"
+            );
         }
         if let Some(status) = daemon.try_wait()? {
             anyhow::bail!("the operator exited with {status}");
@@ -291,6 +332,16 @@ async fn main() -> anyhow::Result<()> {
     };
     let describe_during_creation = calls.describe_stacks.load(Ordering::Relaxed);
     let calls_during_creation = calls.all.load(Ordering::Relaxed);
+    // The calls until then by account, from moto's log: each kind's cluster account, and the
+    // management account both kinds use.
+    let by_account = {
+        let log = tokio::task::block_in_place(|| moto.request_log())?;
+        let mut by_account = std::collections::BTreeMap::<String, u64>::new();
+        for r in &log {
+            *by_account.entry(r.account.clone()).or_default() += 1;
+        }
+        by_account
+    };
     // Idle: let requeues drain for one resync, then count AWS calls over the idle window.
     tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS / TIME_SCALE)).await;
     let before = calls.all.load(Ordering::Relaxed);
@@ -299,16 +350,32 @@ async fn main() -> anyhow::Result<()> {
     let idle_calls = calls.all.load(Ordering::Relaxed) - before;
     let simulated_hours = (IDLE_WINDOW_SECONDS as f64) / 3600.0;
     let rss = peak_rss_mib(pid).unwrap_or(f64::NAN);
-    println!("aws-operator, {clusters} clusters (1 master, 1 node pool each) against moto:");
-    println!("  all Ready after                 {:.1} s", created.as_secs_f64());
+    if legacy == 0 {
+        println!("aws-operator, {clusters} clusters (1 master, 1 node pool each) against moto:");
+        println!("  all Ready after                 {:.1} s", created.as_secs_f64());
+    } else {
+        println!(
+            "aws-operator, {clusters} node-pools clusters (1 master, 1 node pool each) and {legacy} legacy clusters against moto:"
+        );
+        println!("  all Ready and Created after     {:.1} s", created.as_secs_f64());
+        let per = |account: &str, n: usize| by_account.get(account).copied().unwrap_or(0) as f64 / n.max(1) as f64;
+        println!(
+            "  AWS calls until then            {calls_during_creation} ({:.1} per cluster): {:.1} per node-pools cluster and {:.1} per legacy cluster in their own accounts, {} in the management account, {} before any role was assumed",
+            calls_during_creation as f64 / (clusters + legacy) as f64,
+            per(&tenant_account, clusters),
+            per(&legacy_account, legacy),
+            by_account.get(&cp_account).copied().unwrap_or(0),
+            by_account.get("").copied().unwrap_or(0)
+        );
+    }
     println!(
         "  DescribeStacks until then       {describe_during_creation} ({:.1} per cluster; {calls_during_creation} AWS calls in all)",
-        describe_during_creation as f64 / clusters as f64
+        describe_during_creation as f64 / (clusters + legacy) as f64
     );
     println!("  operator peak RSS               {rss:.1} MiB");
     println!(
         "  idle AWS calls                  {:.2} per cluster per hour ({idle_calls} calls in {} s, = {} min simulated with periods shortened {TIME_SCALE}x)",
-        idle_calls as f64 / clusters as f64 / simulated_hours,
+        idle_calls as f64 / (clusters + legacy) as f64 / simulated_hours,
         window.as_secs(),
         IDLE_WINDOW_SECONDS / 60
     );
