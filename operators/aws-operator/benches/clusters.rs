@@ -21,7 +21,10 @@
 //! calls, for both kinds, apart).
 //!
 //! With 20 node-pools and 20 legacy clusters (`BENCH_CLUSTERS=20 BENCH_LEGACY_CLUSTERS=20`), built
-//! in the `dev` profile (`cargo bench --profile dev`) on a shared two-core machine: see
+//! in the `dev` profile (`cargo bench --profile dev`) on a shared two-core machine (load average
+//! 8.6 to 12.6): all Ready and `Created` after 136 s, about 92 AWS calls per cluster (100 per
+//! node-pools cluster and 66 per legacy cluster in their own accounts, about 380 in the
+//! management account), peak RSS 82 MiB; the 20 node-pools clusters alone, 79.5 MiB. Details in
 //! `docs/legacy-clusters.md`, "Figures".
 
 use std::sync::Arc;
