@@ -63,6 +63,10 @@ pub const AWS_EBS_VOLUME_IOPS: &str = "alpha.aws.giantswarm.io/ebs-volume-iops";
 /// Annotation on an `AWSControlPlane`: the throughput in MiB/s of the masters' etcd volumes (gp3,
 /// 125 to 1000, at most a quarter of the IOPS; default gp3's 125).
 pub const AWS_EBS_VOLUME_THROUGHPUT: &str = "alpha.aws.giantswarm.io/ebs-volume-throughput";
+/// Annotation on an `AWSControlPlane` of one master: the EBS snapshot (`snap-…`) its etcd
+/// volume is created from, e.g. the volume of a legacy cluster's master (`aws-operator migrate`).
+/// Kept for the volume's life: removing or changing it would replace the volume.
+pub const ETCD_SNAPSHOT_ID: &str = "aws-operator.giantswarm.io/etcd-snapshot-id";
 /// Annotation: the size in GiB of a node pool's containerd volume (default: its docker volume's).
 pub const AWS_CONTAINERD_VOLUME_SIZE: &str = "alpha.aws.giantswarm.io/containerd-volume-size";
 /// Annotation: the size in GiB of a node pool's log volume (default 15).

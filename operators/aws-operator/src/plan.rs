@@ -890,7 +890,8 @@ fn plan_masters(
         .filter_map(|az| outputs.az(az).map(|o| (az.clone(), o.private_subnet_id.clone())))
         .collect();
     let replicas = u32::try_from(masters.replicas).unwrap_or(0);
-    let masters = tccpn::masters(replicas, &subnets).map_err(|e| invalid(cp, "InvalidSpec", e.to_string()))?;
+    let masters = crate::controllers::control_plane::masters_of(cp, replicas, &subnets)
+        .map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let etcd_volume = crate::controllers::control_plane::etcd_volume(cp).map_err(|e| invalid(cp, "InvalidSpec", e))?;
     let common = crate::controllers::lookup::common(&settings.config, cluster, release);
     // IAM roles for service accounts: the issuer the cluster's `<id>-irsa-cloudfront` ConfigMap

@@ -871,22 +871,37 @@ pub fn etcd_replacements(deployed: &Value, desired: &Template) -> Vec<EtcdReplac
     };
     let mut out = Vec::new();
     for (logical_id, resource) in resources {
-        let property = match resource.get("Type").and_then(Value::as_str) {
-            Some("AWS::EC2::Volume") if logical_id.starts_with("EtcdVolume") => "AvailabilityZone",
-            Some("AWS::EC2::NetworkInterface") if logical_id.starts_with("MasterEni") => "SubnetId",
+        // The properties whose change replaces the resource: a volume's zone and the snapshot
+        // it was created from, an interface's subnet.
+        let properties: &[&str] = match resource.get("Type").and_then(Value::as_str) {
+            Some("AWS::EC2::Volume") if logical_id.starts_with("EtcdVolume") => &["AvailabilityZone", "SnapshotId"],
+            Some("AWS::EC2::NetworkInterface") if logical_id.starts_with("MasterEni") => &["SubnetId"],
             _ => continue,
         };
-        let before = resource.get("Properties").and_then(|p| p.get(property));
-        let change = match desired.resource(logical_id) {
-            None => "would be deleted (the master count went down)".to_string(),
-            Some(r) if r.property(property) != before => {
-                let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("?").to_string();
-                let what = if property == "AvailabilityZone" { "zone" } else { "subnet" };
-                format!("would move from {what} {} to {}", text(before), text(r.property(property)))
-            }
-            Some(_) => continue,
+        let Some(r) = desired.resource(logical_id) else {
+            let change = "would be deleted (the master count went down)".to_string();
+            out.push(EtcdReplacement { logical_id: logical_id.clone(), change });
+            continue;
         };
-        out.push(EtcdReplacement { logical_id: logical_id.clone(), change });
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("none").to_string();
+        let changed = properties.iter().find_map(|property| {
+            let before = resource.get("Properties").and_then(|p| p.get(*property));
+            (r.property(property) != before).then(|| match *property {
+                "AvailabilityZone" => {
+                    format!("would move from zone {} to {}", text(before), text(r.property(property)))
+                }
+                "SnapshotId" => format!(
+                    "would be recreated from snapshot {} instead of {} (annotation {})",
+                    text(r.property(property)),
+                    text(before),
+                    apis::labels::ETCD_SNAPSHOT_ID
+                ),
+                _ => format!("would move from subnet {} to {}", text(before), text(r.property(property))),
+            })
+        });
+        if let Some(change) = changed {
+            out.push(EtcdReplacement { logical_id: logical_id.clone(), change });
+        }
     }
     out
 }
@@ -1143,6 +1158,22 @@ pub(crate) mod tests {
         // One to three keeps the first member where it is.
         let one = render(&params(1)).to_value();
         assert_eq!(etcd_replacements(&one, &render(&params(3))), vec![]);
+
+        // A volume made from a snapshot stays while the snapshot stays; without it, it would be
+        // recreated empty.
+        let mut restored = params(1);
+        restored.masters[0].etcd_snapshot_id = Some("snap-0a1b2c3d".into());
+        let from_snapshot = render(&restored).to_value();
+        assert_eq!(etcd_replacements(&from_snapshot, &render(&restored)), vec![]);
+        let found = etcd_replacements(&from_snapshot, &render(&params(1)));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].to_string(),
+            format!(
+                "EtcdVolume would be recreated from snapshot none instead of snap-0a1b2c3d (annotation {})",
+                apis::labels::ETCD_SNAPSHOT_ID
+            )
+        );
     }
 
     #[test]

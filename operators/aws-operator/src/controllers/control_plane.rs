@@ -276,7 +276,7 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Masters {
             .iter()
             .filter_map(|az| outputs.az(az).map(|o| (az.clone(), o.private_subnet_id.clone())))
             .collect();
-        let masters = tccpn::masters(replicas, &subnets).map_err(|e| {
+        let masters = masters_of(obj, replicas, &subnets).map_err(|e| {
             ResourceError::msg("InvalidSpec", format!("{}: {e}", controllers::status::describe(obj))).permanent()
         })?;
         let etcd_volume = etcd_volume(obj).map_err(|e| {
@@ -659,6 +659,35 @@ impl Resource<AWSControlPlane, ControlPlaneState> for Drainers {
     async fn ensure_deleted(&self, state: &mut ControlPlaneState, obj: &AWSControlPlane) -> resource::Result<Outcome> {
         Ok(Self::step(state, obj, true).await)
     }
+}
+
+/// The masters of `obj` over `subnets` (`(zone, private subnet id)`), with the etcd volume of a
+/// single master created from the snapshot the annotation
+/// `aws-operator.giantswarm.io/etcd-snapshot-id` names; or what is wrong and the fix.
+pub fn masters_of(
+    obj: &AWSControlPlane,
+    replicas: u32,
+    subnets: &[(String, String)],
+) -> Result<Vec<tccpn::Master>, String> {
+    let mut masters = tccpn::masters(replicas, subnets).map_err(|e| e.to_string())?;
+    let Some(snapshot) = obj.annotations().get(apis::labels::ETCD_SNAPSHOT_ID) else {
+        return Ok(masters);
+    };
+    let key = apis::labels::ETCD_SNAPSHOT_ID;
+    let valid =
+        snapshot.strip_prefix("snap-").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()));
+    if !valid {
+        return Err(format!("annotation {key} is {snapshot:?}: set it to an EBS snapshot id (snap-…) or remove it"));
+    }
+    match masters.as_mut_slice() {
+        [only] => only.etcd_snapshot_id = Some(snapshot.clone()),
+        _ => {
+            return Err(format!(
+                "annotation {key} restores the etcd volume of one master, and spec.replicas is {replicas}: set spec.replicas to 1"
+            ));
+        }
+    }
+    Ok(masters)
 }
 
 /// The masters' etcd volume performance the control plane's annotations ask for

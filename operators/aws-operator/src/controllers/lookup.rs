@@ -146,6 +146,19 @@ pub async fn credential_role<K: kube::Resource<DynamicType = ()>>(
     namespace: &str,
     name: &str,
 ) -> Result<String, ResourceError> {
+    credential_role_in(&shared.client, &shared.config.credential_namespaces, cluster, field, namespace, name).await
+}
+
+/// [`credential_role`] through `client`, with `allowed` the namespaces besides the cluster's own
+/// that may hold credential Secrets: for the commands that read a cluster as the daemon does.
+pub async fn credential_role_in<K: kube::Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    allowed: &[String],
+    cluster: &K,
+    field: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, ResourceError> {
     let cluster_ns = cluster.namespace().unwrap_or_default();
     let refuse = |why: String| -> ResourceError {
         InvalidInput {
@@ -155,11 +168,10 @@ pub async fn credential_role<K: kube::Resource<DynamicType = ()>>(
         }
         .into()
     };
-    let allowed = &shared.config.credential_namespaces;
     if namespace != cluster_ns && !allowed.iter().any(|a| a == namespace) {
         credential_allowed(&cluster_ns, namespace, None, allowed).map_err(refuse)?;
     }
-    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = api.get_opt(name).await?;
     if let Some(secret) = &secret {
         let org = secret.labels().get(labels::ORGANIZATION).map(String::as_str);
