@@ -7,12 +7,13 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `main.rs` | the binary: the `daemon`, `render`, `plan` and `describe` commands and their dispatch, nothing else |
+//! | `main.rs` | the binary: the `daemon`, `render`, `plan`, `describe` and `migrate` commands and their dispatch, nothing else |
 //! | [`daemon`] | the wiring: flags → configuration → [`context::Shared`] → the controllers (node-pools and legacy) and the drain executor, leader election, the `/metrics` `/healthz` `/readyz` server, signals |
 //! | [`config`] | flags and file-backed settings: [`config::DaemonArgs`], [`config::OperatorConfig`], the AMI map, the alike instance types |
 //! | [`context`] | [`context::Shared`]: what every controller shares — clients, caches, memos, metrics, events |
 //! | [`render`] | the `render` command's edge: reads the CR files and flags, calls [`plan`], prints |
 //! | [`describe`] | the `describe` command: the tree of a cluster from its objects and its instances in AWS, over the shared output of [`node_lifecycle::describe`] |
+//! | [`migrate`] | the `migrate` command: a legacy `AWSConfig` cluster's node-pools objects and the ordered plan of its move, from the object and its stacks' resources in AWS |
 //! | [`preview`] | the `plan` command's edge: the planner's stacks against the live ones, through change sets and [`approval::template_diff`] |
 //! | [`plan`] | pure: the stacks and CIDRs a set of objects would get, as the controllers build them |
 //! | [`controllers`] | one module per controller ([`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::unhealthy`], [`controllers::legacy`] for legacy `AWSConfig` clusters) and their shared helpers ([`controllers::lookup`], [`controllers::stack_entries`]; the status lifecycle is [`operatorkit::status`], shared with kvm-operator) |
@@ -52,7 +53,7 @@
 //! | 5. subsystems | [`stack_ops`], [`drainers`], [`drift`], [`rollout`], [`ipam`], [`node_config`] | the state and I/O of one concern each, reached through a handle it owns |
 //! | 6. controller helpers | [`controllers`], [`controllers::lookup`], [`controllers::stack_entries`] | what every controller uses: the resource set, dereferencing, stack entries |
 //! | 7. controllers | [`controllers::cluster`], [`controllers::control_plane`], [`controllers::node_pool`], [`controllers::drift`], [`controllers::unhealthy`], [`controllers::max_age`], [`controllers::legacy`] | dereference, validate, build, apply, status |
-//! | 8. commands | [`daemon`], [`render`], [`preview`], [`plan`], [`describe`] | the wiring of the daemon, and the `render`, `plan` and `describe` commands with their planner |
+//! | 8. commands | [`daemon`], [`render`], [`preview`], [`plan`], [`describe`], [`migrate`] | the wiring of the daemon, and the `render`, `plan`, `describe` and `migrate` commands with their planner |
 //!
 //! # The shape of a reconcile
 //!
@@ -94,6 +95,7 @@ pub mod drainers;
 pub mod drift;
 pub mod ipam;
 pub mod maintenance;
+pub mod migrate;
 pub mod node_config;
 pub mod plan;
 pub mod preview;

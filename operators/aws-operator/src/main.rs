@@ -1,7 +1,7 @@
 //! The aws-operator binary: `daemon` reconciles clusters; `render` prints the stacks a set of
 //! CR files would produce without touching AWS; `plan` shows what would change in their live
 //! stacks (exit code 0: nothing, 2: changes);
-//! `describe` shows the tree of a cluster.
+//! `describe` shows the tree of a cluster; `migrate` plans a legacy cluster's move to node pools.
 
 use aws_operator::config::DaemonArgs;
 use clap::{Parser, Subcommand};
@@ -28,6 +28,11 @@ enum Command {
     /// plane and node pools, their stacks and instances, each with the condition that matters.
     /// Reads the management cluster and AWS as the daemon does; never writes.
     Describe(Box<aws_operator::describe::DescribeArgs>),
+    /// Print the node-pools objects (AWSCluster, AWSControlPlane, AWSMachineDeployment) that
+    /// would take a legacy AWSConfig cluster over, and the ordered plan of the move with the ids
+    /// of its live resources. Reads the object (a file or a name), its credential Secret and
+    /// AWS; plans only, never writes.
+    Migrate(Box<aws_operator::migrate::MigrateArgs>),
 }
 
 #[tokio::main]
@@ -38,6 +43,9 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Render(args) => aws_operator::render::run(&args, &mut std::io::stdout()).map(|()| Default::default()),
         Command::Plan(args) => aws_operator::preview::run(&args, &mut std::io::stdout()).await.map(Into::into),
         Command::Describe(args) => aws_operator::describe::run(&args).await.map(|()| Default::default()),
+        Command::Migrate(args) => {
+            aws_operator::migrate::run(&args, &mut std::io::stdout()).await.map(|()| Default::default())
+        }
         Command::Daemon(args) => aws_operator::daemon::serve(*args).await.map(|()| Default::default()),
     }
 }
