@@ -700,3 +700,34 @@ pub fn etcd_volume(obj: &AWSControlPlane) -> Result<tccpn::EtcdVolumePerformance
         annotation(apis::labels::AWS_EBS_VOLUME_THROUGHPUT),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn control_plane(replicas: i32, snapshot: Option<&str>) -> AWSControlPlane {
+        let mut annotations = serde_json::Map::new();
+        if let Some(s) = snapshot {
+            annotations.insert(apis::labels::ETCD_SNAPSHOT_ID.into(), s.into());
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSControlPlane",
+            "metadata": {"name": "q8v2k", "namespace": "org-initech", "annotations": annotations},
+            "spec": {"availabilityZones": ["eu-west-1b"], "instanceType": "m5.xlarge", "replicas": replicas}
+        }))
+        .expect("an AWSControlPlane")
+    }
+
+    #[test]
+    fn the_snapshot_annotation_seeds_the_one_masters_etcd_volume_or_names_the_fix() {
+        let subnets = [("eu-west-1b".to_string(), "subnet-0c1d".to_string())];
+        let plain = masters_of(&control_plane(1, None), 1, &subnets).expect("masters");
+        assert_eq!(plain[0].etcd_snapshot_id, None);
+        let restored = masters_of(&control_plane(1, Some("snap-0a1b2c3d")), 1, &subnets).expect("masters");
+        assert_eq!(restored[0].etcd_snapshot_id.as_deref(), Some("snap-0a1b2c3d"));
+        let err = masters_of(&control_plane(1, Some("vol-0a1b")), 1, &subnets).expect_err("not a snapshot");
+        assert!(err.contains(apis::labels::ETCD_SNAPSHOT_ID) && err.contains("snap-…"), "{err}");
+        let err = masters_of(&control_plane(3, Some("snap-0a1b2c3d")), 3, &subnets).expect_err("three masters");
+        assert!(err.contains("set spec.replicas to 1"), "{err}");
+    }
+}
