@@ -1758,6 +1758,36 @@ def probe_terminate_detaches_interfaces(port: int) -> None:
     check(described.get("Attachment", {}).get("InstanceId") == second, "the replacement attaches the interface")
 
 
+def probe_network_quotas(port: int) -> None:
+    """``DescribeAccountAttributes`` and ``GetServiceQuota`` answer AWS's defaults for the
+    network quotas, then an account's own (or every account's) once set (correction 27)."""
+    tenant, other = account(), account()
+    ec2, sq = client(port, "ec2", tenant), client(port, "service-quotas", tenant)
+
+    def eips(c: Any) -> list[str]:
+        attrs = c.describe_account_attributes(AttributeNames=["vpc-max-elastic-ips"])["AccountAttributes"]
+        return [v["AttributeValue"] for a in attrs for v in a["AttributeValues"]]
+
+    def quota(c: Any, code: str) -> float:
+        return float(c.get_service_quota(ServiceCode="vpc", QuotaCode=code)["Quota"]["Value"])
+
+    # A launcher may raise every account's quotas ("*"); without that, AWS's defaults.
+    previous = emulation(port)["account_limits"]
+    try:
+        emulation(port, account_limits={"*": {}})
+        check(eips(ec2) == ["5"], f"only the attribute asked for, AWS's default 5: {eips(ec2)}")
+        check(quota(sq, "L-F678F1CE") == 5.0 and quota(sq, "L-FE5A380F") == 5.0, "AWS's default VPC and NAT quotas")
+        emulation(port, account_limits={tenant: {"vpc-max-elastic-ips": 2, "L-F678F1CE": 7, "L-FE5A380F": 1}})
+        check(eips(ec2) == ["2"], f"the account's Elastic IP limit: {eips(ec2)}")
+        check(quota(sq, "L-F678F1CE") == 7.0 and quota(sq, "L-FE5A380F") == 1.0, "the account's quotas")
+        check(eips(client(port, "ec2", other)) == ["5"], "other accounts keep the defaults")
+        emulation(port, account_limits={"*": {"L-F678F1CE": 40}})
+        check(quota(client(port, "service-quotas", other), "L-F678F1CE") == 40.0, "every account's setting")
+        check(quota(sq, "L-F678F1CE") == 7.0, "an account's own setting wins over every account's")
+    finally:
+        emulation(port, account_limits={tenant: {}, "*": previous.get("*", {})})
+
+
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1786,6 +1816,7 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("a key policy governs reading the key", probe_kms_key_policy_reads),
     ("throttling", probe_throttling),
     ("DescribeAccountLimits of CloudFormation and Auto Scaling", probe_account_limits),
+    ("network quotas: DescribeAccountAttributes and GetServiceQuota", probe_network_quotas),
     ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
     ("CloudFront deploys, deletes only disabled distributions, serves issuers from its origin", probe_cloudfront),
     ("a terminated instance lets go of its other interfaces", probe_terminate_detaches_interfaces),

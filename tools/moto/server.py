@@ -155,6 +155,15 @@ And one for masters replaced on their etcd interface:
     termination) are detached and ``available``, as EC2 detaches them; moto 5.2.5 left them
     attached to the terminated instance, so a replacement could never attach them.
 
+And one more for the quota preflight:
+
+27. Network quotas. EC2 ``DescribeAccountAttributes`` answers ``vpc-max-elastic-ips`` and
+    ``max-elastic-ips`` and Service Quotas ``GetServiceQuota`` answers "VPCs per Region"
+    (``vpc`` ``L-F678F1CE``) and "NAT gateways per Availability Zone" (``vpc`` ``L-FE5A380F``)
+    from the calling account's limits: AWS's default of 5 each unless ``account_limits`` gives
+    the account (or every account, ``"*"``) others; moto 5.2.5 answered its fixed defaults
+    whatever an account was granted. Reported, not enforced.
+
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -232,9 +241,19 @@ ACCOUNT_LIMIT_DEFAULTS: dict[str, int] = {
     # Auto Scaling, "Quotas for Amazon EC2 Auto Scaling".
     "MaxNumberOfAutoScalingGroups": 200,
     "MaxNumberOfLaunchConfigurations": 200,
+    # EC2, "Elastic IP address quota" (``DescribeAccountAttributes``; Service Quotas
+    # ``ec2`` ``L-0263D0A3``).
+    "vpc-max-elastic-ips": 5,
+    # Amazon VPC quotas (Service Quotas ``vpc``): VPCs per Region, NAT gateways per
+    # Availability Zone.
+    "L-F678F1CE": 5,
+    "L-FE5A380F": 5,
 }
-"""AWS's default account limits in a region, as ``DescribeAccountLimits`` answers them
-(correction 25)."""
+"""AWS's default account limits in a region, as ``DescribeAccountLimits``,
+``DescribeAccountAttributes`` and Service Quotas answer them (corrections 25 and 27)."""
+
+ALL_ACCOUNTS = "*"
+"""The ``account_limits`` entry that applies to every account without a setting of its own."""
 
 
 class Emulation:
@@ -254,7 +273,8 @@ class Emulation:
     is refused with the service's throttling error.
 
     ``account_limits`` (default none) gives accounts other limits than AWS's defaults in the
-    answers of correction 25: ``{"<account id>": {"StackLimit": 3}}``. Setting an account
+    answers of corrections 25 and 27: ``{"<account id>": {"StackLimit": 3}}``; the entry ``"*"``
+    applies to every account without a setting of its own for that limit. Setting an account
     replaces its earlier limits (``{}`` brings back the defaults); other accounts keep theirs.
 
     The settings are the server's, not an account's: ``/moto-api/reset`` wipes AWS state but
@@ -353,8 +373,12 @@ class Emulation:
         }
 
     def account_limit(self, account: str, name: str) -> int:
-        """The limit ``name`` of ``account``: its setting, else AWS's default."""
-        return self.account_limits.get(account, {}).get(name, ACCOUNT_LIMIT_DEFAULTS[name])
+        """The limit ``name`` of ``account``: its setting, else every account's (``"*"``), else
+        AWS's default."""
+        own = self.account_limits.get(account, {})
+        if name in own:
+            return own[name]
+        return self.account_limits.get(ALL_ACCOUNTS, {}).get(name, ACCOUNT_LIMIT_DEFAULTS[name])
 
     def seconds(self, aws_seconds: float) -> float:
         return aws_seconds * self.time_scale
@@ -3278,6 +3302,52 @@ def patch_terminate_detaches_interfaces() -> None:
     instance_cls.terminate = terminate
 
 
+# --- 27. Network quotas -------------------------------------------------------------------------
+
+
+NETWORK_SERVICE_QUOTAS = {("vpc", "L-F678F1CE"), ("vpc", "L-FE5A380F")}
+"""The Service Quotas quotas correction 27 answers from the account's limits."""
+
+
+def patch_network_quotas() -> None:
+    """Correction 27: EC2 ``DescribeAccountAttributes`` (``vpc-max-elastic-ips``,
+    ``max-elastic-ips``) and Service Quotas ``GetServiceQuota`` (VPCs per Region, NAT gateways
+    per Availability Zone) answer the calling account's limits; moto 5.2.5 answered fixed
+    defaults. Other attributes and quotas are moto's."""
+    from moto.ec2.responses import account_attributes as ec2_attributes
+    from moto.servicequotas import responses as sq_responses
+
+    attributes_cls = _require(ec2_attributes, "AccountAttributes")
+    original_attributes = _require(attributes_cls, "describe_account_attributes")
+    sq_cls = _require(sq_responses, "ServiceQuotasResponse")
+    original_quota = _require(sq_cls, "get_service_quota")
+
+    def describe_account_attributes(self: Any) -> Any:
+        result = original_attributes(self)
+        limit = str(EMULATION.account_limit(self.current_account, "vpc-max-elastic-ips"))
+        attributes = _require(result, "result")["AccountAttributes"]
+        for attribute in attributes:
+            if attribute["AttributeName"] in ("vpc-max-elastic-ips", "max-elastic-ips"):
+                attribute["AttributeValues"] = [{"AttributeValue": limit}]
+        wanted = self._get_param("AttributeNames", [])
+        if wanted:
+            attributes[:] = [a for a in attributes if a["AttributeName"] in wanted]
+        return result
+
+    def get_service_quota(self: Any) -> str:
+        answer = original_quota(self)
+        params = json.loads(self.body)
+        key = (str(params.get("ServiceCode")), str(params.get("QuotaCode")))
+        if key not in NETWORK_SERVICE_QUOTAS:
+            return answer
+        body = json.loads(answer)
+        body["Quota"]["Value"] = float(EMULATION.account_limit(self.current_account, key[1]))
+        return json.dumps(body)
+
+    attributes_cls.describe_account_attributes = describe_account_attributes
+    sq_cls.get_service_quota = get_service_quota
+
+
 def apply_patches() -> None:
     """Apply every correction; raises ``PatchError`` if moto's internals moved."""
     patch_termination_protection()
@@ -3306,6 +3376,7 @@ def apply_patches() -> None:
     patch_cloudfront()
     patch_account_limits()
     patch_terminate_detaches_interfaces()
+    patch_network_quotas()
 
 
 # --- request log ------------------------------------------------------------------------------

@@ -215,7 +215,8 @@ impl Launcher {
         &self.python
     }
 
-    /// Spawns the server and waits until `GET /moto-api/` answers 200.
+    /// Spawns the server, waits until `GET /moto-api/` answers 200, and gives every account
+    /// [`FLEET_NETWORK_QUOTAS`].
     pub fn start(&self) -> Result<MotoServer, Error> {
         if !self.python.is_file() {
             return Err(Error::PythonNotFound { path: self.python.clone() });
@@ -267,6 +268,7 @@ impl Launcher {
                 server.port = read_port(&port_file).unwrap_or(0);
             }
             if server.port != 0 && http(server.port, "GET", "/moto-api/").is_ok() {
+                server.set_account_limits(ALL_ACCOUNTS, &FLEET_NETWORK_QUOTAS)?;
                 return Ok(server);
             }
             if Instant::now() >= deadline {
@@ -276,6 +278,18 @@ impl Launcher {
         }
     }
 }
+
+/// The `account_limits` entry of the emulation that holds for every account without limits of
+/// its own ([`MotoServer::set_account_limits`]).
+pub const ALL_ACCOUNTS: &str = "*";
+
+/// The network quotas every account of a started server has ([`ALL_ACCOUNTS`]), as a fleet's
+/// accounts have them raised: VPCs per region (`L-F678F1CE`), Elastic IPs
+/// (`vpc-max-elastic-ips`) and NAT gateways per zone (`L-FE5A380F`). AWS's defaults of 5, with
+/// moto's default VPC counting as one, would hold four clusters per account and region;
+/// `set_account_limits(ALL_ACCOUNTS, &[])` brings them back.
+pub const FLEET_NETWORK_QUOTAS: [(&str, u64); 3] =
+    [("L-F678F1CE", 1000), ("vpc-max-elastic-ips", 1000), ("L-FE5A380F", 1000)];
 
 impl Launcher {
     /// The server flags for the emulation settings this launcher sets.
@@ -454,10 +468,13 @@ impl MotoServer {
         serde_json::from_slice(&body).map_err(|e| Error::Http { request: "POST", path: PATH, reason: e.to_string() })
     }
 
-    /// Gives `account` the account limits `limits` (names as `DescribeAccountLimits` answers
-    /// them: `StackLimit`, `MaxNumberOfAutoScalingGroups`, ...) in place of AWS's defaults,
-    /// replacing any set before; an empty `limits` brings back the defaults. Limits are
-    /// reported, not enforced.
+    /// Gives `account` (or every account without limits of its own, [`ALL_ACCOUNTS`]) the
+    /// account limits `limits` in place of AWS's defaults, replacing any set before; an empty
+    /// `limits` brings back the defaults (for an account, those of [`ALL_ACCOUNTS`]). Names as
+    /// AWS answers them: `StackLimit`, `MaxNumberOfAutoScalingGroups`, ... of
+    /// `DescribeAccountLimits`, `vpc-max-elastic-ips` of `DescribeAccountAttributes`, and the
+    /// Service Quotas codes `L-F678F1CE` (VPCs per region) and `L-FE5A380F` (NAT gateways per
+    /// zone). Limits are reported, not enforced.
     pub fn set_account_limits(&self, account: &str, limits: &[(&str, u64)]) -> Result<Emulation, Error> {
         const PATH: &str = "/moto-api/emulation";
         let named: serde_json::Map<String, serde_json::Value> =

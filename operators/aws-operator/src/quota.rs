@@ -7,51 +7,86 @@
 //! cluster needs and the fix. A cluster that would not fit waits (`Ready=False`
 //! `QuotaExceeded`) and creates nothing.
 //!
-//! Checked are the limits AWS answers through the API clients the operator already has:
-//! CloudFormation stacks (`DescribeAccountLimits` `StackLimit` against the account's stacks) and
-//! Auto Scaling groups (`DescribeAccountLimits` `MaxNumberOfAutoScalingGroups` against
-//! `NumberOfAutoScalingGroups`).
+//! Checked are CloudFormation stacks (`DescribeAccountLimits` `StackLimit` against the account's
+//! stacks), Auto Scaling groups (`DescribeAccountLimits` `MaxNumberOfAutoScalingGroups` against
+//! `NumberOfAutoScalingGroups`), and the tenant network TCCP creates: VPCs per region (Service
+//! Quotas `vpc` `L-F678F1CE` against `DescribeVpcs`), Elastic IPs (EC2
+//! `DescribeAccountAttributes` `vpc-max-elastic-ips` against `DescribeAddresses`) and NAT
+//! gateways per zone (Service Quotas `vpc` `L-FE5A380F` against `DescribeNatGateways`).
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use std::collections::BTreeSet;
 
 use apis::aws::{AWSControlPlane, AWSMachineDeployment};
 
 /// The `Ready` reason of a cluster that would not fit in its accounts' limits.
 pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
 
+/// The Service Quotas code of "VPCs per Region" (service `vpc`).
+pub const VPCS_PER_REGION: &str = "L-F678F1CE";
+/// The Service Quotas code of "NAT gateways per Availability Zone" (service `vpc`).
+pub const NAT_GATEWAYS_PER_ZONE: &str = "L-FE5A380F";
+
 /// A limit of an AWS account in a region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Quota {
     /// CloudFormation stacks (`StackLimit`; Service Quotas "Stack count").
     Stacks,
     /// Auto Scaling groups (`MaxNumberOfAutoScalingGroups`; Service Quotas "Auto Scaling groups
     /// per region").
     AutoScalingGroups,
+    /// VPCs (Service Quotas [`VPCS_PER_REGION`]).
+    Vpcs,
+    /// Elastic IP addresses (EC2 account attribute `vpc-max-elastic-ips`; Service Quotas
+    /// "EC2-VPC Elastic IPs").
+    ElasticIps,
+    /// NAT gateways in one availability zone (Service Quotas [`NAT_GATEWAYS_PER_ZONE`]).
+    NatGateways(String),
 }
 
 impl Quota {
-    /// The limit's name as AWS's `DescribeAccountLimits` answers it.
-    pub fn limit_name(self) -> &'static str {
+    /// The limit's name as AWS answers it.
+    pub fn limit_name(&self) -> String {
         match self {
-            Quota::Stacks => "CloudFormation StackLimit",
-            Quota::AutoScalingGroups => "Auto Scaling MaxNumberOfAutoScalingGroups",
+            Quota::Stacks => "CloudFormation StackLimit".into(),
+            Quota::AutoScalingGroups => "Auto Scaling MaxNumberOfAutoScalingGroups".into(),
+            Quota::Vpcs => format!("VPCs per Region (vpc {VPCS_PER_REGION})"),
+            Quota::ElasticIps => "EC2 vpc-max-elastic-ips".into(),
+            Quota::NatGateways(zone) => {
+                format!("NAT gateways per Availability Zone (vpc {NAT_GATEWAYS_PER_ZONE}) in {zone}")
+            }
         }
     }
 
     /// The Service Quotas service in which an increase is requested.
-    fn service(self) -> &'static str {
+    fn service(&self) -> &'static str {
         match self {
             Quota::Stacks => "AWS CloudFormation, quota \"Stack count\"",
             Quota::AutoScalingGroups => "Amazon EC2 Auto Scaling, quota \"Auto Scaling groups per region\"",
+            Quota::Vpcs => "Amazon Virtual Private Cloud (Amazon VPC), quota \"VPCs per Region\"",
+            Quota::ElasticIps => "Amazon Elastic Compute Cloud (Amazon EC2), quota \"EC2-VPC Elastic IPs\"",
+            Quota::NatGateways(_) => {
+                "Amazon Virtual Private Cloud (Amazon VPC), quota \"NAT gateways per Availability Zone\""
+            }
         }
     }
 
+    /// Whether the quota is one of the tenant network's (TCCP's VPC, Elastic IPs and NAT
+    /// gateways).
+    pub fn is_network(&self) -> bool {
+        matches!(self, Quota::Vpcs | Quota::ElasticIps | Quota::NatGateways(_))
+    }
+
     /// What may be freed instead.
-    fn what_to_free(self) -> &'static str {
+    fn what_to_free(&self) -> &'static str {
         match self {
             Quota::Stacks => "delete unused stacks",
             Quota::AutoScalingGroups => "delete unused Auto Scaling groups",
+            Quota::Vpcs => "delete unused VPCs",
+            Quota::ElasticIps => "release unused Elastic IP addresses",
+            Quota::NatGateways(_) => "delete unused NAT gateways in that zone, or use another zone",
         }
     }
 }
@@ -113,14 +148,34 @@ impl fmt::Display for Shortfall {
     }
 }
 
-/// What one cluster adds to its accounts when created: in the tenant account the TCCP stack,
-/// one TCCPN stack and its masters' Auto Scaling groups per control plane, and one TCNP stack
+/// The availability zones of a cluster's network (TCCP): those `deployed` already, those its
+/// control planes list and those its node pools not being deleted list, in `region`, sorted.
+pub fn cluster_zones(
+    region: &str,
+    deployed: &[String],
+    control_planes: &[AWSControlPlane],
+    node_pools: &[AWSMachineDeployment],
+) -> Vec<String> {
+    let mut zones: BTreeSet<String> = deployed.iter().cloned().collect();
+    for cp in control_planes {
+        zones.extend(cp.spec.availability_zones.iter().cloned());
+    }
+    for md in node_pools.iter().filter(|md| md.metadata.deletion_timestamp.is_none()) {
+        zones.extend(md.spec.provider.availability_zones.iter().cloned());
+    }
+    zones.into_iter().filter(|zone| zone.starts_with(region)).collect()
+}
+
+/// What one cluster adds to its accounts when created: in the tenant account the TCCP stack
+/// with its VPC and, in each of its `zones` ([`cluster_zones`]), a NAT gateway with its Elastic
+/// IP, one TCCPN stack and its masters' Auto Scaling groups per control plane, and one TCNP stack
 /// with one group per node pool; in the management account the TCCPI and TCCPF stacks and one
 /// TCNPF stack per node pool. Node pools being deleted are not counted. When both accounts are
 /// the same, their needs add up.
 pub fn needs(
     tenant: &str,
     management: &str,
+    zones: &[String],
     control_planes: &[AWSControlPlane],
     node_pools: &[AWSMachineDeployment],
 ) -> Vec<Need> {
@@ -132,6 +187,13 @@ pub fn needs(
     *total.entry((Quota::Stacks, tenant)).or_default() += 1 + planes + pools;
     *total.entry((Quota::Stacks, management)).or_default() += 2 + pools;
     *total.entry((Quota::AutoScalingGroups, tenant)).or_default() += masters + pools;
+    if !zones.is_empty() {
+        *total.entry((Quota::Vpcs, tenant)).or_default() += 1;
+        *total.entry((Quota::ElasticIps, tenant)).or_default() += zones.len() as u64;
+        for zone in zones {
+            *total.entry((Quota::NatGateways(zone.clone()), tenant)).or_default() += 1;
+        }
+    }
     total
         .into_iter()
         .map(|((quota, account), count)| Need { quota, account: account.to_string(), count })
@@ -147,7 +209,7 @@ pub fn check(needs: &[Need], headroom: &[Headroom]) -> Result<(), Vec<Shortfall>
         .filter_map(|need| {
             let room = headroom.iter().find(|h| h.quota == need.quota && h.account == need.account)?;
             (room.used.saturating_add(need.count) > room.limit).then(|| Shortfall {
-                quota: need.quota,
+                quota: need.quota.clone(),
                 account: need.account.clone(),
                 limit: room.limit,
                 used: room.used,
@@ -211,7 +273,7 @@ mod tests {
         let cps = [control_plane(&["eu-west-1a", "eu-west-1b", "eu-west-1c"], None)];
         let pools = [node_pool("np001", false), node_pool("np002", false), node_pool("np003", true)];
         assert_eq!(
-            needs("111122223333", "444455556666", &cps, &pools),
+            needs("111122223333", "444455556666", &[], &cps, &pools),
             vec![
                 need(Quota::Stacks, "111122223333", 4),
                 need(Quota::Stacks, "444455556666", 4),
@@ -221,14 +283,68 @@ mod tests {
         // One account for both: the stacks add up.
         let one = [control_plane(&["eu-west-1a"], None)];
         assert_eq!(
-            needs("777788889999", "777788889999", &one, &[]),
+            needs("777788889999", "777788889999", &[], &one, &[]),
             vec![need(Quota::Stacks, "777788889999", 4), need(Quota::AutoScalingGroups, "777788889999", 1)]
         );
         // Before its control plane exists a cluster still needs its own three stacks.
         assert_eq!(
-            needs("111122223333", "444455556666", &[], &[]),
+            needs("111122223333", "444455556666", &[], &[], &[]),
             vec![need(Quota::Stacks, "111122223333", 1), need(Quota::Stacks, "444455556666", 2)]
         );
+    }
+
+    #[test]
+    fn a_cluster_needs_one_vpc_and_a_nat_gateway_with_its_elastic_ip_in_each_of_its_zones() {
+        let cps = [control_plane(&["eu-west-1a"], None)];
+        // The pool's zone eu-west-1a is the control plane's; eu-west-1c is only the deleted pool's,
+        // and us-east-1a is of another region.
+        let mut pools = vec![node_pool("np001", false), node_pool("np002", true)];
+        pools[1].spec.provider.availability_zones = vec!["eu-west-1c".into(), "us-east-1a".into()];
+        let mut other = node_pool("np003", false);
+        other.spec.provider.availability_zones = vec!["eu-west-1b".into(), "us-east-1a".into()];
+        pools.push(other);
+        let zones = cluster_zones("eu-west-1", &[], &cps, &pools);
+        assert_eq!(zones, ["eu-west-1a", "eu-west-1b"]);
+        // A zone the network has already stays one.
+        assert_eq!(cluster_zones("eu-west-1", &["eu-west-1c".into()], &cps, &[]), ["eu-west-1a", "eu-west-1c"]);
+        let all = needs("111122223333", "444455556666", &zones, &cps, &pools);
+        let network: Vec<&Need> = all.iter().filter(|n| n.quota.is_network()).collect();
+        assert_eq!(
+            network,
+            [
+                &need(Quota::Vpcs, "111122223333", 1),
+                &need(Quota::ElasticIps, "111122223333", 2),
+                &need(Quota::NatGateways("eu-west-1a".into()), "111122223333", 1),
+                &need(Quota::NatGateways("eu-west-1b".into()), "111122223333", 1),
+            ]
+        );
+        // The network is the tenant account's alone.
+        assert!(all.iter().filter(|n| n.account == "444455556666").all(|n| n.quota == Quota::Stacks));
+        // Per zone: a full zone is named, one with room is not.
+        let headroom = [
+            room(Quota::Vpcs, "111122223333", 5, 4),
+            room(Quota::ElasticIps, "111122223333", 5, 4),
+            room(Quota::NatGateways("eu-west-1a".into()), "111122223333", 5, 4),
+            room(Quota::NatGateways("eu-west-1b".into()), "111122223333", 5, 5),
+        ];
+        let shortfalls = check(&all, &headroom).err().unwrap_or_default();
+        let text = message(&shortfalls);
+        assert_eq!(shortfalls.len(), 2, "{text}");
+        assert!(
+            text.contains(
+                "EC2 vpc-max-elastic-ips of account 111122223333 is 5 with 4 in use: headroom 1, the cluster needs 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "NAT gateways per Availability Zone (vpc L-FE5A380F) in eu-west-1b of account 111122223333 is 5 with 5 \
+                 in use: headroom 0, the cluster needs 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("release unused Elastic IP addresses"), "{text}");
+        assert!(!text.contains("eu-west-1a"), "{text}");
     }
 
     #[test]

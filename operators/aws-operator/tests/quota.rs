@@ -1,7 +1,8 @@
-//! Quota preflight on moto: a cluster that would not fit in its tenant account's limits waits
-//! with `Ready=False` `QuotaExceeded` and a Warning event, creates nothing in AWS (checked through
-//! CloudFormation, S3 and KMS, and in moto's request log), is checked again until it fits, is
-//! not stopped by a limit reached once it is under way, and when deleted while refused goes
+//! Quota preflight on moto: a cluster that would not fit in its tenant account's limits (stacks
+//! and Auto Scaling groups; VPCs, Elastic IPs and NAT gateways per zone) waits with
+//! `Ready=False` `QuotaExceeded` and a Warning event, creates nothing in AWS (checked through
+//! CloudFormation, EC2, S3 and KMS, and in moto's request log), is checked again until it fits,
+//! is not stopped by a limit reached once it is under way, and when deleted while refused goes
 //! without error and leaves nothing.
 
 mod support;
@@ -135,5 +136,119 @@ async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_pro
     let c = clusters.get("quo02").await?;
     assert_ne!(ready_condition(&c).map(|(_, r, _)| r).as_deref(), Some("QuotaExceeded"));
     assert!(!stacks_of(&cp).await?.iter().any(|s| s.contains("quo01")), "the deleted cluster got a stack");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_its_network_quotas_waits_naming_each_creates_nothing_and_deletes_cleanly() -> anyhow::Result<()>
+{
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    let tenant = f.tenant_clients().await?;
+    // What others already run in the tenant account: a VPC with a subnet in eu-central-1b, an
+    // Elastic IP and a NAT gateway there.
+    let vpc = tenant.ec2.create_vpc().cidr_block("10.200.0.0/16").send().await?;
+    let vpc = vpc.vpc().and_then(|v| v.vpc_id()).expect("a VPC").to_string();
+    let subnet = tenant
+        .ec2
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("10.200.1.0/24")
+        .availability_zone("eu-central-1b")
+        .send()
+        .await?;
+    let subnet = subnet.subnet().and_then(|s| s.subnet_id()).expect("a subnet").to_string();
+    let eip = tenant.ec2.allocate_address().domain(aws_sdk_ec2::types::DomainType::Vpc).send().await?;
+    let eip = eip.allocation_id().expect("an allocation").to_string();
+    tenant.ec2.create_nat_gateway().subnet_id(&subnet).allocation_id(&eip).send().await?;
+    let vpcs = tenant.ec2.describe_vpcs().send().await?.vpcs().len() as u64;
+    // Its quotas: no VPC to spare, two Elastic IPs (one in use), one NAT gateway per zone.
+    f.moto.set_account_limits(
+        &f.tenant_account,
+        &[("L-F678F1CE", vpcs), ("vpc-max-elastic-ips", 2), ("L-FE5A380F", 1)],
+    )?;
+    f.start_operator().await?;
+    // A cluster over two zones: one VPC, two NAT gateways with their Elastic IPs.
+    let id = "quo03";
+    f.credential_secret(id).await?;
+    f.control_plane(id, &format!("cp-{id}"), &["eu-central-1a"], 1).await?;
+    f.node_pool(id, &format!("np-{id}"), &["eu-central-1b"], 1, 3).await?;
+    f.cluster(id).await?;
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let (_, _, message) = eventually(120, "the cluster to wait with QuotaExceeded", || async {
+        let c = clusters.get(id).await?;
+        Ok(ready_condition(&c).filter(|(s, r, _)| s == "False" && r == "QuotaExceeded"))
+    })
+    .await?;
+    let account = &f.tenant_account;
+    for part in [
+        format!(
+            "VPCs per Region (vpc L-F678F1CE) of account {account} is {vpcs} with {vpcs} in use: headroom 0, the cluster needs 1"
+        ),
+        format!("EC2 vpc-max-elastic-ips of account {account} is 2 with 1 in use: headroom 1, the cluster needs 2"),
+        format!(
+            "NAT gateways per Availability Zone (vpc L-FE5A380F) in eu-central-1b of account {account} is 1 with 1 in use: \
+             headroom 0, the cluster needs 1"
+        ),
+        "quota \"VPCs per Region\") or delete unused VPCs".to_string(),
+        "quota \"EC2-VPC Elastic IPs\") or release unused Elastic IP addresses".to_string(),
+    ] {
+        assert!(message.contains(&*part), "{part} missing: {message}");
+    }
+    assert!(!message.contains("eu-central-1a"), "eu-central-1a has room: {message}");
+    assert!(!message.contains("StackLimit"), "the stacks fit: {message}");
+    let note = eventually(30, "a QuotaExceeded Warning", || async {
+        warnings(&f.client, id, "QuotaExceeded").await.map(|notes| notes.into_iter().next())
+    })
+    .await?;
+    assert!(note.contains("L-F678F1CE") && note.contains("vpc-max-elastic-ips"), "{note}");
+
+    // The limits came from AWS's answers, in the tenant account: Service Quotas and EC2.
+    let asked: std::collections::BTreeSet<String> = f
+        .moto
+        .request_log()?
+        .into_iter()
+        .filter(|r| r.account == *account && r.principal == "AKIATESTOPERATOR")
+        .map(|r| format!("{} {}", r.service, r.action))
+        .collect();
+    for call in [
+        "servicequotas GetServiceQuota",
+        "ec2 DescribeAccountAttributes",
+        "ec2 DescribeVpcs",
+        "ec2 DescribeAddresses",
+        "ec2 DescribeNatGateways",
+    ] {
+        assert!(asked.contains(call), "{call} not asked: {asked:?}");
+    }
+    // Nothing was created in either account.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let cp = f.control_plane_clients().await?;
+    assert_eq!(stacks_of(&tenant).await?, Vec::<String>::new(), "tenant stacks while refused");
+    assert_eq!(stacks_of(&cp).await?, Vec::<String>::new(), "management stacks while refused");
+    assert_eq!(creations(&f)?, Vec::<String>::new(), "AWS creations while refused");
+    let nat_gateways = tenant.ec2.describe_nat_gateways().send().await?.nat_gateways().len();
+    assert_eq!(nat_gateways, 1, "only the account's own NAT gateway");
+
+    // Deleted while refused, it goes without error and leaves nothing.
+    clusters.delete(id, &DeleteParams::default()).await?;
+    eventually(60, "the cluster to be gone", || async { Ok(clusters.get_opt(id).await?.is_none().then_some(())) })
+        .await?;
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
+    assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "bucket {bucket} exists");
+    assert_eq!(tenant.kms.list_keys().send().await?.keys().len(), 0, "a key was created");
+    let deletion_warnings: Vec<String> = Api::<Event>::namespaced(f.client.clone(), NS)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id)
+                && e.reason.as_deref() != Some("QuotaExceeded")
+        })
+        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
+        .collect();
+    assert_eq!(deletion_warnings, Vec::<String>::new(), "warnings while deleting {id}");
+    f.kill_operator().await;
     Ok(())
 }

@@ -13,7 +13,7 @@
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`iam`] | the IAM OIDC providers of the clusters' service-account issuers |
 //! | [`cloudfront`] | the CloudFront distributions in front of the service-account issuers' buckets |
-//! | [`quota`] | the account limits and usage the quota preflight checks: CloudFormation and Auto Scaling `DescribeAccountLimits`, the account's stacks |
+//! | [`quota`] | the account limits and usage the quota preflight checks: CloudFormation and Auto Scaling `DescribeAccountLimits`, the account's stacks, Service Quotas (VPCs, NAT gateways per zone), EC2 `DescribeAccountAttributes` (Elastic IPs) and the network's usage |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //! | [`budget`] | the request budget per account and region that every replica shares: the HTTP client every request waits at for its token, the member Leases |
 //!
@@ -162,6 +162,8 @@ pub struct AccountClients {
     pub iam: aws_sdk_iam::Client,
     /// CloudFront (a global service: the region only signs the requests).
     pub cloudfront: aws_sdk_cloudfront::Client,
+    /// Service Quotas (the quota preflight's reads).
+    pub service_quotas: aws_sdk_servicequotas::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -323,6 +325,7 @@ impl AwsFactory {
             elbv2: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
             iam: aws_sdk_iam::Client::new(&conf),
             cloudfront: aws_sdk_cloudfront::Client::new(&conf),
+            service_quotas: aws_sdk_servicequotas::Client::new(&conf),
         }
     }
 
@@ -382,6 +385,7 @@ impl AwsFactory {
         let elbv2_conf = aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let iam_conf = aws_sdk_iam::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let cloudfront_conf = aws_sdk_cloudfront::config::Builder::from(&conf).interceptor(gate.clone()).build();
+        let quotas_conf = aws_sdk_servicequotas::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -396,6 +400,7 @@ impl AwsFactory {
             elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2_conf),
             iam: aws_sdk_iam::Client::from_conf(iam_conf),
             cloudfront: aws_sdk_cloudfront::Client::from_conf(cloudfront_conf),
+            service_quotas: aws_sdk_servicequotas::Client::from_conf(quotas_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

@@ -2,7 +2,6 @@
 //! from the cluster CIDR, the zones of the control plane and every node pool, and the management
 //! VPC.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use apis::aws::AWSCluster;
@@ -23,17 +22,9 @@ use crate::stack_ops::{DesiredStack, Gate, Progress, UpdateWhen};
 async fn desired_azs(shared: &Shared, obj: &AWSCluster, deployed: &[String]) -> Result<Vec<String>, ResourceError> {
     let ns = obj.namespace().unwrap_or_default();
     let id = obj.name_any();
-    let mut azs: BTreeSet<String> = deployed.iter().cloned().collect();
-    for cp in controllers::lookup::control_planes(shared, &ns, &id).await? {
-        azs.extend(cp.spec.availability_zones.iter().cloned());
-    }
-    for md in controllers::lookup::node_pools(shared, &ns, &id).await? {
-        if md.metadata.deletion_timestamp.is_none() {
-            azs.extend(md.spec.provider.availability_zones.iter().cloned());
-        }
-    }
-    let region = &obj.spec.provider.region;
-    Ok(azs.into_iter().filter(|az| az.starts_with(region.as_str())).collect())
+    let control_planes = controllers::lookup::control_planes(shared, &ns, &id).await?;
+    let node_pools = controllers::lookup::node_pools(shared, &ns, &id).await?;
+    Ok(crate::quota::cluster_zones(&obj.spec.provider.region, deployed, &control_planes, &node_pools))
 }
 
 /// The management VPC and its route tables, memoised per region.
