@@ -3,8 +3,8 @@
 //! they are not, and `Cluster.spec.controlPlaneEndpoint` written.
 //!
 //! Which of the kinds the API server serves is found through API discovery ([`CapiApis`]),
-//! looked at again once its answer is older than `--capi-discovery-seconds` ([`DISCOVERY_TTL`]
-//! by default), so CRDs installed (or removed) while the operator runs are picked up without a
+//! looked at again once its answer is older than `--capi-discovery-seconds` (60 s by
+//! default), so CRDs installed (or removed) while the operator runs are picked up without a
 //! restart. A kind that is not served, or an object that
 //! does not exist, reads as absent: the cluster is built from its own objects alone.
 //!
@@ -43,10 +43,6 @@ use operatorkit::ResourceError;
 use parking_lot::Mutex;
 
 use operatorkit::status::describe;
-
-/// How long a discovery of the served kinds is used before the API server is asked again,
-/// unless `--capi-discovery-seconds` says otherwise.
-pub const DISCOVERY_TTL: Duration = Duration::from_secs(60);
 
 /// The group of [`G8sControlPlane`].
 const G8S_GROUP: &str = "infrastructure.giantswarm.io";

@@ -444,7 +444,7 @@ pub struct OperatorConfig {
     /// How long an account's stack listing is used before it is listed again.
     pub stack_listing_ttl: Duration,
     /// How long the discovery of the served Cluster API kinds is used before the API server is
-    /// asked again (`--capi-discovery-seconds`, [`crate::capi::CapiApis`]).
+    /// asked again (`--capi-discovery-seconds`; the Cluster API reader in `capi` uses it).
     pub capi_discovery_ttl: Duration,
     /// How long the view of a transitioning stack is used before it is described again.
     pub stack_busy_ttl: Duration,
@@ -624,7 +624,7 @@ impl Default for OperatorConfig {
             node_extras: Default::default(),
             endpoints_refresh: Duration::from_secs(900),
             stack_listing_ttl: Duration::from_secs(600),
-            capi_discovery_ttl: crate::capi::DISCOVERY_TTL,
+            capi_discovery_ttl: Duration::from_secs(60),
             stack_busy_ttl: Duration::from_secs(5),
             poll: Duration::from_secs(10),
             drainer_poll: Duration::from_secs(120),
