@@ -383,3 +383,80 @@ async fn tagged_for(aws: &AccountClients, id: &str, cluster_id: &str) -> Result<
         t.items().iter().any(|t| t.key() == aws_stacks::names::tags::CLUSTER && t.value() == Some(cluster_id))
     }))
 }
+
+/// Where cluster `cluster_id`'s distribution `id` stands with alias `alias`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AliasServing {
+    /// It answers for the alias with the certificate: deployed with both.
+    Deployed,
+    /// Changed (now or before) and being deployed: CloudFront does not answer for the alias
+    /// everywhere yet.
+    Deploying,
+}
+
+/// Give distribution `id` the alias `alias` and ACM certificate `certificate_arn` (SNI only,
+/// TLSv1.2_2021, as irsa-operator set them), where it lacks them. A distribution that does not
+/// carry cluster `cluster_id`'s tag is refused.
+pub async fn ensure_alias(
+    aws: &AccountClients,
+    cluster_id: &str,
+    id: &str,
+    alias: &str,
+    certificate_arn: &str,
+) -> Result<AliasServing, AwsError> {
+    use aws_sdk_cloudfront::types::{Aliases, MinimumProtocolVersion, SslSupportMethod};
+    if !tagged_for(aws, id, cluster_id).await? {
+        return Err(setup(format!(
+            "CloudFront distribution {id} does not carry the tag {}={cluster_id}: it is not the cluster's",
+            aws_stacks::names::tags::CLUSTER
+        )));
+    }
+    let got = aws
+        .cloudfront
+        .get_distribution()
+        .id(id)
+        .send()
+        .await
+        .map_err(|e| api_error("CloudFront", "GetDistribution", e))?;
+    let etag = got.e_tag().unwrap_or_default().to_string();
+    let d = got.distribution().ok_or_else(|| setup(format!("CloudFront GetDistribution {id}: no distribution")))?;
+    let config = d
+        .distribution_config()
+        .cloned()
+        .ok_or_else(|| setup(format!("CloudFront GetDistribution {id}: no configuration")))?;
+    let has_alias = config.aliases().is_some_and(|a| a.items().iter().any(|i| i == alias));
+    let viewer = config.viewer_certificate();
+    let has_certificate = viewer.is_some_and(|v| v.acm_certificate_arn() == Some(certificate_arn));
+    if has_alias && has_certificate {
+        return Ok(if d.status() == "Deployed" { AliasServing::Deployed } else { AliasServing::Deploying });
+    }
+    let mut aliases: Vec<String> = config.aliases().map(|a| a.items().to_vec()).unwrap_or_default();
+    if !has_alias {
+        aliases.push(alias.to_string());
+    }
+    let mut changed = config;
+    changed.aliases = Some(
+        Aliases::builder()
+            .quantity(i32::try_from(aliases.len()).unwrap_or(i32::MAX))
+            .set_items(Some(aliases))
+            .build()
+            .map_err(setup)?,
+    );
+    changed.viewer_certificate = Some(
+        ViewerCertificate::builder()
+            .cloud_front_default_certificate(false)
+            .acm_certificate_arn(certificate_arn)
+            .ssl_support_method(SslSupportMethod::SniOnly)
+            .minimum_protocol_version(MinimumProtocolVersion::TlSv122021)
+            .build(),
+    );
+    aws.cloudfront
+        .update_distribution()
+        .id(id)
+        .if_match(&etag)
+        .distribution_config(changed)
+        .send()
+        .await
+        .map_err(|e| api_error("CloudFront", "UpdateDistribution", e))?;
+    Ok(AliasServing::Deploying)
+}
