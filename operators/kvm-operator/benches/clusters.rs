@@ -289,15 +289,15 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  13 nodes (3 masters, 10 workers) to all Endpoints ready   {:.2} s{}",
         thirteen.as_secs_f64(),
-        before("0.57 s")
+        before("3.61 s")
     );
     println!(
         "  {clusters} clusters of 5 nodes, all Created after          {:.1} s{}",
         all_created.as_secs_f64(),
-        before("14.9 s")
+        before("124.7 s")
     );
-    println!("  operator peak RSS                                         {rss:.1} MiB{}", before("76.9 MiB"));
-    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("75.9 MiB"));
+    println!("  operator peak RSS                                         {rss:.1} MiB{}", before("69.8 MiB"));
+    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("69.8 MiB"));
     println!(
         "  Kubernetes writes in two idle resyncs ({} s), leases aside  {total}{}{}",
         2 * RESYNC_SECONDS,
