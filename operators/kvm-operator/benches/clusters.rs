@@ -297,7 +297,7 @@ async fn main() -> anyhow::Result<()> {
         before("124.7 s")
     );
     println!("  operator peak RSS                                         {rss:.1} MiB{}", before("69.8 MiB"));
-    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("69.8 MiB"));
+    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("69.7 MiB"));
     println!(
         "  Kubernetes writes in two idle resyncs ({} s), leases aside  {total}{}{}",
         2 * RESYNC_SECONDS,
