@@ -292,13 +292,7 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
     .await;
     let (named, data) = match named {
         Ok(named) => named,
-        Err(e) => anyhow::bail!(
-            "{e}\nwarnings {:?}\nevents {:?}\ncertificates {:?}\n{}",
-            event_notes(&f.client, id, "Warning", None).await?,
-            event_notes(&f.client, id, "Normal", None).await?,
-            certificates(&f, &alias).await?,
-            dump(&f.client).await
-        ),
+        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
     };
     assert_eq!(named, alias);
     assert_eq!(data.get("domain"), Some(&domain), "the distribution's domain stays named");

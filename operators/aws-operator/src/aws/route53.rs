@@ -15,6 +15,16 @@ fn fqdn(name: &str) -> String {
 /// The public hosted zone named `name` (with or without the trailing dot) in the account: its
 /// id without the `/hostedzone/` prefix, or `None`.
 pub async fn hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Option<String>, AwsError> {
+    zone_by_name(aws, name, false).await
+}
+
+/// The private hosted zone named `name` in the account (the cluster's internal zone), as
+/// [`hosted_zone_by_name`] finds the public one.
+pub async fn private_hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Option<String>, AwsError> {
+    zone_by_name(aws, name, true).await
+}
+
+async fn zone_by_name(aws: &AccountClients, name: &str, private: bool) -> Result<Option<String>, AwsError> {
     let wanted = fqdn(name);
     let page = aws
         .route53
@@ -29,7 +39,7 @@ pub async fn hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Opt
     Ok(page
         .hosted_zones()
         .iter()
-        .find(|z| z.name() == wanted && !z.config().is_some_and(|c| c.private_zone()))
+        .find(|z| z.name() == wanted && z.config().is_some_and(|c| c.private_zone()) == private)
         .map(|z| z.id().trim_start_matches("/hostedzone/").to_string()))
 }
 

@@ -178,46 +178,27 @@ async fn configmap(
     }))
 }
 
-/// Where the alias of a cluster's distribution stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum AliasStep {
-    /// TCCP has not created the cluster's zones yet (or the stack listing does not show them yet).
-    NoZone,
-    /// Under way: look again after this long (ACM validating, CloudFront deploying).
-    Pending(std::time::Duration),
-    /// The alias serves the issuer.
-    Serving(String),
-}
-
 /// The alias `irsa.<id>.k8s.<domain>` of the cluster's distribution `distribution_id`, once it
-/// serves the issuer ([`AliasStep`]). Each call takes the steps that are due, as
+/// serves the issuer; `None` until then. Each call takes the steps that are due, as
 /// irsa-operator took them: the certificate for the alias in us-east-1 (found again by domain
 /// and the cluster's tag, else requested with DNS validation); while ACM has not issued it, its
 /// validation CNAME in the cluster's public zone; once issued, the alias and the certificate on
 /// the distribution; once CloudFront has deployed that, the alias's CNAME to the distribution's
 /// domain in the cluster's public zone and in its private zone (the VPC resolves the name there).
-/// Nothing happens before the cluster's public zone exists: TCCP creates both zones, and its
-/// outputs `HostedZoneID` and `InternalHostedZoneID` name them.
+/// Nothing happens before the cluster's public zone exists (TCCP creates it).
 async fn ensure_alias(
     shared: &Shared,
     cluster: &AWSCluster,
     tenant: &crate::aws::AccountClients,
     distribution_id: &str,
     distribution_domain: &str,
-) -> Result<AliasStep, ResourceError> {
+) -> Result<Option<String>, ResourceError> {
     use crate::aws::cloudfront::AliasServing;
-    // ACM validates in minutes, CloudFront deploys in minutes: a steady cluster is not requeued
-    // by itself, so the step asks for it.
-    let (validating, deploying) = (shared.config.poll * 6, shared.config.poll);
     let id = cluster.name_any();
+    let zone_name = aws_stacks::names::tenant_base_domain(&id, &cluster.spec.cluster.dns.domain);
     let alias = irsa::alias(&id, &cluster.spec.cluster.dns.domain);
-    let tccp_name = aws_stacks::names::stack_name(&id, aws_stacks::names::StackKind::Tccp, None);
-    let tccp = shared.stacks.get(&tenant.cache_key(), tenant.cfn.as_ref(), &tccp_name).await?;
-    let zone = |output: &str| {
-        tccp.as_ref().and_then(|v| v.outputs.get(output)).map(|z| z.trim().to_string()).filter(|z| !z.is_empty())
-    };
-    let Some(public_zone) = zone("HostedZoneID") else {
-        return Ok(AliasStep::NoZone);
+    let Some(public_zone) = crate::aws::route53::hosted_zone_by_name(tenant, &zone_name).await? else {
+        return Ok(None);
     };
     let tags = controllers::lookup::base_tags(shared, cluster, &id);
     let reference = cluster.uid().unwrap_or_else(|| id.clone());
@@ -233,19 +214,19 @@ async fn ensure_alias(
         if let Some((name, value)) = &certificate.validation {
             crate::aws::route53::ensure_cname(tenant, &public_zone, name, value, irsa::ALIAS_RECORD_TTL).await?;
         }
-        return Ok(AliasStep::Pending(validating));
+        return Ok(None);
     }
     match crate::aws::cloudfront::ensure_alias(tenant, &id, distribution_id, &alias, &certificate.arn).await? {
-        AliasServing::Deploying => return Ok(AliasStep::Pending(deploying)),
+        AliasServing::Deploying => return Ok(None),
         AliasServing::Deployed => {}
     }
     crate::aws::route53::ensure_cname(tenant, &public_zone, &alias, distribution_domain, irsa::ALIAS_RECORD_TTL)
         .await?;
-    if let Some(private_zone) = zone("InternalHostedZoneID") {
+    if let Some(private_zone) = crate::aws::route53::private_hosted_zone_by_name(tenant, &zone_name).await? {
         crate::aws::route53::ensure_cname(tenant, &private_zone, &alias, distribution_domain, irsa::ALIAS_RECORD_TTL)
             .await?;
     }
-    Ok(AliasStep::Serving(alias))
+    Ok(Some(alias))
 }
 
 /// The key pair's Secret: (public PEM, private PEM); `None` while it is missing. The Secret is
@@ -392,7 +373,6 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
         // issuer: until then the issuer stays the distribution's own domain.
         let mut written = written;
         let mut alias_added = None;
-        let mut requeue = None;
         {
             let data = existing.as_ref().or(written.as_ref());
             let get = |k: &str| data.and_then(|d| d.get(k)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
@@ -406,10 +386,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                 // A failure here (ACM refused to the tenant role, say) leaves the issuer as it
                 // is and the cluster's reconcile going: the next one tries again.
                 match ensure_alias(&shared, obj, &tenant, &distribution_id, &domain).await {
-                    Ok(AliasStep::Serving(alias)) => alias_added = Some(alias),
-                    Ok(AliasStep::Pending(after)) => requeue = Some(after),
-                    // TCCP creates the zones: transient with Route53 on.
-                    Ok(AliasStep::NoZone) => requeue = Some(shared.config.poll * 6),
+                    Ok(alias) => alias_added = alias,
                     Err(e) => {
                         let note = format!(
                             "the issuer alias {}: {e}; the issuer stays https://{domain}",
@@ -513,10 +490,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                 .await?;
             shared.event(obj, "IssuerNamed", format!("service-account issuer https://{alias}")).await;
         }
-        Ok(match requeue {
-            Some(after) => Outcome::proceed().requeue_after(after),
-            None => Outcome::proceed(),
-        })
+        Ok(Outcome::proceed())
     }
 
     async fn ensure_deleted(&self, _: &mut ClusterState, _: &AWSCluster) -> resource::Result<Outcome> {
