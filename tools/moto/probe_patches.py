@@ -1881,32 +1881,6 @@ def probe_acm_dns_validation(port: int) -> None:
     configure([], arn)
     check(not served(), "a name the distribution does not list as an alias was read")
 
-    # A template's zone with VPCs is private, and its records are not public DNS.
-    cfn = client(port, "cloudformation", acct)
-    cfn.create_stack(StackName="probe-private-zone", TemplateBody=json.dumps({"Resources": {
-        "Internal": {"Type": "AWS::Route53::HostedZone", "Properties": {
-            "Name": f"i{acct}.k8s.example.com.", "VPCs": [{"VPCId": vpc, "VPCRegion": REGION}]}}}}))
-    zones = r53.list_hosted_zones_by_name(DNSName=f"i{acct}.k8s.example.com.")["HostedZones"]
-    check([z["Config"]["PrivateZone"] for z in zones] == [True], f"the template's zone with VPCs: {zones}")
-    private_arn = acm.request_certificate(DomainName=f"irsa.i{acct}.k8s.example.com", ValidationMethod="DNS")["CertificateArn"]
-    rec = acm.describe_certificate(CertificateArn=private_arn)["Certificate"]["DomainValidationOptions"][0]["ResourceRecord"]
-    cname(zones[0]["Id"], rec["Name"], rec["Value"])
-    status = acm.describe_certificate(CertificateArn=private_arn)["Certificate"]["Status"]
-    check(status == "PENDING_VALIDATION", f"validated through a private zone: {status}")
-
-    # A stack update changes a role's trust policy.
-    def role_template(service: str) -> str:
-        return json.dumps({"Resources": {"Role": {"Type": "AWS::IAM::Role", "Properties": {
-            "RoleName": f"probe-trust-{acct}", "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
-                "Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}}}}})
-
-    cfn.create_stack(StackName="probe-trust", TemplateBody=role_template("ec2.amazonaws.com"), Capabilities=["CAPABILITY_NAMED_IAM"])
-    cfn.update_stack(StackName="probe-trust", TemplateBody=role_template("lambda.amazonaws.com"), Capabilities=["CAPABILITY_NAMED_IAM"])
-    trust = iam.get_role(RoleName=f"probe-trust-{acct}")["Role"]["AssumeRolePolicyDocument"]
-    trust = json.loads(trust) if isinstance(trust, str) else trust
-    got = trust["Statement"][0]["Principal"]["Service"]
-    check(got == "lambda.amazonaws.com", f"the updated role trusts {got}")
-
 
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),

@@ -178,10 +178,7 @@ And one for the issuer's alias, its certificate and its name:
     ``ISSUED`` ACM certificate of the distribution's account in us-east-1 covering the name
     (CloudFront answers a name without one no TLS handshake); correction 23 matched an alias to
     a distribution directly, with no record and no certificate. The delegation of the public
-    zone from its parent is not checked. For that DNS, a hosted zone a template creates with
-    ``VPCs`` is private to them, as CloudFormation makes it (moto made every such zone public);
-    and for the roles that come to trust the alias's provider, a stack update changes an
-    ``AWS::IAM::Role``'s ``AssumeRolePolicyDocument`` (moto kept the role's first trust policy).
+    zone from its parent is not checked.
 
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
@@ -3465,57 +3462,6 @@ def _serves_alias(account_id: str, config: Any, host: str) -> bool:
     return cert.status == "ISSUED" and any(fnmatch.fnmatchcase(host, n) for n in names)
 
 
-def _private_zones_from_templates() -> None:
-    """An ``AWS::Route53::HostedZone`` whose template names ``VPCs`` is a private zone of those
-    VPCs, as CloudFormation creates it (the resource's ``VPCs`` property); moto 5.2.5 made every
-    zone of a template public, so a cluster's internal zone answered public DNS."""
-    from moto.route53 import models as route53_models
-    from moto.utilities.utils import get_partition
-
-    zone_cls = _require(route53_models, "FakeZone")
-    backends = _require(route53_models, "route53_backends")
-    original = _require(zone_cls, "create_from_cloudformation_json").__func__
-
-    def create(cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str,
-               **kwargs: Any) -> Any:
-        props = cloudformation_json.get("Properties", {})
-        vpcs = props.get("VPCs") or []
-        if not vpcs:
-            return original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
-        comment = (props.get("HostedZoneConfig") or {}).get("Comment")
-        zone = backends[account_id][get_partition(region_name)].create_hosted_zone(
-            resource_name, private_zone=True, vpcid=vpcs[0].get("VPCId"), vpcregion=vpcs[0].get("VPCRegion"),
-            comment=comment)
-        return zone
-
-    zone_cls.create_from_cloudformation_json = classmethod(create)
-
-
-def _role_trust_updated_by_stacks() -> None:
-    """A stack update that changes an ``AWS::IAM::Role``'s ``AssumeRolePolicyDocument`` changes
-    the role's trust policy, as CloudFormation does (an update without interruption); moto 5.2.5
-    kept the trust policy the role was created with, so a role could never come to trust a new
-    issuer."""
-    from moto.iam import models as iam_models
-    from moto.utilities.utils import get_partition
-
-    role_cls = _require(iam_models, "Role")
-    backends = _require(iam_models, "iam_backends")
-    _require(iam_models.IAMBackend, "update_assume_role_policy")
-    original = _require(role_cls, "update_from_cloudformation_json").__func__
-
-    def update(cls: Any, original_resource: Any, new_resource_name: str, cloudformation_json: Any, account_id: str,
-               region_name: str) -> Any:
-        role = original(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
-        document = cloudformation_json.get("Properties", {}).get("AssumeRolePolicyDocument")
-        if document is not None:
-            text = document if isinstance(document, str) else json.dumps(document)
-            backends[account_id][get_partition(region_name)].update_assume_role_policy(role.name, text)
-        return role
-
-    role_cls.update_from_cloudformation_json = classmethod(update)
-
-
 def patch_acm_dns_validation() -> None:
     """Correction 28: a certificate requested with DNS validation is ``ISSUED`` once its
     validation records resolve in public DNS (``_public_zone_records``), and
@@ -3526,8 +3472,6 @@ def patch_acm_dns_validation() -> None:
     bundle_cls = _require(acm_models, "CertBundle")
     original_check = _require(bundle_cls, "check")
     _require(bundle_cls, "describe")
-    _private_zones_from_templates()
-    _role_trust_updated_by_stacks()
 
     def validated(self: Any) -> bool:
         options = self.describe()["Certificate"].get("DomainValidationOptions") or []
