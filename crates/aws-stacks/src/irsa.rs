@@ -80,18 +80,6 @@ pub fn s3_origin_domain(region: &str, bucket: &str) -> String {
     format!("{bucket}.s3.{region}.{}", aws_domain(region))
 }
 
-/// The alias of cluster `cluster_id`'s issuer distribution, as irsa-operator named it:
-/// `irsa.<id>.k8s.<domain>`, a name in the cluster's own zone.
-pub fn alias(cluster_id: &str, domain: &str) -> String {
-    format!("irsa.{}", crate::names::tenant_base_domain(cluster_id, domain))
-}
-
-/// The region of the alias's ACM certificate: CloudFront takes certificates from us-east-1 only.
-pub const CERTIFICATE_REGION: &str = "us-east-1";
-
-/// The TTL of the alias's CNAME records and of its certificate's validation record (irsa-operator's).
-pub const ALIAS_RECORD_TTL: i64 = 600;
-
 /// Who reads the issuer's bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IssuerReader {
@@ -254,14 +242,6 @@ mod tests {
         assert_eq!(enabled(Some("true"), 17), Ok(true));
         let err = enabled(Some("false"), 18).expect_err("ambiguous");
         assert!(err.contains(ANNOTATION) && err.contains("remove it"), "{err}");
-    }
-
-    #[test]
-    fn the_alias_is_irsa_in_the_clusters_own_zone() {
-        assert_eq!(
-            alias("a1b2c", "gauss.eu-central-1.aws.example.com"),
-            "irsa.a1b2c.k8s.gauss.eu-central-1.aws.example.com"
-        );
     }
 
     #[test]

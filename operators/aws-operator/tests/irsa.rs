@@ -55,60 +55,6 @@ async fn distributions_of(f: &Fixture, id: &str) -> anyhow::Result<Vec<(String, 
         .collect())
 }
 
-/// The first master's node config as uploaded for it, and the files it carries, as text.
-async fn master_config_texts(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
-    let tenant = f.tenant_clients().await?;
-    let config_key = aws_stacks::names::master_config_key(VERSION, id, 0);
-    let cluster_bucket = aws_stacks::names::bucket(&f.tenant_account, id);
-    let config = tenant.s3.get_object().bucket(&cluster_bucket).key(&config_key).send().await?;
-    let config: serde_json::Value = serde_json::from_slice(&config.body.collect().await?.into_bytes())?;
-    let mut texts = vec![config.to_string()];
-    for file in config["storage"]["files"].as_array().into_iter().flatten() {
-        if let Some(source) = file["contents"]["source"].as_str() {
-            texts.extend(ignition::decode_data_url(source).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
-        }
-    }
-    Ok(texts)
-}
-
-/// The record sets of type `kind` named `name` in the tenant account's zone `zone` (public or
-/// private): their values.
-async fn records(f: &Fixture, zone: &str, private: bool, name: &str, kind: &str) -> anyhow::Result<Vec<String>> {
-    let tenant = f.tenant_clients().await?;
-    let zones = tenant.route53.list_hosted_zones_by_name().dns_name(format!("{zone}.")).send().await?;
-    let Some(zone) = zones
-        .hosted_zones()
-        .iter()
-        .find(|z| z.name() == format!("{zone}.") && z.config().is_some_and(|c| c.private_zone()) == private)
-    else {
-        return Ok(Vec::new());
-    };
-    let sets = tenant.route53.list_resource_record_sets().hosted_zone_id(zone.id()).send().await?;
-    let wanted = format!("{}.", name.trim_end_matches('.'));
-    Ok(sets
-        .resource_record_sets()
-        .iter()
-        .filter(|r| r.name() == wanted && r.r#type().as_str() == kind)
-        .flat_map(|r| r.resource_records().iter().map(|v| v.value().trim_end_matches('.').to_string()))
-        .collect())
-}
-
-/// The ACM certificates of the tenant account in us-east-1 for `domain`: (ARN, status).
-async fn certificates(f: &Fixture, domain: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let tenant = f.tenant_clients().await?;
-    let listed = tenant.acm.list_certificates().send().await?;
-    let mut out = Vec::new();
-    for c in listed.certificate_summary_list() {
-        if c.domain_name() == Some(domain) {
-            let arn = c.certificate_arn().unwrap_or_default().to_string();
-            let described = tenant.acm.describe_certificate().certificate_arn(&arn).send().await?;
-            let status = described.certificate().and_then(|c| c.status()).map(|s| s.as_str().to_string());
-            out.push((arn, status.unwrap_or_default()));
-        }
-    }
-    Ok(out)
-}
-
 /// A service-account token of `sub` for `audience`, signed as the masters sign them.
 fn token(key_pem: &[u8], kid: &str, issuer: &str, sub: &str, audience: &str) -> anyhow::Result<String> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
@@ -241,8 +187,18 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
 
     // The masters sign as the CloudFront issuer: the API server's flags in the first master's
     // node config, as uploaded for it.
+    let config_key = aws_stacks::names::master_config_key(VERSION, id, 0);
+    let cluster_bucket = aws_stacks::names::bucket(&f.tenant_account, id);
+    let config = tenant.s3.get_object().bucket(&cluster_bucket).key(&config_key).send().await?;
+    let config: serde_json::Value = serde_json::from_slice(&config.body.collect().await?.into_bytes())?;
+    let mut texts = vec![config.to_string()];
+    for file in config["storage"]["files"].as_array().into_iter().flatten() {
+        if let Some(source) = file["contents"]["source"].as_str() {
+            texts.extend(ignition::decode_data_url(source).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
+        }
+    }
     let flag = format!("--service-account-issuer={issuer}");
-    assert!(master_config_texts(&f, id).await?.iter().any(|t| t.contains(&flag)), "no {flag} in the master's config");
+    assert!(texts.iter().any(|t| t.contains(&flag)), "no {flag} in {config_key}");
 
     // The issuer's documents, from its bucket.
     let discovery = object(&f, &bucket, ".well-known/openid-configuration").await?;
@@ -281,76 +237,6 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
     let refused = assume(&f, &role, &app).await.expect_err("another service account");
     assert!(refused.contains("AccessDenied"), "{refused}");
 
-    // The alias irsa.<id>.k8s.<domain>: once its certificate is issued (validated through the
-    // cluster's public zone) and the distribution serves it, the ConfigMap names it.
-    let zone = format!("{id}.k8s.gauss.eu-central-1.aws.gigantic.io");
-    let alias = format!("irsa.{zone}");
-    let named = eventually(200, "the ConfigMap to name the alias", || async {
-        let data = configmaps.get(&format!("{id}-irsa-cloudfront")).await?.data.unwrap_or_default();
-        Ok(data.get("domainAlias").cloned().map(|a| (a, data)))
-    })
-    .await;
-    let (named, data) = match named {
-        Ok(named) => named,
-        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
-    };
-    assert_eq!(named, alias);
-    assert_eq!(data.get("domain"), Some(&domain), "the distribution's domain stays named");
-    // ACM's view: one certificate for the alias, in us-east-1, issued, tagged for the cluster.
-    let certs = certificates(&f, &alias).await?;
-    assert_eq!(certs.len(), 1, "{certs:?}");
-    let (cert_arn, cert_status) = &certs[0];
-    assert_eq!(cert_status, "ISSUED");
-    assert_eq!(cert_arn.split(':').nth(3), Some("us-east-1"), "{cert_arn}");
-    let cert_tags = tenant.acm.list_tags_for_certificate().certificate_arn(cert_arn).send().await?;
-    assert!(cert_tags.tags().iter().any(|t| t.key() == "giantswarm.io/cluster" && t.value() == Some(id)));
-    let described = tenant.acm.describe_certificate().certificate_arn(cert_arn).send().await?;
-    let validation = described
-        .certificate()
-        .and_then(|c| c.domain_validation_options().first())
-        .and_then(|o| o.resource_record())
-        .map(|r| (r.name().to_string(), r.value().trim_end_matches('.').to_string()))
-        .expect("a validation record");
-    // CloudFront's view: the alias and the certificate on the distribution.
-    let got = tenant.cloudfront.get_distribution().id(&distribution_id).send().await?;
-    let config = got.distribution().and_then(|d| d.distribution_config()).expect("its configuration");
-    assert_eq!(config.aliases().map(|a| a.items().to_vec()), Some(vec![alias.clone()]));
-    let viewer = config.viewer_certificate().expect("a viewer certificate");
-    assert_eq!(viewer.acm_certificate_arn(), Some(cert_arn.as_str()));
-    assert_eq!(viewer.ssl_support_method().map(|m| m.as_str()), Some("sni-only"));
-    assert_eq!(viewer.minimum_protocol_version().map(|m| m.as_str()), Some("TLSv1.2_2021"));
-    // Route53's view: the validation record in the public zone, the alias's CNAME to the
-    // distribution in the public and the private zone.
-    assert_eq!(records(&f, &zone, false, &validation.0, "CNAME").await?, vec![validation.1.clone()]);
-    assert_eq!(records(&f, &zone, false, &alias, "CNAME").await?, vec![domain.clone()]);
-    assert_eq!(records(&f, &zone, true, &alias, "CNAME").await?, vec![domain.clone()]);
-    // The documents name the alias; the masters sign as it and still accept the old issuer.
-    let alias_issuer = format!("https://{alias}");
-    let discovery = object(&f, &bucket, ".well-known/openid-configuration").await?;
-    assert_eq!(discovery["issuer"], alias_issuer.as_str());
-    let (first, second) =
-        (format!("--service-account-issuer={alias_issuer}"), format!("--service-account-issuer={issuer}"));
-    let signs_as_alias = eventually(200, "the masters to sign as the alias", || async {
-        let texts = master_config_texts(&f, id).await?;
-        Ok(texts.iter().any(|t| matches!((t.find(&first), t.find(&second)), (Some(a), Some(d)) if a < d)).then_some(()))
-    })
-    .await;
-    if let Err(e) = signs_as_alias {
-        anyhow::bail!("{e}: no {first} before {second} in the master's config");
-    }
-    // STS: a token of the alias issuer is accepted once the role trusts the alias's provider; one
-    // of the distribution's domain still is.
-    let through_alias = token(&key_pem, &kid, &alias_issuer, sub, "sts.amazonaws.com")?;
-    let accepted = eventually(200, "STS to accept a token of the alias issuer", || async {
-        Ok(assume(&f, &role, &through_alias).await.ok())
-    })
-    .await;
-    if let Err(e) = accepted {
-        let why = assume(&f, &role, &through_alias).await.expect_err("refused");
-        anyhow::bail!("{e}: {why}");
-    }
-    assert!(assume(&f, &role, &good).await.is_ok(), "a token of the distribution's domain still works");
-
     // The ConfigMap lost while the operator is down: the distribution is found again by its
     // comment and tag, not created twice.
     f.kill_operator().await;
@@ -361,9 +247,7 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
     })
     .await?;
     assert_eq!(again.get("distributionId"), Some(&distribution_id));
-    assert_eq!(again.get("domainAlias"), Some(&alias), "written again with the alias, which serves");
     assert_eq!(distributions_of(&f, id).await?, vec![(distribution_id.clone(), domain.clone())]);
-    assert_eq!(certificates(&f, &alias).await?.len(), 1, "no second certificate");
 
     // The key pair cannot be deleted under the running cluster.
     secrets.delete(&secret_name, &DeleteParams::default()).await?;
@@ -392,13 +276,6 @@ async fn a_token_signed_with_the_clusters_key_assumes_the_alb_controller_role_th
         .filter(|n| n.starts_with(id))
         .collect();
     assert!(left.is_empty(), "origin access controls left: {left:?}");
-    assert_eq!(certificates(&f, &alias).await?, vec![], "no certificate of the alias left");
-    assert_eq!(records(&f, &zone, false, &alias, "CNAME").await?, Vec::<String>::new(), "no alias record left");
-    assert_eq!(
-        records(&f, &zone, false, &validation.0, "CNAME").await?,
-        Vec::<String>::new(),
-        "no validation record left"
-    );
     assert!(secrets.get_opt(&secret_name).await?.is_none(), "the key pair's Secret released and gone");
     f.kill_operator().await;
     Ok(())

@@ -13,7 +13,6 @@
 //! | [`route53`] | the cluster zone's NS delegation, the records left in the cluster's zones |
 //! | [`iam`] | the IAM OIDC providers of the clusters' service-account issuers |
 //! | [`cloudfront`] | the CloudFront distributions in front of the service-account issuers' buckets |
-//! | [`acm`] | the certificates of the service-account issuers' aliases (us-east-1) |
 //! | [`quota`] | the account limits and usage the quota preflight checks: CloudFormation and Auto Scaling `DescribeAccountLimits`, the account's stacks, Service Quotas (VPCs, NAT gateways per zone), EC2 `DescribeAccountAttributes` (Elastic IPs) and the network's usage |
 //! | [`elb`] | classic and v2 load balancers and target groups the cluster's cloud provider left |
 //! | [`budget`] | the request budget per account and region that every replica shares: the HTTP client every request waits at for its token, the member Leases |
@@ -42,7 +41,6 @@ use parking_lot::Mutex;
 use self::budget::RequestBudget;
 use self::cloudformation::{CloudFormation, SdkCloudFormation};
 
-pub mod acm;
 pub mod autoscaling;
 pub mod budget;
 pub mod cloudformation;
@@ -166,9 +164,6 @@ pub struct AccountClients {
     pub cloudfront: aws_sdk_cloudfront::Client,
     /// Service Quotas (the quota preflight's reads).
     pub service_quotas: aws_sdk_servicequotas::Client,
-    /// ACM in us-east-1 (`aws_stacks::irsa::CERTIFICATE_REGION`), whatever the clients' region:
-    /// the only region whose certificates CloudFront takes.
-    pub acm: aws_sdk_acm::Client,
 }
 
 impl std::fmt::Debug for AccountClients {
@@ -331,11 +326,6 @@ impl AwsFactory {
             iam: aws_sdk_iam::Client::new(&conf),
             cloudfront: aws_sdk_cloudfront::Client::new(&conf),
             service_quotas: aws_sdk_servicequotas::Client::new(&conf),
-            acm: aws_sdk_acm::Client::from_conf(
-                aws_sdk_acm::config::Builder::from(&conf)
-                    .region(aws_config::Region::new(aws_stacks::irsa::CERTIFICATE_REGION))
-                    .build(),
-            ),
         }
     }
 
@@ -396,10 +386,6 @@ impl AwsFactory {
         let iam_conf = aws_sdk_iam::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let cloudfront_conf = aws_sdk_cloudfront::config::Builder::from(&conf).interceptor(gate.clone()).build();
         let quotas_conf = aws_sdk_servicequotas::config::Builder::from(&conf).interceptor(gate.clone()).build();
-        let acm_conf = aws_sdk_acm::config::Builder::from(&conf)
-            .region(aws_config::Region::new(aws_stacks::irsa::CERTIFICATE_REGION))
-            .interceptor(gate.clone())
-            .build();
         let clients = Arc::new(AccountClients {
             account_id,
             region: region.to_string(),
@@ -415,7 +401,6 @@ impl AwsFactory {
             iam: aws_sdk_iam::Client::from_conf(iam_conf),
             cloudfront: aws_sdk_cloudfront::Client::from_conf(cloudfront_conf),
             service_quotas: aws_sdk_servicequotas::Client::from_conf(quotas_conf),
-            acm: aws_sdk_acm::Client::from_conf(acm_conf),
         });
         self.clients.lock().insert(key, clients.clone());
         Ok(clients)

@@ -1,6 +1,5 @@
-//! Route53: the cluster zone's NS delegation in the installation's intermediate zone, the
-//! service-account issuer alias's CNAME records in the cluster's zones, and the records left in
-//! the cluster's zones (the teardown's leftovers).
+//! Route53: the cluster zone's NS delegation in the installation's intermediate zone, and the
+//! records others left in the cluster's zones (the teardown's leftovers).
 
 use crate::aws::{AccountClients, AwsError, api_error};
 
@@ -15,16 +14,6 @@ fn fqdn(name: &str) -> String {
 /// The public hosted zone named `name` (with or without the trailing dot) in the account: its
 /// id without the `/hostedzone/` prefix, or `None`.
 pub async fn hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Option<String>, AwsError> {
-    zone_by_name(aws, name, false).await
-}
-
-/// The private hosted zone named `name` in the account (the cluster's internal zone), as
-/// [`hosted_zone_by_name`] finds the public one.
-pub async fn private_hosted_zone_by_name(aws: &AccountClients, name: &str) -> Result<Option<String>, AwsError> {
-    zone_by_name(aws, name, true).await
-}
-
-async fn zone_by_name(aws: &AccountClients, name: &str, private: bool) -> Result<Option<String>, AwsError> {
     let wanted = fqdn(name);
     let page = aws
         .route53
@@ -39,7 +28,7 @@ async fn zone_by_name(aws: &AccountClients, name: &str, private: bool) -> Result
     Ok(page
         .hosted_zones()
         .iter()
-        .find(|z| z.name() == wanted && z.config().is_some_and(|c| c.private_zone()) == private)
+        .find(|z| z.name() == wanted && !z.config().is_some_and(|c| c.private_zone()))
         .map(|z| z.id().trim_start_matches("/hostedzone/").to_string()))
 }
 
@@ -95,47 +84,6 @@ pub async fn change_ns_record(
         .map_err(|e| build(&e.to_string()))?;
     let action = if delete { ChangeAction::Delete } else { ChangeAction::Upsert };
     change(aws, zone_id, action, set).await
-}
-
-/// Upsert the CNAME record `name` → `value` in zone `zone_id` with `ttl`, unless it is there
-/// already with that value. Returns whether it changed.
-pub async fn ensure_cname(
-    aws: &AccountClients,
-    zone_id: &str,
-    name: &str,
-    value: &str,
-    ttl: i64,
-) -> Result<bool, AwsError> {
-    use aws_sdk_route53::types::{ChangeAction, ResourceRecord, ResourceRecordSet, RrType};
-    let wanted = fqdn(name);
-    let page = aws
-        .route53
-        .list_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .start_record_name(&wanted)
-        .start_record_type(RrType::Cname)
-        .max_items(1)
-        .send()
-        .await
-        .map_err(|e| api_error("Route53", "ListResourceRecordSets", e))?;
-    let there = page.resource_record_sets().iter().any(|r| {
-        fqdn(r.name()) == wanted
-            && *r.r#type() == RrType::Cname
-            && r.resource_records().iter().any(|v| fqdn(v.value()) == fqdn(value))
-    });
-    if there {
-        return Ok(false);
-    }
-    let build = |what: String| AwsError::Setup(format!("building the Route53 change of {name}: {what}"));
-    let set = ResourceRecordSet::builder()
-        .name(wanted)
-        .r#type(RrType::Cname)
-        .ttl(ttl)
-        .resource_records(ResourceRecord::builder().value(value).build().map_err(|e| build(e.to_string()))?)
-        .build()
-        .map_err(|e| build(e.to_string()))?;
-    change(aws, zone_id, ChangeAction::Upsert, set).await?;
-    Ok(true)
 }
 
 /// Send one change of `set` in zone `zone_id`.

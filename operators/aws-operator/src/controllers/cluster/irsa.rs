@@ -53,9 +53,7 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// At the cluster's teardown, once its buckets are gone: the CloudFront distribution of its
 /// issuer that carries its tag goes, one step per call (`Some(what it waits for)` until it is
 /// gone: disabling, deploying, deleting), then the origin access identity the original's
-/// distribution read the bucket through (its ConfigMap's `originAccessIdentityId`) and the ACM
-/// certificates of the alias that carry its tag (the alias's records went with the other
-/// records of its zones, `super::leftovers`); then the IAM OIDC providers of its issuer that carry its
+/// distribution read the bucket through (its ConfigMap's `originAccessIdentityId`); then the IAM OIDC providers of its issuer that carry its
 /// tag go, the ConfigMap the operator wrote goes (one someone else wrote stays), and this process
 /// forgets what it published.
 pub async fn forget(
@@ -87,11 +85,6 @@ pub async fn forget(
                 crate::aws::cloudfront::delete_origin_access_identity(tenant, &id, identity).await?
         {
             return Ok(Some(what));
-        }
-        // The alias's certificate, once the distribution that used it is gone.
-        let alias = irsa::alias(&id, &cluster.spec.cluster.dns.domain);
-        if let Some(arn) = crate::aws::acm::delete_certificates(tenant, &alias, &id).await? {
-            return Ok(Some(format!("deleting ACM certificate {arn} of {alias}, in use")));
         }
     }
     let prefix = format!("{}/", irsa::bucket(&tenant.account_id, &id));
@@ -163,70 +156,8 @@ async fn configmap_data(
     shared: &Shared,
     cluster: &AWSCluster,
 ) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
-    Ok(configmap(shared, cluster).await?.map(|(data, _)| data))
-}
-
-/// The cluster's ConfigMap: its data, and whether the operator wrote it (its `managed-by` label).
-async fn configmap(
-    shared: &Shared,
-    cluster: &AWSCluster,
-) -> Result<Option<(BTreeMap<String, String>, bool)>, kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &cluster.namespace().unwrap_or_default());
-    Ok(api.get_opt(&irsa::configmap_name(&cluster.name_any())).await?.map(|cm| {
-        let ours = cm.labels().get(MANAGED_BY).map(String::as_str) == Some(crate::config::COMPONENT);
-        (cm.data.unwrap_or_default(), ours)
-    }))
-}
-
-/// The alias `irsa.<id>.k8s.<domain>` of the cluster's distribution `distribution_id`, once it
-/// serves the issuer; `None` until then. Each call takes the steps that are due, as
-/// irsa-operator took them: the certificate for the alias in us-east-1 (found again by domain
-/// and the cluster's tag, else requested with DNS validation); while ACM has not issued it, its
-/// validation CNAME in the cluster's public zone; once issued, the alias and the certificate on
-/// the distribution; once CloudFront has deployed that, the alias's CNAME to the distribution's
-/// domain in the cluster's public zone and in its private zone (the VPC resolves the name there).
-/// Nothing happens before the cluster's public zone exists (TCCP creates it).
-async fn ensure_alias(
-    shared: &Shared,
-    cluster: &AWSCluster,
-    tenant: &crate::aws::AccountClients,
-    distribution_id: &str,
-    distribution_domain: &str,
-) -> Result<Option<String>, ResourceError> {
-    use crate::aws::cloudfront::AliasServing;
-    let id = cluster.name_any();
-    let zone_name = aws_stacks::names::tenant_base_domain(&id, &cluster.spec.cluster.dns.domain);
-    let alias = irsa::alias(&id, &cluster.spec.cluster.dns.domain);
-    let Some(public_zone) = crate::aws::route53::hosted_zone_by_name(tenant, &zone_name).await? else {
-        return Ok(None);
-    };
-    let tags = controllers::lookup::base_tags(shared, cluster, &id);
-    let reference = cluster.uid().unwrap_or_else(|| id.clone());
-    let (certificate, requested) = crate::aws::acm::ensure_certificate(tenant, &alias, &id, &reference, &tags).await?;
-    if requested {
-        let note = format!(
-            "ACM certificate {} for the issuer alias {alias}; the issuer stays https://{distribution_domain} until it is issued and served",
-            certificate.arn
-        );
-        shared.event(cluster, "CertificateRequested", note).await;
-    }
-    if certificate.status != aws_sdk_acm::types::CertificateStatus::Issued {
-        if let Some((name, value)) = &certificate.validation {
-            crate::aws::route53::ensure_cname(tenant, &public_zone, name, value, irsa::ALIAS_RECORD_TTL).await?;
-        }
-        return Ok(None);
-    }
-    match crate::aws::cloudfront::ensure_alias(tenant, &id, distribution_id, &alias, &certificate.arn).await? {
-        AliasServing::Deploying => return Ok(None),
-        AliasServing::Deployed => {}
-    }
-    crate::aws::route53::ensure_cname(tenant, &public_zone, &alias, distribution_domain, irsa::ALIAS_RECORD_TTL)
-        .await?;
-    if let Some(private_zone) = crate::aws::route53::private_hosted_zone_by_name(tenant, &zone_name).await? {
-        crate::aws::route53::ensure_cname(tenant, &private_zone, &alias, distribution_domain, irsa::ALIAS_RECORD_TTL)
-            .await?;
-    }
-    Ok(Some(alias))
+    Ok(api.get_opt(&irsa::configmap_name(&cluster.name_any())).await?.map(|cm| cm.data.unwrap_or_default()))
 }
 
 /// The key pair's Secret: (public PEM, private PEM); `None` while it is missing. The Secret is
@@ -338,9 +269,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
         let (tenant, _) = state.accounts()?;
         let tenant = tenant.clone();
         let bucket = irsa::bucket(&tenant.account_id, &id);
-        let found = configmap(&shared, obj).await?;
-        let ours = found.as_ref().is_none_or(|(_, ours)| *ours);
-        let existing = found.map(|(data, _)| data);
+        let existing = configmap_data(&shared, obj).await?;
         // The ConfigMap to write where there is none: the cluster's distribution's, where
         // CloudFront serves the issuer, else the S3-served issuer's.
         let written = match &existing {
@@ -369,42 +298,7 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                 irsa::s3_issuer_host(&obj.spec.provider.region, &bucket),
             )])),
         };
-        // The alias, on the operator's own distribution and ConfigMap, once it serves the
-        // issuer: until then the issuer stays the distribution's own domain.
-        let mut written = written;
-        let mut alias_added = None;
-        {
-            let data = existing.as_ref().or(written.as_ref());
-            let get = |k: &str| data.and_then(|d| d.get(k)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-            if let (true, true, Some(distribution_id), Some(domain), None) = (
-                ours && shared.config.route53_enabled,
-                irsa::cloudfront(&obj.spec.provider.region, release_major(&release)),
-                get(irsa::DISTRIBUTION_ID_KEY),
-                get(irsa::DOMAIN_KEY),
-                get(irsa::DOMAIN_ALIAS_KEY),
-            ) {
-                // A failure here (ACM refused to the tenant role, say) leaves the issuer as it
-                // is and the cluster's reconcile going: the next one tries again.
-                match ensure_alias(&shared, obj, &tenant, &distribution_id, &domain).await {
-                    Ok(alias) => alias_added = alias,
-                    Err(e) => {
-                        let note = format!(
-                            "the issuer alias {}: {e}; the issuer stays https://{domain}",
-                            irsa::alias(&id, &obj.spec.cluster.dns.domain)
-                        );
-                        tracing::warn!(cluster = %id, "{note}");
-                        shared.warning(obj, "IssuerAliasFailed", note).await;
-                    }
-                }
-            }
-        }
-        let mut with_alias = existing.clone();
-        if let Some(alias) = &alias_added {
-            for data in [with_alias.as_mut(), written.as_mut()].into_iter().flatten() {
-                data.insert(irsa::DOMAIN_ALIAS_KEY.to_string(), alias.clone());
-            }
-        }
-        let data = with_alias.as_ref().or(written.as_ref());
+        let data = existing.as_ref().or(written.as_ref());
         let issuer = match issuer(obj, &tenant.account_id, data) {
             Ok(issuer) => issuer,
             Err(message) => return Err(reject(state, obj, invalid(message)).await),
@@ -481,14 +375,6 @@ impl Resource<AWSCluster, ClusterState> for PublishIssuer {
                 Err(kube::Error::Api(status)) if status.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
-        } else if let (Some(alias), true) = (&alias_added, ours) {
-            // The documents name the alias and its OIDC provider exists: the masters may sign as
-            // it now. The distribution's domain stays in the ConfigMap, so its tokens stay valid.
-            let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &namespace);
-            let patch = serde_json::json!({"data": {irsa::DOMAIN_ALIAS_KEY: alias}});
-            api.patch(&irsa::configmap_name(&id), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-                .await?;
-            shared.event(obj, "IssuerNamed", format!("service-account issuer https://{alias}")).await;
         }
         Ok(Outcome::proceed())
     }
