@@ -1788,100 +1788,6 @@ def probe_network_quotas(port: int) -> None:
         emulation(port, account_limits={tenant: {}, "*": previous.get("*", {})})
 
 
-def probe_acm_dns_validation(port: int) -> None:
-    """A certificate requested with DNS validation is ``PENDING_VALIDATION`` until its validation
-    CNAME is in public DNS, then ``ISSUED`` (AWS Certificate Manager User Guide, "DNS
-    validation"); an alias reaches its distribution only through a record in public DNS, and only
-    with an issued certificate covering it (CloudFront Developer Guide, "Use custom URLs by
-    adding alternate domain names"): STS reads an issuer at the alias then, and not before."""
-    import base64
-
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    acct = account()
-    acm, r53, cf, s3, iam, sts = (
-        client(port, "acm", acct, "us-east-1"), *(client(port, svc, acct) for svc in ("route53", "cloudfront", "s3", "iam", "sts")))
-    zone_name = f"p{acct}.k8s.example.com"
-    alias = f"irsa.{zone_name}"
-    arn = acm.request_certificate(DomainName=alias, ValidationMethod="DNS")["CertificateArn"]
-
-    def described() -> dict[str, Any]:
-        return acm.describe_certificate(CertificateArn=arn)["Certificate"]
-
-    check(described()["Status"] == "PENDING_VALIDATION", f"a new certificate is {described()['Status']}")
-    record = described()["DomainValidationOptions"][0]["ResourceRecord"]
-    public = r53.create_hosted_zone(Name=zone_name, CallerReference=f"pub-{acct}")["HostedZone"]["Id"]
-    vpc = client(port, "ec2", acct).create_vpc(CidrBlock="10.3.0.0/24")["Vpc"]["VpcId"]
-    private = r53.create_hosted_zone(Name=zone_name, CallerReference=f"priv-{acct}", HostedZoneConfig={"PrivateZone": True},
-                                     VPC={"VPCRegion": REGION, "VPCId": vpc})["HostedZone"]["Id"]
-
-    def cname(zone: str, name: str, value: str) -> None:
-        r53.change_resource_record_sets(HostedZoneId=zone, ChangeBatch={"Changes": [{"Action": "UPSERT", "ResourceRecordSet": {
-            "Name": name, "Type": "CNAME", "TTL": 600, "ResourceRecords": [{"Value": value}]}}]})
-
-    cname(public, record["Name"], "_other.acm-validations.aws.")
-    cname(private, record["Name"], record["Value"])
-    check(described()["Status"] == "PENDING_VALIDATION", "issued with a wrong public record, or a private one")
-    cname(public, record["Name"], record["Value"])
-    check(described()["Status"] == "ISSUED", f"validated, the certificate is {described()['Status']}")
-    check(described()["DomainValidationOptions"][0]["ValidationStatus"] == "SUCCESS", "the domain is validated")
-
-    # An issuer at the alias of a distribution.
-    bucket = f"{acct}-g8s-alias-oidc-pod-identity-v2"
-    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
-    origin = f"{bucket}.s3.{REGION}.amazonaws.com"
-    config = {"CallerReference": f"probe-alias-{acct}", "Comment": "probe", "Enabled": True,
-              "Origins": {"Quantity": 1, "Items": [{"Id": origin, "DomainName": origin, "S3OriginConfig": {"OriginAccessIdentity": ""}}]},
-              "DefaultCacheBehavior": {"TargetOriginId": origin, "ViewerProtocolPolicy": "redirect-to-https",
-                                       "CachePolicyId": "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"}}
-    dist = cf.create_distribution(DistributionConfig=config)["Distribution"]
-    issuer = f"https://{alias}"
-    key = ec.generate_private_key(ec.SECP256R1())
-    nums = key.public_key().public_numbers()
-    enc = lambda i: base64.urlsafe_b64encode(i.to_bytes(32, "big")).rstrip(b"=").decode()  # noqa: E731
-    jwks = {"keys": [{"kty": "EC", "crv": "P-256", "x": enc(nums.x), "y": enc(nums.y), "kid": "k1", "alg": "ES256"}]}
-    s3.put_object(Bucket=bucket, Key=".well-known/openid-configuration",
-                  Body=json.dumps({"issuer": issuer, "jwks_uri": f"{issuer}/keys.json"}).encode())
-    s3.put_object(Bucket=bucket, Key="keys.json", Body=json.dumps(jwks).encode())
-    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}]}))
-    provider = iam.create_open_id_connect_provider(Url=issuer, ClientIDList=["sts.amazonaws.com"])["OpenIDConnectProviderArn"]
-    trust = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Federated": provider}, "Action": "sts:AssumeRoleWithWebIdentity"}]}
-    role = iam.create_role(RoleName="probe-alias", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    token = _jwt(key, "k1", {"iss": issuer, "aud": ["sts.amazonaws.com"], "sub": "system:serviceaccount:a:b",
-                            "exp": int(time.time()) + 600, "iat": int(time.time())})
-
-    def served() -> bool:
-        try:
-            sts.assume_role_with_web_identity(RoleArn=role, RoleSessionName="probe", WebIdentityToken=token)
-            return True
-        except ClientError as err:
-            check(error_code(err) == "InvalidIdentityToken", f"refused with {err}")
-            return False
-
-    def configure(aliases: list[str], certificate: str | None) -> None:
-        current = cf.get_distribution_config(Id=dist["Id"])
-        viewer = ({"ACMCertificateArn": certificate, "SSLSupportMethod": "sni-only", "MinimumProtocolVersion": "TLSv1.2_2021"}
-                  if certificate else {"CloudFrontDefaultCertificate": True})
-        changed = {**current["DistributionConfig"], "Aliases": {"Quantity": len(aliases), "Items": aliases},
-                   "ViewerCertificate": viewer}
-        cf.update_distribution(Id=dist["Id"], IfMatch=current["ETag"], DistributionConfig=changed)
-
-    check(not served(), "an issuer at a name without a record was read")
-    configure([alias], arn)
-    check(not served(), "an alias without its record in public DNS was read")
-    cname(public, alias, dist["DomainName"])
-    check(served(), "the alias, its record and its certificate in place, the issuer is not read")
-    configure([alias], None)
-    check(not served(), "an alias was read without a certificate")
-    other = acm.request_certificate(DomainName=f"other.{zone_name}", ValidationMethod="DNS")["CertificateArn"]
-    configure([alias], other)
-    check(not served(), "an alias was read with a certificate that does not cover it")
-    configure([], arn)
-    check(not served(), "a name the distribution does not list as an alias was read")
-
-
 PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("termination protection", probe_termination_protection),
     ("cross-account VPC peering in a template", probe_cross_account_peering),
@@ -1914,7 +1820,6 @@ PROBES: list[tuple[str, Callable[[int], None]]] = [
     ("AssumeRoleWithWebIdentity checks the token as STS does", probe_web_identity),
     ("CloudFront deploys, deletes only disabled distributions, serves issuers from its origin", probe_cloudfront),
     ("a terminated instance lets go of its other interfaces", probe_terminate_detaches_interfaces),
-    ("ACM validates by DNS; an alias reaches its distribution through DNS with its certificate", probe_acm_dns_validation),
 ]
 
 

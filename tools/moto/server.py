@@ -164,22 +164,6 @@ And one more for the quota preflight:
     the account (or every account, ``"*"``) others; moto 5.2.5 answered its fixed defaults
     whatever an account was granted. Reported, not enforced.
 
-And one for the issuer's alias, its certificate and its name:
-
-28. ACM DNS validation as AWS documents it ("DNS validation", AWS Certificate Manager User
-    Guide): a certificate requested with ``ValidationMethod=DNS`` stays ``PENDING_VALIDATION``
-    until the validation CNAME ``DescribeCertificate`` names is found, with its value, in a
-    public hosted zone of moto's Route53 (the zone whose name is the longest suffix of the
-    record's), then it is ``ISSUED``; moto 5.2.5 issued every certificate 60 seconds after the
-    request, with or without the record. And a name that is not a distribution's own domain
-    reaches a CloudFront distribution, for correction 23's fetches, as DNS and CloudFront take
-    it there: a CNAME (or alias) record for it in a public hosted zone names the distribution's
-    domain, the distribution lists the name among its aliases, and its viewer certificate is an
-    ``ISSUED`` ACM certificate of the distribution's account in us-east-1 covering the name
-    (CloudFront answers a name without one no TLS handshake); correction 23 matched an alias to
-    a distribution directly, with no record and no certificate. The delegation of the public
-    zone from its parent is not checked.
-
 Besides the corrections, the server keeps a log of every request with the access key that sent
 it (``GET /moto-api/request-log``, see ``RequestLog``), so that tests can tell callers apart.
 
@@ -2878,18 +2862,14 @@ def _cloudfront_origin(host: str) -> tuple[str, dict[str, str] | None] | None:
     anonymously); ``None`` when no enabled distribution answers for ``host``."""
     from moto.cloudfront.models import cloudfront_backends
 
-    # A name other than a distribution's own reaches one through DNS, and only one that
-    # answers for it with a certificate (correction 28).
-    target = host if host.endswith(".cloudfront.net") else _public_cname(host)
     for account_id in list(cloudfront_backends.keys()):
         for partition in cloudfront_backends[account_id].keys():
             backend = cloudfront_backends[account_id][partition]
             for dist in list(backend.distributions.values()):
                 config = dist.distribution_config
-                if target is None or target != dist.domain_name:
+                aliases = (getattr(config, "Aliases", None) or {}).get("Items") or []
+                if host != dist.domain_name and host not in aliases:
                     continue
-                if host != dist.domain_name and not _serves_alias(account_id, config, host):
-                    return None
                 if str(getattr(config, "Enabled", "true")).lower() != "true":
                     return None
                 target = config.DefaultCacheBehavior.target_origin_id
@@ -3397,103 +3377,6 @@ def apply_patches() -> None:
     patch_account_limits()
     patch_terminate_detaches_interfaces()
     patch_network_quotas()
-    patch_acm_dns_validation()
-
-
-# --- 28. ACM validates by DNS; an alias reaches its distribution through DNS --------------------
-
-
-def _public_zone_records(name: str) -> list[Any]:
-    """The record sets named ``name`` (with or without the trailing dot) in the public hosted
-    zone of moto's Route53 whose name is the longest suffix of ``name``: what public DNS answers
-    for it. Empty when no public zone holds the name."""
-    from moto.route53.models import route53_backends
-
-    fqdn = name.rstrip(".").lower() + "."
-    best: tuple[int, Any] | None = None
-    for account_id in list(route53_backends.keys()):
-        for partition in route53_backends[account_id].keys():
-            for zone in list(route53_backends[account_id][partition].zones.values()):
-                zone_name = zone.name.rstrip(".").lower() + "."
-                if zone.private_zone or not (fqdn == zone_name or fqdn.endswith("." + zone_name)):
-                    continue
-                if best is None or len(zone_name) > best[0]:
-                    best = (len(zone_name), zone)
-    if best is None:
-        return []
-    return [r for r in best[1].rrsets if r.name.rstrip(".").lower() + "." == fqdn]
-
-
-def _public_cname(name: str) -> str | None:
-    """The name public DNS takes ``name`` to: the value of its CNAME record, or the DNS name of
-    its alias record, without the trailing dot; ``None`` when there is neither."""
-    for record in _public_zone_records(name):
-        if record.type == "CNAME" and record.records:
-            return str(record.records[0]).rstrip(".").lower()
-        if record.type in ("A", "AAAA") and record.alias_target:
-            return str(record.alias_target.get("DNSName", "")).rstrip(".").lower() or None
-    return None
-
-
-def _serves_alias(account_id: str, config: Any, host: str) -> bool:
-    """Whether a distribution with ``config`` in ``account_id`` answers HTTPS for ``host``: the
-    host is one of its aliases and its viewer certificate is an issued ACM certificate of the
-    account in us-east-1 whose names cover the host."""
-    import fnmatch
-
-    from moto.acm.models import acm_backends
-
-    aliases = (getattr(config, "Aliases", None) or {}).get("Items") or []
-    if isinstance(aliases, dict):  # as parsed from XML: {"CNAME": name or [names]}
-        aliases = aliases.get("CNAME") or []
-    aliases = [aliases] if isinstance(aliases, str) else list(aliases)
-    if host not in aliases:
-        return False
-    viewer = getattr(config, "ViewerCertificate", None)
-    arn = getattr(viewer, "acm_certificate_arn", "") or ""
-    if not arn.startswith("arn:") or arn.split(":")[3] != "us-east-1" or arn.split(":")[4] != account_id:
-        return False
-    backend = acm_backends[account_id][arn.split(":")[3]]
-    cert = backend._certificates.get(arn)
-    if cert is None:
-        return False
-    cert.check()
-    names = set(cert.sans + ([cert.common_name] if cert.common_name else []))
-    return cert.status == "ISSUED" and any(fnmatch.fnmatchcase(host, n) for n in names)
-
-
-def patch_acm_dns_validation() -> None:
-    """Correction 28: a certificate requested with DNS validation is ``ISSUED`` once its
-    validation records resolve in public DNS (``_public_zone_records``), and
-    ``PENDING_VALIDATION`` until then; moto 5.2.5 issued it 60 seconds after the request
-    whatever DNS held. An alias reaching its distribution is in ``_cloudfront_origin``."""
-    from moto.acm import models as acm_models
-
-    bundle_cls = _require(acm_models, "CertBundle")
-    original_check = _require(bundle_cls, "check")
-    _require(bundle_cls, "describe")
-
-    def validated(self: Any) -> bool:
-        options = self.describe()["Certificate"].get("DomainValidationOptions") or []
-        for option in options:
-            record = option.get("ResourceRecord") or {}
-            value = str(record.get("Value", "")).rstrip(".").lower()
-            found = [
-                r for r in _public_zone_records(str(record.get("Name", "")))
-                if r.type == record.get("Type", "CNAME") and any(str(v).rstrip(".").lower() == value for v in r.records)
-            ]
-            if not found:
-                return False
-        return bool(options)
-
-    def check(self: Any) -> None:
-        if self.type == "AMAZON_ISSUED" and self.status == "PENDING_VALIDATION":
-            if not validated(self):
-                return
-            self.status = "ISSUED"
-        original_check(self)
-
-    bundle_cls.check = check
 
 
 # --- request log ------------------------------------------------------------------------------
