@@ -31,7 +31,9 @@
 //! mode, `<operator>.giantswarm.io/version=<own version>`), then by the change predicate of
 //! [`crate::predicate`]. In release mode the controller also caches all Releases; a Release
 //! whose spec changes (or that appears late, or is deleted) requeues every cached object whose
-//! `release.giantswarm.io/version` label names it. [`ControllerBuilder::watches`] adds watches
+//! `release.giantswarm.io/version` label names it, or, for objects without that label routed by
+//! a version of their own ([`ControllerBuilder::version_source`]), whose component version is
+//! theirs. [`ControllerBuilder::watches`] adds watches
 //! on related kinds (a cluster's node pools, say) whose every change requeues the objects a
 //! mapping function names, so a parent follows its children without polling them.
 //!
@@ -92,7 +94,7 @@ use crate::metrics::{Metrics, ObjectTimes};
 use crate::outcome::shortest;
 use crate::predicate::{change_hash_ignoring, default_pause_annotations, paused_by};
 use crate::resource_set::{ReconcileMeta, ResourceSet, SetEnd, WritePaths};
-use crate::router::{Route, Router, Routing};
+use crate::router::{ObjectVersion, Route, Router, Routing};
 use crate::server::{Readiness, ReadyFlag};
 use crate::sharding::ranges::{self, RangeView, RunningHashes, ShardSelectingClient};
 use crate::sharding::{KindHandle, Ownership, ShardedKind, Sharding, ShardingMode};
@@ -168,6 +170,7 @@ pub struct ControllerBuilder<K: Watched> {
     related: Vec<RelatedWatch<K>>,
     sharding: Option<Sharding>,
     trim: Option<fn(&mut K)>,
+    version_source: Option<fn(&K) -> Option<ObjectVersion>>,
 }
 
 /// A watch on another kind whose changes name objects of `K` to reconcile.
@@ -249,6 +252,15 @@ impl<K: Watched> ControllerBuilder<K> {
     /// `aws-operator`. Required.
     pub fn operator(mut self, component: impl Into<String>) -> Self {
         self.operator = component.into();
+        self
+    }
+
+    /// Where an object without the `release.giantswarm.io/version` label names the operator
+    /// version that runs it (release mode only): such an object is routed by that version, and
+    /// its Release is the one giving this operator's component that version
+    /// ([`crate::router`]'s module docs). Without a source, such an object is unroutable.
+    pub fn version_source(mut self, source: fn(&K) -> Option<ObjectVersion>) -> Self {
+        self.version_source = Some(source);
         self
     }
 
@@ -436,6 +448,7 @@ impl<K: Watched> ControllerBuilder<K> {
             client: self.client,
             name,
             router,
+            version_source: self.version_source,
             sets: self.sets,
             objects,
             releases_ready: tokio::sync::watch::channel(releases.is_none()).0,
@@ -552,6 +565,7 @@ impl<K: Watched> Controller<K> {
             related: Vec::new(),
             sharding: None,
             trim: None,
+            version_source: None,
         }
     }
 
@@ -948,6 +962,8 @@ struct Shared<K: Watched> {
     finalizer: String,
     client: Client,
     router: Router,
+    /// Reads the version an object without the release label names itself.
+    version_source: Option<fn(&K) -> Option<ObjectVersion>>,
     sets: Vec<ResourceSet<K>>,
     objects: Store<K>,
     releases: Option<Store<Release>>,
@@ -1060,19 +1076,32 @@ impl<K: Watched> Shared<K> {
         }
     }
 
-    /// The cached objects that run `release`.
+    /// The cached objects that run `release`: those whose label names it, and those without
+    /// the label whose own version is the Release's version of this operator's component.
     fn objects_of_release(&self, release: &Release) -> Vec<ObjectRef<K>> {
         let version = release.metadata.name.as_deref().unwrap_or_default().trim_start_matches('v');
+        let parse = |v: &str| semver::Version::parse(v.trim().trim_start_matches('v')).ok();
+        let component = release.component_version(self.router.component()).and_then(parse);
         let refs: Vec<_> = self
             .objects
             .state()
             .iter()
             .filter(|o| {
-                o.meta()
+                match o
+                    .meta()
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(labels::RELEASE_VERSION))
-                    .is_some_and(|v| v.trim().trim_start_matches('v') == version)
+                    .filter(|v| !v.trim().is_empty())
+                {
+                    Some(v) => v.trim().trim_start_matches('v') == version,
+                    None => match (self.version_source, &component) {
+                        (Some(source), Some(component)) => {
+                            source(o).and_then(|own| parse(&own.version)).is_some_and(|v| v == *component)
+                        }
+                        _ => false,
+                    },
+                }
             })
             .map(|o| ObjectRef::from_obj(&**o))
             .collect();
@@ -1142,12 +1171,13 @@ impl<K: Watched> Shared<K> {
 
         let empty = BTreeMap::new();
         let object_labels = meta.labels.as_ref().unwrap_or(&empty);
+        let own_version = self.version_source.and_then(|source| source(&obj));
         let route = match &self.releases {
-            Some(releases) => self.router.route(object_labels, releases),
-            None => self.router.route(object_labels, &()),
+            Some(releases) => self.router.route_object(object_labels, own_version.as_ref(), releases),
+            None => self.router.route_object(object_labels, own_version.as_ref(), &()),
         };
-        let (set_index, version, release) = match route {
-            Route::Matched { set, version, release } => (set, version, release),
+        let (set_index, version, release, from) = match route {
+            Route::Matched { set, version, release, from } => (set, version, release, from),
             Route::NoMatch { version, release } => {
                 let version = version.as_ref().map(|v| v.to_string());
                 if self.left_to_others.lock().insert(oref.clone()) {
@@ -1189,7 +1219,7 @@ impl<K: Watched> Shared<K> {
         self.left_to_others.lock().remove(oref);
         if let Some(hook) = &self.status_hook {
             self.may_write()?;
-            match hook.routed(&obj, set.name(), &version).await {
+            match hook.routed(&obj, set.name(), &version, &from).await {
                 Ok(()) => {}
                 // The hook writes against the cached resourceVersion on purpose: another writer
                 // got there first, and the next reconcile writes the condition again.

@@ -94,7 +94,7 @@ pub use metrics::Metrics;
 pub use outcome::{Flow, Outcome};
 pub use resource::Resource;
 pub use resource_set::{ReconcileMeta, ResourceSet, ResourceSetBuilder};
-pub use router::{Route, Router, Routing, Unroutable};
+pub use router::{ObjectVersion, Route, Router, Routing, Unroutable, VersionFrom};
 pub use server::{Readiness, Server};
 pub use sharding::{Sharding, ShardingConfig};
 pub use status::{ReleaseCondition, StatusHook};

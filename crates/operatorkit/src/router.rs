@@ -19,6 +19,24 @@
 //! Controller names (and so finalizers) do not depend on the set, so the object stays under the
 //! same finalizer.
 //!
+//! # Objects without the release label: a version of their own
+//!
+//! Kinds older than Releases name the operator version that runs them in the object itself
+//! (`AWSConfig`s and `KVMConfig`s: `spec.versionBundle.version`, later also the label
+//! `<operator>.giantswarm.io/version`). A controller may be given a *version source*
+//! ([`ObjectVersion`], via `ControllerBuilder::version_source`) that reads it. When the object
+//! has no (or an empty) release label and the source finds a version, [`Router::route_object`]
+//! routes by that version exactly as by a Release's component version: the set whose
+//! requirement matches it, and [`Route::NoMatch`] when none does (another operator version's
+//! object: nothing is written, not even the finalizer). The Release the set needs is then the
+//! one Release whose component named like the operator has that version; none, several, or a
+//! version that is not a semantic version make the object [`Route::Unroutable`], with a message
+//! naming the field and the fix. The release label, when present, always wins, so labelling
+//! such an object later changes nothing for a consistent object and resolves an ambiguity.
+//! Upgrades of such objects are changes of the version field: the next reconcile routes to the
+//! new version's set (or leaves the object to the operator version that has one), under the
+//! same finalizer. The `from` of [`Route::Matched`] says where the version came from.
+//!
 //! In [`Routing::Legacy`] mode no Release is read: the watch is filtered server-side on
 //! `<operator>.giantswarm.io/version=<own version>` and the set matching the operator's own
 //! version handles every object that carries that label.
@@ -71,11 +89,18 @@ pub enum Routing {
 pub trait ReleaseLookup {
     /// The Release called `name` (`v20.0.0`), if known.
     fn release(&self, name: &str) -> Option<Arc<Release>>;
+
+    /// Every known Release (to find those giving a component some version).
+    fn all_releases(&self) -> Vec<Arc<Release>>;
 }
 
 impl ReleaseLookup for Store<Release> {
     fn release(&self, name: &str) -> Option<Arc<Release>> {
         self.get(&ObjectRef::new(name))
+    }
+
+    fn all_releases(&self) -> Vec<Arc<Release>> {
+        self.state()
     }
 }
 
@@ -83,11 +108,19 @@ impl ReleaseLookup for HashMap<String, Arc<Release>> {
     fn release(&self, name: &str) -> Option<Arc<Release>> {
         self.get(name).cloned()
     }
+
+    fn all_releases(&self) -> Vec<Arc<Release>> {
+        self.values().cloned().collect()
+    }
 }
 
 impl ReleaseLookup for BTreeMap<String, Arc<Release>> {
     fn release(&self, name: &str) -> Option<Arc<Release>> {
         self.get(name).cloned()
+    }
+
+    fn all_releases(&self) -> Vec<Arc<Release>> {
+        self.values().cloned().collect()
     }
 }
 
@@ -95,6 +128,57 @@ impl ReleaseLookup for BTreeMap<String, Arc<Release>> {
 impl ReleaseLookup for () {
     fn release(&self, _: &str) -> Option<Arc<Release>> {
         None
+    }
+
+    fn all_releases(&self) -> Vec<Arc<Release>> {
+        Vec::new()
+    }
+}
+
+/// The operator version an object names itself, read by a controller's version source: used
+/// when the object has no release label (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// Where it was read, as the user writes it: `spec.versionBundle.version`,
+    /// `metadata.labels[aws-operator.giantswarm.io/version]`.
+    pub field: String,
+    /// The value found (not yet parsed).
+    pub version: String,
+}
+
+/// Where the component version that routed an object came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VersionFrom {
+    /// The component's version in the Release named by the `release.giantswarm.io/version` label.
+    ReleaseLabel {
+        /// The Release.
+        release: String,
+    },
+    /// A field of the object ([`ObjectVersion`]); `release` is the one Release giving the
+    /// component that version.
+    Object {
+        /// The field.
+        field: String,
+        /// The Release.
+        release: String,
+    },
+    /// The operator's own version ([`Routing::Legacy`]).
+    Own,
+}
+
+impl fmt::Display for VersionFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VersionFrom::ReleaseLabel { release } => {
+                write!(f, "Release {release}, named by label {}", labels::RELEASE_VERSION)
+            }
+            VersionFrom::Object { field, release } => write!(
+                f,
+                "{field} (the object has no {} label); Release {release} gives the component this version",
+                labels::RELEASE_VERSION
+            ),
+            VersionFrom::Own => write!(f, "the operator's own version"),
+        }
     }
 }
 
@@ -124,6 +208,38 @@ pub enum Unroutable {
         /// The version found.
         version: String,
     },
+    /// The object has no release label, and the version it names itself is not a semantic
+    /// version.
+    InvalidObjectVersion {
+        /// The field read.
+        field: String,
+        /// The component (operator) it names a version of.
+        component: String,
+        /// The value found.
+        version: String,
+    },
+    /// The object has no release label, and no Release gives the component the version the
+    /// object names.
+    NoReleaseForVersion {
+        /// The field read.
+        field: String,
+        /// The component.
+        component: String,
+        /// The version.
+        version: String,
+    },
+    /// The object has no release label, and several Releases give the component the version
+    /// the object names.
+    AmbiguousRelease {
+        /// The field read.
+        field: String,
+        /// The component.
+        component: String,
+        /// The version.
+        version: String,
+        /// The Releases, sorted by name.
+        releases: Vec<String>,
+    },
 }
 
 impl Unroutable {
@@ -134,6 +250,9 @@ impl Unroutable {
             Unroutable::ReleaseNotFound { .. } => "ReleaseNotFound",
             Unroutable::ComponentMissing { .. } => "ComponentNotInRelease",
             Unroutable::InvalidComponentVersion { .. } => "InvalidComponentVersion",
+            Unroutable::InvalidObjectVersion { .. } => "InvalidVersion",
+            Unroutable::NoReleaseForVersion { .. } => "NoReleaseForVersion",
+            Unroutable::AmbiguousRelease { .. } => "AmbiguousRelease",
         }
     }
 }
@@ -161,6 +280,22 @@ impl fmt::Display for Unroutable {
                     "Release {release} gives component {component} the version {version:?}, which is not a semantic version"
                 )
             }
+            Unroutable::InvalidObjectVersion { field, component, version } => write!(
+                f,
+                "{field} is {version:?}, which is not a semantic version: set it to the {component} version that runs this object (e.g. 4.7.0), or set the {} label to the release it runs",
+                labels::RELEASE_VERSION
+            ),
+            Unroutable::NoReleaseForVersion { field, component, version } => write!(
+                f,
+                "{field} names {component} {version}, but no Release has component {component} at version {version}: create that Release, or set the {} label to the release this object runs",
+                labels::RELEASE_VERSION
+            ),
+            Unroutable::AmbiguousRelease { field, component, version, releases } => write!(
+                f,
+                "{field} names {component} {version}, which the Releases {} all give {component}: set the {} label to the one this object runs",
+                releases.join(", "),
+                labels::RELEASE_VERSION
+            ),
         }
     }
 }
@@ -176,6 +311,8 @@ pub enum Route {
         version: Version,
         /// The Release read (`None` in legacy mode).
         release: Option<String>,
+        /// Where the version came from.
+        from: VersionFrom,
     },
     /// Another version of this operator handles the object.
     NoMatch {
@@ -271,12 +408,30 @@ impl Router {
 
     /// Route an object with these labels.
     pub fn route(&self, object_labels: &BTreeMap<String, String>, releases: &impl ReleaseLookup) -> Route {
+        self.route_object(object_labels, None, releases)
+    }
+
+    /// Route an object with these labels that names `object_version` itself (read by the
+    /// controller's version source): in release mode, an object without (or with an empty)
+    /// release label is routed by that version (module docs). Legacy mode ignores it.
+    pub fn route_object(
+        &self,
+        object_labels: &BTreeMap<String, String>,
+        object_version: Option<&ObjectVersion>,
+        releases: &impl ReleaseLookup,
+    ) -> Route {
+        let labelled = object_labels.get(labels::RELEASE_VERSION).is_some_and(|v| !v.trim().is_empty());
+        if let (Routing::Release, false, Some(own)) = (&self.routing, labelled, object_version) {
+            return self.route_by_object_version(own, releases);
+        }
         match &self.routing {
             Routing::Legacy { version } => {
                 let label = labels::operator_version_label(&self.component);
                 let own = object_labels.get(&label).is_some_and(|v| v.trim_start_matches('v') == version.to_string());
                 match (own, self.legacy_set) {
-                    (true, Some(set)) => Route::Matched { set, version: version.clone(), release: None },
+                    (true, Some(set)) => {
+                        Route::Matched { set, version: version.clone(), release: None, from: VersionFrom::Own }
+                    }
                     _ => Route::NoMatch {
                         version: object_labels.get(&label).and_then(|v| Version::parse(v.trim_start_matches('v')).ok()),
                         release: None,
@@ -306,10 +461,66 @@ impl Router {
                 };
                 // Sets are disjoint (checked at build time), so the first match is the only one.
                 match self.sets.iter().position(|(_, req)| req.matches(&version)) {
-                    Some(set) => Route::Matched { set, version, release: Some(name) },
+                    Some(set) => Route::Matched {
+                        set,
+                        version,
+                        from: VersionFrom::ReleaseLabel { release: name.clone() },
+                        release: Some(name),
+                    },
                     None => Route::NoMatch { version: Some(version), release: Some(name) },
                 }
             }
+        }
+    }
+
+    /// Release mode, no release label: the object's own version picks the set, the one Release
+    /// giving the component that version is the object's Release.
+    fn route_by_object_version(&self, own: &ObjectVersion, releases: &impl ReleaseLookup) -> Route {
+        let raw = own.version.trim();
+        let Ok(version) = Version::parse(raw.trim_start_matches('v')) else {
+            return Route::Unroutable(Unroutable::InvalidObjectVersion {
+                field: own.field.clone(),
+                component: self.component.clone(),
+                version: own.version.clone(),
+            });
+        };
+        // Another operator version's object: decided before any Release is looked at, so that
+        // such an object is left alone even where this process knows none of its Releases.
+        let Some(set) = self.sets.iter().position(|(_, req)| req.matches(&version)) else {
+            return Route::NoMatch { version: Some(version), release: None };
+        };
+        let mut names: Vec<String> = releases
+            .all_releases()
+            .iter()
+            .filter(|r| {
+                r.component_version(&self.component)
+                    .and_then(|v| Version::parse(v.trim().trim_start_matches('v')).ok())
+                    .is_some_and(|v| v == version)
+            })
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        names.sort();
+        match names.len() {
+            0 => Route::Unroutable(Unroutable::NoReleaseForVersion {
+                field: own.field.clone(),
+                component: self.component.clone(),
+                version: version.to_string(),
+            }),
+            1 => {
+                let release = names.remove(0);
+                Route::Matched {
+                    set,
+                    version,
+                    from: VersionFrom::Object { field: own.field.clone(), release: release.clone() },
+                    release: Some(release),
+                }
+            }
+            _ => Route::Unroutable(Unroutable::AmbiguousRelease {
+                field: own.field.clone(),
+                component: self.component.clone(),
+                version: version.to_string(),
+                releases: names,
+            }),
         }
     }
 }
@@ -671,7 +882,15 @@ mod tests {
     fn one_match_picks_the_set_whose_requirement_matches_the_component_version() {
         let r = router();
         let route = r.route(&labels(&[(labels::RELEASE_VERSION, "20.0.0")]), &releases());
-        assert_eq!(route, Route::Matched { set: 0, version: Version::new(14, 2, 0), release: Some("v20.0.0".into()) });
+        assert_eq!(
+            route,
+            Route::Matched {
+                set: 0,
+                version: Version::new(14, 2, 0),
+                release: Some("v20.0.0".into()),
+                from: VersionFrom::ReleaseLabel { release: "v20.0.0".into() }
+            }
+        );
         let route = r.route(&labels(&[(labels::RELEASE_VERSION, "21.0.0")]), &releases());
         assert!(matches!(route, Route::Matched { set: 1, .. }));
         assert_eq!(r.set_name(1), "v15");
@@ -718,6 +937,107 @@ mod tests {
         assert!(matches!(route, Route::Matched { set: 0, .. }));
     }
 
+    fn bundle(version: &str) -> ObjectVersion {
+        ObjectVersion { field: "spec.versionBundle.version".into(), version: version.into() }
+    }
+
+    #[test]
+    fn without_the_release_label_the_objects_own_version_picks_the_set_and_its_one_release() {
+        let r = router();
+        let route = r.route_object(&labels(&[]), Some(&bundle("14.2.0")), &releases());
+        assert_eq!(
+            route,
+            Route::Matched {
+                set: 0,
+                version: Version::new(14, 2, 0),
+                release: Some("v20.0.0".into()),
+                from: VersionFrom::Object { field: "spec.versionBundle.version".into(), release: "v20.0.0".into() },
+            }
+        );
+        // A leading v, an empty release label and a Release writing the version with a v.
+        let mut rs = releases();
+        rs.insert("v21.0.0".into(), release("v21.0.0", &[("aws-operator", "v15.0.1")]));
+        let route = r.route_object(&labels(&[(labels::RELEASE_VERSION, "")]), Some(&bundle("v15.0.1")), &rs);
+        assert!(matches!(&route, Route::Matched { set: 1, release: Some(n), .. } if n == "v21.0.0"), "{route:?}");
+        // An upgrade is a change of the version: the next reconcile takes the new set and Release.
+        assert!(matches!(
+            r.route_object(&labels(&[]), Some(&bundle("15.0.1")), &releases()),
+            Route::Matched { set: 1, release: Some(n), .. } if n == "v21.0.0"
+        ));
+        assert_eq!(r.set_name(1), "v15");
+    }
+
+    #[test]
+    fn the_release_label_wins_over_the_objects_own_version() {
+        let r = router();
+        let route =
+            r.route_object(&labels(&[(labels::RELEASE_VERSION, "21.0.0")]), Some(&bundle("14.2.0")), &releases());
+        assert!(
+            matches!(&route, Route::Matched { set: 1, from: VersionFrom::ReleaseLabel { release }, .. } if release == "v21.0.0"),
+            "{route:?}"
+        );
+        // Also when the label names a Release that does not exist.
+        let route =
+            r.route_object(&labels(&[(labels::RELEASE_VERSION, "19.0.0")]), Some(&bundle("14.2.0")), &releases());
+        assert_eq!(route, Route::Unroutable(Unroutable::ReleaseNotFound { release: "v19.0.0".into() }));
+    }
+
+    #[test]
+    fn an_own_version_of_another_operator_version_is_left_alone_even_without_its_release() {
+        let r = router();
+        for v in ["99.0.0", "4.7.0"] {
+            assert_eq!(
+                r.route_object(&labels(&[]), Some(&bundle(v)), &releases()),
+                Route::NoMatch { version: Some(Version::parse(v).unwrap()), release: None }
+            );
+        }
+    }
+
+    #[test]
+    fn an_own_version_without_its_one_release_is_unroutable_naming_the_field_and_the_fix() {
+        let r = router();
+        let Route::Unroutable(problem) = r.route_object(&labels(&[]), Some(&bundle("14.9.0")), &releases()) else {
+            panic!("expected unroutable");
+        };
+        assert_eq!(problem.reason(), "NoReleaseForVersion");
+        let text = problem.to_string();
+        for part in
+            ["spec.versionBundle.version", "aws-operator 14.9.0", "create that Release", labels::RELEASE_VERSION]
+        {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+
+        let mut rs = releases();
+        rs.insert("v20.1.0".into(), release("v20.1.0", &[("aws-operator", "14.2.0")]));
+        let Route::Unroutable(problem) = r.route_object(&labels(&[]), Some(&bundle("14.2.0")), &rs) else {
+            panic!("expected unroutable");
+        };
+        assert_eq!(
+            problem,
+            Unroutable::AmbiguousRelease {
+                field: "spec.versionBundle.version".into(),
+                component: "aws-operator".into(),
+                version: "14.2.0".into(),
+                releases: vec!["v20.0.0".into(), "v20.1.0".into()],
+            }
+        );
+        let text = problem.to_string();
+        assert!(text.contains("v20.0.0, v20.1.0") && text.contains(labels::RELEASE_VERSION), "{text}");
+
+        let label = ObjectVersion {
+            field: "metadata.labels[aws-operator.giantswarm.io/version]".into(),
+            version: "fourteen".into(),
+        };
+        let Route::Unroutable(problem) = r.route_object(&labels(&[]), Some(&label), &releases()) else {
+            panic!("expected unroutable");
+        };
+        assert_eq!(problem.reason(), "InvalidVersion");
+        let text = problem.to_string();
+        assert!(text.contains("metadata.labels[aws-operator.giantswarm.io/version] is \"fourteen\""), "{text}");
+        // No version at all: the release label is missing, as without a version source.
+        assert_eq!(r.route_object(&labels(&[]), None, &releases()), Route::Unroutable(Unroutable::MissingLabel));
+    }
+
     #[test]
     fn overlapping_sets_are_refused_naming_both() {
         let err = Router::new(
@@ -757,7 +1077,13 @@ mod tests {
         .unwrap();
         assert_eq!(r.legacy_selector().as_deref(), Some("kvm-operator.giantswarm.io/version=4.1.0"));
         let own = labels(&[("kvm-operator.giantswarm.io/version", "4.1.0")]);
-        assert_eq!(r.route(&own, &()), Route::Matched { set: 1, version: Version::new(4, 1, 0), release: None });
+        assert_eq!(
+            r.route(&own, &()),
+            Route::Matched { set: 1, version: Version::new(4, 1, 0), release: None, from: VersionFrom::Own }
+        );
+        // A version of its own changes nothing in legacy mode.
+        let bundle = ObjectVersion { field: "spec.versionBundle.version".into(), version: "4.1.0".into() };
+        assert!(matches!(r.route_object(&labels(&[]), Some(&bundle), &()), Route::NoMatch { .. }));
         let other = labels(&[("kvm-operator.giantswarm.io/version", "3.9.0")]);
         assert_eq!(r.route(&other, &()), Route::NoMatch { version: Some(Version::new(3, 9, 0)), release: None });
         let err = Router::new(

@@ -37,7 +37,7 @@ use serde::de::DeserializeOwned;
 
 use crate::conditions::{ConditionStatus, DesiredCondition, set_status_condition};
 use crate::error::ResourceError;
-use crate::router::Unroutable;
+use crate::router::{Unroutable, VersionFrom};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -46,15 +46,16 @@ pub trait StatusHook<K>: Send + Sync {
     /// The object cannot be routed; record `problem` in its status.
     fn unroutable<'a>(&'a self, obj: &'a K, problem: &'a Unroutable) -> BoxFuture<'a, Result<(), ResourceError>>;
 
-    /// The object was routed to `set` for component version `version`; clear a problem recorded
-    /// earlier, if any. Default: nothing.
+    /// The object was routed to `set` for component version `version`, read from `from`;
+    /// clear a problem recorded earlier, if any. Default: nothing.
     fn routed<'a>(
         &'a self,
         obj: &'a K,
         set: &'a str,
         version: &'a Version,
+        from: &'a VersionFrom,
     ) -> BoxFuture<'a, Result<(), ResourceError>> {
-        let _ = (obj, set, version);
+        let _ = (obj, set, version, from);
         Box::pin(async { Ok(()) })
     }
 
@@ -166,10 +167,11 @@ where
         obj: &'a K,
         set: &'a str,
         version: &'a Version,
+        from: &'a VersionFrom,
     ) -> BoxFuture<'a, Result<(), ResourceError>> {
         Box::pin(async move {
             let desired = DesiredCondition::new(RELEASE_RESOLVED, ConditionStatus::True, "ResourceSetSelected")
-                .message(format!("resource set {set} handles this object (component version {version})"));
+                .message(format!("resource set {set} handles this object (component version {version}, from {from})"));
             self.write(obj, desired).await
         })
     }
@@ -313,8 +315,9 @@ impl<K: WithStatus> StatusHook<K> for StatusReport<K> {
         obj: &'a K,
         set: &'a str,
         version: &'a semver::Version,
+        from: &'a VersionFrom,
     ) -> BoxFuture<'a, Result<(), ResourceError>> {
-        self.release.routed(obj, set, version)
+        self.release.routed(obj, set, version, from)
     }
 
     fn failed<'a>(

@@ -38,6 +38,7 @@ impl StatusHook<ConfigMap> for Problems {
         obj: &'a ConfigMap,
         _set: &'a str,
         _v: &'a Version,
+        _from: &'a operatorkit::router::VersionFrom,
     ) -> BoxFuture<'a, Result<(), ResourceError>> {
         let name = obj.metadata.name.clone().unwrap_or_default();
         self.0.lock().retain(|(o, _)| *o != name);
