@@ -43,18 +43,27 @@
 //! bounds the total. Reconciles take their turns first come, first served: kube-runtime's own
 //! bound picks the next of its waiting objects in hash order, so under saturation an object that
 //! requeues itself often could be picked again and again while others waited without end. Here
-//! kube-runtime starts every due reconcile at once and each waits, small and before any work, in
-//! one FIFO queue of `concurrency` turns ([`tokio::sync::Semaphore`] is fair), so an object
-//! that becomes due waits behind the ones due before it, and no more than `concurrency` of
-//! them work at once. A reconcile still waiting for its turn when shutdown begins ends without
-//! working. The controller stops on the shutdown signal after the reconciles already
-//! running finish. All replicas watch (their caches stay warm), only the leader reconciles, and
-//! every write path re-checks [`Leadership::is_leader`] so a replica that lost the lease stops
-//! writing at once. Resources that write many times should write through
-//! [`Leadership::gate`]d clients (and check [`Leadership::check`] before other writes, such as
-//! cloud calls), so that the check happens at each request. A reconcile that fails after this
-//! replica lost the lease ends as [`ReconcileError::LeadershipLost`]: no error event, no failure
-//! metric, no backoff. When a replica becomes leader it reconciles every cached object.
+//! the reconciles take `concurrency` turns from a fair semaphore, in the order they asked, and
+//! operatorkit keeps the objects due in one FIFO queue. At most twice `concurrency` objects are
+//! handed to kube-runtime at once (working, or waiting for a turn); a request to reconcile (a
+//! watch event, a related object, a Release) joins the queue when that many are, or when others
+//! wait already. So does a reconcile that becomes due in kube-runtime itself (a requeue), which
+//! then ends at once without working. Each reconcile that ends hands the head of the queue to
+//! kube-runtime. So an object that becomes due waits behind the ones due before it, and no more
+//! than `concurrency` of them work at once. Waiting in the queue costs an entry, not a
+//! reconcile in kube-runtime: kube-runtime polls every reconcile it runs each time one of them
+//! wakes, so thousands of waiting reconciles (a controller starting over thousands of objects)
+//! would cost time quadratic in their number, and memory for each. A reconcile still waiting
+//! for its turn when shutdown begins ends without working.
+//! An object still queued when shutdown begins is not reconciled. The controller stops on the
+//! shutdown signal after the reconciles already running finish. All replicas watch (their caches
+//! stay warm), only the leader reconciles, and every write path re-checks
+//! [`Leadership::is_leader`] so a replica that lost the lease stops writing at once. Resources
+//! that write many times should write through [`Leadership::gate`]d clients (and check
+//! [`Leadership::check`] before other writes, such as cloud calls), so that the check happens at
+//! each request. A reconcile that fails after this replica lost the lease ends as
+//! [`ReconcileError::LeadershipLost`]: no error event, no failure metric, no backoff. When a
+//! replica becomes leader it reconciles every cached object.
 //!
 //! # Sharding
 //!
@@ -64,7 +73,7 @@
 //! fence, an object the sharder asks to drain is handed over (its labels removed) instead of
 //! reconciled, and after taking its shard Lease back a replica re-lists before it reconciles.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
@@ -442,6 +451,7 @@ impl<K: Watched> ControllerBuilder<K> {
             let releases = releases.as_ref().map(|_| r.register(format!("controller/{name}/releases")));
             (objects, releases)
         });
+        let (grant_tx, grants) = futures::channel::mpsc::unbounded();
         let shared = Shared {
             finalizer: finalizer_name(&name),
             warnings: Events::with_instance(self.client.clone(), &name, self.instance),
@@ -471,7 +481,7 @@ impl<K: Watched> ControllerBuilder<K> {
             own_writes: Arc::new(Mutex::new(HashMap::new())),
             left_to_others: Mutex::new(HashSet::new()),
             loops: AtomicU64::new(0),
-            turns: (self.concurrency > 0).then(|| Arc::new(tokio::sync::Semaphore::new(self.concurrency.into()))),
+            turns: (self.concurrency > 0).then(|| Turns::new(self.concurrency.into(), grant_tx)),
             stopping: CancellationToken::new(),
         };
         Ok(Controller {
@@ -484,6 +494,7 @@ impl<K: Watched> ControllerBuilder<K> {
             readiness,
             related: self.related.into_iter().map(|r| (r.start)(related_config.clone())).collect(),
             trim: self.trim,
+            grants,
         })
     }
 }
@@ -528,6 +539,8 @@ pub struct Controller<K: Watched> {
     readiness: Option<(ReadyFlag, Option<ReadyFlag>)>,
     related: Vec<stream::BoxStream<'static, ObjectRef<K>>>,
     trim: Option<fn(&mut K)>,
+    /// The objects whose turn came while they waited in the queue of turns.
+    grants: futures::channel::mpsc::UnboundedReceiver<ObjectRef<K>>,
 }
 
 impl<K: Watched> Debug for Controller<K> {
@@ -596,7 +609,7 @@ impl<K: Watched> Controller<K> {
 
     /// Run until `shutdown` resolves, then let the reconciles already running finish.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let Controller { shared, api, watch, writer, release, concurrency: _, readiness, related, trim } = self;
+        let Controller { shared, api, watch, writer, release, concurrency, readiness, related, trim, grants } = self;
         // Every controller's series exist from its start, at 0, so that a dashboard or an alert
         // tells "idle" from "not running".
         if let Some(m) = &shared.metrics {
@@ -668,11 +681,19 @@ impl<K: Watched> Controller<K> {
                 let mut changes = Changes::<K>::new(own_finalizer, shared.own_writes.clone());
                 move |event| stream::iter(changes.on(event))
             })
-            .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]));
-        // Unbounded here: the bound is the FIFO queue of turns in `reconcile` (see the module
-        // docs), which kube-runtime's own bound is not.
+            .inspect_ok(move |obj: &K| marking.mark_pending([ObjectRef::from_obj(obj)]))
+            .try_filter({
+                let shared = shared.clone();
+                move |obj: &K| std::future::ready(shared.admit(&ObjectRef::from_obj(obj)))
+            });
+        // The bound is the FIFO queue of turns in `reconcile` (see the module docs), which
+        // kube-runtime's own bound is not. kube-runtime's bound leaves room beside the objects
+        // handed to it (twice the turns) for reconciles that only join the queue, so that
+        // kube-runtime's bound never holds up the turns.
         let mut controller = RuntimeController::for_stream(objects, shared.objects.clone())
-            .with_config(RuntimeConfig::default().concurrency(0));
+            .with_config(RuntimeConfig::default().concurrency(concurrency.saturating_mul(3)))
+            // The head of the queue of turns, when a place in kube-runtime passes to it.
+            .reconcile_on(grants);
 
         if let Some((release_api, release_writer)) = release {
             let ready = shared.clone();
@@ -688,8 +709,11 @@ impl<K: Watched> Controller<K> {
                     }
                 });
             let mapper = shared.clone();
-            controller = controller
-                .watches_stream(release_changes(events), move |release: Release| mapper.objects_of_release(&release));
+            controller = controller.watches_stream(release_changes(events), move |release: Release| {
+                let mut refs = mapper.objects_of_release(&release);
+                refs.retain(|oref| mapper.admit(oref));
+                refs
+            });
         }
         for watch in related {
             let marking = shared.clone();
@@ -700,7 +724,7 @@ impl<K: Watched> Controller<K> {
                 if exists {
                     marking.mark_pending([oref.clone()]);
                 }
-                std::future::ready(exists)
+                std::future::ready(exists && marking.admit(oref))
             });
             controller = controller.reconcile_on(known);
         }
@@ -713,8 +737,9 @@ impl<K: Watched> Controller<K> {
         };
         controller = controller
             .reconcile_on(everything.flat_map(move |()| {
-                let refs: Vec<_> = bulk.objects.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+                let mut refs: Vec<_> = bulk.objects.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
                 bulk.mark_pending(refs.iter().cloned());
+                refs.retain(|oref| bulk.admit(oref));
                 stream::iter(refs)
             }))
             .graceful_shutdown_on(stop_rx.map(|_| ()));
@@ -991,9 +1016,145 @@ struct Shared<K: Watched> {
     loops: AtomicU64,
     /// The turns of `concurrency` reconciles at once, handed out first come, first served
     /// (`None`: unbounded).
-    turns: Option<Arc<tokio::sync::Semaphore>>,
+    turns: Option<Turns<K>>,
     /// Cancelled when shutdown begins: reconciles still waiting for a turn end without working.
     stopping: CancellationToken,
+}
+
+/// How long a place set aside in kube-runtime is kept for an object. The object is triggered at
+/// once and normally arrives within milliseconds; one deleted in between never arrives, and its
+/// place is given back after this.
+const GRANT_TTL: Duration = Duration::from_secs(30);
+
+/// The FIFO queue of turns (see the module docs). Of the objects due, at most `2 × limit` are
+/// handed to kube-runtime at once (they wait for one of the `limit` turns there, on a fair
+/// semaphore, which wakes the next at once when a turn ends); the others wait in the queue,
+/// which costs an entry each. Handing an object over takes a trigger through kube-runtime's
+/// scheduler, which is not immediate: the `limit` objects waiting in kube-runtime keep every
+/// turn busy meanwhile.
+struct Turns<K: Watched> {
+    /// Objects handed to kube-runtime at once: working or waiting for a turn.
+    window: usize,
+    /// The turns: reconciles that work at once, first come, first served.
+    permits: Arc<tokio::sync::Semaphore>,
+    state: Mutex<TurnState<K>>,
+    /// Triggers the head of the queue when a place in kube-runtime passes to it.
+    grants: futures::channel::mpsc::UnboundedSender<ObjectRef<K>>,
+}
+
+struct TurnState<K: Watched> {
+    /// Objects handed to kube-runtime, the ones a place was set aside for included.
+    inside: usize,
+    /// Objects waiting for a place, in the order they became due, each once (one allocation
+    /// for both collections).
+    waiting: VecDeque<Arc<ObjectRef<K>>>,
+    queued: HashSet<Arc<ObjectRef<K>>>,
+    /// Objects a place was set aside for, and when.
+    granted: HashMap<ObjectRef<K>, Instant>,
+}
+
+/// A reconcile's place in kube-runtime; passed on to the head of the queue (or given back)
+/// when dropped, however the reconcile ends.
+struct Place<K: Watched> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Watched> Drop for Place<K> {
+    fn drop(&mut self) {
+        if let Some(turns) = &self.shared.turns {
+            turns.pass_on(&self.shared.objects);
+        }
+    }
+}
+
+impl<K: Watched> Turns<K> {
+    fn new(limit: usize, grants: futures::channel::mpsc::UnboundedSender<ObjectRef<K>>) -> Self {
+        let state = TurnState { inside: 0, waiting: VecDeque::new(), queued: HashSet::new(), granted: HashMap::new() };
+        Self {
+            window: limit.saturating_mul(2),
+            permits: Arc::new(tokio::sync::Semaphore::new(limit)),
+            state: Mutex::new(state),
+            grants,
+        }
+    }
+
+    /// A request to reconcile `oref` (a watch event, a related object, a Release): whether to
+    /// pass it on to kube-runtime now. It passes, with a place set aside for it, when there is
+    /// room and nobody waits; otherwise `oref` joins the queue (once) and is triggered when its
+    /// place comes. So a burst of requests (the initial list of thousands of objects) waits in
+    /// the queue, not in kube-runtime.
+    fn admit(&self, oref: &ObjectRef<K>) -> bool {
+        let mut state = self.state.lock();
+        if state.granted.contains_key(oref) {
+            return true;
+        }
+        state.expire_grants();
+        if state.inside < self.window && state.waiting.is_empty() {
+            state.inside += 1;
+            state.granted.insert(key(oref), Instant::now());
+            return true;
+        }
+        state.enqueue(oref);
+        false
+    }
+
+    /// Take a place for `oref` as its reconcile starts: the one set aside for it, or a free one
+    /// if nobody waits (kube-runtime's own requeues come here without [`admit`](Self::admit)).
+    /// Otherwise `oref` joins the queue (once) and `false` is returned.
+    fn take(&self, oref: &ObjectRef<K>) -> bool {
+        let mut state = self.state.lock();
+        if state.granted.remove(oref).is_some() {
+            return true;
+        }
+        state.expire_grants();
+        if state.inside < self.window && state.waiting.is_empty() {
+            state.inside += 1;
+            return true;
+        }
+        state.enqueue(oref);
+        false
+    }
+
+    /// A reconcile ends: its place passes to the first object of the queue that still exists,
+    /// or is given back.
+    fn pass_on(&self, objects: &Store<K>) {
+        let mut state = self.state.lock();
+        while let Some(next) = state.waiting.pop_front() {
+            state.queued.remove(&next);
+            if objects.get(&next).is_some() && self.grants.unbounded_send(ObjectRef::clone(&next)).is_ok() {
+                state.granted.insert(ObjectRef::clone(&next), Instant::now());
+                return;
+            }
+        }
+        state.inside = state.inside.saturating_sub(1);
+    }
+}
+
+impl<K: Watched> TurnState<K> {
+    /// Turns set aside for objects that never came (deleted meanwhile) are given back.
+    fn expire_grants(&mut self) {
+        let before = self.granted.len();
+        self.granted.retain(|_, at| at.elapsed() < GRANT_TTL);
+        self.inside -= before - self.granted.len();
+    }
+
+    fn enqueue(&mut self, oref: &ObjectRef<K>) {
+        if !self.queued.contains(oref) {
+            let key = Arc::new(key(oref));
+            self.queued.insert(key.clone());
+            self.waiting.push_back(key);
+        }
+    }
+}
+
+/// `oref` without its resourceVersion and UID, which identify nothing here (equality and hash
+/// ignore them) and would cost two strings per object waiting.
+fn key<K: Watched>(oref: &ObjectRef<K>) -> ObjectRef<K> {
+    let key = ObjectRef::new(&oref.name);
+    match &oref.namespace {
+        Some(namespace) => key.within(namespace),
+        None => key,
+    }
 }
 
 /// A sharded controller's view of its shard.
@@ -1055,8 +1216,14 @@ impl<K: Watched> Shared<K> {
         }
     }
 
+    /// Whether a request to reconcile `oref` goes to kube-runtime now, or waits in the queue of
+    /// turns ([`Turns::admit`]).
+    fn admit(&self, oref: &ObjectRef<K>) -> bool {
+        self.turns.as_ref().is_none_or(|turns| turns.admit(oref))
+    }
+
     fn mark_pending(&self, refs: impl IntoIterator<Item = ObjectRef<K>>) {
-        self.update_pending(|pending| pending.extend(refs));
+        self.update_pending(|pending| pending.extend(refs.into_iter().map(|oref| key(&oref))));
     }
 
     fn started(&self, oref: &ObjectRef<K>) {
@@ -1340,15 +1507,23 @@ impl Drop for InFlight {
     }
 }
 
-/// Wait for a turn, first come, first served, then reconcile. Kept small while it waits: the
-/// reconcile's own future is allocated once the turn is taken.
+/// Take a place and then a turn, first come, first served, and reconcile; or join the queue of
+/// turns and end at once (the object is triggered again when its place comes). The reconcile's
+/// own future is allocated once the turn is taken.
 async fn reconcile<K: Watched>(obj: Arc<K>, shared: Arc<Shared<K>>) -> Result<Action, ReconcileError> {
     let _turn = match &shared.turns {
-        Some(turns) => tokio::select! {
-            biased;
-            () = shared.stopping.cancelled() => return Ok(Action::await_change()),
-            turn = turns.clone().acquire_owned() => Some(turn.expect("the turns are never closed")),
-        },
+        Some(turns) => {
+            if !turns.take(&ObjectRef::from_obj(&*obj)) {
+                return Ok(Action::await_change());
+            }
+            let place = Place { shared: shared.clone() };
+            let turn = tokio::select! {
+                biased;
+                () = shared.stopping.cancelled() => return Ok(Action::await_change()),
+                turn = turns.permits.clone().acquire_owned() => turn.expect("the turns are never closed"),
+            };
+            Some((turn, place))
+        }
         None => None,
     };
     Box::pin(reconcile_turn(obj, shared)).await
@@ -1562,6 +1737,45 @@ mod tests {
         assert!(writes.lock().is_empty(), "each recorded write is answered by the next event of its object");
         // Without a recorded write, a new version is a change as before.
         assert_eq!(passed(changes.on(Ok(Event::Apply(config_map("a", "6", &[own], "z"))))), 1);
+    }
+
+    #[test]
+    fn turns_pass_first_come_first_served_to_objects_that_still_exist() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let (tx, mut granted) = futures::channel::mpsc::unbounded();
+        let turns = Turns::<ConfigMap>::new(1, tx);
+        let mut writer = reflector::store::Writer::<ConfigMap>::default();
+        let store = writer.as_reader();
+        let [a, b, c, d] = ["a", "b", "c", "d"].map(|name| config_map(name, "1", &[], "x"));
+        // c is not cached (deleted meanwhile).
+        for obj in [&a, &b, &d] {
+            writer.apply_watcher_event(&Event::Apply(obj.clone()));
+        }
+        let [a, b, c, d] = [&a, &b, &c, &d].map(ObjectRef::from_obj);
+        assert!(turns.admit(&a), "a request passes to kube-runtime with a place set aside for it");
+        assert!(turns.admit(&b), "one turn: two objects in kube-runtime, one working, one waiting");
+        assert!(!turns.admit(&c), "kube-runtime holds two: c waits in the queue");
+        assert!(!turns.take(&d), "a requeue due in kube-runtime waits in the queue too");
+        assert!(!turns.admit(&c), "c waits once");
+        assert!(turns.take(&a), "a takes the place set aside for it");
+        assert!(turns.take(&b));
+        // a ends; c is gone, so its place passes to d.
+        turns.pass_on(&store);
+        assert_eq!(granted.try_recv().ok(), Some(d.clone()));
+        assert!(granted.try_recv().is_err(), "one object handed over per place");
+        assert!(!turns.take(&a), "a new request of a waits behind d");
+        assert!(turns.take(&d), "d takes the place passed to it");
+        turns.pass_on(&store);
+        assert_eq!(granted.try_recv().ok(), Some(a.clone()));
+        assert!(turns.take(&a));
+        // Nobody waits: the places are given back and the next request takes one at once.
+        turns.pass_on(&store);
+        turns.pass_on(&store);
+        assert!(granted.try_recv().is_err());
+        assert!(turns.admit(&b));
+        assert!(turns.take(&b));
+        assert!(turns.take(&c), "two places: one was still free");
+        assert!(!turns.take(&d), "and no third");
     }
 
     #[test]
