@@ -12,7 +12,10 @@
 //! 3. the operator's Kubernetes writes during two idle resyncs once everything is created,
 //!    Lease renewals aside (leader election renews by design).
 //!
-//! Each figure is printed beside the one last recorded in `docs/kvm-operator.md`.
+//! Each figure is printed beside the one last recorded in `docs/kvm-operator.md`. Last recorded
+//! (50 clusters, load average 8 to 10): peak RSS 61.2 MiB and idle 61.1 MiB, against 68.9 and
+//! 68.3 MiB for the previous commit's operator in the same conditions (69.8 and 69.7 MiB recorded
+//! before that); all `Created` after 47.1 s (31.9 s; 124.7 s), 13 nodes ready after 1.09 s.
 //!
 //! Run with `make bench` or `cargo bench -p kvm-operator --bench clusters`.
 //! `BENCH_DAEMON_WRAPPER` runs the operator under a command, e.g. a heap profiler:
@@ -289,15 +292,15 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  13 nodes (3 masters, 10 workers) to all Endpoints ready   {:.2} s{}",
         thirteen.as_secs_f64(),
-        before("3.61 s")
+        before("1.09 s")
     );
     println!(
         "  {clusters} clusters of 5 nodes, all Created after          {:.1} s{}",
         all_created.as_secs_f64(),
-        before("124.7 s")
+        before("47.1 s")
     );
-    println!("  operator peak RSS                                         {rss:.1} MiB{}", before("69.8 MiB"));
-    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("69.7 MiB"));
+    println!("  operator peak RSS                                         {rss:.1} MiB{}", before("61.2 MiB"));
+    println!("  operator RSS once idle                                    {idle_rss:.1} MiB{}", before("61.1 MiB"));
     println!(
         "  Kubernetes writes in two idle resyncs ({} s), leases aside  {total}{}{}",
         2 * RESYNC_SECONDS,

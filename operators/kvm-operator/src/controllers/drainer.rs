@@ -32,10 +32,12 @@
 //! resync. A watch of the operator's DrainerConfigs requeues their pod
 //! ([`requeue_drained_pod`]) when the executor reports progress.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apis::drainer::DrainerConfig;
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, PodStatus, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource as _, ResourceExt};
@@ -89,10 +91,8 @@ async fn converge(nodes: &Nodes, namespace: &str) -> Result<(), kube::Error> {
     let lock = nodes.endpoints_lock(namespace);
     let _serialized = lock.lock().await;
     let shared = &nodes.shared;
-    let pods = Api::<Pod>::namespaced(shared.client.clone(), namespace)
-        .list(&ListParams::default().labels(&super::pod_selector()))
-        .await?;
-    let observed: Vec<NodePod> = pods.items.iter().filter_map(NodePod::from_pod).collect();
+    let pods = node_pods(&shared.client, namespace).await?;
+    let observed: Vec<NodePod> = pods.iter().filter_map(NodePod::from_pod).collect();
     let endpoints = Api::<Endpoints>::namespaced(shared.client.clone(), namespace);
     for name in [names::MASTER_SERVICE, names::WORKER_SERVICE] {
         // No Service (yet, or any more): its Endpoints are the cluster controller's to wait for.
@@ -117,6 +117,53 @@ async fn converge(nodes: &Nodes, namespace: &str) -> Result<(), kube::Error> {
         }
     }
     Ok(())
+}
+
+/// The node pods of `namespace` as the Endpoints need them: their metadata (without
+/// `managedFields`) and status, read with one LIST. The specs (the VM's containers, volumes
+/// and environment, most of a node pod) and `managedFields` are skipped while the response is
+/// parsed: with many clusters converging at once, the parsed LISTs of whole pods were the
+/// largest transient part of the operator's heap.
+async fn node_pods(client: &kube::Client, namespace: &str) -> Result<Vec<Pod>, kube::Error> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        items: Vec<Item>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Item {
+        metadata: Meta,
+        status: Option<PodStatus>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        namespace: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        annotations: Option<BTreeMap<String, String>>,
+        deletion_timestamp: Option<Time>,
+    }
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let request = kube::core::Request::new(api.resource_url())
+        .list(&ListParams::default().labels(&super::pod_selector()))
+        .map_err(kube::Error::BuildRequest)?;
+    let list: List = client.request(request).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|Item { metadata: m, status }| Pod {
+            metadata: ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                labels: m.labels,
+                annotations: m.annotations,
+                deletion_timestamp: m.deletion_timestamp,
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status,
+        })
+        .collect())
 }
 
 /// The Endpoints half of the drainer.
