@@ -822,15 +822,8 @@ async fn stack_of(aws: &AccountClients, name: &str, account: Account) -> anyhow:
 
 /// The instances in service of Auto Scaling group `name`.
 async fn in_service(aws: &AccountClients, name: &str) -> anyhow::Result<Vec<String>> {
-    let out = aws
-        .autoscaling
-        .describe_auto_scaling_groups()
-        .auto_scaling_group_names(name)
-        .send()
-        .await
-        .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingGroups", e))?;
-    let mut ids: Vec<String> = out
-        .auto_scaling_groups()
+    let group = crate::aws::ec2::describe_group(aws, name).await?;
+    let mut ids: Vec<String> = group
         .iter()
         .flat_map(|g| g.instances())
         .filter(|i| i.lifecycle_state().is_some_and(|s| s.as_str() == "InService"))

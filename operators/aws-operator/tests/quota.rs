@@ -41,6 +41,22 @@ fn creations(f: &Fixture) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// The Warning events about cluster `id`, other than `QuotaExceeded`, as `reason: note`.
+async fn warnings_besides_quota(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
+    Ok(Api::<Event>::namespaced(f.client.clone(), NS)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id)
+                && e.reason.as_deref() != Some("QuotaExceeded")
+        })
+        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
+        .collect())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_proceeds_once_raised() -> anyhow::Result<()>
 {
@@ -105,18 +121,7 @@ async fn a_cluster_over_its_limits_waits_creates_nothing_deletes_cleanly_and_pro
         Vec::<String>::new(),
         "the credential Secret is released"
     );
-    let deletion_warnings: Vec<String> = Api::<Event>::namespaced(f.client.clone(), NS)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("quo01")
-                && e.reason.as_deref() != Some("QuotaExceeded")
-        })
-        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
-        .collect();
+    let deletion_warnings = warnings_besides_quota(&f, "quo01").await?;
     assert_eq!(deletion_warnings, Vec::<String>::new(), "warnings while deleting quo01");
 
     // Raised (back to AWS's defaults), the waiting cluster goes on without being touched.
@@ -236,18 +241,7 @@ async fn a_cluster_over_its_network_quotas_waits_naming_each_creates_nothing_and
     let bucket = aws_stacks::names::bucket(&tenant.account_id, id);
     assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "bucket {bucket} exists");
     assert_eq!(tenant.kms.list_keys().send().await?.keys().len(), 0, "a key was created");
-    let deletion_warnings: Vec<String> = Api::<Event>::namespaced(f.client.clone(), NS)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id)
-                && e.reason.as_deref() != Some("QuotaExceeded")
-        })
-        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
-        .collect();
+    let deletion_warnings = warnings_besides_quota(&f, id).await?;
     assert_eq!(deletion_warnings, Vec::<String>::new(), "warnings while deleting {id}");
     f.kill_operator().await;
     Ok(())

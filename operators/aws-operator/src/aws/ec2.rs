@@ -106,8 +106,11 @@ pub async fn master_ips(aws: &AccountClients, cluster_id: &str) -> Result<Vec<St
     Ok(ips)
 }
 
-/// The desired capacity, min and max of an Auto Scaling group, `None` when it does not exist.
-pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i32, i32, i32)>, AwsError> {
+/// Auto Scaling group `name` as Auto Scaling describes it, `None` when it does not exist.
+pub async fn describe_group(
+    aws: &AccountClients,
+    name: &str,
+) -> Result<Option<aws_sdk_autoscaling::types::AutoScalingGroup>, AwsError> {
     let out = aws
         .autoscaling
         .describe_auto_scaling_groups()
@@ -115,7 +118,12 @@ pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i3
         .send()
         .await
         .map_err(|e| api_error("AutoScaling", "DescribeAutoScalingGroups", e))?;
-    Ok(out.auto_scaling_groups().first().map(|g| {
+    Ok(out.auto_scaling_groups.and_then(|groups| groups.into_iter().next()))
+}
+
+/// The desired capacity, min and max of an Auto Scaling group, `None` when it does not exist.
+pub async fn asg_capacity(aws: &AccountClients, name: &str) -> Result<Option<(i32, i32, i32)>, AwsError> {
+    Ok(describe_group(aws, name).await?.map(|g| {
         (g.desired_capacity().unwrap_or_default(), g.min_size().unwrap_or_default(), g.max_size().unwrap_or_default())
     }))
 }
