@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Namespace, Service};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use operatorkit::{Outcome, Resource, ResourceError, resource};
+use serde::Serialize;
 
 use super::ClusterState;
 use crate::aws::AccountClients;
@@ -59,7 +60,9 @@ pub(crate) async fn ensure_master_objects(
             apis::labels::CLUSTER_UID: uid,
         }}
     });
-    ns.patch(id, &pp, &Patch::Apply(&ns_obj)).await?;
+    if !holds(ns.get_opt(id).await?.as_ref(), &ns_obj) {
+        ns.patch(id, &pp, &Patch::Apply(&ns_obj)).await?;
+    }
     let svc: Api<Service> = Api::namespaced(shared.client.clone(), id);
     let svc_obj = serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
@@ -73,7 +76,9 @@ pub(crate) async fn ensure_master_objects(
         },
         "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443}]}
     });
-    svc.patch("master", &pp, &Patch::Apply(&svc_obj)).await?;
+    if !holds(svc.get_opt("master").await?.as_ref(), &svc_obj) {
+        svc.patch("master", &pp, &Patch::Apply(&svc_obj)).await?;
+    }
     let memo_key = format!("{}/{id}", tenant.cache_key());
     let due = shared
         .memo
@@ -93,9 +98,68 @@ pub(crate) async fn ensure_master_objects(
                     "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]
                 }]
             });
-            ep.patch("master", &pp, &Patch::Apply(&ep_obj)).await?;
+            if !holds(ep.get_opt("master").await?.as_ref(), &ep_obj) {
+                ep.patch("master", &pp, &Patch::Apply(&ep_obj)).await?;
+            }
             shared.memo.lock().endpoints_refreshed.insert(memo_key, std::time::Instant::now());
         }
     }
     Ok(())
+}
+
+/// Whether `live` already holds everything `desired` (an apply configuration) sets: each field of
+/// `desired` is in `live` with the same value (objects compared field by field, so fields other
+/// managers added do not count; lists compared whole). Applying then would change nothing, so the
+/// apply, a write to the API server, is skipped: an idle cluster writes nothing.
+fn holds<K: Serialize>(live: Option<&K>, desired: &serde_json::Value) -> bool {
+    live.and_then(|k| serde_json::to_value(k).ok()).is_some_and(|live| contains(&live, desired))
+}
+
+fn contains(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
+    match (live, desired) {
+        (serde_json::Value::Object(l), serde_json::Value::Object(d)) => {
+            d.iter().all(|(k, dv)| l.get(k).is_some_and(|lv| contains(lv, dv)))
+        }
+        (serde_json::Value::Array(l), serde_json::Value::Array(d)) => {
+            l.len() == d.len() && l.iter().zip(d).all(|(lv, dv)| contains(lv, dv))
+        }
+        (l, d) => l == d,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EndpointAddress, EndpointSubset};
+    use serde_json::json;
+
+    #[test]
+    fn an_object_holding_every_applied_field_needs_no_apply_and_any_difference_does() {
+        let desired = json!({
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "master", "labels": {"app": "master"}},
+            "subsets": [{"addresses": [{"ip": "10.1.0.5"}], "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}]
+        });
+        let mut live: Endpoints = serde_json::from_value(desired.clone()).expect("endpoints");
+        live.metadata.resource_version = Some("7".into());
+        live.metadata.labels.get_or_insert_default().insert("other".into(), "manager".into());
+        assert!(holds(Some(&live), &desired), "fields other managers add do not count");
+        assert!(!holds(None::<&Endpoints>, &desired), "a missing object is applied");
+        let mut moved = live.clone();
+        moved.subsets = Some(vec![EndpointSubset {
+            addresses: Some(vec![EndpointAddress { ip: "10.1.0.6".into(), ..Default::default() }]),
+            ..live.subsets.clone().unwrap_or_default()[0].clone()
+        }]);
+        assert!(!holds(Some(&moved), &desired), "a changed address is applied");
+        let mut relabelled = live.clone();
+        relabelled.metadata.labels.get_or_insert_default().insert("app".into(), "other".into());
+        assert!(!holds(Some(&relabelled), &desired), "a changed label is applied");
+        let mut two = live;
+        if let Some(s) = two.subsets.as_mut() {
+            s[0].addresses
+                .get_or_insert_default()
+                .push(EndpointAddress { ip: "10.1.0.7".into(), ..Default::default() });
+        }
+        assert!(!holds(Some(&two), &desired), "an extra address is applied away");
+    }
 }
