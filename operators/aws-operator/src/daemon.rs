@@ -7,8 +7,11 @@
 //! Each controller routes an object by its `release.giantswarm.io/version` label: the Release
 //! `v<version>` names the `aws-operator` component version, and this process handles exactly its
 //! own version, so several operator versions can run side by side, each reconciling the clusters
-//! of its releases (reference §1, §10). Objects whose Release does not exist or has no
-//! `aws-operator` component get a `ReleaseResolved=False` condition.
+//! of its releases (reference §1, §10). An `AWSConfig` without that label is routed by the
+//! operator version it names itself (`aws-operator.giantswarm.io/version`, else
+//! `spec.versionBundle.version`, as the original operator was), through the one Release whose
+//! `aws-operator` component is that version ([`legacy::version_of`]). Objects whose Release does
+//! not exist or has no `aws-operator` component get a `ReleaseResolved=False` condition.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -183,9 +186,12 @@ pub async fn run(
         .run_settings(&RunSettings { resync: drift_resync, ..settings.clone() })
         .build()?;
 
-    // Legacy clusters (`AWSConfig`): their own resource set, routed by Release like the others.
+    // Legacy clusters (`AWSConfig`): their own resource set, routed by Release like the others;
+    // one without the release label by the operator version it names itself.
     let legacy_set = legacy::resource_set(shared.clone(), set_name.clone(), req.clone());
-    let legacy_controller = builder(legacy::CONTROLLER, legacy_set, &shared, metrics, readiness, &settings).build()?;
+    let legacy_controller = builder(legacy::CONTROLLER, legacy_set, &shared, metrics, readiness, &settings)
+        .version_source(legacy::version_of)
+        .build()?;
 
     let mds = node_pool::resource_set(shared.clone(), set_name, req);
     // A pool's security group admits its siblings': adding or removing a pool (or its stack

@@ -6,7 +6,10 @@
 //! the peering role, the VPC and subnets, the master's one-instance group with its etcd volume
 //! and interface, the worker group from a launch template behind the ingress load balancer, the
 //! four load balancers, the peering and its routes, the delegation, the key and the bucket.
-//! Deleting the object removes all of it and releases the finalizer.
+//! Deleting the object removes all of it and releases the finalizer. An AWSConfig without the
+//! release label, as Giant Swarm's tooling wrote them, is routed by its
+//! `spec.versionBundle.version` through the Release giving `aws-operator` that version; one
+//! naming another operator version is left alone.
 
 mod support;
 
@@ -402,5 +405,62 @@ async fn an_awsconfig_with_a_broken_field_is_named_with_the_fix_and_nothing_is_c
     api.delete(id, &DeleteParams::default()).await?;
     eventually(60, "the refused AWSConfig to be gone", || async { Ok(api.get_opt(id).await?.is_none().then_some(())) })
         .await?;
+    Ok(())
+}
+
+/// `config` as Giant Swarm's tooling wrote legacy clusters before Releases: no release label, no
+/// version label, the operator version in `spec.versionBundle.version`.
+fn unlabelled(mut config: AWSConfig, bundle: &str) -> AWSConfig {
+    let labels = config.metadata.labels.get_or_insert_default();
+    labels.remove(apis::labels::RELEASE_VERSION);
+    labels.remove(apis::labels::AWS_OPERATOR_VERSION);
+    config.spec.version_bundle.version = bundle.to_string();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awsconfig_without_the_release_label_runs_by_its_version_bundle_and_another_versions_is_left_alone()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    // Release v20.0.0 gives aws-operator this operator's version.
+    f.apply_basics().await?;
+    let cp = f.control_plane_clients().await?;
+    let tenant = f.tenant_clients().await?;
+    installation_zone(&cp).await?;
+    let (ours, theirs) = ("vb1ab", "vb2ab");
+    f.credential_secret(ours).await?;
+    f.credential_secret(theirs).await?;
+    apply(&f, &unlabelled(legacy_cluster(&f, ours).await?, VERSION)).await?;
+    // The fixture's own bundle version, an operator version this process does not run.
+    let other = legacy_cluster(&f, theirs).await?;
+    assert_eq!(other.spec.version_bundle.version, "4.7.0");
+    apply(&f, &unlabelled(other, "4.7.0")).await?;
+    f.start_operator().await?;
+
+    let created = wait_created(&f, ours, 300).await?;
+    assert!(!created.labels().contains_key(apis::labels::RELEASE_VERSION), "the operator adds no release label");
+    let status = created.status.clone().unwrap_or_default();
+    assert_eq!(status.cluster.latest_version(), Some(VERSION));
+    let resolved = status.conditions.iter().find(|c| c.type_ == "ReleaseResolved").expect("ReleaseResolved");
+    assert_eq!(resolved.status, "True", "{resolved:?}");
+    assert!(
+        resolved.message.contains("spec.versionBundle.version") && resolved.message.contains("Release v20.0.0"),
+        "where the version came from: {}",
+        resolved.message
+    );
+    let name = |id, stack| legacy::stack_name(id, stack);
+    assert_eq!(live_stacks(&tenant).await?, [name(ours, LegacyStack::GuestMain)]);
+    assert_eq!(live_stacks(&cp).await?, [name(ours, LegacyStack::HostMain), name(ours, LegacyStack::HostSetup)]);
+
+    // The other version's cluster: no finalizer, no status, no event, nothing in AWS (the
+    // stacks above are all there are), though its inputs are as valid as the first's.
+    let left = Api::<AWSConfig>::namespaced(f.client.clone(), NS).get(theirs).await?;
+    assert_eq!(left.metadata.finalizers, None, "no finalizer on another operator version's cluster");
+    assert_eq!(left.status, None, "no status");
+    assert!(event_notes(&f.client, theirs, "Warning", None).await?.is_empty());
+    assert!(event_notes(&f.client, theirs, "Normal", None).await?.is_empty());
+    assert_eq!(aws_operator::aws::kms::describe_key(&tenant, &format!("alias/{theirs}")).await?, None);
+    let bucket = aws_stacks::names::bucket(&tenant.account_id, theirs);
+    assert!(tenant.s3.head_bucket().bucket(&bucket).send().await.is_err(), "no bucket {bucket}");
     Ok(())
 }

@@ -61,6 +61,30 @@ pub async fn release_of<K: kube::Resource<DynamicType = ()>>(
 /// Release without one is bad input, not a cluster on some version the operator picked.
 pub const REQUIRED_COMPONENTS: [&str; 4] = ["containerlinux", "aws-operator", "kubernetes", "etcd"];
 
+/// The Release the router resolved for `obj` (`name`, `v20.0.0`; from its release label or, for a
+/// kind routed by a version of its own, the one Release giving `aws-operator` that version), with
+/// the components the operator needs. Without a name, the release label's ([`release_of`]).
+pub async fn routed_release<K: kube::Resource<DynamicType = ()>>(
+    shared: &Shared,
+    obj: &K,
+    name: Option<&str>,
+) -> Result<Release, ResourceError> {
+    let Some(name) = name else {
+        return release_of(shared, obj).await;
+    };
+    let version = name.trim_start_matches('v');
+    let Some(release) = shared.release(version).await? else {
+        return Err(InvalidInput {
+            object: describe(obj),
+            reason: "ReleaseNotFound",
+            message: format!("Release {name} was deleted while the object was routed to it: create it again"),
+        }
+        .into());
+    };
+    check_components(obj, version, &release)?;
+    Ok(release)
+}
+
 /// Every [`REQUIRED_COMPONENTS`] is in Release v`version`, else an [`InvalidInput`] naming the
 /// first one missing.
 pub fn check_components<K: kube::Resource<DynamicType = ()>>(

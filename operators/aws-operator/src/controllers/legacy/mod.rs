@@ -4,7 +4,11 @@
 //! It is a second resource set beside the node-pools one, routed the same way: the cluster's
 //! `release.giantswarm.io/version` label names a Release, whose `aws-operator` component picks
 //! this operator's set ([`operatorkit::router`]), so one process reconciles both kinds of cluster,
-//! each by its own set. The parts both kinds have are the node-pools cluster's functions, not
+//! each by its own set. An AWSConfig without that label, as Giant Swarm's tooling wrote them, is
+//! routed by the operator version it names itself ([`version_of`]: the label
+//! `aws-operator.giantswarm.io/version`, else `spec.versionBundle.version`), and runs the one
+//! Release whose `aws-operator` component is that version. Either way the set reads the Release
+//! the router resolved (`ReconcileMeta::release`), never a second lookup of its own. The parts both kinds have are the node-pools cluster's functions, not
 //! copies: the credential check ([`controllers::lookup::credential_role`]), the certificates
 //! ([`cluster::certificates::issue_names`]), the key and buckets
 //! ([`cluster::ensure_encryption`]), node config build and upload ([`crate::node_config`]), the
@@ -52,7 +56,9 @@ use aws_stacks::names;
 use aws_stacks::stacks::legacy::inputs::{self, Installation, LegacyNode};
 use kube::{Api, ResourceExt};
 use operatorkit::error::InvalidInput;
-use operatorkit::{Outcome, Resource, ResourceError, ResourceSet, held_secrets, resource};
+use operatorkit::{
+    ObjectVersion, Outcome, ReconcileMeta, Resource, ResourceError, ResourceSet, held_secrets, resource,
+};
 use semver::VersionReq;
 
 use crate::aws::AccountClients;
@@ -70,26 +76,51 @@ pub const CONTROLLER: &str = "aws-operator-legacy-cluster-controller";
 /// The `Ready` reason of a legacy cluster whose stacks are all usable.
 pub const CLUSTER_READY: &str = "ClusterReady";
 
+/// The field of `spec.versionBundle.version`, as messages name it.
+pub const VERSION_BUNDLE_FIELD: &str = "spec.versionBundle.version";
+
+/// The operator version an AWSConfig names itself, for routing it when it has no
+/// `release.giantswarm.io/version` label: the label `aws-operator.giantswarm.io/version` when
+/// set (what selected the operator from 2019 on), else `spec.versionBundle.version` (the key
+/// since 2017); none when both are empty. The release label, when set, wins over both.
+pub fn version_of(config: &AWSConfig) -> Option<ObjectVersion> {
+    let label = config.labels().get(apis::labels::AWS_OPERATOR_VERSION).filter(|v| !v.trim().is_empty());
+    if let Some(version) = label {
+        return Some(ObjectVersion {
+            field: format!("metadata.labels[{}]", apis::labels::AWS_OPERATOR_VERSION),
+            version: version.clone(),
+        });
+    }
+    let bundle = &config.spec.version_bundle.version;
+    (!bundle.trim().is_empty())
+        .then(|| ObjectVersion { field: VERSION_BUNDLE_FIELD.to_string(), version: bundle.clone() })
+}
+
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSConfig> {
-    controllers::resource_set(shared, name, requirement, LegacyState::new)
-        .resource(Inputs)
-        .resource(Certificates)
-        .resource(Encryption)
-        .resource(NodeConfigs)
-        .resource(Drainers)
-        .resource(Stacks)
-        .resource(Master)
-        .resource(Status)
-        .resource(Teardown)
-        .build()
+    ResourceSet::builder(name, requirement, move |obj: Arc<AWSConfig>, meta: ReconcileMeta| {
+        let shared = shared.clone();
+        async move { Ok(LegacyState::new(shared, &obj, meta.release)) }
+    })
+    .resource(Inputs)
+    .resource(Certificates)
+    .resource(Encryption)
+    .resource(NodeConfigs)
+    .resource(Drainers)
+    .resource(Stacks)
+    .resource(Master)
+    .resource(Status)
+    .resource(Teardown)
+    .build()
 }
 
 /// What the resources of one AWSConfig reconcile share.
 #[derive(Debug)]
 pub struct LegacyState {
     shared: Arc<Shared>,
+    /// The name of the Release the router resolved (`v20.0.0`).
+    routed_release: Option<String>,
     release: Option<Release>,
     tenant: Option<Arc<AccountClients>>,
     cp: Option<Arc<AccountClients>>,
@@ -109,10 +140,11 @@ pub struct LegacyState {
 }
 
 impl LegacyState {
-    /// A fresh state for `obj`.
-    pub fn new(shared: Arc<Shared>, obj: &AWSConfig) -> Self {
+    /// A fresh state for `obj`, routed with Release `routed_release`.
+    pub fn new(shared: Arc<Shared>, obj: &AWSConfig, routed_release: Option<String>) -> Self {
         Self {
             shared,
+            routed_release,
             release: None,
             tenant: None,
             cp: None,
@@ -275,7 +307,7 @@ impl Resource<AWSConfig, LegacyState> for Inputs {
             if let Err(errors) = obj.validate() {
                 return Err(operatorkit::error::field_errors(obj, errors).into());
             }
-            let release = controllers::lookup::release_of(&shared, obj).await?;
+            let release = controllers::lookup::routed_release(&shared, obj, state.routed_release.as_deref()).await?;
             let cs = &obj.spec.aws.credential_secret;
             let role =
                 controllers::lookup::credential_role(&shared, obj, "spec.aws.credentialSecret", &cs.namespace, &cs.name)
@@ -631,4 +663,27 @@ pub async fn write_legacy_status(state: &mut LegacyState, obj: &AWSConfig) -> Re
     }
     state.status = status;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(labels: &[(&str, &str)], bundle: &str) -> AWSConfig {
+        let mut spec = apis::aws_config::AWSConfigSpec::default();
+        spec.version_bundle.version = bundle.to_string();
+        let mut config = AWSConfig::new("p3x7d", spec);
+        config.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        config
+    }
+
+    #[test]
+    fn the_version_label_wins_over_the_version_bundle_and_empty_values_name_nothing() {
+        let label = format!("metadata.labels[{}]", apis::labels::AWS_OPERATOR_VERSION);
+        let both = version_of(&config(&[(apis::labels::AWS_OPERATOR_VERSION, "16.2.0")], "4.7.0"));
+        assert_eq!(both, Some(ObjectVersion { field: label, version: "16.2.0".into() }));
+        let bundle = version_of(&config(&[(apis::labels::AWS_OPERATOR_VERSION, " ")], "4.7.0"));
+        assert_eq!(bundle, Some(ObjectVersion { field: VERSION_BUNDLE_FIELD.into(), version: "4.7.0".into() }));
+        assert_eq!(version_of(&config(&[], "")), None);
+    }
 }
