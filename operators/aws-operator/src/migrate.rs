@@ -309,6 +309,8 @@ pub fn migrate(config: &AWSConfig, live: &Live) -> Result<Migration, MigrateErro
     let (min, max, _) = inputs::worker_sizes(config, None);
     let organization =
         config.labels().get(labels::ORGANIZATION).cloned().unwrap_or_else(|| config.spec.cluster.customer.id.clone());
+    // `plan_for` sets the label from the Release the controller routes the object to when the
+    // object names only its own version.
     let release = config.labels().get(labels::RELEASE_VERSION).cloned().unwrap_or_default();
     let cp_name = node_id(config.spec.cluster.masters.first().map(|m| m.id.as_str()), "m", &id);
     let np_name = node_id(config.spec.cluster.workers.first().map(|w| w.id.as_str()), "w", &id);
@@ -890,9 +892,25 @@ pub async fn read_live(config: &AWSConfig, tenant: &AccountClients, cp: &Account
 
 /// Read `args.source`, its credential Secret and AWS, and return the plan.
 pub async fn plan_for(args: &MigrateArgs, client: &kube::Client, factory: &AwsFactory) -> anyhow::Result<Migration> {
-    let config = read_config(&args.source, args.namespace.as_deref(), client).await?;
+    let mut config = read_config(&args.source, args.namespace.as_deref(), client).await?;
     if let Err(errors) = config.validate() {
         return Err(MigrateError::from(operatorkit::error::field_errors(&config, errors)).into());
+    }
+    // The node-pools objects carry the release the cluster runs: the one the controller routes
+    // the AWSConfig to, also when it is told by the object's own version, not a label.
+    if config.labels().get(labels::RELEASE_VERSION).is_none_or(|v| v.trim().is_empty()) {
+        let releases = kube::Api::<apis::release::Release>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .context("listing the Releases")?
+            .items;
+        let release = crate::controllers::legacy::release_version_of(&config, &releases).map_err(|message| {
+            MigrateError::NotLive {
+                object: format!("{}/{}", config.namespace().unwrap_or_default(), config.name_any()),
+                message,
+            }
+        })?;
+        config.labels_mut().insert(labels::RELEASE_VERSION.to_string(), release);
     }
     let cs = &config.spec.aws.credential_secret;
     let allowed: Vec<String> = args.credential_namespaces.iter().filter(|n| !n.is_empty()).cloned().collect();

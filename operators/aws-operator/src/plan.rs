@@ -545,7 +545,9 @@ pub fn plan_legacy(objects: &Objects, settings: &Settings) -> Result<Vec<Cluster
         let tenant = settings.tenant_account_id.as_str();
         let cp_account = settings.control_plane_account_id.as_str();
         let (_, cp_cidr, flagged_tables) = settings.control_plane_network();
-        let release = config.labels().get(labels::RELEASE_VERSION).cloned().unwrap_or_default();
+        // The release the controller routes the object to (its label, else the one given Release
+        // whose aws-operator component is the object's own version); none known renders as empty.
+        let release = crate::controllers::legacy::release_version_of(config, &objects.releases).unwrap_or_default();
         let host_setup_name = legacy::stack_name(&id, LegacyStack::HostSetup);
         let mut installation = inputs::Installation {
             installation: settings.config.installation.clone(),

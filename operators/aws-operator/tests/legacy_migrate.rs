@@ -248,6 +248,36 @@ async fn migrate_plans_a_live_legacy_cluster_with_its_real_ids_and_prints_object
     let from_file = migrate_json(&f, &[file.to_str().expect("utf-8 path")])?;
     assert_eq!(from_file, plan, "the file and the name give the same plan");
 
+    // As the original's tooling wrote it before Releases: no release or version label, this
+    // operator's version in `spec.versionBundle.version`. The plan is the same, and the objects
+    // carry the Release the controller routes such an object to (v20.0.0 gives aws-operator this
+    // version).
+    let mut unlabelled: Value =
+        serde_json::from_str(&kubectl(&f, &home, &["get", "awsconfig", "-n", NS, id, "-o", "json"])?)?;
+    let labels = unlabelled["metadata"]["labels"].as_object_mut().expect("labels");
+    labels.remove(apis::labels::RELEASE_VERSION);
+    labels.remove(apis::labels::AWS_OPERATOR_VERSION);
+    unlabelled["spec"]["versionBundle"]["version"] = Value::from(VERSION);
+    let bundle_file = dir.path().join("awsconfig-unlabelled.json");
+    std::fs::write(&bundle_file, serde_json::to_string(&unlabelled)?)?;
+    let by_bundle = migrate_json(&f, &[bundle_file.to_str().expect("utf-8 path")])?;
+    assert_eq!(by_bundle["steps"], plan["steps"], "the version bundle gives the same plan");
+    let (code, printed_by_bundle, stderr) = aws_operator(&f, &["migrate", bundle_file.to_str().expect("utf-8 path")])?;
+    assert_eq!(code, 0, "{stderr}");
+    let release_lines: Vec<&str> =
+        printed_by_bundle.lines().filter(|l| l.contains(apis::labels::RELEASE_VERSION)).collect();
+    assert_eq!(release_lines.len(), 3, "the three objects carry a release label:\n{printed_by_bundle}");
+    assert!(
+        release_lines.iter().all(|l| l.contains("20.0.0")),
+        "the objects carry the routed release: {release_lines:?}"
+    );
+    // A version bundle no Release gives: refused, naming the field and the fix.
+    unlabelled["spec"]["versionBundle"]["version"] = Value::from("4.7.0");
+    std::fs::write(&bundle_file, serde_json::to_string(&unlabelled)?)?;
+    let (code, stdout, stderr) = aws_operator(&f, &["migrate", bundle_file.to_str().expect("utf-8 path")])?;
+    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(stderr.contains("spec.versionBundle.version") && stderr.contains("4.7.0"), "{stderr}");
+
     // The printed file (plan as comments, then the objects) passes `render`, with the Release
     // as the management cluster holds it, and the API server accepts the objects under strict
     // validation.

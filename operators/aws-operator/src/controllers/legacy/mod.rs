@@ -96,6 +96,29 @@ pub fn version_of(config: &AWSConfig) -> Option<ObjectVersion> {
         .then(|| ObjectVersion { field: VERSION_BUNDLE_FIELD.to_string(), version: bundle.clone() })
 }
 
+/// The release an AWSConfig runs, resolved as the controller routes it (`operatorkit`'s router,
+/// with this module's [`version_of`] as the version source): its `release.giantswarm.io/version`
+/// label when set, else the one Release among `releases` whose `aws-operator` component is the
+/// version the object names itself. Returns the release's version (`20.0.0`), or the reason none
+/// can be told, naming the field and the fix. For the commands that read AWSConfigs outside the
+/// controller (`migrate`, `plan`), so that they see the release the controller would.
+pub fn release_version_of(config: &AWSConfig, releases: &[Release]) -> Result<String, String> {
+    let any = VersionReq::STAR;
+    let router = operatorkit::Router::new("aws-operator", operatorkit::Routing::Release, [("any".to_string(), any)])
+        .map_err(|e| e.to_string())?;
+    let releases: std::collections::BTreeMap<String, Arc<Release>> =
+        releases.iter().map(|r| (r.name_any(), Arc::new(r.clone()))).collect();
+    let labels = config.labels().clone();
+    match router.route_object(&labels, version_of(config).as_ref(), &releases) {
+        operatorkit::Route::Matched { release: Some(release), .. } => Ok(release.trim_start_matches('v').to_string()),
+        operatorkit::Route::Matched { release: None, .. } | operatorkit::Route::NoMatch { .. } => Err(format!(
+            "no release can be told: set label {} to the release the cluster runs",
+            apis::labels::RELEASE_VERSION
+        )),
+        operatorkit::Route::Unroutable(why) => Err(why.to_string()),
+    }
+}
+
 /// The resource set `name` for the Releases `requirement` matches: the steps in the order they
 /// run.
 pub fn resource_set(shared: Arc<Shared>, name: String, requirement: VersionReq) -> ResourceSet<AWSConfig> {
@@ -675,6 +698,33 @@ mod tests {
         let mut config = AWSConfig::new("p3x7d", spec);
         config.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         config
+    }
+
+    fn release(name: &str, aws_operator: &str) -> Release {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "release.giantswarm.io/v1alpha1", "kind": "Release",
+            "metadata": {"name": name},
+            "spec": {"date": "2026-01-01T00:00:00Z", "state": "active",
+                     "components": [{"name": "aws-operator", "version": aws_operator}]}
+        }))
+        .expect("a Release")
+    }
+
+    #[test]
+    fn the_commands_see_the_release_the_controller_routes_an_awsconfig_to() {
+        let releases = [release("v20.0.0", "16.2.0"), release("v19.3.0", "14.24.1")];
+        let labelled = config(&[(apis::labels::RELEASE_VERSION, "19.3.0")], "16.2.0");
+        assert_eq!(release_version_of(&labelled, &releases), Ok("19.3.0".into()), "the release label wins");
+        let bundle = config(&[], "16.2.0");
+        assert_eq!(release_version_of(&bundle, &releases), Ok("20.0.0".into()), "the version bundle's Release");
+        let none = config(&[], "4.7.0");
+        let err = release_version_of(&none, &releases).expect_err("no Release gives 4.7.0");
+        assert!(err.contains(VERSION_BUNDLE_FIELD) && err.contains("4.7.0"), "{err}");
+        let two = [release("v20.0.0", "16.2.0"), release("v20.0.1", "16.2.0")];
+        let err = release_version_of(&bundle, &two).expect_err("two Releases give 16.2.0");
+        assert!(err.contains("v20.0.0") && err.contains("v20.0.1"), "{err}");
+        let err = release_version_of(&config(&[], ""), &releases).expect_err("no version at all");
+        assert!(err.contains(apis::labels::RELEASE_VERSION), "{err}");
     }
 
     #[test]
