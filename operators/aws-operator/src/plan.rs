@@ -547,7 +547,10 @@ pub fn plan_legacy(objects: &Objects, settings: &Settings) -> Result<Vec<Cluster
         let (_, cp_cidr, flagged_tables) = settings.control_plane_network();
         // The release the controller routes the object to (its label, else the one given Release
         // whose aws-operator component is the object's own version); none known renders as empty.
-        let release = crate::controllers::legacy::release_version_of(config, &objects.releases).unwrap_or_default();
+        let release = match config.labels().get(labels::RELEASE_VERSION).filter(|v| !v.trim().is_empty()) {
+            Some(label) => label.clone(),
+            None => crate::controllers::legacy::release_version_of(config, &objects.releases).unwrap_or_default(),
+        };
         let host_setup_name = legacy::stack_name(&id, LegacyStack::HostSetup);
         let mut installation = inputs::Installation {
             installation: settings.config.installation.clone(),
