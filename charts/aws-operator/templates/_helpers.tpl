@@ -181,9 +181,10 @@ UNUSED_BY_DESIGN names it with the reason. The image test runs the daemon with t
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "create", "update", "patch", "delete"]
+# Services and Endpoints `master`: read first, applied only when they differ.
 - apiGroups: [""]
   resources: ["services", "endpoints"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "create", "patch"]
 # Secrets: the credential and certificate Secrets are read and held by a finalizer; a cluster's
 # CAs, certificates and encryption-provider config are created where absent and renewed by patch.
 - apiGroups: [""]
