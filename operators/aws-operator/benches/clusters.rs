@@ -27,7 +27,6 @@
 //! management account), peak RSS 82 MiB; the 20 node-pools clusters alone, 79.5 MiB. Details in
 //! `docs/legacy-clusters.md`, "Figures".
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -47,13 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let clusters = env_count("BENCH_CLUSTERS", 100);
     let legacy = env_count("BENCH_LEGACY_CLUSTERS", 0);
     anyhow::ensure!(legacy <= 100, "BENCH_LEGACY_CLUSTERS: at most 100 (each has a VPC block 10.<100+i>.0.0/16)");
-    let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
-    let calls = Arc::new(Calls::default());
-    let proxy = counting_proxy(moto.port(), calls.clone()).await?;
-    let endpoint = format!("http://127.0.0.1:{proxy}");
-    let env = testenv::TestEnv::start().await?;
-    let client = env.client();
-    let cp_account = motoenv::fresh_account_id();
+    let Backends { moto, calls, endpoint, env, client, cp_account } = Backends::start().await?;
     let tenant_account = motoenv::fresh_account_id();
     let legacy_account = motoenv::fresh_account_id();
     let installation = "bench";

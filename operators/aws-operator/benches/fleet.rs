@@ -44,7 +44,6 @@
 //! resync, all Event series updates; see `docs/aws-operator.md`, "Benchmark".
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apis::aws::AWSCluster;
@@ -184,13 +183,7 @@ async fn main() -> anyhow::Result<()> {
     let deadline = Duration::from_secs(env_count("BENCH_FLEET_DEADLINE_SECONDS", 2400) as u64);
     anyhow::ensure!(clusters <= 9999, "BENCH_FLEET_CLUSTERS: at most 9,999 (cluster IDs are f0000 to f9999)");
 
-    let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
-    let calls = Arc::new(Calls::default());
-    let proxy = counting_proxy(moto.port(), calls.clone()).await?;
-    let endpoint = format!("http://127.0.0.1:{proxy}");
-    let env = testenv::TestEnv::start().await?;
-    let client = env.client();
-    let cp_account = motoenv::fresh_account_id();
+    let Backends { moto, calls, endpoint, env, client, cp_account } = Backends::start().await?;
     let tenant_accounts: Vec<String> = (0..accounts).map(|_| motoenv::fresh_account_id()).collect();
     let installation = "bench";
     management_vpc(&moto, &cp_account, installation).await?;

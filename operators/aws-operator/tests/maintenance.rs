@@ -40,15 +40,7 @@ async fn pool_condition(f: &Fixture, pool: &str, type_: &str) -> anyhow::Result<
 
 /// The events about `name` with `reason`.
 async fn events(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Vec<Event>> {
-    Ok(Api::<Event>::namespaced(f.client.clone(), NS)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) && e.reason.as_deref() == Some(reason)
-        })
-        .collect())
+    Ok(events_about(&f.client, name).await?.into_iter().filter(|e| e.reason.as_deref() == Some(reason)).collect())
 }
 
 async fn merge<K>(f: &Fixture, name: &str, patch: serde_json::Value) -> anyhow::Result<()>

@@ -9,9 +9,8 @@ mod support;
 
 use apis::aws::AWSCluster;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::DeleteParams;
 use support::*;
 
 /// The `Ready` condition's reason and message.
@@ -43,16 +42,10 @@ fn creations(f: &Fixture) -> anyhow::Result<Vec<String>> {
 
 /// The Warning events about cluster `id`, other than `QuotaExceeded`, as `reason: note`.
 async fn warnings_besides_quota(f: &Fixture, id: &str) -> anyhow::Result<Vec<String>> {
-    Ok(Api::<Event>::namespaced(f.client.clone(), NS)
-        .list(&ListParams::default())
+    Ok(events_about(&f.client, id)
         .await?
-        .items
         .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id)
-                && e.reason.as_deref() != Some("QuotaExceeded")
-        })
+        .filter(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() != Some("QuotaExceeded"))
         .map(|e| format!("{:?}: {:?}", e.reason, e.note))
         .collect())
 }

@@ -94,6 +94,41 @@ fn is_describe_stacks(request: &[u8]) -> bool {
         || text.contains(".DescribeStacks\r\n")
 }
 
+/// moto, the call-counting proxy in front of it, and testenv: what every benchmark runs against.
+pub struct Backends {
+    /// moto.
+    pub moto: motoenv::MotoServer,
+    /// The calls the proxy counted.
+    pub calls: Arc<Calls>,
+    /// The proxy's address, the AWS endpoint the operators are given.
+    pub endpoint: String,
+    /// The API server.
+    pub env: testenv::TestEnv,
+    /// A client of it.
+    pub client: kube::Client,
+    /// The management account.
+    pub cp_account: String,
+}
+
+impl Backends {
+    /// Start moto, the counting proxy and testenv, with a fresh management account.
+    pub async fn start() -> anyhow::Result<Self> {
+        let moto = tokio::task::spawn_blocking(motoenv::MotoServer::start).await??;
+        let calls = Arc::new(Calls::default());
+        let proxy = counting_proxy(moto.port(), calls.clone()).await?;
+        let env = testenv::TestEnv::start().await?;
+        let client = env.client();
+        Ok(Self {
+            moto,
+            calls,
+            endpoint: format!("http://127.0.0.1:{proxy}"),
+            env,
+            client,
+            cp_account: motoenv::fresh_account_id(),
+        })
+    }
+}
+
 /// A TCP proxy to moto that counts calls: moto closes every connection after one response, so
 /// one accepted connection is one call.
 pub async fn counting_proxy(upstream: u16, calls: Arc<Calls>) -> std::io::Result<u16> {

@@ -657,18 +657,23 @@ pub async fn event_notes(
     type_: &str,
     reason: Option<&str>,
 ) -> anyhow::Result<Vec<String>> {
+    Ok(events_about(client, name)
+        .await?
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some(type_) && reason.is_none_or(|r| e.reason.as_deref() == Some(r)))
+        .filter_map(|e| e.note)
+        .collect())
+}
+
+/// The events about object `name` in the fixture's namespace.
+pub async fn events_about(client: &Client, name: &str) -> anyhow::Result<Vec<k8s_openapi::api::events::v1::Event>> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
     Ok(events
         .list(&kube::api::ListParams::default())
         .await?
         .items
         .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some(type_)
-                && reason.is_none_or(|r| e.reason.as_deref() == Some(r))
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .filter_map(|e| e.note)
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .collect())
 }
 
