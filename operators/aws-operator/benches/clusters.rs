@@ -150,8 +150,13 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS / TIME_SCALE)).await;
     let before = calls.all.load(Ordering::Relaxed);
     let window = Duration::from_secs(IDLE_WINDOW_SECONDS / TIME_SCALE);
+    let from = epoch_seconds();
     tokio::time::sleep(window).await;
     let idle_calls = calls.all.load(Ordering::Relaxed) - before;
+    let idle_by_action = {
+        let log = tokio::task::block_in_place(|| moto.request_log())?;
+        calls_by_action(&log, from, epoch_seconds())
+    };
     let simulated_hours = simulated_hours(window);
     let rss = peak_rss_mib(pid).unwrap_or(f64::NAN);
     if legacy == 0 {
@@ -183,6 +188,7 @@ async fn main() -> anyhow::Result<()> {
         window.as_secs(),
         IDLE_WINDOW_SECONDS / 60
     );
+    println!("  idle AWS calls by action        {}", per_cluster_hour(&idle_by_action, clusters + legacy, window));
     println!("  AWS calls in total              {}", calls.all.load(Ordering::Relaxed));
     let _ = daemon.kill().await;
     Ok(())

@@ -259,9 +259,10 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(RESYNC_SECONDS / TIME_SCALE)).await;
         let before = calls.all.load(std::sync::atomic::Ordering::Relaxed);
         let requests_before = env.handle().requests();
+        let from = epoch_seconds();
         tokio::time::sleep(window).await;
         let idle_calls = calls.all.load(std::sync::atomic::Ordering::Relaxed) - before;
-        Some((idle_calls, env.handle().requests().since(&requests_before)))
+        Some((idle_calls, env.handle().requests().since(&requests_before), (from, epoch_seconds())))
     } else {
         None
     };
@@ -316,7 +317,7 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     match &idle {
-        Some((idle_calls, requests)) => {
+        Some((idle_calls, requests, (from, to))) => {
             let hours = simulated_hours(window);
             let (lease_writes, others) = writes(requests);
             let resyncs = (IDLE_WINDOW_SECONDS / RESYNC_SECONDS) as f64;
@@ -330,12 +331,21 @@ async fn main() -> anyhow::Result<()> {
                 IDLE_WINDOW_SECONDS / 60
             );
             println!(
+                "  {:<34} {}",
+                "idle AWS calls by action",
+                per_cluster_hour(&calls_by_action(&log, *from, *to), clusters, window)
+            );
+            println!(
                 "  {:<34} {:>16.1}   {}   (goal 0; {other_writes} in {resyncs} resyncs{})",
                 "Kubernetes writes per idle resync",
                 other_writes as f64 / resyncs,
                 previous.writes_per_resync.map_or("-".to_string(), |w| format!("{w:.1}")),
                 if others.is_empty() { String::new() } else { format!(": {others:?}") }
             );
+            let repeated = repeated_events(&client, *from).await?;
+            if !repeated.is_empty() {
+                println!("  {:<34} {repeated:?}", "events repeated while idle");
+            }
             println!(
                 "  {:<34} {:>16.1}   (the replicas' shard, leader and budget Leases: {lease_writes} in {} s)",
                 "Lease renewals per second",
@@ -349,10 +359,12 @@ async fn main() -> anyhow::Result<()> {
         let rss = peak_rss_mib(r.pid).unwrap_or(f64::NAN);
         let waited = scrape_sum(r.metrics_port, "aws_operator_request_budget_wait_seconds_total").await;
         println!(
-            "  {:<34} {:>12.1} MiB   {:.1} MiB   (goal <= {GOAL_RSS_MIB} MiB; {} clusters held, {} AWS calls sent, {} s waited for the budget{})",
+            "  {:<34} {:>12.1} MiB   {:.1} MiB   (goal <= {GOAL_RSS_MIB} MiB; now {}; {} clusters held, {} AWS calls sent, {} s waited for the budget{})",
             format!("peak RSS of {}", r.name),
             rss,
             previous.rss_mib,
+            rss_split_mib(r.pid)
+                .map_or("?".to_string(), |(anon, file)| format!("{anon:.1} MiB anonymous, {file:.1} MiB of files")),
             held.get(&r.name).copied().unwrap_or(0),
             sent.get(r.key.as_str()).copied().unwrap_or(0),
             waited.map_or("?".to_string(), |w| format!("{w:.1}")),

@@ -340,3 +340,66 @@ pub fn is_ready(cluster: &AWSCluster) -> bool {
 pub fn simulated_hours(window: Duration) -> f64 {
     window.as_secs_f64() * TIME_SCALE as f64 / 3600.0
 }
+
+/// Seconds since the Unix epoch, the clock of moto's request log.
+pub fn epoch_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The calls in `log` that arrived from `from` until `to` (seconds since the Unix epoch), by
+/// service and action, most frequent first: what an idle window's calls were.
+pub fn calls_by_action(log: &[motoenv::LoggedRequest], from: f64, to: f64) -> Vec<(String, u64)> {
+    let mut by_action = std::collections::BTreeMap::<String, u64>::new();
+    for r in log.iter().filter(|r| r.time >= from && r.time < to) {
+        *by_action.entry(format!("{} {}", r.service, r.action)).or_default() += 1;
+    }
+    let mut sorted: Vec<(String, u64)> = by_action.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sorted
+}
+
+/// `calls_by_action`'s figures per cluster per simulated hour, as one line.
+pub fn per_cluster_hour(by_action: &[(String, u64)], clusters: usize, window: Duration) -> String {
+    let hours = simulated_hours(window);
+    by_action
+        .iter()
+        .map(|(action, n)| format!("{action} {:.2}", *n as f64 / clusters.max(1) as f64 / hours))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The events whose series grew since `from` (seconds since the Unix epoch), counted by
+/// reporting controller, type and reason: what an idle window's Event writes were about.
+pub async fn repeated_events(
+    client: &kube::Client,
+    from: f64,
+) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    use k8s_openapi::api::events::v1::Event;
+    let events: Api<Event> = Api::all(client.clone());
+    let mut repeated = std::collections::BTreeMap::<String, u64>::new();
+    for event in events.list(&Default::default()).await?.items {
+        let Some(series) = &event.series else { continue };
+        let last = series.last_observed_time.0.as_microsecond() as f64 / 1e6;
+        if last >= from {
+            let key = format!(
+                "{} {} {}",
+                event.reporting_controller.as_deref().unwrap_or(""),
+                event.type_.as_deref().unwrap_or(""),
+                event.reason.as_deref().unwrap_or("")
+            );
+            *repeated.entry(key).or_default() += 1;
+        }
+    }
+    Ok(repeated)
+}
+
+/// A process's resident set now, split as `/proc` does: (heap and other anonymous memory,
+/// mapped files such as the binary's own pages), in MiB.
+pub fn rss_split_mib(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?))
+}
