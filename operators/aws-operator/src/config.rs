@@ -142,7 +142,8 @@ pub struct DaemonArgs {
     #[arg(long, default_value_t = operatorkit::sharding::ShardingMode::Labels)]
     pub sharding_mode: operatorkit::sharding::ShardingMode,
     /// How often each control plane and node pool of a steady cluster looks for instances
-    /// waiting on a terminating lifecycle hook, in seconds.
+    /// waiting on a terminating lifecycle hook, in seconds; also how old the account's shared
+    /// listing of Auto Scaling instances they read may be.
     #[arg(long, default_value_t = 120)]
     pub drainer_poll_seconds: u64,
     /// How often a control plane or node pool whose stack is changing (a rolling update, a

@@ -142,14 +142,22 @@ pub struct Memo {
     pub uploads: HashMap<String, String>,
     /// Management VPC `(id, cidr)` and route tables per region.
     pub control_plane_network: HashMap<String, ControlPlaneNetwork>,
-    /// When the master Endpoints of a cluster were last refreshed.
+    /// When the addresses the master Endpoints of a cluster were last refreshed from were read.
     pub endpoints_refreshed: HashMap<String, Instant>,
+    /// Per account cache key: the running masters' private addresses of all its clusters, by
+    /// cluster id, and when they were read ([`crate::aws::ec2::all_master_ips`]).
+    pub master_addresses: HashMap<String, (Instant, std::collections::BTreeMap<String, Vec<String>>)>,
     /// The last stack status announced by an event, per `account/region/stack`: a status write
     /// that the cache does not show yet must not announce the same transition twice.
     pub stack_status: HashMap<String, String>,
     /// Per `<management account/region>/<cluster id>`: the cluster zone whose delegation is in
     /// place, or when the delegation was last skipped for want of an intermediate zone.
     pub delegations: HashMap<String, Delegated>,
+    /// Per `<management account/region>/<zone name>`: the installation's intermediate zone id
+    /// (`None` when the account has no such zone) and when it was looked up.
+    pub intermediate_zones: HashMap<String, (Instant, Option<String>)>,
+    /// Per hosted zone id: the name servers Route53 assigned to it, which never change.
+    pub name_servers: HashMap<String, Vec<String>>,
     /// Auto Scaling group (`<account cache key>/<group>`) → whether this process last put the
     /// cluster autoscaler's tag on it (`true`) or took it off (`false`); a group not in here
     /// gets the tag written once.
@@ -263,7 +271,7 @@ impl Shared {
             client,
             aws,
             stacks: StackCache::new(config.stack_listing_ttl, config.stack_busy_ttl),
-            instances: crate::aws::instances::InstanceCache::new(config.drainer_active_poll),
+            instances: crate::aws::instances::InstanceCache::default(),
             config,
             amis,
             metrics: StackMetrics::new(registry),
@@ -317,6 +325,50 @@ impl Shared {
         K: kube::Resource<DynamicType = ()>,
     {
         self.events.publish(&obj.object_ref(&()), type_, reason, action, related, &note).await;
+    }
+
+    /// The id of the installation's intermediate zone `name` (`k8s.<domain>`) in the management
+    /// account `cp`, `None` when the account has no such zone. Looked up in Route53 at most once
+    /// per `--stack-listing-ttl-seconds` per management account and zone, whatever the number of
+    /// clusters delegated from it: an installation without the zone costs one lookup per period,
+    /// not one per cluster, and one with it a lookup per period for the clusters being created.
+    pub async fn intermediate_zone(
+        &self,
+        cp: &crate::aws::AccountClients,
+        name: &str,
+    ) -> Result<Option<String>, crate::aws::AwsError> {
+        let key = format!("{}/{name}", cp.cache_key());
+        if let Some((at, id)) = self.memo.lock().intermediate_zones.get(&key)
+            && at.elapsed() < self.config.stack_listing_ttl
+        {
+            return Ok(id.clone());
+        }
+        let id = crate::aws::route53::hosted_zone_by_name(cp, name).await?;
+        self.memo.lock().intermediate_zones.insert(key, (Instant::now(), id.clone()));
+        Ok(id)
+    }
+
+    /// The name servers of the tenant's hosted zone `zone_id`, read from Route53 once per
+    /// process: a zone's delegation set never changes.
+    pub async fn zone_name_servers(
+        &self,
+        tenant: &crate::aws::AccountClients,
+        zone_id: &str,
+    ) -> Result<Vec<String>, crate::aws::AwsError> {
+        if let Some(servers) = self.memo.lock().name_servers.get(zone_id) {
+            return Ok(servers.clone());
+        }
+        let servers = crate::aws::route53::zone_name_servers(tenant, zone_id).await?;
+        if !servers.is_empty() {
+            let mut memo = self.memo.lock();
+            // Deleted clusters' zones are not tracked: the memo starts over when it is larger
+            // than any installation's number of zones.
+            if memo.name_servers.len() >= 8192 {
+                memo.name_servers.clear();
+            }
+            memo.name_servers.insert(zone_id.to_string(), servers.clone());
+        }
+        Ok(servers)
     }
 
     /// The Release named `v<version>`.

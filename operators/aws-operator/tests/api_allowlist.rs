@@ -10,11 +10,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use apis::aws::AWSCluster;
 use aws_operator::aws::AccountClients;
 use aws_sdk_ec2::types::{DomainType, Filter, Tag};
 use aws_stacks::stacks::tccp::ApiWhitelist;
-use kube::Api;
 use support::*;
 
 const PUBLIC: &str = "203.0.113.0/24";
@@ -45,19 +43,6 @@ async fn https_sources(aws: &AccountClients, name: &str) -> anyhow::Result<BTree
         .filter(|p| p.from_port() == Some(443) && p.to_port() == Some(443))
         .flat_map(|p| p.ip_ranges().iter().filter_map(|r| r.cidr_ip().map(str::to_string)))
         .collect())
-}
-
-async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<AWSCluster> {
-    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let result = eventually(300, &format!("cluster {id} to be Ready"), || async {
-        let c = clusters.get(id).await?;
-        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(c))
-    })
-    .await;
-    match result {
-        Ok(c) => Ok(c),
-        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
-    }
 }
 
 async fn create_cluster(f: &Fixture, id: &str) -> anyhow::Result<()> {

@@ -25,19 +25,6 @@ async fn create(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
-    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let result = eventually(300, &format!("cluster {id} to be Ready"), || async {
-        let c = clusters.get(id).await?;
-        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
-    })
-    .await;
-    if let Err(e) = result {
-        anyhow::bail!("{e}\n{}", dump(&f.client).await);
-    }
-    Ok(())
-}
-
 /// The Secret of cluster `id` the fixture creates: the credential.
 fn user_secrets(id: &str) -> Vec<(&'static str, String)> {
     vec![("giantswarm", format!("credential-{id}"))]

@@ -196,6 +196,35 @@ async fn the_status_shows_progress_and_every_transition_is_one_event() -> anyhow
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skipped_delegation_is_announced_once_however_often_it_is_looked_at_again() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    f.apply_basics().await?;
+    // The installation has no intermediate zone; the skip is looked at again every second, at
+    // each reconcile of a resync every second.
+    f.stack_listing_ttl = Some(std::time::Duration::from_secs(1));
+    f.resync = std::time::Duration::from_secs(1);
+    let id = "dlg01";
+    f.credential_secret(id).await?;
+    f.cluster(id).await?;
+    f.control_plane(id, "cp001", &["eu-central-1a"], 1).await?;
+    f.node_pool(id, "np001", &["eu-central-1a"], 1, 3).await?;
+    f.start_operator().await?;
+    wait_ready(&f, id).await?;
+    let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs_f64();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let lookups = f.moto.request_log()?.iter().filter(|r| r.service == "route53" && r.time >= start).count();
+    let events = events_of(&f.client, id).await?;
+    let skipped: Vec<&Event> = events.iter().filter(|e| e.reason.as_deref() == Some("DelegationSkipped")).collect();
+    assert_eq!(skipped.len(), 1, "{}", describe(&events));
+    // Said once: a repeat would have grown the event's series, a write per period.
+    assert_eq!(skipped[0].series, None, "{}", describe(&events));
+    // Looked at again, in the management account, about once per period.
+    assert!((1..=9).contains(&lookups), "{lookups} Route53 calls in 6 s with a period of 1 s");
+    f.kill_operator().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_ami_shows_in_ready() -> anyhow::Result<()> {
     let mut f = Fixture::start().await?;
     f.apply_basics().await?;

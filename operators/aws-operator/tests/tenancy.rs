@@ -22,19 +22,6 @@ async fn create_victim(f: &Fixture, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<()> {
-    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
-    let result = eventually(300, &format!("cluster {id} to be Ready"), || async {
-        let c = clusters.get(id).await?;
-        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(()))
-    })
-    .await;
-    if let Err(e) = result {
-        anyhow::bail!("{e}\n{}", dump(&f.client).await);
-    }
-    Ok(())
-}
-
 async fn evil_namespace(f: &Fixture) -> anyhow::Result<()> {
     let nss: Api<Namespace> = Api::all(f.client.clone());
     let obj: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": EVIL}}))?;

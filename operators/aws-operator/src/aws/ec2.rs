@@ -3,6 +3,8 @@
 //! its running instances; and, for the teardown's leftovers, the security groups, interfaces, volumes and peerings of a
 //! cluster with their deletion.
 
+use std::collections::BTreeMap;
+
 use crate::aws::{AccountClients, AwsError, api_error};
 
 /// Every subnet CIDR of the account and region (IPAM reserves them).
@@ -104,6 +106,33 @@ pub async fn master_ips(aws: &AccountClients, cluster_id: &str) -> Result<Vec<St
     ips.sort();
     ips.dedup();
     Ok(ips)
+}
+
+/// Private IPs of the running master instances of every cluster of the account (tag
+/// `Name=<id>-master`), by cluster id: one paginated `DescribeInstances` for all of them.
+pub async fn all_master_ips(aws: &AccountClients) -> Result<BTreeMap<String, Vec<String>>, AwsError> {
+    let pages = aws
+        .ec2
+        .describe_instances()
+        .filters(filter("tag:Name", "*-master"))
+        .filters(filter("instance-state-name", "running"))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
+    let mut by_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in pages.iter().flat_map(|p| p.reservations()).flat_map(|r| r.instances()) {
+        let name = i.tags().iter().find(|t| t.key() == Some("Name")).and_then(|t| t.value()).unwrap_or_default();
+        if let (Some(id), Some(ip)) = (name.strip_suffix("-master"), i.private_ip_address()) {
+            by_cluster.entry(id.to_string()).or_default().push(ip.to_string());
+        }
+    }
+    for ips in by_cluster.values_mut() {
+        ips.sort();
+        ips.dedup();
+    }
+    Ok(by_cluster)
 }
 
 /// Auto Scaling group `name` as Auto Scaling describes it, `None` when it does not exist.

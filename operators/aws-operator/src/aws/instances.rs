@@ -14,16 +14,17 @@ use crate::drainers::plan::{GroupInstance, LifecycleState};
 const DESCRIBE_BATCH: usize = 100;
 
 /// The Auto Scaling instances of each account, read in one batched listing
-/// (`DescribeAutoScalingInstances` without ids) at most once per `ttl` and shared by every
-/// control plane and node pool of the account, and the private DNS names of instances once
-/// described (they never change).
+/// (`DescribeAutoScalingInstances` without ids) shared by every control plane and node pool of
+/// the account, and the private DNS names of instances once described (they never change).
 ///
-/// A steady account therefore costs one paginated Auto Scaling read per poll, whatever its
-/// number of clusters, and no EC2 call: `DescribeInstances` runs only for instances newly found
-/// waiting, batched.
-#[derive(Debug)]
+/// Each reader says how old a listing it accepts: the drainers accept one as old as
+/// `--drainer-poll-seconds` for an owner that is steady and settled, and one as old as
+/// `--drainer-active-poll-seconds` otherwise. A steady account therefore costs one paginated
+/// Auto Scaling read per drainer poll, whatever its number of clusters (not one per owner's
+/// poll), and no EC2 call: `DescribeInstances` runs only for instances newly found waiting,
+/// batched.
+#[derive(Debug, Default)]
 pub struct InstanceCache {
-    ttl: Duration,
     entries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Entry>>>>,
 }
 
@@ -38,20 +39,16 @@ struct Entry {
 }
 
 impl InstanceCache {
-    /// A cache whose listings live `ttl`.
-    pub fn new(ttl: Duration) -> Self {
-        Self { ttl, entries: Mutex::new(HashMap::new()) }
-    }
-
     fn entry(&self, account: &str) -> Arc<tokio::sync::Mutex<Entry>> {
         self.entries.lock().entry(account.to_string()).or_default().clone()
     }
 
-    /// The instances of `aws`'s account and region, listed again when older than the TTL.
-    pub async fn instances(&self, aws: &AccountClients) -> Result<Vec<GroupInstance>, AwsError> {
+    /// The instances of `aws`'s account and region, listed again when the last listing is
+    /// `max_age` old or older (or was invalidated).
+    pub async fn instances(&self, aws: &AccountClients, max_age: Duration) -> Result<Vec<GroupInstance>, AwsError> {
         let entry = self.entry(&aws.cache_key());
         let mut e = entry.lock().await;
-        if e.read.is_none_or(|t| t.elapsed() >= self.ttl) {
+        if e.read.is_none_or(|t| t.elapsed() >= max_age) {
             e.instances = list_instances(aws).await?;
             e.read = Some(Instant::now());
         }

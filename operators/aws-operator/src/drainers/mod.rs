@@ -34,6 +34,13 @@ fn already_completed(err: &AwsError) -> bool {
 /// instances still wait, for which the caller keeps its finalizer and looks again at the poll
 /// interval.
 ///
+/// `steady` says the owner's stack is not changing and its cluster is not being deleted. A
+/// steady owner that was settled at its last pass (no instance waiting, no DrainerConfig) reads
+/// the account's shared listing if it is younger than `--drainer-poll-seconds`: an account of
+/// steady clusters is then listed once per drainer poll, not once per owner's poll, and an
+/// instance that starts to wait there is seen within two drainer polls. Any other owner wants a
+/// listing younger than `--drainer-active-poll-seconds`.
+///
 /// `obj` receives the events: Normal for each completed lifecycle action, Warning for each drain
 /// that timed out.
 pub async fn pass<K>(
@@ -43,16 +50,24 @@ pub async fn pass<K>(
     owner: &Owner,
     group_prefix: &str,
     deleting: bool,
+    steady: bool,
 ) -> Result<usize, ResourceError>
 where
     K: Resource<DynamicType = ()>,
 {
     let account = tenant.cache_key();
     let owner_key = format!("{}/{}", owner.namespace, owner.selector());
-    let instances: Vec<GroupInstance> =
-        shared.instances.instances(tenant).await?.into_iter().filter(|i| i.group.starts_with(group_prefix)).collect();
+    let settled = shared.instances.is_settled(&account, &owner_key).await;
+    let max_age = if steady && settled { shared.config.drainer_poll } else { shared.config.drainer_active_poll };
+    let instances: Vec<GroupInstance> = shared
+        .instances
+        .instances(tenant, max_age)
+        .await?
+        .into_iter()
+        .filter(|i| i.group.starts_with(group_prefix))
+        .collect();
     let any_waiting = instances.iter().any(|i| i.state == LifecycleState::TerminatingWait);
-    if !any_waiting && shared.instances.is_settled(&account, &owner_key).await {
+    if !any_waiting && settled {
         return Ok(0);
     }
     let api: Api<DrainerConfig> = Api::namespaced(shared.client.clone(), &owner.namespace);
@@ -128,8 +143,8 @@ where
     if !decided.complete.is_empty() {
         shared.instances.invalidate(&account);
     }
-    let settled = decided.waiting == 0 && existing.len() == decided.delete.len() && decided.create.is_empty();
-    shared.instances.set_settled(&account, &owner_key, settled).await;
+    let now_settled = decided.waiting == 0 && existing.len() == decided.delete.len() && decided.create.is_empty();
+    shared.instances.set_settled(&account, &owner_key, now_settled).await;
     Ok(decided.waiting)
 }
 
@@ -163,7 +178,7 @@ where
         hook: hook.to_string(),
         drain_timeout: plan::drain_timeout(shared.config.drain_timeout, Duration::from_secs(hook_timeout)),
     };
-    pass(shared, tenant, obj, &owner, &format!("{stack}-"), true).await
+    pass(shared, tenant, obj, &owner, &format!("{stack}-"), true, false).await
 }
 
 /// The drainers' step of a controller, shared by the control-plane and node-pool controllers:
@@ -244,7 +259,7 @@ where
         .ok()
         .flatten()
         .is_some_and(|v| v.status.as_str().ends_with("_IN_PROGRESS"));
-    match pass(shared, tenant, obj, owner, group_prefix, deleting).await {
+    match pass(shared, tenant, obj, owner, group_prefix, deleting, !changing && !deleting).await {
         Ok(0) if changing || deleting => again,
         Ok(0) => operatorkit::Outcome::proceed().requeue_after(shared.config.drainer_poll),
         Ok(waiting) => {

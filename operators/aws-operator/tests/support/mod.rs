@@ -68,6 +68,11 @@ pub struct Fixture {
     pub service_account: Option<packaging::rbac::ChartIdentity>,
     /// The operator's drainer poll interval, when not the default.
     pub drainer_poll: Option<Duration>,
+    /// The operator's active drainer poll interval, when not the default.
+    pub drainer_active_poll: Option<Duration>,
+    /// The operator's stack listing expiry (`--stack-listing-ttl-seconds`), when not the
+    /// default: also how often a skipped delegation is looked at again.
+    pub stack_listing_ttl: Option<Duration>,
     /// The unhealthy-node terminator's settings, when not the fixture's (off unless a cluster
     /// opts in: the fixture's clusters have no workload cluster to reach unless a test starts
     /// one).
@@ -195,6 +200,8 @@ impl Fixture {
             registry: None,
             service_account: None,
             drainer_poll: None,
+            drainer_active_poll: None,
+            stack_listing_ttl: None,
             unhealthy: None,
             max_rolling_clusters: 0,
             sharded: false,
@@ -332,6 +339,8 @@ impl Fixture {
         };
         let lease_namespace = self.service_account.as_ref().map(|sa| sa.namespace.clone());
         let drainer_poll = self.drainer_poll;
+        let drainer_active_poll = self.drainer_active_poll;
+        let stack_listing_ttl = self.stack_listing_ttl;
         let unhealthy = self.unhealthy.clone();
         let max_rolling_clusters = self.max_rolling_clusters;
         // As the chart's pod: its rollout slots in its own namespace, as `--leader-election-namespace`.
@@ -391,6 +400,12 @@ impl Fixture {
             let mut config = OperatorConfig { version: version.clone(), ..operator_config(installation) };
             if let Some(poll) = drainer_poll {
                 config.drainer_poll = poll;
+            }
+            if let Some(poll) = drainer_active_poll {
+                config.drainer_active_poll = poll;
+            }
+            if let Some(ttl) = stack_listing_ttl {
+                config.stack_listing_ttl = ttl;
             }
             if let Some(unhealthy) = unhealthy {
                 config.unhealthy = unhealthy;
@@ -675,6 +690,21 @@ pub async fn events_about(client: &Client, name: &str) -> anyhow::Result<Vec<k8s
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .collect())
+}
+
+/// Waits up to 300 s for AWSCluster `id` in [`NS`] to be Ready, and returns it; on a timeout the
+/// error carries a dump of the management cluster.
+pub async fn wait_ready(f: &Fixture, id: &str) -> anyhow::Result<AWSCluster> {
+    let clusters: Api<AWSCluster> = Api::namespaced(f.client.clone(), NS);
+    let result = eventually(300, &format!("cluster {id} to be Ready"), || async {
+        let c = clusters.get(id).await?;
+        Ok(ready(c.status.as_ref().map(|s| &s.conditions)).then_some(c))
+    })
+    .await;
+    match result {
+        Ok(c) => Ok(c),
+        Err(e) => anyhow::bail!("{e}\n{}", dump(&f.client).await),
+    }
 }
 
 pub fn ready(conds: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> bool {

@@ -13,9 +13,10 @@ use crate::context::{Delegated, Shared};
 /// Delegates the cluster's zone `<id>.k8s.<domain>` from the installation's intermediate zone
 /// `k8s.<domain>` in the management account: an NS record naming the zone's name servers, TTL
 /// 300, upserted through the management account's credentials (upstream's `bridgezone`). An
-/// installation without an intermediate zone is skipped with an event, and looked at again after
-/// the stack listing's expiry. Done once per process and cluster zone; the teardown removes the
-/// record.
+/// installation without an intermediate zone is skipped, with one event per process and
+/// cluster, and looked at again after the stack listing's expiry ([`Shared::intermediate_zone`]:
+/// one lookup per installation, not per cluster). Done once per process and cluster zone; the
+/// teardown removes the record.
 #[derive(Debug)]
 pub struct Delegation;
 
@@ -33,17 +34,22 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
         let (tenant, cp) = state.accounts()?;
         let id = obj.name_any();
         let memo_key = format!("{}/{id}", cp.cache_key());
-        let settled = match shared.memo.lock().delegations.get(&memo_key) {
-            Some(Delegated::Zone(z)) => *z == zone_id,
-            Some(Delegated::Skipped(at)) => at.elapsed() < shared.config.stack_listing_ttl,
-            None => false,
+        let (settled, skipped_before) = match shared.memo.lock().delegations.get(&memo_key) {
+            Some(Delegated::Zone(z)) => (*z == zone_id, false),
+            Some(Delegated::Skipped(at)) => (at.elapsed() < shared.config.stack_listing_ttl, true),
+            None => (false, false),
         };
         if settled {
             return Ok(Outcome::proceed());
         }
         let (name, parent) = delegation_zones(obj);
-        let Some(parent_id) = crate::aws::route53::hosted_zone_by_name(cp, &parent).await? else {
+        let Some(parent_id) = shared.intermediate_zone(cp, &parent).await? else {
             shared.memo.lock().delegations.insert(memo_key, Delegated::Skipped(std::time::Instant::now()));
+            if skipped_before {
+                // Announced once per process and cluster: a repeat would be an event write per
+                // period for every cluster of such an installation.
+                return Ok(Outcome::proceed());
+            }
             shared
                 .event(
                     obj,
@@ -56,7 +62,7 @@ impl Resource<AWSCluster, ClusterState> for Delegation {
                 .await;
             return Ok(Outcome::proceed());
         };
-        let servers = crate::aws::route53::zone_name_servers(tenant, &zone_id).await?;
+        let servers = shared.zone_name_servers(tenant, &zone_id).await?;
         if servers.is_empty() {
             return Err(ResourceError::msg(
                 "DelegationFailed",

@@ -38,10 +38,11 @@ impl Resource<AWSCluster, ClusterState> for Master {
 /// Namespace `<id>` (labelled with the cluster, its organisation `org` and the uid `uid` of the
 /// object that owns the cluster), the selector-less Service `master` (port 443, the etcd domain
 /// under `zone` for Prometheus) and its Endpoints: the private addresses of the cluster's
-/// masters in service behind `<id>-api`. The Endpoints are refreshed from EC2 at most every
-/// `endpoints_refresh`, so idle clusters do not cost a DescribeInstances per resync; with no
-/// master in service (mid-roll) the last ones are kept. A node-pools cluster's and a legacy
-/// cluster's alike.
+/// masters in service behind `<id>-api`. The Endpoints are refreshed from EC2 once the addresses
+/// they were last built from are `endpoints_refresh` old ([`master_addresses`]: one listing per
+/// account and period, shared by its clusters), so idle clusters do not cost a DescribeInstances
+/// per resync; with no master in service (mid-roll) the last ones are kept. A node-pools
+/// cluster's and a legacy cluster's alike.
 pub(crate) async fn ensure_master_objects(
     shared: &Shared,
     tenant: &AccountClients,
@@ -87,7 +88,7 @@ pub(crate) async fn ensure_master_objects(
         .get(&memo_key)
         .is_none_or(|t| t.elapsed() >= shared.config.endpoints_refresh);
     if due {
-        let ips = crate::aws::ec2::master_ips(tenant, id).await?;
+        let (read, ips) = master_addresses(shared, tenant, id).await?;
         if !ips.is_empty() {
             let ep: Api<Endpoints> = Api::namespaced(shared.client.clone(), id);
             let ep_obj = serde_json::json!({
@@ -101,10 +102,43 @@ pub(crate) async fn ensure_master_objects(
             if !holds(ep.get_opt("master").await?.as_ref(), &ep_obj) {
                 ep.patch("master", &pp, &Patch::Apply(&ep_obj)).await?;
             }
-            shared.memo.lock().endpoints_refreshed.insert(memo_key, std::time::Instant::now());
+            shared.memo.lock().endpoints_refreshed.insert(memo_key, read);
         }
     }
     Ok(())
+}
+
+/// The private addresses of cluster `id`'s running masters, and when they were read. They come
+/// from the account's listing of every cluster's masters ([`crate::aws::ec2::all_master_ips`]),
+/// read again once it is `endpoints_refresh` old and shared by all the account's clusters: the
+/// clusters' refreshes fall due together, when the listing they were built from expires, and an
+/// account of steady clusters costs one listing per period instead of one call per cluster. A
+/// cluster missing from a current listing (its first master still starting, or mid-roll) is looked
+/// up on its own.
+async fn master_addresses(
+    shared: &Shared,
+    tenant: &AccountClients,
+    id: &str,
+) -> Result<(std::time::Instant, Vec<String>), ResourceError> {
+    let account = tenant.cache_key();
+    let current = shared
+        .memo
+        .lock()
+        .master_addresses
+        .get(&account)
+        .filter(|(read, _)| read.elapsed() < shared.config.endpoints_refresh)
+        .map(|(read, all)| (*read, all.get(id).cloned()));
+    match current {
+        Some((read, Some(ips))) => Ok((read, ips)),
+        Some((_, None)) => Ok((std::time::Instant::now(), crate::aws::ec2::master_ips(tenant, id).await?)),
+        None => {
+            let all = crate::aws::ec2::all_master_ips(tenant).await?;
+            let read = std::time::Instant::now();
+            let ips = all.get(id).cloned().unwrap_or_default();
+            shared.memo.lock().master_addresses.insert(account, (read, all));
+            Ok((read, ips))
+        }
+    }
 }
 
 /// Whether `live` already holds everything `desired` (an apply configuration) sets: each field of

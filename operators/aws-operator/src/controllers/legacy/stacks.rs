@@ -132,10 +132,10 @@ impl Resource<AWSConfig, LegacyState> for Stacks {
         let delegation =
             match guest.outputs.get("HostedZoneID").filter(|z| !z.is_empty() && shared.config.route53_enabled) {
                 None => None,
-                Some(zone) => match crate::aws::route53::hosted_zone_by_name(&cp, &common.base_domain).await? {
+                Some(zone) => match shared.intermediate_zone(&cp, &common.base_domain).await? {
                     Some(parent_zone_id) => Some(host_main::Delegation {
                         parent_zone_id,
-                        name_servers: crate::aws::route53::zone_name_servers(&tenant, zone).await?,
+                        name_servers: shared.zone_name_servers(&tenant, zone).await?,
                     }),
                     None => {
                         // Announced once per process and cluster.
