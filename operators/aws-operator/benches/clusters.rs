@@ -8,8 +8,9 @@
 //!   its control plane and node pool usable);
 //! - `DescribeStacks` calls until then (target: linear in the cluster count);
 //! - the operator's peak RSS;
-//! - idle AWS calls per cluster per hour. The operator's periods (resync, stack listing expiry,
-//!   Endpoints refresh) are all shortened by [`TIME_SCALE`], and the idle window with them: it
+//! - idle AWS calls per cluster per hour, and by service and action. The operator's periods
+//!   (resync, stack listing expiry, Endpoints refresh, the drainers' steady poll) are all
+//!   shortened by [`TIME_SCALE`], and the idle window with them: it
 //!   lasts 20 minutes of simulated time, longer than every period, so that every cache expires
 //!   in it at least once.
 //!

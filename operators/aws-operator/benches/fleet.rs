@@ -7,9 +7,9 @@
 //! testenv and one moto. The clusters go round-robin to the tenant accounts, so they share each
 //! account's AWS request budget (`crate::aws::budget`) across the replicas. As in the `clusters`
 //! benchmark, a loopback proxy in front of moto counts the AWS calls and the time moto took to
-//! answer each, and the operator's periods (resync, stack listing expiry, Endpoints refresh) are
-//! shortened [`support::TIME_SCALE`] times, the idle window with them (20 simulated minutes,
-//! longer than every period). Prints, beside the previously published figures:
+//! answer each, and the operator's periods (resync, stack listing expiry, Endpoints refresh, the
+//! drainers' steady poll) are shortened [`support::TIME_SCALE`] times, the idle window with them
+//! (20 simulated minutes, longer than every period). Prints, beside the previously published figures:
 //! - the time from the first create until every AWSCluster is Ready;
 //! - AWS calls per cluster until then;
 //! - idle AWS calls per cluster per hour;

@@ -22,10 +22,14 @@ pub const NAMESPACE: &str = "org-bench";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The operator's periods and the idle window are this many times shorter than in production.
 pub const TIME_SCALE: u64 = 10;
-/// Production periods, in seconds: resync, stack listing expiry, master Endpoints refresh.
+/// Production periods, in seconds: resync, stack listing expiry, master Endpoints refresh, the
+/// drainers' poll of a steady cluster.
 pub const RESYNC_SECONDS: u64 = 300;
 pub const LISTING_TTL_SECONDS: u64 = 600;
 pub const ENDPOINTS_REFRESH_SECONDS: u64 = 900;
+pub const DRAINER_POLL_SECONDS: u64 = 120;
+/// The clusters' base domain; the management account holds its intermediate zone `k8s.<domain>`.
+pub const DOMAIN: &str = "bench.example.com";
 /// The idle window in simulated seconds: longer than every period above.
 pub const IDLE_WINDOW_SECONDS: u64 = 1200;
 
@@ -195,7 +199,8 @@ pub fn aws_settings(moto: &motoenv::MotoServer, cp_account: &str) -> aws_operato
     }
 }
 
-/// The management VPC, through the operator's own client code.
+/// The management VPC and the intermediate zone `k8s.<DOMAIN>`, through the operator's own
+/// client code.
 pub async fn management_vpc(
     moto: &motoenv::MotoServer,
     cp_account: &str,
@@ -213,6 +218,13 @@ pub async fn management_vpc(
         .await?;
     let table = cp.ec2.create_route_table().vpc_id(&vpc_id).send().await?;
     let route_table_id = table.route_table().and_then(|t| t.route_table_id()).unwrap_or_default().to_string();
+    // The installation's intermediate zone, which each cluster's zone is delegated from.
+    cp.route53
+        .create_hosted_zone()
+        .name(format!("k8s.{DOMAIN}"))
+        .caller_reference(format!("{installation}-intermediate"))
+        .send()
+        .await?;
     Ok(Management { vpc_id, route_table_id })
 }
 
@@ -274,6 +286,10 @@ pub fn daemon(
         ])
         .args(["--stack-listing-ttl-seconds", &(LISTING_TTL_SECONDS / TIME_SCALE).to_string()])
         .args(["--endpoints-refresh-seconds", &(ENDPOINTS_REFRESH_SECONDS / TIME_SCALE).to_string()])
+        .args(["--drainer-poll-seconds", &(DRAINER_POLL_SECONDS / TIME_SCALE).to_string()])
+        // Room for 4,096 /24 networks: each cluster takes one, and each node pool another (the
+        // default 10.1.0.0/16 holds 128 such clusters).
+        .args(["--ipam-range", "10.16.0.0/12"])
         // Drift detection off: its hourly round (six DetectStackDrift calls and their polls per
         // cluster) is not part of what these benchmarks measure, and would move their figures.
         .args(["--drift-detection-interval-seconds", "0"])
@@ -304,7 +320,7 @@ pub async fn create_cluster(client: &kube::Client, id: &str, account: &str) -> a
             &PostParams::default(),
             &create(serde_json::json!({"apiVersion": "infrastructure.giantswarm.io/v1alpha3", "kind": "AWSCluster",
                 "metadata": {"name": id, "labels": labels},
-                "spec": {"cluster": {"dns": {"domain": "bench.example.com"}},
+                "spec": {"cluster": {"dns": {"domain": DOMAIN}},
                          "provider": {"credentialSecret": {"name": format!("credential-{id}"), "namespace": "giantswarm"}, "region": REGION}}})),
         )
         .await?;
