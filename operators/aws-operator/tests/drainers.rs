@@ -226,14 +226,14 @@ async fn steady_clusters_share_one_auto_scaling_listing_per_drainer_poll_and_des
     let window = 16.0;
     let start = now()?;
     tokio::time::sleep(std::time::Duration::from_secs_f64(window)).await;
-    let listings = count("DescribeAutoScalingInstances", start)?;
+    let listings = count("DescribeAutoScalingGroups", start)?;
     let described = count("DescribeInstances", start)?;
     // At most one listing per drainer poll for the account (plus one at each edge of the
     // window), where six owners each listing on their own would make six per drainer poll.
     let most = (window / drainer_poll.as_secs_f64()).ceil() as usize + 2;
-    eprintln!("{listings} DescribeAutoScalingInstances and {described} DescribeInstances in {window} s");
+    eprintln!("{listings} DescribeAutoScalingGroups and {described} DescribeInstances in {window} s");
     assert!(listings >= 1, "the drainers looked at the groups");
-    assert!(listings <= most, "{listings} DescribeAutoScalingInstances in {window} s (at most {most})");
+    assert!(listings <= most, "{listings} DescribeAutoScalingGroups in {window} s (at most {most})");
     assert_eq!(described, 0, "no DescribeInstances while no instance waits");
     Ok(())
 }
