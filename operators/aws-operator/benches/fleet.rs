@@ -26,22 +26,20 @@
 //! Python process, so about one core is all it can use) and the load of the machine; the idle
 //! figures are then not measured.
 //!
-//! Figures (only these two points were measured; nothing is extrapolated from them), built in
-//! the `dev` profile (`cargo bench --profile dev`), on a shared two-core machine with other
-//! builds running (load average 8 to 19):
+//! Figures (only these points were measured; nothing is extrapolated from them), on a shared
+//! two-core machine; `docs/aws-operator.md`, "Benchmark", has every run and what limited it:
 //!
-//! | clusters / accounts / replicas | all Ready | AWS calls per cluster | idle AWS calls per cluster per hour | peak RSS per replica | Kubernetes writes per idle resync |
-//! |---|---|---|---|---|---|
-//! | 20 / 2 / 2 | 92.4 s | 126.2 | 22.65 | 75.7, 79.5 MiB | 57.8 |
-//! | 100 / 10 / 4 | 231.2 s | 140.4 | 28.98 | 92.0 to 94.3 MiB | 271.5 |
+//! | clusters / accounts / replicas | build | all Ready | AWS calls per cluster | idle AWS calls per cluster per hour | peak RSS per replica | Kubernetes writes per idle resync |
+//! |---|---|---|---|---|---|---|
+//! | 20 / 2 / 2 | dev | 92.4 s | 126.2 | 22.65 (drainer poll not shortened) | 75.7, 79.5 MiB | 57.8 |
+//! | 100 / 10 / 4 | dev | 231.2 s | 140.4 | 28.98 (drainer poll not shortened) | 92.0 to 94.3 MiB | 271.5 |
+//! | 10 / 2 / 2 | dev | 46.1 s | 123.8 | 17.10 | 74.9, 77.4 MiB | 0 |
+//! | 300 / 10 / 4 | release | 499.8 s | 125.3 | 7.64 | 92.7 to 95.1 MiB | 0 |
 //!
-//! At 20 clusters in two accounts the pace was the request budget's (about 35 calls a second
-//! against two accounts' 40 reads and 10 writes; moto used 0.2 cores). At 100 the machine was:
-//! moto got 0.25 to 0.4 cores and answered in 0.3 to 1.2 s. The idle writes were server-side
-//! applies of each cluster's Namespace and `master` Service every resync, of its Endpoints every
-//! refresh, and Event series updates. The `master` objects are now applied only when they
-//! differ: at 10 clusters, 2 accounts and 2 replicas (dev profile) the idle writes were 5.0 per
-//! resync, all Event series updates; see `docs/aws-operator.md`, "Benchmark".
+//! The idle calls are paid per replica and tenant account (the drainers' and the stacks'
+//! listings, the masters' addresses), none per cluster, so their share per cluster falls as the
+//! accounts fill. Of each replica's resident set, about 42 MiB (release) are the binary's own
+//! pages.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
