@@ -35,6 +35,7 @@
 //! | 100 / 10 / 4 | dev | 231.2 s | 140.4 | 28.98 (drainer poll not shortened) | 92.0 to 94.3 MiB | 271.5 |
 //! | 10 / 2 / 2 | dev | 46.1 s | 123.8 | 17.10 | 74.9, 77.4 MiB | 0 |
 //! | 300 / 10 / 4 | release | 499.8 s | 125.3 | 7.64 | 92.7 to 95.1 MiB | 0 |
+//! | 1,000 / 10 / 4 | release | 275 Ready at the deadline, 2,701 s (moto at 0.9 cores) | 106.9 | not measured | 150.2 to 167.3 MiB | not measured |
 //!
 //! The idle calls are paid per replica and tenant account (the drainers' and the stacks'
 //! listings, the masters' addresses), none per cluster, so their share per cluster falls as the
