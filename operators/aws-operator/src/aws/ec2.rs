@@ -87,34 +87,23 @@ pub async fn control_plane_route_tables(
 
 /// Private IPs of the running master instances of a cluster (tag `Name=<id>-master`).
 pub async fn master_ips(aws: &AccountClients, cluster_id: &str) -> Result<Vec<String>, AwsError> {
-    let pages = aws
-        .ec2
-        .describe_instances()
-        .filters(filter("tag:Name", format!("{cluster_id}-master")))
-        .filters(filter("instance-state-name", "running"))
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| api_error("EC2", "DescribeInstances", e))?;
-    let mut ips: Vec<String> = pages
-        .iter()
-        .flat_map(|p| p.reservations())
-        .flat_map(|r| r.instances())
-        .filter_map(|i| i.private_ip_address().map(str::to_string))
-        .collect();
-    ips.sort();
-    ips.dedup();
-    Ok(ips)
+    Ok(running_masters(aws, &format!("{cluster_id}-master")).await?.remove(cluster_id).unwrap_or_default())
 }
 
 /// Private IPs of the running master instances of every cluster of the account (tag
 /// `Name=<id>-master`), by cluster id: one paginated `DescribeInstances` for all of them.
 pub async fn all_master_ips(aws: &AccountClients) -> Result<BTreeMap<String, Vec<String>>, AwsError> {
+    running_masters(aws, "*-master").await
+}
+
+/// The private IPs, sorted and without repeats, of the running instances whose `Name` tag
+/// matches `name` (an EC2 filter value, `*` a wildcard) and ends in `-master`, by the cluster id
+/// before that suffix.
+async fn running_masters(aws: &AccountClients, name: &str) -> Result<BTreeMap<String, Vec<String>>, AwsError> {
     let pages = aws
         .ec2
         .describe_instances()
-        .filters(filter("tag:Name", "*-master"))
+        .filters(filter("tag:Name", name))
         .filters(filter("instance-state-name", "running"))
         .into_paginator()
         .send()
